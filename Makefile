@@ -1,0 +1,122 @@
+# smallmind -- build, test and run.
+#
+#   make            build build/smallmind (installs libcjson-dev via apt when run as root)
+#   make run        build, then generate from the default model
+#   make test       unit tests, NumPy reference checks and CLI tests
+#   make asan       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make warnings   gcc and clang builds with -Werror
+#   make bench      speed figures for docs/performance.md
+#
+# Variables: CC, BUILD (output folder), PYTHON (an interpreter with NumPy, if any).
+
+CC      ?= cc
+BUILD   ?= build
+PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+ARCH    := $(shell uname -m)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+           -Wformat=2 -Wvla
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(WARN) $(CFLAGS) -Iinclude -Isrc \
+             $(shell pkg-config --cflags libcjson 2>/dev/null)
+LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
+
+LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c \
+           src/model/model.c src/model/gpt2.c src/tokenizer/tokenizer.c src/sampler.c \
+           src/generate.c src/kernels/dispatch.c src/kernels/scalar.c
+ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
+LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
+endif
+CLI_SRC := src/cli.c src/main.c
+TEST_SRC := $(wildcard tests/test_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+BIN      := $(BUILD)/smallmind
+TESTBIN  := $(BUILD)/test_runner
+DEPSOK   := $(BUILD)/.deps-ok
+
+.PHONY: all run test asan warnings bench clean deps test-models
+
+all: $(BIN)
+
+# libcjson-dev (and pkg-config) are the only build dependencies.
+$(DEPSOK):
+	@mkdir -p $(BUILD)
+	@if ! pkg-config --exists libcjson 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing libcjson-dev and pkg-config with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libcjson-dev pkg-config >/dev/null || exit 1; \
+	  else \
+	    echo "smallmind needs cJSON: sudo apt-get install libcjson-dev pkg-config" >&2; exit 1; \
+	  fi; \
+	fi
+	@touch $@
+
+deps: $(DEPSOK)
+
+$(BUILD)/%.o: %.c | $(DEPSOK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+# Only the ISA files get -m flags; the kernels get -O3.
+$(BUILD)/src/kernels/%.o: ALL_CFLAGS += -O3
+$(BUILD)/src/kernels/avx2.o: ALL_CFLAGS += -mavx2 -mfma
+$(BUILD)/src/kernels/avx512.o: ALL_CFLAGS += -mavx512f -mfma
+
+$(BIN): $(LIB_OBJ) $(CLI_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TESTBIN): $(LIB_OBJ) $(TEST_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/dump_logits: $(BUILD)/tests/tools/dump_logits.o $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/alloc_count.so: tests/tools/alloc_count.c
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
+
+# Random-weight models the tests use (scripts/sm_random_model.py).
+TM := $(BUILD)/test-models
+$(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py
+	@mkdir -p $(TM)
+	$(PYTHON) scripts/sm_random_model.py --out $(TM)/seed --force --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256 --seed 1
+	$(PYTHON) scripts/sm_random_model.py --out $(TM)/odd --force --layers 2 --heads 3 --embd 48 --ctx 80 --vocab 300 --activation gelu_erf --untied --seed 2
+	$(PYTHON) scripts/sm_random_model.py --out $(TM)/nobias --force --layers 1 --heads 2 --embd 34 --ctx 40 --vocab 256 --no-bias --seed 3
+	@touch $@
+test-models: $(TM)/.done
+
+test: $(BIN) $(TESTBIN) $(BUILD)/dump_logits $(BUILD)/alloc_count.so $(TM)/.done
+	SM_TEST_MODELS=$(TM) $(TESTBIN)
+	$(PYTHON) tests/test_reference.py --bin $(BUILD) --models $(TM)
+	SM_BIN=$(BIN) SM_TEST_MODELS=$(TM) SM_ALLOC_SO=$(BUILD)/alloc_count.so bash tests/test_cli.sh
+
+# ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.
+asan:
+	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  SM_SKIP_ALLOC=1 test
+
+warnings:
+	$(MAKE) BUILD=build-gcc CC=gcc CFLAGS="-O2 -Werror" build-gcc/smallmind build-gcc/test_runner
+	$(MAKE) BUILD=build-clang CC=clang CFLAGS="-O2 -Werror" build-clang/smallmind build-clang/test_runner
+
+MODEL ?= models/default
+run: $(BIN)
+	@if [ -f $(MODEL)/config.json ]; then \
+	  $(BIN) generate -m $(MODEL) -p "$${PROMPT:-Once upon a time}" -n 200; \
+	else \
+	  echo "note: $(MODEL) is not there yet; generating from a random-weight model instead" >&2; \
+	  $(PYTHON) scripts/sm_random_model.py --out $(BUILD)/random-seed-model --force --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256 --seed 7 >/dev/null && \
+	  $(BIN) generate -m $(BUILD)/random-seed-model -p "$${PROMPT:-Once upon a time}" -n 200; \
+	fi
+
+bench: $(BIN)
+	bash scripts/bench.sh $(BIN)
+
+clean:
+	rm -rf build build-asan build-gcc build-clang
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

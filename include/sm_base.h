@@ -1,0 +1,78 @@
+/*
+** sm_base.h -- status codes, error messages, checked size arithmetic,
+** little-endian readers and a monotonic clock.
+**
+** Every library function that can fail returns an sm_status and, where the
+** caller passed one, fills an sm_error with a one-line message that names the
+** file, field or tensor at fault. Library code never prints and never exits;
+** only the CLI turns a status into text and an exit code.
+*/
+#ifndef SM_BASE_H
+#define SM_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    SM_OK = 0,
+    SM_ERR_IO,          /* a file could not be opened, read or written */
+    SM_ERR_FORMAT,      /* a file or config is malformed */
+    SM_ERR_UNSUPPORTED, /* well-formed but not supported by this build */
+    SM_ERR_NOMEM,       /* an allocation failed */
+    SM_ERR_INPUT,       /* bad user input: prompt too long, bad token id */
+    SM_ERR_RUNTIME,     /* a run-time failure such as NaN logits */
+    SM_ERR_INTERRUPTED  /* the caller asked the run to stop */
+} sm_status;
+
+/* A one-line, human-readable message; empty when there is none. */
+typedef struct sm_error {
+    char msg[512];
+} sm_error;
+
+const char *sm_status_str(sm_status st);
+
+/*
+** Formats a message into err (if err is not NULL) and returns st, so that
+** callers can write `return sm_error_set(err, SM_ERR_FORMAT, "...", ...)`.
+*/
+sm_status sm_error_set(sm_error *err, sm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Invariants of the program itself (never user input): abort with location. */
+#define SM_ASSERT(cond)                                                      \
+    do {                                                                     \
+        if (!(cond)) sm_assert_fail(#cond, __FILE__, __LINE__);              \
+    } while (0)
+_Noreturn void sm_assert_fail(const char *what, const char *file, int line);
+
+/* Checked arithmetic on sizes: return false on overflow, *out untouched then. */
+static inline bool sm_size_mul(size_t *out, size_t a, size_t b) {
+    size_t r;
+    if (__builtin_mul_overflow(a, b, &r)) return false;
+    *out = r;
+    return true;
+}
+static inline bool sm_size_add(size_t *out, size_t a, size_t b) {
+    size_t r;
+    if (__builtin_add_overflow(a, b, &r)) return false;
+    *out = r;
+    return true;
+}
+/* Rounds n up to a multiple of align (a power of two); false on overflow. */
+static inline bool sm_size_align(size_t *out, size_t n, size_t align) {
+    size_t r;
+    if (__builtin_add_overflow(n, align - 1, &r)) return false;
+    *out = r & ~(align - 1);
+    return true;
+}
+
+uint32_t sm_read_u32le(const void *p);
+uint64_t sm_read_u64le(const void *p);
+void sm_write_u32le(void *p, uint32_t v);
+void sm_write_u64le(void *p, uint64_t v);
+
+/* Seconds from an arbitrary fixed point, monotonic. */
+double sm_time_now(void);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+** sm_config.h -- a model directory's config.json as a plain, validated struct.
+**
+** This is the only module that sees JSON (cJSON stays inside config.c). On
+** success every hyperparameter is in its supported range, every tensor entry
+** has a known dtype, 1..4 positive dimensions whose byte size does not
+** overflow, a plain file name and a 64-byte aligned offset. Whether tensors
+** fit their files is checked by sm_weights; whether their shapes match the
+** architecture by the model.
+*/
+#ifndef SM_CONFIG_H
+#define SM_CONFIG_H
+
+#include "sm_base.h"
+
+#define SM_FORMAT_NAME "smallmind"
+#define SM_FORMAT_VERSION 1
+#define SM_MAX_DIMS 4
+#define SM_MAX_TENSORS 65536
+#define SM_MAX_FILES 16
+#define SM_NAME_MAX 128
+#define SM_FILE_NAME_MAX 128
+#define SM_CONFIG_MAX_BYTES (64u << 20) /* config.json larger than this is refused */
+
+typedef enum { SM_DTYPE_F32 = 0, SM_DTYPE_F16, SM_DTYPE_BF16, SM_DTYPE_COUNT } sm_dtype;
+
+typedef enum { SM_ARCH_GPT2 = 0 } sm_arch;
+typedef enum { SM_ACT_GELU_TANH = 0, SM_ACT_GELU_ERF } sm_activation;
+typedef enum { SM_TOKENIZER_BYTE = 0 } sm_tokenizer_type;
+
+typedef struct sm_tensor_desc {
+    char name[SM_NAME_MAX];
+    sm_dtype dtype;
+    int ndim;
+    int64_t shape[SM_MAX_DIMS]; /* outermost first, row-major */
+    size_t nbytes;              /* product(shape) * dtype size, checked */
+    int file;                   /* index into sm_config.files */
+    uint64_t offset;            /* byte offset in that file, 64-aligned */
+} sm_tensor_desc;
+
+typedef struct sm_config {
+    sm_arch arch;
+    int n_layer;
+    int n_head;
+    int n_embd;
+    int n_ctx;   /* maximum context (rows of the position embedding) */
+    int n_vocab; /* rows of the token embedding; may exceed the tokenizer's */
+    float norm_eps;
+    sm_activation activation;
+    bool tied_output; /* output layer shares the token embedding */
+    bool bias;        /* linear layers carry biases */
+    sm_tokenizer_type tokenizer;
+    int n_files;
+    char files[SM_MAX_FILES][SM_FILE_NAME_MAX];
+    size_t n_tensors;
+    sm_tensor_desc *tensors; /* owned; freed by sm_config_free */
+} sm_config;
+
+size_t sm_dtype_size(sm_dtype t);
+const char *sm_dtype_name(sm_dtype t);
+const char *sm_arch_name(sm_arch a);
+const char *sm_activation_name(sm_activation a);
+
+/*
+** Parses and validates `len` bytes of JSON. `path` is only used in messages.
+** On failure returns SM_ERR_FORMAT or SM_ERR_UNSUPPORTED with a message that
+** names the key (or line and column for syntax errors); *cfg is then zeroed.
+*/
+sm_status sm_config_parse(sm_config *cfg, const char *json, size_t len,
+                          const char *path, sm_error *err);
+
+/* Reads <dir>/config.json and parses it. */
+sm_status sm_config_load(sm_config *cfg, const char *dir, sm_error *err);
+
+void sm_config_free(sm_config *cfg);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+** sm_kernels.h -- the compute kernels behind one dispatch table.
+**
+** A table holds one implementation of every hot operation for one ISA:
+** scalar (the reference, portable C), avx2 (AVX2 + FMA) and avx512
+** (AVX-512F). sm_kernels_select picks one at start-up from CPU features; the
+** model only ever calls through the table. Intrinsics live only in
+** src/kernels/<isa>.c. Every kernel is a pure function of its inputs: the
+** result of a given output element does not depend on how the caller splits
+** the work, which is what makes 1- and 2-thread runs bit-identical.
+**
+** Layouts (row-major, float32):
+**   linear weights      w[N, K]      (out features, in features)
+**   activations         x[T, K]      one row per token
+**   key cache (a head)  kt[hs, ctx]  transposed: keys are columns, so
+**                                    Q.K^T is a broadcast-multiply product
+**   value cache (head)  v[ctx, hs]
+*/
+#ifndef SM_KERNELS_H
+#define SM_KERNELS_H
+
+#include <stddef.h>
+
+/* Queries per attention block: the scores scratch is SM_ATTN_QBLOCK x ctx. */
+#define SM_ATTN_QBLOCK 16
+
+typedef struct sm_kernels {
+    const char *name;
+
+    /* Floats of per-thread scratch that matmul needs (packed weight panels). */
+    size_t matmul_scratch;
+
+    /*
+    ** out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for all t < T and
+    ** n0 <= n < n1; other columns of out are not touched. bias may be NULL.
+    ** T >= 4 uses packed panels (matrix-matrix), smaller T streams rows of w
+    ** (matrix-vector). out must not alias x or w.
+    **   out (T, N)  x (T, K)  w (N, K)  bias (N)  scratch (matmul_scratch)
+    */
+    void (*matmul)(float *restrict out, const float *restrict x, const float *restrict w,
+                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                   size_t n1, float *restrict scratch);
+
+    /*
+    ** Causal attention of one head for T queries at positions pos..pos+T-1
+    ** over keys 0..pos+T-1, which must already be in kt and v. Scores are
+    ** Q.K^T as a product over blocks of queries, softmax over the unmasked
+    ** keys only, then the product with V.
+    **   out (T rows, stride out_stride, hs used)  q (T rows, stride q_stride)
+    **   kt (hs, ctx)  v (ctx, hs)  scores (SM_ATTN_QBLOCK, ctx) scratch
+    */
+    void (*attention)(float *restrict out, const float *restrict q, const float *restrict kt,
+                      const float *restrict v, float *restrict scores, size_t T, size_t pos,
+                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale);
+
+    /* x (n) <- softmax(x), in place. n >= 1. */
+    void (*softmax)(float *x, size_t n);
+
+    /* out (C) = (x - mean) / sqrt(var + eps) * g + b, for one row; b may be NULL. */
+    void (*layernorm)(float *restrict out, const float *restrict x, const float *restrict g,
+                      const float *restrict b, size_t C, float eps);
+
+    /* x (n) <- gelu(x), tanh approximation / exact erf form, in place. */
+    void (*gelu_tanh)(float *x, size_t n);
+    void (*gelu_erf)(float *x, size_t n);
+
+    /* out (n) = exp(x) (the vectorized exp the others use; exposed for tests). */
+    void (*exp)(float *restrict out, const float *restrict x, size_t n);
+} sm_kernels;
+
+/*
+** The table named `name` ("scalar", "avx2", "avx512") if this CPU runs it, or
+** the best one this CPU runs for "auto" (or NULL name). NULL if the name is
+** unknown or the CPU lacks the features.
+*/
+const sm_kernels *sm_kernels_select(const char *name);
+
+/* The scalar reference table. */
+const sm_kernels *sm_kernels_reference(void);
+
+/* Fills out with every table this CPU can run (scalar first); returns count. */
+size_t sm_kernels_available(const sm_kernels **out, size_t cap);
+
+#endif

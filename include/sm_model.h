@@ -1,0 +1,75 @@
+/*
+** sm_model.h -- a loaded model and its run state.
+**
+** sm_model is the read-only part: validated config plus weights mapped from
+** the model directory; tensors are checked against the architecture (names,
+** dtypes, shapes) at load. sm_state is everything one run writes: the
+** activations for the largest batch, the KV-cache and the logits. Its size is
+** planned first (sm_state_plan), then it is carved from a caller-provided
+** arena (sm_state_init); sm_state_forward never allocates.
+**
+** Usage:
+**   sm_model_load(&m, dir, true, &err);
+**   sm_state_plan(m, &params, &plan);          -> plan.total bytes
+**   sm_arena_init(&arena, plan.total + other needs);
+**   sm_state_init(&s, m, &params, kernels, pool, &arena, &err);
+**   sm_state_forward(s, prompt, n, 0, &logits); then one token at a time.
+*/
+#ifndef SM_MODEL_H
+#define SM_MODEL_H
+
+#include "sm_arena.h"
+#include "sm_config.h"
+#include "sm_kernels.h"
+#include "sm_pool.h"
+
+typedef struct sm_model sm_model;
+typedef struct sm_state sm_state;
+
+/* Loads <dir>/config.json and its weight files (mmap unless use_mmap is false). */
+sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error *err);
+void sm_model_free(sm_model *m);
+
+const sm_config *sm_model_config(const sm_model *m);
+size_t sm_model_params(const sm_model *m);      /* number of weights */
+size_t sm_model_weight_bytes(const sm_model *m); /* bytes of tensor data */
+
+typedef struct sm_state_params {
+    size_t n_ctx;     /* KV-cache length in tokens, 1..config n_ctx */
+    size_t max_batch; /* most tokens one forward call takes, 1..n_ctx */
+    bool all_logits;  /* logits for every token of a call, not just the last */
+    int n_threads;    /* threads of the pool the state will run on */
+    const sm_kernels *kernels; /* the table forward uses (plan needs its scratch size) */
+} sm_state_params;
+
+typedef struct sm_state_plan {
+    size_t total;       /* arena bytes sm_state_init carves, alignment included */
+    size_t kv_cache;    /* of which keys and values */
+    size_t activations; /* of which activations for max_batch tokens */
+    size_t logits;      /* of which logits */
+    size_t scratch;     /* of which per-thread kernel scratch */
+} sm_state_plan;
+
+/* Checks params against the model and fills plan. SM_ERR_INPUT on bad params. */
+sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_state_plan *plan,
+                              sm_error *err);
+
+/*
+** Carves a state from `arena` (which must have plan.total bytes free). The
+** state lives as long as the arena; there is no free. pool must have
+** p->n_threads threads.
+*/
+sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params *p,
+                        sm_pool *pool, sm_arena *arena, sm_error *err);
+
+/*
+** Runs n tokens at positions pos..pos+n-1 (1 <= n <= max_batch,
+** pos + n <= n_ctx), appending their keys and values to the cache. *logits
+** points into the state: (n, n_vocab) with all_logits, else (1, n_vocab) for
+** the last token; valid until the next call. SM_ERR_INPUT for a token id
+** outside the vocabulary or a position past the context.
+*/
+sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
+                           const float **logits, sm_error *err);
+
+#endif

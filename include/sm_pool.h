@@ -1,0 +1,36 @@
+/*
+** sm_pool.h -- a persistent pthread pool.
+**
+** sm_pool_run(pool, fn, arg) runs fn(arg, ith, nth) on every thread of the
+** pool at once (the caller is thread 0) and returns when all have returned.
+** Inside fn, sm_pool_barrier synchronises the nth threads, so a whole forward
+** pass is one run with barriers between its steps, not one wake-up per op.
+** Idle workers spin for a short while (so back-to-back runs cost no system
+** call) and then sleep on a condition variable.
+*/
+#ifndef SM_POOL_H
+#define SM_POOL_H
+
+#include "sm_base.h"
+
+typedef struct sm_pool sm_pool;
+typedef void (*sm_task_fn)(void *arg, int ith, int nth);
+
+/* Creates n_threads - 1 workers (n_threads >= 1). */
+sm_status sm_pool_create(sm_pool **out, int n_threads);
+
+int sm_pool_threads(const sm_pool *pool);
+
+/* Not reentrant: call from one thread, never from inside a task. */
+void sm_pool_run(sm_pool *pool, sm_task_fn fn, void *arg);
+
+/* All nth threads of the current run must call it the same number of times. */
+void sm_pool_barrier(sm_pool *pool);
+
+/* The [begin, end) slice of n items for thread ith of nth, in multiples of
+** `align` items (the last slice takes the remainder). */
+void sm_pool_split(size_t n, size_t align, int ith, int nth, size_t *begin, size_t *end);
+
+void sm_pool_free(sm_pool *pool);
+
+#endif

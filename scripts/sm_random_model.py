@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Write a smallmind model directory of any GPT-2 shape with random weights.
+
+For tests and benchmarks. Weights are N(0, std) (GPT-2's initialisation
+scale), biases and LayerNorm parameters small random values so that every
+term of the forward pass matters. Uses NumPy when present, else pure Python
+(slower; fine for small shapes).
+
+    sm_random_model.py --out DIR --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256
+"""
+import argparse
+import array
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sm_model  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="model directory to write")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--embd", type=int, default=256)
+    ap.add_argument("--ctx", type=int, default=256)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--activation", default="gelu_tanh", choices=["gelu_tanh", "gelu_erf"])
+    ap.add_argument("--untied", action="store_true", help="separate output layer")
+    ap.add_argument("--no-bias", action="store_true", help="no biases anywhere")
+    ap.add_argument("--std", type=float, default=0.02)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--force", action="store_true", help="overwrite an existing model directory")
+    a = ap.parse_args()
+
+    if os.path.exists(os.path.join(a.out, "config.json")) and not a.force:
+        sys.exit(f"{a.out} already holds a model (use --force to overwrite)")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        sys.exit(f"{a.out} exists and is not a directory")
+
+    try:
+        import numpy as np
+        rng = np.random.default_rng(a.seed)
+
+        def gen(shape, mean, std):
+            return (rng.standard_normal(shape) * std + mean).astype("<f4").tobytes()
+    except ImportError:
+        rnd = random.Random(a.seed)
+
+        def gen(shape, mean, std):
+            n = 1
+            for d in shape:
+                n *= d
+            arr = array.array("f", (rnd.gauss(mean, std) for _ in range(n)))
+            if sys.byteorder != "little":
+                arr.byteswap()
+            return arr.tobytes()
+
+    C, V = a.embd, a.vocab
+    t = []
+
+    def add(name, shape, mean=0.0, std=a.std):
+        t.append((name, shape, gen(shape, mean, std)))
+
+    add("tok_embd", (V, C))
+    add("pos_embd", (a.ctx, C), std=0.01)
+    for l in range(a.layers):
+        p = f"blk.{l}."
+        add(p + "ln1.weight", (C,), 1.0, 0.1)
+        if not a.no_bias:
+            add(p + "ln1.bias", (C,), 0.0, 0.02)
+        add(p + "attn_qkv.weight", (3 * C, C))
+        if not a.no_bias:
+            add(p + "attn_qkv.bias", (3 * C,), 0.0, 0.02)
+        add(p + "attn_out.weight", (C, C), std=a.std / (2 * a.layers) ** 0.5)
+        if not a.no_bias:
+            add(p + "attn_out.bias", (C,), 0.0, 0.02)
+        add(p + "ln2.weight", (C,), 1.0, 0.1)
+        if not a.no_bias:
+            add(p + "ln2.bias", (C,), 0.0, 0.02)
+        add(p + "mlp_up.weight", (4 * C, C))
+        if not a.no_bias:
+            add(p + "mlp_up.bias", (4 * C,), 0.0, 0.02)
+        add(p + "mlp_down.weight", (C, 4 * C), std=a.std / (2 * a.layers) ** 0.5)
+        if not a.no_bias:
+            add(p + "mlp_down.bias", (C,), 0.0, 0.02)
+    add("ln_f.weight", (C,), 1.0, 0.1)
+    if not a.no_bias:
+        add("ln_f.bias", (C,), 0.0, 0.02)
+    if a.untied:
+        add("output.weight", (V, C))
+
+    config = {
+        "format": "smallmind", "format_version": 1, "architecture": "gpt2",
+        "n_layer": a.layers, "n_head": a.heads, "n_embd": C, "n_ctx": a.ctx, "n_vocab": V,
+        "norm_eps": 1e-5, "activation": a.activation, "tied_output": not a.untied,
+        "bias": not a.no_bias, "tokenizer": {"type": "byte"},
+    }
+    sm_model.write_model(a.out, config, t)
+    print(f"wrote {a.out}: {a.layers} layers, {a.heads} heads, {C} wide, context {a.ctx}, "
+          f"vocabulary {V}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,901 @@
+/*
+** cli.c -- flags -> options; creates the model, pool, kernels and the one
+** arena; runs a subcommand; turns statuses into messages and exit codes.
+**
+** Exit codes: 0 success (also when stdout is a closed pipe), 1 data or
+** run-time error, 2 usage error, 130 interrupted. stdout carries only
+** results; everything else goes to stderr.
+*/
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sm_generate.h"
+
+#define SM_VERSION "0.1.0"
+#define EXIT_DATA 1
+#define EXIT_USAGE 2
+#define EXIT_INTERRUPTED 130
+#define MAX_PROMPT_BYTES ((size_t)256 << 20)
+#define MAX_THREADS 512
+
+enum { CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8 };
+#define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
+#define CMD_ALL (CMD_RUN | CMD_INFO)
+
+typedef enum {
+    O_MODEL, O_PROMPT, O_FILE, O_MAXTOK, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX,
+    O_QUIET, O_STATS, O_VERBOSE, O_JSON, O_NOMMAP, O_KERNELS, O_HELP, O_VERSION, O_PTOK, O_REPS
+} opt_id;
+
+static const struct option_def {
+    const char *name; /* long form without "--" */
+    char short_name;  /* 0 if none */
+    bool takes_value;
+    unsigned cmds;    /* subcommands it applies to */
+    opt_id id;
+} options[] = {
+    {"model", 'm', true, CMD_ALL, O_MODEL},
+    {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE, O_PROMPT},
+    {"file", 'f', true, CMD_GENERATE | CMD_SCORE, O_FILE},
+    {"max-tokens", 'n', true, CMD_GENERATE | CMD_BENCH, O_MAXTOK},
+    {"n-predict", 0, true, CMD_GENERATE | CMD_BENCH, O_MAXTOK},
+    {"temp", 0, true, CMD_GENERATE, O_TEMP},
+    {"temperature", 0, true, CMD_GENERATE, O_TEMP},
+    {"top-k", 0, true, CMD_GENERATE, O_TOPK},
+    {"top-p", 0, true, CMD_GENERATE, O_TOPP},
+    {"seed", 's', true, CMD_GENERATE, O_SEED},
+    {"threads", 't', true, CMD_RUN, O_THREADS},
+    {"ctx-size", 'c', true, CMD_ALL, O_CTX},
+    {"quiet", 'q', false, CMD_ALL, O_QUIET},
+    {"stats", 0, false, CMD_GENERATE | CMD_SCORE, O_STATS},
+    {"verbose", 'v', false, CMD_ALL, O_VERBOSE},
+    {"json", 0, false, CMD_SCORE | CMD_BENCH, O_JSON},
+    {"no-mmap", 0, false, CMD_ALL, O_NOMMAP},
+    {"kernels", 0, true, CMD_RUN | CMD_INFO, O_KERNELS},
+    {"help", 'h', false, CMD_ALL, O_HELP},
+    {"version", 0, false, CMD_ALL, O_VERSION},
+    {"prompt-tokens", 0, true, CMD_BENCH, O_PTOK},
+    {"reps", 0, true, CMD_BENCH, O_REPS},
+};
+
+typedef struct {
+    unsigned cmd;
+    const char *cmd_name;
+    const char *model;
+    const char *prompt, *file;
+    long max_tokens;
+    double temp, top_p;
+    long top_k;
+    long long seed;
+    long threads;
+    long ctx;
+    bool quiet, stats, verbose, json, no_mmap, help, version;
+    const char *kernels;
+    long prompt_tokens, reps;
+} cli_opts;
+
+/* ---------------------------------------------------------------- output */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (interrupted) _exit(EXIT_INTERRUPTED); /* second Ctrl-C: leave at once */
+    interrupted = 1;
+}
+
+static int usage_error(const cli_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const cli_opts *o, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "smallmind: %s (try 'smallmind %s%s--help')\n", msg,
+            o && o->cmd_name ? o->cmd_name : "", o && o->cmd_name ? " " : "");
+    return EXIT_USAGE;
+}
+
+static int data_error(const char *msg) {
+    fprintf(stderr, "smallmind: %s\n", msg);
+    return EXIT_DATA;
+}
+
+/* State of stdout: a closed pipe ends the run quietly; other errors are reported. */
+typedef struct {
+    bool pipe_closed;
+    int write_errno;
+    bool last_was_newline;
+} out_state;
+
+static int out_write(out_state *os, const char *s, size_t n) {
+    if (os->pipe_closed || os->write_errno) return 1;
+    if (n == 0) return 0;
+    if (fwrite(s, 1, n, stdout) != n || fflush(stdout) != 0) {
+        if (errno == EPIPE)
+            os->pipe_closed = true;
+        else
+            os->write_errno = errno ? errno : EIO;
+        return 1;
+    }
+    os->last_was_newline = s[n - 1] == '\n';
+    return 0;
+}
+
+static int emit_stdout(void *user, const char *text, size_t len) {
+    return out_write(user, text, len) || interrupted;
+}
+
+/* Final flush and close of stdout; returns the exit code to use. */
+static int finish_stdout(out_state *os, int code) {
+    if (!os->pipe_closed && !os->write_errno) {
+        if (fflush(stdout) != 0 && errno != EPIPE) os->write_errno = errno;
+    }
+    if (fclose(stdout) != 0 && errno != EPIPE && !os->pipe_closed && !os->write_errno)
+        os->write_errno = errno;
+    if (os->write_errno && !os->pipe_closed) {
+        fprintf(stderr, "smallmind: cannot write output: %s\n", strerror(os->write_errno));
+        return code ? code : EXIT_DATA;
+    }
+    return code;
+}
+
+/* --------------------------------------------------------------- parsing */
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+    if (!*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = (long)v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out) {
+    if (!*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+static int physical_cores(void) {
+    /* distinct (package, core) pairs among online CPUs; falls back to the CPU count */
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    int seen[1024][2], nseen = 0;
+    for (long i = 0; i < n && i < 1024; i++) {
+        char path[128];
+        int ids[2] = {-1, -1};
+        const char *files[2] = {"physical_package_id", "core_id"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/%s", i, files[k]);
+            FILE *f = fopen(path, "r");
+            if (!f || fscanf(f, "%d", &ids[k]) != 1) ids[k] = -1;
+            if (f) fclose(f);
+        }
+        if (ids[0] < 0 || ids[1] < 0) return (int)n;
+        bool dup = false;
+        for (int j = 0; j < nseen; j++)
+            if (seen[j][0] == ids[0] && seen[j][1] == ids[1]) dup = true;
+        if (!dup) {
+            seen[nseen][0] = ids[0];
+            seen[nseen][1] = ids[1];
+            nseen++;
+        }
+    }
+    return nseen > 0 ? nseen : (int)n;
+}
+
+static int set_value(cli_opts *o, const struct option_def *d, const char *flag, const char *v) {
+    double x;
+    switch (d->id) {
+    case O_MODEL: o->model = v; break;
+    case O_PROMPT: o->prompt = v; break;
+    case O_FILE: o->file = v; break;
+    case O_KERNELS: o->kernels = v; break;
+    case O_MAXTOK:
+        if (!parse_long(v, 0, 1L << 30, &o->max_tokens))
+            return usage_error(o, "%s expects a whole number >= 0, got '%s'", flag, v);
+        break;
+    case O_TEMP:
+        if (!parse_double(v, &x) || x < 0 || x > 1000)
+            return usage_error(o, "%s expects a number from 0 to 1000, got '%s'", flag, v);
+        o->temp = x;
+        break;
+    case O_TOPP:
+        if (!parse_double(v, &x) || !(x > 0 && x <= 1))
+            return usage_error(o, "%s expects a number in (0, 1], got '%s'", flag, v);
+        o->top_p = x;
+        break;
+    case O_TOPK:
+        if (!parse_long(v, 0, 1L << 30, &o->top_k))
+            return usage_error(o, "%s expects a whole number >= 0 (0 = off), got '%s'", flag, v);
+        break;
+    case O_SEED: {
+        long s;
+        if (!parse_long(v, -1, 0x7FFFFFFFL, &s))
+            return usage_error(o, "%s expects a whole number from 0 to 2147483647, or -1 for a random seed, got '%s'", flag, v);
+        o->seed = s;
+        break;
+    }
+    case O_THREADS:
+        if (!parse_long(v, 1, MAX_THREADS, &o->threads))
+            return usage_error(o, "%s expects a whole number from 1 to %d, got '%s'", flag, MAX_THREADS, v);
+        break;
+    case O_CTX:
+        if (!parse_long(v, 1, 1L << 20, &o->ctx))
+            return usage_error(o, "%s expects a whole number from 1 to %ld, got '%s'", flag, 1L << 20, v);
+        break;
+    case O_PTOK:
+        if (!parse_long(v, 1, 1L << 20, &o->prompt_tokens))
+            return usage_error(o, "%s expects a whole number >= 1, got '%s'", flag, v);
+        break;
+    case O_REPS:
+        if (!parse_long(v, 1, 1000, &o->reps))
+            return usage_error(o, "%s expects a whole number from 1 to 1000, got '%s'", flag, v);
+        break;
+    case O_QUIET: o->quiet = true; break;
+    case O_STATS: o->stats = true; break;
+    case O_VERBOSE: o->verbose = true; break;
+    case O_JSON: o->json = true; break;
+    case O_NOMMAP: o->no_mmap = true; break;
+    case O_HELP: o->help = true; break;
+    case O_VERSION: o->version = true; break;
+    }
+    return 0;
+}
+
+static int parse_args(cli_opts *o, int argc, char **argv, int first) {
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const struct option_def *d = NULL;
+        const char *value = NULL;
+        char flag[64];
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+                if (strlen(options[k].name) == len && strncmp(options[k].name, a + 2, len) == 0)
+                    d = &options[k];
+            snprintf(flag, sizeof flag, "--%.*s", (int)(len < 50 ? len : 50), a + 2);
+            if (!d) return usage_error(o, "unknown flag '%s'", flag);
+            if (eq) {
+                if (!d->takes_value) return usage_error(o, "%s takes no value", flag);
+                value = eq + 1;
+            }
+        } else if (a[0] == '-' && a[1] && a[1] != '-') {
+            for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+                if (options[k].short_name == a[1]) d = &options[k];
+            snprintf(flag, sizeof flag, "-%c", a[1]);
+            if (!d) return usage_error(o, "unknown flag '%s'", flag);
+            if (a[2]) {
+                if (!d->takes_value) return usage_error(o, "unknown flag '%s'", a);
+                value = a + 2;
+            }
+        } else {
+            return usage_error(o, "unexpected argument '%s'", a);
+        }
+        if (!(d->cmds & o->cmd))
+            return usage_error(o, "%s does not apply to '%s'", flag, o->cmd_name);
+        if (d->takes_value && !value) {
+            if (i + 1 >= argc) return usage_error(o, "%s needs a value", flag);
+            value = argv[++i];
+        }
+        int rc = set_value(o, d, flag, value);
+        if (rc) return rc;
+    }
+    if (o->prompt && o->file) return usage_error(o, "give -p or -f, not both");
+    return 0;
+}
+
+static void print_help(const cli_opts *o) {
+    if (!o->cmd_name) {
+        printf("smallmind %s -- transformer text generation on the CPU\n\n"
+               "usage: smallmind COMMAND [flags]\n\n"
+               "commands:\n"
+               "  generate   continue a prompt (-p TEXT, -f FILE, or stdin)\n"
+               "  score      log-probability and perplexity of a text\n"
+               "  info       architecture, parameters and memory plan of a model\n"
+               "  bench      prefill and decode speed of a model\n\n"
+               "'smallmind COMMAND --help' lists a command's flags.\n",
+               SM_VERSION);
+        return;
+    }
+    printf("usage: smallmind %s [flags]\n\n", o->cmd_name);
+    const char *what = o->cmd == CMD_GENERATE ? "Streams a continuation of the prompt to stdout."
+                       : o->cmd == CMD_SCORE  ? "Scores each token of a text given the ones before it."
+                       : o->cmd == CMD_INFO   ? "Prints a model's architecture, size and memory plan."
+                                              : "Measures prefill and decode speed on synthetic tokens.";
+    printf("%s\n\n", what);
+    static const struct {
+        opt_id id;
+        const char *text;
+    } help[] = {
+        {O_MODEL, "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
+        {O_PROMPT, "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
+        {O_FILE, "-f, --file FILE        read the prompt from FILE ('-' = stdin)"},
+        {O_MAXTOK, "-n, --max-tokens N     tokens to generate (default 256; alias --n-predict)"},
+        {O_TEMP, "    --temp T           temperature, 0 = greedy (default 0.8; alias --temperature)"},
+        {O_TOPK, "    --top-k K          keep the K most likely tokens, 0 = off (default 40)"},
+        {O_TOPP, "    --top-p P          keep the smallest set with mass P, 1 = off (default 0.95)"},
+        {O_SEED, "-s, --seed N           random seed (default 42; -1 = a random seed)"},
+        {O_THREADS, "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
+        {O_CTX, "-c, --ctx-size N       context length (default and maximum: the model's)"},
+        {O_KERNELS, "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
+        {O_NOMMAP, "    --no-mmap          read the weights instead of mapping them"},
+        {O_JSON, "    --json             machine-readable output"},
+        {O_STATS, "    --stats            timing and token counts on stderr"},
+        {O_PTOK, "    --prompt-tokens N  bench: prompt length (default 128)"},
+        {O_REPS, "    --reps N           bench: repetitions, best is reported (default 3)"},
+        {O_QUIET, "-q, --quiet            no notices on stderr (errors still appear)"},
+        {O_VERBOSE, "-v, --verbose          more detail on stderr"},
+        {O_HELP, "-h, --help             this help"},
+        {O_VERSION, "    --version          version"},
+    };
+    for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
+        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+            if (options[k].id == help[i].id && (options[k].cmds & o->cmd)) {
+                printf("  %s\n", help[i].text);
+                break;
+            }
+    if (o->cmd == CMD_GENERATE)
+        printf("\nThe prompt is used byte for byte (a trailing newline from echo is kept).\n"
+               "With -p or -f, stdin is not read. Exit: 0 ok (also when stdout is closed),\n"
+               "1 data or run-time error, 2 usage error, 130 interrupted.\n");
+    if (o->cmd == CMD_SCORE)
+        printf("\nEvery token but the first is scored given those before it, in windows of\n"
+               "the context length (each window starts a fresh context).\n");
+}
+
+/* ------------------------------------------------------------- the setup */
+
+typedef struct {
+    sm_model *model;
+    const sm_kernels *kernels;
+    sm_pool *pool;
+    sm_tokenizer tok;
+    sm_arena arena;
+    sm_state *state;
+    sm_state_params sp;
+    sm_state_plan plan;
+    sm_sampler sampler;
+    int32_t *tokens; /* (n_ctx) prompt tokens */
+    double t_load;   /* seconds to load and set up */
+} runner;
+
+static void runner_free(runner *r) {
+    sm_arena_free(&r->arena);
+    sm_pool_free(r->pool);
+    sm_model_free(r->model);
+    memset(r, 0, sizeof *r);
+}
+
+/* Carves sampler, prompt buffer and state from `a` (measuring or real). */
+static sm_status carve_run(runner *r, const sm_sampler_params *spar, sm_arena *a, sm_error *err) {
+    r->tokens = sm_arena_alloc(a, r->sp.n_ctx, sizeof *r->tokens);
+    sm_status st = sm_sampler_init(&r->sampler, spar, (size_t)r->tok.n_vocab, a);
+    if (st) return sm_error_set(err, st, "arena too small for the sampler");
+    if (!a->base) return SM_OK;
+    return sm_state_init(&r->state, r->model, &r->sp, r->pool, a, err);
+}
+
+/*
+** Loads the model and builds everything a run needs. `all_logits` and
+** `max_batch` shape the state. Returns an exit code (0 = ready).
+*/
+static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max_batch,
+                       const sm_sampler_params *spar, bool build_state) {
+    memset(r, 0, sizeof *r);
+    sm_error err = {{0}};
+    double t0 = sm_time_now();
+    r->kernels = sm_kernels_select(o->kernels);
+    if (!r->kernels)
+        return usage_error(o, "--kernels %s is unknown or not supported by this CPU (have: %s)",
+                           o->kernels, sm_kernels_select(NULL)->name);
+    struct stat sb;
+    if (stat(o->model, &sb) != 0) {
+        fprintf(stderr, "smallmind: cannot open '%s': %s\n", o->model, strerror(errno));
+        return EXIT_DATA;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "smallmind: cannot open '%s': not a directory (a model is a directory with config.json)\n",
+                o->model);
+        return EXIT_DATA;
+    }
+    sm_status st = sm_model_load(&r->model, o->model, !o->no_mmap, &err);
+    if (st) return data_error(err.msg);
+    const sm_config *c = sm_model_config(r->model);
+    if ((st = sm_tokenizer_init(&r->tok, c, &err))) {
+        runner_free(r);
+        return data_error(err.msg);
+    }
+    if (o->ctx > c->n_ctx) {
+        int rc = usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
+        runner_free(r);
+        return rc;
+    }
+    r->sp.n_ctx = o->ctx ? (size_t)o->ctx : (size_t)c->n_ctx;
+    r->sp.max_batch = max_batch < r->sp.n_ctx ? max_batch : r->sp.n_ctx;
+    r->sp.all_logits = all_logits;
+    r->sp.n_threads = (int)o->threads;
+    r->sp.kernels = r->kernels;
+    if ((st = sm_state_plan_bytes(r->model, &r->sp, &r->plan, &err))) {
+        runner_free(r);
+        return data_error(err.msg);
+    }
+    if (!build_state) {
+        r->t_load = sm_time_now() - t0;
+        return 0;
+    }
+    if (sm_pool_create(&r->pool, (int)o->threads) != SM_OK) {
+        runner_free(r);
+        fprintf(stderr, "smallmind: cannot start %ld threads\n", o->threads);
+        return EXIT_DATA;
+    }
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    carve_run(r, spar, &meas, &err);
+    size_t total = meas.used + r->plan.total + SM_ARENA_ALIGN;
+    if (meas.overflow || sm_arena_init(&r->arena, total) != SM_OK) {
+        fprintf(stderr,
+                "smallmind: cannot allocate %zu bytes for the run (KV-cache %zu bytes); "
+                "a smaller -c reduces it\n",
+                total, r->plan.kv_cache);
+        runner_free(r);
+        return EXIT_DATA;
+    }
+    if ((st = carve_run(r, spar, &r->arena, &err))) {
+        runner_free(r);
+        return data_error(err.msg);
+    }
+    r->t_load = sm_time_now() - t0;
+    return 0;
+}
+
+/* Reads a whole file ('-' = stdin) into a malloc'd buffer. Returns an exit code. */
+static int read_all(const char *path, char **out, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "smallmind: cannot open '%s': %s\n", path, strerror(errno));
+        return EXIT_DATA;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        if (n == cap) {
+            if (cap >= MAX_PROMPT_BYTES) {
+                fprintf(stderr, "smallmind: '%s' is larger than %zu bytes\n", path, MAX_PROMPT_BYTES);
+                rc = EXIT_DATA;
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                fprintf(stderr, "smallmind: cannot read '%s': %s\n", path, strerror(errno));
+                rc = EXIT_DATA;
+            }
+            break;
+        }
+    }
+    if (f != stdin) fclose(f);
+    if (!buf) {
+        fprintf(stderr, "smallmind: out of memory reading '%s'\n", path);
+        return EXIT_DATA;
+    }
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* The text to work on: -p, else -f, else stdin if it is not a terminal. */
+static int get_text(const cli_opts *o, char **text, size_t *len, bool *owned) {
+    *owned = false;
+    if (o->prompt) {
+        *text = (char *)o->prompt;
+        *len = strlen(o->prompt);
+        return 0;
+    }
+    if (!o->file && isatty(STDIN_FILENO))
+        return usage_error(o, "no prompt: give -p TEXT, -f FILE, or pipe text to stdin");
+    int rc = read_all(o->file ? o->file : "-", text, len);
+    if (!rc) *owned = true;
+    return rc;
+}
+
+/* Encodes text into r->tokens; an error names both counts. Returns an exit code. */
+static int encode_prompt(runner *r, const char *text, size_t len, size_t *n) {
+    *n = sm_tokenizer_encode(&r->tok, text, len, r->tokens, r->sp.n_ctx);
+    if (*n == 0)
+        return data_error("empty prompt: this model has no BOS token, so the prompt needs at "
+                          "least one token");
+    if (*n > r->sp.n_ctx) {
+        fprintf(stderr, "smallmind: prompt is %zu tokens, context is %zu\n", *n, r->sp.n_ctx);
+        return EXIT_DATA;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ subcommands */
+
+static int cmd_generate(const cli_opts *o) {
+    char *text;
+    size_t len;
+    bool owned;
+    int rc = get_text(o, &text, &len, &owned);
+    if (rc) return rc;
+    uint64_t seed = o->seed >= 0 ? (uint64_t)o->seed
+                                 : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, seed};
+    runner r;
+    rc = runner_init(&r, o, false, 512, &spar, true);
+    size_t n = 0;
+    if (!rc) rc = encode_prompt(&r, text, len, &n);
+    if (owned) free(text);
+    if (rc) {
+        runner_free(&r);
+        return rc;
+    }
+    out_state os = {.last_was_newline = true};
+    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&interrupted};
+    sm_gen_stats gs;
+    sm_error err = {{0}};
+    sm_status st = sm_generate(r.state, &r.sp, &r.tok, &r.sampler, r.tokens, n, &gp, emit_stdout,
+                               &os, &gs, &err);
+    if (interrupted && gs.finish == SM_FINISH_STOP) gs.finish = SM_FINISH_INTERRUPTED;
+    if (!os.pipe_closed && !os.write_errno && !os.last_was_newline &&
+        (gs.finish == SM_FINISH_INTERRUPTED || isatty(STDOUT_FILENO)))
+        out_write(&os, "\n", 1);
+    if (st) rc = data_error(err.msg);
+    if (o->stats || (gs.context_full && !o->quiet)) {
+        if (gs.context_full)
+            fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.sp.n_ctx);
+    }
+    if (o->stats) {
+        double dec = gs.n_generated > 1 ? (double)(gs.n_generated - 1) / gs.t_decode : 0;
+        fprintf(stderr,
+                "load: %.1f ms (%s kernels, %d threads, seed %llu)\n"
+                "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
+                "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
+                "finish: %s\n",
+                r.t_load * 1e3, r.kernels->name, (int)o->threads, (unsigned long long)seed,
+                gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
+                gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,
+                sm_finish_str(gs.finish));
+    }
+    runner_free(&r);
+    if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = EXIT_INTERRUPTED;
+    return finish_stdout(&os, rc);
+}
+
+/* Appends s[0..n) to f as the inside of a JSON string; invalid UTF-8 bytes become U+FFFD. */
+static void json_string(FILE *f, const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        bool ok = need > 0 && i + need <= n;
+        for (size_t k = 1; ok && k < need; k++) ok = (s[i + k] & 0xC0) == 0x80;
+        if (ok && need == 2 && c < 0xC2) ok = false; /* overlong */
+        if (!ok) {
+            fputs("\\ufffd", f);
+            i++;
+            continue;
+        }
+        if (need == 1) {
+            if (c == '"' || c == '\\')
+                fprintf(f, "\\%c", c);
+            else if (c == '\n')
+                fputs("\\n", f);
+            else if (c == '\t')
+                fputs("\\t", f);
+            else if (c == '\r')
+                fputs("\\r", f);
+            else if (c < 0x20 || c == 0x7F)
+                fprintf(f, "\\u%04x", c);
+            else
+                fputc(c, f);
+        } else {
+            fwrite(s + i, 1, need, f);
+        }
+        i += need;
+    }
+}
+
+static int cmd_score(const cli_opts *o) {
+    char *text;
+    size_t len;
+    bool owned;
+    int rc = get_text(o, &text, &len, &owned);
+    if (rc) return rc;
+    sm_sampler_params spar = {0, 0, 1, 0};
+    runner r;
+    /* all logits: (batch, vocab) floats; keep that under ~64 MB for big vocabularies */
+    rc = runner_init(&r, o, true, 128, &spar, true);
+    if (rc) {
+        if (owned) free(text);
+        return rc;
+    }
+    /* Token ids of the whole text, once (a start-up allocation, not per token). */
+    size_t total = sm_tokenizer_encode(&r.tok, text, len, NULL, 0);
+    int32_t *ids = total >= 2 ? malloc(total * sizeof *ids) : NULL;
+    if (!ids) {
+        if (owned) free(text);
+        runner_free(&r);
+        return data_error(total < 2 ? "text too short to score: it needs at least 2 tokens (the first has no context)"
+                                    : "out of memory");
+    }
+    sm_tokenizer_encode(&r.tok, text, len, ids, total);
+    size_t V = (size_t)sm_model_config(r.model)->n_vocab, W = r.sp.n_ctx;
+    double sum = 0;
+    size_t scored = 0, scored_bytes = 0;
+    out_state os = {.last_was_newline = true};
+    sm_error err = {{0}};
+    double t0 = sm_time_now();
+    if (o->json) {
+        size_t pl;
+        const char *p = sm_tokenizer_piece(&r.tok, ids[0], &pl);
+        printf("{\"tokens\":[{\"pos\":0,\"id\":%d,\"text\":\"", (int)ids[0]);
+        json_string(stdout, (const unsigned char *)p, pl);
+        printf("\",\"logprob\":null}");
+    }
+    /* Windows of the context length, each from a fresh cache: the logits at
+       position i of a window predict token i + 1 of the text. */
+    for (size_t w0 = 0; w0 < total && !rc; w0 += W) {
+        size_t wn = total - w0 < W ? total - w0 : W;
+        for (size_t b0 = 0; b0 < wn && !rc; b0 += r.sp.max_batch) {
+            size_t bn = wn - b0 < r.sp.max_batch ? wn - b0 : r.sp.max_batch;
+            const float *logits;
+            if (sm_state_forward(r.state, ids + w0 + b0, bn, b0, &logits, &err)) {
+                rc = data_error(err.msg);
+                break;
+            }
+            for (size_t i = 0; i < bn; i++) {
+                size_t gpos = w0 + b0 + i;
+                if (gpos + 1 >= total) break;
+                const float *lg = logits + i * V;
+                double mx = lg[0];
+                for (size_t k = 1; k < V; k++) mx = lg[k] > mx ? lg[k] : mx;
+                double z = 0;
+                for (size_t k = 0; k < V; k++) z += exp((double)lg[k] - mx);
+                if (!isfinite(z) || !isfinite(mx)) {
+                    rc = data_error("the model produced NaN or infinite logits; check the weights");
+                    break;
+                }
+                int32_t target = ids[gpos + 1];
+                double lp = (double)lg[target] - mx - log(z);
+                size_t pl;
+                const char *p = sm_tokenizer_piece(&r.tok, target, &pl);
+                sum += lp;
+                scored++;
+                scored_bytes += pl;
+                if (o->json) {
+                    printf(",{\"pos\":%zu,\"id\":%d,\"text\":\"", gpos + 1, (int)target);
+                    json_string(stdout, (const unsigned char *)p, pl);
+                    printf("\",\"logprob\":%.9g}", lp);
+                } else {
+                    printf("%zu\t%d\t%.6f\t", gpos + 1, (int)target, lp);
+                    json_string(stdout, (const unsigned char *)p, pl);
+                    putchar('\n');
+                }
+            }
+        }
+    }
+    double dt = sm_time_now() - t0;
+    if (!rc) {
+        double mean = sum / (double)scored, ppl = exp(-mean);
+        double bpb = scored_bytes ? -sum / log(2.0) / (double)scored_bytes : 0;
+        if (o->json) {
+            printf("],\"n_tokens\":%zu,\"n_scored\":%zu,\"total_logprob\":%.9g,"
+                   "\"mean_logprob\":%.9g,\"perplexity\":%.9g,\"bits_per_byte\":%.9g}\n",
+                   total, scored, sum, mean, ppl, bpb);
+        } else {
+            printf("# tokens %zu, scored %zu, total logprob %.6f nats, mean %.6f nats/token, "
+                   "perplexity %.6f, %.6f bits/byte\n",
+                   total, scored, sum, mean, ppl, bpb);
+        }
+        if (o->stats)
+            fprintf(stderr, "scored %zu tokens in %.1f ms (%.1f tokens/s), load %.1f ms\n", scored,
+                    dt * 1e3, (double)scored / dt, r.t_load * 1e3);
+    }
+    free(ids);
+    if (owned) free(text);
+    runner_free(&r);
+    if (ferror(stdout)) os.write_errno = errno ? errno : EIO;
+    return finish_stdout(&os, rc);
+}
+
+static void print_bytes(const char *label, size_t b) {
+    printf("  %-12s %12zu bytes (%.2f MiB)\n", label, b, (double)b / (1 << 20));
+}
+
+static int cmd_info(const cli_opts *o) {
+    sm_sampler_params spar = {0, 0, 1, 0};
+    runner r;
+    int rc = runner_init(&r, o, false, 512, &spar, false);
+    if (rc) return rc;
+    const sm_config *c = sm_model_config(r.model);
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    sm_error err;
+    carve_run(&r, &spar, &meas, &err);
+    printf("model:        %s\n", o->model);
+    printf("architecture: %s\n", sm_arch_name(c->arch));
+    printf("layers %d, heads %d, embedding %d, head size %d, context %d, vocabulary %d\n",
+           c->n_layer, c->n_head, c->n_embd, c->n_embd / c->n_head, c->n_ctx, c->n_vocab);
+    printf("activation %s, norm_eps %g, output layer %s, biases %s\n",
+           sm_activation_name(c->activation), (double)c->norm_eps,
+           c->tied_output ? "tied to the token embedding" : "separate", c->bias ? "yes" : "no");
+    printf("tokenizer:    byte (%d ids)\n", r.tok.n_vocab);
+    printf("parameters:   %zu\n", sm_model_params(r.model));
+    printf("weights:      %zu bytes (%.2f MiB) f32 in %d file%s, %s\n",
+           sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
+           c->n_files, c->n_files == 1 ? "" : "s", o->no_mmap ? "read into memory" : "memory-mapped");
+    printf("kernels:      %s\n", r.kernels->name);
+    printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.sp.n_ctx,
+           r.sp.max_batch, r.sp.n_threads, r.sp.n_threads == 1 ? "" : "s");
+    print_bytes("arena", r.plan.total + meas.used);
+    print_bytes("kv-cache", r.plan.kv_cache);
+    print_bytes("activations", r.plan.activations);
+    print_bytes("logits", r.plan.logits);
+    print_bytes("scratch", r.plan.scratch);
+    print_bytes("sampler+prompt", meas.used);
+    runner_free(&r);
+    out_state os = {0};
+    if (ferror(stdout)) os.write_errno = errno ? errno : EIO;
+    return finish_stdout(&os, 0);
+}
+
+static int cmd_bench(const cli_opts *o) {
+    sm_sampler_params spar = {0, 0, 1, 0};
+    runner r;
+    size_t P = (size_t)o->prompt_tokens;
+    int rc = runner_init(&r, o, false, P, &spar, true);
+    if (rc) return rc;
+    size_t N = (size_t)o->max_tokens;
+    if (P > r.sp.n_ctx) P = r.sp.n_ctx;
+    if (P + N > r.sp.n_ctx) N = r.sp.n_ctx - P;
+    size_t V = (size_t)r.tok.n_vocab;
+    for (size_t i = 0; i < P; i++) r.tokens[i] = (int32_t)((i * 7919 + 13) % V);
+    sm_error err = {{0}};
+    double best_pf = 1e30, best_dec = 1e30, ttft = 1e30;
+    const float *logits;
+    for (long rep = 0; rep < o->reps; rep++) {
+        double t0 = sm_time_now();
+        for (size_t done = 0; done < P; done += r.sp.max_batch) {
+            size_t n = P - done < r.sp.max_batch ? P - done : r.sp.max_batch;
+            if (sm_state_forward(r.state, r.tokens + done, n, done, &logits, &err)) {
+                runner_free(&r);
+                return data_error(err.msg);
+            }
+        }
+        int32_t next;
+        sm_sampler_sample(&r.sampler, logits, &next);
+        double t1 = sm_time_now();
+        for (size_t i = 0; i < N; i++) {
+            if (sm_state_forward(r.state, &next, 1, P + i, &logits, &err)) {
+                runner_free(&r);
+                return data_error(err.msg);
+            }
+            if (sm_sampler_sample(&r.sampler, logits, &next)) {
+                runner_free(&r);
+                return data_error("NaN logits");
+            }
+        }
+        double t2 = sm_time_now();
+        if (t1 - t0 < best_pf) best_pf = t1 - t0;
+        if (t2 - t1 < best_dec) best_dec = t2 - t1;
+        if (r.t_load + (t1 - t0) < ttft) ttft = r.t_load + (t1 - t0);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double pf = (double)P / best_pf, dec = N ? (double)N / best_dec : 0;
+    if (o->json)
+        printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"threads\":%d,\"prompt_tokens\":%zu,"
+               "\"decode_tokens\":%zu,\"load_ms\":%.3f,\"prefill_tokens_per_s\":%.1f,"
+               "\"decode_tokens_per_s\":%.1f,\"ms_per_token\":%.4f,\"first_token_ms\":%.3f,"
+               "\"peak_rss_kb\":%ld}\n",
+               o->model, r.kernels->name, r.sp.n_threads, P, N, r.t_load * 1e3, pf, dec,
+               dec > 0 ? 1e3 / dec : 0, ttft * 1e3, ru.ru_maxrss);
+    else
+        printf("model %s, %s kernels, %d threads\n"
+               "load           %8.2f ms\n"
+               "prefill        %8.1f tokens/s (%zu tokens)\n"
+               "decode         %8.1f tokens/s (%zu tokens, %.4f ms/token)\n"
+               "first token    %8.2f ms (load + prefill)\n"
+               "peak RSS       %8ld KiB\n",
+               o->model, r.kernels->name, r.sp.n_threads, r.t_load * 1e3, pf, P, dec, N,
+               dec > 0 ? 1e3 / dec : 0, ttft * 1e3, ru.ru_maxrss);
+    runner_free(&r);
+    out_state os = {0};
+    return finish_stdout(&os, 0);
+}
+
+/* --------------------------------------------------------------- main */
+
+int sm_cli_main(int argc, char **argv) {
+    cli_opts o = {.max_tokens = 256, .temp = 0.8, .top_k = 40, .top_p = 0.95, .seed = 42,
+                  .kernels = "auto", .prompt_tokens = 128, .reps = 3};
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        fprintf(stderr, "usage: smallmind COMMAND [flags] (try 'smallmind --help')\n");
+        return EXIT_USAGE;
+    }
+    static const struct {
+        const char *name;
+        unsigned cmd;
+    } cmds[] = {{"generate", CMD_GENERATE}, {"score", CMD_SCORE}, {"info", CMD_INFO}, {"bench", CMD_BENCH}};
+    const char *c = argv[1];
+    if (strcmp(c, "-h") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "help") == 0) {
+        print_help(&o);
+        return 0;
+    }
+    if (strcmp(c, "--version") == 0) {
+        printf("smallmind %s\n", SM_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(c, cmds[i].name) == 0) {
+            o.cmd = cmds[i].cmd;
+            o.cmd_name = cmds[i].name;
+        }
+    if (!o.cmd) return usage_error(NULL, "unknown command '%s'", c);
+    if (o.cmd == CMD_BENCH) o.max_tokens = 128;
+
+    const char *env = getenv("SMALLMIND_MODEL");
+    o.model = env && *env ? env : "models/default";
+    env = getenv("SMALLMIND_THREADS");
+    if (env && *env) {
+        if (!parse_long(env, 1, MAX_THREADS, &o.threads))
+            return usage_error(&o, "SMALLMIND_THREADS must be a whole number from 1 to %d, got '%s'",
+                               MAX_THREADS, env);
+    } else {
+        o.threads = physical_cores();
+        if (o.threads > MAX_THREADS) o.threads = MAX_THREADS;
+    }
+    int rc = parse_args(&o, argc, argv, 2);
+    if (rc) return rc;
+    if (o.help) {
+        print_help(&o);
+        return 0;
+    }
+    if (o.version) {
+        printf("smallmind %s\n", SM_VERSION);
+        return 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    switch (o.cmd) {
+    case CMD_GENERATE: return cmd_generate(&o);
+    case CMD_SCORE: return cmd_score(&o);
+    case CMD_INFO: return cmd_info(&o);
+    default: return cmd_bench(&o);
+    }
+}

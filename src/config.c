@@ -1,0 +1,400 @@
+/*
+** config.c -- config.json -> sm_config. The only file that includes cJSON.
+**
+** cJSON's number handling is loose (valueint saturates, 768.5 is a number),
+** and it accepts duplicate keys, so every value is checked here: integers
+** must be whole and in range, keys unique, unknown keys are refused rather
+** than ignored. Errors name the key path, e.g. "tensors[3].shape[1]".
+*/
+#include "sm_config.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_info[SM_DTYPE_COUNT] = {
+    [SM_DTYPE_F32] = {"f32", 4},
+    [SM_DTYPE_F16] = {"f16", 2},
+    [SM_DTYPE_BF16] = {"bf16", 2},
+};
+
+size_t sm_dtype_size(sm_dtype t) {
+    return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].size : 0;
+}
+
+const char *sm_dtype_name(sm_dtype t) {
+    return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
+}
+
+const char *sm_arch_name(sm_arch a) {
+    return a == SM_ARCH_GPT2 ? "gpt2" : "?";
+}
+
+const char *sm_activation_name(sm_activation a) {
+    return a == SM_ACT_GELU_TANH ? "gelu_tanh" : a == SM_ACT_GELU_ERF ? "gelu_erf" : "?";
+}
+
+/* Parsing context: the file name for messages and the error sink. */
+typedef struct {
+    const char *path;
+    sm_error *err;
+} pctx;
+
+#define FAIL(pc, ...) sm_error_set((pc)->err, SM_ERR_FORMAT, __VA_ARGS__)
+
+/* Rejects duplicate keys anywhere in the document. */
+static sm_status check_duplicates(pctx *pc, const cJSON *node) {
+    if (cJSON_IsObject(node)) {
+        for (const cJSON *a = node->child; a; a = a->next) {
+            for (const cJSON *b = a->next; b; b = b->next) {
+                if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                    return FAIL(pc, "%s: duplicate key \"%s\"", pc->path, a->string);
+            }
+        }
+    }
+    for (const cJSON *c = node->child; c; c = c->next) {
+        sm_status st = check_duplicates(pc, c);
+        if (st) return st;
+    }
+    return SM_OK;
+}
+
+/* Refuses keys not in `allowed` (NULL-terminated) so typos are not ignored. */
+static sm_status check_keys(pctx *pc, const cJSON *obj, const char *where,
+                            const char *const *allowed) {
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        bool ok = false;
+        for (const char *const *k = allowed; *k; k++)
+            if (strcmp(c->string, *k) == 0) ok = true;
+        if (!ok)
+            return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                                "%s: unsupported key \"%s%s%s\"", pc->path, where,
+                                *where ? "." : "", c->string);
+    }
+    return SM_OK;
+}
+
+static const cJSON *get(pctx *pc, const cJSON *obj, const char *key, sm_status *st) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v) *st = FAIL(pc, "%s: missing key \"%s\"", pc->path, key);
+    return v;
+}
+
+/* A whole number in [lo, hi]. `name` is the key path for messages. */
+static sm_status number_to_i64(pctx *pc, const cJSON *v, const char *name, int64_t lo,
+                               int64_t hi, int64_t *out) {
+    if (!cJSON_IsNumber(v))
+        return FAIL(pc, "%s: \"%s\" must be a number", pc->path, name);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d))
+        return FAIL(pc, "%s: \"%s\" must be a whole number, got %.17g", pc->path, name, d);
+    if (d < (double)lo || d > (double)hi)
+        return FAIL(pc, "%s: \"%s\" is %.17g, expected %lld to %lld", pc->path, name, d,
+                    (long long)lo, (long long)hi);
+    *out = (int64_t)d;
+    return SM_OK;
+}
+
+static sm_status get_int(pctx *pc, const cJSON *obj, const char *key, int lo, int hi,
+                         int *out) {
+    sm_status st = SM_OK;
+    const cJSON *v = get(pc, obj, key, &st);
+    if (!v) return st;
+    int64_t x;
+    st = number_to_i64(pc, v, key, lo, hi, &x);
+    if (!st) *out = (int)x;
+    return st;
+}
+
+static sm_status get_bool(pctx *pc, const cJSON *obj, const char *key, bool *out) {
+    sm_status st = SM_OK;
+    const cJSON *v = get(pc, obj, key, &st);
+    if (!v) return st;
+    if (!cJSON_IsBool(v)) return FAIL(pc, "%s: \"%s\" must be true or false", pc->path, key);
+    *out = cJSON_IsTrue(v);
+    return SM_OK;
+}
+
+static sm_status get_string(pctx *pc, const cJSON *obj, const char *key, const char **out) {
+    sm_status st = SM_OK;
+    const cJSON *v = get(pc, obj, key, &st);
+    if (!v) return st;
+    if (!cJSON_IsString(v) || !v->valuestring)
+        return FAIL(pc, "%s: \"%s\" must be a string", pc->path, key);
+    *out = v->valuestring;
+    return SM_OK;
+}
+
+static sm_status parse_tokenizer(pctx *pc, const cJSON *root, sm_config *cfg) {
+    sm_status st = SM_OK;
+    const cJSON *tok = get(pc, root, "tokenizer", &st);
+    if (!tok) return st;
+    if (!cJSON_IsObject(tok)) return FAIL(pc, "%s: \"tokenizer\" must be an object", pc->path);
+    static const char *const keys[] = {"type", NULL};
+    if ((st = check_keys(pc, tok, "tokenizer", keys))) return st;
+    const char *type;
+    if ((st = get_string(pc, tok, "type", &type))) return st;
+    if (strcmp(type, "byte") != 0)
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                            "%s: unsupported tokenizer.type \"%s\" (supported: byte)",
+                            pc->path, type);
+    cfg->tokenizer = SM_TOKENIZER_BYTE;
+    return SM_OK;
+}
+
+static int file_index(sm_config *cfg, const char *name) {
+    for (int i = 0; i < cfg->n_files; i++)
+        if (strcmp(cfg->files[i], name) == 0) return i;
+    if (cfg->n_files == SM_MAX_FILES) return -1;
+    snprintf(cfg->files[cfg->n_files], SM_FILE_NAME_MAX, "%s", name);
+    return cfg->n_files++;
+}
+
+static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg) {
+    sm_tensor_desc *d = &cfg->tensors[i];
+    char where[64];
+    snprintf(where, sizeof where, "tensors[%zu]", i);
+    if (!cJSON_IsObject(t)) return FAIL(pc, "%s: \"%s\" must be an object", pc->path, where);
+    static const char *const keys[] = {"name", "dtype", "shape", "file", "offset", NULL};
+    sm_status st = check_keys(pc, t, where, keys);
+    if (st) return st;
+
+    const char *name, *dtype, *file;
+    if ((st = get_string(pc, t, "name", &name))) return st;
+    size_t nlen = strlen(name);
+    if (nlen == 0 || nlen >= SM_NAME_MAX)
+        return FAIL(pc, "%s: %s.name must be 1 to %d bytes", pc->path, where, SM_NAME_MAX - 1);
+    memcpy(d->name, name, nlen + 1);
+
+    if ((st = get_string(pc, t, "dtype", &dtype))) return st;
+    d->dtype = SM_DTYPE_COUNT;
+    for (int k = 0; k < SM_DTYPE_COUNT; k++)
+        if (strcmp(dtype, dtype_info[k].name) == 0) d->dtype = (sm_dtype)k;
+    if (d->dtype == SM_DTYPE_COUNT)
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                            "%s: tensor %s has unknown dtype \"%s\" (known: f32, f16, bf16)",
+                            pc->path, d->name, dtype);
+
+    const cJSON *shape = get(pc, t, "shape", &st);
+    if (!shape) return st;
+    if (!cJSON_IsArray(shape))
+        return FAIL(pc, "%s: tensor %s: shape must be an array", pc->path, d->name);
+    int nd = cJSON_GetArraySize(shape);
+    if (nd < 1 || nd > SM_MAX_DIMS)
+        return FAIL(pc, "%s: tensor %s has %d dimensions, expected 1 to %d", pc->path,
+                    d->name, nd, SM_MAX_DIMS);
+    d->ndim = nd;
+    size_t bytes = sm_dtype_size(d->dtype);
+    int k = 0;
+    for (const cJSON *e = shape->child; e; e = e->next, k++) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.shape[%d]", d->name, k);
+        int64_t dim;
+        if ((st = number_to_i64(pc, e, key, 1, INT32_MAX, &dim))) return st;
+        d->shape[k] = dim;
+        if (!sm_size_mul(&bytes, bytes, (size_t)dim))
+            return FAIL(pc, "%s: tensor %s: shape product overflows", pc->path, d->name);
+    }
+    d->nbytes = bytes;
+
+    if ((st = get_string(pc, t, "file", &file))) return st;
+    size_t flen = strlen(file);
+    if (flen == 0 || flen >= SM_FILE_NAME_MAX || strchr(file, '/') || strcmp(file, ".") == 0 ||
+        strcmp(file, "..") == 0)
+        return FAIL(pc, "%s: tensor %s: file \"%s\" must be a plain file name in the model directory",
+                    pc->path, d->name, file);
+    d->file = file_index(cfg, file);
+    if (d->file < 0)
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED, "%s: more than %d weight files",
+                            pc->path, SM_MAX_FILES);
+
+    const cJSON *off = get(pc, t, "offset", &st);
+    if (!off) return st;
+    char key[160];
+    snprintf(key, sizeof key, "%s.offset", d->name);
+    int64_t o;
+    /* 2^53: the largest offset a JSON double represents exactly. */
+    if ((st = number_to_i64(pc, off, key, 0, INT64_C(1) << 53, &o))) return st;
+    if (o % 64 != 0)
+        return FAIL(pc, "%s: tensor %s: offset %lld is not 64-byte aligned", pc->path, d->name,
+                    (long long)o);
+    d->offset = (uint64_t)o;
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(cfg->tensors[j].name, d->name) == 0)
+            return FAIL(pc, "%s: duplicate tensor name \"%s\"", pc->path, d->name);
+    return SM_OK;
+}
+
+static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
+    if (!cJSON_IsObject(root)) return FAIL(pc, "%s: expected a JSON object at the top", pc->path);
+    static const char *const keys[] = {
+        "format", "format_version", "architecture", "n_layer", "n_head", "n_embd",
+        "n_ctx", "n_vocab", "norm_eps", "activation", "tied_output", "bias",
+        "tokenizer", "tensors", NULL};
+    sm_status st = check_keys(pc, root, "", keys);
+    if (st) return st;
+
+    const char *s;
+    if ((st = get_string(pc, root, "format", &s))) return st;
+    if (strcmp(s, SM_FORMAT_NAME) != 0)
+        return FAIL(pc, "%s: \"format\" is \"%s\", expected \"%s\"", pc->path, s, SM_FORMAT_NAME);
+    int version;
+    if ((st = get_int(pc, root, "format_version", 1, 1000000, &version))) return st;
+    if (version != SM_FORMAT_VERSION)
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                            "%s: format_version %d is not supported (this build reads %d)",
+                            pc->path, version, SM_FORMAT_VERSION);
+
+    if ((st = get_string(pc, root, "architecture", &s))) return st;
+    if (strcmp(s, "gpt2") != 0)
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                            "%s: unsupported architecture \"%s\" (supported: gpt2)", pc->path, s);
+    cfg->arch = SM_ARCH_GPT2;
+
+    if ((st = get_int(pc, root, "n_layer", 1, 1024, &cfg->n_layer)) ||
+        (st = get_int(pc, root, "n_head", 1, 1024, &cfg->n_head)) ||
+        (st = get_int(pc, root, "n_embd", 1, 65536, &cfg->n_embd)) ||
+        (st = get_int(pc, root, "n_ctx", 1, 1 << 20, &cfg->n_ctx)) ||
+        (st = get_int(pc, root, "n_vocab", 1, 1 << 24, &cfg->n_vocab)))
+        return st;
+    if (cfg->n_embd % cfg->n_head != 0)
+        return FAIL(pc, "%s: n_embd (%d) is not a multiple of n_head (%d)", pc->path,
+                    cfg->n_embd, cfg->n_head);
+
+    const cJSON *eps = get(pc, root, "norm_eps", &st);
+    if (!eps) return st;
+    if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0 && eps->valuedouble < 1))
+        return FAIL(pc, "%s: \"norm_eps\" must be a number in (0, 1)", pc->path);
+    cfg->norm_eps = (float)eps->valuedouble;
+
+    if ((st = get_string(pc, root, "activation", &s))) return st;
+    if (strcmp(s, "gelu_tanh") == 0)
+        cfg->activation = SM_ACT_GELU_TANH;
+    else if (strcmp(s, "gelu_erf") == 0)
+        cfg->activation = SM_ACT_GELU_ERF;
+    else
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                            "%s: unsupported activation \"%s\" (supported: gelu_tanh, gelu_erf)",
+                            pc->path, s);
+    if ((st = get_bool(pc, root, "tied_output", &cfg->tied_output)) ||
+        (st = get_bool(pc, root, "bias", &cfg->bias)))
+        return st;
+    if ((st = parse_tokenizer(pc, root, cfg))) return st;
+
+    const cJSON *tensors = get(pc, root, "tensors", &st);
+    if (!tensors) return st;
+    if (!cJSON_IsArray(tensors)) return FAIL(pc, "%s: \"tensors\" must be an array", pc->path);
+    int n = cJSON_GetArraySize(tensors);
+    if (n < 1 || n > SM_MAX_TENSORS)
+        return FAIL(pc, "%s: \"tensors\" has %d entries, expected 1 to %d", pc->path, n,
+                    SM_MAX_TENSORS);
+    cfg->tensors = calloc((size_t)n, sizeof *cfg->tensors);
+    if (!cfg->tensors) return sm_error_set(pc->err, SM_ERR_NOMEM, "out of memory");
+    cfg->n_tensors = (size_t)n;
+    size_t i = 0;
+    for (const cJSON *t = tensors->child; t; t = t->next, i++)
+        if ((st = parse_tensor(pc, t, i, cfg))) return st;
+    return SM_OK;
+}
+
+/* Line and column (1-based) of byte offset `at` in `text`. */
+static void line_col(const char *text, size_t at, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < at; i++) {
+        if (text[i] == '\n') {
+            ++*line;
+            *col = 1;
+        } else {
+            ++*col;
+        }
+    }
+}
+
+sm_status sm_config_parse(sm_config *cfg, const char *json, size_t len, const char *path,
+                          sm_error *err) {
+    memset(cfg, 0, sizeof *cfg);
+    pctx pc = {path, err};
+    if (len == 0) return FAIL(&pc, "%s: file is empty", path);
+    if (memchr(json, '\0', len))
+        return FAIL(&pc, "%s: contains a NUL byte; expected JSON text", path);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+    sm_status st;
+    if (!root) {
+        size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
+        int line, col;
+        line_col(json, at, &line, &col);
+        return FAIL(&pc, "%s: invalid JSON at line %d, column %d", path, line, col);
+    }
+    /* cJSON stops at the end of the first value; anything but space after it is garbage. */
+    size_t at = (size_t)(end - json);
+    while (at < len && (json[at] == ' ' || json[at] == '\t' || json[at] == '\n' || json[at] == '\r'))
+        at++;
+    if (at < len) {
+        int line, col;
+        line_col(json, at, &line, &col);
+        st = FAIL(&pc, "%s: unexpected text after the JSON value at line %d, column %d", path,
+                  line, col);
+    } else if (!(st = check_duplicates(&pc, root))) {
+        st = parse_root(&pc, root, cfg);
+    }
+    cJSON_Delete(root);
+    if (st) sm_config_free(cfg);
+    return st;
+}
+
+sm_status sm_config_load(sm_config *cfg, const char *dir, sm_error *err) {
+    memset(cfg, 0, sizeof *cfg);
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path)
+        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': path too long", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > SM_CONFIG_MAX_BYTES) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %lld bytes; a config is at most %u bytes",
+                            path, (long long)sb.st_size, SM_CONFIG_MAX_BYTES);
+    }
+    size_t len = (size_t)sb.st_size;
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != len) {
+        free(buf);
+        return sm_error_set(err, SM_ERR_IO, "cannot read '%s'", path);
+    }
+    buf[len] = '\0';
+    sm_status st = sm_config_parse(cfg, buf, len, path, err);
+    free(buf);
+    return st;
+}
+
+void sm_config_free(sm_config *cfg) {
+    free(cfg->tensors);
+    memset(cfg, 0, sizeof *cfg);
+}

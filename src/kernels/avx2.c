@@ -1,0 +1,346 @@
+/*
+** avx2.c -- AVX2 + FMA kernels. Compiled with -mavx2 -mfma; only called when
+** the CPU has both (see dispatch.c). Same algorithms as avx512.c at 8 lanes:
+** matmul packs NR = 16 weight rows x KC = 256 into a panel and runs an
+** MR = 6 x NR micro-kernel (12 accumulators); tails use masked loads/stores.
+*/
+#if defined(__x86_64__) || defined(__i386__)
+#include "kernels_internal.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#define NR 16
+#define MR 6
+#define KC 256
+
+static const int32_t mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* Lanes [0, min(n, 8)) set. */
+static inline __m256i tail_mask(size_t n) {
+    return _mm256_loadu_si256((const __m256i *)(mask_table + 8 - (n >= 8 ? 8 : n)));
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* exp(x) to about 2 ulp; same reduction and polynomial as avx512.c. */
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.37626f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static void pack_panel(float *restrict dst, const float *restrict w, size_t K, size_t n,
+                       size_t nr, size_t k0, size_t kc) {
+    for (size_t j = 0; j < nr; j++) {
+        const float *src = w + (n + j) * K + k0;
+        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = src[kk];
+    }
+    for (size_t j = nr; j < NR; j++)
+        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = 0.0f;
+}
+
+static inline __attribute__((always_inline)) void
+micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+      const float *restrict panel, size_t kc, const float *restrict bias, int first,
+      __m256i m0, __m256i m1) {
+    __m256 c0[MR], c1[MR];
+    for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm256_setzero_ps();
+    for (size_t kk = 0; kk < kc; kk++) {
+        __m256 b0 = _mm256_load_ps(panel + kk * NR);
+        __m256 b1 = _mm256_load_ps(panel + kk * NR + 8);
+        for (size_t i = 0; i < mr; i++) {
+            __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
+            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+    for (size_t i = 0; i < mr; i++) {
+        float *o = out + i * ldo;
+        __m256 add0, add1;
+        if (first) {
+            add0 = bias ? _mm256_maskload_ps(bias, m0) : _mm256_setzero_ps();
+            add1 = bias ? _mm256_maskload_ps(bias + 8, m1) : _mm256_setzero_ps();
+        } else {
+            add0 = _mm256_maskload_ps(o, m0);
+            add1 = _mm256_maskload_ps(o + 8, m1);
+        }
+        _mm256_maskstore_ps(o, m0, _mm256_add_ps(c0[i], add0));
+        _mm256_maskstore_ps(o + 8, m1, _mm256_add_ps(c1[i], add1));
+    }
+}
+
+static void gemm(float *restrict out, const float *restrict x, const float *restrict w,
+                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
+                 float *restrict panel) {
+    for (size_t n = n0; n < n1; n += NR) {
+        size_t nr = n1 - n < NR ? n1 - n : NR;
+        __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
+        const float *b = bias ? bias + n : NULL;
+        for (size_t k0 = 0; k0 < K; k0 += KC) {
+            size_t kc = K - k0 < KC ? K - k0 : KC;
+            pack_panel(panel, w, K, n, nr, k0, kc);
+            size_t t = 0;
+            for (; t + MR <= T; t += MR)
+                micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+            for (; t < T; t++)
+                micro(1, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+        }
+    }
+}
+
+static void gemv(float *restrict out, const float *restrict x, const float *restrict w,
+                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                 size_t n1) {
+    __m256i mt = tail_mask(K % 8);
+    size_t kv = K - K % 8;
+    int tail = K % 8 != 0;
+    for (size_t t = 0; t < T; t++) {
+        const float *xr = x + t * K;
+        float *o = out + t * N;
+        size_t n = n0;
+        for (; n + 4 <= n1; n += 4) {
+            const float *w0 = w + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            size_t k = 0;
+            for (; k < kv; k += 8) {
+                __m256 xv = _mm256_loadu_ps(xr + k);
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), xv, a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k), xv, a1);
+                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k), xv, a2);
+                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k), xv, a3);
+            }
+            if (tail) {
+                __m256 xv = _mm256_maskload_ps(xr + k, mt);
+                a0 = _mm256_fmadd_ps(_mm256_maskload_ps(w0 + k, mt), xv, a0);
+                a1 = _mm256_fmadd_ps(_mm256_maskload_ps(w1 + k, mt), xv, a1);
+                a2 = _mm256_fmadd_ps(_mm256_maskload_ps(w2 + k, mt), xv, a2);
+                a3 = _mm256_fmadd_ps(_mm256_maskload_ps(w3 + k, mt), xv, a3);
+            }
+            o[n] = hsum(a0) + (bias ? bias[n] : 0.0f);
+            o[n + 1] = hsum(a1) + (bias ? bias[n + 1] : 0.0f);
+            o[n + 2] = hsum(a2) + (bias ? bias[n + 2] : 0.0f);
+            o[n + 3] = hsum(a3) + (bias ? bias[n + 3] : 0.0f);
+        }
+        for (; n < n1; n++) {
+            const float *w0 = w + n * K;
+            __m256 a0 = _mm256_setzero_ps();
+            size_t k = 0;
+            for (; k < kv; k += 8)
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), _mm256_loadu_ps(xr + k), a0);
+            if (tail)
+                a0 = _mm256_fmadd_ps(_mm256_maskload_ps(w0 + k, mt), _mm256_maskload_ps(xr + k, mt), a0);
+            o[n] = hsum(a0) + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
+static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
+                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                   size_t n1, float *restrict scratch) {
+    if (T >= 4)
+        gemm(out, x, w, bias, T, N, K, n0, n1, scratch);
+    else
+        gemv(out, x, w, bias, T, N, K, n0, n1);
+}
+
+static float vmax(const float *x, size_t n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i k = tail_mask(n - i);
+        __m256 v = _mm256_blendv_ps(m, _mm256_maskload_ps(x + i, k), _mm256_castsi256_ps(k));
+        m = _mm256_max_ps(m, v);
+    }
+    return hmax8(m);
+}
+
+static float exp_sum(float *x, size_t n, float mx) {
+    __m256 s = _mm256_setzero_ps(), vm = _mm256_set1_ps(mx);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i k = tail_mask(n - i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, k), vm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
+        _mm256_maskstore_ps(x + i, k, e);
+        s = _mm256_add_ps(s, e);
+    }
+    return hsum(s);
+}
+
+static void scale_inplace(float *x, size_t n, float f) {
+    __m256 vf = _mm256_set1_ps(f);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i k = tail_mask(n - i);
+        _mm256_maskstore_ps(x + i, k, _mm256_mul_ps(_mm256_maskload_ps(x + i, k), vf));
+    }
+}
+
+static void softmax(float *x, size_t n) {
+    float sum = exp_sum(x, n, vmax(x, n));
+    scale_inplace(x, n, 1.0f / sum);
+}
+
+static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
+                      const float *restrict v, float *restrict scores, size_t T, size_t pos,
+                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (size_t qb = 0; qb < T; qb += SM_ATTN_QBLOCK) {
+        size_t nq = T - qb < SM_ATTN_QBLOCK ? T - qb : SM_ATTN_QBLOCK;
+        size_t Lmax = pos + qb + nq;
+        const float *qblk = q + qb * q_stride;
+        for (size_t i = 0; i < nq; i += 4) {
+            size_t ni = nq - i < 4 ? nq - i : 4;
+            const float *q0 = qblk + i * q_stride;
+            const float *q1 = q0 + (ni > 1 ? q_stride : 0);
+            const float *q2 = q0 + (ni > 2 ? 2 * q_stride : 0);
+            const float *q3 = q0 + (ni > 3 ? 3 * q_stride : 0);
+            for (size_t j = 0; j < Lmax; j += 8) {
+                __m256i m = tail_mask(Lmax - j);
+                __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+                for (size_t d = 0; d < hs; d++) {
+                    __m256 kv = _mm256_maskload_ps(kt + d * ctx + j, m);
+                    s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(q0 + d), kv, s0);
+                    s1 = _mm256_fmadd_ps(_mm256_broadcast_ss(q1 + d), kv, s1);
+                    s2 = _mm256_fmadd_ps(_mm256_broadcast_ss(q2 + d), kv, s2);
+                    s3 = _mm256_fmadd_ps(_mm256_broadcast_ss(q3 + d), kv, s3);
+                }
+                float *srow = scores + i * ctx + j;
+                _mm256_maskstore_ps(srow, m, _mm256_mul_ps(s0, vs));
+                if (ni > 1) _mm256_maskstore_ps(srow + ctx, m, _mm256_mul_ps(s1, vs));
+                if (ni > 2) _mm256_maskstore_ps(srow + 2 * ctx, m, _mm256_mul_ps(s2, vs));
+                if (ni > 3) _mm256_maskstore_ps(srow + 3 * ctx, m, _mm256_mul_ps(s3, vs));
+            }
+        }
+        for (size_t i = 0; i < nq; i++) {
+            float *srow = scores + i * ctx;
+            size_t L = pos + qb + i + 1;
+            float sum = exp_sum(srow, L, vmax(srow, L));
+            scale_inplace(srow, L, 1.0f / sum);
+            for (size_t j = L; j < Lmax; j++) srow[j] = 0.0f;
+        }
+        for (size_t i = 0; i < nq; i += 4) {
+            size_t ni = nq - i < 4 ? nq - i : 4;
+            size_t L = pos + qb + i + ni;
+            const float *p0 = scores + i * ctx;
+            const float *p1 = p0 + (ni > 1 ? ctx : 0);
+            const float *p2 = p0 + (ni > 2 ? 2 * ctx : 0);
+            const float *p3 = p0 + (ni > 3 ? 3 * ctx : 0);
+            float *o0 = out + (qb + i) * out_stride;
+            for (size_t d = 0; d < hs; d += 8) {
+                __m256i m = tail_mask(hs - d);
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (size_t j = 0; j < L; j++) {
+                    __m256 vv = _mm256_maskload_ps(v + j * hs + d, m);
+                    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + j), vv, a0);
+                    a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + j), vv, a1);
+                    a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p2 + j), vv, a2);
+                    a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p3 + j), vv, a3);
+                }
+                _mm256_maskstore_ps(o0 + d, m, a0);
+                if (ni > 1) _mm256_maskstore_ps(o0 + out_stride + d, m, a1);
+                if (ni > 2) _mm256_maskstore_ps(o0 + 2 * out_stride + d, m, a2);
+                if (ni > 3) _mm256_maskstore_ps(o0 + 3 * out_stride + d, m, a3);
+            }
+        }
+    }
+}
+
+static void layernorm(float *restrict out, const float *restrict x, const float *restrict g,
+                      const float *restrict b, size_t C, float eps) {
+    __m256 s = _mm256_setzero_ps();
+    for (size_t i = 0; i < C; i += 8) s = _mm256_add_ps(s, _mm256_maskload_ps(x + i, tail_mask(C - i)));
+    float mean = hsum(s) / (float)C;
+    __m256 vm = _mm256_set1_ps(mean), v2 = _mm256_setzero_ps();
+    for (size_t i = 0; i < C; i += 8) {
+        __m256i k = tail_mask(C - i);
+        __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, k), vm), _mm256_castsi256_ps(k));
+        v2 = _mm256_fmadd_ps(d, d, v2);
+    }
+    float rstd = 1.0f / sqrtf(hsum(v2) / (float)C + eps);
+    __m256 vr = _mm256_set1_ps(rstd);
+    for (size_t i = 0; i < C; i += 8) {
+        __m256i k = tail_mask(C - i);
+        __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, k), vm), vr);
+        __m256 y = _mm256_fmadd_ps(d, _mm256_maskload_ps(g + i, k),
+                                   b ? _mm256_maskload_ps(b + i, k) : _mm256_setzero_ps());
+        _mm256_maskstore_ps(out + i, k, y);
+    }
+}
+
+static void gelu_tanh(float *x, size_t n) {
+    const __m256 c = _mm256_set1_ps(0.7978845608028654f), c3 = _mm256_set1_ps(0.044715f);
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+    const __m256 lim = _mm256_set1_ps(9.0f), nlim = _mm256_set1_ps(-9.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i k = tail_mask(n - i);
+        __m256 u = _mm256_maskload_ps(x + i, k);
+        __m256 z = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(c3, u), _mm256_mul_ps(u, u), u));
+        z = _mm256_min_ps(_mm256_max_ps(z, nlim), lim);
+        __m256 th = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(exp8(_mm256_add_ps(z, z)), one)));
+        _mm256_maskstore_ps(x + i, k, _mm256_mul_ps(_mm256_mul_ps(half, u), _mm256_add_ps(one, th)));
+    }
+}
+
+static void gelu_erf(float *x, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i k = tail_mask(n - i);
+        __m256 u = _mm256_maskload_ps(x + i, k);
+        __m256 z = _mm256_mul_ps(u, _mm256_set1_ps(0.7071067811865476f));
+        __m256 az = _mm256_andnot_ps(sign, z);
+        __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), az, one));
+        __m256 p = _mm256_set1_ps(1.061405429f);
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+        p = _mm256_mul_ps(p, t);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(az, az)));
+        __m256 erfz = _mm256_or_ps(_mm256_fnmadd_ps(p, e, one), _mm256_and_ps(sign, z));
+        _mm256_maskstore_ps(x + i, k, _mm256_mul_ps(_mm256_mul_ps(half, u), _mm256_add_ps(one, erfz)));
+    }
+}
+
+static void vexp(float *restrict out, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i k = tail_mask(n - i);
+        _mm256_maskstore_ps(out + i, k, exp8(_mm256_maskload_ps(x + i, k)));
+    }
+}
+
+const sm_kernels sm_kernels_avx2 = {
+    .name = "avx2",
+    .matmul_scratch = (size_t)NR * KC,
+    .matmul = matmul,
+    .attention = attention,
+    .softmax = softmax,
+    .layernorm = layernorm,
+    .gelu_tanh = gelu_tanh,
+    .gelu_erf = gelu_erf,
+    .exp = vexp,
+};
+#endif

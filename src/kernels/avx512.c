@@ -1,0 +1,346 @@
+/*
+** avx512.c -- AVX-512F kernels. Compiled with -mavx512f -mfma; only called
+** when the CPU has AVX-512F (see dispatch.c). Tails use masked loads and
+** stores instead of scalar loops, so every element goes through the same
+** arithmetic as its neighbours.
+**
+** matmul, T >= 4: the weights are packed per thread into panels of NR = 32
+** rows x KC = 256 columns, transposed so that one k step reads 32 contiguous
+** weights; an MR = 8 tokens x NR micro-kernel keeps 16 accumulators in
+** registers and does 16 FMAs per 2 panel loads + 8 broadcasts. No horizontal
+** sums. T < 4: rows of w are streamed four at a time (matrix-vector).
+*/
+#if defined(__x86_64__) || defined(__i386__)
+#include "kernels_internal.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#define NR 32
+#define MR 8
+#define KC 256
+
+static inline __mmask16 tail_mask(size_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+/* exp(x) to about 2 ulp: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial in r. */
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* dst[kk * NR + j] = w[(n + j) * K + k0 + kk] for j < nr; zero for nr <= j < NR. */
+static void pack_panel(float *restrict dst, const float *restrict w, size_t K, size_t n,
+                       size_t nr, size_t k0, size_t kc) {
+    for (size_t j = 0; j < nr; j++) {
+        const float *src = w + (n + j) * K + k0;
+        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = src[kk];
+    }
+    for (size_t j = nr; j < NR; j++)
+        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = 0.0f;
+}
+
+/*
+** out[i, 0..nr) (+)= x[i, 0..kc) . panel for i < mr. `first` stores (adding
+** bias when given) instead of accumulating. mr is a compile-time constant at
+** every call site so the accumulator array lives in registers.
+*/
+static inline __attribute__((always_inline)) void
+micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+      const float *restrict panel, size_t kc, const float *restrict bias, int first,
+      __mmask16 m0, __mmask16 m1) {
+    __m512 c0[MR], c1[MR];
+    for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (size_t kk = 0; kk < kc; kk++) {
+        __m512 b0 = _mm512_load_ps(panel + kk * NR);
+        __m512 b1 = _mm512_load_ps(panel + kk * NR + 16);
+        for (size_t i = 0; i < mr; i++) {
+            __m512 a = _mm512_set1_ps(x[i * ldx + kk]);
+            c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+    for (size_t i = 0; i < mr; i++) {
+        float *o = out + i * ldo;
+        __m512 add0, add1;
+        if (first) {
+            add0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+            add1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+        } else {
+            add0 = _mm512_maskz_loadu_ps(m0, o);
+            add1 = _mm512_maskz_loadu_ps(m1, o + 16);
+        }
+        _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(c0[i], add0));
+        _mm512_mask_storeu_ps(o + 16, m1, _mm512_add_ps(c1[i], add1));
+    }
+}
+
+static void gemm(float *restrict out, const float *restrict x, const float *restrict w,
+                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
+                 float *restrict panel) {
+    for (size_t n = n0; n < n1; n += NR) {
+        size_t nr = n1 - n < NR ? n1 - n : NR;
+        __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
+        const float *b = bias ? bias + n : NULL;
+        for (size_t k0 = 0; k0 < K; k0 += KC) {
+            size_t kc = K - k0 < KC ? K - k0 : KC;
+            pack_panel(panel, w, K, n, nr, k0, kc);
+            size_t t = 0;
+            for (; t + MR <= T; t += MR)
+                micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+            for (; t < T; t++)
+                micro(1, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+        }
+    }
+}
+
+static void gemv(float *restrict out, const float *restrict x, const float *restrict w,
+                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                 size_t n1) {
+    __mmask16 mt = tail_mask(K % 16);
+    size_t kv = K - K % 16;
+    for (size_t t = 0; t < T; t++) {
+        const float *xr = x + t * K;
+        float *o = out + t * N;
+        size_t n = n0;
+        for (; n + 4 <= n1; n += 4) {
+            const float *w0 = w + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            size_t k = 0;
+            for (; k < kv; k += 16) {
+                __m512 xv = _mm512_loadu_ps(xr + k);
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), xv, a0);
+                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + k), xv, a1);
+                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + k), xv, a2);
+                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + k), xv, a3);
+            }
+            if (mt) {
+                __m512 xv = _mm512_maskz_loadu_ps(mt, xr + k);
+                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w0 + k), xv, a0);
+                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w1 + k), xv, a1);
+                a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w2 + k), xv, a2);
+                a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w3 + k), xv, a3);
+            }
+            o[n] = _mm512_reduce_add_ps(a0) + (bias ? bias[n] : 0.0f);
+            o[n + 1] = _mm512_reduce_add_ps(a1) + (bias ? bias[n + 1] : 0.0f);
+            o[n + 2] = _mm512_reduce_add_ps(a2) + (bias ? bias[n + 2] : 0.0f);
+            o[n + 3] = _mm512_reduce_add_ps(a3) + (bias ? bias[n + 3] : 0.0f);
+        }
+        for (; n < n1; n++) {
+            const float *w0 = w + n * K;
+            __m512 a0 = _mm512_setzero_ps();
+            size_t k = 0;
+            for (; k < kv; k += 16)
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), _mm512_loadu_ps(xr + k), a0);
+            if (mt)
+                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w0 + k),
+                                     _mm512_maskz_loadu_ps(mt, xr + k), a0);
+            o[n] = _mm512_reduce_add_ps(a0) + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
+static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
+                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                   size_t n1, float *restrict scratch) {
+    if (T >= 4)
+        gemm(out, x, w, bias, T, N, K, n0, n1, scratch);
+    else
+        gemv(out, x, w, bias, T, N, K, n0, n1);
+}
+
+static float hmax(const float *x, size_t n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (size_t i = 0; i < n; i += 16)
+        m = _mm512_mask_max_ps(m, tail_mask(n - i), m, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+    return _mm512_reduce_max_ps(m);
+}
+
+/* x[i] = exp(x[i] - mx); returns the sum. */
+static float exp_sum(float *x, size_t n, float mx) {
+    __m512 s = _mm512_setzero_ps(), vm = _mm512_set1_ps(mx);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vm));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        s = _mm512_mask_add_ps(s, m, s, e);
+    }
+    return _mm512_reduce_add_ps(s);
+}
+
+static void scale_inplace(float *x, size_t n, float f) {
+    __m512 vf = _mm512_set1_ps(f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vf));
+    }
+}
+
+static void softmax(float *x, size_t n) {
+    float sum = exp_sum(x, n, hmax(x, n));
+    scale_inplace(x, n, 1.0f / sum);
+}
+
+/*
+** For each block of up to SM_ATTN_QBLOCK queries: S = scale * Q.K^T over the
+** keys the block's last query sees (4 queries share each key-column load),
+** a causal softmax per row over its own L keys with the rest zeroed, then
+** O = P.V (4 queries share each value-row load).
+*/
+static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
+                      const float *restrict v, float *restrict scores, size_t T, size_t pos,
+                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (size_t qb = 0; qb < T; qb += SM_ATTN_QBLOCK) {
+        size_t nq = T - qb < SM_ATTN_QBLOCK ? T - qb : SM_ATTN_QBLOCK;
+        size_t Lmax = pos + qb + nq;
+        const float *qblk = q + qb * q_stride;
+        for (size_t i = 0; i < nq; i += 4) {
+            size_t ni = nq - i < 4 ? nq - i : 4;
+            const float *q0 = qblk + i * q_stride;
+            const float *q1 = q0 + (ni > 1 ? q_stride : 0);
+            const float *q2 = q0 + (ni > 2 ? 2 * q_stride : 0);
+            const float *q3 = q0 + (ni > 3 ? 3 * q_stride : 0);
+            for (size_t j = 0; j < Lmax; j += 16) {
+                __mmask16 m = tail_mask(Lmax - j);
+                __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+                for (size_t d = 0; d < hs; d++) {
+                    __m512 kv = _mm512_maskz_loadu_ps(m, kt + d * ctx + j);
+                    s0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[d]), kv, s0);
+                    s1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[d]), kv, s1);
+                    s2 = _mm512_fmadd_ps(_mm512_set1_ps(q2[d]), kv, s2);
+                    s3 = _mm512_fmadd_ps(_mm512_set1_ps(q3[d]), kv, s3);
+                }
+                float *srow = scores + i * ctx + j;
+                _mm512_mask_storeu_ps(srow, m, _mm512_mul_ps(s0, vs));
+                if (ni > 1) _mm512_mask_storeu_ps(srow + ctx, m, _mm512_mul_ps(s1, vs));
+                if (ni > 2) _mm512_mask_storeu_ps(srow + 2 * ctx, m, _mm512_mul_ps(s2, vs));
+                if (ni > 3) _mm512_mask_storeu_ps(srow + 3 * ctx, m, _mm512_mul_ps(s3, vs));
+            }
+        }
+        for (size_t i = 0; i < nq; i++) {
+            float *srow = scores + i * ctx;
+            size_t L = pos + qb + i + 1;
+            float sum = exp_sum(srow, L, hmax(srow, L));
+            scale_inplace(srow, L, 1.0f / sum);
+            for (size_t j = L; j < Lmax; j++) srow[j] = 0.0f;
+        }
+        for (size_t i = 0; i < nq; i += 4) {
+            size_t ni = nq - i < 4 ? nq - i : 4;
+            size_t L = pos + qb + i + ni; /* keys the group's last query sees */
+            const float *p0 = scores + i * ctx;
+            const float *p1 = p0 + (ni > 1 ? ctx : 0);
+            const float *p2 = p0 + (ni > 2 ? 2 * ctx : 0);
+            const float *p3 = p0 + (ni > 3 ? 3 * ctx : 0);
+            float *o0 = out + (qb + i) * out_stride;
+            for (size_t d = 0; d < hs; d += 16) {
+                __mmask16 m = tail_mask(hs - d);
+                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (size_t j = 0; j < L; j++) {
+                    __m512 vv = _mm512_maskz_loadu_ps(m, v + j * hs + d);
+                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(p0[j]), vv, a0);
+                    a1 = _mm512_fmadd_ps(_mm512_set1_ps(p1[j]), vv, a1);
+                    a2 = _mm512_fmadd_ps(_mm512_set1_ps(p2[j]), vv, a2);
+                    a3 = _mm512_fmadd_ps(_mm512_set1_ps(p3[j]), vv, a3);
+                }
+                _mm512_mask_storeu_ps(o0 + d, m, a0);
+                if (ni > 1) _mm512_mask_storeu_ps(o0 + out_stride + d, m, a1);
+                if (ni > 2) _mm512_mask_storeu_ps(o0 + 2 * out_stride + d, m, a2);
+                if (ni > 3) _mm512_mask_storeu_ps(o0 + 3 * out_stride + d, m, a3);
+            }
+        }
+    }
+}
+
+static void layernorm(float *restrict out, const float *restrict x, const float *restrict g,
+                      const float *restrict b, size_t C, float eps) {
+    __m512 s = _mm512_setzero_ps();
+    for (size_t i = 0; i < C; i += 16) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(tail_mask(C - i), x + i));
+    float mean = _mm512_reduce_add_ps(s) / (float)C;
+    __m512 vm = _mm512_set1_ps(mean), v2 = _mm512_setzero_ps();
+    for (size_t i = 0; i < C; i += 16) {
+        __mmask16 m = tail_mask(C - i);
+        __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), vm);
+        v2 = _mm512_fmadd_ps(d, d, v2);
+    }
+    float rstd = 1.0f / sqrtf(_mm512_reduce_add_ps(v2) / (float)C + eps);
+    __m512 vr = _mm512_set1_ps(rstd);
+    for (size_t i = 0; i < C; i += 16) {
+        __mmask16 m = tail_mask(C - i);
+        __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vm), vr);
+        __m512 y = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, g + i),
+                                   b ? _mm512_maskz_loadu_ps(m, b + i) : _mm512_setzero_ps());
+        _mm512_mask_storeu_ps(out + i, m, y);
+    }
+}
+
+static void gelu_tanh(float *x, size_t n) {
+    const __m512 c = _mm512_set1_ps(0.7978845608028654f), c3 = _mm512_set1_ps(0.044715f);
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
+    const __m512 lim = _mm512_set1_ps(9.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 u = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 z = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(c3, u), _mm512_mul_ps(u, u), u));
+        z = _mm512_min_ps(_mm512_max_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
+        /* tanh(z) = 1 - 2 / (exp(2z) + 1) */
+        __m512 th = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(exp16(_mm512_add_ps(z, z)), one)));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, u), _mm512_add_ps(one, th)));
+    }
+}
+
+/* erf via Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), odd symmetry. */
+static void gelu_erf(float *x, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 u = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 z = _mm512_mul_ps(u, _mm512_set1_ps(0.7071067811865476f));
+        __m512 az = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(z)));
+        __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), az, one));
+        __m512 p = _mm512_set1_ps(1.061405429f);
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+        p = _mm512_mul_ps(p, t);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(az, az)));
+        __m512 erfa = _mm512_fnmadd_ps(p, e, one);
+        __m512 erfz = _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(erfa), _mm512_and_si512(sign, _mm512_castps_si512(z))));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, u), _mm512_add_ps(one, erfz)));
+    }
+}
+
+static void vexp(float *restrict out, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(out + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+const sm_kernels sm_kernels_avx512 = {
+    .name = "avx512",
+    .matmul_scratch = (size_t)NR * KC,
+    .matmul = matmul,
+    .attention = attention,
+    .softmax = softmax,
+    .layernorm = layernorm,
+    .gelu_tanh = gelu_tanh,
+    .gelu_erf = gelu_erf,
+    .exp = vexp,
+};
+#endif

@@ -1,0 +1,40 @@
+/*
+** dispatch.c -- picks a kernel table from CPU features, once.
+*/
+#include "kernels_internal.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+static int has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+static int has_avx512(void) {
+    __builtin_cpu_init();
+    return has_avx2() && __builtin_cpu_supports("avx512f");
+}
+#endif
+
+const sm_kernels *sm_kernels_reference(void) {
+    return &sm_kernels_scalar;
+}
+
+size_t sm_kernels_available(const sm_kernels **out, size_t cap) {
+    size_t n = 0;
+    if (n < cap) out[n++] = &sm_kernels_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+    if (n < cap && has_avx2()) out[n++] = &sm_kernels_avx2;
+    if (n < cap && has_avx512()) out[n++] = &sm_kernels_avx512;
+#endif
+    return n;
+}
+
+const sm_kernels *sm_kernels_select(const char *name) {
+    const sm_kernels *avail[8];
+    size_t n = sm_kernels_available(avail, 8);
+    if (!name || strcmp(name, "auto") == 0) return avail[n - 1];
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(avail[i]->name, name) == 0) return avail[i];
+    return NULL;
+}

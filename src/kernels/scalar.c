@@ -1,0 +1,99 @@
+/*
+** scalar.c -- the reference kernels: plain C, one obvious loop order, no
+** intrinsics. The SIMD tables are tested against these; CPUs without AVX2
+** run them. Attention still has the product structure (a scores block from
+** Q.K^T, then P.V), not one dot-product call per query-key pair.
+*/
+#include "kernels_internal.h"
+
+#include <math.h>
+
+static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
+                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                   size_t n1, float *restrict scratch) {
+    (void)scratch;
+    for (size_t t = 0; t < T; t++) {
+        const float *xr = x + t * K;
+        for (size_t n = n0; n < n1; n++) {
+            const float *wr = w + n * K;
+            float s = 0.0f;
+            for (size_t k = 0; k < K; k++) s += xr[k] * wr[k];
+            out[t * N + n] = s + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
+static void softmax(float *x, size_t n) {
+    float mx = x[0];
+    for (size_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (size_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
+                      const float *restrict v, float *restrict scores, size_t T, size_t pos,
+                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale) {
+    for (size_t t = 0; t < T; t++) {
+        size_t L = pos + t + 1; /* keys this query may see */
+        const float *qr = q + t * q_stride;
+        float *s = scores;
+        for (size_t j = 0; j < L; j++) s[j] = 0.0f;
+        for (size_t d = 0; d < hs; d++) {
+            const float *kr = kt + d * ctx;
+            for (size_t j = 0; j < L; j++) s[j] += qr[d] * kr[j];
+        }
+        for (size_t j = 0; j < L; j++) s[j] *= scale;
+        softmax(s, L);
+        float *o = out + t * out_stride;
+        for (size_t d = 0; d < hs; d++) o[d] = 0.0f;
+        for (size_t j = 0; j < L; j++) {
+            const float *vr = v + j * hs;
+            for (size_t d = 0; d < hs; d++) o[d] += s[j] * vr[d];
+        }
+    }
+}
+
+static void layernorm(float *restrict out, const float *restrict x, const float *restrict g,
+                      const float *restrict b, size_t C, float eps) {
+    float mean = 0.0f;
+    for (size_t i = 0; i < C; i++) mean += x[i];
+    mean /= (float)C;
+    float var = 0.0f;
+    for (size_t i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= (float)C;
+    float rstd = 1.0f / sqrtf(var + eps);
+    for (size_t i = 0; i < C; i++) out[i] = (x[i] - mean) * rstd * g[i] + (b ? b[i] : 0.0f);
+}
+
+static void gelu_tanh(float *x, size_t n) {
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (size_t i = 0; i < n; i++) {
+        float u = x[i];
+        x[i] = 0.5f * u * (1.0f + tanhf(c * (u + 0.044715f * u * u * u)));
+    }
+}
+
+static void gelu_erf(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
+}
+
+static void vexp(float *restrict out, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = expf(x[i]);
+}
+
+const sm_kernels sm_kernels_scalar = {
+    .name = "scalar",
+    .matmul_scratch = 0,
+    .matmul = matmul,
+    .attention = attention,
+    .softmax = softmax,
+    .layernorm = layernorm,
+    .gelu_tanh = gelu_tanh,
+    .gelu_erf = gelu_erf,
+    .exp = vexp,
+};

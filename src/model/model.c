@@ -1,0 +1,159 @@
+/*
+** model.c -- model loading, state planning and carving, forward entry point.
+**
+** The state is laid out by one function, carve(), run twice: on a measuring
+** arena to plan the size and on the real arena to form the pointers. The
+** KV-cache is part of the state: per layer and head, keys are stored
+** transposed (hs, n_ctx) so scores are a product with broadcast queries, and
+** values as (n_ctx, hs) rows.
+*/
+#include "model_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error *err) {
+    *out = NULL;
+    sm_model *m = calloc(1, sizeof *m);
+    if (!m) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    sm_status st = sm_config_load(&m->cfg, dir, err);
+    if (st) goto fail;
+    if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
+    if ((st = sm_gpt2_bind(m, err))) goto fail;
+    *out = m;
+    return SM_OK;
+fail:
+    sm_model_free(m);
+    return st;
+}
+
+void sm_model_free(sm_model *m) {
+    if (!m) return;
+    free(m->layers);
+    sm_weights_close(&m->w);
+    sm_config_free(&m->cfg);
+    free(m);
+}
+
+const sm_config *sm_model_config(const sm_model *m) {
+    return &m->cfg;
+}
+
+size_t sm_model_weight_bytes(const sm_model *m) {
+    return sm_weights_bytes(&m->w);
+}
+
+size_t sm_model_params(const sm_model *m) {
+    size_t n = 0;
+    for (size_t i = 0; i < m->cfg.n_tensors; i++)
+        n += m->cfg.tensors[i].nbytes / sm_dtype_size(m->cfg.tensors[i].dtype);
+    return n;
+}
+
+static size_t kv_floats(const sm_config *c, size_t n_ctx) {
+    return (size_t)c->n_layer * (size_t)c->n_embd * n_ctx; /* per K or V */
+}
+
+/* Lays the state out in `a` (measuring or real); records sizes in plan. */
+static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
+                       sm_state_plan *plan) {
+    const sm_config *c = &m->cfg;
+    size_t B = p->max_batch, C = (size_t)c->n_embd, V = (size_t)c->n_vocab;
+    size_t mark = a->used;
+    sm_state *s = sm_arena_alloc(a, 1, sizeof *s);
+    size_t t0 = a->used;
+    float *x = sm_arena_alloc(a, B * C, sizeof(float));
+    float *xn = sm_arena_alloc(a, B * C, sizeof(float));
+    float *qkv = sm_arena_alloc(a, B * 3 * C, sizeof(float));
+    float *att = sm_arena_alloc(a, B * C, sizeof(float));
+    float *tmp = sm_arena_alloc(a, B * C, sizeof(float));
+    float *hid = sm_arena_alloc(a, B * 4 * C, sizeof(float));
+    size_t t1 = a->used;
+    float *logits = sm_arena_alloc(a, (p->all_logits ? B : 1) * V, sizeof(float));
+    size_t t2 = a->used;
+    float *kt = sm_arena_alloc(a, kv_floats(c, p->n_ctx), sizeof(float));
+    float *v = sm_arena_alloc(a, kv_floats(c, p->n_ctx), sizeof(float));
+    size_t t3 = a->used;
+    size_t per = p->kernels->matmul_scratch;
+    if ((size_t)SM_ATTN_QBLOCK * p->n_ctx > per) per = (size_t)SM_ATTN_QBLOCK * p->n_ctx;
+    per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
+    float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
+    size_t t4 = a->used;
+    plan->total = t4 - mark;
+    plan->activations = t1 - t0;
+    plan->logits = t2 - t1;
+    plan->kv_cache = t3 - t2;
+    plan->scratch = t4 - t3;
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->k = p->kernels;
+    s->p = *p;
+    s->x = x, s->xn = xn, s->qkv = qkv, s->att = att, s->tmp = tmp, s->hid = hid;
+    s->logits = logits, s->kt = kt, s->v = v;
+    s->scratch = scratch;
+    s->scratch_floats = per;
+    return s;
+}
+
+sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_state_plan *plan,
+                              sm_error *err) {
+    const sm_config *c = &m->cfg;
+    memset(plan, 0, sizeof *plan);
+    if (p->n_ctx < 1 || p->n_ctx > (size_t)c->n_ctx)
+        return sm_error_set(err, SM_ERR_INPUT, "context size %zu is outside 1..%d (the model's)",
+                            p->n_ctx, c->n_ctx);
+    if (p->max_batch < 1 || p->max_batch > p->n_ctx)
+        return sm_error_set(err, SM_ERR_INPUT, "batch size %zu is outside 1..%zu", p->max_batch,
+                            p->n_ctx);
+    if (p->n_threads < 1 || !p->kernels)
+        return sm_error_set(err, SM_ERR_INPUT, "thread count and kernels must be set");
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    carve(&meas, m, p, plan);
+    if (meas.overflow)
+        return sm_error_set(err, SM_ERR_NOMEM, "the run state's size overflows; reduce -c");
+    return SM_OK;
+}
+
+sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params *p,
+                        sm_pool *pool, sm_arena *arena, sm_error *err) {
+    *out = NULL;
+    sm_state_plan plan;
+    sm_status st = sm_state_plan_bytes(m, p, &plan, err);
+    if (st) return st;
+    if (sm_pool_threads(pool) != p->n_threads)
+        return sm_error_set(err, SM_ERR_INPUT, "pool has %d threads, params say %d",
+                            sm_pool_threads(pool), p->n_threads);
+    sm_state *s = carve(arena, m, p, &plan);
+    if (!s || arena->overflow)
+        return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the run state (%zu bytes)",
+                            plan.total);
+    s->pool = pool;
+    /* Attention reads whole 16-key vectors of the cache; start it defined. */
+    memset(s->kt, 0, kv_floats(&m->cfg, p->n_ctx) * sizeof(float));
+    memset(s->v, 0, kv_floats(&m->cfg, p->n_ctx) * sizeof(float));
+    *out = s;
+    return SM_OK;
+}
+
+sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
+                           const float **logits, sm_error *err) {
+    const sm_config *c = &s->m->cfg;
+    if (n < 1 || n > s->p.max_batch)
+        return sm_error_set(err, SM_ERR_INPUT, "forward: %zu tokens, batch holds 1..%zu", n,
+                            s->p.max_batch);
+    if (pos > s->p.n_ctx || n > s->p.n_ctx - pos)
+        return sm_error_set(err, SM_ERR_INPUT, "forward: positions %zu..%zu exceed the context of %zu",
+                            pos, pos + n - 1, s->p.n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
+            return sm_error_set(err, SM_ERR_INPUT, "token id %d is outside the vocabulary (0..%d)",
+                                (int)tokens[i], c->n_vocab - 1);
+    s->tokens = tokens;
+    s->n = n;
+    s->pos = pos;
+    sm_pool_run(s->pool, sm_gpt2_forward_task, s);
+    *logits = s->logits;
+    return SM_OK;
+}

@@ -1,0 +1,165 @@
+/*
+** pool.c -- persistent workers, spin-then-sleep wake-up, sense barrier.
+**
+** Wake-up protocol: the caller publishes (fn, arg), then bumps `generation`.
+** A worker that has seen generation g spins until it changes; after about a
+** millisecond it registers in `sleepers` under the mutex, re-checks and
+** waits. The caller signals only when sleepers > 0. Both sides use seq_cst
+** atomics, so either the worker sees the new generation or the caller sees
+** the sleeper: no lost wake-up.
+*/
+#include "sm_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define SPIN_SECONDS 1e-3
+
+struct sm_pool {
+    int nth;
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sm_task_fn fn;
+    void *arg;
+    _Alignas(64) atomic_uint generation;
+    _Alignas(64) atomic_int sleepers;
+    _Alignas(64) atomic_int done; /* workers finished with the current run */
+    _Alignas(64) atomic_int bar_count;
+    _Alignas(64) atomic_uint bar_phase;
+    _Alignas(64) atomic_bool quit;
+};
+
+typedef struct {
+    sm_pool *pool;
+    int ith;
+} worker_arg;
+
+static worker_arg *worker_args(sm_pool *p) {
+    return (worker_arg *)(p->threads + p->nth);
+}
+
+static void *worker_main(void *varg) {
+    worker_arg *wa = varg;
+    sm_pool *p = wa->pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g = atomic_load(&p->generation);
+        if (g == seen) {
+            double t0 = sm_time_now();
+            for (unsigned spins = 0; (g = atomic_load(&p->generation)) == seen; spins++) {
+                if (atomic_load(&p->quit)) return NULL;
+                cpu_relax();
+                if ((spins & 1023) == 1023 && sm_time_now() - t0 > SPIN_SECONDS) {
+                    pthread_mutex_lock(&p->mu);
+                    atomic_fetch_add(&p->sleepers, 1);
+                    while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit))
+                        pthread_cond_wait(&p->cv, &p->mu);
+                    atomic_fetch_sub(&p->sleepers, 1);
+                    pthread_mutex_unlock(&p->mu);
+                    t0 = sm_time_now();
+                }
+            }
+        }
+        if (atomic_load(&p->quit)) return NULL;
+        seen = g;
+        p->fn(p->arg, wa->ith, p->nth);
+        atomic_fetch_add(&p->done, 1);
+    }
+}
+
+sm_status sm_pool_create(sm_pool **out, int n_threads) {
+    *out = NULL;
+    if (n_threads < 1) return SM_ERR_INPUT;
+    sm_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
+    if (!p) return SM_ERR_NOMEM;
+    memset(p, 0, sizeof *p);
+    p->nth = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    /* one block: thread handles, then their arguments */
+    p->threads = calloc((size_t)n_threads, sizeof(pthread_t) + sizeof(worker_arg));
+    if (!p->threads) {
+        sm_pool_free(p);
+        return SM_ERR_NOMEM;
+    }
+    int started = 1;
+    for (int i = 1; i < n_threads; i++, started++) {
+        worker_arg *wa = &worker_args(p)[i];
+        wa->pool = p;
+        wa->ith = i;
+        if (pthread_create(&p->threads[i], NULL, worker_main, wa) != 0) {
+            p->nth = started; /* join only those that exist */
+            sm_pool_free(p);
+            return SM_ERR_RUNTIME;
+        }
+    }
+    *out = p;
+    return SM_OK;
+}
+
+int sm_pool_threads(const sm_pool *pool) {
+    return pool->nth;
+}
+
+void sm_pool_run(sm_pool *p, sm_task_fn fn, void *arg) {
+    if (p->nth == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    atomic_store(&p->done, 0);
+    atomic_fetch_add(&p->generation, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    fn(arg, 0, p->nth);
+    while (atomic_load(&p->done) != p->nth - 1) cpu_relax();
+}
+
+void sm_pool_barrier(sm_pool *p) {
+    if (p->nth == 1) return;
+    unsigned phase = atomic_load(&p->bar_phase);
+    if (atomic_fetch_add(&p->bar_count, 1) == p->nth - 1) {
+        atomic_store(&p->bar_count, 0);
+        atomic_fetch_add(&p->bar_phase, 1);
+    } else {
+        while (atomic_load(&p->bar_phase) == phase) cpu_relax();
+    }
+}
+
+void sm_pool_split(size_t n, size_t align, int ith, int nth, size_t *begin, size_t *end) {
+    size_t units = (n + align - 1) / align;
+    size_t per = units / (size_t)nth, extra = units % (size_t)nth;
+    size_t u0 = (size_t)ith * per + ((size_t)ith < extra ? (size_t)ith : extra);
+    size_t u1 = u0 + per + ((size_t)ith < extra ? 1 : 0);
+    *begin = u0 * align < n ? u0 * align : n;
+    *end = u1 * align < n ? u1 * align : n;
+}
+
+void sm_pool_free(sm_pool *p) {
+    if (!p) return;
+    if (p->threads) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->quit, true);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 1; i < p->nth; i++) pthread_join(p->threads[i], NULL);
+        free(p->threads);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}

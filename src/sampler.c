@@ -1,0 +1,155 @@
+/*
+** sampler.c -- greedy, temperature, top-k, top-p; own selection and sort
+** (no qsort: the order of equal logits is fixed by id, so results are
+** reproducible across C libraries).
+*/
+#include "sm_sampler.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint64_t next_u64(uint64_t *state) {
+    /* splitmix64 */
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static float next_f32(uint64_t *state) {
+    return (float)(next_u64(state) >> 40) * (1.0f / 16777216.0f);
+}
+
+sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vocab,
+                          sm_arena *arena) {
+    memset(s, 0, sizeof *s);
+    s->p = *p;
+    s->rng = p->seed;
+    s->n_vocab = n_vocab;
+    s->cand = sm_arena_alloc(arena, n_vocab, sizeof *s->cand);
+    if (arena->overflow) return SM_ERR_NOMEM;
+    return SM_OK;
+}
+
+/* a ranks before b: higher logit, then lower id. */
+static inline int before(sm_candidate a, sm_candidate b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+/* Rearranges c[0..n) so that c[0..k) are the k best (unordered). */
+static void select_top(sm_candidate *c, size_t n, size_t k) {
+    size_t lo = 0, hi = n; /* the k-th best lies in [lo, hi) */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        /* median of three as pivot, moved to lo */
+        sm_candidate a = c[lo], b = c[mid], d = c[hi - 1];
+        size_t pi = before(a, b) ? (before(b, d) ? mid : before(a, d) ? hi - 1 : lo)
+                                 : (before(a, d) ? lo : before(b, d) ? hi - 1 : mid);
+        sm_candidate t = c[lo];
+        c[lo] = c[pi];
+        c[pi] = t;
+        sm_candidate piv = c[lo];
+        size_t store = lo + 1;
+        for (size_t i = lo + 1; i < hi; i++)
+            if (before(c[i], piv)) {
+                t = c[i];
+                c[i] = c[store];
+                c[store] = t;
+                store++;
+            }
+        t = c[lo];
+        c[lo] = c[store - 1];
+        c[store - 1] = t; /* pivot now at store-1 */
+        size_t pos = store - 1;
+        if (pos == k - 1 || pos == k) return;
+        if (pos > k) hi = pos;
+        else lo = pos + 1;
+    }
+}
+
+static void sift_down(sm_candidate *c, size_t root, size_t n) {
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= n) return;
+        /* min-heap by rank: the worst candidate at the root */
+        if (child + 1 < n && before(c[child], c[child + 1])) child++;
+        if (!before(c[root], c[child])) return;
+        sm_candidate t = c[root];
+        c[root] = c[child];
+        c[child] = t;
+        root = child;
+    }
+}
+
+/* Heapsort c[0..n) best first. */
+static void sort_best_first(sm_candidate *c, size_t n) {
+    for (size_t i = n / 2; i-- > 0;) sift_down(c, i, n);
+    for (size_t end = n; end > 1; end--) {
+        sm_candidate t = c[0];
+        c[0] = c[end - 1];
+        c[end - 1] = t;
+        sift_down(c, 0, end - 1);
+    }
+    /* the heap put the worst first; reverse */
+    for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+        sm_candidate t = c[i];
+        c[i] = c[j];
+        c[j] = t;
+    }
+}
+
+sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
+    size_t V = s->n_vocab;
+    size_t best = 0;
+    for (size_t i = 0; i < V; i++) {
+        if (!isfinite(logits[i])) return SM_ERR_RUNTIME;
+        if (logits[i] > logits[best]) best = i;
+    }
+    if (s->p.temperature <= 0.0f) {
+        *out = (int32_t)best;
+        return SM_OK;
+    }
+    float mx = logits[best], inv_t = 1.0f / s->p.temperature;
+    sm_candidate *c = s->cand;
+    for (size_t i = 0; i < V; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
+    size_t n = V;
+    bool sorted = false;
+    if (s->p.top_k > 0 && (size_t)s->p.top_k < n) {
+        select_top(c, n, (size_t)s->p.top_k);
+        n = (size_t)s->p.top_k;
+    }
+    if (s->p.top_p < 1.0f) {
+        sort_best_first(c, n);
+        sorted = true;
+    }
+    /* probabilities (unnormalised) in place of logits */
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        c[i].logit = expf((c[i].logit - mx) * inv_t);
+        total += c[i].logit;
+    }
+    if (sorted) { /* nucleus: the shortest best-first prefix with mass >= top_p */
+        double cum = 0.0, want = (double)s->p.top_p * total;
+        size_t keep = n;
+        for (size_t i = 0; i < n; i++) {
+            cum += c[i].logit;
+            if (cum >= want) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+        total = cum;
+    }
+    double r = (double)next_f32(&s->rng) * total, acc = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        acc += c[i].logit;
+        if (r < acc) {
+            *out = c[i].id;
+            return SM_OK;
+        }
+    }
+    *out = c[n - 1].id; /* rounding left r at the very top */
+    return SM_OK;
+}
