@@ -90,9 +90,7 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py
 test-models: $(TM)/.done
 
 test: $(BIN) $(TESTBIN) $(BUILD)/dump_logits $(BUILD)/alloc_count.so $(TM)/.done
-	SM_TEST_MODELS=$(TM) $(TESTBIN)
-	$(PYTHON) tests/test_reference.py --bin $(BUILD) --models $(TM)
-	SM_BIN=$(BIN) SM_TEST_MODELS=$(TM) SM_ALLOC_SO=$(BUILD)/alloc_count.so bash tests/test_cli.sh
+	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.
 asan:

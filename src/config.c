@@ -96,9 +96,9 @@ static sm_status number_to_i64(pctx *pc, const cJSON *v, const char *name, int64
         return FAIL(pc, "%s: \"%s\" must be a number", pc->path, name);
     double d = v->valuedouble;
     if (!isfinite(d) || d != floor(d))
-        return FAIL(pc, "%s: \"%s\" must be a whole number, got %.17g", pc->path, name, d);
+        return FAIL(pc, "%s: \"%s\" must be a whole number, got %.15g", pc->path, name, d);
     if (d < (double)lo || d > (double)hi)
-        return FAIL(pc, "%s: \"%s\" is %.17g, expected %lld to %lld", pc->path, name, d,
+        return FAIL(pc, "%s: \"%s\" is %.15g, expected %lld to %lld", pc->path, name, d,
                     (long long)lo, (long long)hi);
     *out = (int64_t)d;
     return SM_OK;

@@ -82,7 +82,8 @@ static void sift_down(sm_candidate *c, size_t root, size_t n) {
     }
 }
 
-/* Heapsort c[0..n) best first. */
+/* Heapsort c[0..n) best first: the heap keeps the worst candidate at the root,
+   which each round moves to the end of the shrinking heap. */
 static void sort_best_first(sm_candidate *c, size_t n) {
     for (size_t i = n / 2; i-- > 0;) sift_down(c, i, n);
     for (size_t end = n; end > 1; end--) {
@@ -90,12 +91,6 @@ static void sort_best_first(sm_candidate *c, size_t n) {
         c[0] = c[end - 1];
         c[end - 1] = t;
         sift_down(c, 0, end - 1);
-    }
-    /* the heap put the worst first; reverse */
-    for (size_t i = 0, j = n - 1; i < j; i++, j--) {
-        sm_candidate t = c[i];
-        c[i] = c[j];
-        c[j] = t;
     }
 }
 

@@ -54,6 +54,10 @@ static sm_status check_layout(const sm_config *cfg, int fi, const char *path, si
     uint64_t end = SM_WEIGHTS_HEADER;
     for (size_t i = 0; i < n; i++) {
         const sm_tensor_desc *d = order[i];
+        if (d->offset >= size)
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "%s: tensor %s starts at offset %llu, past the end of the file (%zu bytes)",
+                                path, d->name, (unsigned long long)d->offset, size);
         if (d->offset < end)
             return sm_error_set(err, SM_ERR_FORMAT,
                                 "%s: tensor %s at offset %llu overlaps %s (which ends at %llu)",

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the three test stages in order and prints one closing tally:
+# C unit tests, the NumPy reference checks, the CLI tests.
+#   tests/run_all.sh BUILD_DIR PYTHON
+set -u
+B=${1:-build} PY=${2:-python3}
+TM=$B/test-models
+status=0 P=0 F=0 S=0
+stage() {
+    local log; log=$(mktemp)
+    "$@" 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    local tally; tally=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -1)
+    if [ -z "$tally" ]; then echo "stage '$*' printed no tally"; status=1; F=$((F + 1)); rm -f "$log"; return; fi
+    set -- $(echo "$tally" | grep -oE '[0-9]+')
+    P=$((P + $1)) F=$((F + $2)) S=$((S + $3))
+    rm -f "$log"
+}
+stage env SM_TEST_MODELS="$TM" "$B/test_runner"
+stage "$PY" tests/test_reference.py --bin "$B" --models "$TM"
+stage env SM_BIN="$B/smallmind" SM_TEST_MODELS="$TM" SM_ALLOC_SO="$B/alloc_count.so" \
+      SM_SKIP_ALLOC="${SM_SKIP_ALLOC:-}" bash tests/test_cli.sh
+echo
+echo "all: $P passed, $F failed, $S skipped"
+exit $status

@@ -1,0 +1,42 @@
+/*
+** test.h -- the tiny test harness: one runner (test_main.c), one table.
+** A test is `void test_x(void)`; CHECK records a failure and returns.
+*/
+#ifndef SM_TEST_H
+#define SM_TEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void test_skip(const char *why);
+bool test_failed(void);
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            test_fail(__FILE__, __LINE__, "%s", #cond);                                  \
+            return;                                                                      \
+        }                                                                                \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                                \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            test_fail(__FILE__, __LINE__, __VA_ARGS__);                                  \
+            return;                                                                      \
+        }                                                                                \
+    } while (0)
+
+/* Every test function (the table is test_list.h). */
+#define T(name) void name(void);
+#include "test_list.h"
+#undef T
+
+/* Deterministic pseudo-random floats in [-1, 1). */
+float test_rand(unsigned long long *state);
+
+/* Directory of the random test models (SM_TEST_MODELS), or NULL (then skip). */
+const char *test_models_dir(void);
+
+#endif

@@ -1,0 +1,92 @@
+/* Tests of the arena and the thread pool. */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sm_arena.h"
+#include "sm_pool.h"
+#include "test.h"
+
+static void carve(sm_arena *a, void **p) {
+    p[0] = sm_arena_alloc(a, 3, 1);
+    p[1] = sm_arena_alloc(a, 100, sizeof(float));
+    p[2] = sm_arena_alloc(a, 1, 65);
+}
+
+void test_arena_plan_matches_carve(void) {
+    sm_arena m, a;
+    void *p[3];
+    sm_arena_measure(&m);
+    carve(&m, p);
+    CHECK(!m.overflow && m.used == 64 + 448 + 65);
+    CHECK(sm_arena_init(&a, m.used) == SM_OK);
+    carve(&a, p);
+    CHECK(!a.overflow && a.used == m.used);
+    for (int i = 0; i < 3; i++) CHECK(p[i] && (uintptr_t)p[i] % 64 == 0);
+    memset(p[2], 1, 65); /* the last block really has its bytes */
+    CHECK(sm_arena_alloc(&a, 1, 1) == NULL && a.overflow); /* full */
+    sm_arena_free(&a);
+}
+
+void test_arena_overflow_and_fail_after(void) {
+    sm_arena a;
+    CHECK(sm_arena_init(&a, 1024) == SM_OK);
+    CHECK(sm_arena_alloc(&a, SIZE_MAX / 2, 4) == NULL && a.overflow);
+    a.overflow = false;
+    size_t mark = sm_arena_mark(&a);
+    a.fail_after = 2;
+    CHECK(sm_arena_alloc(&a, 1, 8) != NULL);
+    CHECK(sm_arena_alloc(&a, 1, 8) == NULL && a.overflow); /* injected failure */
+    sm_arena_reset(&a, mark);
+    CHECK(a.used == mark);
+    sm_arena_free(&a);
+    sm_arena_free(&a); /* free is safe twice */
+}
+
+void test_pool_split_covers_range(void) {
+    size_t ns[] = {0, 1, 5, 63, 64, 65, 768, 50257};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int nth = 1; nth <= 5; nth++) {
+            size_t next = 0;
+            for (int ith = 0; ith < nth; ith++) {
+                size_t b, e;
+                sm_pool_split(ns[i], 64, ith, nth, &b, &e);
+                CHECK(b == next && e >= b && e <= ns[i]);
+                if (e < ns[i] && e > b) CHECK(e % 64 == 0);
+                next = e;
+            }
+            CHECK(next == ns[i]);
+        }
+}
+
+typedef struct {
+    sm_pool *pool;
+    atomic_int counter;
+    int seen[8][100];
+} barrier_task;
+
+static void barrier_fn(void *arg, int ith, int nth) {
+    barrier_task *t = arg;
+    for (int round = 0; round < 100; round++) {
+        atomic_fetch_add(&t->counter, 1);
+        sm_pool_barrier(t->pool);
+        t->seen[ith][round] = atomic_load(&t->counter); /* all increments of this round visible */
+        sm_pool_barrier(t->pool);
+    }
+    (void)nth;
+}
+
+void test_pool_barrier_orders_phases(void) {
+    for (int nth = 1; nth <= 4; nth++) {
+        barrier_task t;
+        memset(&t, 0, sizeof t);
+        CHECK(sm_pool_create(&t.pool, nth) == SM_OK);
+        for (int run = 0; run < 3; run++) { /* repeated runs reuse the workers */
+            atomic_store(&t.counter, 0);
+            sm_pool_run(t.pool, barrier_fn, &t);
+            for (int ith = 0; ith < nth; ith++)
+                for (int r = 0; r < 100; r++) CHECK(t.seen[ith][r] == nth * (r + 1));
+        }
+        sm_pool_free(t.pool);
+    }
+}

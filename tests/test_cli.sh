@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# CLI tests: prompt sources, flags and exit codes, malformed models, pipes,
+# output errors, context limits and allocations per token.
+#   SM_BIN=build/smallmind SM_TEST_MODELS=build/test-models [SM_ALLOC_SO=...] tests/test_cli.sh
+set -u
+BIN=${SM_BIN:-build/smallmind}
+MODELS=${SM_TEST_MODELS:-build/test-models}
+M=$MODELS/seed
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3 )
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0 skip=0
+
+ok()   { pass=$((pass + 1)); echo "ok   $1"; }
+bad()  { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+skp()  { skip=$((skip + 1)); echo "skip $1: $2"; }
+# run CMD...: stdout -> $T/out, stderr -> $T/err, exit code -> $rc (stdin from /dev/null)
+run()  { "$@" >"$T/out" 2>"$T/err" </dev/null; rc=$?; }
+lines() { wc -l <"$1" | tr -d ' '; }
+
+# --- help and version
+for c in "" generate score info bench; do
+    run $BIN $c --help
+    if [ $rc -eq 0 ] && [ -s "$T/out" ] && [ ! -s "$T/err" ]; then ok "help $c"; else bad "help $c" "rc=$rc"; fi
+done
+run $BIN --version
+if [ $rc -eq 0 ] && grep -q '^smallmind [0-9]' "$T/out"; then ok "version"; else bad version "rc=$rc"; fi
+
+# --- the prompt from -p, -f FILE, -f - and stdin gives the same output
+P='Hello, world. Ünïcödé 中文 🙂'
+printf '%s' "$P" >"$T/prompt"
+$BIN generate -m $M -p "$P" -n 60 -s 3 >"$T/a" 2>"$T/e1"; r1=$?
+$BIN generate -m $M -f "$T/prompt" -n 60 -s 3 >"$T/b" 2>/dev/null; r2=$?
+printf '%s' "$P" | $BIN generate -m $M -n 60 -s 3 >"$T/c" 2>/dev/null; r3=$?
+printf '%s' "$P" | $BIN generate -m $M -f - -n 60 -s 3 >"$T/d" 2>/dev/null; r4=$?
+if [ $r1$r2$r3$r4 = 0000 ] && [ "$(wc -c <"$T/a")" -eq 60 ] && cmp -s "$T/a" "$T/b" && cmp -s "$T/a" "$T/c" && cmp -s "$T/a" "$T/d"; then
+    ok "-p, -f, -f - and stdin give the same text"
+else bad "prompt sources" "rc=$r1$r2$r3$r4 $(wc -c <"$T/a") bytes; $(cat "$T/e1")"; fi
+# -p wins over stdin (stdin is not read)
+echo "other text" | $BIN generate -m $M -p "$P" -n 60 -s 3 >"$T/e" 2>/dev/null
+if cmp -s "$T/a" "$T/e"; then ok "-p with stdin: -p is used"; else bad "-p with stdin" "differs"; fi
+
+# --- reproducibility: seeds and threads
+$BIN generate -m $M -p "$P" -n 200 -s 11 -t 1 >"$T/t1" 2>/dev/null
+$BIN generate -m $M -p "$P" -n 200 -s 11 -t 2 >"$T/t2" 2>/dev/null
+$BIN generate -m $M -p "$P" -n 200 -s 12 -t 2 >"$T/t3" 2>/dev/null
+if cmp -s "$T/t1" "$T/t2"; then ok "same seed, 1 and 2 threads: same text"; else bad "threads" "1 and 2 threads differ"; fi
+if ! cmp -s "$T/t2" "$T/t3"; then ok "another seed: other text"; else bad "seed" "seeds 11 and 12 agree"; fi
+$BIN generate -m $M -p "$P" -n 100 --temp 0 -s 1 >"$T/g1" 2>/dev/null
+$BIN generate -m $M -p "$P" -n 100 --temp 0 -s 2 -t 1 >"$T/g2" 2>/dev/null
+if cmp -s "$T/g1" "$T/g2"; then ok "greedy ignores the seed"; else bad greedy "differs"; fi
+
+# --- usage errors: exit 2, one line on stderr, nothing on stdout
+usage_case() {
+    local want=$1; shift
+    run "$@"
+    if [ $rc -eq 2 ] && [ ! -s "$T/out" ] && [ "$(lines "$T/err")" -eq 1 ] && grep -qF -- "$want" "$T/err"; then
+        ok "usage: $*"
+    else bad "usage: $*" "rc=$rc err=$(head -c 300 "$T/err")"; fi
+}
+usage_case "usage:" $BIN
+usage_case "unknown command 'frobnicate'" $BIN frobnicate
+usage_case "unknown flag '--bogus'" $BIN generate -m $M -p x --bogus
+usage_case "unknown flag '-x'" $BIN generate -m $M -p x -x
+usage_case "-p needs a value" $BIN generate -m $M -p
+usage_case "--temp expects a number from 0 to 1000, got '-1'" $BIN generate -m $M -p x --temp -1
+usage_case "got 'abc'" $BIN generate -m $M -p x --temp abc
+usage_case "got '1e999'" $BIN generate -m $M -p x --temp 1e999
+usage_case "got 'nan'" $BIN generate -m $M -p x --temperature nan
+usage_case "--top-p expects a number in (0, 1], got '0'" $BIN generate -m $M -p x --top-p 0
+usage_case "got '1.5'" $BIN generate -m $M -p x --top-p 1.5
+usage_case "--top-k expects a whole number >= 0" $BIN generate -m $M -p x --top-k -1
+usage_case "-t expects a whole number from 1 to 512, got '0'" $BIN generate -m $M -p x -t 0
+usage_case "got '100000'" $BIN generate -m $M -p x --threads 100000
+usage_case "got '-5'" $BIN generate -m $M -p x -n -5
+usage_case "got '2.5'" $BIN generate -m $M -p x --max-tokens 2.5
+usage_case "-c expects" $BIN generate -m $M -p x -c 0
+usage_case "got '1.5'" $BIN generate -m $M -p x -s 1.5
+usage_case "-p does not apply to 'info'" $BIN info -m $M -p x
+usage_case "give -p or -f, not both" $BIN generate -m $M -p x -f "$T/prompt"
+usage_case "-c 1000 exceeds the model's context of 256" $BIN generate -m $M -p x -c 1000
+usage_case "--kernels neon is unknown or not supported" $BIN generate -m $M -p x --kernels neon
+usage_case "--help takes no value" $BIN generate --help=yes
+usage_case "unexpected argument 'hello'" $BIN generate -m $M hello
+SMALLMIND_THREADS=abc usage_case "SMALLMIND_THREADS must be a whole number" $BIN generate -m $M -p x
+
+# --- no prompt while stdin is a terminal: a hint, not a silent wait
+if command -v script >/dev/null; then
+    script -qec "$BIN generate -m $M -n 5" /dev/null >"$T/out" 2>&1; rc=$?
+    if [ $rc -eq 2 ] && grep -q "no prompt" "$T/out"; then ok "no prompt on a terminal: exit 2 with a hint"
+    else bad "no prompt on a terminal" "rc=$rc $(head -c 200 "$T/out")"; fi
+else skp "no prompt on a terminal" "script(1) is not installed"; fi
+
+# --- data errors: exit 1 with one line naming the problem
+data_case() {
+    local want=$1; shift
+    run "$@"
+    if [ $rc -eq 1 ] && [ ! -s "$T/out" ] && [ "$(lines "$T/err")" -eq 1 ] && grep -qF -- "$want" "$T/err"; then
+        ok "data error: $want"
+    else bad "data error: $*" "rc=$rc err=$(head -c 300 "$T/err")"; fi
+}
+head -c 300 /dev/zero | tr '\0' 'a' >"$T/long"
+data_case "prompt is 300 tokens, context is 256" $BIN generate -m $M -f "$T/long"
+data_case "prompt is 300 tokens, context is 100" $BIN generate -m $M -f "$T/long" -c 100
+data_case "empty prompt" $BIN generate -m $M -p ""
+data_case "cannot open '$T/nope': No such file or directory" $BIN generate -m "$T/nope" -p x
+data_case "cannot open '$T/prompt': not a directory" $BIN info -m "$T/prompt"
+data_case "cannot open '$T/missing.txt'" $BIN generate -m $M -f "$T/missing.txt"
+data_case "at least 2 tokens" $BIN score -m $M -p "a"
+
+if [ -n "${SM_SKIP_BAD_MODELS:-}" ]; then skp "malformed models" "SM_SKIP_BAD_MODELS is set"
+else
+    "$PY" "$HERE/make_bad_models.py" "$M" "$T/bad" >/dev/null
+    while IFS=$'\t' read -r name num cmd needle; do
+        if [ "$cmd" = generate ]; then run $BIN generate -m "$T/bad/$name" -p "Hi" -n 5
+        else run $BIN "$cmd" -m "$T/bad/$name"; fi
+        if [ $rc -eq 1 ] && [ ! -s "$T/out" ] && [ "$(lines "$T/err")" -eq 1 ] && grep -qF -- "$needle" "$T/err"; then
+            ok "malformed model ($num) $name"
+        else bad "malformed model ($num) $name" "rc=$rc err=$(head -c 300 "$T/err") want: $needle"; fi
+    done <"$T/bad/cases.tsv"
+fi
+
+# --- the context running out ends with finish length, said with --stats
+run $BIN generate -m $M -p "a" -n 1000 --stats
+if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 256 ] && grep -q "context of 256 tokens is full" "$T/err" && grep -q "finish: length" "$T/err"; then
+    ok "context full: 256 tokens, finish length"
+else bad "context full" "rc=$rc $(wc -c <"$T/out") bytes; $(cat "$T/err")"; fi
+
+# --- pipes and unwritable output
+$BIN generate -m $M -p "a" -n 255 2>"$T/err" | head -c 10 >/dev/null; rc=${PIPESTATUS[0]}
+if [ $rc -eq 0 ] && [ ! -s "$T/err" ]; then ok "closed pipe (head -c 10): exit 0, quiet"; else bad "closed pipe" "rc=$rc $(cat "$T/err")"; fi
+$BIN generate -m $M -p "a" -n 255 2>"$T/err" | true; rc=${PIPESTATUS[0]}
+if [ $rc -eq 0 ] && [ ! -s "$T/err" ]; then ok "closed pipe (true): exit 0, quiet"; else bad "closed pipe (true)" "rc=$rc $(cat "$T/err")"; fi
+if [ -w /dev/full ]; then
+    $BIN generate -m $M -p "a" -n 20 >/dev/full 2>"$T/err"; rc=$?
+    if [ $rc -eq 1 ] && grep -q "cannot write output" "$T/err"; then ok "/dev/full: exit 1 naming the error"
+    else bad "/dev/full" "rc=$rc $(cat "$T/err")"; fi
+else skp "/dev/full" "not available"; fi
+
+# --- odd bytes in the prompt are used as they are (byte tokenizer)
+printf 'a\0b\377\300\n' >"$T/odd"
+run $BIN generate -m $M -f "$T/odd" -n 10
+if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 10 ]; then ok "NUL and invalid UTF-8 in the prompt"; else bad "odd bytes" "rc=$rc"; fi
+
+# --- info reports the right parameter count; score prints a summary
+run $BIN info -m $M
+want=$((256*256 + 256*256 + 4*(12*256*256 + 13*256) + 2*256))
+if [ $rc -eq 0 ] && grep -q "parameters:   $want\$" "$T/out" && grep -q "kv-cache  *2097152 bytes" "$T/out"; then
+    ok "info: $want parameters, 2 MiB KV-cache"
+else bad info "$(cat "$T/out" "$T/err")"; fi
+run $BIN score -m $M -p "Hello there"
+if [ $rc -eq 0 ] && [ "$(lines "$T/out")" -eq 11 ] && tail -1 "$T/out" | grep -q "^# tokens 11, scored 10"; then ok "score text output"
+else bad score "rc=$rc $(tail -2 "$T/out")"; fi
+SMALLMIND_MODEL=$M run $BIN generate -p "x" -n 3
+if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "SMALLMIND_MODEL sets the default model"; else bad "SMALLMIND_MODEL" "rc=$rc"; fi
+run $BIN generate -m $M -p "x" -n 3 --no-mmap --kernels scalar
+if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--no-mmap --kernels scalar"; else bad "--no-mmap" "rc=$rc $(cat "$T/err")"; fi
+
+# --- zero heap allocations per generated token
+if [ -n "${SM_SKIP_ALLOC:-}" ] || [ -z "${SM_ALLOC_SO:-}" ]; then
+    skp "allocations per token" "LD_PRELOAD counting is off in this build (sanitizers replace malloc)"
+else
+    for t in 1 2; do
+        SM_ALLOC_OUT=$T/a16 LD_PRELOAD=$SM_ALLOC_SO $BIN generate -m $M -p "a" -n 16 -t $t >/dev/null 2>&1
+        SM_ALLOC_OUT=$T/a256 LD_PRELOAD=$SM_ALLOC_SO $BIN generate -m $M -p "a" -n 256 -t $t >/dev/null 2>&1
+        a=$(cat "$T/a16" 2>/dev/null) b=$(cat "$T/a256" 2>/dev/null)
+        if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: 16 tokens = 256 tokens ($a) with $t thread(s)"
+        else bad "allocations per token ($t threads)" "16 tokens: '$a', 256 tokens: '$b'"; fi
+    done
+fi
+
+echo "cli: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

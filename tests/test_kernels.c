@@ -1,0 +1,196 @@
+/*
+** Every SIMD kernel table against the scalar reference, on odd sizes, with
+** per-kernel tolerances. On a CPU without AVX2 only the scalar table exists
+** and these tests check it against itself; the model tests still run.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_kernels.h"
+#include "test.h"
+
+static float *rnd(size_t n, unsigned long long *s, float scale) {
+    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
+    for (size_t i = 0; i < n; i++) p[i] = test_rand(s) * scale;
+    return p;
+}
+
+static size_t tables(const sm_kernels **k) {
+    return sm_kernels_available(k, 8);
+}
+
+void test_kernels_matmul(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = tables(ks);
+    static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17};
+    static const size_t Ns[] = {1, 3, 17, 33, 64, 255};
+    static const size_t Ks[] = {1, 3, 17, 255, 257, 513};
+    unsigned long long s = 1;
+    for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                size_t T = Ts[a], N = Ns[b], K = Ks[c];
+                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
+                float *want = rnd(T * N, &s, 0), *got = rnd(T * N, &s, 0);
+                /* a column range that is not panel-aligned, and the full range */
+                size_t ranges[2][2] = {{N / 3, N - (N > 1)}, {0, N}};
+                for (int r = 0; r < 2; r++) {
+                    size_t n0 = ranges[r][0], n1 = ranges[r][1];
+                    const float *bb = r ? bias : NULL;
+                    ref->matmul(want, x, w, bb, T, N, K, n0, n1, NULL);
+                    for (size_t i = 1; i < nk; i++) {
+                        float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                        for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
+                        ks[i]->matmul(got, x, w, bb, T, N, K, n0, n1, scratch);
+                        free(scratch);
+                        for (size_t t = 0; t < T; t++)
+                            for (size_t n = 0; n < N; n++) {
+                                float g = got[t * N + n];
+                                if (n < n0 || n >= n1) {
+                                    CHECKF(g == 12345.0f, "%s matmul T=%zu N=%zu K=%zu wrote column %zu outside [%zu,%zu)",
+                                           ks[i]->name, T, N, K, n, n0, n1);
+                                    continue;
+                                }
+                                double mag = bb ? fabs(bb[n]) : 0;
+                                for (size_t k = 0; k < K; k++) mag += fabs(x[t * K + k] * w[n * K + k]);
+                                double tol = 1e-5 * mag + 1e-7; /* float rounding of a K-term sum */
+                                CHECKF(fabs(g - want[t * N + n]) <= tol,
+                                       "%s matmul T=%zu N=%zu K=%zu [%zu,%zu]: %g vs %g (tol %g)", ks[i]->name,
+                                       T, N, K, t, n, g, want[t * N + n], tol);
+                            }
+                    }
+                }
+                free(x), free(w), free(bias), free(want), free(got);
+            }
+}
+
+void test_kernels_attention(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = tables(ks);
+    static const size_t hss[] = {1, 3, 16, 17, 32, 64};
+    static const size_t Ts[] = {1, 3, 17, 33};
+    static const size_t poss[] = {0, 1, 5, 40};
+    unsigned long long s = 2;
+    for (size_t a = 0; a < 6; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++) {
+                size_t hs = hss[a], T = Ts[b], pos = poss[c], ctx = pos + T + 3;
+                size_t qs = 3 * hs + 1, os = hs + 2;
+                float *q = rnd(T * qs, &s, 2), *kt = rnd(hs * ctx, &s, 2), *v = rnd(ctx * hs, &s, 1);
+                float *sc = rnd(SM_ATTN_QBLOCK * ctx, &s, 0);
+                float *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
+                float scale = 1.0f / sqrtf((float)hs);
+                ref->attention(want, q, kt, v, sc, T, pos, hs, ctx, qs, os, scale);
+                for (size_t i = 1; i < nk; i++) {
+                    for (size_t j = 0; j < T * os; j++) got[j] = -777.0f;
+                    ks[i]->attention(got, q, kt, v, sc, T, pos, hs, ctx, qs, os, scale);
+                    for (size_t t = 0; t < T; t++)
+                        for (size_t d = 0; d < os; d++) {
+                            float g = got[t * os + d];
+                            if (d >= hs) {
+                                CHECKF(g == -777.0f, "%s attention wrote past hs", ks[i]->name);
+                                continue;
+                            }
+                            CHECKF(fabsf(g - want[t * os + d]) <= 2e-5f,
+                                   "%s attention hs=%zu T=%zu pos=%zu [%zu,%zu]: %g vs %g",
+                                   ks[i]->name, hs, T, pos, t, d, g, want[t * os + d]);
+                        }
+                }
+                free(q), free(kt), free(v), free(sc), free(want), free(got);
+            }
+}
+
+void test_kernels_softmax(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = tables(ks);
+    static const size_t ns[] = {1, 3, 17, 255, 256, 50257};
+    unsigned long long s = 3;
+    for (size_t a = 0; a < 6; a++) {
+        size_t n = ns[a];
+        float *x = rnd(n, &s, 20), *want = rnd(n, &s, 0), *got = rnd(n, &s, 0);
+        memcpy(want, x, n * sizeof *x);
+        ref->softmax(want, n);
+        double sum = 0;
+        for (size_t j = 0; j < n; j++) sum += want[j];
+        CHECKF(fabs(sum - 1) < 1e-4, "scalar softmax sums to %g", sum);
+        for (size_t i = 1; i < nk; i++) {
+            memcpy(got, x, n * sizeof *x);
+            ks[i]->softmax(got, n);
+            for (size_t j = 0; j < n; j++)
+                /* the normalising sum of n floats carries ~sqrt(n) ulp of error */
+                CHECKF(fabsf(got[j] - want[j]) <= (2e-6f + 1.5e-7f * sqrtf((float)n)) * want[j] + 1e-9f,
+                       "%s softmax n=%zu [%zu]: %g vs %g",
+                       ks[i]->name, n, j, got[j], want[j]);
+        }
+        free(x), free(want), free(got);
+    }
+}
+
+void test_kernels_exp(void) {
+    const sm_kernels *ks[8];
+    size_t nk = tables(ks);
+    size_t n = 20001;
+    float *x = rnd(n, &(unsigned long long){4}, 0), *got = rnd(n, &(unsigned long long){5}, 0);
+    for (size_t j = 0; j < n; j++) x[j] = -87.0f + 175.0f * (float)j / (float)(n - 1);
+    for (size_t i = 0; i < nk; i++) {
+        ks[i]->exp(got, x, n);
+        for (size_t j = 0; j < n; j++) {
+            double want = exp((double)x[j]);
+            CHECKF(fabs(got[j] - want) <= 2e-6 * want, "%s exp(%g) = %g, want %g", ks[i]->name, x[j],
+                   got[j], want);
+        }
+    }
+    free(x), free(got);
+}
+
+void test_kernels_layernorm(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = tables(ks);
+    static const size_t Cs[] = {1, 3, 17, 255, 256, 769};
+    unsigned long long s = 6;
+    for (size_t a = 0; a < 6; a++) {
+        size_t C = Cs[a];
+        float *x = rnd(C, &s, 3), *g = rnd(C, &s, 1), *b = rnd(C, &s, 1);
+        float *want = rnd(C, &s, 0), *got = rnd(C, &s, 0);
+        for (size_t j = 0; j < C; j++) x[j] += 5.0f; /* a non-zero mean */
+        for (int withb = 0; withb < 2; withb++) {
+            ref->layernorm(want, x, g, withb ? b : NULL, C, 1e-5f);
+            for (size_t i = 1; i < nk; i++) {
+                ks[i]->layernorm(got, x, g, withb ? b : NULL, C, 1e-5f);
+                for (size_t j = 0; j < C; j++)
+                    CHECKF(fabsf(got[j] - want[j]) <= 1e-5f * (1 + fabsf(want[j])),
+                           "%s layernorm C=%zu [%zu]: %g vs %g", ks[i]->name, C, j, got[j], want[j]);
+            }
+        }
+        free(x), free(g), free(b), free(want), free(got);
+    }
+}
+
+void test_kernels_gelu(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = tables(ks);
+    size_t n = 4099;
+    float *x = rnd(n, &(unsigned long long){7}, 0);
+    float *want = rnd(n, &(unsigned long long){8}, 0), *got = rnd(n, &(unsigned long long){9}, 0);
+    for (size_t j = 0; j < n; j++) x[j] = -12.0f + 24.0f * (float)j / (float)(n - 1);
+    for (int form = 0; form < 2; form++) {
+        memcpy(want, x, n * sizeof *x);
+        (form ? ref->gelu_erf : ref->gelu_tanh)(want, n);
+        /* the scalar forms against the formulas in double */
+        for (size_t j = 0; j < n; j++) {
+            double u = x[j];
+            double w = form ? 0.5 * u * (1 + erf(u / sqrt(2.0)))
+                            : 0.5 * u * (1 + tanh(sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
+            CHECKF(fabs(want[j] - w) <= 1e-6 * (1 + fabs(u)), "scalar gelu form %d at %g", form, u);
+        }
+        for (size_t i = 1; i < nk; i++) {
+            memcpy(got, x, n * sizeof *x);
+            (form ? ks[i]->gelu_erf : ks[i]->gelu_tanh)(got, n);
+            for (size_t j = 0; j < n; j++)
+                CHECKF(fabsf(got[j] - want[j]) <= 2e-6f * (1 + fabsf(x[j])), "%s gelu form %d at %g: %g vs %g",
+                       ks[i]->name, form, x[j], got[j], want[j]);
+        }
+    }
+    free(x), free(want), free(got);
+}
