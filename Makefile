@@ -7,7 +7,8 @@
 #   make warnings   gcc and clang builds with -Werror
 #   make bench      speed figures for docs/performance.md
 #
-# Variables: CC, BUILD (output folder), PYTHON (an interpreter with NumPy, if any).
+# Variables: CC, BUILD (output folder), PYTHON (an interpreter with NumPy, if any),
+# ARCH (default: uname -m; ARCH=generic builds the portable scalar kernels only).
 
 CC      ?= cc
 BUILD   ?= build
@@ -18,7 +19,7 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpoi
            -Wformat=2 -Wvla
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(WARN) $(CFLAGS) -Iinclude -Isrc \
+ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -Iinclude -Isrc \
              $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
 
@@ -27,6 +28,7 @@ LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c \
            src/generate.c src/kernels/dispatch.c src/kernels/scalar.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
+ARCH_DEFS := -DSM_X86_KERNELS
 endif
 CLI_SRC := src/cli.c src/main.c
 TEST_SRC := $(wildcard tests/test_*.c)

@@ -138,6 +138,18 @@ if [ -w /dev/full ]; then
     else bad "/dev/full" "rc=$rc $(cat "$T/err")"; fi
 else skp "/dev/full" "not available"; fi
 
+# --- Ctrl-C: the text so far, a newline, stats, exit 130 (the slow scalar path gives time to interrupt)
+$BIN generate -m $M -p "a" -n 255 --kernels scalar -t 1 --stats >"$T/out" 2>"$T/err" &
+pid=$!
+sleep 0.15
+kill -INT $pid 2>/dev/null
+wait $pid; rc=$?
+n=$(wc -c <"$T/out")
+if [ $rc -eq 0 ] && [ "$n" -eq 255 ]; then skp "Ctrl-C" "generation finished before the signal arrived"
+elif [ $rc -eq 130 ] && [ "$(tail -c 1 "$T/out" | od -An -c | tr -d ' ')" = '\n' ] && grep -q "finish: interrupted" "$T/err" && [ "$n" -gt 1 ]; then
+    ok "Ctrl-C: $((n - 1)) bytes flushed, newline, stats, exit 130"
+else bad "Ctrl-C" "rc=$rc bytes=$n $(cat "$T/err")"; fi
+
 # --- odd bytes in the prompt are used as they are (byte tokenizer)
 printf 'a\0b\377\300\n' >"$T/odd"
 run $BIN generate -m $M -f "$T/odd" -n 10

@@ -1,11 +1,13 @@
 /*
 ** dispatch.c -- picks a kernel table from CPU features, once.
+** The x86 tables exist when the Makefile builds avx2.c and avx512.c (it
+** defines SM_X86_KERNELS on x86); elsewhere only the scalar table does.
 */
 #include "kernels_internal.h"
 
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef SM_X86_KERNELS
 static int has_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -23,7 +25,7 @@ const sm_kernels *sm_kernels_reference(void) {
 size_t sm_kernels_available(const sm_kernels **out, size_t cap) {
     size_t n = 0;
     if (n < cap) out[n++] = &sm_kernels_scalar;
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef SM_X86_KERNELS
     if (n < cap && has_avx2()) out[n++] = &sm_kernels_avx2;
     if (n < cap && has_avx512()) out[n++] = &sm_kernels_avx512;
 #endif

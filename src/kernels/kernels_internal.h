@@ -7,7 +7,7 @@
 #include "sm_kernels.h"
 
 extern const sm_kernels sm_kernels_scalar;
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef SM_X86_KERNELS
 extern const sm_kernels sm_kernels_avx2;
 extern const sm_kernels sm_kernels_avx512;
 #endif
