@@ -465,6 +465,13 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
         return data_error(err.msg);
     }
     r->t_load = sm_time_now() - t0;
+    if (o->verbose)
+        fprintf(stderr,
+                "smallmind: %s: %s, %zu parameters, %zu bytes of weights (%s); %s kernels, "
+                "%d threads; context %zu; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
+                o->model, sm_arch_name(c->arch), sm_model_params(r->model),
+                sm_model_weight_bytes(r->model), o->no_mmap ? "read" : "mapped", r->kernels->name,
+                r->sp.n_threads, r->sp.n_ctx, r->arena.size, r->plan.kv_cache, r->t_load * 1e3);
     return 0;
 }
 

@@ -166,6 +166,10 @@ if [ $rc -eq 0 ] && [ "$(lines "$T/out")" -eq 11 ] && tail -1 "$T/out" | grep -q
 else bad score "rc=$rc $(tail -2 "$T/out")"; fi
 SMALLMIND_MODEL=$M run $BIN generate -p "x" -n 3
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "SMALLMIND_MODEL sets the default model"; else bad "SMALLMIND_MODEL" "rc=$rc"; fi
+run $BIN generate -m $M -p "x" -n 3 -v
+if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ] && grep -q "3290624 parameters" "$T/err"; then ok "-v reports the load on stderr"; else bad "-v" "rc=$rc $(cat "$T/err")"; fi
+run $BIN generate -m $M -p "a" -n 1000 -q
+if [ $rc -eq 0 ] && [ ! -s "$T/err" ]; then ok "-q: no notice when the context fills"; else bad "-q" "$(cat "$T/err")"; fi
 run $BIN generate -m $M -p "x" -n 3 --no-mmap --kernels scalar
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--no-mmap --kernels scalar"; else bad "--no-mmap" "rc=$rc $(cat "$T/err")"; fi
 
