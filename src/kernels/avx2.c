@@ -54,16 +54,6 @@ static inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-static void pack_panel(float *restrict dst, const float *restrict w, size_t K, size_t n,
-                       size_t nr, size_t k0, size_t kc) {
-    for (size_t j = 0; j < nr; j++) {
-        const float *src = w + (n + j) * K + k0;
-        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = src[kk];
-    }
-    for (size_t j = nr; j < NR; j++)
-        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = 0.0f;
-}
-
 static inline __attribute__((always_inline)) void
 micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
       const float *restrict panel, size_t kc, const float *restrict bias, int first,
@@ -103,7 +93,7 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
         const float *b = bias ? bias + n : NULL;
         for (size_t k0 = 0; k0 < K; k0 += KC) {
             size_t kc = K - k0 < KC ? K - k0 : KC;
-            pack_panel(panel, w, K, n, nr, k0, kc);
+            sm_kernels_pack_panel(panel, w, K, n, nr, NR, k0, kc);
             size_t t = 0;
             for (; t + MR <= T; t += MR)
                 micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);

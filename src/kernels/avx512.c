@@ -41,17 +41,6 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-/* dst[kk * NR + j] = w[(n + j) * K + k0 + kk] for j < nr; zero for nr <= j < NR. */
-static void pack_panel(float *restrict dst, const float *restrict w, size_t K, size_t n,
-                       size_t nr, size_t k0, size_t kc) {
-    for (size_t j = 0; j < nr; j++) {
-        const float *src = w + (n + j) * K + k0;
-        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = src[kk];
-    }
-    for (size_t j = nr; j < NR; j++)
-        for (size_t kk = 0; kk < kc; kk++) dst[kk * NR + j] = 0.0f;
-}
-
 /*
 ** out[i, 0..nr) (+)= x[i, 0..kc) . panel for i < mr. `first` stores (adding
 ** bias when given) instead of accumulating. mr is a compile-time constant at
@@ -96,7 +85,7 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
         const float *b = bias ? bias + n : NULL;
         for (size_t k0 = 0; k0 < K; k0 += KC) {
             size_t kc = K - k0 < KC ? K - k0 : KC;
-            pack_panel(panel, w, K, n, nr, k0, kc);
+            sm_kernels_pack_panel(panel, w, K, n, nr, NR, k0, kc);
             size_t t = 0;
             for (; t + MR <= T; t += MR)
                 micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);

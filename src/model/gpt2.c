@@ -116,6 +116,22 @@ static void norm_rows(const sm_kernels *K, float *out, const float *x, const flo
     for (size_t t = r0; t < r1; t++) K->layernorm(out + t * C, x + t * C, g, b, C, eps);
 }
 
+/*
+** x (T, C) += in (T, K) . w^T + b for this thread's output columns: each
+** thread adds exactly the columns it computed, so no barrier is needed
+** between the product and the residual add.
+*/
+static void residual_matmul(sm_state *s, const float *in, const float *w, const float *b,
+                            size_t K, int ith, int nth, float *scr) {
+    const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
+    size_t n0, n1;
+    sm_pool_split(C, COL_ALIGN, ith, nth, &n0, &n1);
+    if (n0 == n1) return;
+    s->k->matmul(s->tmp, in, w, b, T, C, K, n0, n1, scr);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
+}
+
 void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     sm_state *s = arg;
     const sm_model *m = s->m;
@@ -165,13 +181,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         }
         sm_pool_barrier(pool);
 
-        /* x += proj(att), by columns: each thread adds only what it computed */
-        sm_pool_split(C, COL_ALIGN, ith, nth, &n0, &n1);
-        if (n0 < n1) {
-            K->matmul(s->tmp, s->att, L->proj_w, L->proj_b, T, C, C, n0, n1, scr);
-            for (size_t t = 0; t < T; t++)
-                for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
-        }
+        residual_matmul(s, s->att, L->proj_w, L->proj_b, C, ith, nth, scr);
         sm_pool_barrier(pool);
 
         norm_rows(K, s->xn, s->x, L->ln2_g, L->ln2_b, r0, r1, C, eps);
@@ -184,12 +194,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         }
         sm_pool_barrier(pool);
 
-        sm_pool_split(C, COL_ALIGN, ith, nth, &n0, &n1);
-        if (n0 < n1) {
-            K->matmul(s->tmp, s->hid, L->down_w, L->down_b, T, C, C4, n0, n1, scr);
-            for (size_t t = 0; t < T; t++)
-                for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
-        }
+        residual_matmul(s, s->hid, L->down_w, L->down_b, C4, ith, nth, scr);
         sm_pool_barrier(pool);
 
         if (l + 1 < c->n_layer) {
