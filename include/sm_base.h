@@ -21,8 +21,7 @@ typedef enum {
     SM_ERR_UNSUPPORTED, /* well-formed but not supported by this build */
     SM_ERR_NOMEM,       /* an allocation failed */
     SM_ERR_INPUT,       /* bad user input: prompt too long, bad token id */
-    SM_ERR_RUNTIME,     /* a run-time failure such as NaN logits */
-    SM_ERR_INTERRUPTED  /* the caller asked the run to stop */
+    SM_ERR_RUNTIME      /* a run-time failure such as NaN logits */
 } sm_status;
 
 /* A one-line, human-readable message; empty when there is none. */

@@ -22,9 +22,6 @@ typedef struct sm_tokenizer {
 /* Builds the tokenizer the config names; checks its vocabulary fits the model's. */
 sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, sm_error *err);
 
-/* Upper bound on the tokens `len` bytes of text can encode to. */
-size_t sm_tokenizer_max_tokens(const sm_tokenizer *t, size_t len);
-
 /*
 ** Encodes text into out (capacity cap) and returns the number of tokens the
 ** whole text needs, which may exceed cap (then only cap were written).

@@ -17,7 +17,6 @@ const char *sm_status_str(sm_status st) {
     case SM_ERR_NOMEM: return "out of memory";
     case SM_ERR_INPUT: return "invalid input";
     case SM_ERR_RUNTIME: return "runtime error";
-    case SM_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown status";
 }

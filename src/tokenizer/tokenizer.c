@@ -20,11 +20,6 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, sm_error *err
     return SM_OK;
 }
 
-size_t sm_tokenizer_max_tokens(const sm_tokenizer *t, size_t len) {
-    (void)t;
-    return len;
-}
-
 size_t sm_tokenizer_encode(const sm_tokenizer *t, const char *text, size_t len, int32_t *out,
                            size_t cap) {
     (void)t;
