@@ -42,7 +42,7 @@ typedef struct sm_gen_stats {
 ** fit the context (the caller reports an over-long prompt with both counts).
 ** SM_ERR_RUNTIME with a message if the logits go NaN.
 */
-sm_status sm_generate(sm_state *s, const sm_state_params *sp, const sm_tokenizer *tok,
+sm_status sm_generate(sm_state *s, const sm_tokenizer *tok,
                       sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
                       const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_gen_stats *stats,
                       sm_error *err);

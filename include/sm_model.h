@@ -72,4 +72,15 @@ sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params
 sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
                            const float **logits, sm_error *err);
 
+/*
+** Runs n >= 1 tokens at positions pos.. as forward calls of up to max_batch
+** tokens each (prompts longer than the batch). *logits is that of the last
+** call, as sm_state_forward gives it.
+*/
+sm_status sm_state_prefill(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
+                           const float **logits, sm_error *err);
+
+/* The parameters the state was built with. */
+const sm_state_params *sm_state_params_of(const sm_state *s);
+
 #endif

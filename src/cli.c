@@ -573,8 +573,8 @@ static int cmd_generate(const cli_opts *o) {
     sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&interrupted};
     sm_gen_stats gs;
     sm_error err = {{0}};
-    sm_status st = sm_generate(r.state, &r.sp, &r.tok, &r.sampler, r.tokens, n, &gp, emit_stdout,
-                               &os, &gs, &err);
+    sm_status st = sm_generate(r.state, &r.tok, &r.sampler, r.tokens, n, &gp, emit_stdout, &os,
+                               &gs, &err);
     if (interrupted && gs.finish == SM_FINISH_STOP) gs.finish = SM_FINISH_INTERRUPTED;
     if (!os.pipe_closed && !os.write_errno && !os.last_was_newline &&
         (gs.finish == SM_FINISH_INTERRUPTED || isatty(STDOUT_FILENO)))
@@ -794,12 +794,9 @@ static int cmd_bench(const cli_opts *o) {
     const float *logits;
     for (long rep = 0; rep < o->reps; rep++) {
         double t0 = sm_time_now();
-        for (size_t done = 0; done < P; done += r.sp.max_batch) {
-            size_t n = P - done < r.sp.max_batch ? P - done : r.sp.max_batch;
-            if (sm_state_forward(r.state, r.tokens + done, n, done, &logits, &err)) {
-                runner_free(&r);
-                return data_error(err.msg);
-            }
+        if (sm_state_prefill(r.state, r.tokens, P, 0, &logits, &err)) {
+            runner_free(&r);
+            return data_error(err.msg);
         }
         int32_t next;
         sm_sampler_sample(&r.sampler, logits, &next);

@@ -41,25 +41,21 @@ static int push(pending *pd, const char *piece, size_t len, sm_emit_fn emit, voi
     return 0;
 }
 
-sm_status sm_generate(sm_state *s, const sm_state_params *sp, const sm_tokenizer *tok,
-                      sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
-                      const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_gen_stats *stats,
-                      sm_error *err) {
+sm_status sm_generate(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
+                      const int32_t *prompt, size_t n_prompt, const sm_gen_params *gp,
+                      sm_emit_fn emit, void *user, sm_gen_stats *stats, sm_error *err) {
+    const size_t n_ctx = sm_state_params_of(s)->n_ctx;
     memset(stats, 0, sizeof *stats);
     stats->n_prompt = n_prompt;
-    if (n_prompt < 1 || n_prompt > sp->n_ctx)
+    if (n_prompt < 1 || n_prompt > n_ctx)
         return sm_error_set(err, SM_ERR_INPUT, "prompt is %zu tokens, context is %zu", n_prompt,
-                            sp->n_ctx);
+                            n_ctx);
     if (gp->max_tokens == 0) return SM_OK;
 
     const float *logits = NULL;
     double t0 = sm_time_now();
-    sm_status st;
-    for (size_t done = 0; done < n_prompt;) {
-        size_t n = n_prompt - done < sp->max_batch ? n_prompt - done : sp->max_batch;
-        if ((st = sm_state_forward(s, prompt + done, n, done, &logits, err))) return st;
-        done += n;
-    }
+    sm_status st = sm_state_prefill(s, prompt, n_prompt, 0, &logits, err);
+    if (st) return st;
     double t1 = sm_time_now();
     stats->t_prefill = t1 - t0;
 
@@ -93,7 +89,7 @@ sm_status sm_generate(sm_state *s, const sm_state_params *sp, const sm_tokenizer
             stats->finish = SM_FINISH_LENGTH;
             break;
         }
-        if (pos == sp->n_ctx) {
+        if (pos == n_ctx) {
             stats->finish = SM_FINISH_LENGTH;
             stats->context_full = true;
             break;

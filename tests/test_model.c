@@ -181,7 +181,7 @@ static sm_status gen(rig *r, const char *prompt, size_t max, float temp, capture
     sm_gen_params gp = {max, NULL};
     sm_error err;
     memset(cap, 0, sizeof *cap);
-    sm_status st = sm_generate(r->s, &r->sp, &tok, &smp, toks, n, &gp, capture_emit, cap, gs, &err);
+    sm_status st = sm_generate(r->s, &tok, &smp, toks, n, &gp, capture_emit, cap, gs, &err);
     sm_arena_free(&a);
     return st;
 }

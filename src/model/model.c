@@ -157,3 +157,18 @@ sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t 
     *logits = s->logits;
     return SM_OK;
 }
+
+sm_status sm_state_prefill(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
+                           const float **logits, sm_error *err) {
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < s->p.max_batch ? n - done : s->p.max_batch;
+        sm_status st = sm_state_forward(s, tokens + done, k, pos + done, logits, err);
+        if (st) return st;
+        done += k;
+    }
+    return SM_OK;
+}
+
+const sm_state_params *sm_state_params_of(const sm_state *s) {
+    return &s->p;
+}
