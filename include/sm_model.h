@@ -57,7 +57,9 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
 /*
 ** Carves a state from `arena` (which must have plan.total bytes free). The
 ** state lives as long as the arena; there is no free. pool must have
-** p->n_threads threads.
+** p->n_threads threads. On a measuring arena it only adds the state's size
+** (pool may then be NULL and *out stays NULL), so a caller that carves more
+** from the same arena plans everything in one walk.
 */
 sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params *p,
                         sm_pool *pool, sm_arena *arena, sm_error *err);

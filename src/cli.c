@@ -386,23 +386,24 @@ static void runner_free(runner *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Carves sampler, prompt buffer and state from `a` (measuring or real). */
+/* Carves prompt buffer, sampler and state from `a`: once measuring, once for real. */
 static sm_status carve_run(runner *r, const sm_sampler_params *spar, sm_arena *a, sm_error *err) {
     r->tokens = sm_arena_alloc(a, r->sp.n_ctx, sizeof *r->tokens);
     sm_status st = sm_sampler_init(&r->sampler, spar, (size_t)r->tok.n_vocab, a);
     if (st) return sm_error_set(err, st, "arena too small for the sampler");
-    if (!a->base) return SM_OK;
     return sm_state_init(&r->state, r->model, &r->sp, r->pool, a, err);
 }
 
 /*
 ** Loads the model and builds everything a run needs. `all_logits` and
-** `max_batch` shape the state. Returns an exit code (0 = ready).
+** `max_batch` shape the state; without build_state only the plan is made
+** (for info). Returns an exit code (0 = ready); on failure r is freed.
 */
 static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max_batch,
                        const sm_sampler_params *spar, bool build_state) {
     memset(r, 0, sizeof *r);
     sm_error err = {{0}};
+    int rc = EXIT_DATA;
     double t0 = sm_time_now();
     r->kernels = sm_kernels_select(o->kernels);
     if (!r->kernels)
@@ -418,54 +419,37 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
                 o->model);
         return EXIT_DATA;
     }
-    sm_status st = sm_model_load(&r->model, o->model, !o->no_mmap, &err);
-    if (st) return data_error(err.msg);
+    if (sm_model_load(&r->model, o->model, !o->no_mmap, &err)) goto fail_msg;
     const sm_config *c = sm_model_config(r->model);
-    if ((st = sm_tokenizer_init(&r->tok, c, &err))) {
-        runner_free(r);
-        return data_error(err.msg);
-    }
+    if (sm_tokenizer_init(&r->tok, c, &err)) goto fail_msg;
     if (o->ctx > c->n_ctx) {
-        int rc = usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
-        runner_free(r);
-        return rc;
+        rc = usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
+        goto fail;
     }
     r->sp.n_ctx = o->ctx ? (size_t)o->ctx : (size_t)c->n_ctx;
     r->sp.max_batch = max_batch < r->sp.n_ctx ? max_batch : r->sp.n_ctx;
     r->sp.all_logits = all_logits;
     r->sp.n_threads = (int)o->threads;
     r->sp.kernels = r->kernels;
-    if ((st = sm_state_plan_bytes(r->model, &r->sp, &r->plan, &err))) {
-        runner_free(r);
-        return data_error(err.msg);
-    }
-    if (!build_state) {
-        r->t_load = sm_time_now() - t0;
-        return 0;
-    }
-    if (sm_pool_create(&r->pool, (int)o->threads) != SM_OK) {
-        runner_free(r);
-        fprintf(stderr, "smallmind: cannot start %ld threads\n", o->threads);
-        return EXIT_DATA;
-    }
-    sm_arena meas;
-    sm_arena_measure(&meas);
-    carve_run(r, spar, &meas, &err);
-    size_t total = meas.used + r->plan.total + SM_ARENA_ALIGN;
-    if (meas.overflow || sm_arena_init(&r->arena, total) != SM_OK) {
-        fprintf(stderr,
-                "smallmind: cannot allocate %zu bytes for the run (KV-cache %zu bytes); "
-                "a smaller -c reduces it\n",
-                total, r->plan.kv_cache);
-        runner_free(r);
-        return EXIT_DATA;
-    }
-    if ((st = carve_run(r, spar, &r->arena, &err))) {
-        runner_free(r);
-        return data_error(err.msg);
+    if (sm_state_plan_bytes(r->model, &r->sp, &r->plan, &err)) goto fail_msg;
+    if (build_state) {
+        if (sm_pool_create(&r->pool, (int)o->threads) != SM_OK) {
+            fprintf(stderr, "smallmind: cannot start %ld threads\n", o->threads);
+            goto fail;
+        }
+        sm_arena meas;
+        sm_arena_measure(&meas);
+        if (carve_run(r, spar, &meas, &err) || sm_arena_init(&r->arena, meas.used) != SM_OK) {
+            fprintf(stderr,
+                    "smallmind: cannot allocate %zu bytes for the run (KV-cache %zu bytes); "
+                    "a smaller -c reduces it\n",
+                    meas.used, r->plan.kv_cache);
+            goto fail;
+        }
+        if (carve_run(r, spar, &r->arena, &err)) goto fail_msg;
     }
     r->t_load = sm_time_now() - t0;
-    if (o->verbose)
+    if (o->verbose && build_state)
         fprintf(stderr,
                 "smallmind: %s: %s, %zu parameters, %zu bytes of weights (%s); %s kernels, "
                 "%d threads; context %zu; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
@@ -473,6 +457,11 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
                 sm_model_weight_bytes(r->model), o->no_mmap ? "read" : "mapped", r->kernels->name,
                 r->sp.n_threads, r->sp.n_ctx, r->arena.size, r->plan.kv_cache, r->t_load * 1e3);
     return 0;
+fail_msg:
+    rc = data_error(err.msg);
+fail:
+    runner_free(r);
+    return rc;
 }
 
 /* Reads a whole file ('-' = stdin) into a malloc'd buffer. Returns an exit code. */
@@ -766,12 +755,12 @@ static int cmd_info(const cli_opts *o) {
     printf("kernels:      %s\n", r.kernels->name);
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.sp.n_ctx,
            r.sp.max_batch, r.sp.n_threads, r.sp.n_threads == 1 ? "" : "s");
-    print_bytes("arena", r.plan.total + meas.used);
+    print_bytes("arena", meas.used);
     print_bytes("kv-cache", r.plan.kv_cache);
     print_bytes("activations", r.plan.activations);
     print_bytes("logits", r.plan.logits);
     print_bytes("scratch", r.plan.scratch);
-    print_bytes("sampler+prompt", meas.used);
+    print_bytes("sampler+prompt", meas.used - r.plan.total);
     runner_free(&r);
     out_state os = {0};
     if (ferror(stdout)) os.write_errno = errno ? errno : EIO;

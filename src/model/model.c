@@ -122,6 +122,11 @@ sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params
     sm_state_plan plan;
     sm_status st = sm_state_plan_bytes(m, p, &plan, err);
     if (st) return st;
+    if (!arena->base) { /* measuring: sizes only */
+        carve(arena, m, p, &plan);
+        return arena->overflow ? sm_error_set(err, SM_ERR_NOMEM, "the run state's size overflows")
+                               : SM_OK;
+    }
     if (sm_pool_threads(pool) != p->n_threads)
         return sm_error_set(err, SM_ERR_INPUT, "pool has %d threads, params say %d",
                             sm_pool_threads(pool), p->n_threads);
