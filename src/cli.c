@@ -39,35 +39,57 @@ typedef enum {
     O_QUIET, O_STATS, O_VERBOSE, O_JSON, O_NOMMAP, O_KERNELS, O_HELP, O_VERSION, O_PTOK, O_REPS
 } opt_id;
 
+/* Every flag, in --help order; aliases have no help line of their own. */
 static const struct option_def {
     const char *name; /* long form without "--" */
     char short_name;  /* 0 if none */
     bool takes_value;
     unsigned cmds;    /* subcommands it applies to */
     opt_id id;
+    const char *help; /* NULL for an alias */
 } options[] = {
-    {"model", 'm', true, CMD_ALL, O_MODEL},
-    {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE, O_PROMPT},
-    {"file", 'f', true, CMD_GENERATE | CMD_SCORE, O_FILE},
-    {"max-tokens", 'n', true, CMD_GENERATE | CMD_BENCH, O_MAXTOK},
-    {"n-predict", 0, true, CMD_GENERATE | CMD_BENCH, O_MAXTOK},
-    {"temp", 0, true, CMD_GENERATE, O_TEMP},
-    {"temperature", 0, true, CMD_GENERATE, O_TEMP},
-    {"top-k", 0, true, CMD_GENERATE, O_TOPK},
-    {"top-p", 0, true, CMD_GENERATE, O_TOPP},
-    {"seed", 's', true, CMD_GENERATE, O_SEED},
-    {"threads", 't', true, CMD_RUN, O_THREADS},
-    {"ctx-size", 'c', true, CMD_ALL, O_CTX},
-    {"quiet", 'q', false, CMD_ALL, O_QUIET},
-    {"stats", 0, false, CMD_GENERATE | CMD_SCORE, O_STATS},
-    {"verbose", 'v', false, CMD_ALL, O_VERBOSE},
-    {"json", 0, false, CMD_SCORE | CMD_BENCH, O_JSON},
-    {"no-mmap", 0, false, CMD_ALL, O_NOMMAP},
-    {"kernels", 0, true, CMD_RUN | CMD_INFO, O_KERNELS},
-    {"help", 'h', false, CMD_ALL, O_HELP},
-    {"version", 0, false, CMD_ALL, O_VERSION},
-    {"prompt-tokens", 0, true, CMD_BENCH, O_PTOK},
-    {"reps", 0, true, CMD_BENCH, O_REPS},
+    {"model", 'm', true, CMD_ALL, O_MODEL,
+     "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
+    {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE, O_PROMPT,
+     "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
+    {"file", 'f', true, CMD_GENERATE | CMD_SCORE, O_FILE,
+     "-f, --file FILE        read the prompt from FILE ('-' = stdin)"},
+    {"max-tokens", 'n', true, CMD_GENERATE | CMD_BENCH, O_MAXTOK,
+     "-n, --max-tokens N     tokens to generate (default 256, bench 128; alias --n-predict)"},
+    {"n-predict", 0, true, CMD_GENERATE | CMD_BENCH, O_MAXTOK, NULL},
+    {"temp", 0, true, CMD_GENERATE, O_TEMP,
+     "    --temp T           temperature, 0 = greedy (default 0.8; alias --temperature)"},
+    {"temperature", 0, true, CMD_GENERATE, O_TEMP, NULL},
+    {"top-k", 0, true, CMD_GENERATE, O_TOPK,
+     "    --top-k K          keep the K most likely tokens, 0 = off (default 40)"},
+    {"top-p", 0, true, CMD_GENERATE, O_TOPP,
+     "    --top-p P          keep the smallest set with mass P, 1 = off (default 0.95)"},
+    {"seed", 's', true, CMD_GENERATE, O_SEED,
+     "-s, --seed N           random seed (default 42; -1 = a random seed)"},
+    {"threads", 't', true, CMD_RUN, O_THREADS,
+     "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
+    {"ctx-size", 'c', true, CMD_ALL, O_CTX,
+     "-c, --ctx-size N       context length (default and maximum: the model's)"},
+    {"kernels", 0, true, CMD_RUN | CMD_INFO, O_KERNELS,
+     "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
+    {"no-mmap", 0, false, CMD_ALL, O_NOMMAP,
+     "    --no-mmap          read the weights instead of mapping them"},
+    {"json", 0, false, CMD_SCORE | CMD_BENCH, O_JSON,
+     "    --json             machine-readable output"},
+    {"stats", 0, false, CMD_GENERATE | CMD_SCORE, O_STATS,
+     "    --stats            timing and token counts on stderr"},
+    {"prompt-tokens", 0, true, CMD_BENCH, O_PTOK,
+     "    --prompt-tokens N  prompt length (default 128)"},
+    {"reps", 0, true, CMD_BENCH, O_REPS,
+     "    --reps N           repetitions, best is reported (default 3)"},
+    {"quiet", 'q', false, CMD_ALL, O_QUIET,
+     "-q, --quiet            no notices on stderr (errors still appear)"},
+    {"verbose", 'v', false, CMD_ALL, O_VERBOSE,
+     "-v, --verbose          more detail on stderr"},
+    {"help", 'h', false, CMD_ALL, O_HELP,
+     "-h, --help             this help"},
+    {"version", 0, false, CMD_ALL, O_VERSION,
+     "    --version          version"},
 };
 
 typedef struct {
@@ -323,37 +345,8 @@ static void print_help(const cli_opts *o) {
                        : o->cmd == CMD_INFO   ? "Prints a model's architecture, size and memory plan."
                                               : "Measures prefill and decode speed on synthetic tokens.";
     printf("%s\n\n", what);
-    static const struct {
-        opt_id id;
-        const char *text;
-    } help[] = {
-        {O_MODEL, "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
-        {O_PROMPT, "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
-        {O_FILE, "-f, --file FILE        read the prompt from FILE ('-' = stdin)"},
-        {O_MAXTOK, "-n, --max-tokens N     tokens to generate (default 256; alias --n-predict)"},
-        {O_TEMP, "    --temp T           temperature, 0 = greedy (default 0.8; alias --temperature)"},
-        {O_TOPK, "    --top-k K          keep the K most likely tokens, 0 = off (default 40)"},
-        {O_TOPP, "    --top-p P          keep the smallest set with mass P, 1 = off (default 0.95)"},
-        {O_SEED, "-s, --seed N           random seed (default 42; -1 = a random seed)"},
-        {O_THREADS, "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
-        {O_CTX, "-c, --ctx-size N       context length (default and maximum: the model's)"},
-        {O_KERNELS, "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
-        {O_NOMMAP, "    --no-mmap          read the weights instead of mapping them"},
-        {O_JSON, "    --json             machine-readable output"},
-        {O_STATS, "    --stats            timing and token counts on stderr"},
-        {O_PTOK, "    --prompt-tokens N  bench: prompt length (default 128)"},
-        {O_REPS, "    --reps N           bench: repetitions, best is reported (default 3)"},
-        {O_QUIET, "-q, --quiet            no notices on stderr (errors still appear)"},
-        {O_VERBOSE, "-v, --verbose          more detail on stderr"},
-        {O_HELP, "-h, --help             this help"},
-        {O_VERSION, "    --version          version"},
-    };
-    for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
-        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
-            if (options[k].id == help[i].id && (options[k].cmds & o->cmd)) {
-                printf("  %s\n", help[i].text);
-                break;
-            }
+    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+        if (options[k].help && (options[k].cmds & o->cmd)) printf("  %s\n", options[k].help);
     if (o->cmd == CMD_GENERATE)
         printf("\nThe prompt is used byte for byte (a trailing newline from echo is kept).\n"
                "With -p or -f, stdin is not read. Exit: 0 ok (also when stdout is closed),\n"
@@ -808,14 +801,16 @@ static int cmd_bench(const cli_opts *o) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double pf = (double)P / best_pf, dec = N ? (double)N / best_dec : 0;
-    if (o->json)
-        printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"threads\":%d,\"prompt_tokens\":%zu,"
+    if (o->json) {
+        fputs("{\"model\":\"", stdout);
+        json_string(stdout, (const unsigned char *)o->model, strlen(o->model));
+        printf("\",\"kernels\":\"%s\",\"threads\":%d,\"prompt_tokens\":%zu,"
                "\"decode_tokens\":%zu,\"load_ms\":%.3f,\"prefill_tokens_per_s\":%.1f,"
                "\"decode_tokens_per_s\":%.1f,\"ms_per_token\":%.4f,\"first_token_ms\":%.3f,"
                "\"peak_rss_kb\":%ld}\n",
-               o->model, r.kernels->name, r.sp.n_threads, P, N, r.t_load * 1e3, pf, dec,
+               r.kernels->name, r.sp.n_threads, P, N, r.t_load * 1e3, pf, dec,
                dec > 0 ? 1e3 / dec : 0, ttft * 1e3, ru.ru_maxrss);
-    else
+    } else {
         printf("model %s, %s kernels, %d threads\n"
                "load           %8.2f ms\n"
                "prefill        %8.1f tokens/s (%zu tokens)\n"
@@ -824,6 +819,7 @@ static int cmd_bench(const cli_opts *o) {
                "peak RSS       %8ld KiB\n",
                o->model, r.kernels->name, r.sp.n_threads, r.t_load * 1e3, pf, P, dec, N,
                dec > 0 ? 1e3 / dec : 0, ttft * 1e3, ru.ru_maxrss);
+    }
     runner_free(&r);
     out_state os = {0};
     return finish_stdout(&os, 0);

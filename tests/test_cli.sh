@@ -51,14 +51,17 @@ $BIN generate -m $M -p "$P" -n 100 --temp 0 -s 1 >"$T/g1" 2>/dev/null
 $BIN generate -m $M -p "$P" -n 100 --temp 0 -s 2 -t 1 >"$T/g2" 2>/dev/null
 if cmp -s "$T/g1" "$T/g2"; then ok "greedy ignores the seed"; else bad greedy "differs"; fi
 
-# --- usage errors: exit 2, one line on stderr, nothing on stdout
-usage_case() {
-    local want=$1; shift
+# fails CODE LABEL WANT CMD...: exit CODE, nothing on stdout, one stderr line containing WANT
+fails() {
+    local code=$1 label=$2 want=$3; shift 3
     run "$@"
-    if [ $rc -eq 2 ] && [ ! -s "$T/out" ] && [ "$(lines "$T/err")" -eq 1 ] && grep -qF -- "$want" "$T/err"; then
-        ok "usage: $*"
-    else bad "usage: $*" "rc=$rc err=$(head -c 300 "$T/err")"; fi
+    if [ $rc -eq "$code" ] && [ ! -s "$T/out" ] && [ "$(lines "$T/err")" -eq 1 ] && grep -qF -- "$want" "$T/err"; then
+        ok "$label"
+    else bad "$label" "rc=$rc err=$(head -c 300 "$T/err") want: $want"; fi
 }
+
+# --- usage errors: exit 2
+usage_case() { local want=$1; shift; fails 2 "usage: $*" "$want" "$@"; }
 usage_case "usage:" $BIN
 usage_case "unknown command 'frobnicate'" $BIN frobnicate
 usage_case "unknown flag '--bogus'" $BIN generate -m $M -p x --bogus
@@ -93,13 +96,7 @@ if command -v script >/dev/null; then
 else skp "no prompt on a terminal" "script(1) is not installed"; fi
 
 # --- data errors: exit 1 with one line naming the problem
-data_case() {
-    local want=$1; shift
-    run "$@"
-    if [ $rc -eq 1 ] && [ ! -s "$T/out" ] && [ "$(lines "$T/err")" -eq 1 ] && grep -qF -- "$want" "$T/err"; then
-        ok "data error: $want"
-    else bad "data error: $*" "rc=$rc err=$(head -c 300 "$T/err")"; fi
-}
+data_case() { local want=$1; shift; fails 1 "data error: $want" "$want" "$@"; }
 head -c 300 /dev/zero | tr '\0' 'a' >"$T/long"
 data_case "prompt is 300 tokens, context is 256" $BIN generate -m $M -f "$T/long"
 data_case "prompt is 300 tokens, context is 100" $BIN generate -m $M -f "$T/long" -c 100
@@ -113,11 +110,9 @@ if [ -n "${SM_SKIP_BAD_MODELS:-}" ]; then skp "malformed models" "SM_SKIP_BAD_MO
 else
     "$PY" "$HERE/make_bad_models.py" "$M" "$T/bad" >/dev/null
     while IFS=$'\t' read -r name num cmd needle; do
-        if [ "$cmd" = generate ]; then run $BIN generate -m "$T/bad/$name" -p "Hi" -n 5
-        else run $BIN "$cmd" -m "$T/bad/$name"; fi
-        if [ $rc -eq 1 ] && [ ! -s "$T/out" ] && [ "$(lines "$T/err")" -eq 1 ] && grep -qF -- "$needle" "$T/err"; then
-            ok "malformed model ($num) $name"
-        else bad "malformed model ($num) $name" "rc=$rc err=$(head -c 300 "$T/err") want: $needle"; fi
+        args=(-m "$T/bad/$name")
+        [ "$cmd" = generate ] && args+=(-p "Hi" -n 5)
+        fails 1 "malformed model ($num) $name" "$needle" $BIN "$cmd" "${args[@]}"
     done <"$T/bad/cases.tsv"
 fi
 
