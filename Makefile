@@ -25,12 +25,13 @@ LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
 
 LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c \
            src/model/model.c src/model/gpt2.c src/tokenizer/tokenizer.c src/sampler.c \
-           src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c
+           src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c \
+           src/train/train.c src/train/checkpoint.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
 ARCH_DEFS := -DSM_X86_KERNELS
 endif
-CLI_SRC := src/cli.c src/main.c
+CLI_SRC := src/cli.c src/cli_train.c src/main.c
 TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -66,6 +67,7 @@ $(BUILD)/%.o: %.c | $(DEPSOK)
 
 # Only the ISA files get -m flags; the kernels get -O3.
 $(BUILD)/src/kernels/%.o: ALL_CFLAGS += -O3
+$(BUILD)/src/train/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/kernels/avx2.o: ALL_CFLAGS += -mavx2 -mfma
 $(BUILD)/src/kernels/avx512.o: ALL_CFLAGS += -mavx512f -mfma
 

@@ -74,4 +74,16 @@ sm_status sm_config_load(sm_config *cfg, const char *dir, sm_error *err);
 
 void sm_config_free(sm_config *cfg);
 
+/* cfg (with its tensor manifest) as config.json text; free with sm_config_json_free. */
+sm_status sm_config_to_json(const sm_config *cfg, char **json, sm_error *err);
+void sm_config_json_free(char *json);
+
+/*
+** A training shape file: a JSON object with any of n_layer, n_head, n_embd,
+** n_ctx, norm_eps, tied_output, bias. Keys present overwrite cfg's fields;
+** unknown keys and bad values are refused, naming the key.
+*/
+sm_status sm_config_parse_shape(sm_config *cfg, const char *json, size_t len, const char *path,
+                                sm_error *err);
+
 #endif

@@ -21,23 +21,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_internal.h"
 #include "sm_generate.h"
 
 #define SM_VERSION "0.1.0"
-#define EXIT_DATA 1
-#define EXIT_USAGE 2
-#define EXIT_INTERRUPTED 130
 #define MAX_PROMPT_BYTES ((size_t)256 << 20)
 #define MAX_THREADS 512
 
-enum { CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8 };
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
-#define CMD_ALL (CMD_RUN | CMD_INFO)
-
-typedef enum {
-    O_MODEL, O_PROMPT, O_FILE, O_MAXTOK, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX,
-    O_QUIET, O_STATS, O_VERBOSE, O_JSON, O_NOMMAP, O_KERNELS, O_HELP, O_VERSION, O_PTOK, O_REPS
-} opt_id;
+#define CMD_MODEL (CMD_RUN | CMD_INFO)
+#define CMD_ALL (CMD_MODEL | CMD_TRAIN)
 
 /* Every flag, in --help order; aliases have no help line of their own. */
 static const struct option_def {
@@ -48,7 +41,7 @@ static const struct option_def {
     opt_id id;
     const char *help; /* NULL for an alias */
 } options[] = {
-    {"model", 'm', true, CMD_ALL, O_MODEL,
+    {"model", 'm', true, CMD_MODEL, O_MODEL,
      "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
     {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE, O_PROMPT,
      "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
@@ -64,15 +57,15 @@ static const struct option_def {
      "    --top-k K          keep the K most likely tokens, 0 = off (default 40)"},
     {"top-p", 0, true, CMD_GENERATE, O_TOPP,
      "    --top-p P          keep the smallest set with mass P, 1 = off (default 0.95)"},
-    {"seed", 's', true, CMD_GENERATE, O_SEED,
-     "-s, --seed N           random seed (default 42; -1 = a random seed)"},
-    {"threads", 't', true, CMD_RUN, O_THREADS,
+    {"seed", 's', true, CMD_GENERATE | CMD_TRAIN, O_SEED,
+     "-s, --seed N           random seed (default 42, train 1337; -1 = a random seed)"},
+    {"threads", 't', true, CMD_RUN | CMD_TRAIN, O_THREADS,
      "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
-    {"ctx-size", 'c', true, CMD_ALL, O_CTX,
+    {"ctx-size", 'c', true, CMD_MODEL, O_CTX,
      "-c, --ctx-size N       context length (default and maximum: the model's)"},
-    {"kernels", 0, true, CMD_RUN | CMD_INFO, O_KERNELS,
+    {"kernels", 0, true, CMD_ALL, O_KERNELS,
      "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
-    {"no-mmap", 0, false, CMD_ALL, O_NOMMAP,
+    {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
      "    --no-mmap          read the weights instead of mapping them"},
     {"json", 0, false, CMD_SCORE | CMD_BENCH, O_JSON,
      "    --json             machine-readable output"},
@@ -82,6 +75,50 @@ static const struct option_def {
      "    --prompt-tokens N  prompt length (default 128)"},
     {"reps", 0, true, CMD_BENCH, O_REPS,
      "    --reps N           repetitions, best is reported (default 3)"},
+    {"data", 0, true, CMD_TRAIN, O_DATA,
+     "    --data FILE        the text to train on (required)"},
+    {"out", 'o', true, CMD_TRAIN, O_OUT,
+     "-o, --out DIR          model directory to write (default with --resume: that one)"},
+    {"resume", 0, true, CMD_TRAIN, O_RESUME,
+     "    --resume DIR       continue a checkpoint (its shape and hyperparameters)"},
+    {"layers", 0, true, CMD_TRAIN, O_LAYERS,
+     "    --layers N         transformer blocks (default 4)"},
+    {"heads", 0, true, CMD_TRAIN, O_HEADS,
+     "    --heads N          attention heads (default 8)"},
+    {"embd", 0, true, CMD_TRAIN, O_EMBD,
+     "    --embd N           embedding width (default 256)"},
+    {"ctx", 0, true, CMD_TRAIN, O_TCTX,
+     "    --ctx N            context length = training sequence length (default 256)"},
+    {"untied", 0, false, CMD_TRAIN, O_UNTIED,
+     "    --untied           a separate output layer (default: tied to the embedding)"},
+    {"no-bias", 0, false, CMD_TRAIN, O_NOBIAS,
+     "    --no-bias          linear layers and norms without biases"},
+    {"config", 0, true, CMD_TRAIN, O_CONFIG,
+     "    --config FILE      shape from JSON (n_layer, n_head, n_embd, n_ctx, ...)"},
+    {"steps", 0, true, CMD_TRAIN, O_STEPS,
+     "    --steps N          optimizer steps (default 1000)"},
+    {"batch", 'b', true, CMD_TRAIN, O_BATCH,
+     "-b, --batch N          sequences per step (default 16)"},
+    {"lr", 0, true, CMD_TRAIN, O_LR,
+     "    --lr X             peak learning rate (default 1e-3)"},
+    {"lr-min", 0, true, CMD_TRAIN, O_LRMIN,
+     "    --lr-min X         final rate of the cosine decay (default lr/10)"},
+    {"warmup", 0, true, CMD_TRAIN, O_WARMUP,
+     "    --warmup N         linear warm-up steps (default steps/10, at most 200)"},
+    {"weight-decay", 0, true, CMD_TRAIN, O_WD,
+     "    --weight-decay X   AdamW decay of matrices and embeddings (default 0.1)"},
+    {"grad-clip", 0, true, CMD_TRAIN, O_CLIP,
+     "    --grad-clip X      clip the gradient norm to X, 0 = off (default 1.0)"},
+    {"val-fraction", 0, true, CMD_TRAIN, O_VALFRAC,
+     "    --val-fraction X   share of the text (its end) held out (default 0.1)"},
+    {"eval-every", 0, true, CMD_TRAIN, O_EVALEVERY,
+     "    --eval-every N     held-out loss every N steps, 0 = only at the end (default 100)"},
+    {"eval-seqs", 0, true, CMD_TRAIN, O_EVALSEQS,
+     "    --eval-seqs N      held-out sequences per evaluation (default 64)"},
+    {"checkpoint-every", 0, true, CMD_TRAIN, O_CKPT,
+     "    --checkpoint-every N  write the model every N steps, 0 = at the end (default 500)"},
+    {"log-every", 0, true, CMD_TRAIN, O_LOGEVERY,
+     "    --log-every N      progress line every N steps when stderr is not a terminal (default 10)"},
     {"quiet", 'q', false, CMD_ALL, O_QUIET,
      "-q, --quiet            no notices on stderr (errors still appear)"},
     {"verbose", 'v', false, CMD_ALL, O_VERBOSE,
@@ -92,25 +129,10 @@ static const struct option_def {
      "    --version          version"},
 };
 
-typedef struct {
-    unsigned cmd;
-    const char *cmd_name;
-    const char *model;
-    const char *prompt, *file;
-    long max_tokens;
-    double temp, top_p;
-    long top_k;
-    long long seed;
-    long threads;
-    long ctx;
-    bool quiet, stats, verbose, json, no_mmap, help, version;
-    const char *kernels;
-    long prompt_tokens, reps;
-} cli_opts;
 
 /* ---------------------------------------------------------------- output */
 
-static volatile sig_atomic_t interrupted;
+volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig) {
     (void)sig;
@@ -118,8 +140,7 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-static int usage_error(const cli_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage_error(const cli_opts *o, const char *fmt, ...) {
+int usage_error(const cli_opts *o, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -130,7 +151,7 @@ static int usage_error(const cli_opts *o, const char *fmt, ...) {
     return EXIT_USAGE;
 }
 
-static int data_error(const char *msg) {
+int data_error(const char *msg) {
     fprintf(stderr, "smallmind: %s\n", msg);
     return EXIT_DATA;
 }
@@ -224,8 +245,22 @@ static int physical_cores(void) {
     return nseen > 0 ? nseen : (int)n;
 }
 
+#define LONG_OPT(field, lo, hi)                                                           \
+    if (!parse_long(v, lo, hi, &o->field))                                                \
+        return usage_error(o, "%s expects a whole number from %ld to %ld, got '%s'", flag, \
+                           (long)(lo), (long)(hi), v);                                    \
+    break
+/* A number in (lo, hi], or [lo, hi] with closed */
+#define REAL_OPT(field, lo, hi, closed)                                                      \
+    if (!parse_double(v, &x) || x > (hi) || x < (lo) || (!(closed) && x == (lo)))            \
+        return usage_error(o, "%s expects a number in %c%g, %g], got '%s'", flag,            \
+                           (closed) ? '[' : '(', (double)(lo), (double)(hi), v);             \
+    o->field = x;                                                                            \
+    break
+
 static int set_value(cli_opts *o, const struct option_def *d, const char *flag, const char *v) {
     double x;
+    o->given |= 1ull << d->id;
     switch (d->id) {
     case O_MODEL: o->model = v; break;
     case O_PROMPT: o->prompt = v; break;
@@ -272,6 +307,28 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
         if (!parse_long(v, 1, 1000, &o->reps))
             return usage_error(o, "%s expects a whole number from 1 to 1000, got '%s'", flag, v);
         break;
+    case O_DATA: o->data = v; break;
+    case O_OUT: o->out = v; break;
+    case O_RESUME: o->resume = v; break;
+    case O_CONFIG: o->config = v; break;
+    case O_LAYERS: LONG_OPT(layers, 1, 64);
+    case O_HEADS: LONG_OPT(heads, 1, 1024);
+    case O_EMBD: LONG_OPT(embd, 1, 4096);
+    case O_TCTX: LONG_OPT(tctx, 2, 4096);
+    case O_STEPS: LONG_OPT(steps, 0, 100000000);
+    case O_BATCH: LONG_OPT(batch, 1, 4096);
+    case O_WARMUP: LONG_OPT(warmup, 0, 100000000);
+    case O_EVALEVERY: LONG_OPT(eval_every, 0, 100000000);
+    case O_EVALSEQS: LONG_OPT(eval_seqs, 1, 1000000);
+    case O_CKPT: LONG_OPT(ckpt_every, 0, 100000000);
+    case O_LOGEVERY: LONG_OPT(log_every, 1, 100000000);
+    case O_LR: REAL_OPT(lr, 0, 10, false);
+    case O_LRMIN: REAL_OPT(lr_min, 0, 10, true);
+    case O_WD: REAL_OPT(weight_decay, 0, 100, true);
+    case O_CLIP: REAL_OPT(grad_clip, 0, 1e30, true);
+    case O_VALFRAC: REAL_OPT(val_fraction, 0, 0.5, true);
+    case O_UNTIED: o->untied = true; break;
+    case O_NOBIAS: o->no_bias = true; break;
     case O_QUIET: o->quiet = true; break;
     case O_STATS: o->stats = true; break;
     case O_VERBOSE: o->verbose = true; break;
@@ -334,7 +391,8 @@ static void print_help(const cli_opts *o) {
                "  generate   continue a prompt (-p TEXT, -f FILE, or stdin)\n"
                "  score      log-probability and perplexity of a text\n"
                "  info       architecture, parameters and memory plan of a model\n"
-               "  bench      prefill and decode speed of a model\n\n"
+               "  bench      prefill and decode speed of a model\n"
+               "  train      train a byte-level GPT model on a text file\n\n"
                "'smallmind COMMAND --help' lists a command's flags.\n",
                SM_VERSION);
         return;
@@ -343,6 +401,8 @@ static void print_help(const cli_opts *o) {
     const char *what = o->cmd == CMD_GENERATE ? "Streams a continuation of the prompt to stdout."
                        : o->cmd == CMD_SCORE  ? "Scores each token of a text given the ones before it."
                        : o->cmd == CMD_INFO   ? "Prints a model's architecture, size and memory plan."
+                       : o->cmd == CMD_TRAIN  ? "Trains a GPT-2-style model with the byte vocabulary on a text file\n"
+                                                "and writes a model directory (a checkpoint that --resume continues)."
                                               : "Measures prefill and decode speed on synthetic tokens.";
     printf("%s\n\n", what);
     for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
@@ -458,7 +518,7 @@ fail:
 }
 
 /* Reads a whole file ('-' = stdin) into a malloc'd buffer. Returns an exit code. */
-static int read_all(const char *path, char **out, size_t *len) {
+int read_all(const char *path, char **out, size_t *len) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "smallmind: cannot open '%s': %s\n", path, strerror(errno));
@@ -829,7 +889,10 @@ static int cmd_bench(const cli_opts *o) {
 
 int sm_cli_main(int argc, char **argv) {
     cli_opts o = {.max_tokens = 256, .temp = 0.8, .top_k = 40, .top_p = 0.95, .seed = 42,
-                  .kernels = "auto", .prompt_tokens = 128, .reps = 3};
+                  .kernels = "auto", .prompt_tokens = 128, .reps = 3, .layers = 4, .heads = 8,
+                  .embd = 256, .tctx = 256, .steps = 1000, .batch = 16, .lr = 1e-3,
+                  .weight_decay = 0.1, .grad_clip = 1.0, .val_fraction = 0.1, .eval_every = 100,
+                  .eval_seqs = 64, .ckpt_every = 500, .log_every = 10};
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: smallmind COMMAND [flags] (try 'smallmind --help')\n");
@@ -838,7 +901,8 @@ int sm_cli_main(int argc, char **argv) {
     static const struct {
         const char *name;
         unsigned cmd;
-    } cmds[] = {{"generate", CMD_GENERATE}, {"score", CMD_SCORE}, {"info", CMD_INFO}, {"bench", CMD_BENCH}};
+    } cmds[] = {{"generate", CMD_GENERATE}, {"score", CMD_SCORE}, {"info", CMD_INFO},
+                {"bench", CMD_BENCH}, {"train", CMD_TRAIN}};
     const char *c = argv[1];
     if (strcmp(c, "-h") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "help") == 0) {
         print_help(&o);
@@ -855,6 +919,7 @@ int sm_cli_main(int argc, char **argv) {
         }
     if (!o.cmd) return usage_error(NULL, "unknown command '%s'", c);
     if (o.cmd == CMD_BENCH) o.max_tokens = 128;
+    if (o.cmd == CMD_TRAIN) o.seed = 1337;
 
     const char *env = getenv("SMALLMIND_MODEL");
     o.model = env && *env ? env : "models/default";
@@ -885,6 +950,7 @@ int sm_cli_main(int argc, char **argv) {
     case CMD_GENERATE: return cmd_generate(&o);
     case CMD_SCORE: return cmd_score(&o);
     case CMD_INFO: return cmd_info(&o);
+    case CMD_TRAIN: return sm_cli_train(&o);
     default: return cmd_bench(&o);
     }
 }

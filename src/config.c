@@ -398,3 +398,111 @@ void sm_config_free(sm_config *cfg) {
     free(cfg->tensors);
     memset(cfg, 0, sizeof *cfg);
 }
+
+sm_status sm_config_to_json(const sm_config *cfg, char **out, sm_error *err) {
+    *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *tok = cJSON_CreateObject(), *tensors = cJSON_CreateArray();
+    bool ok = root && tok && tensors;
+    if (ok) {
+        ok = cJSON_AddStringToObject(root, "format", SM_FORMAT_NAME) &&
+             cJSON_AddNumberToObject(root, "format_version", SM_FORMAT_VERSION) &&
+             cJSON_AddStringToObject(root, "architecture", sm_arch_name(cfg->arch)) &&
+             cJSON_AddNumberToObject(root, "n_layer", cfg->n_layer) &&
+             cJSON_AddNumberToObject(root, "n_head", cfg->n_head) &&
+             cJSON_AddNumberToObject(root, "n_embd", cfg->n_embd) &&
+             cJSON_AddNumberToObject(root, "n_ctx", cfg->n_ctx) &&
+             cJSON_AddNumberToObject(root, "n_vocab", cfg->n_vocab) &&
+             cJSON_AddNumberToObject(root, "norm_eps", cfg->norm_eps) &&
+             cJSON_AddStringToObject(root, "activation", sm_activation_name(cfg->activation)) &&
+             cJSON_AddBoolToObject(root, "tied_output", cfg->tied_output) &&
+             cJSON_AddBoolToObject(root, "bias", cfg->bias) &&
+             cJSON_AddStringToObject(tok, "type", "byte");
+        if (ok) {
+            cJSON_AddItemToObject(root, "tokenizer", tok);
+            tok = NULL;
+        }
+    }
+    for (size_t i = 0; ok && i < cfg->n_tensors; i++) {
+        const sm_tensor_desc *d = &cfg->tensors[i];
+        cJSON *t = cJSON_CreateObject();
+        cJSON *shape = cJSON_CreateArray();
+        ok = t && shape;
+        for (int k = 0; ok && k < d->ndim; k++) {
+            cJSON *n = cJSON_CreateNumber((double)d->shape[k]);
+            ok = n != NULL;
+            if (ok) cJSON_AddItemToArray(shape, n);
+        }
+        if (ok) {
+            ok = cJSON_AddStringToObject(t, "name", d->name) &&
+                 cJSON_AddStringToObject(t, "dtype", sm_dtype_name(d->dtype));
+            if (ok) {
+                cJSON_AddItemToObject(t, "shape", shape);
+                shape = NULL;
+                ok = cJSON_AddStringToObject(t, "file", cfg->files[d->file]) &&
+                     cJSON_AddNumberToObject(t, "offset", (double)d->offset);
+            }
+        }
+        cJSON_Delete(shape);
+        if (ok) {
+            cJSON_AddItemToArray(tensors, t);
+        } else {
+            cJSON_Delete(t);
+        }
+    }
+    if (ok) {
+        cJSON_AddItemToObject(root, "tensors", tensors);
+        tensors = NULL;
+        *out = cJSON_Print(root);
+        ok = *out != NULL;
+    }
+    cJSON_Delete(tok);
+    cJSON_Delete(tensors);
+    cJSON_Delete(root);
+    return ok ? SM_OK : sm_error_set(err, SM_ERR_NOMEM, "out of memory writing config.json");
+}
+
+void sm_config_json_free(char *json) {
+    cJSON_free(json);
+}
+
+sm_status sm_config_parse_shape(sm_config *cfg, const char *json, size_t len, const char *path,
+                                sm_error *err) {
+    pctx pc = {path, err};
+    const char *end = NULL;
+    cJSON *root = len ? cJSON_ParseWithLengthOpts(json, len, &end, false) : NULL;
+    if (!root) {
+        size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
+        int line, col;
+        line_col(json, at, &line, &col);
+        return FAIL(&pc, "%s: invalid JSON at line %d, column %d", path, line, col);
+    }
+    static const char *const keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "norm_eps",
+                                       "tied_output", "bias", NULL};
+    sm_status st = SM_OK;
+    if (!cJSON_IsObject(root))
+        st = FAIL(&pc, "%s: expected a JSON object at the top", path);
+    if (!st) st = check_duplicates(&pc, root);
+    if (!st) st = check_keys(&pc, root, "", keys);
+    static const struct {
+        const char *key;
+        int hi;
+    } ints[] = {{"n_layer", 1024}, {"n_head", 1024}, {"n_embd", 65536}, {"n_ctx", 1 << 20}};
+    int *dst[] = {&cfg->n_layer, &cfg->n_head, &cfg->n_embd, &cfg->n_ctx};
+    for (size_t i = 0; !st && i < 4; i++)
+        if (cJSON_GetObjectItemCaseSensitive(root, ints[i].key))
+            st = get_int(&pc, root, ints[i].key, 1, ints[i].hi, dst[i]);
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "norm_eps");
+    if (!st && eps) {
+        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0 && eps->valuedouble < 1))
+            st = FAIL(&pc, "%s: \"norm_eps\" must be a number in (0, 1)", path);
+        else
+            cfg->norm_eps = (float)eps->valuedouble;
+    }
+    if (!st && cJSON_GetObjectItemCaseSensitive(root, "tied_output"))
+        st = get_bool(&pc, root, "tied_output", &cfg->tied_output);
+    if (!st && cJSON_GetObjectItemCaseSensitive(root, "bias"))
+        st = get_bool(&pc, root, "bias", &cfg->bias);
+    cJSON_Delete(root);
+    return st;
+}

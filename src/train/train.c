@@ -1,0 +1,922 @@
+/*
+** train.c -- forward, backward and AdamW for GPT-2-shaped byte models.
+**
+** Every operation is one pool run over the trainer's threads, split so that
+** each output element is computed by one thread in a fixed order: matrix
+** products by (row block, column block) tiles through the same kernels as
+** inference, row-wise ops by rows, reductions over rows (bias and norm
+** gradients, position embeddings) by columns, token-embedding gradients by
+** vocabulary rows. Results therefore do not depend on the thread count.
+**
+** The matrix kernel computes out = x . w^T with both operands' inner
+** dimension contiguous. Backward products get that form by transposing:
+**   d_in (BT, K) = d_out (BT, N) . W (N, K)  ->  x = d_out, w = W^T
+**   d_W  (N, K)  = d_out^T . in              ->  x = d_out^T, w = in^T
+*/
+#include "train_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MM_ROWS 256  /* rows of x per tile: a 256 x 256 block stays in L2 */
+#define MM_COLS 128  /* output columns per tile: a multiple of every panel width */
+#define NORM_CHUNK 4096
+#define GELU_K 0.044715f
+#define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
+
+void sm_train_hparams_default(sm_train_hparams *hp) {
+    hp->batch = 16;
+    hp->steps = 1000;
+    hp->warmup = 100;
+    hp->lr = 1e-3f;
+    hp->lr_min = 1e-4f;
+    hp->weight_decay = 0.1f;
+    hp->grad_clip = 1.0f;
+    hp->beta1 = 0.9f;
+    hp->beta2 = 0.95f;
+    hp->adam_eps = 1e-8f;
+    hp->seed = 1337;
+}
+
+double sm_train_lr(const sm_train_hparams *hp, int s) {
+    if (s < hp->warmup) return (double)hp->lr * (s + 1) / hp->warmup;
+    int span = hp->steps - hp->warmup;
+    double progress = span > 0 ? (double)(s - hp->warmup) / span : 1.0;
+    if (progress > 1) progress = 1;
+    return hp->lr_min + 0.5 * (1 + cos(M_PI * progress)) * ((double)hp->lr - hp->lr_min);
+}
+
+uint64_t sm_train_hash(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The i-th output of the splitmix64 sequence seeded with seed. */
+static uint64_t splitmix(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+sm_status sm_train_check(const sm_config *c, const sm_train_hparams *hp, sm_error *err) {
+    if (c->arch != SM_ARCH_GPT2 || c->n_vocab != 256 || c->tokenizer != SM_TOKENIZER_BYTE)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "train makes gpt2 models with the byte vocabulary");
+    if (c->activation != SM_ACT_GELU_TANH)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "train supports the gelu_tanh activation only");
+    if (c->n_layer < 1 || c->n_layer > 64)
+        return sm_error_set(err, SM_ERR_INPUT, "--layers %d is outside 1..64", c->n_layer);
+    if (c->n_head < 1 || c->n_embd < 1 || c->n_embd > 4096 || c->n_embd % c->n_head)
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "--embd %d must be 1..4096 and a multiple of --heads %d", c->n_embd,
+                            c->n_head);
+    if (c->n_ctx < 2 || c->n_ctx > 4096)
+        return sm_error_set(err, SM_ERR_INPUT, "--ctx %d is outside 2..4096", c->n_ctx);
+    if (!(c->norm_eps > 0 && c->norm_eps < 1))
+        return sm_error_set(err, SM_ERR_INPUT, "norm_eps must be in (0, 1)");
+    if (hp->batch < 1 || hp->batch > 4096)
+        return sm_error_set(err, SM_ERR_INPUT, "--batch %d is outside 1..4096", hp->batch);
+    if (hp->steps < 0)
+        return sm_error_set(err, SM_ERR_INPUT, "--steps %d is negative", hp->steps);
+    if (hp->warmup < 0)
+        return sm_error_set(err, SM_ERR_INPUT, "--warmup %d is negative", hp->warmup);
+    if (!(hp->lr > 0 && hp->lr <= 10))
+        return sm_error_set(err, SM_ERR_INPUT, "--lr %g must be in (0, 10]", (double)hp->lr);
+    if (!(hp->lr_min >= 0 && hp->lr_min <= hp->lr))
+        return sm_error_set(err, SM_ERR_INPUT, "--lr-min %g must be in [0, --lr]",
+                            (double)hp->lr_min);
+    if (!(hp->weight_decay >= 0 && hp->weight_decay < 100))
+        return sm_error_set(err, SM_ERR_INPUT, "--weight-decay %g must be in [0, 100)",
+                            (double)hp->weight_decay);
+    if (!(hp->grad_clip >= 0 && hp->grad_clip < 1e30f))
+        return sm_error_set(err, SM_ERR_INPUT, "--grad-clip %g must be >= 0 (0 = off)",
+                            (double)hp->grad_clip);
+    if (!(hp->beta1 >= 0 && hp->beta1 < 1 && hp->beta2 >= 0 && hp->beta2 < 1 &&
+          hp->adam_eps > 0 && hp->adam_eps < 1))
+        return sm_error_set(err, SM_ERR_INPUT, "Adam betas must be in [0, 1) and eps in (0, 1)");
+    return SM_OK;
+}
+
+/* ---- parallel building blocks ---------------------------------------- */
+
+typedef struct mm_job {
+    const sm_trainer *t;
+    float *out;
+    const float *x, *w, *bias, *add;
+    size_t T, N, K;
+} mm_job;
+
+static void mm_task(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    size_t rb = (j->T + MM_ROWS - 1) / MM_ROWS, cb = (j->N + MM_COLS - 1) / MM_COLS, i0, i1;
+    sm_pool_split(rb * cb, 1, ith, nth, &i0, &i1);
+    float *scr = j->t->scratch + (size_t)ith * j->t->scratch_floats;
+    for (size_t it = i0; it < i1; it++) {
+        size_t r0 = it / cb * MM_ROWS, c0 = it % cb * MM_COLS;
+        size_t rows = j->T - r0 < MM_ROWS ? j->T - r0 : MM_ROWS;
+        size_t c1 = c0 + MM_COLS < j->N ? c0 + MM_COLS : j->N;
+        j->t->k->matmul(j->out + r0 * j->N, j->x + r0 * j->K, j->w, j->bias, rows, j->N, j->K, c0,
+                        c1, scr);
+        if (j->add)
+            for (size_t r = r0; r < r0 + rows; r++)
+                for (size_t c = c0; c < c1; c++) j->out[r * j->N + c] += j->add[r * j->N + c];
+    }
+}
+
+/* out (T, N) = x (T, K) . w (N, K)^T (+ bias) (+ add, same shape as out). */
+static void mm(const sm_trainer *t, float *out, const float *x, const float *w, const float *bias,
+               const float *add, size_t T, size_t N, size_t K) {
+    mm_job j = {t, out, x, w, bias, add, T, N, K};
+    sm_pool_run(t->pool, mm_task, &j);
+}
+
+typedef struct tr_job {
+    float *out;
+    const float *in;
+    size_t R, C;
+} tr_job;
+
+static void transpose_block(float *out, const float *in, size_t R, size_t C, size_t c0,
+                            size_t c1) {
+    for (size_t rb = 0; rb < R; rb += 32)
+        for (size_t cb = c0; cb < c1; cb += 32) {
+            size_t re = rb + 32 < R ? rb + 32 : R, ce = cb + 32 < c1 ? cb + 32 : c1;
+            for (size_t c = cb; c < ce; c++)
+                for (size_t r = rb; r < re; r++) out[c * R + r] = in[r * C + c];
+        }
+}
+
+static void tr_task(void *arg, int ith, int nth) {
+    const tr_job *j = arg;
+    size_t c0, c1;
+    sm_pool_split(j->C, 32, ith, nth, &c0, &c1);
+    transpose_block(j->out, j->in, j->R, j->C, c0, c1);
+}
+
+/* out (C, R) = in (R, C)^T */
+static void transpose(const sm_trainer *t, float *out, const float *in, size_t R, size_t C) {
+    tr_job j = {out, in, R, C};
+    sm_pool_run(t->pool, tr_task, &j);
+}
+
+/* d_in (BT, K) (+)= d_out (BT, N) . W (N, K); dW (N, K) = d_out^T . in; db = sum of d_out rows. */
+static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, const float *in,
+                            size_t W, size_t b, size_t N, size_t K) {
+    size_t BT = t->B * t->T;
+    if (d_in) {
+        transpose(t, t->wt, t->params + W, N, K);
+        mm(t, d_in, d_out, t->wt, NULL, NULL, BT, K, N);
+    }
+    transpose(t, t->ta, d_out, BT, N);
+    transpose(t, t->tb, in, BT, K);
+    mm(t, t->grads + W, t->ta, t->tb, NULL, NULL, N, K, BT);
+    if (b != SM_NO_TENSOR) {
+        /* row sums of d_out^T (N, BT): contiguous, one thread per row block */
+        float *db = t->grads + b;
+        for (size_t n = 0; n < N; n++) {
+            const float *r = t->ta + n * BT;
+            float s = 0;
+            for (size_t i = 0; i < BT; i++) s += r[i];
+            db[n] = s;
+        }
+    }
+}
+
+/* ---- LayerNorm -------------------------------------------------------- */
+
+typedef struct ln_job {
+    const sm_trainer *t;
+    float *out, *mu, *rs;           /* forward outputs */
+    const float *x, *g, *b;         /* input and parameters */
+    const float *dout;              /* backward: gradient of out */
+    float *dx, *dg, *db;            /* backward: dx accumulates unless overwrite */
+    bool overwrite;
+    size_t rows, C;
+    float eps;
+} ln_job;
+
+static void ln_fwd_task(void *arg, int ith, int nth) {
+    const ln_job *j = arg;
+    size_t r0, r1, C = j->C;
+    sm_pool_split(j->rows, 1, ith, nth, &r0, &r1);
+    for (size_t r = r0; r < r1; r++) {
+        const float *x = j->x + r * C;
+        float *o = j->out + r * C;
+        float mean = 0, var = 0;
+        for (size_t i = 0; i < C; i++) mean += x[i];
+        mean /= (float)C;
+        for (size_t i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
+        var /= (float)C;
+        float rs = 1.0f / sqrtf(var + j->eps);
+        for (size_t i = 0; i < C; i++)
+            o[i] = (x[i] - mean) * rs * j->g[i] + (j->b ? j->b[i] : 0.0f);
+        j->mu[r] = mean;
+        j->rs[r] = rs;
+    }
+}
+
+static void ln_bwd_task(void *arg, int ith, int nth) {
+    const ln_job *j = arg;
+    size_t r0, r1, C = j->C;
+    sm_pool_split(j->rows, 1, ith, nth, &r0, &r1);
+    for (size_t r = r0; r < r1; r++) {
+        const float *x = j->x + r * C, *d = j->dout + r * C;
+        float *dx = j->dx + r * C;
+        float mu = j->mu[r], rs = j->rs[r], mdn = 0, mdnx = 0;
+        for (size_t i = 0; i < C; i++) {
+            float dn = d[i] * j->g[i], xh = (x[i] - mu) * rs;
+            mdn += dn;
+            mdnx += dn * xh;
+        }
+        mdn /= (float)C;
+        mdnx /= (float)C;
+        for (size_t i = 0; i < C; i++) {
+            float xh = (x[i] - mu) * rs;
+            float v = rs * (d[i] * j->g[i] - mdn - xh * mdnx);
+            dx[i] = j->overwrite ? v : dx[i] + v;
+        }
+    }
+    /* dg, db: sums over rows, split by columns */
+    size_t c0, c1;
+    sm_pool_split(C, 16, ith, nth, &c0, &c1);
+    for (size_t i = c0; i < c1; i++) j->dg[i] = 0;
+    if (j->db)
+        for (size_t i = c0; i < c1; i++) j->db[i] = 0;
+    for (size_t r = 0; r < j->rows; r++) {
+        const float *x = j->x + r * C, *d = j->dout + r * C;
+        float mu = j->mu[r], rs = j->rs[r];
+        for (size_t i = c0; i < c1; i++) {
+            j->dg[i] += d[i] * (x[i] - mu) * rs;
+            if (j->db) j->db[i] += d[i];
+        }
+    }
+}
+
+static float *P(const sm_trainer *t, size_t off) {
+    return off == SM_NO_TENSOR ? NULL : t->params + off;
+}
+static float *G(const sm_trainer *t, size_t off) {
+    return off == SM_NO_TENSOR ? NULL : t->grads + off;
+}
+
+static void layernorm_fwd(const sm_trainer *t, float *out, float *mu, float *rs, const float *x,
+                          size_t g, size_t b) {
+    ln_job j = {.t = t, .out = out, .mu = mu, .rs = rs, .x = x, .g = P(t, g), .b = P(t, b),
+                .rows = t->B * t->T, .C = (size_t)t->cfg.n_embd, .eps = t->cfg.norm_eps};
+    sm_pool_run(t->pool, ln_fwd_task, &j);
+}
+
+static void layernorm_bwd(sm_trainer *t, float *dx, bool overwrite, const float *dout,
+                          const float *x, const float *mu, const float *rs, size_t g, size_t b) {
+    ln_job j = {.t = t, .mu = (float *)mu, .rs = (float *)rs, .x = x, .g = P(t, g),
+                .dout = dout, .dx = dx, .dg = G(t, g), .db = G(t, b), .overwrite = overwrite,
+                .rows = t->B * t->T, .C = (size_t)t->cfg.n_embd, .eps = t->cfg.norm_eps};
+    sm_pool_run(t->pool, ln_bwd_task, &j);
+}
+
+/* ---- attention --------------------------------------------------------- */
+
+/* Per-thread attention scratch, carved from the thread's scratch slice. */
+typedef struct att_scr {
+    float *qh, *kh, *vh, *dyh, *dqh, *dkh, *dvh; /* (T, hs) */
+    float *qt, *kt, *vt, *dyt;                   /* (hs, T) */
+    float *s1, *s2;                              /* (T, T) */
+    float *mm;                                   /* matmul panel scratch */
+} att_scr;
+
+static size_t att_scr_floats(size_t T, size_t hs, size_t mm) {
+    return 11 * T * hs + 2 * T * T + mm + 16 * 14;
+}
+
+static att_scr att_scratch(const sm_trainer *t, int ith) {
+    size_t T = t->T, hs = (size_t)(t->cfg.n_embd / t->cfg.n_head);
+    float *p = t->scratch + (size_t)ith * t->scratch_floats;
+    att_scr a;
+    float **slots[] = {&a.qh, &a.kh, &a.vh, &a.dyh, &a.dqh, &a.dkh, &a.dvh,
+                       &a.qt, &a.kt, &a.vt, &a.dyt};
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        *slots[i] = p;
+        p += (T * hs + 15) & ~(size_t)15;
+    }
+    a.s1 = p;
+    p += (T * T + 15) & ~(size_t)15;
+    a.s2 = p;
+    p += (T * T + 15) & ~(size_t)15;
+    a.mm = p;
+    return a;
+}
+
+typedef struct att_job {
+    sm_trainer *t;
+    int l;
+} att_job;
+
+/* Copies head h of sequence b out of a (BT, stride) matrix at column col into (T, hs). */
+static void gather(float *dst, const float *src, size_t b, size_t T, size_t stride, size_t col,
+                   size_t hs) {
+    for (size_t i = 0; i < T; i++) memcpy(dst + i * hs, src + (b * T + i) * stride + col, hs * 4);
+}
+
+static void scatter(float *dst, const float *src, size_t b, size_t T, size_t stride, size_t col,
+                    size_t hs) {
+    for (size_t i = 0; i < T; i++) memcpy(dst + (b * T + i) * stride + col, src + i * hs, hs * 4);
+}
+
+static void att_fwd_task(void *arg, int ith, int nth) {
+    const att_job *j = arg;
+    const sm_trainer *t = j->t;
+    const train_acts *A = &t->acts[j->l];
+    size_t T = t->T, C = (size_t)t->cfg.n_embd, H = (size_t)t->cfg.n_head, hs = C / H;
+    float scale = 1.0f / sqrtf((float)hs);
+    att_scr s = att_scratch(t, ith);
+    size_t i0, i1;
+    sm_pool_split(t->B * H, 1, ith, nth, &i0, &i1);
+    for (size_t it = i0; it < i1; it++) {
+        size_t b = it / H, h = it % H;
+        float *p = A->probs + it * T * T;
+        gather(s.qh, A->qkv, b, T, 3 * C, h * hs, hs);
+        gather(s.kh, A->qkv, b, T, 3 * C, C + h * hs, hs);
+        gather(s.vh, A->qkv, b, T, 3 * C, 2 * C + h * hs, hs);
+        t->k->matmul(p, s.qh, s.kh, NULL, T, T, hs, 0, T, s.mm);
+        for (size_t i = 0; i < T; i++) {
+            float *row = p + i * T;
+            for (size_t k = 0; k <= i; k++) row[k] *= scale;
+            t->k->softmax(row, i + 1);
+            memset(row + i + 1, 0, (T - i - 1) * sizeof(float));
+        }
+        transpose_block(s.vt, s.vh, T, hs, 0, hs);
+        t->k->matmul(s.dqh, p, s.vt, NULL, T, hs, T, 0, hs, s.mm);
+        scatter(A->atty, s.dqh, b, T, C, h * hs, hs);
+    }
+}
+
+static void att_bwd_task(void *arg, int ith, int nth) {
+    const att_job *j = arg;
+    sm_trainer *t = j->t;
+    const train_acts *A = &t->acts[j->l];
+    size_t T = t->T, C = (size_t)t->cfg.n_embd, H = (size_t)t->cfg.n_head, hs = C / H;
+    float scale = 1.0f / sqrtf((float)hs);
+    att_scr s = att_scratch(t, ith);
+    size_t i0, i1;
+    sm_pool_split(t->B * H, 1, ith, nth, &i0, &i1);
+    for (size_t it = i0; it < i1; it++) {
+        size_t b = it / H, h = it % H;
+        const float *p = A->probs + it * T * T;
+        gather(s.qh, A->qkv, b, T, 3 * C, h * hs, hs);
+        gather(s.kh, A->qkv, b, T, 3 * C, C + h * hs, hs);
+        gather(s.vh, A->qkv, b, T, 3 * C, 2 * C + h * hs, hs);
+        gather(s.dyh, t->datty, b, T, C, h * hs, hs);
+        /* dP = dY . V^T, then through the softmax (scale folded in) */
+        float *ds = s.s1;
+        t->k->matmul(ds, s.dyh, s.vh, NULL, T, T, hs, 0, T, s.mm);
+        for (size_t i = 0; i < T; i++) {
+            const float *pr = p + i * T;
+            float *dr = ds + i * T, dot = 0;
+            for (size_t k = 0; k <= i; k++) dot += pr[k] * dr[k];
+            for (size_t k = 0; k <= i; k++) dr[k] = pr[k] * (dr[k] - dot) * scale;
+            memset(dr + i + 1, 0, (T - i - 1) * sizeof(float));
+        }
+        /* dV = P^T . dY */
+        transpose_block(s.s2, p, T, T, 0, T);
+        transpose_block(s.dyt, s.dyh, T, hs, 0, hs);
+        t->k->matmul(s.dvh, s.s2, s.dyt, NULL, T, hs, T, 0, hs, s.mm);
+        /* dQ = dS . K */
+        transpose_block(s.kt, s.kh, T, hs, 0, hs);
+        t->k->matmul(s.dqh, ds, s.kt, NULL, T, hs, T, 0, hs, s.mm);
+        /* dK = dS^T . Q */
+        transpose_block(s.s2, ds, T, T, 0, T);
+        transpose_block(s.qt, s.qh, T, hs, 0, hs);
+        t->k->matmul(s.dkh, s.s2, s.qt, NULL, T, hs, T, 0, hs, s.mm);
+        scatter(t->dqkv, s.dqh, b, T, 3 * C, h * hs, hs);
+        scatter(t->dqkv, s.dkh, b, T, 3 * C, C + h * hs, hs);
+        scatter(t->dqkv, s.dvh, b, T, 3 * C, 2 * C + h * hs, hs);
+    }
+}
+
+/* ---- element-wise and row-wise steps ----------------------------------- */
+
+typedef struct row_job {
+    sm_trainer *t;
+    int l;
+    bool backward; /* loss: also write d_logits */
+} row_job;
+
+static void embed_task(void *arg, int ith, int nth) {
+    const row_job *j = arg;
+    const sm_trainer *t = j->t;
+    size_t C = (size_t)t->cfg.n_embd, r0, r1;
+    sm_pool_split(t->B * t->T, 1, ith, nth, &r0, &r1);
+    for (size_t r = r0; r < r1; r++) {
+        const float *te = t->params + t->wte + (size_t)t->tokens[r] * C;
+        const float *pe = t->params + t->wpe + (r % t->T) * C;
+        float *x = t->res + r * C;
+        for (size_t i = 0; i < C; i++) x[i] = te[i] + pe[i];
+    }
+}
+
+static void gelu_fwd_task(void *arg, int ith, int nth) {
+    const row_job *j = arg;
+    const train_acts *A = &j->t->acts[j->l];
+    size_t n = 4 * (size_t)j->t->cfg.n_embd, r0, r1;
+    sm_pool_split(j->t->B * j->t->T, 1, ith, nth, &r0, &r1);
+    memcpy(A->fchg + r0 * n, A->fch + r0 * n, (r1 - r0) * n * sizeof(float));
+    j->t->k->gelu_tanh(A->fchg + r0 * n, (r1 - r0) * n);
+}
+
+/* dfch = dfch * gelu'(fch), with tanh from the vectorized exp. */
+static void gelu_bwd_task(void *arg, int ith, int nth) {
+    const row_job *j = arg;
+    const sm_trainer *t = j->t;
+    const train_acts *A = &t->acts[j->l];
+    size_t n = 4 * (size_t)t->cfg.n_embd, r0, r1;
+    float *u = t->scratch + (size_t)ith * t->scratch_floats, *e = u + n;
+    sm_pool_split(t->B * t->T, 1, ith, nth, &r0, &r1);
+    for (size_t r = r0; r < r1; r++) {
+        const float *x = A->fch + r * n;
+        float *d = t->dfch + r * n;
+        for (size_t i = 0; i < n; i++) {
+            float v = 2 * GELU_S * (x[i] + GELU_K * x[i] * x[i] * x[i]);
+            u[i] = v > 40 ? 40 : v < -40 ? -40 : v;
+        }
+        t->k->exp(e, u, n);
+        for (size_t i = 0; i < n; i++) {
+            float th = 1 - 2 / (e[i] + 1), xi = x[i];
+            float g = 0.5f * (1 + th) +
+                      0.5f * xi * (1 - th * th) * GELU_S * (1 + 3 * GELU_K * xi * xi);
+            d[i] *= g;
+        }
+    }
+}
+
+/* Softmax cross-entropy per row; with backward, logits become d_logits. */
+static void loss_task(void *arg, int ith, int nth) {
+    const row_job *j = arg;
+    sm_trainer *t = j->t;
+    size_t V = (size_t)t->cfg.n_vocab, BT = t->B * t->T, r0, r1;
+    float *e = t->scratch + (size_t)ith * t->scratch_floats;
+    sm_pool_split(BT, 1, ith, nth, &r0, &r1);
+    for (size_t r = r0; r < r1; r++) {
+        float *x = t->logits + r * V;
+        float mx = x[0];
+        for (size_t i = 1; i < V; i++) mx = x[i] > mx ? x[i] : mx;
+        for (size_t i = 0; i < V; i++) x[i] -= mx;
+        t->k->exp(e, x, V);
+        float sum = 0;
+        for (size_t i = 0; i < V; i++) sum += e[i];
+        int y = t->targets[r];
+        t->losses[r] = logf(sum) - x[y];
+        if (j->backward) {
+            float inv = 1.0f / (sum * (float)BT);
+            for (size_t i = 0; i < V; i++) x[i] = e[i] * inv;
+            x[y] -= 1.0f / (float)BT;
+        }
+    }
+}
+
+static void embed_bwd_task(void *arg, int ith, int nth) {
+    const row_job *j = arg;
+    sm_trainer *t = j->t;
+    size_t C = (size_t)t->cfg.n_embd, V = (size_t)t->cfg.n_vocab, BT = t->B * t->T;
+    size_t v0, v1, p0, p1;
+    /* token rows: each thread owns a range of ids, so no two add to one row */
+    sm_pool_split(V, 1, ith, nth, &v0, &v1);
+    float *gw = t->grads + t->wte;
+    if (!t->cfg.tied_output) memset(gw + v0 * C, 0, (v1 - v0) * C * sizeof(float));
+    for (size_t r = 0; r < BT; r++) {
+        size_t id = (size_t)t->tokens[r];
+        if (id < v0 || id >= v1) continue;
+        const float *d = t->dres + r * C;
+        float *g = gw + id * C;
+        for (size_t i = 0; i < C; i++) g[i] += d[i];
+    }
+    sm_pool_split(t->T, 1, ith, nth, &p0, &p1);
+    float *gp = t->grads + t->wpe;
+    for (size_t p = p0; p < p1; p++) {
+        float *g = gp + p * C;
+        memset(g, 0, C * sizeof(float));
+        for (size_t b = 0; b < t->B; b++) {
+            const float *d = t->dres + (b * t->T + p) * C;
+            for (size_t i = 0; i < C; i++) g[i] += d[i];
+        }
+    }
+}
+
+/* ---- forward and backward ---------------------------------------------- */
+
+static double forward(sm_trainer *t, bool backward) {
+    const sm_config *c = &t->cfg;
+    size_t C = (size_t)c->n_embd, BT = t->B * t->T, V = (size_t)c->n_vocab;
+    row_job rj = {t, 0, backward};
+    sm_pool_run(t->pool, embed_task, &rj);
+    for (int l = 0; l < c->n_layer; l++) {
+        const train_layer *L = &t->layers[l];
+        train_acts *A = &t->acts[l];
+        float *x = t->res + (size_t)l * BT * C;
+        layernorm_fwd(t, A->ln1, A->ln1_mu, A->ln1_rs, x, L->ln1_g, L->ln1_b);
+        mm(t, A->qkv, A->ln1, P(t, L->qkv_w), P(t, L->qkv_b), NULL, BT, 3 * C, C);
+        att_job aj = {t, l};
+        sm_pool_run(t->pool, att_fwd_task, &aj);
+        mm(t, A->resm, A->atty, P(t, L->proj_w), P(t, L->proj_b), x, BT, C, C);
+        layernorm_fwd(t, A->ln2, A->ln2_mu, A->ln2_rs, A->resm, L->ln2_g, L->ln2_b);
+        mm(t, A->fch, A->ln2, P(t, L->up_w), P(t, L->up_b), NULL, BT, 4 * C, C);
+        rj.l = l;
+        sm_pool_run(t->pool, gelu_fwd_task, &rj);
+        mm(t, x + BT * C, A->fchg, P(t, L->down_w), P(t, L->down_b), A->resm, BT, C, 4 * C);
+    }
+    float *xl = t->res + (size_t)c->n_layer * BT * C;
+    layernorm_fwd(t, t->lnf, t->lnf_mu, t->lnf_rs, xl, t->lnf_g, t->lnf_b);
+    mm(t, t->logits, t->lnf, t->params + t->out_w, NULL, NULL, BT, V, C);
+    sm_pool_run(t->pool, loss_task, &rj);
+    double sum = 0;
+    for (size_t r = 0; r < BT; r++) sum += t->losses[r];
+    return sum / (double)BT;
+}
+
+static void backward(sm_trainer *t) {
+    const sm_config *c = &t->cfg;
+    size_t C = (size_t)c->n_embd, BT = t->B * t->T, V = (size_t)c->n_vocab;
+    /* output layer: its weight gradient lands in wte's when tied; the
+       embedding scatter adds to it at the end */
+    linear_backward(t, t->dln, t->logits, t->lnf, t->out_w, SM_NO_TENSOR, V, C);
+    float *xl = t->res + (size_t)c->n_layer * BT * C;
+    layernorm_bwd(t, t->dres, true, t->dln, xl, t->lnf_mu, t->lnf_rs, t->lnf_g, t->lnf_b);
+    for (int l = c->n_layer - 1; l >= 0; l--) {
+        const train_layer *L = &t->layers[l];
+        train_acts *A = &t->acts[l];
+        float *x = t->res + (size_t)l * BT * C;
+        row_job rj = {t, l, true};
+        /* MLP */
+        linear_backward(t, t->dfch, t->dres, A->fchg, L->down_w, L->down_b, C, 4 * C);
+        sm_pool_run(t->pool, gelu_bwd_task, &rj);
+        linear_backward(t, t->dln, t->dfch, A->ln2, L->up_w, L->up_b, 4 * C, C);
+        layernorm_bwd(t, t->dres, false, t->dln, A->resm, A->ln2_mu, A->ln2_rs, L->ln2_g,
+                      L->ln2_b);
+        /* attention */
+        linear_backward(t, t->datty, t->dres, A->atty, L->proj_w, L->proj_b, C, C);
+        att_job aj = {t, l};
+        sm_pool_run(t->pool, att_bwd_task, &aj);
+        linear_backward(t, t->dln, t->dqkv, A->ln1, L->qkv_w, L->qkv_b, 3 * C, C);
+        layernorm_bwd(t, t->dres, false, t->dln, x, A->ln1_mu, A->ln1_rs, L->ln1_g, L->ln1_b);
+    }
+    row_job rj = {t, 0, true};
+    sm_pool_run(t->pool, embed_bwd_task, &rj);
+}
+
+/* ---- AdamW -------------------------------------------------------------- */
+
+typedef struct adam_job {
+    sm_trainer *t;
+    double lr, norm;
+    float clip;
+} adam_job;
+
+static void adam_task(void *arg, int ith, int nth) {
+    adam_job *j = arg;
+    sm_trainer *t = j->t;
+    const sm_train_hparams *hp = &t->hp;
+    size_t c0, c1;
+    sm_pool_split(t->n_chunks, 1, ith, nth, &c0, &c1);
+    for (size_t ch = c0; ch < c1; ch++) {
+        size_t a = ch * NORM_CHUNK, e = a + NORM_CHUNK < t->n_floats ? a + NORM_CHUNK : t->n_floats;
+        double s = 0;
+        for (size_t i = a; i < e; i++) s += (double)t->grads[i] * t->grads[i];
+        t->norm_part[ch] = s;
+    }
+    sm_pool_barrier(t->pool);
+    if (ith == 0) {
+        double s = 0;
+        for (size_t ch = 0; ch < t->n_chunks; ch++) s += t->norm_part[ch];
+        j->norm = sqrt(s);
+        double coef = hp->grad_clip > 0 ? hp->grad_clip / (j->norm + 1e-6) : 1.0;
+        j->clip = (float)(coef < 1 ? coef : 1.0);
+    }
+    sm_pool_barrier(t->pool);
+    int step = t->step + 1;
+    float lr = (float)j->lr, b1 = hp->beta1, b2 = hp->beta2;
+    float bc1 = (float)(1 - pow(hp->beta1, step));
+    float bc2s = (float)sqrt(1 - pow(hp->beta2, step));
+    float step_size = lr / bc1, clip = j->clip;
+    for (size_t ti = 0; ti < t->cfg.n_tensors; ti++) {
+        size_t n = t->cfg.tensors[ti].nbytes / sizeof(float), i0, i1;
+        sm_pool_split(n, 16, ith, nth, &i0, &i1);
+        float *p = t->params + t->offset[ti], *g = t->grads + t->offset[ti];
+        float *m = t->m + t->offset[ti], *v = t->v + t->offset[ti];
+        float decay = t->decay[ti] ? 1 - lr * hp->weight_decay : 1.0f;
+        for (size_t i = i0; i < i1; i++) {
+            float gi = g[i] * clip;
+            p[i] *= decay;
+            m[i] = m[i] * b1 + gi * (1 - b1);
+            v[i] = v[i] * b2 + gi * gi * (1 - b2);
+            p[i] -= step_size * m[i] / (sqrtf(v[i]) / bc2s + hp->adam_eps);
+        }
+    }
+}
+
+/* ---- batches and the public API ---------------------------------------- */
+
+static void load_batch(sm_trainer *t, int step) {
+    size_t span = t->n_train - t->T;
+    for (size_t b = 0; b < t->B; b++) {
+        size_t off = (size_t)(splitmix(t->hp.seed, (uint64_t)step * t->B + b) % span);
+        for (size_t i = 0; i < t->T; i++) {
+            t->tokens[b * t->T + i] = t->text[off + i];
+            t->targets[b * t->T + i] = t->text[off + i + 1];
+        }
+    }
+}
+
+sm_status sm_trainer_step(sm_trainer *t, sm_train_stats *stats, sm_error *err) {
+    if (t->step >= t->hp.steps)
+        return sm_error_set(err, SM_ERR_INPUT, "all %d steps are done", t->hp.steps);
+    load_batch(t, t->step);
+    double loss = forward(t, true);
+    if (!isfinite(loss))
+        return sm_error_set(err, SM_ERR_RUNTIME,
+                            "loss is not finite at step %d; lower --lr or raise --grad-clip",
+                            t->step + 1);
+    backward(t);
+    adam_job j = {t, sm_train_lr(&t->hp, t->step), 0, 1};
+    sm_pool_run(t->pool, adam_task, &j);
+    t->step++;
+    stats->step = t->step;
+    stats->loss = loss;
+    stats->grad_norm = j.norm;
+    stats->lr = j.lr;
+    return SM_OK;
+}
+
+double sm_trainer_eval(sm_trainer *t, int n_seq) {
+    if (t->n_val < t->T + 1 || n_seq < 1) return -1;
+    const uint8_t *val = t->text + t->n_train;
+    size_t span = t->n_val - t->T - 1;
+    double sum = 0;
+    int done = 0;
+    while (done < n_seq) {
+        for (size_t b = 0; b < t->B; b++) {
+            size_t k = (size_t)done + b < (size_t)n_seq ? (size_t)done + b : (size_t)n_seq - 1;
+            size_t off = n_seq > 1 ? span * k / (size_t)(n_seq - 1) : 0;
+            for (size_t i = 0; i < t->T; i++) {
+                t->tokens[b * t->T + i] = val[off + i];
+                t->targets[b * t->T + i] = val[off + i + 1];
+            }
+        }
+        forward(t, false);
+        size_t use = (size_t)(n_seq - done) < t->B ? (size_t)(n_seq - done) : t->B;
+        for (size_t r = 0; r < use * t->T; r++) sum += t->losses[r];
+        done += (int)use;
+    }
+    return sum / ((double)n_seq * (double)t->T);
+}
+
+sm_status sm_trainer_grad(sm_trainer *t, const int32_t *tokens, const int32_t *targets,
+                          double *loss, sm_error *err) {
+    size_t BT = t->B * t->T;
+    for (size_t i = 0; i < BT; i++) {
+        if (tokens[i] < 0 || tokens[i] >= t->cfg.n_vocab || targets[i] < 0 ||
+            targets[i] >= t->cfg.n_vocab)
+            return sm_error_set(err, SM_ERR_INPUT, "token %zu is outside the vocabulary", i);
+        t->tokens[i] = tokens[i];
+        t->targets[i] = targets[i];
+    }
+    *loss = forward(t, true);
+    backward(t);
+    return SM_OK;
+}
+
+float *sm_trainer_tensor(sm_trainer *t, const char *name, bool grad, size_t *n) {
+    for (size_t i = 0; i < t->cfg.n_tensors; i++)
+        if (strcmp(t->cfg.tensors[i].name, name) == 0) {
+            *n = t->cfg.tensors[i].nbytes / sizeof(float);
+            return (grad ? t->grads : t->params) + t->offset[i];
+        }
+    return NULL;
+}
+
+size_t sm_trainer_arena_bytes(const sm_trainer *t) {
+    return t->arena.size;
+}
+size_t sm_trainer_params(const sm_trainer *t) {
+    return t->n_params;
+}
+int sm_trainer_step_index(const sm_trainer *t) {
+    return t->step;
+}
+const sm_config *sm_trainer_shape(const sm_trainer *t) {
+    return &t->cfg;
+}
+const sm_train_hparams *sm_trainer_hparams(const sm_trainer *t) {
+    return &t->hp;
+}
+
+/* ---- layout and creation ----------------------------------------------- */
+
+/* Appends a tensor to the manifest; returns its offset in floats. */
+static size_t add_tensor(sm_trainer *t, size_t *at, const char *name, int64_t d0, int64_t d1,
+                         bool decay) {
+    size_t i = t->cfg.n_tensors++;
+    sm_tensor_desc *d = &t->cfg.tensors[i];
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->dtype = SM_DTYPE_F32;
+    d->ndim = d1 ? 2 : 1;
+    d->shape[0] = d0;
+    d->shape[1] = d1;
+    size_t n = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    d->nbytes = n * sizeof(float);
+    d->file = 0;
+    *at = (*at + 15) & ~(size_t)15; /* 64-byte aligned in the file as in memory */
+    d->offset = 64 + *at * sizeof(float);
+    t->offset[i] = *at;
+    t->decay[i] = decay;
+    t->n_params += n;
+    size_t off = *at;
+    *at += n;
+    return off;
+}
+
+static void layout(sm_trainer *t) {
+    const sm_config *c = &t->cfg;
+    int64_t C = c->n_embd, V = c->n_vocab;
+    size_t at = 0;
+    char nm[SM_NAME_MAX];
+    t->cfg.n_tensors = 0;
+    t->n_params = 0;
+    t->wte = add_tensor(t, &at, "tok_embd", V, C, true);
+    t->wpe = add_tensor(t, &at, "pos_embd", c->n_ctx, C, true);
+    for (int l = 0; l < c->n_layer; l++) {
+        train_layer *L = &t->layers[l];
+#define T_(field, suffix, d0, d1, decay, is_bias)                                        \
+    do {                                                                               \
+        snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix);                              \
+        L->field = (is_bias && !c->bias) ? SM_NO_TENSOR : add_tensor(t, &at, nm, d0, d1, decay); \
+    } while (0)
+        T_(ln1_g, "ln1.weight", C, 0, false, false);
+        T_(ln1_b, "ln1.bias", C, 0, false, true);
+        T_(qkv_w, "attn_qkv.weight", 3 * C, C, true, false);
+        T_(qkv_b, "attn_qkv.bias", 3 * C, 0, false, true);
+        T_(proj_w, "attn_out.weight", C, C, true, false);
+        T_(proj_b, "attn_out.bias", C, 0, false, true);
+        T_(ln2_g, "ln2.weight", C, 0, false, false);
+        T_(ln2_b, "ln2.bias", C, 0, false, true);
+        T_(up_w, "mlp_up.weight", 4 * C, C, true, false);
+        T_(up_b, "mlp_up.bias", 4 * C, 0, false, true);
+        T_(down_w, "mlp_down.weight", C, 4 * C, true, false);
+        T_(down_b, "mlp_down.bias", C, 0, false, true);
+#undef T_
+    }
+    t->lnf_g = add_tensor(t, &at, "ln_f.weight", C, 0, false);
+    t->lnf_b = c->bias ? add_tensor(t, &at, "ln_f.bias", C, 0, false) : SM_NO_TENSOR;
+    t->out_w = c->tied_output ? t->wte : add_tensor(t, &at, "output.weight", V, C, true);
+    t->n_floats = at;
+}
+
+/* Carves every buffer; on a measuring arena only adds up sizes. */
+static void carve(sm_trainer *t, sm_arena *a) {
+    const sm_config *c = &t->cfg;
+    size_t C = (size_t)c->n_embd, BT = t->B * t->T, L = (size_t)c->n_layer;
+    size_t H = (size_t)c->n_head, V = (size_t)c->n_vocab, hs = C / H;
+    t->params = sm_arena_alloc(a, t->n_floats, 4);
+    t->grads = sm_arena_alloc(a, t->n_floats, 4);
+    t->m = sm_arena_alloc(a, t->n_floats, 4);
+    t->v = sm_arena_alloc(a, t->n_floats, 4);
+    t->n_chunks = (t->n_floats + NORM_CHUNK - 1) / NORM_CHUNK;
+    t->norm_part = sm_arena_alloc(a, t->n_chunks, sizeof(double));
+    t->tokens = sm_arena_alloc(a, BT, sizeof(int32_t));
+    t->targets = sm_arena_alloc(a, BT, sizeof(int32_t));
+    t->res = sm_arena_alloc(a, (L + 1) * BT * C, 4);
+    for (size_t l = 0; l < L; l++) {
+        train_acts *A = &t->acts[l];
+        A->ln1 = sm_arena_alloc(a, BT * C, 4);
+        A->ln1_mu = sm_arena_alloc(a, BT, 4);
+        A->ln1_rs = sm_arena_alloc(a, BT, 4);
+        A->qkv = sm_arena_alloc(a, BT * 3 * C, 4);
+        A->probs = sm_arena_alloc(a, t->B * H * t->T * t->T, 4);
+        A->atty = sm_arena_alloc(a, BT * C, 4);
+        A->resm = sm_arena_alloc(a, BT * C, 4);
+        A->ln2 = sm_arena_alloc(a, BT * C, 4);
+        A->ln2_mu = sm_arena_alloc(a, BT, 4);
+        A->ln2_rs = sm_arena_alloc(a, BT, 4);
+        A->fch = sm_arena_alloc(a, BT * 4 * C, 4);
+        A->fchg = sm_arena_alloc(a, BT * 4 * C, 4);
+    }
+    t->lnf = sm_arena_alloc(a, BT * C, 4);
+    t->lnf_mu = sm_arena_alloc(a, BT, 4);
+    t->lnf_rs = sm_arena_alloc(a, BT, 4);
+    t->logits = sm_arena_alloc(a, BT * V, 4);
+    t->losses = sm_arena_alloc(a, BT, 4);
+    t->dres = sm_arena_alloc(a, BT * C, 4);
+    t->dln = sm_arena_alloc(a, BT * C, 4);
+    t->datty = sm_arena_alloc(a, BT * C, 4);
+    t->dqkv = sm_arena_alloc(a, BT * 3 * C, 4);
+    t->dfch = sm_arena_alloc(a, BT * 4 * C, 4);
+    size_t wide = 4 * C > V ? 4 * C : V;
+    t->ta = sm_arena_alloc(a, wide * BT, 4);
+    t->tb = sm_arena_alloc(a, wide * BT, 4);
+    t->wt = sm_arena_alloc(a, wide * C, 4);
+    size_t per = att_scr_floats(t->T, hs, t->k->matmul_scratch);
+    size_t rows = 2 * 4 * C; /* GELU backward: two rows of 4C */
+    if (rows > per) per = rows;
+    if (V > per) per = V;
+    t->scratch_floats = (per + 15) & ~(size_t)15;
+    t->scratch = sm_arena_alloc(a, (size_t)t->nth * t->scratch_floats, 4);
+}
+
+static double gauss(uint64_t seed, uint64_t i) {
+    double u1 = ((double)(splitmix(seed, 2 * i) >> 11) + 1) / 9007199254740993.0;
+    double u2 = (double)(splitmix(seed, 2 * i + 1) >> 11) / 9007199254740992.0;
+    return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+}
+
+static void init_weights(sm_trainer *t) {
+    uint64_t seed = t->hp.seed ^ 0x5eed5eed5eed5eedull, k = 0;
+    float resid = 0.02f / sqrtf(2.0f * (float)t->cfg.n_layer);
+    memset(t->params, 0, t->n_floats * sizeof(float));
+    for (size_t i = 0; i < t->cfg.n_tensors; i++) {
+        const sm_tensor_desc *d = &t->cfg.tensors[i];
+        float *p = t->params + t->offset[i];
+        size_t n = d->nbytes / sizeof(float);
+        const char *dot = strrchr(d->name, '.');
+        bool norm = strstr(d->name, "ln") && dot && strcmp(dot, ".weight") == 0;
+        bool bias = dot && strcmp(dot, ".bias") == 0;
+        if (norm) {
+            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+        } else if (!bias) {
+            bool res = strstr(d->name, "attn_out") || strstr(d->name, "mlp_down");
+            float sd = res ? resid : 0.02f;
+            for (size_t j = 0; j < n; j++) p[j] = (float)(sd * gauss(seed, k++));
+        }
+    }
+}
+
+sm_status sm_trainer_create(sm_trainer **out, const sm_config *shape, const sm_train_hparams *hp,
+                            const uint8_t *text, size_t n_train, size_t n_val,
+                            const sm_kernels *k, sm_pool *pool, sm_error *err) {
+    *out = NULL;
+    sm_status st = sm_train_check(shape, hp, err);
+    if (st) return st;
+    if (n_train < (size_t)shape->n_ctx + 2)
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "the training text has %zu bytes; it needs more than the context "
+                            "(%d) plus 1",
+                            n_train, shape->n_ctx);
+    sm_trainer *t = calloc(1, sizeof *t);
+    if (!t) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    t->cfg = *shape;
+    t->cfg.n_vocab = 256;
+    t->cfg.n_files = 1;
+    snprintf(t->cfg.files[0], SM_FILE_NAME_MAX, "model.bin");
+    size_t max_tensors = 4 + 12 * (size_t)shape->n_layer + 2;
+    t->cfg.tensors = calloc(max_tensors, sizeof *t->cfg.tensors);
+    t->offset = calloc(max_tensors, sizeof *t->offset);
+    t->decay = calloc(max_tensors, sizeof *t->decay);
+    t->layers = calloc((size_t)shape->n_layer, sizeof *t->layers);
+    t->acts = calloc((size_t)shape->n_layer, sizeof *t->acts);
+    if (!t->cfg.tensors || !t->offset || !t->decay || !t->layers || !t->acts) {
+        sm_trainer_free(t);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    t->hp = *hp;
+    t->k = k;
+    t->pool = pool;
+    t->nth = sm_pool_threads(pool);
+    t->text = text;
+    t->n_train = n_train;
+    t->n_val = n_val;
+    t->B = (size_t)hp->batch;
+    t->T = (size_t)shape->n_ctx;
+    layout(t);
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    carve(t, &meas);
+    if (meas.overflow) {
+        sm_trainer_free(t);
+        return sm_error_set(err, SM_ERR_NOMEM, "the training state's size overflows");
+    }
+    if (sm_arena_init(&t->arena, meas.used)) {
+        size_t mib = meas.used >> 20;
+        sm_trainer_free(t);
+        return sm_error_set(err, SM_ERR_NOMEM,
+                            "cannot allocate %zu MiB for training; lower --batch or --ctx", mib);
+    }
+    carve(t, &t->arena);
+    SM_ASSERT(!t->arena.overflow);
+    memset(t->grads, 0, t->n_floats * sizeof(float));
+    memset(t->m, 0, t->n_floats * sizeof(float));
+    memset(t->v, 0, t->n_floats * sizeof(float));
+    init_weights(t);
+    *out = t;
+    return SM_OK;
+}
+
+void sm_trainer_free(sm_trainer *t) {
+    if (!t) return;
+    sm_arena_free(&t->arena);
+    free(t->cfg.tensors);
+    free(t->offset);
+    free(t->decay);
+    free(t->layers);
+    free(t->acts);
+    free(t);
+}

@@ -1,0 +1,66 @@
+/*
+** train_internal.h -- the trainer's struct, shared by train.c and checkpoint.c.
+*/
+#ifndef SM_TRAIN_INTERNAL_H
+#define SM_TRAIN_INTERNAL_H
+
+#include "sm_arena.h"
+#include "sm_train.h"
+
+#define SM_NO_TENSOR ((size_t)-1)
+
+/* Offsets (in floats) of one layer's tensors in the parameter buffer. */
+typedef struct train_layer {
+    size_t ln1_g, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
+    size_t ln2_g, ln2_b, up_w, up_b, down_w, down_b;
+} train_layer;
+
+/* Activations of one layer kept for the backward pass. */
+typedef struct train_acts {
+    float *ln1, *ln1_mu, *ln1_rs; /* (BT, C), (BT), (BT) */
+    float *qkv;                   /* (BT, 3C) */
+    float *probs;                 /* (B, H, T, T) attention weights */
+    float *atty;                  /* (BT, C) */
+    float *resm;                  /* (BT, C) residual after attention */
+    float *ln2, *ln2_mu, *ln2_rs; /* (BT, C), (BT), (BT) */
+    float *fch, *fchg;            /* (BT, 4C) before and after GELU */
+} train_acts;
+
+struct sm_trainer {
+    sm_config cfg; /* shape, and the manifest the parameters are laid out by */
+    sm_train_hparams hp;
+    const sm_kernels *k;
+    sm_pool *pool;
+    int nth;
+    const uint8_t *text;
+    size_t n_train, n_val;
+    int step;
+
+    size_t n_floats;  /* parameter buffer length, alignment padding included */
+    size_t n_params;  /* real parameters */
+    size_t *offset;   /* (n_tensors) start of each tensor in floats */
+    bool *decay;      /* (n_tensors) AdamW weight decay applies */
+    size_t wte, wpe, lnf_g, lnf_b, out_w;
+    train_layer *layers;
+
+    float *params, *grads, *m, *v;
+    double *norm_part; /* (n_chunks) partial squared norms */
+    size_t n_chunks;
+
+    size_t B, T;   /* batch, sequence length (= n_ctx) */
+    int32_t *tokens, *targets; /* (BT) */
+    float *res;    /* (L + 1, BT, C) residual stream at each block input, and the last */
+    train_acts *acts;
+    float *lnf, *lnf_mu, *lnf_rs; /* (BT, C), (BT), (BT) */
+    float *logits; /* (BT, V), probabilities then their gradient after the loss */
+    float *losses; /* (BT) */
+    float *dres, *dln, *datty, *dqkv, *dfch; /* gradients of activations */
+    float *ta, *tb; /* (max(4C, 3C, V), BT) transposed activations */
+    float *wt;      /* the transpose of one weight matrix */
+    float *scratch; /* (nth, scratch_floats) */
+    size_t scratch_floats;
+
+    sm_arena arena;
+};
+
+#endif
