@@ -80,6 +80,9 @@ $(TESTBIN): $(LIB_OBJ) $(TEST_OBJ)
 $(BUILD)/dump_logits: $(BUILD)/tests/tools/dump_logits.o $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/dump_grads: $(BUILD)/tests/tools/dump_grads.o $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/alloc_count.so: tests/tools/alloc_count.c
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
 
@@ -93,7 +96,7 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py
 	@touch $@
 test-models: $(TM)/.done
 
-test: $(BIN) $(TESTBIN) $(BUILD)/dump_logits $(BUILD)/alloc_count.so $(TM)/.done
+test: $(BIN) $(TESTBIN) $(BUILD)/dump_logits $(BUILD)/dump_grads $(BUILD)/alloc_count.so $(TM)/.done
 	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.

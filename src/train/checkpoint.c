@@ -160,12 +160,13 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
     int len = snprintf(info, sizeof info,
                        "{\n \"step\": %d,\n \"steps\": %d,\n \"batch\": %d,\n \"warmup\": %d,\n"
                        " \"lr\": %.9g,\n \"lr_min\": %.9g,\n \"weight_decay\": %.9g,\n"
-                       " \"grad_clip\": %.9g,\n \"beta1\": %.9g,\n \"beta2\": %.9g,\n"
+                       " \"grad_clip\": %.9g,\n \"beta1\": %.9g,\n \"beta2\": %.9g,\n \"adam_eps\": %.9g,\n"
                        " \"seed\": %llu,\n \"train_bytes\": %zu,\n \"val_bytes\": %zu,\n"
                        " \"tokens_seen\": %llu\n}\n",
                        t->step, hp->steps, hp->batch, hp->warmup, (double)hp->lr,
                        (double)hp->lr_min, (double)hp->weight_decay, (double)hp->grad_clip,
-                       (double)hp->beta1, (double)hp->beta2, (unsigned long long)hp->seed,
+                       (double)hp->beta1, (double)hp->beta2, (double)hp->adam_eps,
+                       (unsigned long long)hp->seed,
                        t->n_train, t->n_val,
                        (unsigned long long)t->step * t->B * t->T);
     snprintf(p, sizeof p, "%s/train.json", tmp);
