@@ -6,6 +6,7 @@
 #   make asan       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make warnings   gcc and clang builds with -Werror
 #   make bench      speed figures for docs/performance.md
+#   make model      retrain models/default from scratch (about 40 minutes on 2 cores)
 #
 # Variables: CC, BUILD (output folder), PYTHON (an interpreter with NumPy, if any),
 # ARCH (default: uname -m; ARCH=generic builds the portable scalar kernels only).
@@ -42,7 +43,7 @@ BIN      := $(BUILD)/smallmind
 TESTBIN  := $(BUILD)/test_runner
 DEPSOK   := $(BUILD)/.deps-ok
 
-.PHONY: all run test asan warnings bench clean deps test-models
+.PHONY: all run test asan warnings bench clean deps test-models model
 
 all: $(BIN)
 
@@ -117,6 +118,34 @@ run: $(BIN)
 	  $(PYTHON) scripts/sm_random_model.py --out $(BUILD)/random-seed-model --force --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256 --seed 7 >/dev/null && \
 	  $(BIN) generate -m $(BUILD)/random-seed-model -p "$${PROMPT:-Once upon a time}" -n 200; \
 	fi
+
+# The default model: the King James Bible from Debian (scripts/make_corpus.py),
+# chapters shuffled, the last tenth held out. See models/default/TRAINING.md.
+CORPUS := $(BUILD)/corpus/kjv.txt
+TRAIN_FLAGS := --layers 4 --heads 8 --embd 256 --ctx 256 --batch 16 --steps 4000 --lr 2e-3 \
+  --lr-min 2e-4 --warmup 200 --weight-decay 0.1 --grad-clip 1.0 --val-fraction 0.1 \
+  --eval-every 200 --eval-seqs 128 --checkpoint-every 500 --seed 1337
+$(CORPUS): scripts/make_corpus.py
+	@mkdir -p $(dir $@)
+	@if ! command -v bible >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing bible-kjv (the corpus) with apt-get"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bible-kjv bible-kjv-text >/dev/null || exit 1; \
+	  else \
+	    echo "the corpus needs Debian's bible-kjv: sudo apt-get install bible-kjv" >&2; exit 1; \
+	  fi; \
+	fi
+	$(PYTHON) scripts/make_corpus.py $@
+model: $(BIN) $(CORPUS)
+	rm -rf $(BUILD)/model-default
+	$(BIN) train --data $(CORPUS) --out $(BUILD)/model-default $(TRAIN_FLAGS)
+	mkdir -p models/default
+	cp $(BUILD)/model-default/config.json $(BUILD)/model-default/model.bin \
+	   $(BUILD)/model-default/loss.csv $(BUILD)/model-default/train.json models/default/
+	tail -c $$(( $$(wc -c < $(CORPUS)) / 10 )) $(CORPUS) > $(BUILD)/corpus/heldout.txt
+	$(BIN) score -m models/default -f $(BUILD)/corpus/heldout.txt | tail -1
+	bash scripts/plot_loss.sh models/default/loss.csv docs/training-loss.png \
+	  "models/default: 4 layers, 256 wide, King James Bible"
 
 bench: $(BIN)
 	bash scripts/bench.sh $(BIN)

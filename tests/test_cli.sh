@@ -168,6 +168,56 @@ if [ $rc -eq 0 ] && [ ! -s "$T/err" ]; then ok "-q: no notice when the context f
 run $BIN generate -m $M -p "x" -n 3 --no-mmap --kernels scalar
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--no-mmap --kernels scalar"; else bad "--no-mmap" "rc=$rc $(cat "$T/err")"; fi
 
+# --- train: bad inputs fail with one line, never touching what is not a checkpoint
+for i in $(seq 400); do printf 'In the beginning was the word. '; done >"$T/words.txt"
+SMALL="--layers 1 --heads 2 --embd 16 --ctx 16 --batch 2"
+usage_case "--data FILE is required" $BIN train --out "$T/m"
+usage_case "--out DIR is required" $BIN train --data "$T/words.txt"
+usage_case "--lr expects a number in (0, 10], got '0'" $BIN train --data "$T/words.txt" --out "$T/m" --lr 0
+usage_case "--lr expects a number in (0, 10], got 'nan'" $BIN train --data "$T/words.txt" --out "$T/m" --lr nan
+usage_case "--steps expects a whole number from 0" $BIN train --data "$T/words.txt" --out "$T/m" --steps -1
+usage_case "--batch expects a whole number from 1" $BIN train --data "$T/words.txt" --out "$T/m" --batch 0
+usage_case "--grad-clip expects a number in [0" $BIN train --data "$T/words.txt" --out "$T/m" --grad-clip -1
+usage_case "--weight-decay expects a number" $BIN train --data "$T/words.txt" --out "$T/m" --weight-decay abc
+usage_case "--val-fraction expects a number in [0, 0.5], got '0.9'" $BIN train --data "$T/words.txt" --out "$T/m" --val-fraction 0.9
+usage_case "--embd 100 is not a multiple of --heads 3" $BIN train --data "$T/words.txt" --out "$T/m" --embd 100 --heads 3
+usage_case "--lr-min" $BIN train --data "$T/words.txt" --out "$T/m" --lr 1e-3 --lr-min 1e-2
+usage_case "-m does not apply to 'train'" $BIN train --data "$T/words.txt" --out "$T/m" -m x
+: >"$T/empty.txt"
+fails 1 "train: empty data" "'$T/empty.txt' is empty" $BIN train --data "$T/empty.txt" --out "$T/m"
+fails 1 "train: missing data" "cannot open '$T/nope.txt'" $BIN train --data "$T/nope.txt" --out "$T/m"
+fails 1 "train: data is a directory" "cannot read '$T'" $BIN train --data "$T" --out "$T/m"
+printf 'too short' >"$T/short.txt"
+fails 1 "train: data too short" "leaves 9 bytes for training" $BIN train --data "$T/short.txt" --out "$T/m" $SMALL --val-fraction 0
+fails 1 "train: held-out part too short" "--val-fraction 0.001 holds out 12 bytes" $BIN train --data "$T/words.txt" --out "$T/m" $SMALL --val-fraction 0.001
+mkdir -p "$T/notmodel" && echo keep >"$T/notmodel/precious.txt"
+fails 1 "train: --out is a non-model directory" "is not a smallmind training checkpoint; not overwriting" $BIN train --data "$T/words.txt" --out "$T/notmodel" $SMALL --steps 1
+echo keep >"$T/afile"
+fails 1 "train: --out is a file" "'$T/afile' exists and is not a smallmind training checkpoint" $BIN train --data "$T/words.txt" --out "$T/afile" $SMALL --steps 1
+if [ "$(cat "$T/notmodel/precious.txt")" = keep ] && [ "$(cat "$T/afile")" = keep ]; then ok "train: refused outputs are untouched"; else bad "train overwrote" "precious files changed"; fi
+printf '{"n_layer": 2, "n_heads": 4}' >"$T/shape.json"
+fails 1 "train: --config unknown key" 'unsupported key "n_heads"' $BIN train --data "$T/words.txt" --out "$T/m" --config "$T/shape.json"
+printf '{"n_layer": 2,\n "n_embd": }' >"$T/shape.json"
+fails 1 "train: --config bad JSON" "invalid JSON at line 2" $BIN train --data "$T/words.txt" --out "$T/m" --config "$T/shape.json"
+printf '{"n_layer": 0}' >"$T/shape.json"
+fails 1 "train: --config bad value" '"n_layer" is 0, expected 1 to 1024' $BIN train --data "$T/words.txt" --out "$T/m" --config "$T/shape.json"
+fails 1 "train: --resume of a non-checkpoint" "cannot open '$T/notmodel/optimizer.bin'" $BIN train --data "$T/words.txt" --resume "$T/notmodel"
+run $BIN train --data "$T/words.txt" --out "$T/ck" $SMALL --steps 3 -q
+if [ $rc -eq 0 ] && [ ! -s "$T/err" ] && [ -f "$T/ck/optimizer.bin" ]; then ok "train: a 3-step run, quiet"; else bad "train 3 steps" "rc=$rc $(cat "$T/err")"; fi
+run $BIN generate -m "$T/ck" -p "In" -n 5
+if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 5 ]; then ok "train: its output is a model generate loads"; else bad "generate from trained" "rc=$rc $(cat "$T/err")"; fi
+usage_case "--layers cannot change when resuming" $BIN train --data "$T/words.txt" --resume "$T/ck" --layers 2
+usage_case "--steps 2 is below the checkpoint's step 3" $BIN train --data "$T/words.txt" --resume "$T/ck" --steps 2
+fails 1 "train: --resume with other data" "is not the text checkpoint '$T/ck' was trained on" $BIN train --data "$T/short.txt" --resume "$T/ck"
+cp "$T/ck/optimizer.bin" "$T/opt.bak" && head -c 300 "$T/opt.bak" >"$T/ck/optimizer.bin"
+fails 1 "train: truncated optimizer state" "optimizer.bin: truncated" $BIN train --data "$T/words.txt" --resume "$T/ck" --steps 4
+printf 'SMOPTIMX' | dd of="$T/ck/optimizer.bin" conv=notrunc status=none
+fails 1 "train: optimizer state with a bad magic" "not a smallmind optimizer state" $BIN train --data "$T/words.txt" --resume "$T/ck" --steps 4
+cp "$T/opt.bak" "$T/ck/optimizer.bin"
+run $BIN train --data "$T/words.txt" --resume "$T/ck" --steps 5 -q
+if [ $rc -eq 0 ] && [ "$(tail -1 "$T/ck/loss.csv" | cut -d, -f1)" = 5 ] && [ "$(grep -c . "$T/ck/loss.csv")" -eq 6 ]; then ok "train: --resume continues to step 5"; else bad "resume" "rc=$rc $(cat "$T/err")"; fi
+ls -d "$T"/ck.* >/dev/null 2>&1 && bad "train left temporary directories" "$(ls -d "$T"/ck.*)" || ok "train: no temporary directories left behind"
+
 # --- zero heap allocations per generated token
 if [ -n "${SM_SKIP_ALLOC:-}" ] || [ -z "${SM_ALLOC_SO:-}" ]; then
     skp "allocations per token" "LD_PRELOAD counting is off in this build (sanitizers replace malloc)"
@@ -179,6 +229,13 @@ else
         if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: 16 tokens = 256 tokens ($a) with $t thread(s)"
         else bad "allocations per token ($t threads)" "16 tokens: '$a', 256 tokens: '$b'"; fi
     done
+    for s in 2 12; do
+        SM_ALLOC_OUT=$T/s$s LD_PRELOAD=$SM_ALLOC_SO $BIN train --data "$T/words.txt" --out "$T/al$s" $SMALL \
+            --steps $s --eval-every 0 --checkpoint-every 0 -q -t 2 >/dev/null 2>&1
+    done
+    a=$(cat "$T/s2" 2>/dev/null) b=$(cat "$T/s12" 2>/dev/null)
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: 2 training steps = 12 steps ($a)"
+    else bad "allocations per training step" "2 steps: '$a', 12 steps: '$b'"; fi
 fi
 
 echo "cli: $pass passed, $fail failed, $skip skipped"
