@@ -110,14 +110,12 @@ warnings:
 	$(MAKE) BUILD=build-clang CC=clang CFLAGS="-O2 -Werror" build-clang/smallmind build-clang/test_runner
 
 MODEL ?= models/default
+PROMPT ?= And God said
 run: $(BIN)
-	@if [ -f $(MODEL)/config.json ]; then \
-	  $(BIN) generate -m $(MODEL) -p "$${PROMPT:-Once upon a time}" -n 200; \
-	else \
-	  echo "note: $(MODEL) is not there yet; generating from a random-weight model instead" >&2; \
-	  $(PYTHON) scripts/sm_random_model.py --out $(BUILD)/random-seed-model --force --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256 --seed 7 >/dev/null && \
-	  $(BIN) generate -m $(BUILD)/random-seed-model -p "$${PROMPT:-Once upon a time}" -n 200; \
+	@if [ ! -f $(MODEL)/config.json ]; then \
+	  echo "$(MODEL) is missing (it ships with the repository; 'make model' retrains it)" >&2; exit 1; \
 	fi
+	$(BIN) generate -m $(MODEL) -p "$(PROMPT)" -n 200
 
 # The default model: the King James Bible from Debian (scripts/make_corpus.py),
 # chapters shuffled, the last tenth held out. See models/default/TRAINING.md.

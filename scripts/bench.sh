@@ -19,3 +19,24 @@ for k in avx512 avx2 scalar; do
         echo "$out" | $PY -c 'import json,sys; r=json.load(sys.stdin); print("%-8s %-7d %14.0f %14.0f %12.4f %10.2f" % (r["kernels"], r["threads"], r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["ms_per_token"], r["load_ms"]))'
     done
 done
+
+# Training: tokens/s of `smallmind train` on the default shape (batch 16 x 256
+# tokens), steps 3..8 of a run (the first steps warm the caches), beside the
+# PyTorch script on the same shape and thread count when python3-torch exists.
+TEXT=build/bench-models/train.txt
+if [ ! -f $TEXT ]; then
+    for i in $(seq 3000); do printf 'And the evening and the morning were the %d day. ' $i; done >$TEXT
+fi
+echo
+echo "training, 4 layers, 8 heads, 256 wide, batch 16 x 256 tokens"
+printf '%-24s %-7s %12s\n' program threads "tokens/s"
+for t in 1 2; do
+    rm -rf build/bench-models/train-out
+    $BIN train --data $TEXT --out build/bench-models/train-out --steps 8 --eval-every 0 \
+        --checkpoint-every 0 --val-fraction 0 -t $t -q
+    tps=$(awk -F, 'NR > 3 { s += $6; n++ } END { printf "%.0f", s / n }' build/bench-models/train-out/loss.csv)
+    printf '%-24s %-7d %12s\n' "smallmind train" $t "$tps"
+    if $PY -c 'import torch' 2>/dev/null; then
+        $PY scripts/train_ref.py bench --threads $t --steps 4 | sed 's/^/    /'
+    fi
+done
