@@ -257,7 +257,7 @@ int sm_cli_train(const cli_opts *o) {
                 n_train, n_val, hp.steps, hp.batch, shape.n_ctx, first, k->name, o->threads,
                 sm_trainer_arena_bytes(t) >> 20);
 
-    double t_start = sm_time_now(), tps = 0, last_val = -1, last_loss = 0;
+    double t_start = sm_time_now(), tps = 0, last_val = -1, last_loss = 0, t_shown = 0;
     while (sm_trainer_step_index(t) < hp.steps && !interrupted) {
         double t0 = sm_time_now();
         sm_train_stats s;
@@ -273,7 +273,9 @@ int sm_cli_train(const cli_opts *o) {
             val = last_val = sm_trainer_eval(t, (int)o->eval_seqs);
         double run = sm_time_now() - t_start, elapsed = elapsed0 + run;
         csv_add(&csv, s.step, s.lr, s.loss, val, s.grad_norm, tps, elapsed);
-        if (progress && (tty || s.step % o->log_every == 0 || val >= 0 || s.step == hp.steps)) {
+        bool show = tty ? run - t_shown >= 0.1 : s.step % o->log_every == 0;
+        if (progress && (show || val >= 0 || s.step == hp.steps)) {
+            t_shown = run;
             char el[32], eta[32], vs[48] = "";
             fmt_time(el, sizeof el, elapsed);
             fmt_time(eta, sizeof eta, run / (s.step - first) * (hp.steps - s.step));

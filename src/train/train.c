@@ -312,6 +312,7 @@ static att_scr att_scratch(const sm_trainer *t, int ith) {
 typedef struct att_job {
     sm_trainer *t;
     int l;
+    bool backward;
 } att_job;
 
 /* Copies head h of sequence b out of a (BT, stride) matrix at column col into (T, hs). */
@@ -325,35 +326,55 @@ static void scatter(float *dst, const float *src, size_t b, size_t T, size_t str
     for (size_t i = 0; i < T; i++) memcpy(dst + (b * T + i) * stride + col, src + i * hs, hs * 4);
 }
 
-static void att_fwd_task(void *arg, int ith, int nth) {
-    const att_job *j = arg;
-    const sm_trainer *t = j->t;
-    const train_acts *A = &t->acts[j->l];
-    size_t T = t->T, C = (size_t)t->cfg.n_embd, H = (size_t)t->cfg.n_head, hs = C / H;
-    float scale = 1.0f / sqrtf((float)hs);
-    att_scr s = att_scratch(t, ith);
-    size_t i0, i1;
-    sm_pool_split(t->B * H, 1, ith, nth, &i0, &i1);
-    for (size_t it = i0; it < i1; it++) {
-        size_t b = it / H, h = it % H;
-        float *p = A->probs + it * T * T;
-        gather(s.qh, A->qkv, b, T, 3 * C, h * hs, hs);
-        gather(s.kh, A->qkv, b, T, 3 * C, C + h * hs, hs);
-        gather(s.vh, A->qkv, b, T, 3 * C, 2 * C + h * hs, hs);
-        t->k->matmul(p, s.qh, s.kh, NULL, T, T, hs, 0, T, s.mm);
-        for (size_t i = 0; i < T; i++) {
-            float *row = p + i * T;
-            for (size_t k = 0; k <= i; k++) row[k] *= scale;
-            t->k->softmax(row, i + 1);
-            memset(row + i + 1, 0, (T - i - 1) * sizeof(float));
-        }
-        transpose_block(s.vt, s.vh, T, hs, 0, hs);
-        t->k->matmul(s.dqh, p, s.vt, NULL, T, hs, T, 0, hs, s.mm);
-        scatter(A->atty, s.dqh, b, T, C, h * hs, hs);
+/* P = causal softmax(scale Q.K^T) into p (T, T); Y = P.V into the head's columns of atty. */
+static void head_forward(const sm_trainer *t, const att_scr *s, float *atty, float *p, size_t b,
+                         size_t col, size_t hs, float scale) {
+    size_t T = t->T, C = (size_t)t->cfg.n_embd;
+    t->k->matmul(p, s->qh, s->kh, NULL, T, T, hs, 0, T, s->mm);
+    for (size_t i = 0; i < T; i++) {
+        float *row = p + i * T;
+        for (size_t k = 0; k <= i; k++) row[k] *= scale;
+        t->k->softmax(row, i + 1);
+        memset(row + i + 1, 0, (T - i - 1) * sizeof(float));
     }
+    transpose_block(s->vt, s->vh, T, hs, 0, hs);
+    t->k->matmul(s->dqh, p, s->vt, NULL, T, hs, T, 0, hs, s->mm);
+    scatter(atty, s->dqh, b, T, C, col, hs);
 }
 
-static void att_bwd_task(void *arg, int ith, int nth) {
+/* From dY (the head's columns of datty) to dQ, dK, dV in the head's columns of dqkv. */
+static void head_backward(sm_trainer *t, const att_scr *s, const float *p, size_t b, size_t col,
+                          size_t hs, float scale) {
+    size_t T = t->T, C = (size_t)t->cfg.n_embd;
+    gather(s->dyh, t->datty, b, T, C, col, hs);
+    /* dP = dY . V^T, then through the softmax (scale folded in) */
+    float *ds = s->s1;
+    t->k->matmul(ds, s->dyh, s->vh, NULL, T, T, hs, 0, T, s->mm);
+    for (size_t i = 0; i < T; i++) {
+        const float *pr = p + i * T;
+        float *dr = ds + i * T, dot = 0;
+        for (size_t k = 0; k <= i; k++) dot += pr[k] * dr[k];
+        for (size_t k = 0; k <= i; k++) dr[k] = pr[k] * (dr[k] - dot) * scale;
+        memset(dr + i + 1, 0, (T - i - 1) * sizeof(float));
+    }
+    /* dV = P^T . dY */
+    transpose_block(s->s2, p, T, T, 0, T);
+    transpose_block(s->dyt, s->dyh, T, hs, 0, hs);
+    t->k->matmul(s->dvh, s->s2, s->dyt, NULL, T, hs, T, 0, hs, s->mm);
+    /* dQ = dS . K */
+    transpose_block(s->kt, s->kh, T, hs, 0, hs);
+    t->k->matmul(s->dqh, ds, s->kt, NULL, T, hs, T, 0, hs, s->mm);
+    /* dK = dS^T . Q */
+    transpose_block(s->s2, ds, T, T, 0, T);
+    transpose_block(s->qt, s->qh, T, hs, 0, hs);
+    t->k->matmul(s->dkh, s->s2, s->qt, NULL, T, hs, T, 0, hs, s->mm);
+    scatter(t->dqkv, s->dqh, b, T, 3 * C, col, hs);
+    scatter(t->dqkv, s->dkh, b, T, 3 * C, C + col, hs);
+    scatter(t->dqkv, s->dvh, b, T, 3 * C, 2 * C + col, hs);
+}
+
+/* Attention of layer j->l, forward or backward, one (sequence, head) at a time. */
+static void att_task(void *arg, int ith, int nth) {
     const att_job *j = arg;
     sm_trainer *t = j->t;
     const train_acts *A = &t->acts[j->l];
@@ -363,36 +384,15 @@ static void att_bwd_task(void *arg, int ith, int nth) {
     size_t i0, i1;
     sm_pool_split(t->B * H, 1, ith, nth, &i0, &i1);
     for (size_t it = i0; it < i1; it++) {
-        size_t b = it / H, h = it % H;
-        const float *p = A->probs + it * T * T;
-        gather(s.qh, A->qkv, b, T, 3 * C, h * hs, hs);
-        gather(s.kh, A->qkv, b, T, 3 * C, C + h * hs, hs);
-        gather(s.vh, A->qkv, b, T, 3 * C, 2 * C + h * hs, hs);
-        gather(s.dyh, t->datty, b, T, C, h * hs, hs);
-        /* dP = dY . V^T, then through the softmax (scale folded in) */
-        float *ds = s.s1;
-        t->k->matmul(ds, s.dyh, s.vh, NULL, T, T, hs, 0, T, s.mm);
-        for (size_t i = 0; i < T; i++) {
-            const float *pr = p + i * T;
-            float *dr = ds + i * T, dot = 0;
-            for (size_t k = 0; k <= i; k++) dot += pr[k] * dr[k];
-            for (size_t k = 0; k <= i; k++) dr[k] = pr[k] * (dr[k] - dot) * scale;
-            memset(dr + i + 1, 0, (T - i - 1) * sizeof(float));
-        }
-        /* dV = P^T . dY */
-        transpose_block(s.s2, p, T, T, 0, T);
-        transpose_block(s.dyt, s.dyh, T, hs, 0, hs);
-        t->k->matmul(s.dvh, s.s2, s.dyt, NULL, T, hs, T, 0, hs, s.mm);
-        /* dQ = dS . K */
-        transpose_block(s.kt, s.kh, T, hs, 0, hs);
-        t->k->matmul(s.dqh, ds, s.kt, NULL, T, hs, T, 0, hs, s.mm);
-        /* dK = dS^T . Q */
-        transpose_block(s.s2, ds, T, T, 0, T);
-        transpose_block(s.qt, s.qh, T, hs, 0, hs);
-        t->k->matmul(s.dkh, s.s2, s.qt, NULL, T, hs, T, 0, hs, s.mm);
-        scatter(t->dqkv, s.dqh, b, T, 3 * C, h * hs, hs);
-        scatter(t->dqkv, s.dkh, b, T, 3 * C, C + h * hs, hs);
-        scatter(t->dqkv, s.dvh, b, T, 3 * C, 2 * C + h * hs, hs);
+        size_t b = it / H, col = it % H * hs;
+        float *p = A->probs + it * T * T;
+        gather(s.qh, A->qkv, b, T, 3 * C, col, hs);
+        gather(s.kh, A->qkv, b, T, 3 * C, C + col, hs);
+        gather(s.vh, A->qkv, b, T, 3 * C, 2 * C + col, hs);
+        if (j->backward)
+            head_backward(t, &s, p, b, col, hs, scale);
+        else
+            head_forward(t, &s, A->atty, p, b, col, hs, scale);
     }
 }
 
@@ -517,8 +517,8 @@ static double forward(sm_trainer *t, bool backward) {
         float *x = t->res + (size_t)l * BT * C;
         layernorm_fwd(t, A->ln1, A->ln1_mu, A->ln1_rs, x, L->ln1_g, L->ln1_b);
         mm(t, A->qkv, A->ln1, P(t, L->qkv_w), P(t, L->qkv_b), NULL, BT, 3 * C, C);
-        att_job aj = {t, l};
-        sm_pool_run(t->pool, att_fwd_task, &aj);
+        att_job aj = {t, l, false};
+        sm_pool_run(t->pool, att_task, &aj);
         mm(t, A->resm, A->atty, P(t, L->proj_w), P(t, L->proj_b), x, BT, C, C);
         layernorm_fwd(t, A->ln2, A->ln2_mu, A->ln2_rs, A->resm, L->ln2_g, L->ln2_b);
         mm(t, A->fch, A->ln2, P(t, L->up_w), P(t, L->up_b), NULL, BT, 4 * C, C);
@@ -556,8 +556,8 @@ static void backward(sm_trainer *t) {
                       L->ln2_b);
         /* attention */
         linear_backward(t, t->datty, t->dres, A->atty, L->proj_w, L->proj_b, C, C);
-        att_job aj = {t, l};
-        sm_pool_run(t->pool, att_bwd_task, &aj);
+        att_job aj = {t, l, true};
+        sm_pool_run(t->pool, att_task, &aj);
         linear_backward(t, t->dln, t->dqkv, A->ln1, L->qkv_w, L->qkv_b, 3 * C, C);
         layernorm_bwd(t, t->dres, false, t->dln, x, A->ln1_mu, A->ln1_rs, L->ln1_g, L->ln1_b);
     }
