@@ -350,8 +350,9 @@ static int parse_args(cli_opts *o, int argc, char **argv, int first) {
             const char *eq = strchr(a + 2, '=');
             size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
             for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
-                if (strlen(options[k].name) == len && strncmp(options[k].name, a + 2, len) == 0)
-                    d = &options[k];
+                if (strlen(options[k].name) == len && strncmp(options[k].name, a + 2, len) == 0 &&
+                    (!d || (options[k].cmds & o->cmd)))
+                    d = &options[k]; /* a name may mean different things per command */
             snprintf(flag, sizeof flag, "--%.*s", (int)(len < 50 ? len : 50), a + 2);
             if (!d) return usage_error(o, "unknown flag '%s'", flag);
             if (eq) {
@@ -360,7 +361,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, int first) {
             }
         } else if (a[0] == '-' && a[1] && a[1] != '-') {
             for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
-                if (options[k].short_name == a[1]) d = &options[k];
+                if (options[k].short_name == a[1] && (!d || (options[k].cmds & o->cmd)))
+                    d = &options[k];
             snprintf(flag, sizeof flag, "-%c", a[1]);
             if (!d) return usage_error(o, "unknown flag '%s'", flag);
             if (a[2]) {
