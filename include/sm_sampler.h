@@ -34,6 +34,9 @@ typedef struct sm_sampler {
 sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vocab,
                           sm_arena *arena);
 
+/* New parameters and seed for the next sequence; keeps the scratch. */
+void sm_sampler_reset(sm_sampler *s, const sm_sampler_params *p);
+
 /*
 ** Picks a token from logits (n_vocab). SM_ERR_RUNTIME if a logit is NaN or
 ** infinite (the model produced garbage: stop rather than emit it).

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli_internal.h"
+#include "sm_batch.h"
 #include "sm_generate.h"
 
 #define SM_VERSION "0.1.0"
@@ -67,8 +68,18 @@ static const struct option_def {
      "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
      "    --no-mmap          read the weights instead of mapping them"},
-    {"json", 0, false, CMD_SCORE | CMD_BENCH, O_JSON,
-     "    --json             machine-readable output"},
+    {"stop", 0, true, CMD_GENERATE, O_STOP,
+     "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
+    {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
+     "    --truncate         keep the end of a prompt longer than the context"},
+    {"batch", 0, true, CMD_GENERATE, O_BATCHFILE,
+     "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin)"},
+    {"shard", 0, true, CMD_GENERATE, O_SHARD,
+     "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
+    {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
+     "    --output-format F  text or json (text, token counts, finish reason, timing)"},
+    {"json", 0, false, CMD_GENERATE | CMD_SCORE | CMD_BENCH, O_JSON,
+     "    --json             machine-readable output (generate: --output-format json)"},
     {"stats", 0, false, CMD_GENERATE | CMD_SCORE, O_STATS,
      "    --stats            timing and token counts on stderr"},
     {"prompt-tokens", 0, true, CMD_BENCH, O_PTOK,
@@ -177,9 +188,6 @@ static int out_write(out_state *os, const char *s, size_t n) {
     return 0;
 }
 
-static int emit_stdout(void *user, const char *text, size_t len) {
-    return out_write(user, text, len) || interrupted;
-}
 
 /* Final flush and close of stdout; returns the exit code to use. */
 static int finish_stdout(out_state *os, int code) {
@@ -327,6 +335,33 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_WD: REAL_OPT(weight_decay, 0, 100, true);
     case O_CLIP: REAL_OPT(grad_clip, 0, 1e30, true);
     case O_VALFRAC: REAL_OPT(val_fraction, 0, 0.5, true);
+    case O_STOP:
+        if (o->n_stop == 8) return usage_error(o, "%s: at most 8 stop strings", flag);
+        if (strlen(v) < 1 || strlen(v) > 64)
+            return usage_error(o, "%s expects 1 to 64 bytes, got %zu", flag, strlen(v));
+        o->stop[o->n_stop++] = v;
+        break;
+    case O_OUTFMT:
+        if (strcmp(v, "json") == 0 || strcmp(v, "jsonl") == 0)
+            o->json = true;
+        else if (strcmp(v, "text") == 0)
+            o->json = false;
+        else
+            return usage_error(o, "%s expects text, json or jsonl, got '%s'", flag, v);
+        break;
+    case O_TRUNCATE: o->truncate = true; break;
+    case O_BATCHFILE: o->batch_file = v; break;
+    case O_SHARD: {
+        char *end;
+        errno = 0;
+        long i = strtol(v, &end, 10), n = 0;
+        if (!errno && end != v && *end == '/') n = strtol(end + 1, &end, 10);
+        if (errno || *end || n < 1 || n > 1000000 || i < 1 || i > n)
+            return usage_error(o, "%s expects I/N with 1 <= I <= N, got '%s'", flag, v);
+        o->shard_i = i;
+        o->shard_n = n;
+        break;
+    }
     case O_UNTIED: o->untied = true; break;
     case O_NOBIAS: o->no_bias = true; break;
     case O_QUIET: o->quiet = true; break;
@@ -382,6 +417,9 @@ static int parse_args(cli_opts *o, int argc, char **argv, int first) {
         if (rc) return rc;
     }
     if (o->prompt && o->file) return usage_error(o, "give -p or -f, not both");
+    if (o->batch_file && (o->prompt || o->file))
+        return usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
+    if (o->shard_n && !o->batch_file) return usage_error(o, "--shard goes with --batch");
     return 0;
 }
 
@@ -581,69 +619,8 @@ static int get_text(const cli_opts *o, char **text, size_t *len, bool *owned) {
 }
 
 /* Encodes text into r->tokens; an error names both counts. Returns an exit code. */
-static int encode_prompt(runner *r, const char *text, size_t len, size_t *n) {
-    *n = sm_tokenizer_encode(&r->tok, text, len, r->tokens, r->sp.n_ctx);
-    if (*n == 0)
-        return data_error("empty prompt: this model has no BOS token, so the prompt needs at "
-                          "least one token");
-    if (*n > r->sp.n_ctx) {
-        fprintf(stderr, "smallmind: prompt is %zu tokens, context is %zu\n", *n, r->sp.n_ctx);
-        return EXIT_DATA;
-    }
-    return 0;
-}
 
 /* ------------------------------------------------------------ subcommands */
-
-static int cmd_generate(const cli_opts *o) {
-    char *text;
-    size_t len;
-    bool owned;
-    int rc = get_text(o, &text, &len, &owned);
-    if (rc) return rc;
-    uint64_t seed = o->seed >= 0 ? (uint64_t)o->seed
-                                 : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, seed};
-    runner r;
-    rc = runner_init(&r, o, false, 512, &spar, true);
-    size_t n = 0;
-    if (!rc) rc = encode_prompt(&r, text, len, &n);
-    if (owned) free(text);
-    if (rc) {
-        runner_free(&r);
-        return rc;
-    }
-    out_state os = {.last_was_newline = true};
-    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&interrupted};
-    sm_gen_stats gs;
-    sm_error err = {{0}};
-    sm_status st = sm_generate(r.state, &r.tok, &r.sampler, r.tokens, n, &gp, emit_stdout, &os,
-                               &gs, &err);
-    if (interrupted && gs.finish == SM_FINISH_STOP) gs.finish = SM_FINISH_INTERRUPTED;
-    if (!os.pipe_closed && !os.write_errno && !os.last_was_newline &&
-        (gs.finish == SM_FINISH_INTERRUPTED || isatty(STDOUT_FILENO)))
-        out_write(&os, "\n", 1);
-    if (st) rc = data_error(err.msg);
-    if (o->stats || (gs.context_full && !o->quiet)) {
-        if (gs.context_full)
-            fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.sp.n_ctx);
-    }
-    if (o->stats) {
-        double dec = gs.n_generated > 1 ? (double)(gs.n_generated - 1) / gs.t_decode : 0;
-        fprintf(stderr,
-                "load: %.1f ms (%s kernels, %d threads, seed %llu)\n"
-                "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
-                "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
-                "finish: %s\n",
-                r.t_load * 1e3, r.kernels->name, (int)o->threads, (unsigned long long)seed,
-                gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
-                gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,
-                sm_finish_str(gs.finish));
-    }
-    runner_free(&r);
-    if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = EXIT_INTERRUPTED;
-    return finish_stdout(&os, rc);
-}
 
 /* Appends s[0..n) to f as the inside of a JSON string; invalid UTF-8 bytes become U+FFFD. */
 static void json_string(FILE *f, const unsigned char *s, size_t n) {
@@ -676,6 +653,293 @@ static void json_string(FILE *f, const unsigned char *s, size_t n) {
         }
         i += need;
     }
+}
+
+/* Where generated text goes: streamed to stdout, or collected for a JSON record. */
+typedef struct {
+    out_state *os;
+    char *buf; /* collected text (NULL: stream) */
+    size_t len, cap;
+} sink;
+
+static int emit_sink(void *user, const char *text, size_t len) {
+    sink *k = user;
+    if (!k->buf) return out_write(k->os, text, len) || interrupted;
+    size_t take = len < k->cap - k->len ? len : k->cap - k->len;
+    memcpy(k->buf + k->len, text, take);
+    k->len += take;
+    return interrupted;
+}
+
+/*
+** Encodes a prompt into r->tokens. Longer than the context: an error with
+** both counts, or with truncate its last tokens, leaving room for
+** min(max_tokens, n_ctx / 2) new ones. On error msg says why.
+*/
+static bool prepare_prompt(runner *r, const char *text, size_t len, size_t max_tokens,
+                           bool truncate, size_t *n, size_t *dropped, char *msg, size_t cap) {
+    size_t ctx = r->sp.n_ctx;
+    *dropped = 0;
+    *n = sm_tokenizer_encode(&r->tok, text, len, r->tokens, ctx);
+    if (*n == 0) {
+        snprintf(msg, cap, "empty prompt: this model has no BOS token, so the prompt needs at "
+                           "least one token");
+        return false;
+    }
+    if (*n <= ctx) return true;
+    if (!truncate) {
+        snprintf(msg, cap, "prompt is %zu tokens, context is %zu (--truncate keeps its end)", *n,
+                 ctx);
+        return false;
+    }
+    size_t room = max_tokens < ctx / 2 ? max_tokens : ctx / 2;
+    size_t keep = ctx - room > 0 ? ctx - room : 1;
+    int32_t *all = malloc(*n * sizeof *all);
+    if (!all) {
+        snprintf(msg, cap, "out of memory for a prompt of %zu tokens", *n);
+        return false;
+    }
+    sm_tokenizer_encode(&r->tok, text, len, all, *n);
+    memcpy(r->tokens, all + *n - keep, keep * sizeof *all);
+    free(all);
+    *dropped = *n - keep;
+    *n = keep;
+    return true;
+}
+
+/* {"text": ..., counts, finish, timing} without the braces' closing newline. */
+static void json_result(FILE *f, const sink *k, const sm_gen_stats *gs, size_t dropped) {
+    double dec = gs->n_generated > 1 && gs->t_decode > 0
+                     ? (double)(gs->n_generated - 1) / gs->t_decode : 0;
+    fputs("\"text\": \"", f);
+    json_string(f, (const unsigned char *)k->buf, k->len);
+    fprintf(f, "\", \"tokens_prompt\": %zu, \"tokens_generated\": %zu, \"finish_reason\": \"%s\"",
+            gs->n_prompt, gs->n_generated, sm_finish_str(gs->finish));
+    if (dropped) fprintf(f, ", \"tokens_truncated\": %zu", dropped);
+    fprintf(f, ", \"timing\": {\"prefill_ms\": %.3f, \"decode_ms\": %.3f, \"tokens_per_s\": %.1f}",
+            gs->t_prefill * 1e3, gs->t_decode * 1e3, dec);
+}
+
+static int cmd_batch(const cli_opts *o);
+
+/* Writes one JSONL record built in memory with a single write. Returns non-zero to stop. */
+static int write_record(out_state *os, char *buf, size_t n) {
+    int stop = out_write(os, buf, n);
+    free(buf);
+    return stop;
+}
+
+static int cmd_generate(const cli_opts *o) {
+    if (o->batch_file) return cmd_batch(o);
+    char *text;
+    size_t len;
+    bool owned;
+    int rc = get_text(o, &text, &len, &owned);
+    if (rc) return rc;
+    uint64_t seed = o->seed >= 0 ? (uint64_t)o->seed
+                                 : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, seed};
+    runner r;
+    rc = runner_init(&r, o, false, 512, &spar, true);
+    size_t n = 0, dropped = 0;
+    char msg[256];
+    if (!rc && !prepare_prompt(&r, text, len, (size_t)o->max_tokens, o->truncate, &n, &dropped,
+                               msg, sizeof msg))
+        rc = data_error(msg);
+    if (owned) free(text);
+    if (rc) {
+        runner_free(&r);
+        return rc;
+    }
+    if (dropped && !o->quiet && !o->json)
+        fprintf(stderr, "smallmind: prompt truncated: kept its last %zu tokens, dropped %zu\n", n,
+                dropped);
+    out_state os = {.last_was_newline = true};
+    sink k = {.os = &os};
+    if (o->json) {
+        k.cap = (r.sp.n_ctx + 8) * 64;
+        k.buf = malloc(k.cap);
+        if (!k.buf) {
+            runner_free(&r);
+            return data_error("out of memory for the output");
+        }
+    }
+    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&interrupted, o->stop,
+                        o->n_stop};
+    sm_gen_stats gs;
+    sm_error err = {{0}};
+    sm_status st = sm_generate(r.state, &r.tok, &r.sampler, r.tokens, n, &gp, emit_sink, &k,
+                               &gs, &err);
+    if (interrupted && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
+    if (st) rc = data_error(err.msg);
+    if (o->json && !st) {
+        char *out = NULL;
+        size_t out_len = 0;
+        FILE *f = open_memstream(&out, &out_len);
+        if (f) {
+            fputc('{', f);
+            json_result(f, &k, &gs, dropped);
+            fprintf(f, ", \"load_ms\": %.3f}\n", r.t_load * 1e3);
+            fclose(f);
+            write_record(&os, out, out_len);
+        } else {
+            rc = data_error("out of memory for the output");
+        }
+    } else if (!os.pipe_closed && !os.write_errno && !os.last_was_newline &&
+               (gs.finish == SM_FINISH_INTERRUPTED || isatty(STDOUT_FILENO))) {
+        out_write(&os, "\n", 1);
+    }
+    free(k.buf);
+    if (gs.context_full && (o->stats || !o->quiet) && !o->json)
+        fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.sp.n_ctx);
+    if (o->stats) {
+        double dec = gs.n_generated > 1 ? (double)(gs.n_generated - 1) / gs.t_decode : 0;
+        fprintf(stderr,
+                "load: %.1f ms (%s kernels, %d threads, seed %llu)\n"
+                "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
+                "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
+                "finish: %s\n",
+                r.t_load * 1e3, r.kernels->name, (int)o->threads, (unsigned long long)seed,
+                gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
+                gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,
+                sm_finish_str(gs.finish));
+    }
+    runner_free(&r);
+    if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = EXIT_INTERRUPTED;
+    return finish_stdout(&os, rc);
+}
+
+static int cmd_batch(const cli_opts *o) {
+    char *input;
+    size_t len;
+    int rc = read_all(o->batch_file, &input, &len);
+    if (rc) return rc;
+    size_t total = 0, longest = 0;
+    for (size_t i = 0, a = 0; i <= len; i++)
+        if (i == len || input[i] == '\n') {
+            if (i > a && !(i - a == 1 && input[a] == '\r')) total++;
+            if (i - a > longest) longest = i - a;
+            a = i + 1;
+        }
+    uint64_t base_seed = o->seed >= 0 ? (uint64_t)o->seed
+                                      : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, base_seed};
+    runner r;
+    rc = runner_init(&r, o, false, 512, &spar, true);
+    char *pbuf = rc ? NULL : malloc(longest + 1);
+    sink k = {0};
+    k.cap = rc ? 0 : (r.sp.n_ctx + 8) * 64;
+    k.buf = rc ? NULL : malloc(k.cap);
+    if (!rc && (!pbuf || !k.buf)) rc = data_error("out of memory for the batch");
+    if (rc) {
+        free(pbuf);
+        free(k.buf);
+        free(input);
+        if (r.model) runner_free(&r);
+        return rc;
+    }
+    out_state os = {.last_was_newline = true};
+    k.os = &os;
+    size_t done = 0, failed = 0, record = 0, mine = 0, tokens = 0;
+    double t0 = sm_time_now();
+    bool tty = isatty(STDERR_FILENO) && !o->quiet;
+    for (size_t a = 0, lineno = 1; a < len && !interrupted && !os.pipe_closed && !os.write_errno;
+         lineno++) {
+        char *nl = memchr(input + a, '\n', len - a);
+        size_t e = nl ? (size_t)(nl - input) : len, n = e - a;
+        const char *line = input + a;
+        a = e + 1;
+        if (n && line[n - 1] == '\r') n--;
+        if (n == 0) continue;
+        record++;
+        if (o->shard_n && (record - 1) % (size_t)o->shard_n != (size_t)(o->shard_i - 1)) continue;
+        mine++;
+        sm_batch_record rec;
+        sm_error err = {{0}};
+        char msg[600] = "";
+        char *out = NULL;
+        size_t out_len = 0;
+        FILE *f = open_memstream(&out, &out_len);
+        if (!f) {
+            rc = data_error("out of memory for an output record");
+            break;
+        }
+        if (sm_batch_parse(line, n, pbuf, &rec, &err)) {
+            snprintf(msg, sizeof msg, "%s", err.msg);
+        }
+        char idbuf[32];
+        const char *id = rec.id;
+        if (!*id) {
+            snprintf(idbuf, sizeof idbuf, "%zu", lineno);
+            id = idbuf;
+        }
+        sm_gen_stats gs;
+        size_t np = 0, dropped = 0;
+        size_t max_tokens = rec.set & SM_REC_MAX_TOKENS ? (size_t)rec.max_tokens
+                                                        : (size_t)o->max_tokens;
+        if (!*msg)
+            prepare_prompt(&r, rec.prompt, rec.prompt_len, max_tokens, o->truncate, &np, &dropped,
+                           msg, sizeof msg);
+        if (!*msg) {
+            sm_sampler_params sp = spar;
+            if (rec.set & SM_REC_TEMPERATURE) sp.temperature = (float)rec.temperature;
+            if (rec.set & SM_REC_TOP_K) sp.top_k = (int)rec.top_k;
+            if (rec.set & SM_REC_TOP_P) sp.top_p = (float)rec.top_p;
+            if (rec.set & SM_REC_SEED) sp.seed = (uint64_t)rec.seed;
+            sm_sampler_reset(&r.sampler, &sp);
+            const char *stops[SM_STOP_MAX];
+            size_t n_stop = 0;
+            if (rec.set & SM_REC_STOP)
+                for (; n_stop < rec.n_stop; n_stop++) stops[n_stop] = rec.stop[n_stop];
+            else
+                for (; n_stop < o->n_stop; n_stop++) stops[n_stop] = o->stop[n_stop];
+            sm_gen_params gp = {max_tokens, (const volatile int *)&interrupted, stops, n_stop};
+            k.len = 0;
+            if (sm_generate(r.state, &r.tok, &r.sampler, r.tokens, np, &gp, emit_sink, &k, &gs,
+                            &err))
+                snprintf(msg, sizeof msg, "%s", err.msg);
+        }
+        if (interrupted) { /* never half a record: the one in flight is dropped */
+            fclose(f);
+            free(out);
+            break;
+        }
+        fprintf(f, "{\"id\": %s, ", id);
+        if (*msg) {
+            fprintf(f, "\"line\": %zu, \"error\": \"", lineno);
+            json_string(f, (const unsigned char *)msg, strlen(msg));
+            fputs("\"}\n", f);
+            failed++;
+        } else {
+            json_result(f, &k, &gs, dropped);
+            fputs("}\n", f);
+            tokens += gs.n_generated;
+        }
+        fclose(f);
+        if (write_record(&os, out, out_len)) break;
+        done++;
+        if (tty) {
+            double el = sm_time_now() - t0;
+            size_t todo = o->shard_n ? (total - (size_t)o->shard_i) / (size_t)o->shard_n + 1 : total;
+            fprintf(stderr, "\r\033[Krecords %zu/%zu  %.0f tokens/s  ETA %.0fs", done, todo,
+                    el > 0 ? (double)tokens / el : 0,
+                    done ? el / (double)done * (double)(todo > done ? todo - done : 0) : 0);
+        }
+    }
+    if (tty) fputc('\n', stderr);
+    double el = sm_time_now() - t0;
+    if (o->stats || (interrupted && !o->quiet))
+        fprintf(stderr, "batch: %zu of %zu records written (%zu failed), %zu tokens generated in "
+                        "%.2f s (%.1f tokens/s)%s\n",
+                done, mine, failed, tokens, el, el > 0 ? (double)tokens / el : 0,
+                interrupted ? "; interrupted" : "");
+    free(pbuf);
+    free(k.buf);
+    free(input);
+    runner_free(&r);
+    if (!rc && interrupted) rc = EXIT_INTERRUPTED;
+    if (!rc && failed) rc = EXIT_DATA;
+    return finish_stdout(&os, rc);
 }
 
 static int cmd_score(const cli_opts *o) {

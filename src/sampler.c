@@ -148,3 +148,8 @@ sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
     *out = c[n - 1].id; /* rounding left r at the very top */
     return SM_OK;
 }
+
+void sm_sampler_reset(sm_sampler *s, const sm_sampler_params *p) {
+    s->p = *p;
+    s->rng = p->seed;
+}

@@ -19,6 +19,7 @@ stage() {
 stage env SM_TEST_MODELS="$TM" "$B/test_runner"
 stage "$PY" tests/test_reference.py --bin "$B" --models "$TM"
 stage "$PY" tests/test_train.py --bin "$B"
+stage "$PY" tests/test_generate.py --bin "$B" --model models/default
 stage env SM_BIN="$B/smallmind" SM_TEST_MODELS="$TM" SM_ALLOC_SO="$B/alloc_count.so" \
       SM_SKIP_ALLOC="${SM_SKIP_ALLOC:-}" bash tests/test_cli.sh
 echo

@@ -178,7 +178,7 @@ static sm_status gen(rig *r, const char *prompt, size_t max, float temp, capture
     sm_sampler_init(&smp, &sp, 256, &a);
     int32_t toks[256];
     size_t n = sm_tokenizer_encode(&tok, prompt, strlen(prompt), toks, 256);
-    sm_gen_params gp = {max, NULL};
+    sm_gen_params gp = {max, NULL, NULL, 0};
     sm_error err;
     memset(cap, 0, sizeof *cap);
     sm_status st = sm_generate(r->s, &tok, &smp, toks, n, &gp, capture_emit, cap, gs, &err);

@@ -1,0 +1,43 @@
+/*
+** sm_batch.h -- one input record of `generate --batch`.
+**
+** A line is either plain text (the whole line is the prompt) or, when its
+** first non-blank byte is '{', a JSON object:
+**   {"id": ..., "prompt": "...", "max_tokens": N, "temperature": T,
+**    "top_k": K, "top_p": P, "seed": S, "stop": "..." or ["...", ...]}
+** where only "prompt" is required. Unknown keys and out-of-range values are
+** refused with a message naming the key.
+*/
+#ifndef SM_BATCH_H
+#define SM_BATCH_H
+
+#include "sm_base.h"
+#include "sm_generate.h"
+
+enum {
+    SM_REC_MAX_TOKENS = 1, SM_REC_TEMPERATURE = 2, SM_REC_TOP_K = 4, SM_REC_TOP_P = 8,
+    SM_REC_SEED = 16, SM_REC_STOP = 32
+};
+
+#define SM_REC_ID_MAX 256
+
+typedef struct sm_batch_record {
+    char id[SM_REC_ID_MAX]; /* the id as JSON text ("" when the record has none) */
+    char *prompt;           /* decoded prompt, in the caller's buffer */
+    size_t prompt_len;
+    unsigned set;           /* SM_REC_* bits of the fields the record gives */
+    long max_tokens, top_k;
+    double temperature, top_p;
+    long long seed;
+    size_t n_stop;
+    char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
+} sm_batch_record;
+
+/*
+** Parses line[0..len) (no newline). The decoded prompt goes to buf, which
+** must hold len bytes. SM_ERR_INPUT with a message on a bad record.
+*/
+sm_status sm_batch_parse(const char *line, size_t len, char *buf, sm_batch_record *rec,
+                         sm_error *err);
+
+#endif

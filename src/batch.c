@@ -1,0 +1,138 @@
+/*
+** batch.c -- parsing one `generate --batch` input line (plain or JSON).
+*/
+#include "sm_batch.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static sm_status bad(sm_error *err, const char *key, const char *what) {
+    return sm_error_set(err, SM_ERR_INPUT, "\"%s\" %s", key, what);
+}
+
+/* A whole number in [lo, hi]. */
+static sm_status whole(const cJSON *v, const char *key, double lo, double hi, long long *out,
+                       sm_error *err) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble) ||
+        v->valuedouble < lo || v->valuedouble > hi) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "must be a whole number from %.0f to %.0f", lo, hi);
+        return bad(err, key, msg);
+    }
+    *out = (long long)v->valuedouble;
+    return SM_OK;
+}
+
+static sm_status add_stop(sm_batch_record *rec, const cJSON *s, sm_error *err) {
+    if (!cJSON_IsString(s) || !s->valuestring)
+        return bad(err, "stop", "must be a string or an array of strings");
+    size_t n = strlen(s->valuestring);
+    if (n < 1 || n > SM_STOP_MAX_BYTES) {
+        char msg[80];
+        snprintf(msg, sizeof msg, "strings must have 1 to %d bytes", SM_STOP_MAX_BYTES);
+        return bad(err, "stop", msg);
+    }
+    if (rec->n_stop == SM_STOP_MAX) {
+        char msg[48];
+        snprintf(msg, sizeof msg, "has more than %d strings", SM_STOP_MAX);
+        return bad(err, "stop", msg);
+    }
+    memcpy(rec->stop[rec->n_stop++], s->valuestring, n + 1);
+    return SM_OK;
+}
+
+static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec, sm_error *err) {
+    if (!cJSON_IsObject(root)) return sm_error_set(err, SM_ERR_INPUT, "expected a JSON object");
+    sm_status st = SM_OK;
+    bool have_prompt = false;
+    for (const cJSON *v = root->child; v && !st; v = v->next) {
+        const char *k = v->string ? v->string : "";
+        long long x;
+        for (const cJSON *w = root->child; w != v; w = w->next)
+            if (w->string && strcmp(w->string, k) == 0) return bad(err, k, "appears twice");
+        if (strcmp(k, "id") == 0) {
+            if (!cJSON_IsString(v) && !cJSON_IsNumber(v))
+                return bad(err, k, "must be a string or a number");
+            if (!cJSON_PrintPreallocated((cJSON *)v, rec->id, SM_REC_ID_MAX - 8, false))
+                return bad(err, k, "is too long");
+        } else if (strcmp(k, "prompt") == 0) {
+            if (!cJSON_IsString(v) || !v->valuestring) return bad(err, k, "must be a string");
+            /* cJSON stops at an escaped NUL; the decoded text is never longer than the line */
+            rec->prompt_len = strlen(v->valuestring);
+            memcpy(buf, v->valuestring, rec->prompt_len);
+            rec->prompt = buf;
+            have_prompt = true;
+        } else if (strcmp(k, "max_tokens") == 0) {
+            if (!(st = whole(v, k, 0, 1 << 30, &x, err))) rec->max_tokens = (long)x;
+            rec->set |= SM_REC_MAX_TOKENS;
+        } else if (strcmp(k, "top_k") == 0) {
+            if (!(st = whole(v, k, 0, 1 << 30, &x, err))) rec->top_k = (long)x;
+            rec->set |= SM_REC_TOP_K;
+        } else if (strcmp(k, "seed") == 0) {
+            if (!(st = whole(v, k, 0, 2147483647.0, &x, err))) rec->seed = x;
+            rec->set |= SM_REC_SEED;
+        } else if (strcmp(k, "temperature") == 0) {
+            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1000))
+                return bad(err, k, "must be a number from 0 to 1000");
+            rec->temperature = v->valuedouble;
+            rec->set |= SM_REC_TEMPERATURE;
+        } else if (strcmp(k, "top_p") == 0) {
+            if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 1))
+                return bad(err, k, "must be a number in (0, 1]");
+            rec->top_p = v->valuedouble;
+            rec->set |= SM_REC_TOP_P;
+        } else if (strcmp(k, "stop") == 0) {
+            rec->set |= SM_REC_STOP;
+            if (cJSON_IsArray(v)) {
+                for (const cJSON *s = v->child; s && !st; s = s->next) st = add_stop(rec, s, err);
+            } else {
+                st = add_stop(rec, v, err);
+            }
+        } else {
+            return sm_error_set(err, SM_ERR_INPUT,
+                                "unknown key \"%.64s\" (known: id, prompt, max_tokens, "
+                                "temperature, top_k, top_p, seed, stop)", k);
+        }
+    }
+    if (!st && !have_prompt) st = sm_error_set(err, SM_ERR_INPUT, "missing key \"prompt\"");
+    return st;
+}
+
+sm_status sm_batch_parse(const char *line, size_t len, char *buf, sm_batch_record *rec,
+                         sm_error *err) {
+    memset(rec, 0, sizeof *rec);
+    size_t i = 0;
+    while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
+    if (i == len || line[i] != '{') {
+        memcpy(buf, line, len);
+        rec->prompt = buf;
+        rec->prompt_len = len;
+        return SM_OK;
+    }
+    /* cJSON ends strings at an escaped NUL; refuse rather than cut the prompt short */
+    for (size_t k = 0; k + 6 <= len; k++)
+        if (line[k] == '\\' && line[k + 1] == 'u' && memcmp(line + k + 2, "0000", 4) == 0) {
+            size_t bs = 0; /* count the backslashes before: \\u0000 is text, not NUL */
+            while (bs < k && line[k - 1 - bs] == '\\') bs++;
+            if (bs % 2 == 0)
+                return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                                    "a \\u0000 (NUL) in a JSON record is not supported; "
+                                    "use a plain-text line");
+        }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(line, len, &end, false);
+    if (!root) {
+        size_t at = end && end >= line && end <= line + len ? (size_t)(end - line) : 0;
+        return sm_error_set(err, SM_ERR_INPUT, "invalid JSON at column %zu", at + 1);
+    }
+    size_t at = (size_t)(end - line);
+    while (at < len && (line[at] == ' ' || line[at] == '\t' || line[at] == '\r')) at++;
+    sm_status st = at < len ? sm_error_set(err, SM_ERR_INPUT,
+                                           "unexpected text after the JSON object at column %zu",
+                                           at + 1)
+                            : parse_object(root, buf, rec, err);
+    cJSON_Delete(root);
+    return st;
+}
