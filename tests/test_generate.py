@@ -15,16 +15,12 @@ import sys
 import tempfile
 import time
 
-passed = failed = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
 
 
-def report(ok, name, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    print(f"{'ok  ' if ok else 'FAIL'} {name} {detail}")
+TALLY = Tally("generate")
+report, skip = TALLY.report, TALLY.skip
 
 
 def main():
@@ -172,8 +168,7 @@ def main():
     report(p.returncode == 2 and b"--output-format expects text, json or jsonl" in p.stderr,
            "--output-format yaml is refused")
 
-    print(f"generate: {passed} passed, {failed} failed, 0 skipped")
-    return 1 if failed else 0
+    return TALLY.close()
 
 
 if __name__ == "__main__":

@@ -16,25 +16,21 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
+
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 
 TOL = 1e-4
-passed = failed = skipped = 0
 
 
-def report(ok, name, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name} {detail}")
-    else:
-        failed += 1
-        print(f"FAIL {name} {detail}")
+TALLY = Tally("reference")
+report, skip = TALLY.report, TALLY.skip
 
 
 def main():
-    global skipped
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--models", required=True)
@@ -43,10 +39,9 @@ def main():
         import numpy as np
         import sm_model
     except ImportError:
-        print(f"skip reference tests: NumPy is not installed for {sys.executable} "
-              "(apt-get install python3-numpy)")
-        print("reference: 0 passed, 0 failed, 1 skipped")
-        return 0
+        skip("reference tests", f"NumPy is not installed for {sys.executable} "
+             "(apt-get install python3-numpy)")
+        return TALLY.close()
 
     dump = os.path.join(a.bin, "dump_logits")
     smallmind = os.path.join(a.bin, "smallmind")
@@ -65,8 +60,7 @@ def main():
                     p = subprocess.run([dump, d, kern, str(th), mode, ",".join(map(str, toks))],
                                        capture_output=True)
                     if p.returncode == 3:  # this CPU lacks the ISA
-                        skipped += 1
-                        print(f"skip {name}/{kern}: not supported by this CPU")
+                        skip(f"{name}/{kern}", "not supported by this CPU")
                         break
                     tag = f"{name}/{kern}/{mode}/{th}t"
                     if p.returncode != 0:
@@ -113,8 +107,7 @@ def main():
               and abs(out["total_logprob"] - total) <= TOL * len(ids))
         report(ok, f"score --json vs numpy {name}", f"max|diff| {worst:.2e} over {len(ids) - 1} tokens")
 
-    print(f"reference: {passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed else 0
+    return TALLY.close()
 
 
 if __name__ == "__main__":

@@ -24,27 +24,14 @@ import shutil
 import signal
 import subprocess
 import sys
+
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-
-passed = failed = skipped = 0
-
-
-def report(ok, name, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    print(f"{'ok  ' if ok else 'FAIL'} {name} {detail}")
-
-
-def skip(name, why):
-    global skipped
-    skipped += 1
-    print(f"skip {name}: {why}")
 
 
 def words_text(n_bytes, seed):
@@ -142,6 +129,10 @@ def csv_losses(d):
     with open(os.path.join(d, "loss.csv")) as f:
         rows = [line.strip().split(",") for line in f][1:]
     return [(int(r[0]), float(r[2]), r[3]) for r in rows]
+
+
+TALLY = Tally("train")
+report, skip = TALLY.report, TALLY.skip
 
 
 def main():
@@ -246,8 +237,7 @@ def main():
                p.stderr.decode())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"train: {passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed else 0
+    return TALLY.close()
 
 
 if __name__ == "__main__":
