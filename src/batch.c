@@ -3,7 +3,8 @@
 */
 #include "sm_batch.h"
 
-#include <cJSON.h>
+#include "json_internal.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,8 +51,6 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
     for (const cJSON *v = root->child; v && !st; v = v->next) {
         const char *k = v->string ? v->string : "";
         long long x;
-        for (const cJSON *w = root->child; w != v; w = w->next)
-            if (w->string && strcmp(w->string, k) == 0) return bad(err, k, "appears twice");
         if (strcmp(k, "id") == 0) {
             if (!cJSON_IsString(v) && !cJSON_IsNumber(v))
                 return bad(err, k, "must be a string or a number");
@@ -121,18 +120,9 @@ sm_status sm_batch_parse(const char *line, size_t len, char *buf, sm_batch_recor
                                     "a \\u0000 (NUL) in a JSON record is not supported; "
                                     "use a plain-text line");
         }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(line, len, &end, false);
-    if (!root) {
-        size_t at = end && end >= line && end <= line + len ? (size_t)(end - line) : 0;
-        return sm_error_set(err, SM_ERR_INPUT, "invalid JSON at column %zu", at + 1);
-    }
-    size_t at = (size_t)(end - line);
-    while (at < len && (line[at] == ' ' || line[at] == '\t' || line[at] == '\r')) at++;
-    sm_status st = at < len ? sm_error_set(err, SM_ERR_INPUT,
-                                           "unexpected text after the JSON object at column %zu",
-                                           at + 1)
-                            : parse_object(root, buf, rec, err);
+    cJSON *root = sm_json_parse_strict(line, len, NULL, err);
+    if (!root) return SM_ERR_INPUT;
+    sm_status st = parse_object(root, buf, rec, err);
     cJSON_Delete(root);
     return st;
 }

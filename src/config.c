@@ -8,7 +8,8 @@
 */
 #include "sm_config.h"
 
-#include <cJSON.h>
+#include "json_internal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -51,21 +52,66 @@ typedef struct {
 
 #define FAIL(pc, ...) sm_error_set((pc)->err, SM_ERR_FORMAT, __VA_ARGS__)
 
-/* Rejects duplicate keys anywhere in the document. */
-static sm_status check_duplicates(pctx *pc, const cJSON *node) {
-    if (cJSON_IsObject(node)) {
-        for (const cJSON *a = node->child; a; a = a->next) {
-            for (const cJSON *b = a->next; b; b = b->next) {
-                if (a->string && b->string && strcmp(a->string, b->string) == 0)
-                    return FAIL(pc, "%s: duplicate key \"%s\"", pc->path, a->string);
-            }
+/* Line and column (1-based) of byte offset `at` in `text`. */
+static void line_col(const char *text, size_t at, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < at; i++) {
+        if (text[i] == '\n') {
+            ++*line;
+            *col = 1;
+        } else {
+            ++*col;
         }
     }
+}
+
+/* The first duplicate key anywhere in the document, or NULL. */
+static const char *duplicate_key(const cJSON *node) {
+    if (cJSON_IsObject(node))
+        for (const cJSON *a = node->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (a->string && b->string && strcmp(a->string, b->string) == 0) return a->string;
     for (const cJSON *c = node->child; c; c = c->next) {
-        sm_status st = check_duplicates(pc, c);
-        if (st) return st;
+        const char *k = duplicate_key(c);
+        if (k) return k;
     }
-    return SM_OK;
+    return NULL;
+}
+
+cJSON *sm_json_parse_strict(const char *text, size_t len, const char *path, sm_error *err) {
+    const char *pre = path ? path : "", *sep = path ? ": " : "";
+    if (memchr(text, '\0', len)) {
+        sm_error_set(err, SM_ERR_FORMAT, "%s%scontains a NUL byte; expected JSON text", pre, sep);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = len ? cJSON_ParseWithLengthOpts(text, len, &end, false) : NULL;
+    int line, col;
+    if (!root) {
+        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        line_col(text, at, &line, &col);
+        sm_error_set(err, SM_ERR_FORMAT, "%s%sinvalid JSON at line %d, column %d", pre, sep, line,
+                     col);
+        return NULL;
+    }
+    /* cJSON stops at the end of the first value; anything but space after it is garbage. */
+    size_t at = (size_t)(end - text);
+    while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
+        at++;
+    const char *dup = NULL;
+    if (at < len) {
+        line_col(text, at, &line, &col);
+        sm_error_set(err, SM_ERR_FORMAT,
+                     "%s%sunexpected text after the JSON value at line %d, column %d", pre, sep,
+                     line, col);
+    } else if ((dup = duplicate_key(root))) {
+        sm_error_set(err, SM_ERR_FORMAT, "%s%sduplicate key \"%s\"", pre, sep, dup);
+    } else {
+        return root;
+    }
+    cJSON_Delete(root);
+    return NULL;
 }
 
 /* Refuses keys not in `allowed` (NULL-terminated) so typos are not ignored. */
@@ -131,6 +177,13 @@ static sm_status get_string(pctx *pc, const cJSON *obj, const char *key, const c
     if (!cJSON_IsString(v) || !v->valuestring)
         return FAIL(pc, "%s: \"%s\" must be a string", pc->path, key);
     *out = v->valuestring;
+    return SM_OK;
+}
+
+static sm_status norm_eps(pctx *pc, const cJSON *v, float *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble < 1))
+        return FAIL(pc, "%s: \"norm_eps\" must be a number in (0, 1)", pc->path);
+    *out = (float)v->valuedouble;
     return SM_OK;
 }
 
@@ -272,9 +325,7 @@ static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
 
     const cJSON *eps = get(pc, root, "norm_eps", &st);
     if (!eps) return st;
-    if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0 && eps->valuedouble < 1))
-        return FAIL(pc, "%s: \"norm_eps\" must be a number in (0, 1)", pc->path);
-    cfg->norm_eps = (float)eps->valuedouble;
+    if ((st = norm_eps(pc, eps, &cfg->norm_eps))) return st;
 
     if ((st = get_string(pc, root, "activation", &s))) return st;
     if (strcmp(s, "gelu_tanh") == 0)
@@ -306,48 +357,14 @@ static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
     return SM_OK;
 }
 
-/* Line and column (1-based) of byte offset `at` in `text`. */
-static void line_col(const char *text, size_t at, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < at; i++) {
-        if (text[i] == '\n') {
-            ++*line;
-            *col = 1;
-        } else {
-            ++*col;
-        }
-    }
-}
-
 sm_status sm_config_parse(sm_config *cfg, const char *json, size_t len, const char *path,
                           sm_error *err) {
     memset(cfg, 0, sizeof *cfg);
     pctx pc = {path, err};
     if (len == 0) return FAIL(&pc, "%s: file is empty", path);
-    if (memchr(json, '\0', len))
-        return FAIL(&pc, "%s: contains a NUL byte; expected JSON text", path);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
-    sm_status st;
-    if (!root) {
-        size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
-        int line, col;
-        line_col(json, at, &line, &col);
-        return FAIL(&pc, "%s: invalid JSON at line %d, column %d", path, line, col);
-    }
-    /* cJSON stops at the end of the first value; anything but space after it is garbage. */
-    size_t at = (size_t)(end - json);
-    while (at < len && (json[at] == ' ' || json[at] == '\t' || json[at] == '\n' || json[at] == '\r'))
-        at++;
-    if (at < len) {
-        int line, col;
-        line_col(json, at, &line, &col);
-        st = FAIL(&pc, "%s: unexpected text after the JSON value at line %d, column %d", path,
-                  line, col);
-    } else if (!(st = check_duplicates(&pc, root))) {
-        st = parse_root(&pc, root, cfg);
-    }
+    cJSON *root = sm_json_parse_strict(json, len, path, err);
+    if (!root) return SM_ERR_FORMAT;
+    sm_status st = parse_root(&pc, root, cfg);
     cJSON_Delete(root);
     if (st) sm_config_free(cfg);
     return st;
@@ -469,20 +486,13 @@ void sm_config_json_free(char *json) {
 sm_status sm_config_parse_shape(sm_config *cfg, const char *json, size_t len, const char *path,
                                 sm_error *err) {
     pctx pc = {path, err};
-    const char *end = NULL;
-    cJSON *root = len ? cJSON_ParseWithLengthOpts(json, len, &end, false) : NULL;
-    if (!root) {
-        size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
-        int line, col;
-        line_col(json, at, &line, &col);
-        return FAIL(&pc, "%s: invalid JSON at line %d, column %d", path, line, col);
-    }
+    cJSON *root = sm_json_parse_strict(json, len, path, err);
+    if (!root) return SM_ERR_FORMAT;
     static const char *const keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "norm_eps",
                                        "tied_output", "bias", NULL};
     sm_status st = SM_OK;
     if (!cJSON_IsObject(root))
         st = FAIL(&pc, "%s: expected a JSON object at the top", path);
-    if (!st) st = check_duplicates(&pc, root);
     if (!st) st = check_keys(&pc, root, "", keys);
     static const struct {
         const char *key;
@@ -493,12 +503,7 @@ sm_status sm_config_parse_shape(sm_config *cfg, const char *json, size_t len, co
         if (cJSON_GetObjectItemCaseSensitive(root, ints[i].key))
             st = get_int(&pc, root, ints[i].key, 1, ints[i].hi, dst[i]);
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "norm_eps");
-    if (!st && eps) {
-        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0 && eps->valuedouble < 1))
-            st = FAIL(&pc, "%s: \"norm_eps\" must be a number in (0, 1)", path);
-        else
-            cfg->norm_eps = (float)eps->valuedouble;
-    }
+    if (!st && eps) st = norm_eps(&pc, eps, &cfg->norm_eps);
     if (!st && cJSON_GetObjectItemCaseSensitive(root, "tied_output"))
         st = get_bool(&pc, root, "tied_output", &cfg->tied_output);
     if (!st && cJSON_GetObjectItemCaseSensitive(root, "bias"))
