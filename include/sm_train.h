@@ -105,6 +105,9 @@ float *sm_trainer_tensor(sm_trainer *t, const char *name, bool grad, size_t *n);
 sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv, size_t csv_len,
                           sm_error *err);
 
+/* SM_OK if dir is missing, empty or a checkpoint: what sm_trainer_save may replace. */
+sm_status sm_checkpoint_writable(const char *dir, sm_error *err);
+
 /*
 ** Reads the shape, hyperparameters and step of a checkpoint directory
 ** without loading it; data_bytes/data_hash identify the text it trained on.

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,19 +68,6 @@ static void fmt_time(char *out, size_t n, double s) {
         snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
     else
         snprintf(out, n, "%lds", t);
-}
-
-/* 0 if dir is missing, an empty directory or a checkpoint; else a message. */
-static int check_out(const char *dir) {
-    struct stat sb;
-    if (stat(dir, &sb) != 0) return 0;
-    char p[4200];
-    snprintf(p, sizeof p, "%s/optimizer.bin", dir);
-    if (S_ISDIR(sb.st_mode) && access(p, F_OK) == 0) return 0;
-    if (S_ISDIR(sb.st_mode) && rmdir(dir) == 0) return 0; /* empty: rename makes it anew */
-    fprintf(stderr, "smallmind: '%s' exists and is not a smallmind training checkpoint; "
-                    "not overwriting it (choose another --out)\n", dir);
-    return EXIT_DATA;
 }
 
 static const opt_id fixed_on_resume[] = {O_LAYERS, O_HEADS,  O_EMBD, O_TCTX, O_UNTIED,
@@ -214,7 +200,11 @@ int sm_cli_train(const cli_opts *o) {
     memset(&info, 0, sizeof info);
     int rc = setup(o, &shape, &hp, &info);
     if (rc) return rc;
-    if ((!o->resume || strcmp(out, o->resume) != 0) && (rc = check_out(out))) return rc;
+    sm_error err = {{0}};
+    if ((!o->resume || strcmp(out, o->resume) != 0) && sm_checkpoint_writable(out, &err)) {
+        fprintf(stderr, "smallmind: %s (choose another --out)\n", err.msg);
+        return EXIT_DATA;
+    }
     const sm_kernels *k = sm_kernels_select(o->kernels);
     if (!k) return usage_error(o, "--kernels %s is unknown or this CPU cannot run it", o->kernels);
 
@@ -222,7 +212,6 @@ int sm_cli_train(const cli_opts *o) {
     size_t n_train = 0, n_val = 0;
     if ((rc = load_text(o, &shape, &info, &text, &n_train, &n_val))) return rc;
 
-    sm_error err = {{0}};
     sm_pool *pool = NULL;
     sm_trainer *t = NULL;
     csv_log csv = {0};

@@ -11,7 +11,6 @@
 #define _GNU_SOURCE /* renameat2 */
 #include "train_internal.h"
 
-#include "sm_model.h"
 #include "sm_weights.h"
 
 #include <dirent.h>
@@ -27,13 +26,18 @@
 #define OPT_VERSION 1
 #define OPT_HEADER 256
 
-/* Writes all of buf to path (created), fsynced. */
-static sm_status write_file(const char *path, const void *a, size_t na, const void *b, size_t nb,
-                            sm_error *err) {
+typedef struct {
+    const void *p;
+    size_t n;
+} piece;
+
+/* Writes the pieces, in order, to path (created), fsynced. */
+static sm_status write_file(const char *path, const piece *pc, size_t n_pieces, sm_error *err) {
     FILE *f = fopen(path, "wb");
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    bool ok = fwrite(a, 1, na, f) == na && (nb == 0 || fwrite(b, 1, nb, f) == nb) &&
-              fflush(f) == 0 && fsync(fileno(f)) == 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n_pieces; i++) ok = fwrite(pc[i].p, 1, pc[i].n, f) == pc[i].n;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     if (fclose(f) != 0 && ok) {
         ok = false;
@@ -55,22 +59,30 @@ static void remove_dir(const char *path) {
     rmdir(path);
 }
 
-/* 0: missing; 1: a checkpoint or empty directory (replaceable); -1: refuse. */
-static int dir_state(const char *dir) {
+sm_status sm_checkpoint_writable(const char *dir, sm_error *err) {
     struct stat sb;
-    if (stat(dir, &sb) != 0) return errno == ENOENT ? 0 : -1;
-    if (!S_ISDIR(sb.st_mode)) return -1;
-    char p[4200];
-    snprintf(p, sizeof p, "%s/optimizer.bin", dir);
-    if (access(p, F_OK) == 0) return 1;
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n == 0 ? 1 : -1;
+    bool ok;
+    if (stat(dir, &sb) != 0) {
+        ok = errno == ENOENT;
+    } else if (!S_ISDIR(sb.st_mode)) {
+        ok = false;
+    } else {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/optimizer.bin", dir);
+        ok = access(p, F_OK) == 0;
+        DIR *d = ok ? NULL : opendir(dir);
+        if (d) { /* an empty directory is fine too */
+            struct dirent *e;
+            ok = true;
+            while (ok && (e = readdir(d))) ok = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+            closedir(d);
+        }
+    }
+    return ok ? SM_OK
+              : sm_error_set(err, SM_ERR_INPUT,
+                             "'%s' exists and is not a smallmind training checkpoint; not "
+                             "overwriting it",
+                             dir);
 }
 
 static void put_f32(unsigned char *p, float f) {
@@ -109,12 +121,10 @@ static void opt_header(const sm_trainer *t, unsigned char h[OPT_HEADER]) {
 
 sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv, size_t csv_len,
                           sm_error *err) {
-    int state = dir_state(dir);
-    if (state < 0)
-        return sm_error_set(err, SM_ERR_INPUT,
-                            "'%s' exists and is not a smallmind training checkpoint; not "
-                            "overwriting it",
-                            dir);
+    sm_status st = sm_checkpoint_writable(dir, err);
+    if (st) return st;
+    struct stat sb;
+    bool exists = stat(dir, &sb) == 0;
     char tmp[4200], p[4300];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid()) >= sizeof tmp)
         return sm_error_set(err, SM_ERR_INPUT, "output path '%s' is too long", dir);
@@ -122,11 +132,10 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
     if (mkdir(tmp, 0755) != 0)
         return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
 
-    sm_status st;
     char *json = NULL;
     if ((st = sm_config_to_json(&t->cfg, &json, err))) goto fail;
     snprintf(p, sizeof p, "%s/config.json", tmp);
-    st = write_file(p, json, strlen(json), "\n", 1, err);
+    st = write_file(p, (piece[]){{json, strlen(json)}, {"\n", 1}}, 2, err);
     sm_config_json_free(json);
     if (st) goto fail;
 
@@ -135,25 +144,16 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
     sm_write_u32le(wh + 8, 1);
     sm_write_u32le(wh + 12, SM_WEIGHTS_HEADER);
     snprintf(p, sizeof p, "%s/model.bin", tmp);
-    if ((st = write_file(p, wh, sizeof wh, t->params, t->n_floats * sizeof(float), err)))
+    if ((st = write_file(p, (piece[]){{wh, sizeof wh}, {t->params, t->n_floats * sizeof(float)}},
+                         2, err)))
         goto fail;
 
     unsigned char oh[OPT_HEADER];
     opt_header(t, oh);
     snprintf(p, sizeof p, "%s/optimizer.bin", tmp);
-    FILE *f = fopen(p, "wb");
-    if (!f) {
-        st = sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", p, strerror(errno));
+    size_t nb = t->n_floats * sizeof(float);
+    if ((st = write_file(p, (piece[]){{oh, OPT_HEADER}, {t->m, nb}, {t->v, nb}}, 3, err)))
         goto fail;
-    }
-    size_t n = t->n_floats;
-    bool ok = fwrite(oh, 1, OPT_HEADER, f) == OPT_HEADER && fwrite(t->m, 4, n, f) == n &&
-              fwrite(t->v, 4, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0) ok = false;
-    if (!ok) {
-        st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", p, strerror(errno));
-        goto fail;
-    }
 
     const sm_train_hparams *hp = &t->hp;
     char info[1024];
@@ -170,13 +170,13 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
                        t->n_train, t->n_val,
                        (unsigned long long)t->step * t->B * t->T);
     snprintf(p, sizeof p, "%s/train.json", tmp);
-    if ((st = write_file(p, info, (size_t)len, NULL, 0, err))) goto fail;
+    if ((st = write_file(p, &(piece){info, (size_t)len}, 1, err))) goto fail;
     if (csv) {
         snprintf(p, sizeof p, "%s/loss.csv", tmp);
-        if ((st = write_file(p, csv, csv_len, NULL, 0, err))) goto fail;
+        if ((st = write_file(p, &(piece){csv, csv_len}, 1, err))) goto fail;
     }
 
-    if (state == 0) {
+    if (!exists) {
         if (rename(tmp, dir) != 0) {
             st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, dir,
                               strerror(errno));
@@ -263,35 +263,29 @@ sm_status sm_checkpoint_peek(const char *dir, sm_checkpoint_info *info, sm_error
 sm_status sm_trainer_load(sm_trainer *t, const char *dir, sm_error *err) {
     unsigned char h[OPT_HEADER];
     FILE *f = NULL;
-    sm_model *m = NULL;
-    sm_status st = sm_model_load(&m, dir, true, err);
+    sm_config mc;
+    sm_status st = sm_config_load(&mc, dir, err);
     if (st) return st;
-    const sm_config *mc = sm_model_config(m);
-    if (mc->n_tensors != t->cfg.n_tensors || mc->n_layer != t->cfg.n_layer ||
-        mc->n_embd != t->cfg.n_embd || mc->n_head != t->cfg.n_head ||
-        mc->n_ctx != t->cfg.n_ctx || mc->n_vocab != t->cfg.n_vocab) {
-        sm_model_free(m);
-        return sm_error_set(err, SM_ERR_FORMAT, "%s/config.json: shape differs from optimizer.bin",
-                            dir);
-    }
-    /* parameters: copy each tensor through the model's validated view */
     sm_weights w;
-    if ((st = sm_weights_open(&w, mc, dir, true, err))) {
-        sm_model_free(m);
-        return st;
-    }
-    for (size_t i = 0; i < t->cfg.n_tensors; i++) {
-        long j = sm_weights_find(&w, t->cfg.tensors[i].name);
-        if (j < 0 || mc->tensors[j].nbytes != t->cfg.tensors[i].nbytes ||
-            mc->tensors[j].dtype != SM_DTYPE_F32) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensor %s is missing or differs", dir,
-                              t->cfg.tensors[i].name);
-            break;
+    if (mc.n_tensors != t->cfg.n_tensors || mc.n_head != t->cfg.n_head) {
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s/config.json: shape differs from optimizer.bin",
+                          dir);
+    } else if (!(st = sm_weights_open(&w, &mc, dir, true, err))) {
+        /* parameters: each tensor by name, its shape checked against the trainer's */
+        for (size_t i = 0; i < t->cfg.n_tensors && !st; i++) {
+            const sm_tensor_desc *want = &t->cfg.tensors[i];
+            long j = sm_weights_find(&w, want->name);
+            const sm_tensor_desc *have = j < 0 ? NULL : &mc.tensors[j];
+            if (!have || have->dtype != SM_DTYPE_F32 || have->ndim != want->ndim ||
+                memcmp(have->shape, want->shape, (size_t)want->ndim * sizeof *want->shape) != 0)
+                st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensor %s is missing or differs", dir,
+                                  want->name);
+            else
+                memcpy(t->params + t->offset[i], w.data[j], want->nbytes);
         }
-        memcpy(t->params + t->offset[i], w.data[j], t->cfg.tensors[i].nbytes);
+        sm_weights_close(&w);
     }
-    sm_weights_close(&w);
-    sm_model_free(m);
+    sm_config_free(&mc);
     if (st) return st;
     if ((st = read_opt_header(dir, h, &f, err))) return st;
     if (sm_read_u64le(h + 24) != t->n_floats) {
