@@ -205,6 +205,16 @@ static int finish_stdout(out_state *os, int code) {
 
 /* --------------------------------------------------------------- parsing */
 
+uint64_t cli_seed(long long seed) {
+    return seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
+const char *cli_flag_name(opt_id id) {
+    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+        if (options[k].id == id) return options[k].name;
+    return "?";
+}
+
 static bool parse_long(const char *s, long lo, long hi, long *out) {
     if (!*s) return false;
     char *end;
@@ -662,6 +672,13 @@ typedef struct {
     size_t len, cap;
 } sink;
 
+/* Makes k collect text: room for a whole context of pieces (a piece is at most 64 bytes). */
+static bool sink_collect(sink *k, const runner *r) {
+    k->cap = (r->sp.n_ctx + 8) * 64;
+    k->buf = malloc(k->cap);
+    return k->buf != NULL;
+}
+
 static int emit_sink(void *user, const char *text, size_t len) {
     sink *k = user;
     if (!k->buf) return out_write(k->os, text, len) || interrupted;
@@ -736,8 +753,7 @@ static int cmd_generate(const cli_opts *o) {
     bool owned;
     int rc = get_text(o, &text, &len, &owned);
     if (rc) return rc;
-    uint64_t seed = o->seed >= 0 ? (uint64_t)o->seed
-                                 : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    uint64_t seed = cli_seed(o->seed);
     sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, seed};
     runner r;
     rc = runner_init(&r, o, false, 512, &spar, true);
@@ -756,13 +772,9 @@ static int cmd_generate(const cli_opts *o) {
                 dropped);
     out_state os = {.last_was_newline = true};
     sink k = {.os = &os};
-    if (o->json) {
-        k.cap = (r.sp.n_ctx + 8) * 64;
-        k.buf = malloc(k.cap);
-        if (!k.buf) {
-            runner_free(&r);
-            return data_error("out of memory for the output");
-        }
+    if (o->json && !sink_collect(&k, &r)) {
+        runner_free(&r);
+        return data_error("out of memory for the output");
     }
     sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&interrupted, o->stop,
                         o->n_stop};
@@ -821,21 +833,18 @@ static int cmd_batch(const cli_opts *o) {
             if (i - a > longest) longest = i - a;
             a = i + 1;
         }
-    uint64_t base_seed = o->seed >= 0 ? (uint64_t)o->seed
-                                      : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    uint64_t base_seed = cli_seed(o->seed);
     sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, base_seed};
     runner r;
     rc = runner_init(&r, o, false, 512, &spar, true);
     char *pbuf = rc ? NULL : malloc(longest + 1);
     sink k = {0};
-    k.cap = rc ? 0 : (r.sp.n_ctx + 8) * 64;
-    k.buf = rc ? NULL : malloc(k.cap);
-    if (!rc && (!pbuf || !k.buf)) rc = data_error("out of memory for the batch");
+    if (!rc && (!pbuf || !sink_collect(&k, &r))) rc = data_error("out of memory for the batch");
     if (rc) {
         free(pbuf);
         free(k.buf);
         free(input);
-        if (r.model) runner_free(&r);
+        runner_free(&r);
         return rc;
     }
     out_state os = {.last_was_newline = true};

@@ -60,6 +60,11 @@ int data_error(const char *msg);
 /* Reads a whole file ('-' = stdin) into a malloc'd buffer. Returns an exit code. */
 int read_all(const char *path, char **out, size_t *len);
 
+/* The seed to use for -s N: N itself, or a fresh one for -1. */
+uint64_t cli_seed(long long seed);
+/* The long name (without "--") of the flag that sets `id`. */
+const char *cli_flag_name(opt_id id);
+
 int sm_cli_train(const cli_opts *o);
 
 #endif

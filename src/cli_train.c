@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sm_train.h"
@@ -43,18 +42,15 @@ static double csv_resume(csv_log *c, const char *dir, int step) {
     double elapsed = 0;
     if (!f) return 0;
     while (fgets(line, sizeof line, f)) {
-        int s;
-        double lr, loss, gn, tps, el;
-        char val[64];
-        if (sscanf(line, "%d,%lf,%lf,%63[^,],%lf,%lf,%lf", &s, &lr, &loss, val, &gn, &tps, &el) < 7 &&
-            sscanf(line, "%d,%lf,%lf,,%lf,%lf,%lf", &s, &lr, &loss, &gn, &tps, &el) < 6)
+        /* a row: step first, elapsed seconds last, 7 fields; the header has no step */
+        size_t n = strlen(line), commas = 0;
+        for (size_t i = 0; i < n; i++) commas += line[i] == ',';
+        long s = strtol(line, NULL, 10);
+        if (commas != 6 || s < 1 || s > step || n >= CSV_ROW_MAX || c->cap - c->len < CSV_ROW_MAX)
             continue;
-        if (s < 1 || s > step) continue;
-        size_t n = strlen(line);
-        if (n >= CSV_ROW_MAX || c->cap - c->len < CSV_ROW_MAX) continue;
         memcpy(c->buf + c->len, line, n);
         c->len += n;
-        elapsed = el;
+        elapsed = strtod(strrchr(line, ',') + 1, NULL);
     }
     fclose(f);
     return elapsed;
@@ -73,11 +69,6 @@ static void fmt_time(char *out, size_t n, double s) {
 static const opt_id fixed_on_resume[] = {O_LAYERS, O_HEADS,  O_EMBD, O_TCTX, O_UNTIED,
                                          O_NOBIAS, O_CONFIG, O_BATCH, O_LR,  O_LRMIN,
                                          O_WARMUP, O_WD,     O_CLIP,  O_SEED, O_VALFRAC};
-static const char *const fixed_names[] = {"--layers", "--heads", "--embd", "--ctx", "--untied",
-                                          "--no-bias", "--config", "--batch", "--lr", "--lr-min",
-                                          "--warmup", "--weight-decay", "--grad-clip", "--seed",
-                                          "--val-fraction"};
-
 /* Shape and hyperparameters from flags (new run) or the checkpoint (resume). */
 static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
                  sm_checkpoint_info *info) {
@@ -85,8 +76,8 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
     if (o->resume) {
         for (size_t i = 0; i < sizeof fixed_on_resume / sizeof fixed_on_resume[0]; i++)
             if (o->given & (1ull << fixed_on_resume[i]))
-                return usage_error(o, "%s cannot change when resuming; the checkpoint fixes it",
-                                   fixed_names[i]);
+                return usage_error(o, "--%s cannot change when resuming; the checkpoint fixes it",
+                                   cli_flag_name(fixed_on_resume[i]));
         if (sm_checkpoint_peek(o->resume, info, &err)) return data_error(err.msg);
         *shape = info->shape;
         *hp = info->hp;
@@ -136,7 +127,7 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
                                                  : 200;
     hp->weight_decay = (float)o->weight_decay;
     hp->grad_clip = (float)o->grad_clip;
-    hp->seed = o->seed >= 0 ? (uint64_t)o->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    hp->seed = cli_seed(o->seed);
     if (shape->n_embd % shape->n_head)
         return usage_error(o, "--embd %d is not a multiple of --heads %d", shape->n_embd,
                            shape->n_head);

@@ -28,13 +28,16 @@ typedef struct {
     void *user;
 } pending;
 
-/* Index of the earliest stop string in the held bytes, or -1. */
-static long find_stop(const pending *pd) {
+/*
+** Index of the earliest stop string in the held bytes, or -1. Bytes before
+** `fresh` were searched already, so a match must end at or after it.
+*/
+static long find_stop(const pending *pd, size_t fresh) {
     long best = -1;
     for (size_t i = 0; i < pd->gp->n_stop; i++) {
         const char *st = pd->gp->stop[i];
         size_t m = strlen(st);
-        for (size_t at = 0; m <= pd->n && at <= pd->n - m; at++)
+        for (size_t at = fresh >= m ? fresh - m + 1 : 0; m <= pd->n && at <= pd->n - m; at++)
             if (memcmp(pd->buf + at, st, m) == 0) {
                 if (best < 0 || (long)at < best) best = (long)at;
                 break;
@@ -58,12 +61,12 @@ static int drain(pending *pd, size_t n) {
 */
 static int push(pending *pd, const char *piece, size_t len) {
     while (len > 0) {
-        size_t room = sizeof pd->buf - pd->n, take = len < room ? len : room;
+        size_t room = sizeof pd->buf - pd->n, take = len < room ? len : room, fresh = pd->n;
         memcpy(pd->buf + pd->n, piece, take);
         pd->n += take;
         piece += take;
         len -= take;
-        long at = find_stop(pd);
+        long at = find_stop(pd, fresh);
         if (at >= 0) {
             pd->n = (size_t)at; /* drop the stop string and what follows */
             return drain(pd, pd->n) ? 2 : 1;
