@@ -162,6 +162,19 @@ static void transpose(const sm_trainer *t, float *out, const float *in, size_t R
     sm_pool_run(t->pool, tr_task, &j);
 }
 
+/* out[r] = sum of row r of in (R, C), rows split over threads. */
+static void rowsum_task(void *arg, int ith, int nth) {
+    const tr_job *j = arg;
+    size_t r0, r1;
+    sm_pool_split(j->R, 1, ith, nth, &r0, &r1);
+    for (size_t r = r0; r < r1; r++) {
+        const float *row = j->in + r * j->C;
+        float s = 0;
+        for (size_t i = 0; i < j->C; i++) s += row[i];
+        j->out[r] = s;
+    }
+}
+
 /* d_in (BT, K) (+)= d_out (BT, N) . W (N, K); dW (N, K) = d_out^T . in; db = sum of d_out rows. */
 static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, const float *in,
                             size_t W, size_t b, size_t N, size_t K) {
@@ -173,15 +186,9 @@ static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, cons
     transpose(t, t->ta, d_out, BT, N);
     transpose(t, t->tb, in, BT, K);
     mm(t, t->grads + W, t->ta, t->tb, NULL, NULL, N, K, BT);
-    if (b != SM_NO_TENSOR) {
-        /* row sums of d_out^T (N, BT): contiguous, one thread per row block */
-        float *db = t->grads + b;
-        for (size_t n = 0; n < N; n++) {
-            const float *r = t->ta + n * BT;
-            float s = 0;
-            for (size_t i = 0; i < BT; i++) s += r[i];
-            db[n] = s;
-        }
+    if (b != SM_NO_TENSOR) { /* the bias gradient: row sums of d_out^T (N, BT) */
+        tr_job j = {t->grads + b, t->ta, N, BT};
+        sm_pool_run(t->pool, rowsum_task, &j);
     }
 }
 
@@ -617,15 +624,18 @@ static void adam_task(void *arg, int ith, int nth) {
 
 /* ---- batches and the public API ---------------------------------------- */
 
+/* Sequence b of the batch: the T bytes at text[off], targets shifted by one. */
+static void load_window(sm_trainer *t, size_t b, const uint8_t *text) {
+    for (size_t i = 0; i < t->T; i++) {
+        t->tokens[b * t->T + i] = text[i];
+        t->targets[b * t->T + i] = text[i + 1];
+    }
+}
+
 static void load_batch(sm_trainer *t, int step) {
     size_t span = t->n_train - t->T;
-    for (size_t b = 0; b < t->B; b++) {
-        size_t off = (size_t)(splitmix(t->hp.seed, (uint64_t)step * t->B + b) % span);
-        for (size_t i = 0; i < t->T; i++) {
-            t->tokens[b * t->T + i] = t->text[off + i];
-            t->targets[b * t->T + i] = t->text[off + i + 1];
-        }
-    }
+    for (size_t b = 0; b < t->B; b++)
+        load_window(t, b, t->text + splitmix(t->hp.seed, (uint64_t)step * t->B + b) % span);
 }
 
 sm_status sm_trainer_step(sm_trainer *t, sm_train_stats *stats, sm_error *err) {
@@ -653,20 +663,15 @@ double sm_trainer_eval(sm_trainer *t, int n_seq) {
     const uint8_t *val = t->text + t->n_train;
     size_t span = t->n_val - t->T - 1;
     double sum = 0;
-    int done = 0;
-    while (done < n_seq) {
+    for (size_t s0 = 0, n = (size_t)n_seq; s0 < n; s0 += t->B) {
+        size_t use = n - s0 < t->B ? n - s0 : t->B;
+        /* window k at an even share of the span; a short last batch repeats its last window */
         for (size_t b = 0; b < t->B; b++) {
-            size_t k = (size_t)done + b < (size_t)n_seq ? (size_t)done + b : (size_t)n_seq - 1;
-            size_t off = n_seq > 1 ? span * k / (size_t)(n_seq - 1) : 0;
-            for (size_t i = 0; i < t->T; i++) {
-                t->tokens[b * t->T + i] = val[off + i];
-                t->targets[b * t->T + i] = val[off + i + 1];
-            }
+            size_t k = s0 + (b < use ? b : use - 1);
+            load_window(t, b, val + (n > 1 ? span * k / (n - 1) : 0));
         }
         forward(t, false);
-        size_t use = (size_t)(n_seq - done) < t->B ? (size_t)(n_seq - done) : t->B;
         for (size_t r = 0; r < use * t->T; r++) sum += t->losses[r];
-        done += (int)use;
     }
     return sum / ((double)n_seq * (double)t->T);
 }
