@@ -821,20 +821,65 @@ static int cmd_generate(const cli_opts *o) {
     return finish_stdout(&os, rc);
 }
 
+/* The next line of buf from *at (newline and a trailing CR removed); false at the end. */
+static bool next_line(const char *buf, size_t len, size_t *at, const char **line, size_t *n) {
+    if (*at >= len) return false;
+    const char *nl = memchr(buf + *at, '\n', len - *at);
+    size_t end = nl ? (size_t)(nl - buf) : len;
+    *line = buf + *at;
+    *n = end - *at;
+    if (*n && (*line)[*n - 1] == '\r') --*n;
+    *at = end + 1;
+    return true;
+}
+
+/* Whether the record-th non-empty line (1-based) is this process's under --shard. */
+static bool in_shard(const cli_opts *o, size_t record) {
+    return !o->shard_n || (record - 1) % (size_t)o->shard_n == (size_t)(o->shard_i - 1);
+}
+
+/*
+** Runs one batch record: its settings over the flags' (spar, o), the prompt
+** alone from an empty cache. On failure msg says why; else *gs and k's text.
+*/
+static void run_record(runner *r, const cli_opts *o, const sm_sampler_params *spar,
+                       const sm_batch_record *rec, sink *k, sm_gen_stats *gs, size_t *dropped,
+                       char *msg, size_t cap) {
+    size_t max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
+                                                     : (size_t)o->max_tokens;
+    size_t np;
+    if (!prepare_prompt(r, rec->prompt, rec->prompt_len, max_tokens, o->truncate, &np, dropped,
+                        msg, cap))
+        return;
+    sm_sampler_params sp = *spar;
+    if (rec->set & SM_REC_TEMPERATURE) sp.temperature = (float)rec->temperature;
+    if (rec->set & SM_REC_TOP_K) sp.top_k = (int)rec->top_k;
+    if (rec->set & SM_REC_TOP_P) sp.top_p = (float)rec->top_p;
+    if (rec->set & SM_REC_SEED) sp.seed = (uint64_t)rec->seed;
+    sm_sampler_reset(&r->sampler, &sp);
+    const char *stops[SM_STOP_MAX];
+    size_t n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
+    for (size_t i = 0; i < n_stop; i++) stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
+    sm_gen_params gp = {max_tokens, (const volatile int *)&interrupted, stops, n_stop};
+    sm_error err = {{0}};
+    k->len = 0;
+    if (sm_generate(r->state, &r->tok, &r->sampler, r->tokens, np, &gp, emit_sink, k, gs, &err))
+        snprintf(msg, cap, "%s", err.msg);
+}
+
 static int cmd_batch(const cli_opts *o) {
     char *input;
     size_t len;
     int rc = read_all(o->batch_file, &input, &len);
     if (rc) return rc;
-    size_t total = 0, longest = 0;
-    for (size_t i = 0, a = 0; i <= len; i++)
-        if (i == len || input[i] == '\n') {
-            if (i > a && !(i - a == 1 && input[a] == '\r')) total++;
-            if (i - a > longest) longest = i - a;
-            a = i + 1;
-        }
-    uint64_t base_seed = cli_seed(o->seed);
-    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, base_seed};
+    /* first pass: this shard's records, and the longest line (the prompt buffer) */
+    const char *line;
+    size_t n, at = 0, longest = 0, todo = 0, record = 0;
+    while (next_line(input, len, &at, &line, &n)) {
+        if (n > longest) longest = n;
+        if (n) todo += in_shard(o, ++record);
+    }
+    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, cli_seed(o->seed)};
     runner r;
     rc = runner_init(&r, o, false, 512, &spar, true);
     char *pbuf = rc ? NULL : malloc(longest + 1);
@@ -849,23 +894,25 @@ static int cmd_batch(const cli_opts *o) {
     }
     out_state os = {.last_was_newline = true};
     k.os = &os;
-    size_t done = 0, failed = 0, record = 0, mine = 0, tokens = 0;
+    size_t done = 0, failed = 0, tokens = 0, lineno = 0;
     double t0 = sm_time_now();
     bool tty = isatty(STDERR_FILENO) && !o->quiet;
-    for (size_t a = 0, lineno = 1; a < len && !interrupted && !os.pipe_closed && !os.write_errno;
-         lineno++) {
-        char *nl = memchr(input + a, '\n', len - a);
-        size_t e = nl ? (size_t)(nl - input) : len, n = e - a;
-        const char *line = input + a;
-        a = e + 1;
-        if (n && line[n - 1] == '\r') n--;
-        if (n == 0) continue;
-        record++;
-        if (o->shard_n && (record - 1) % (size_t)o->shard_n != (size_t)(o->shard_i - 1)) continue;
-        mine++;
+    at = record = 0;
+    while (!interrupted && !os.pipe_closed && !os.write_errno &&
+           next_line(input, len, &at, &line, &n)) {
+        lineno++;
+        if (n == 0 || !in_shard(o, ++record)) continue;
         sm_batch_record rec;
         sm_error err = {{0}};
-        char msg[600] = "";
+        sm_gen_stats gs;
+        size_t dropped = 0;
+        char msg[600] = "", idbuf[32];
+        if (sm_batch_parse(line, n, pbuf, &rec, &err))
+            snprintf(msg, sizeof msg, "%s", err.msg);
+        else
+            run_record(&r, o, &spar, &rec, &k, &gs, &dropped, msg, sizeof msg);
+        if (interrupted) break; /* never half a record: the one in flight is dropped */
+        snprintf(idbuf, sizeof idbuf, "%zu", lineno);
         char *out = NULL;
         size_t out_len = 0;
         FILE *f = open_memstream(&out, &out_len);
@@ -873,47 +920,7 @@ static int cmd_batch(const cli_opts *o) {
             rc = data_error("out of memory for an output record");
             break;
         }
-        if (sm_batch_parse(line, n, pbuf, &rec, &err)) {
-            snprintf(msg, sizeof msg, "%s", err.msg);
-        }
-        char idbuf[32];
-        const char *id = rec.id;
-        if (!*id) {
-            snprintf(idbuf, sizeof idbuf, "%zu", lineno);
-            id = idbuf;
-        }
-        sm_gen_stats gs;
-        size_t np = 0, dropped = 0;
-        size_t max_tokens = rec.set & SM_REC_MAX_TOKENS ? (size_t)rec.max_tokens
-                                                        : (size_t)o->max_tokens;
-        if (!*msg)
-            prepare_prompt(&r, rec.prompt, rec.prompt_len, max_tokens, o->truncate, &np, &dropped,
-                           msg, sizeof msg);
-        if (!*msg) {
-            sm_sampler_params sp = spar;
-            if (rec.set & SM_REC_TEMPERATURE) sp.temperature = (float)rec.temperature;
-            if (rec.set & SM_REC_TOP_K) sp.top_k = (int)rec.top_k;
-            if (rec.set & SM_REC_TOP_P) sp.top_p = (float)rec.top_p;
-            if (rec.set & SM_REC_SEED) sp.seed = (uint64_t)rec.seed;
-            sm_sampler_reset(&r.sampler, &sp);
-            const char *stops[SM_STOP_MAX];
-            size_t n_stop = 0;
-            if (rec.set & SM_REC_STOP)
-                for (; n_stop < rec.n_stop; n_stop++) stops[n_stop] = rec.stop[n_stop];
-            else
-                for (; n_stop < o->n_stop; n_stop++) stops[n_stop] = o->stop[n_stop];
-            sm_gen_params gp = {max_tokens, (const volatile int *)&interrupted, stops, n_stop};
-            k.len = 0;
-            if (sm_generate(r.state, &r.tok, &r.sampler, r.tokens, np, &gp, emit_sink, &k, &gs,
-                            &err))
-                snprintf(msg, sizeof msg, "%s", err.msg);
-        }
-        if (interrupted) { /* never half a record: the one in flight is dropped */
-            fclose(f);
-            free(out);
-            break;
-        }
-        fprintf(f, "{\"id\": %s, ", id);
+        fprintf(f, "{\"id\": %s, ", *rec.id ? rec.id : idbuf);
         if (*msg) {
             fprintf(f, "\"line\": %zu, \"error\": \"", lineno);
             json_string(f, (const unsigned char *)msg, strlen(msg));
@@ -929,10 +936,8 @@ static int cmd_batch(const cli_opts *o) {
         done++;
         if (tty) {
             double el = sm_time_now() - t0;
-            size_t todo = o->shard_n ? (total - (size_t)o->shard_i) / (size_t)o->shard_n + 1 : total;
             fprintf(stderr, "\r\033[Krecords %zu/%zu  %.0f tokens/s  ETA %.0fs", done, todo,
-                    el > 0 ? (double)tokens / el : 0,
-                    done ? el / (double)done * (double)(todo > done ? todo - done : 0) : 0);
+                    el > 0 ? (double)tokens / el : 0, el / (double)done * (double)(todo - done));
         }
     }
     if (tty) fputc('\n', stderr);
@@ -940,7 +945,7 @@ static int cmd_batch(const cli_opts *o) {
     if (o->stats || (interrupted && !o->quiet))
         fprintf(stderr, "batch: %zu of %zu records written (%zu failed), %zu tokens generated in "
                         "%.2f s (%.1f tokens/s)%s\n",
-                done, mine, failed, tokens, el, el > 0 ? (double)tokens / el : 0,
+                done, todo, failed, tokens, el, el > 0 ? (double)tokens / el : 0,
                 interrupted ? "; interrupted" : "");
     free(pbuf);
     free(k.buf);
