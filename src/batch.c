@@ -58,7 +58,7 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
                 return bad(err, k, "is too long");
         } else if (strcmp(k, "prompt") == 0) {
             if (!cJSON_IsString(v) || !v->valuestring) return bad(err, k, "must be a string");
-            /* cJSON stops at an escaped NUL; the decoded text is never longer than the line */
+            /* the decoded text is never longer than the line (escaped NULs are refused) */
             rec->prompt_len = strlen(v->valuestring);
             memcpy(buf, v->valuestring, rec->prompt_len);
             rec->prompt = buf;
@@ -110,19 +110,10 @@ sm_status sm_batch_parse(const char *line, size_t len, char *buf, sm_batch_recor
         rec->prompt_len = len;
         return SM_OK;
     }
-    /* cJSON ends strings at an escaped NUL; refuse rather than cut the prompt short */
-    for (size_t k = 0; k + 6 <= len; k++)
-        if (line[k] == '\\' && line[k + 1] == 'u' && memcmp(line + k + 2, "0000", 4) == 0) {
-            size_t bs = 0; /* count the backslashes before: \\u0000 is text, not NUL */
-            while (bs < k && line[k - 1 - bs] == '\\') bs++;
-            if (bs % 2 == 0)
-                return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                                    "a \\u0000 (NUL) in a JSON record is not supported; "
-                                    "use a plain-text line");
-        }
-    cJSON *root = sm_json_parse_strict(line, len, NULL, err);
-    if (!root) return SM_ERR_INPUT;
-    sm_status st = parse_object(root, buf, rec, err);
+    cJSON *root;
+    sm_status st = sm_json_parse_strict(line, len, NULL, &root, err);
+    if (st) return st;
+    st = parse_object(root, buf, rec, err);
     cJSON_Delete(root);
     return st;
 }

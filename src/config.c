@@ -79,39 +79,52 @@ static const char *duplicate_key(const cJSON *node) {
     return NULL;
 }
 
-cJSON *sm_json_parse_strict(const char *text, size_t len, const char *path, sm_error *err) {
+sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, cJSON **out,
+                               sm_error *err) {
+    *out = NULL;
     const char *pre = path ? path : "", *sep = path ? ": " : "";
-    if (memchr(text, '\0', len)) {
-        sm_error_set(err, SM_ERR_FORMAT, "%s%scontains a NUL byte; expected JSON text", pre, sep);
-        return NULL;
+    if (memchr(text, '\0', len))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s%scontains a NUL byte; expected JSON text",
+                            pre, sep);
+    int line, col;
+    /* cJSON ends a string at an escaped NUL: refuse it rather than cut names or prompts short */
+    for (size_t k = 0; k + 6 <= len; k++) {
+        if (text[k] != '\\' || text[k + 1] != 'u' || memcmp(text + k + 2, "0000", 4) != 0) continue;
+        size_t bs = 0; /* an escaped backslash before it makes it plain text */
+        while (bs < k && text[k - 1 - bs] == '\\') bs++;
+        if (bs % 2) continue;
+        line_col(text, k, &line, &col);
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "%s%sa \\u0000 (NUL) escape at line %d, column %d is not supported",
+                            pre, sep, line, col);
     }
     const char *end = NULL;
     cJSON *root = len ? cJSON_ParseWithLengthOpts(text, len, &end, false) : NULL;
-    int line, col;
     if (!root) {
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
         line_col(text, at, &line, &col);
-        sm_error_set(err, SM_ERR_FORMAT, "%s%sinvalid JSON at line %d, column %d", pre, sep, line,
-                     col);
-        return NULL;
+        return sm_error_set(err, SM_ERR_FORMAT, "%s%sinvalid JSON at line %d, column %d", pre, sep,
+                            line, col);
     }
     /* cJSON stops at the end of the first value; anything but space after it is garbage. */
     size_t at = (size_t)(end - text);
     while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
         at++;
     const char *dup = NULL;
+    sm_status st = SM_OK;
     if (at < len) {
         line_col(text, at, &line, &col);
-        sm_error_set(err, SM_ERR_FORMAT,
-                     "%s%sunexpected text after the JSON value at line %d, column %d", pre, sep,
-                     line, col);
+        st = sm_error_set(err, SM_ERR_FORMAT,
+                          "%s%sunexpected text after the JSON value at line %d, column %d", pre,
+                          sep, line, col);
     } else if ((dup = duplicate_key(root))) {
-        sm_error_set(err, SM_ERR_FORMAT, "%s%sduplicate key \"%s\"", pre, sep, dup);
-    } else {
-        return root;
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s%sduplicate key \"%s\"", pre, sep, dup);
     }
-    cJSON_Delete(root);
-    return NULL;
+    if (st)
+        cJSON_Delete(root);
+    else
+        *out = root;
+    return st;
 }
 
 /* Refuses keys not in `allowed` (NULL-terminated) so typos are not ignored. */
@@ -362,9 +375,10 @@ sm_status sm_config_parse(sm_config *cfg, const char *json, size_t len, const ch
     memset(cfg, 0, sizeof *cfg);
     pctx pc = {path, err};
     if (len == 0) return FAIL(&pc, "%s: file is empty", path);
-    cJSON *root = sm_json_parse_strict(json, len, path, err);
-    if (!root) return SM_ERR_FORMAT;
-    sm_status st = parse_root(&pc, root, cfg);
+    cJSON *root;
+    sm_status st = sm_json_parse_strict(json, len, path, &root, err);
+    if (st) return st;
+    st = parse_root(&pc, root, cfg);
     cJSON_Delete(root);
     if (st) sm_config_free(cfg);
     return st;
@@ -486,11 +500,11 @@ void sm_config_json_free(char *json) {
 sm_status sm_config_parse_shape(sm_config *cfg, const char *json, size_t len, const char *path,
                                 sm_error *err) {
     pctx pc = {path, err};
-    cJSON *root = sm_json_parse_strict(json, len, path, err);
-    if (!root) return SM_ERR_FORMAT;
+    cJSON *root;
+    sm_status st = sm_json_parse_strict(json, len, path, &root, err);
+    if (st) return st;
     static const char *const keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "norm_eps",
                                        "tied_output", "bias", NULL};
-    sm_status st = SM_OK;
     if (!cJSON_IsObject(root))
         st = FAIL(&pc, "%s: expected a JSON object at the top", path);
     if (!st) st = check_keys(&pc, root, "", keys);

@@ -10,11 +10,13 @@
 #include "sm_base.h"
 
 /*
-** Parses exactly one JSON value from text[0..len): no NUL bytes, nothing but
-** white space after it, no duplicate key in any object. On failure returns
-** NULL and sets err (SM_ERR_FORMAT) with the line and column; messages start
-** with "PATH: " when path is not NULL. Free the result with cJSON_Delete.
+** Parses exactly one JSON value from text[0..len): no NUL bytes, no \u0000
+** escapes (cJSON would cut the string there: SM_ERR_UNSUPPORTED), nothing but
+** white space after it, no duplicate key in any object. On failure *out is
+** NULL and err says where (line and column); messages start with "PATH: "
+** when path is not NULL. Free *out with cJSON_Delete.
 */
-cJSON *sm_json_parse_strict(const char *text, size_t len, const char *path, sm_error *err);
+sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, cJSON **out,
+                               sm_error *err);
 
 #endif

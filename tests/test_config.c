@@ -88,6 +88,7 @@ void test_config_errors(void) {
         {"\"tied_output\":true", "\"tied_output\":1", SM_ERR_FORMAT, "true or false"},
         {"\"n_vocab\":256,", "", SM_ERR_FORMAT, "missing key \"n_vocab\""},
         {"\"norm_eps\":1e-5", "\"norm_eps\":-1", SM_ERR_FORMAT, "norm_eps"},
+        {"\"name\":\"a\"", "\"name\":\"a\\u0000b\"", SM_ERR_UNSUPPORTED, "(NUL) escape at line 4"},
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         char good[2048], *p;
