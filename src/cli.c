@@ -1170,8 +1170,7 @@ static int cmd_bench(const cli_opts *o) {
 int sm_cli_main(int argc, char **argv) {
     cli_opts o = {.max_tokens = 256, .temp = 0.8, .top_k = 40, .top_p = 0.95, .seed = 42,
                   .kernels = "auto", .prompt_tokens = 128, .reps = 3, .layers = 4, .heads = 8,
-                  .embd = 256, .tctx = 256, .steps = 1000, .batch = 16, .lr = 1e-3,
-                  .weight_decay = 0.1, .grad_clip = 1.0, .val_fraction = 0.1, .eval_every = 100,
+                  .embd = 256, .tctx = 256, .val_fraction = 0.1, .eval_every = 100,
                   .eval_seqs = 64, .ckpt_every = 500, .log_every = 10};
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
@@ -1199,7 +1198,6 @@ int sm_cli_main(int argc, char **argv) {
         }
     if (!o.cmd) return usage_error(NULL, "unknown command '%s'", c);
     if (o.cmd == CMD_BENCH) o.max_tokens = 128;
-    if (o.cmd == CMD_TRAIN) o.seed = 1337;
 
     const char *env = getenv("SMALLMIND_MODEL");
     o.model = env && *env ? env : "models/default";

@@ -117,17 +117,19 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
         if (o->given & (1ull << O_UNTIED)) shape->tied_output = false;
         if (o->given & (1ull << O_NOBIAS)) shape->bias = false;
     }
+    /* the trainer's defaults, then the flags given; warm-up and the final rate follow
+       --steps and --lr unless given */
     sm_train_hparams_default(hp);
-    hp->batch = (int)o->batch;
-    hp->steps = (int)o->steps;
-    hp->lr = (float)o->lr;
-    hp->lr_min = o->given & (1ull << O_LRMIN) ? (float)o->lr_min : hp->lr / 10;
-    hp->warmup = o->given & (1ull << O_WARMUP) ? (int)o->warmup
-                 : hp->steps / 10 < 200          ? hp->steps / 10
-                                                 : 200;
-    hp->weight_decay = (float)o->weight_decay;
-    hp->grad_clip = (float)o->grad_clip;
-    hp->seed = cli_seed(o->seed);
+#define GIVEN(id) (o->given & (1ull << (id)))
+    if (GIVEN(O_BATCH)) hp->batch = (int)o->batch;
+    if (GIVEN(O_STEPS)) hp->steps = (int)o->steps;
+    if (GIVEN(O_LR)) hp->lr = (float)o->lr;
+    if (GIVEN(O_WD)) hp->weight_decay = (float)o->weight_decay;
+    if (GIVEN(O_CLIP)) hp->grad_clip = (float)o->grad_clip;
+    if (GIVEN(O_SEED)) hp->seed = cli_seed(o->seed);
+    hp->lr_min = GIVEN(O_LRMIN) ? (float)o->lr_min : hp->lr / 10;
+    hp->warmup = GIVEN(O_WARMUP) ? (int)o->warmup : hp->steps / 10 < 200 ? hp->steps / 10 : 200;
+#undef GIVEN
     if (shape->n_embd % shape->n_head)
         return usage_error(o, "--embd %d is not a multiple of --heads %d", shape->n_embd,
                            shape->n_head);
