@@ -195,7 +195,6 @@ static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, cons
 /* ---- LayerNorm -------------------------------------------------------- */
 
 typedef struct ln_job {
-    const sm_trainer *t;
     float *out, *mu, *rs;           /* forward outputs */
     const float *x, *g, *b;         /* input and parameters */
     const float *dout;              /* backward: gradient of out */
@@ -271,14 +270,14 @@ static float *G(const sm_trainer *t, size_t off) {
 
 static void layernorm_fwd(const sm_trainer *t, float *out, float *mu, float *rs, const float *x,
                           size_t g, size_t b) {
-    ln_job j = {.t = t, .out = out, .mu = mu, .rs = rs, .x = x, .g = P(t, g), .b = P(t, b),
+    ln_job j = {.out = out, .mu = mu, .rs = rs, .x = x, .g = P(t, g), .b = P(t, b),
                 .rows = t->B * t->T, .C = (size_t)t->cfg.n_embd, .eps = t->cfg.norm_eps};
     sm_pool_run(t->pool, ln_fwd_task, &j);
 }
 
 static void layernorm_bwd(sm_trainer *t, float *dx, bool overwrite, const float *dout,
                           const float *x, const float *mu, const float *rs, size_t g, size_t b) {
-    ln_job j = {.t = t, .mu = (float *)mu, .rs = (float *)rs, .x = x, .g = P(t, g),
+    ln_job j = {.mu = (float *)mu, .rs = (float *)rs, .x = x, .g = P(t, g),
                 .dout = dout, .dx = dx, .dg = G(t, g), .db = G(t, b), .overwrite = overwrite,
                 .rows = t->B * t->T, .C = (size_t)t->cfg.n_embd, .eps = t->cfg.norm_eps};
     sm_pool_run(t->pool, ln_bwd_task, &j);
@@ -825,7 +824,7 @@ static void carve(sm_trainer *t, sm_arena *a) {
     if (rows > per) per = rows;
     if (V > per) per = V;
     t->scratch_floats = (per + 15) & ~(size_t)15;
-    t->scratch = sm_arena_alloc(a, (size_t)t->nth * t->scratch_floats, 4);
+    t->scratch = sm_arena_alloc(a, (size_t)sm_pool_threads(t->pool) * t->scratch_floats, 4);
 }
 
 static double gauss(uint64_t seed, uint64_t i) {
@@ -885,7 +884,6 @@ sm_status sm_trainer_create(sm_trainer **out, const sm_config *shape, const sm_t
     t->hp = *hp;
     t->k = k;
     t->pool = pool;
-    t->nth = sm_pool_threads(pool);
     t->text = text;
     t->n_train = n_train;
     t->n_val = n_val;

@@ -31,7 +31,6 @@ struct sm_trainer {
     sm_train_hparams hp;
     const sm_kernels *k;
     sm_pool *pool;
-    int nth;
     const uint8_t *text;
     size_t n_train, n_val;
     int step;
@@ -57,7 +56,7 @@ struct sm_trainer {
     float *dres, *dln, *datty, *dqkv, *dfch; /* gradients of activations */
     float *ta, *tb; /* (max(4C, 3C, V), BT) transposed activations */
     float *wt;      /* the transpose of one weight matrix */
-    float *scratch; /* (nth, scratch_floats) */
+    float *scratch; /* (pool threads, scratch_floats) */
     size_t scratch_floats;
 
     sm_arena arena;
