@@ -42,6 +42,16 @@ typedef struct sm_kernels {
                    size_t n1, float *restrict scratch);
 
     /*
+    ** The same product as matmul, computed row by row: out row t is bit for
+    ** bit what matmul gives for that row alone (T = 1), whatever T is. Rows
+    ** still share each pass over w. Batched decoding uses it so that a
+    ** sequence decoded beside others gives exactly its result decoded alone.
+    */
+    void (*matmul_rows)(float *restrict out, const float *restrict x, const float *restrict w,
+                        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                        size_t n1, float *restrict scratch);
+
+    /*
     ** Causal attention of one head for T queries at positions pos..pos+T-1
     ** over keys 0..pos+T-1, which must already be in kt and v. Scores are
     ** Q.K^T as a product over blocks of queries, softmax over the unmasked

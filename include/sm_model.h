@@ -34,12 +34,16 @@ const sm_config *sm_model_config(const sm_model *m);
 size_t sm_model_params(const sm_model *m);      /* number of weights */
 size_t sm_model_weight_bytes(const sm_model *m); /* bytes of tensor data */
 
+/* Most sequences one state decodes together (sm_state_decode). */
+#define SM_MAX_SEQ 256
+
 typedef struct sm_state_params {
     size_t n_ctx;     /* KV-cache length in tokens, 1..config n_ctx */
     size_t max_batch; /* most tokens one forward call takes, 1..n_ctx */
     bool all_logits;  /* logits for every token of a call, not just the last */
     int n_threads;    /* threads of the pool the state will run on */
     const sm_kernels *kernels; /* the table forward uses (plan needs its scratch size) */
+    size_t n_seq;     /* sequences with their own KV-cache, 1..SM_MAX_SEQ (0 = 1) */
 } sm_state_params;
 
 typedef struct sm_state_plan {
@@ -81,6 +85,21 @@ sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t 
 */
 sm_status sm_state_prefill(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
                            const float **logits, sm_error *err);
+
+/* As sm_state_forward and sm_state_prefill, on sequence seq's KV-cache (0..n_seq-1). */
+sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
+                               size_t pos, const float **logits, sm_error *err);
+sm_status sm_state_prefill_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
+                               size_t pos, const float **logits, sm_error *err);
+
+/*
+** Batched decoding: one token each for n distinct sequences (1 <= n <=
+** n_seq), tokens[i] at position poss[i] of sequence seqs[i]. The sequences
+** share every pass over the weights. *logits is (n, n_vocab), row i bit for
+** bit what sm_state_forward_seq(s, seqs[i], &tokens[i], 1, poss[i]) gives.
+*/
+sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,
+                          const size_t *poss, size_t n, const float **logits, sm_error *err);
 
 /* The parameters the state was built with. */
 const sm_state_params *sm_state_params_of(const sm_state *s);

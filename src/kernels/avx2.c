@@ -103,50 +103,62 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
     }
 }
 
+/*
+** out[t, n..n+nw) for r token rows (r <= 2, nw <= 4; constants at every call
+** site, so the accumulators stay in the 16 registers): the weight rows are
+** loaded once for all token rows. Each output is one 8-lane dot product
+** reduced the same way whatever r is, so a row's result does not depend on
+** how many rows share the pass (what batched decoding relies on).
+*/
+static inline __attribute__((always_inline)) void
+dot_block(size_t r, size_t nw, float *restrict out, size_t N, const float *restrict x,
+          const float *restrict w, const float *restrict bias, size_t K, size_t kv,
+          __m256i mt, int tail) {
+    __m256 a[2][4];
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_setzero_ps();
+    for (size_t k = 0; k < kv; k += 8) {
+        __m256 wv[4];
+        for (size_t j = 0; j < nw; j++) wv[j] = _mm256_loadu_ps(w + j * K + k);
+        for (size_t i = 0; i < r; i++) {
+            __m256 xv = _mm256_loadu_ps(x + i * K + k);
+            for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
+        }
+    }
+    if (tail) {
+        __m256 wv[4];
+        for (size_t j = 0; j < nw; j++) wv[j] = _mm256_maskload_ps(w + j * K + kv, mt);
+        for (size_t i = 0; i < r; i++) {
+            __m256 xv = _mm256_maskload_ps(x + i * K + kv, mt);
+            for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
+        }
+    }
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < nw; j++)
+            out[i * N + j] = hsum(a[i][j]) + (bias ? bias[j] : 0.0f);
+}
+
+/* Token rows in pairs against the same 4 weight rows, which stay in L1. */
+static inline __attribute__((always_inline)) void
+dot_rows(size_t nw, float *restrict out, const float *restrict x, const float *restrict w,
+         const float *restrict bias, size_t T, size_t N, size_t K, size_t kv, __m256i mt,
+         int tail) {
+    size_t t = 0;
+    for (; t + 2 <= T; t += 2)
+        dot_block(2, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
+    if (t < T) dot_block(1, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
+}
+
 static void gemv(float *restrict out, const float *restrict x, const float *restrict w,
                  const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
                  size_t n1) {
     __m256i mt = tail_mask(K % 8);
-    size_t kv = K - K % 8;
+    size_t kv = K - K % 8, n = n0;
     int tail = K % 8 != 0;
-    for (size_t t = 0; t < T; t++) {
-        const float *xr = x + t * K;
-        float *o = out + t * N;
-        size_t n = n0;
-        for (; n + 4 <= n1; n += 4) {
-            const float *w0 = w + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            size_t k = 0;
-            for (; k < kv; k += 8) {
-                __m256 xv = _mm256_loadu_ps(xr + k);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), xv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k), xv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k), xv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k), xv, a3);
-            }
-            if (tail) {
-                __m256 xv = _mm256_maskload_ps(xr + k, mt);
-                a0 = _mm256_fmadd_ps(_mm256_maskload_ps(w0 + k, mt), xv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_maskload_ps(w1 + k, mt), xv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_maskload_ps(w2 + k, mt), xv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_maskload_ps(w3 + k, mt), xv, a3);
-            }
-            o[n] = hsum(a0) + (bias ? bias[n] : 0.0f);
-            o[n + 1] = hsum(a1) + (bias ? bias[n + 1] : 0.0f);
-            o[n + 2] = hsum(a2) + (bias ? bias[n + 2] : 0.0f);
-            o[n + 3] = hsum(a3) + (bias ? bias[n + 3] : 0.0f);
-        }
-        for (; n < n1; n++) {
-            const float *w0 = w + n * K;
-            __m256 a0 = _mm256_setzero_ps();
-            size_t k = 0;
-            for (; k < kv; k += 8)
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), _mm256_loadu_ps(xr + k), a0);
-            if (tail)
-                a0 = _mm256_fmadd_ps(_mm256_maskload_ps(w0 + k, mt), _mm256_maskload_ps(xr + k, mt), a0);
-            o[n] = hsum(a0) + (bias ? bias[n] : 0.0f);
-        }
-    }
+    for (; n + 4 <= n1; n += 4)
+        dot_rows(4, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt, tail);
+    for (; n < n1; n++)
+        dot_rows(1, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt, tail);
 }
 
 static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
@@ -156,6 +168,13 @@ static void matmul(float *restrict out, const float *restrict x, const float *re
         gemm(out, x, w, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, bias, T, N, K, n0, n1);
+}
+
+static void matmul_rows(float *restrict out, const float *restrict x, const float *restrict w,
+                        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                        size_t n1, float *restrict scratch) {
+    (void)scratch;
+    gemv(out, x, w, bias, T, N, K, n0, n1);
 }
 
 static float vmax(const float *x, size_t n) {
@@ -326,6 +345,7 @@ const sm_kernels sm_kernels_avx2 = {
     .name = "avx2",
     .matmul_scratch = (size_t)NR * KC,
     .matmul = matmul,
+    .matmul_rows = matmul_rows,
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,

@@ -8,7 +8,8 @@
 ** rows x KC = 256 columns, transposed so that one k step reads 32 contiguous
 ** weights; an MR = 8 tokens x NR micro-kernel keeps 16 accumulators in
 ** registers and does 16 FMAs per 2 panel loads + 8 broadcasts. No horizontal
-** sums. T < 4: rows of w are streamed four at a time (matrix-vector).
+** sums. T < 4, and matmul_rows for any T: rows of w are streamed four at a time
+** against up to four token rows (matrix-vector, one dot product per output).
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
@@ -95,50 +96,64 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
     }
 }
 
+/*
+** out[t, n..n+nw) for r token rows (r <= 4, nw <= 4; constants at every call
+** site, so the accumulators stay in registers): the weight rows are loaded
+** once for all token rows. Each output is one 16-lane dot product reduced the
+** same way whatever r is, so a row's result does not depend on how many rows
+** share the pass (what batched decoding relies on).
+*/
+static inline __attribute__((always_inline)) void
+dot_block(size_t r, size_t nw, float *restrict out, size_t N, const float *restrict x,
+          const float *restrict w, const float *restrict bias, size_t K, size_t kv,
+          __mmask16 mt) {
+    __m512 a[4][4];
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_setzero_ps();
+    for (size_t k = 0; k < kv; k += 16) {
+        __m512 wv[4];
+        for (size_t j = 0; j < nw; j++) wv[j] = _mm512_loadu_ps(w + j * K + k);
+        for (size_t i = 0; i < r; i++) {
+            __m512 xv = _mm512_loadu_ps(x + i * K + k);
+            for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
+        }
+    }
+    if (mt) {
+        __m512 wv[4];
+        for (size_t j = 0; j < nw; j++) wv[j] = _mm512_maskz_loadu_ps(mt, w + j * K + kv);
+        for (size_t i = 0; i < r; i++) {
+            __m512 xv = _mm512_maskz_loadu_ps(mt, x + i * K + kv);
+            for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
+        }
+    }
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < nw; j++)
+            out[i * N + j] = _mm512_reduce_add_ps(a[i][j]) + (bias ? bias[j] : 0.0f);
+}
+
+/* Token rows in blocks of 4 against the same 4 weight rows, which stay in L1. */
+static inline __attribute__((always_inline)) void
+dot_rows(size_t nw, float *restrict out, const float *restrict x, const float *restrict w,
+         const float *restrict bias, size_t T, size_t N, size_t K, size_t kv, __mmask16 mt) {
+    size_t t = 0;
+    for (; t + 4 <= T; t += 4) dot_block(4, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt);
+    switch (T - t) {
+    case 3: dot_block(3, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 2: dot_block(2, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 1: dot_block(1, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    default: break;
+    }
+}
+
 static void gemv(float *restrict out, const float *restrict x, const float *restrict w,
                  const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
                  size_t n1) {
-    __mmask16 mt = tail_mask(K % 16);
-    size_t kv = K - K % 16;
-    for (size_t t = 0; t < T; t++) {
-        const float *xr = x + t * K;
-        float *o = out + t * N;
-        size_t n = n0;
-        for (; n + 4 <= n1; n += 4) {
-            const float *w0 = w + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            size_t k = 0;
-            for (; k < kv; k += 16) {
-                __m512 xv = _mm512_loadu_ps(xr + k);
-                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), xv, a0);
-                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + k), xv, a1);
-                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + k), xv, a2);
-                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + k), xv, a3);
-            }
-            if (mt) {
-                __m512 xv = _mm512_maskz_loadu_ps(mt, xr + k);
-                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w0 + k), xv, a0);
-                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w1 + k), xv, a1);
-                a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w2 + k), xv, a2);
-                a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w3 + k), xv, a3);
-            }
-            o[n] = _mm512_reduce_add_ps(a0) + (bias ? bias[n] : 0.0f);
-            o[n + 1] = _mm512_reduce_add_ps(a1) + (bias ? bias[n + 1] : 0.0f);
-            o[n + 2] = _mm512_reduce_add_ps(a2) + (bias ? bias[n + 2] : 0.0f);
-            o[n + 3] = _mm512_reduce_add_ps(a3) + (bias ? bias[n + 3] : 0.0f);
-        }
-        for (; n < n1; n++) {
-            const float *w0 = w + n * K;
-            __m512 a0 = _mm512_setzero_ps();
-            size_t k = 0;
-            for (; k < kv; k += 16)
-                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), _mm512_loadu_ps(xr + k), a0);
-            if (mt)
-                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mt, w0 + k),
-                                     _mm512_maskz_loadu_ps(mt, xr + k), a0);
-            o[n] = _mm512_reduce_add_ps(a0) + (bias ? bias[n] : 0.0f);
-        }
-    }
+    __mmask16 mt = K % 16 ? tail_mask(K % 16) : 0;
+    size_t kv = K - K % 16, n = n0;
+    for (; n + 4 <= n1; n += 4)
+        dot_rows(4, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt);
+    for (; n < n1; n++)
+        dot_rows(1, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt);
 }
 
 static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
@@ -148,6 +163,13 @@ static void matmul(float *restrict out, const float *restrict x, const float *re
         gemm(out, x, w, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, bias, T, N, K, n0, n1);
+}
+
+static void matmul_rows(float *restrict out, const float *restrict x, const float *restrict w,
+                        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                        size_t n1, float *restrict scratch) {
+    (void)scratch;
+    gemv(out, x, w, bias, T, N, K, n0, n1);
 }
 
 static float hmax(const float *x, size_t n) {
@@ -325,6 +347,7 @@ const sm_kernels sm_kernels_avx512 = {
     .name = "avx512",
     .matmul_scratch = (size_t)NR * KC,
     .matmul = matmul,
+    .matmul_rows = matmul_rows,
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,

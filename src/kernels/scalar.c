@@ -90,6 +90,7 @@ const sm_kernels sm_kernels_scalar = {
     .name = "scalar",
     .matmul_scratch = 0,
     .matmul = matmul,
+    .matmul_rows = matmul,
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,

@@ -1,6 +1,10 @@
 /*
 ** gpt2.c -- the GPT-2 architecture: tensor binding and the forward pass.
 **
+** A call is either T tokens of one sequence (prefill, or decode alone) or one
+** token each of T sequences (batched decode, rows computed independently
+** with matmul_rows so each equals its sequence decoded alone).
+**
 ** Block (pre-LayerNorm):  x += proj(attn(ln1(x)));  x += down(gelu(up(ln2(x))))
 ** then ln_f and the output layer. The whole forward call is one pool task;
 ** every thread walks the same steps and meets the others at barriers. Work
@@ -127,7 +131,7 @@ static void residual_matmul(sm_state *s, const float *in, const float *w, const 
     size_t n0, n1;
     sm_pool_split(C, COL_ALIGN, ith, nth, &n0, &n1);
     if (n0 == n1) return;
-    s->k->matmul(s->tmp, in, w, b, T, C, K, n0, n1, scr);
+    (s->seqs ? s->k->matmul_rows : s->k->matmul)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
     for (size_t t = 0; t < T; t++)
         for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
 }
@@ -143,13 +147,19 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     const float eps = c->norm_eps, scale = 1.0f / sqrtf((float)hs);
     float *scr = s->scratch + (size_t)ith * s->scratch_floats;
     void (*gelu)(float *, size_t) = c->activation == SM_ACT_GELU_TANH ? K->gelu_tanh : K->gelu_erf;
+    /* a decode call (seqs set): row t is one token of sequence seqs[t] at
+       poss[t]; rows are computed independently, as each would be alone */
+    const size_t *seqs = s->seqs, *poss = s->poss;
+    void (*mm)(float *restrict, const float *restrict, const float *restrict,
+               const float *restrict, size_t, size_t, size_t, size_t, size_t,
+               float *restrict) = seqs ? K->matmul_rows : K->matmul;
     size_t r0, r1, n0, n1;
 
     /* token + position embeddings, then the first LayerNorm (by rows) */
     sm_pool_split(T, 1, ith, nth, &r0, &r1);
     for (size_t t = r0; t < r1; t++) {
         const float *te = m->tok_embd + (size_t)s->tokens[t] * C;
-        const float *pe = m->pos_embd + (pos + t) * C;
+        const float *pe = m->pos_embd + (seqs ? poss[t] : pos + t) * C;
         float *x = s->x + t * C;
         for (size_t i = 0; i < C; i++) x[i] = te[i] + pe[i];
     }
@@ -158,26 +168,32 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
 
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
-        float *kt_l = s->kt + (size_t)l * H * hs * ctx; /* (H, hs, ctx) */
-        float *v_l = s->v + (size_t)l * H * ctx * hs;   /* (H, ctx, hs) */
+        const size_t layer_off = (size_t)l * H * hs * ctx; /* (H, hs, ctx) and (H, ctx, hs) */
 
         sm_pool_split(C3, COL_ALIGN, ith, nth, &n0, &n1);
-        if (n0 < n1) K->matmul(s->qkv, s->xn, L->qkv_w, L->qkv_b, T, C3, C, n0, n1, scr);
+        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w, L->qkv_b, T, C3, C, n0, n1, scr);
         sm_pool_barrier(pool);
 
         /* by heads: append this call's keys and values, then attend */
         size_t h0, h1;
         sm_pool_split(H, 1, ith, nth, &h0, &h1);
         for (size_t h = h0; h < h1; h++) {
-            float *kt = kt_l + h * hs * ctx, *vh = v_l + h * ctx * hs;
-            for (size_t t = 0; t < T; t++) {
-                const float *kr = s->qkv + t * C3 + C + h * hs;
-                const float *vr = kr + C;
-                for (size_t d = 0; d < hs; d++) kt[d * ctx + pos + t] = kr[d];
-                memcpy(vh + (pos + t) * hs, vr, hs * sizeof(float));
+            /* a prefill call is T rows of one sequence; a decode call T sequences of one row */
+            size_t groups = seqs ? T : 1, rows = seqs ? 1 : T;
+            for (size_t g = 0; g < groups; g++) {
+                size_t seq = seqs ? seqs[g] : s->seq, p0 = seqs ? poss[g] : pos;
+                float *kt = s->kt + seq * s->kv_seq_floats + layer_off + h * hs * ctx;
+                float *vh = s->v + seq * s->kv_seq_floats + layer_off + h * ctx * hs;
+                const float *qkv = s->qkv + g * C3;
+                for (size_t t = 0; t < rows; t++) {
+                    const float *kr = qkv + t * C3 + C + h * hs;
+                    const float *vr = kr + C;
+                    for (size_t d = 0; d < hs; d++) kt[d * ctx + p0 + t] = kr[d];
+                    memcpy(vh + (p0 + t) * hs, vr, hs * sizeof(float));
+                }
+                K->attention(s->att + g * C + h * hs, qkv + h * hs, kt, vh, scr, rows, p0, hs,
+                             ctx, C3, C, scale);
             }
-            K->attention(s->att + h * hs, s->qkv + h * hs, kt, vh, scr, T, pos, hs, ctx, C3, C,
-                         scale);
         }
         sm_pool_barrier(pool);
 
@@ -189,7 +205,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
 
         sm_pool_split(C4, COL_ALIGN, ith, nth, &n0, &n1);
         if (n0 < n1) {
-            K->matmul(s->hid, s->xn, L->up_w, L->up_b, T, C4, C, n0, n1, scr);
+            mm(s->hid, s->xn, L->up_w, L->up_b, T, C4, C, n0, n1, scr);
             for (size_t t = 0; t < T; t++) gelu(s->hid + t * C4 + n0, n1 - n0);
         }
         sm_pool_barrier(pool);
@@ -200,7 +216,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         if (l + 1 < c->n_layer) {
             norm_rows(K, s->xn, s->x, m->layers[l + 1].ln1_g, m->layers[l + 1].ln1_b, r0, r1, C,
                       eps);
-        } else if (s->p.all_logits) {
+        } else if (s->p.all_logits || seqs) {
             norm_rows(K, s->xn, s->x, m->lnf_g, m->lnf_b, r0, r1, C, eps);
         } else if (r0 <= T - 1 && T - 1 < r1) {
             norm_rows(K, s->xn, s->x, m->lnf_g, m->lnf_b, T - 1, T, C, eps);
@@ -209,8 +225,9 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     }
 
     /* output layer: every row, or only the last token's */
-    size_t rows = s->p.all_logits ? T : 1;
-    const float *src = s->p.all_logits ? s->xn : s->xn + (T - 1) * C;
+    bool every = s->p.all_logits || seqs;
+    size_t rows = every ? T : 1;
+    const float *src = every ? s->xn : s->xn + (T - 1) * C;
     sm_pool_split(V, COL_ALIGN, ith, nth, &n0, &n1);
-    if (n0 < n1) K->matmul(s->logits, src, m->out_w, NULL, rows, V, C, n0, n1, scr);
+    if (n0 < n1) mm(s->logits, src, m->out_w, NULL, rows, V, C, n0, n1, scr);
 }

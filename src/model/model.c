@@ -51,14 +51,25 @@ size_t sm_model_params(const sm_model *m) {
 }
 
 static size_t kv_floats(const sm_config *c, size_t n_ctx) {
-    return (size_t)c->n_layer * (size_t)c->n_embd * n_ctx; /* per K or V */
+    return (size_t)c->n_layer * (size_t)c->n_embd * n_ctx; /* per K or V, one sequence */
+}
+
+static size_t n_seq(const sm_state_params *p) {
+    return p->n_seq ? p->n_seq : 1;
+}
+
+/* a * b, or SIZE_MAX if it overflows (the measuring arena then reports it). */
+static size_t sm_mul_sat(size_t a, size_t b) {
+    return b && a > SIZE_MAX / b ? SIZE_MAX : a * b;
 }
 
 /* Lays the state out in `a` (measuring or real); records sizes in plan. */
 static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
                        sm_state_plan *plan) {
     const sm_config *c = &m->cfg;
-    size_t B = p->max_batch, C = (size_t)c->n_embd, V = (size_t)c->n_vocab;
+    size_t S = n_seq(p), B = p->max_batch > S ? p->max_batch : S;
+    size_t C = (size_t)c->n_embd, V = (size_t)c->n_vocab;
+    size_t logit_rows = p->all_logits ? B : S;
     size_t mark = a->used;
     sm_state *s = sm_arena_alloc(a, 1, sizeof *s);
     size_t t0 = a->used;
@@ -69,10 +80,10 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *tmp = sm_arena_alloc(a, B * C, sizeof(float));
     float *hid = sm_arena_alloc(a, B * 4 * C, sizeof(float));
     size_t t1 = a->used;
-    float *logits = sm_arena_alloc(a, (p->all_logits ? B : 1) * V, sizeof(float));
+    float *logits = sm_arena_alloc(a, logit_rows * V, sizeof(float));
     size_t t2 = a->used;
-    float *kt = sm_arena_alloc(a, kv_floats(c, p->n_ctx), sizeof(float));
-    float *v = sm_arena_alloc(a, kv_floats(c, p->n_ctx), sizeof(float));
+    float *kt = sm_arena_alloc(a, sm_mul_sat(S, kv_floats(c, p->n_ctx)), sizeof(float));
+    float *v = sm_arena_alloc(a, sm_mul_sat(S, kv_floats(c, p->n_ctx)), sizeof(float));
     size_t t3 = a->used;
     size_t per = p->kernels->matmul_scratch;
     if ((size_t)SM_ATTN_QBLOCK * p->n_ctx > per) per = (size_t)SM_ATTN_QBLOCK * p->n_ctx;
@@ -93,6 +104,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;
     s->scratch_floats = per;
+    s->kv_seq_floats = kv_floats(c, p->n_ctx);
     return s;
 }
 
@@ -106,6 +118,9 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
     if (p->max_batch < 1 || p->max_batch > p->n_ctx)
         return sm_error_set(err, SM_ERR_INPUT, "batch size %zu is outside 1..%zu", p->max_batch,
                             p->n_ctx);
+    if (p->n_seq > SM_MAX_SEQ)
+        return sm_error_set(err, SM_ERR_INPUT, "%zu sequences; at most %d decode together",
+                            p->n_seq, SM_MAX_SEQ);
     if (p->n_threads < 1 || !p->kernels)
         return sm_error_set(err, SM_ERR_INPUT, "thread count and kernels must be set");
     sm_arena meas;
@@ -136,42 +151,92 @@ sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params
                             plan.total);
     s->pool = pool;
     /* Attention reads whole 16-key vectors of the cache; start it defined. */
-    memset(s->kt, 0, kv_floats(&m->cfg, p->n_ctx) * sizeof(float));
-    memset(s->v, 0, kv_floats(&m->cfg, p->n_ctx) * sizeof(float));
+    memset(s->kt, 0, n_seq(p) * s->kv_seq_floats * sizeof(float));
+    memset(s->v, 0, n_seq(p) * s->kv_seq_floats * sizeof(float));
     *out = s;
     return SM_OK;
 }
 
-sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
-                           const float **logits, sm_error *err) {
+static sm_status check_tokens(const sm_state *s, const int32_t *tokens, size_t n, sm_error *err) {
     const sm_config *c = &s->m->cfg;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
+            return sm_error_set(err, SM_ERR_INPUT, "token id %d is outside the vocabulary (0..%d)",
+                                (int)tokens[i], c->n_vocab - 1);
+    return SM_OK;
+}
+
+sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
+                               size_t pos, const float **logits, sm_error *err) {
+    if (seq >= n_seq(&s->p))
+        return sm_error_set(err, SM_ERR_INPUT, "forward: sequence %zu, the state has %zu", seq,
+                            n_seq(&s->p));
     if (n < 1 || n > s->p.max_batch)
         return sm_error_set(err, SM_ERR_INPUT, "forward: %zu tokens, batch holds 1..%zu", n,
                             s->p.max_batch);
     if (pos > s->p.n_ctx || n > s->p.n_ctx - pos)
         return sm_error_set(err, SM_ERR_INPUT, "forward: positions %zu..%zu exceed the context of %zu",
                             pos, pos + n - 1, s->p.n_ctx);
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
-            return sm_error_set(err, SM_ERR_INPUT, "token id %d is outside the vocabulary (0..%d)",
-                                (int)tokens[i], c->n_vocab - 1);
+    sm_status st = check_tokens(s, tokens, n, err);
+    if (st) return st;
     s->tokens = tokens;
     s->n = n;
     s->pos = pos;
+    s->seq = seq;
+    s->seqs = s->poss = NULL;
     sm_pool_run(s->pool, sm_gpt2_forward_task, s);
     *logits = s->logits;
     return SM_OK;
 }
 
-sm_status sm_state_prefill(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
+sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
                            const float **logits, sm_error *err) {
+    return sm_state_forward_seq(s, 0, tokens, n, pos, logits, err);
+}
+
+sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,
+                          const size_t *poss, size_t n, const float **logits, sm_error *err) {
+    size_t S = n_seq(&s->p);
+    if (n < 1 || n > S)
+        return sm_error_set(err, SM_ERR_INPUT, "decode: %zu sequences, the state has %zu", n, S);
+    for (size_t i = 0; i < n; i++) {
+        if (seqs[i] >= S)
+            return sm_error_set(err, SM_ERR_INPUT, "decode: sequence %zu, the state has %zu",
+                                seqs[i], S);
+        for (size_t j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return sm_error_set(err, SM_ERR_INPUT, "decode: sequence %zu given twice",
+                                    seqs[i]);
+        if (poss[i] >= s->p.n_ctx)
+            return sm_error_set(err, SM_ERR_INPUT, "decode: position %zu exceeds the context of %zu",
+                                poss[i], s->p.n_ctx);
+    }
+    sm_status st = check_tokens(s, tokens, n, err);
+    if (st) return st;
+    s->tokens = tokens;
+    s->n = n;
+    s->seqs = seqs;
+    s->poss = poss;
+    sm_pool_run(s->pool, sm_gpt2_forward_task, s);
+    s->seqs = s->poss = NULL;
+    *logits = s->logits;
+    return SM_OK;
+}
+
+sm_status sm_state_prefill_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
+                               size_t pos, const float **logits, sm_error *err) {
     for (size_t done = 0; done < n;) {
         size_t k = n - done < s->p.max_batch ? n - done : s->p.max_batch;
-        sm_status st = sm_state_forward(s, tokens + done, k, pos + done, logits, err);
+        sm_status st = sm_state_forward_seq(s, seq, tokens + done, k, pos + done, logits, err);
         if (st) return st;
         done += k;
     }
     return SM_OK;
+}
+
+sm_status sm_state_prefill(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
+                           const float **logits, sm_error *err) {
+    return sm_state_prefill_seq(s, 0, tokens, n, pos, logits, err);
 }
 
 const sm_state_params *sm_state_params_of(const sm_state *s) {

@@ -38,13 +38,15 @@ struct sm_state {
     float *tmp;    /* (B, C) projection output before the residual add */
     float *hid;    /* (B, 4C) MLP hidden */
     float *logits; /* (B or 1, V) */
-    float *kt;     /* (n_layer, n_head, hs, n_ctx) keys, transposed per head */
-    float *v;      /* (n_layer, n_head, n_ctx, hs) values */
+    float *kt;     /* (n_seq, n_layer, n_head, hs, n_ctx) keys, transposed per head */
+    float *v;      /* (n_seq, n_layer, n_head, n_ctx, hs) values */
+    size_t kv_seq_floats;  /* floats of one sequence's keys (or values) */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
     /* arguments of the forward call in flight */
     const int32_t *tokens;
-    size_t n, pos;
+    size_t n, pos, seq;             /* T tokens of sequence seq from pos, or */
+    const size_t *seqs, *poss;      /* (decode) token t of sequence seqs[t] at poss[t] */
 };
 
 /* Binds and shape-checks every GPT-2 tensor; refuses unknown ones. */

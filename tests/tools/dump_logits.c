@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
     }
     int nth = atoi(argv[3]);
     size_t chunk = strcmp(argv[4], "batch") == 0 ? T : strcmp(argv[4], "chunk") == 0 ? 5 : 1;
-    sm_state_params sp = {(size_t)c->n_ctx, chunk, true, nth, k};
+    sm_state_params sp = {.n_ctx = (size_t)c->n_ctx, .max_batch = chunk, .all_logits = true,
+                          .n_threads = nth, .kernels = k};
     sm_state_plan plan;
     sm_pool *pool;
     sm_arena arena;
