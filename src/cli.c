@@ -74,6 +74,8 @@ static const struct option_def {
      "    --truncate         keep the end of a prompt longer than the context"},
     {"batch", 0, true, CMD_GENERATE, O_BATCHFILE,
      "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin)"},
+    {"parallel", 0, true, CMD_GENERATE, O_PARALLEL,
+     "    --parallel N       with --batch: decode up to N records together (default 8)"},
     {"shard", 0, true, CMD_GENERATE, O_SHARD,
      "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
     {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
@@ -361,6 +363,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
         break;
     case O_TRUNCATE: o->truncate = true; break;
     case O_BATCHFILE: o->batch_file = v; break;
+    case O_PARALLEL: LONG_OPT(parallel, 1, SM_MAX_SEQ);
     case O_SHARD: {
         char *end;
         errno = 0;
@@ -430,6 +433,7 @@ static int parse_args(cli_opts *o, int argc, char **argv, int first) {
     if (o->batch_file && (o->prompt || o->file))
         return usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
     if (o->shard_n && !o->batch_file) return usage_error(o, "--shard goes with --batch");
+    if (o->parallel && !o->batch_file) return usage_error(o, "--parallel goes with --batch");
     return 0;
 }
 
@@ -477,7 +481,7 @@ typedef struct {
     sm_state *state;
     sm_state_params sp;
     sm_state_plan plan;
-    sm_sampler sampler;
+    sm_sampler *samplers; /* (sp.n_seq): one per sequence decoded together */
     int32_t *tokens; /* (n_ctx) prompt tokens */
     double t_load;   /* seconds to load and set up */
 } runner;
@@ -492,8 +496,12 @@ static void runner_free(runner *r) {
 /* Carves prompt buffer, sampler and state from `a`: once measuring, once for real. */
 static sm_status carve_run(runner *r, const sm_sampler_params *spar, sm_arena *a, sm_error *err) {
     r->tokens = sm_arena_alloc(a, r->sp.n_ctx, sizeof *r->tokens);
-    sm_status st = sm_sampler_init(&r->sampler, spar, (size_t)r->tok.n_vocab, a);
-    if (st) return sm_error_set(err, st, "arena too small for the sampler");
+    r->samplers = sm_arena_alloc(a, r->sp.n_seq, sizeof *r->samplers);
+    for (size_t i = 0; i < r->sp.n_seq; i++) {
+        sm_sampler scratch, *smp = r->samplers ? &r->samplers[i] : &scratch;
+        sm_status st = sm_sampler_init(smp, spar, (size_t)r->tok.n_vocab, a);
+        if (st) return sm_error_set(err, st, "arena too small for the sampler");
+    }
     return sm_state_init(&r->state, r->model, &r->sp, r->pool, a, err);
 }
 
@@ -503,7 +511,7 @@ static sm_status carve_run(runner *r, const sm_sampler_params *spar, sm_arena *a
 ** (for info). Returns an exit code (0 = ready); on failure r is freed.
 */
 static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max_batch,
-                       const sm_sampler_params *spar, bool build_state) {
+                       size_t n_seq, const sm_sampler_params *spar, bool build_state) {
     memset(r, 0, sizeof *r);
     sm_error err = {{0}};
     int rc = EXIT_DATA;
@@ -534,6 +542,7 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
     r->sp.all_logits = all_logits;
     r->sp.n_threads = (int)o->threads;
     r->sp.kernels = r->kernels;
+    r->sp.n_seq = n_seq;
     if (sm_state_plan_bytes(r->model, &r->sp, &r->plan, &err)) goto fail_msg;
     if (build_state) {
         if (sm_pool_create(&r->pool, (int)o->threads) != SM_OK) {
@@ -756,7 +765,7 @@ static int cmd_generate(const cli_opts *o) {
     uint64_t seed = cli_seed(o->seed);
     sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, seed};
     runner r;
-    rc = runner_init(&r, o, false, 512, &spar, true);
+    rc = runner_init(&r, o, false, 512, 1, &spar, true);
     size_t n = 0, dropped = 0;
     char msg[256];
     if (!rc && !prepare_prompt(&r, text, len, (size_t)o->max_tokens, o->truncate, &n, &dropped,
@@ -780,7 +789,7 @@ static int cmd_generate(const cli_opts *o) {
                         o->n_stop};
     sm_gen_stats gs;
     sm_error err = {{0}};
-    sm_status st = sm_generate(r.state, &r.tok, &r.sampler, r.tokens, n, &gp, emit_sink, &k,
+    sm_status st = sm_generate(r.state, &r.tok, r.samplers, r.tokens, n, &gp, emit_sink, &k,
                                &gs, &err);
     if (interrupted && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
     if (st) rc = data_error(err.msg);
@@ -839,31 +848,118 @@ static bool in_shard(const cli_opts *o, size_t record) {
 }
 
 /*
-** Runs one batch record: its settings over the flags' (spar, o), the prompt
-** alone from an empty cache. On failure msg says why; else *gs and k's text.
+** Batches. Records are decoded together: up to --parallel sequences, each with
+** its own KV-cache slot, sampler and stop strings, share every pass over the
+** weights (sm_state_decode); a finished slot is refilled from the input at
+** once. Every record's result is what it gives alone (see sm_state_decode).
+** Records finish out of order; each is formatted when it finishes and written
+** once all records before it are, so output keeps the input order and every
+** write is a whole record.
 */
-static void run_record(runner *r, const cli_opts *o, const sm_sampler_params *spar,
-                       const sm_batch_record *rec, sink *k, sm_gen_stats *gs, size_t *dropped,
-                       char *msg, size_t cap) {
+typedef struct {
+    bool busy;
+    size_t idx, lineno; /* ordinal among this shard's records; input line */
+    char *pbuf;         /* the record's strings: prompt, id, stop strings */
+    sm_batch_record rec;
+    const char *stops[SM_STOP_MAX];
+    sm_gen_params gp;
+    sm_sampler *smp;
+    sink k;
+    sm_seq q;
+    size_t dropped;
+} batch_slot;
+
+typedef struct {
+    const cli_opts *o;
+    runner *r;
+    sm_sampler_params spar;
+    out_state os;
+    char **ready;   /* (todo) formatted records not yet written */
+    size_t *ready_len;
+    size_t written; /* records written: the next to write is ready[written] */
+    size_t failed, tokens;
+    bool stop;      /* a write failed or the pipe closed */
+} batch_run;
+
+/* Formats record idx (an error if msg is set) into b->ready. false: out of memory. */
+static bool batch_finish(batch_run *b, size_t idx, size_t lineno, const char *id, const char *msg,
+                         const sink *k, const sm_gen_stats *gs, size_t dropped) {
+    char idbuf[32];
+    snprintf(idbuf, sizeof idbuf, "%zu", lineno);
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    if (!f) return false;
+    fprintf(f, "{\"id\": %s, ", id && *id ? id : idbuf);
+    if (msg) {
+        fprintf(f, "\"line\": %zu, \"error\": \"", lineno);
+        json_string(f, (const unsigned char *)msg, strlen(msg));
+        fputs("\"}\n", f);
+        b->failed++;
+    } else {
+        json_result(f, k, gs, dropped);
+        fputs("}\n", f);
+        b->tokens += gs->n_generated;
+    }
+    if (fclose(f) != 0) {
+        free(out);
+        return false;
+    }
+    b->ready[idx] = out;
+    b->ready_len[idx] = out_len;
+    return true;
+}
+
+/* Writes the records that are next in input order. */
+static void batch_flush(batch_run *b, size_t todo, double t0, bool tty) {
+    while (!b->stop && b->written < todo && b->ready[b->written]) {
+        char *out = b->ready[b->written];
+        b->ready[b->written] = NULL;
+        if (write_record(&b->os, out, b->ready_len[b->written])) b->stop = true;
+        b->written++;
+        if (tty) {
+            double el = sm_time_now() - t0;
+            fprintf(stderr, "\r\033[Krecords %zu/%zu  %.0f tokens/s  ETA %.0fs", b->written, todo,
+                    el > 0 ? (double)b->tokens / el : 0,
+                    el / (double)b->written * (double)(todo - b->written));
+        }
+    }
+}
+
+/*
+** Starts record (line, n) in slot q: parse, settings over the flags', the
+** prompt prefilled into q's sequence. On an error msg is set and the slot
+** stays free.
+*/
+static void batch_start(batch_run *b, batch_slot *q, size_t seq, const char *line, size_t n,
+                        char *msg, size_t cap) {
+    const cli_opts *o = b->o;
+    runner *r = b->r;
+    sm_error err = {{0}};
+    if (sm_batch_parse(line, n, q->pbuf, &q->rec, &err)) {
+        snprintf(msg, cap, "%s", err.msg);
+        return;
+    }
+    const sm_batch_record *rec = &q->rec;
     size_t max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
                                                      : (size_t)o->max_tokens;
     size_t np;
-    if (!prepare_prompt(r, rec->prompt, rec->prompt_len, max_tokens, o->truncate, &np, dropped,
-                        msg, cap))
+    if (!prepare_prompt(r, rec->prompt, rec->prompt_len, max_tokens, o->truncate, &np,
+                        &q->dropped, msg, cap))
         return;
-    sm_sampler_params sp = *spar;
+    sm_sampler_params sp = b->spar;
     if (rec->set & SM_REC_TEMPERATURE) sp.temperature = (float)rec->temperature;
     if (rec->set & SM_REC_TOP_K) sp.top_k = (int)rec->top_k;
     if (rec->set & SM_REC_TOP_P) sp.top_p = (float)rec->top_p;
     if (rec->set & SM_REC_SEED) sp.seed = (uint64_t)rec->seed;
-    sm_sampler_reset(&r->sampler, &sp);
-    const char *stops[SM_STOP_MAX];
+    sm_sampler_reset(q->smp, &sp);
     size_t n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
-    for (size_t i = 0; i < n_stop; i++) stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
-    sm_gen_params gp = {max_tokens, (const volatile int *)&interrupted, stops, n_stop};
-    sm_error err = {{0}};
-    k->len = 0;
-    if (sm_generate(r->state, &r->tok, &r->sampler, r->tokens, np, &gp, emit_sink, k, gs, &err))
+    for (size_t i = 0; i < n_stop; i++)
+        q->stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
+    q->gp = (sm_gen_params){max_tokens, (const volatile int *)&interrupted, q->stops, n_stop};
+    q->k.len = 0;
+    if (sm_seq_start(&q->q, r->state, seq, &r->tok, q->smp, r->tokens, np, &q->gp, emit_sink,
+                     &q->k, &err))
         snprintf(msg, cap, "%s", err.msg);
 }
 
@@ -879,81 +975,107 @@ static int cmd_batch(const cli_opts *o) {
         if (n > longest) longest = n;
         if (n) todo += in_shard(o, ++record);
     }
-    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, cli_seed(o->seed)};
+    size_t P = o->parallel ? (size_t)o->parallel : 8;
+    if (P > todo) P = todo ? todo : 1;
+    batch_run b = {.o = o, .os = {.last_was_newline = true}};
+    b.spar = (sm_sampler_params){(float)o->temp, (int)o->top_k, (float)o->top_p, cli_seed(o->seed)};
     runner r;
-    rc = runner_init(&r, o, false, 512, &spar, true);
-    char *pbuf = rc ? NULL : malloc(longest + 1);
-    sink k = {0};
-    if (!rc && (!pbuf || !sink_collect(&k, &r))) rc = data_error("out of memory for the batch");
+    rc = runner_init(&r, o, false, 512, P, &b.spar, true);
     if (rc) {
-        free(pbuf);
-        free(k.buf);
         free(input);
-        runner_free(&r);
         return rc;
     }
-    out_state os = {.last_was_newline = true};
-    k.os = &os;
-    size_t done = 0, failed = 0, tokens = 0, lineno = 0;
+    b.r = &r;
+    batch_slot *slots = calloc(P, sizeof *slots);
+    b.ready = calloc(todo + 1, sizeof *b.ready);
+    b.ready_len = calloc(todo + 1, sizeof *b.ready_len);
+    bool ok = slots && b.ready && b.ready_len;
+    for (size_t i = 0; ok && i < P; i++) {
+        slots[i].smp = &r.samplers[i];
+        slots[i].k.os = &b.os;
+        ok = (slots[i].pbuf = malloc(longest + 1)) && sink_collect(&slots[i].k, &r);
+    }
+    /* the decode call's inputs, one entry per busy slot */
+    int32_t *tok = ok ? calloc(P, sizeof *tok) : NULL;
+    size_t *seqs = ok ? calloc(P, sizeof *seqs) : NULL, *poss = ok ? calloc(P, sizeof *poss) : NULL;
+    if (!tok || !seqs || !poss) rc = data_error("out of memory for the batch");
     double t0 = sm_time_now();
     bool tty = isatty(STDERR_FILENO) && !o->quiet;
+    size_t lineno = 0, next_idx = 0, busy = 0;
     at = record = 0;
-    while (!interrupted && !os.pipe_closed && !os.write_errno &&
-           next_line(input, len, &at, &line, &n)) {
-        lineno++;
-        if (n == 0 || !in_shard(o, ++record)) continue;
-        sm_batch_record rec;
+    bool more = true;
+    while (!rc && !interrupted && !b.stop) {
+        /* refill free slots from the input */
+        for (size_t i = 0; i < P && more && !interrupted && !rc; i++) {
+            batch_slot *q = &slots[i];
+            while (!q->busy && more && !interrupted) {
+                more = next_line(input, len, &at, &line, &n);
+                if (!more) break;
+                lineno++;
+                if (n == 0 || !in_shard(o, ++record)) continue;
+                char msg[600] = "";
+                q->rec.id[0] = '\0';
+                q->dropped = 0;
+                batch_start(&b, q, i, line, n, msg, sizeof msg);
+                q->idx = next_idx++;
+                q->lineno = lineno;
+                if (interrupted) break; /* never half a record: the one in flight is dropped */
+                if (*msg || q->q.done) { /* finished already: the slot takes the next line */
+                    if (!batch_finish(&b, q->idx, lineno, q->rec.id, *msg ? msg : NULL, &q->k,
+                                      &q->q.stats, q->dropped)) {
+                        rc = data_error("out of memory for an output record");
+                        break;
+                    }
+                    continue;
+                }
+                q->busy = true;
+                busy++;
+            }
+        }
+        batch_flush(&b, todo, t0, tty);
+        if (rc || interrupted || b.stop || busy == 0) break;
+        /* one decode step for every busy slot */
+        size_t m = 0;
+        for (size_t i = 0; i < P; i++)
+            if (slots[i].busy) tok[m] = slots[i].q.next, seqs[m] = i, poss[m] = slots[i].q.feed_pos, m++;
+        const float *logits;
         sm_error err = {{0}};
-        sm_gen_stats gs;
-        size_t dropped = 0;
-        char msg[600] = "", idbuf[32];
-        if (sm_batch_parse(line, n, pbuf, &rec, &err))
-            snprintf(msg, sizeof msg, "%s", err.msg);
-        else
-            run_record(&r, o, &spar, &rec, &k, &gs, &dropped, msg, sizeof msg);
-        if (interrupted) break; /* never half a record: the one in flight is dropped */
-        snprintf(idbuf, sizeof idbuf, "%zu", lineno);
-        char *out = NULL;
-        size_t out_len = 0;
-        FILE *f = open_memstream(&out, &out_len);
-        if (!f) {
-            rc = data_error("out of memory for an output record");
+        if (sm_state_decode(r.state, tok, seqs, poss, m, &logits, &err)) {
+            rc = data_error(err.msg);
             break;
         }
-        fprintf(f, "{\"id\": %s, ", *rec.id ? rec.id : idbuf);
-        if (*msg) {
-            fprintf(f, "\"line\": %zu, \"error\": \"", lineno);
-            json_string(f, (const unsigned char *)msg, strlen(msg));
-            fputs("\"}\n", f);
-            failed++;
-        } else {
-            json_result(f, &k, &gs, dropped);
-            fputs("}\n", f);
-            tokens += gs.n_generated;
-        }
-        fclose(f);
-        if (write_record(&os, out, out_len)) break;
-        done++;
-        if (tty) {
-            double el = sm_time_now() - t0;
-            fprintf(stderr, "\r\033[Krecords %zu/%zu  %.0f tokens/s  ETA %.0fs", done, todo,
-                    el > 0 ? (double)tokens / el : 0, el / (double)done * (double)(todo - done));
+        for (size_t j = 0; j < m; j++) {
+            batch_slot *q = &slots[seqs[j]];
+            const char *msg = NULL;
+            if (sm_seq_accept(&q->q, logits + j * (size_t)sm_model_config(r.model)->n_vocab, &err))
+                msg = err.msg;
+            if (interrupted) break;
+            if (!q->q.done) continue;
+            q->busy = false;
+            busy--;
+            if (!batch_finish(&b, q->idx, q->lineno, q->rec.id, msg, &q->k, &q->q.stats,
+                              q->dropped)) {
+                rc = data_error("out of memory for an output record");
+                break;
+            }
         }
     }
+    batch_flush(&b, todo, t0, tty);
     if (tty) fputc('\n', stderr);
     double el = sm_time_now() - t0;
     if (o->stats || (interrupted && !o->quiet))
         fprintf(stderr, "batch: %zu of %zu records written (%zu failed), %zu tokens generated in "
-                        "%.2f s (%.1f tokens/s)%s\n",
-                done, todo, failed, tokens, el, el > 0 ? (double)tokens / el : 0,
+                        "%.2f s (%.1f tokens/s, %zu decoded together)%s\n",
+                b.written, todo, b.failed, b.tokens, el, el > 0 ? (double)b.tokens / el : 0, P,
                 interrupted ? "; interrupted" : "");
-    free(pbuf);
-    free(k.buf);
+    for (size_t i = 0; slots && i < P; i++) free(slots[i].pbuf), free(slots[i].k.buf);
+    for (size_t i = 0; b.ready && i < todo; i++) free(b.ready[i]);
+    free(slots), free(b.ready), free(b.ready_len), free(tok), free(seqs), free(poss);
     free(input);
     runner_free(&r);
     if (!rc && interrupted) rc = EXIT_INTERRUPTED;
-    if (!rc && failed) rc = EXIT_DATA;
-    return finish_stdout(&os, rc);
+    if (!rc && b.failed) rc = EXIT_DATA;
+    return finish_stdout(&b.os, rc);
 }
 
 static int cmd_score(const cli_opts *o) {
@@ -965,7 +1087,7 @@ static int cmd_score(const cli_opts *o) {
     sm_sampler_params spar = {0, 0, 1, 0};
     runner r;
     /* all logits: (batch, vocab) floats; keep that under ~64 MB for big vocabularies */
-    rc = runner_init(&r, o, true, 128, &spar, true);
+    rc = runner_init(&r, o, true, 128, 1, &spar, true);
     if (rc) {
         if (owned) free(text);
         return rc;
@@ -1066,7 +1188,7 @@ static void print_bytes(const char *label, size_t b) {
 static int cmd_info(const cli_opts *o) {
     sm_sampler_params spar = {0, 0, 1, 0};
     runner r;
-    int rc = runner_init(&r, o, false, 512, &spar, false);
+    int rc = runner_init(&r, o, false, 512, 1, &spar, false);
     if (rc) return rc;
     const sm_config *c = sm_model_config(r.model);
     sm_arena meas;
@@ -1104,7 +1226,7 @@ static int cmd_bench(const cli_opts *o) {
     sm_sampler_params spar = {0, 0, 1, 0};
     runner r;
     size_t P = (size_t)o->prompt_tokens;
-    int rc = runner_init(&r, o, false, P, &spar, true);
+    int rc = runner_init(&r, o, false, P, 1, &spar, true);
     if (rc) return rc;
     size_t N = (size_t)o->max_tokens;
     if (P > r.sp.n_ctx) P = r.sp.n_ctx;
@@ -1121,14 +1243,14 @@ static int cmd_bench(const cli_opts *o) {
             return data_error(err.msg);
         }
         int32_t next;
-        sm_sampler_sample(&r.sampler, logits, &next);
+        sm_sampler_sample(r.samplers, logits, &next);
         double t1 = sm_time_now();
         for (size_t i = 0; i < N; i++) {
             if (sm_state_forward(r.state, &next, 1, P + i, &logits, &err)) {
                 runner_free(&r);
                 return data_error(err.msg);
             }
-            if (sm_sampler_sample(&r.sampler, logits, &next)) {
+            if (sm_sampler_sample(r.samplers, logits, &next)) {
                 runner_free(&r);
                 return data_error("NaN logits");
             }

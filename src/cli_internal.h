@@ -20,7 +20,8 @@ typedef enum {
     O_QUIET, O_STATS, O_VERBOSE, O_JSON, O_NOMMAP, O_KERNELS, O_HELP, O_VERSION, O_PTOK, O_REPS,
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
-    O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD
+    O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
+    O_PARALLEL
 } opt_id;
 
 typedef struct {
@@ -50,6 +51,7 @@ typedef struct {
     bool truncate;
     const char *batch_file;
     long shard_i, shard_n;
+    long parallel; /* 0: not given */
 } cli_opts;
 
 extern volatile sig_atomic_t interrupted;

@@ -109,6 +109,54 @@ def main():
         report(not bad, "batch: every record equals the prompt run alone with the same settings",
                str(bad)[:200])
 
+        # --parallel: records decoded together equal themselves decoded alone, whatever N
+        par = []
+        for i in range(14):
+            r = {"id": f"p{i}", "prompt": ["And God said", "Jesus wept", "Blessed", "x",
+                                            "In the beginning God created"][i % 5] + " " * (i % 3)}
+            if i % 2: r["seed"] = 100 + i
+            if i % 3 == 1: r["temperature"] = 0
+            if i % 4 == 2: r["top_k"] = 3 + i
+            if i % 5 == 3: r["top_p"] = 0.6
+            if i % 6 == 4: r["stop"] = ["e", "LORD"]
+            r["max_tokens"] = [7, 30, 1, 45][i % 4]
+            par.append(r)
+        par.append({"id": "full", "prompt": "And " * 60, "max_tokens": 100})  # context 256 fills
+        with open(batch, "w") as f:
+            f.write("\n".join(json.dumps(r) for r in par) + "\n")
+        runs = {}
+        for n in ["1", "4", "15"]:
+            p = subprocess.run([sm, "generate", *M, "--batch", batch, "-n", "40", "--parallel", n,
+                                "--stats"], capture_output=True)
+            runs[n] = [json.loads(x) for x in p.stdout.decode().splitlines()]
+            for r in runs[n]:
+                r.pop("timing", None)
+            report(p.returncode == 0 and len(runs[n]) == len(par) and
+                   [r["id"] for r in runs[n]] == [r["id"] for r in par] and
+                   f"{n} decoded together".encode() in p.stderr,
+                   f"--parallel {n}: every record, in input order", p.stderr.decode()[-120:])
+        report(runs["1"] == runs["4"] == runs["15"], "--parallel 1, 4 and 15 give identical records")
+        full = runs["15"][-1]
+        # 256 positions, plus the last token sampled from position 255 (it needs no slot)
+        report(full["finish_reason"] == "length" and full["tokens_prompt"] + full["tokens_generated"]
+               == 257, "--parallel: a record that fills the context ends with length", str(full)[:80])
+        bad = []
+        for r, got in zip(par, runs["15"]):
+            flags = ["-n", str(r["max_tokens"])]
+            for key, flag in [("seed", "-s"), ("temperature", "--temp"), ("top_k", "--top-k"),
+                              ("top_p", "--top-p")]:
+                if key in r: flags += [flag, str(r[key])]
+            for st in r.get("stop", []): flags += ["--stop", st]
+            want = alone(r["prompt"], *flags)
+            want.pop("timing", None), want.pop("load_ms", None), got.pop("id", None)
+            if want != got: bad.append((r["id"], want, got))
+        report(not bad, "--parallel 15: each record equals its prompt generated alone", str(bad)[:300])
+        p = gen("-p", "x", "--parallel", "2")
+        report(p.returncode == 2 and b"--parallel goes with --batch" in p.stderr, "--parallel without --batch")
+        p = gen("--batch", batch, "--parallel", "0")
+        report(p.returncode == 2 and b"--parallel expects a whole number from 1 to 256" in p.stderr,
+               "--parallel 0 is refused")
+
         # all good: exit 0; plain lines from stdin
         p = subprocess.run([sm, "generate", *M, "--batch", "-", "-n", "5"],
                            input=b"And\nGod\r\nsaid", capture_output=True)

@@ -65,6 +65,38 @@ void test_kernels_matmul(void) {
             }
 }
 
+/*
+** matmul_rows: each row bit for bit what matmul gives that row alone (the
+** promise batched decoding rests on), for every table and row count, with
+** and without bias, on a column range that is not panel-aligned.
+*/
+void test_kernels_matmul_rows(void) {
+    const sm_kernels *ks[8];
+    size_t nk = tables(ks);
+    static const size_t Ts[] = {1, 2, 3, 4, 5, 7, 16, 17};
+    static const size_t Ks[] = {1, 15, 16, 17, 256, 257};
+    unsigned long long s = 7;
+    for (size_t i = 0; i < nk; i++)
+        for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                size_t T = Ts[a], N = 37, K = Ks[c], n0 = 3, n1 = 34;
+                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
+                float *rows = rnd(T * N, &s, 0), *one = rnd(N, &s, 0);
+                float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                for (int b = 0; b < 2; b++) {
+                    const float *bb = b ? bias : NULL;
+                    ks[i]->matmul_rows(rows, x, w, bb, T, N, K, n0, n1, scratch);
+                    for (size_t t = 0; t < T; t++) {
+                        ks[i]->matmul(one, x + t * K, w, bb, 1, N, K, n0, n1, scratch);
+                        CHECKF(memcmp(rows + t * N + n0, one + n0, (n1 - n0) * sizeof(float)) == 0,
+                               "%s matmul_rows T=%zu K=%zu bias=%d: row %zu differs from the row alone",
+                               ks[i]->name, T, K, b, t);
+                    }
+                }
+                free(x), free(w), free(bias), free(rows), free(one), free(scratch);
+            }
+}
+
 void test_kernels_attention(void) {
     const sm_kernels *ks[8], *ref = sm_kernels_reference();
     size_t nk = tables(ks);

@@ -21,7 +21,8 @@ typedef struct {
     size_t V;
 } rig;
 
-static bool rig_open(rig *r, const char *name, int nth, const char *kern, bool all, size_t batch) {
+static bool rig_open_seq(rig *r, const char *name, int nth, const char *kern, bool all,
+                         size_t batch, size_t nseq) {
     memset(r, 0, sizeof *r);
     const char *dir = test_models_dir();
     if (!dir) {
@@ -37,7 +38,7 @@ static bool rig_open(rig *r, const char *name, int nth, const char *kern, bool a
     }
     const sm_config *c = sm_model_config(r->m);
     r->V = (size_t)c->n_vocab;
-    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, sm_kernels_select(kern)};
+    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, sm_kernels_select(kern), nseq};
     sm_state_plan plan;
     if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
         sm_arena_init(&r->arena, plan.total) || sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {
@@ -45,6 +46,10 @@ static bool rig_open(rig *r, const char *name, int nth, const char *kern, bool a
         return false;
     }
     return true;
+}
+
+static bool rig_open(rig *r, const char *name, int nth, const char *kern, bool all, size_t batch) {
+    return rig_open_seq(r, name, nth, kern, all, batch, 1);
 }
 
 static void rig_close(rig *r) {
@@ -117,6 +122,79 @@ void test_model_threads_identical(void) {
                        "%s: %d threads differ from 1 (mode %d)", models[mi], nth, mode);
         for (int i = 0; i < 3; i++) free(res[i][0]), free(res[i][1]);
     }
+}
+
+/*
+** Batched decoding: five sequences with different prompt lengths, decoded in
+** rounds of changing subsets and orders through sm_state_decode, give bit
+** for bit the logits each gives decoded alone in a one-sequence state, on
+** every kernel table, with 1 and 2 threads.
+*/
+void test_model_decode_matches_alone(void) {
+    enum { NS = 5, STEPS = 6, MAXL = 12 + STEPS };
+    static const size_t plen[NS] = {3, 7, 1, 12, 5};
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8);
+    const char *models[] = {"seed", "odd"};
+    for (int mi = 0; mi < 2; mi++)
+        for (size_t ki = 0; ki < nk; ki++)
+            for (int nth = 1; nth <= 2; nth++) {
+                rig r;
+                if (!rig_open_seq(&r, models[mi], nth, ks[ki]->name, false, 16, NS)) return;
+                size_t V = r.V;
+                int32_t toks[NS][MAXL];
+                float *ref = malloc((size_t)NS * STEPS * V * sizeof(float));
+                for (size_t q = 0; q < NS; q++) {
+                    for (size_t i = 0; i < MAXL; i++)
+                        toks[q][i] = (int32_t)((q * 37 + i * 11 + 5) % (V < 256 ? V : 256));
+                    rig one;
+                    if (!rig_open(&one, models[mi], nth, ks[ki]->name, false, 16)) return;
+                    const float *lg;
+                    sm_error err = {{0}};
+                    CHECK(sm_state_forward(one.s, toks[q], plen[q], 0, &lg, &err) == SM_OK);
+                    for (size_t k = 0; k < STEPS; k++) {
+                        CHECK(sm_state_forward(one.s, &toks[q][plen[q] + k], 1, plen[q] + k, &lg,
+                                               &err) == SM_OK);
+                        memcpy(ref + (q * STEPS + k) * V, lg, V * sizeof(float));
+                    }
+                    rig_close(&one);
+                }
+                const float *lg;
+                sm_error err = {{0}};
+                for (size_t q = 0; q < NS; q++)
+                    CHECK(sm_state_forward_seq(r.s, q, toks[q], plen[q], 0, &lg, &err) == SM_OK);
+                size_t done[NS] = {0};
+                for (size_t round = 0; round < 3 * STEPS; round++) {
+                    size_t seqs[NS], poss[NS], n = 0;
+                    int32_t in[NS];
+                    for (size_t j = 0; j < NS; j++) {
+                        size_t q = (j + round) % NS; /* a rotating order ... */
+                        if ((q + round) % 3 == 0 || done[q] == STEPS) continue; /* ... and subset */
+                        seqs[n] = q, poss[n] = plen[q] + done[q], in[n] = toks[q][poss[n]];
+                        n++;
+                    }
+                    if (!n) continue;
+                    CHECK(sm_state_decode(r.s, in, seqs, poss, n, &lg, &err) == SM_OK);
+                    for (size_t i = 0; i < n; i++) {
+                        size_t q = seqs[i];
+                        CHECKF(memcmp(lg + i * V, ref + (q * STEPS + done[q]) * V,
+                                      V * sizeof(float)) == 0,
+                               "%s/%s/%dt: sequence %zu step %zu decoded with %zu others differs "
+                               "from alone",
+                               models[mi], ks[ki]->name, nth, q, done[q], n - 1);
+                        done[q]++;
+                    }
+                }
+                for (size_t q = 0; q < NS; q++) CHECK(done[q] == STEPS);
+                /* bad calls are refused */
+                size_t dup[2] = {1, 1}, pos2[2] = {20, 20}, far[1] = {NS};
+                int32_t t2[2] = {1, 2};
+                CHECK(sm_state_decode(r.s, t2, dup, pos2, 2, &lg, &err) == SM_ERR_INPUT);
+                CHECK(sm_state_decode(r.s, t2, far, pos2, 1, &lg, &err) == SM_ERR_INPUT);
+                CHECK(sm_state_forward_seq(r.s, NS, t2, 1, 0, &lg, &err) == SM_ERR_INPUT);
+                free(ref);
+                rig_close(&r);
+            }
 }
 
 void test_model_forward_rejects_bad_input(void) {
