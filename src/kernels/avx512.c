@@ -20,6 +20,7 @@
 #define NR 32
 #define MR 8
 #define KC 256
+#define PF 128 /* floats ahead that matrix-vector products prefetch */
 
 static inline __mmask16 tail_mask(size_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
@@ -104,7 +105,7 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
 ** share the pass (what batched decoding relies on).
 */
 static inline __attribute__((always_inline)) void
-dot_block(size_t r, size_t nw, float *restrict out, size_t N, const float *restrict x,
+dot_block(size_t r, size_t nw, int pf, float *restrict out, size_t N, const float *restrict x,
           const float *restrict w, const float *restrict bias, size_t K, size_t kv,
           __mmask16 mt) {
     __m512 a[4][4];
@@ -113,6 +114,9 @@ dot_block(size_t r, size_t nw, float *restrict out, size_t N, const float *restr
     for (size_t k = 0; k < kv; k += 16) {
         __m512 wv[4];
         for (size_t j = 0; j < nw; j++) wv[j] = _mm512_loadu_ps(w + j * K + k);
+        if (pf) /* the first token block pulls the weight rows in ahead of use */
+            for (size_t j = 0; j < nw; j++)
+                _mm_prefetch((const char *)(w + j * K + k + PF), _MM_HINT_T0);
         for (size_t i = 0; i < r; i++) {
             __m512 xv = _mm512_loadu_ps(x + i * K + k);
             for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
@@ -136,11 +140,16 @@ static inline __attribute__((always_inline)) void
 dot_rows(size_t nw, float *restrict out, const float *restrict x, const float *restrict w,
          const float *restrict bias, size_t T, size_t N, size_t K, size_t kv, __mmask16 mt) {
     size_t t = 0;
-    for (; t + 4 <= T; t += 4) dot_block(4, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt);
+    if (T >= 4) {
+        dot_block(4, nw, 1, out, N, x, w, bias, K, kv, mt);
+        for (t = 4; t + 4 <= T; t += 4)
+            dot_block(4, nw, 0, out + t * N, N, x + t * K, w, bias, K, kv, mt);
+    }
+    int pf = t == 0;
     switch (T - t) {
-    case 3: dot_block(3, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 2: dot_block(2, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 1: dot_block(1, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 3: dot_block(3, nw, pf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 2: dot_block(2, nw, pf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 1: dot_block(1, nw, pf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
     default: break;
     }
 }

@@ -150,9 +150,8 @@ sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params
         return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the run state (%zu bytes)",
                             plan.total);
     s->pool = pool;
-    /* Attention reads whole 16-key vectors of the cache; start it defined. */
-    memset(s->kt, 0, n_seq(p) * s->kv_seq_floats * sizeof(float));
-    memset(s->v, 0, n_seq(p) * s->kv_seq_floats * sizeof(float));
+    /* The cache is not cleared: every kernel reads only positions already
+       written (masked loads), and untouched pages cost nothing until used. */
     *out = s;
     return SM_OK;
 }
