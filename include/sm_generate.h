@@ -85,6 +85,16 @@ sm_status sm_seq_start(sm_seq *q, sm_state *s, size_t seq, const sm_tokenizer *t
                        sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
                        const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_error *err);
 
+/*
+** The same in two parts, for a caller that prefills several prompts in one
+** call (sm_state_forward_many): init checks the arguments (q.done is set if
+** there is nothing to generate); begin takes the prompt's last logits.
+*/
+sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampler *smp,
+                      size_t n_prompt, const sm_gen_params *gp, sm_emit_fn emit, void *user,
+                      sm_error *err);
+sm_status sm_seq_begin(sm_seq *q, const float *logits, double t_prefill, sm_error *err);
+
 /* Takes the logits of q.next and samples the token after it (or finishes q). */
 sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err);
 

@@ -101,6 +101,18 @@ sm_status sm_state_prefill_seq(sm_state *s, size_t seq, const int32_t *tokens, s
 sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,
                           const size_t *poss, size_t n, const float **logits, sm_error *err);
 
+/*
+** Several sequences in one call: row i is tokens[i] at position poss[i] of
+** sequence seqs[i]; a sequence's rows are one run of consecutive rows and
+** positions. Runs are all 1 row (that is sm_state_decode) or all 4 to
+** max_batch rows (prompts prefilled together), so each run gets exactly what
+** it gets in a call of its own. *logits is (runs, n_vocab): the last row of
+** each run, in run order. n <= max(max_batch, n_seq).
+*/
+sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t *seqs,
+                                const size_t *poss, size_t n, const float **logits,
+                                sm_error *err);
+
 /* The parameters the state was built with. */
 const sm_state_params *sm_state_params_of(const sm_state *s);
 

@@ -866,7 +866,7 @@ typedef struct {
     sm_sampler *smp;
     sink k;
     sm_seq q;
-    size_t dropped;
+    size_t dropped, np;
 } batch_slot;
 
 typedef struct {
@@ -927,12 +927,11 @@ static void batch_flush(batch_run *b, size_t todo, double t0, bool tty) {
 }
 
 /*
-** Starts record (line, n) in slot q: parse, settings over the flags', the
-** prompt prefilled into q's sequence. On an error msg is set and the slot
-** stays free.
+** Readies record (line, n) for slot q: parse, settings over the flags', the
+** prompt's tokens in r->tokens (q->np of them). On an error msg is set.
 */
-static void batch_start(batch_run *b, batch_slot *q, size_t seq, const char *line, size_t n,
-                        char *msg, size_t cap) {
+static void batch_start(batch_run *b, batch_slot *q, const char *line, size_t n, char *msg,
+                        size_t cap) {
     const cli_opts *o = b->o;
     runner *r = b->r;
     sm_error err = {{0}};
@@ -958,8 +957,8 @@ static void batch_start(batch_run *b, batch_slot *q, size_t seq, const char *lin
         q->stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
     q->gp = (sm_gen_params){max_tokens, (const volatile int *)&interrupted, q->stops, n_stop};
     q->k.len = 0;
-    if (sm_seq_start(&q->q, r->state, seq, &r->tok, q->smp, r->tokens, np, &q->gp, emit_sink,
-                     &q->k, &err))
+    q->np = np;
+    if (sm_seq_init(&q->q, r->sp.n_ctx, &r->tok, q->smp, np, &q->gp, emit_sink, &q->k, &err))
         snprintf(msg, cap, "%s", err.msg);
 }
 
@@ -995,17 +994,22 @@ static int cmd_batch(const cli_opts *o) {
         slots[i].k.os = &b.os;
         ok = (slots[i].pbuf = malloc(longest + 1)) && sink_collect(&slots[i].k, &r);
     }
-    /* the decode call's inputs, one entry per busy slot */
+    /* the decode call's inputs, one entry per busy slot; the group prefill's rows */
     int32_t *tok = ok ? calloc(P, sizeof *tok) : NULL;
     size_t *seqs = ok ? calloc(P, sizeof *seqs) : NULL, *poss = ok ? calloc(P, sizeof *poss) : NULL;
-    if (!tok || !seqs || !poss) rc = data_error("out of memory for the batch");
+    int32_t *gt = ok ? calloc(r.sp.max_batch, sizeof *gt) : NULL;
+    size_t *gs = ok ? calloc(r.sp.max_batch, sizeof *gs) : NULL;
+    size_t *gp = ok ? calloc(r.sp.max_batch, sizeof *gp) : NULL;
+    if (!tok || !seqs || !poss || !gt || !gs || !gp) rc = data_error("out of memory for the batch");
     double t0 = sm_time_now();
     bool tty = isatty(STDERR_FILENO) && !o->quiet;
     size_t lineno = 0, next_idx = 0, busy = 0;
     at = record = 0;
     bool more = true;
     while (!rc && !interrupted && !b.stop) {
-        /* refill free slots from the input */
+        /* refill free slots from the input; prompts of 4 or more tokens are
+           prefilled together in one call (gt/gs/gp: its rows), others alone */
+        size_t rows = 0, group[SM_MAX_SEQ], ng = 0;
         for (size_t i = 0; i < P && more && !interrupted && !rc; i++) {
             batch_slot *q = &slots[i];
             while (!q->busy && more && !interrupted) {
@@ -1016,9 +1020,26 @@ static int cmd_batch(const cli_opts *o) {
                 char msg[600] = "";
                 q->rec.id[0] = '\0';
                 q->dropped = 0;
-                batch_start(&b, q, i, line, n, msg, sizeof msg);
                 q->idx = next_idx++;
                 q->lineno = lineno;
+                batch_start(&b, q, line, n, msg, sizeof msg);
+                if (!*msg && !q->q.done && q->np >= 4 && q->np <= r.sp.max_batch - rows) {
+                    memcpy(gt + rows, r.tokens, q->np * sizeof *gt);
+                    for (size_t j = 0; j < q->np; j++) gs[rows + j] = i, gp[rows + j] = j;
+                    rows += q->np;
+                    group[ng++] = i;
+                    q->busy = true; /* begins after the group's prefill */
+                    busy++;
+                    break;
+                }
+                if (!*msg && !q->q.done) {
+                    const float *lg;
+                    sm_error err = {{0}};
+                    double tp = sm_time_now();
+                    if (sm_state_prefill_seq(r.state, i, r.tokens, q->np, 0, &lg, &err) ||
+                        sm_seq_begin(&q->q, lg, sm_time_now() - tp, &err))
+                        snprintf(msg, sizeof msg, "%s", err.msg);
+                }
                 if (interrupted) break; /* never half a record: the one in flight is dropped */
                 if (*msg || q->q.done) { /* finished already: the slot takes the next line */
                     if (!batch_finish(&b, q->idx, lineno, q->rec.id, *msg ? msg : NULL, &q->k,
@@ -1032,8 +1053,36 @@ static int cmd_batch(const cli_opts *o) {
                 busy++;
             }
         }
+        if (ng && !rc && !interrupted) {
+            const float *lg;
+            sm_error err = {{0}};
+            double tp = sm_time_now();
+            if (sm_state_forward_many(r.state, gt, gs, gp, rows, &lg, &err)) {
+                rc = data_error(err.msg);
+                break;
+            }
+            tp = sm_time_now() - tp;
+            for (size_t g = 0; g < ng && !rc; g++) {
+                batch_slot *q = &slots[group[g]];
+                const char *msg = NULL;
+                if (sm_seq_begin(&q->q, lg + g * (size_t)sm_model_config(r.model)->n_vocab, tp,
+                                 &err))
+                    msg = err.msg;
+                if (interrupted) break;
+                if (!q->q.done) continue;
+                q->busy = false;
+                busy--;
+                if (!batch_finish(&b, q->idx, q->lineno, q->rec.id, msg, &q->k, &q->q.stats,
+                                  q->dropped))
+                    rc = data_error("out of memory for an output record");
+            }
+        }
         batch_flush(&b, todo, t0, tty);
-        if (rc || interrupted || b.stop || busy == 0) break;
+        if (rc || interrupted || b.stop) break;
+        if (busy == 0) {
+            if (more) continue;
+            break;
+        }
         /* one decode step for every busy slot */
         size_t m = 0;
         for (size_t i = 0; i < P; i++)
@@ -1071,6 +1120,7 @@ static int cmd_batch(const cli_opts *o) {
     for (size_t i = 0; slots && i < P; i++) free(slots[i].pbuf), free(slots[i].k.buf);
     for (size_t i = 0; b.ready && i < todo; i++) free(b.ready[i]);
     free(slots), free(b.ready), free(b.ready_len), free(tok), free(seqs), free(poss);
+    free(gt), free(gs), free(gp);
     free(input);
     runner_free(&r);
     if (!rc && interrupted) rc = EXIT_INTERRUPTED;

@@ -116,16 +116,15 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
     return SM_OK;
 }
 
-sm_status sm_seq_start(sm_seq *q, sm_state *s, size_t seq, const sm_tokenizer *tok,
-                       sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
-                       const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_error *err) {
-    const size_t n_ctx = sm_state_params_of(s)->n_ctx;
+sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampler *smp,
+                      size_t n_prompt, const sm_gen_params *gp, sm_emit_fn emit, void *user,
+                      sm_error *err) {
     memset(q, 0, sizeof *q);
     q->tok = tok;
     q->smp = smp;
     q->n_ctx = n_ctx;
     q->stats.n_prompt = n_prompt;
-    q->done = true; /* until the prefill has run */
+    q->done = true; /* until sm_seq_begin */
     q->pd = (sm_pending){.n = 0, .hold = 0, .gp = gp, .emit = emit, .user = user};
     if (n_prompt < 1 || n_prompt > n_ctx)
         return sm_error_set(err, SM_ERR_INPUT, "prompt is %zu tokens, context is %zu", n_prompt,
@@ -139,16 +138,29 @@ sm_status sm_seq_start(sm_seq *q, sm_state *s, size_t seq, const sm_tokenizer *t
                                 m, SM_STOP_MAX_BYTES);
         if (m - 1 > q->pd.hold) q->pd.hold = m - 1;
     }
-    if (gp->max_tokens == 0) return SM_OK;
+    q->done = gp->max_tokens == 0;
+    return SM_OK;
+}
+
+sm_status sm_seq_begin(sm_seq *q, const float *logits, double t_prefill, sm_error *err) {
+    q->t_decode0 = sm_time_now();
+    q->stats.t_prefill = t_prefill;
+    q->pos = q->stats.n_prompt;
+    return sm_seq_accept(q, logits, err);
+}
+
+sm_status sm_seq_start(sm_seq *q, sm_state *s, size_t seq, const sm_tokenizer *tok,
+                       sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
+                       const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_error *err) {
+    sm_status st = sm_seq_init(q, sm_state_params_of(s)->n_ctx, tok, smp, n_prompt, gp, emit,
+                               user, err);
+    if (st || q->done) return st;
     const float *logits = NULL;
     double t0 = sm_time_now();
-    sm_status st = sm_state_prefill_seq(s, seq, prompt, n_prompt, 0, &logits, err);
-    if (st) return st;
-    q->t_decode0 = sm_time_now();
-    q->stats.t_prefill = q->t_decode0 - t0;
-    q->pos = n_prompt;
+    q->done = true;
+    if ((st = sm_state_prefill_seq(s, seq, prompt, n_prompt, 0, &logits, err))) return st;
     q->done = false;
-    return sm_seq_accept(q, logits, err);
+    return sm_seq_begin(q, logits, sm_time_now() - t0, err);
 }
 
 sm_status sm_generate(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,

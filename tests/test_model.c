@@ -140,10 +140,11 @@ void test_model_decode_matches_alone(void) {
         for (size_t ki = 0; ki < nk; ki++)
             for (int nth = 1; nth <= 2; nth++) {
                 rig r;
-                if (!rig_open_seq(&r, models[mi], nth, ks[ki]->name, false, 16, NS)) return;
+                if (!rig_open_seq(&r, models[mi], nth, ks[ki]->name, false, 32, NS)) return;
                 size_t V = r.V;
                 int32_t toks[NS][MAXL];
                 float *ref = malloc((size_t)NS * STEPS * V * sizeof(float));
+                float *pre = malloc((size_t)NS * V * sizeof(float)); /* alone prefill logits */
                 for (size_t q = 0; q < NS; q++) {
                     for (size_t i = 0; i < MAXL; i++)
                         toks[q][i] = (int32_t)((q * 37 + i * 11 + 5) % (V < 256 ? V : 256));
@@ -152,6 +153,7 @@ void test_model_decode_matches_alone(void) {
                     const float *lg;
                     sm_error err = {{0}};
                     CHECK(sm_state_forward(one.s, toks[q], plen[q], 0, &lg, &err) == SM_OK);
+                    memcpy(pre + q * V, lg, V * sizeof(float));
                     for (size_t k = 0; k < STEPS; k++) {
                         CHECK(sm_state_forward(one.s, &toks[q][plen[q] + k], 1, plen[q] + k, &lg,
                                                &err) == SM_OK);
@@ -161,8 +163,33 @@ void test_model_decode_matches_alone(void) {
                 }
                 const float *lg;
                 sm_error err = {{0}};
-                for (size_t q = 0; q < NS; q++)
-                    CHECK(sm_state_forward_seq(r.s, q, toks[q], plen[q], 0, &lg, &err) == SM_OK);
+                /* prompts of 4 or more tokens prefilled together in one call (in a
+                   shuffled sequence order), the others alone */
+                int32_t gt[64];
+                size_t gs[64], gp[64], rows = 0, runs[NS], nr = 0;
+                static const size_t order[NS] = {3, 0, 4, 2, 1};
+                for (size_t oi = 0; oi < NS; oi++) {
+                    size_t q = order[oi];
+                    if (plen[q] < 4) {
+                        CHECK(sm_state_forward_seq(r.s, q, toks[q], plen[q], 0, &lg, &err) == SM_OK);
+                        CHECKF(memcmp(lg, pre + q * V, V * sizeof(float)) == 0,
+                               "%s/%s/%dt: sequence %zu prefilled in its own slot differs",
+                               models[mi], ks[ki]->name, nth, q);
+                        continue;
+                    }
+                    for (size_t i = 0; i < plen[q]; i++)
+                        gt[rows] = toks[q][i], gs[rows] = q, gp[rows] = i, rows++;
+                    runs[nr++] = q;
+                }
+                CHECK(sm_state_forward_many(r.s, gt, gs, gp, rows, &lg, &err) == SM_OK);
+                for (size_t g = 0; g < nr; g++)
+                    CHECKF(memcmp(lg + g * V, pre + runs[g] * V, V * sizeof(float)) == 0,
+                           "%s/%s/%dt: sequence %zu prefilled with others differs from alone",
+                           models[mi], ks[ki]->name, nth, runs[g]);
+                /* a run of 2 or 3 tokens beside longer ones is refused */
+                size_t bs[6] = {0, 0, 1, 1, 1, 1}, bp[6] = {0, 1, 0, 1, 2, 3};
+                int32_t bt[6] = {1, 2, 3, 4, 5, 6};
+                CHECK(sm_state_forward_many(r.s, bt, bs, bp, 6, &lg, &err) == SM_ERR_INPUT);
                 size_t done[NS] = {0};
                 for (size_t round = 0; round < 3 * STEPS; round++) {
                     size_t seqs[NS], poss[NS], n = 0;
@@ -192,7 +219,7 @@ void test_model_decode_matches_alone(void) {
                 CHECK(sm_state_decode(r.s, t2, dup, pos2, 2, &lg, &err) == SM_ERR_INPUT);
                 CHECK(sm_state_decode(r.s, t2, far, pos2, 1, &lg, &err) == SM_ERR_INPUT);
                 CHECK(sm_state_forward_seq(r.s, NS, t2, 1, 0, &lg, &err) == SM_ERR_INPUT);
-                free(ref);
+                free(ref), free(pre);
                 rig_close(&r);
             }
 }

@@ -105,7 +105,7 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
 ** share the pass (what batched decoding relies on).
 */
 static inline __attribute__((always_inline)) void
-dot_block(size_t r, size_t nw, int pf, float *restrict out, size_t N, const float *restrict x,
+dot_block(size_t r, size_t nw, const float *pf, size_t npf, float *restrict out, size_t N, const float *restrict x,
           const float *restrict w, const float *restrict bias, size_t K, size_t kv,
           __mmask16 mt) {
     __m512 a[4][4];
@@ -114,9 +114,7 @@ dot_block(size_t r, size_t nw, int pf, float *restrict out, size_t N, const floa
     for (size_t k = 0; k < kv; k += 16) {
         __m512 wv[4];
         for (size_t j = 0; j < nw; j++) wv[j] = _mm512_loadu_ps(w + j * K + k);
-        if (pf) /* the first token block pulls the weight rows in ahead of use */
-            for (size_t j = 0; j < nw; j++)
-                _mm_prefetch((const char *)(w + j * K + k + PF), _MM_HINT_T0);
+        for (size_t j = 0; j < npf; j++) _mm_prefetch((const char *)(pf + j * K + k), _MM_HINT_T0);
         for (size_t i = 0; i < r; i++) {
             __m512 xv = _mm512_loadu_ps(x + i * K + k);
             for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
@@ -135,21 +133,34 @@ dot_block(size_t r, size_t nw, int pf, float *restrict out, size_t N, const floa
             out[i * N + j] = _mm512_reduce_add_ps(a[i][j]) + (bias ? bias[j] : 0.0f);
 }
 
-/* Token rows in blocks of 4 against the same 4 weight rows, which stay in L1. */
+/*
+** Token rows in blocks of 4 against the same 4 weight rows, which stay in
+** cache after the first block. Prefetching keeps memory busy while the
+** cached blocks compute: with one block it runs ahead in the rows in use;
+** with more, blocks 2 to 4 each pull in a share of the next 4 weight rows
+** (next_w, or NULL at the end), about one cache line per step.
+*/
 static inline __attribute__((always_inline)) void
 dot_rows(size_t nw, float *restrict out, const float *restrict x, const float *restrict w,
-         const float *restrict bias, size_t T, size_t N, size_t K, size_t kv, __mmask16 mt) {
+         const float *next_w, const float *restrict bias, size_t T, size_t N, size_t K,
+         size_t kv, __mmask16 mt) {
     size_t t = 0;
-    if (T >= 4) {
-        dot_block(4, nw, 1, out, N, x, w, bias, K, kv, mt);
-        for (t = 4; t + 4 <= T; t += 4)
-            dot_block(4, nw, 0, out + t * N, N, x + t * K, w, bias, K, kv, mt);
+    if (T > 4) {
+        size_t nb = T / 4, later = nb - 1 < 3 ? nb - 1 : 3;
+        for (size_t b = 0; b < nb; b++, t += 4) {
+            size_t r0 = 0, r1 = 0; /* next rows [r0, r1) for this block */
+            if (next_w && b >= 1 && b <= later) r0 = (b - 1) * 4 / later, r1 = b * 4 / later;
+            dot_block(4, nw, next_w ? next_w + r0 * K : NULL, r1 - r0, out + t * N, N, x + t * K,
+                      w, bias, K, kv, mt);
+        }
     }
-    int pf = t == 0;
+    const float *pf = w + PF;
+    size_t npf = t == 0 ? nw : 0;
     switch (T - t) {
-    case 3: dot_block(3, nw, pf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 2: dot_block(2, nw, pf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 1: dot_block(1, nw, pf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 4: dot_block(4, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 3: dot_block(3, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 2: dot_block(2, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 1: dot_block(1, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
     default: break;
     }
 }
@@ -160,9 +171,10 @@ static void gemv(float *restrict out, const float *restrict x, const float *rest
     __mmask16 mt = K % 16 ? tail_mask(K % 16) : 0;
     size_t kv = K - K % 16, n = n0;
     for (; n + 4 <= n1; n += 4)
-        dot_rows(4, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt);
+        dot_rows(4, out + n, x, w + n * K, n + 8 <= n1 ? w + (n + 4) * K : NULL,
+                 bias ? bias + n : NULL, T, N, K, kv, mt);
     for (; n < n1; n++)
-        dot_rows(1, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt);
+        dot_rows(1, out + n, x, w + n * K, NULL, bias ? bias + n : NULL, T, N, K, kv, mt);
 }
 
 static void matmul(float *restrict out, const float *restrict x, const float *restrict w,

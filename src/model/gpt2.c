@@ -131,7 +131,8 @@ static void residual_matmul(sm_state *s, const float *in, const float *w, const 
     size_t n0, n1;
     sm_pool_split(C, COL_ALIGN, ith, nth, &n0, &n1);
     if (n0 == n1) return;
-    (s->seqs ? s->k->matmul_rows : s->k->matmul)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
+    (s->seqs && s->rows_apart ? s->k->matmul_rows : s->k->matmul)(s->tmp, in, w, b, T, C, K,
+                                                                    n0, n1, scr);
     for (size_t t = 0; t < T; t++)
         for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
 }
@@ -147,12 +148,15 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     const float eps = c->norm_eps, scale = 1.0f / sqrtf((float)hs);
     float *scr = s->scratch + (size_t)ith * s->scratch_floats;
     void (*gelu)(float *, size_t) = c->activation == SM_ACT_GELU_TANH ? K->gelu_tanh : K->gelu_erf;
-    /* a decode call (seqs set): row t is one token of sequence seqs[t] at
-       poss[t]; rows are computed independently, as each would be alone */
+    /* a call of many sequences (seqs set): row t is a token of sequence
+       seqs[t] at poss[t], in runs; one-row runs are computed apart, as each
+       is alone (matmul_rows); longer runs as the packed product, which is
+       what a prompt of 4 or more tokens gets alone */
     const size_t *seqs = s->seqs, *poss = s->poss;
     void (*mm)(float *restrict, const float *restrict, const float *restrict,
                const float *restrict, size_t, size_t, size_t, size_t, size_t,
-               float *restrict) = seqs ? K->matmul_rows : K->matmul;
+               float *restrict) = seqs && s->rows_apart ? K->matmul_rows : K->matmul;
+    const size_t runs = seqs ? s->n_runs : 1;
     size_t r0, r1, n0, n1;
 
     /* token + position embeddings, then the first LayerNorm (by rows) */
@@ -178,20 +182,19 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         size_t h0, h1;
         sm_pool_split(H, 1, ith, nth, &h0, &h1);
         for (size_t h = h0; h < h1; h++) {
-            /* a prefill call is T rows of one sequence; a decode call T sequences of one row */
-            size_t groups = seqs ? T : 1, rows = seqs ? 1 : T;
-            for (size_t g = 0; g < groups; g++) {
-                size_t seq = seqs ? seqs[g] : s->seq, p0 = seqs ? poss[g] : pos;
+            for (size_t g = 0; g < runs; g++) {
+                size_t r0_ = seqs ? s->run_start[g] : 0, rows = seqs ? s->run_len[g] : T;
+                size_t seq = seqs ? seqs[r0_] : s->seq, p0 = seqs ? poss[r0_] : pos;
                 float *kt = s->kt + seq * s->kv_seq_floats + layer_off + h * hs * ctx;
                 float *vh = s->v + seq * s->kv_seq_floats + layer_off + h * ctx * hs;
-                const float *qkv = s->qkv + g * C3;
+                const float *qkv = s->qkv + r0_ * C3;
                 for (size_t t = 0; t < rows; t++) {
                     const float *kr = qkv + t * C3 + C + h * hs;
                     const float *vr = kr + C;
                     for (size_t d = 0; d < hs; d++) kt[d * ctx + p0 + t] = kr[d];
                     memcpy(vh + (p0 + t) * hs, vr, hs * sizeof(float));
                 }
-                K->attention(s->att + g * C + h * hs, qkv + h * hs, kt, vh, scr, rows, p0, hs,
+                K->attention(s->att + r0_ * C + h * hs, qkv + h * hs, kt, vh, scr, rows, p0, hs,
                              ctx, C3, C, scale);
             }
         }
@@ -216,7 +219,13 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         if (l + 1 < c->n_layer) {
             norm_rows(K, s->xn, s->x, m->layers[l + 1].ln1_g, m->layers[l + 1].ln1_b, r0, r1, C,
                       eps);
-        } else if (s->p.all_logits || seqs) {
+        } else if (seqs) { /* the last row of each run, packed: row g for run g */
+            size_t g0, g1;
+            sm_pool_split(runs, 1, ith, nth, &g0, &g1);
+            for (size_t g = g0; g < g1; g++)
+                K->layernorm(s->xn + g * C, s->x + (s->run_start[g] + s->run_len[g] - 1) * C,
+                             m->lnf_g, m->lnf_b, C, eps);
+        } else if (s->p.all_logits) {
             norm_rows(K, s->xn, s->x, m->lnf_g, m->lnf_b, r0, r1, C, eps);
         } else if (r0 <= T - 1 && T - 1 < r1) {
             norm_rows(K, s->xn, s->x, m->lnf_g, m->lnf_b, T - 1, T, C, eps);
@@ -225,9 +234,12 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     }
 
     /* output layer: every row, or only the last token's */
-    bool every = s->p.all_logits || seqs;
-    size_t rows = every ? T : 1;
-    const float *src = every ? s->xn : s->xn + (T - 1) * C;
     sm_pool_split(V, COL_ALIGN, ith, nth, &n0, &n1);
-    if (n0 < n1) mm(s->logits, src, m->out_w, NULL, rows, V, C, n0, n1, scr);
+    if (n0 == n1) return;
+    if (seqs) /* one row per run, each as a lone last token gets it */
+        K->matmul_rows(s->logits, s->xn, m->out_w, NULL, runs, V, C, n0, n1, scr);
+    else if (s->p.all_logits)
+        K->matmul(s->logits, s->xn, m->out_w, NULL, T, V, C, n0, n1, scr);
+    else
+        K->matmul(s->logits, s->xn + (T - 1) * C, m->out_w, NULL, 1, V, C, n0, n1, scr);
 }

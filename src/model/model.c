@@ -89,6 +89,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     if ((size_t)SM_ATTN_QBLOCK * p->n_ctx > per) per = (size_t)SM_ATTN_QBLOCK * p->n_ctx;
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
+    size_t *runs = sm_arena_alloc(a, 2 * S, sizeof(size_t));
     size_t t4 = a->used;
     plan->total = t4 - mark;
     plan->activations = t1 - t0;
@@ -105,6 +106,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->scratch = scratch;
     s->scratch_floats = per;
     s->kv_seq_floats = kv_floats(c, p->n_ctx);
+    s->run_start = runs;
+    s->run_len = runs ? runs + S : NULL;
     return s;
 }
 
@@ -193,33 +196,60 @@ sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t 
     return sm_state_forward_seq(s, 0, tokens, n, pos, logits, err);
 }
 
-sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,
-                          const size_t *poss, size_t n, const float **logits, sm_error *err) {
-    size_t S = n_seq(&s->p);
-    if (n < 1 || n > S)
-        return sm_error_set(err, SM_ERR_INPUT, "decode: %zu sequences, the state has %zu", n, S);
+sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t *seqs,
+                                const size_t *poss, size_t n, const float **logits,
+                                sm_error *err) {
+    size_t S = n_seq(&s->p), B = s->p.max_batch > S ? s->p.max_batch : S;
+    if (n < 1 || n > B)
+        return sm_error_set(err, SM_ERR_INPUT, "forward: %zu rows, the state holds 1..%zu", n, B);
+    size_t runs = 0, longest = 0;
     for (size_t i = 0; i < n; i++) {
         if (seqs[i] >= S)
-            return sm_error_set(err, SM_ERR_INPUT, "decode: sequence %zu, the state has %zu",
+            return sm_error_set(err, SM_ERR_INPUT, "forward: sequence %zu, the state has %zu",
                                 seqs[i], S);
-        for (size_t j = 0; j < i; j++)
-            if (seqs[j] == seqs[i])
-                return sm_error_set(err, SM_ERR_INPUT, "decode: sequence %zu given twice",
-                                    seqs[i]);
         if (poss[i] >= s->p.n_ctx)
-            return sm_error_set(err, SM_ERR_INPUT, "decode: position %zu exceeds the context of %zu",
+            return sm_error_set(err, SM_ERR_INPUT, "forward: position %zu exceeds the context of %zu",
                                 poss[i], s->p.n_ctx);
+        if (i > 0 && seqs[i] == seqs[i - 1]) { /* the run goes on */
+            if (poss[i] != poss[i - 1] + 1)
+                return sm_error_set(err, SM_ERR_INPUT,
+                                    "forward: sequence %zu's positions are not consecutive", seqs[i]);
+            s->run_len[runs - 1]++;
+        } else {
+            for (size_t r = 0; r < runs; r++)
+                if (seqs[s->run_start[r]] == seqs[i])
+                    return sm_error_set(err, SM_ERR_INPUT, "forward: sequence %zu given twice",
+                                        seqs[i]);
+            s->run_start[runs] = i;
+            s->run_len[runs++] = 1;
+        }
+        if (s->run_len[runs - 1] > longest) longest = s->run_len[runs - 1];
     }
+    for (size_t r = 0; r < runs && longest > 1; r++)
+        if (s->run_len[r] < 4 || s->run_len[r] > s->p.max_batch)
+            return sm_error_set(err, SM_ERR_INPUT,
+                                "forward: a run of %zu tokens; runs are 1 token each, or 4..%zu",
+                                s->run_len[r], s->p.max_batch);
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
     s->tokens = tokens;
     s->n = n;
     s->seqs = seqs;
     s->poss = poss;
+    s->n_runs = runs;
+    s->rows_apart = longest == 1;
     sm_pool_run(s->pool, sm_gpt2_forward_task, s);
     s->seqs = s->poss = NULL;
     *logits = s->logits;
     return SM_OK;
+}
+
+sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,
+                          const size_t *poss, size_t n, const float **logits, sm_error *err) {
+    for (size_t i = 1; i < n; i++)
+        if (seqs[i] == seqs[i - 1])
+            return sm_error_set(err, SM_ERR_INPUT, "decode: sequence %zu given twice", seqs[i]);
+    return sm_state_forward_many(s, tokens, seqs, poss, n, logits, err);
 }
 
 sm_status sm_state_prefill_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,

@@ -46,7 +46,10 @@ struct sm_state {
     /* arguments of the forward call in flight */
     const int32_t *tokens;
     size_t n, pos, seq;             /* T tokens of sequence seq from pos, or */
-    const size_t *seqs, *poss;      /* (decode) token t of sequence seqs[t] at poss[t] */
+    const size_t *seqs, *poss;      /* (many) token t of sequence seqs[t] at poss[t] */
+    size_t *run_start, *run_len;    /* (n_seq) the call's runs: rows of one sequence */
+    size_t n_runs;
+    bool rows_apart;                /* every run is one row: rows computed independently */
 };
 
 /* Binds and shape-checks every GPT-2 tensor; refuses unknown ones. */
