@@ -7,12 +7,17 @@
 #   make warnings   gcc and clang builds with -Werror
 #   make bench      speed figures for docs/performance.md
 #   make model      retrain models/default from scratch (about 40 minutes on 2 cores)
+#   make install    bin/smallmind, the man page and the default model under
+#                   $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); make uninstall removes them
+#   make fuzz       libFuzzer targets (clang), each for FUZZ_SECONDS
 #
 # Variables: CC, BUILD (output folder), PYTHON (an interpreter with NumPy, if any),
 # ARCH (default: uname -m; ARCH=generic builds the portable scalar kernels only).
 
 CC      ?= cc
 BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
 PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 ARCH    := $(shell uname -m)
 
@@ -43,7 +48,7 @@ BIN      := $(BUILD)/smallmind
 TESTBIN  := $(BUILD)/test_runner
 DEPSOK   := $(BUILD)/.deps-ok
 
-.PHONY: all run test asan warnings bench clean deps test-models model
+.PHONY: all run test asan warnings bench clean deps test-models model install uninstall fuzz
 
 all: $(BIN)
 
@@ -152,3 +157,15 @@ clean:
 	rm -rf build build-asan build-gcc build-clang
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+
+# The binary finds an installed default model at <bin>/../share/smallmind.
+SHARE := $(DESTDIR)$(PREFIX)/share/smallmind
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(SHARE)/models/default
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/smallmind
+	install -m 644 docs/smallmind.1 $(DESTDIR)$(PREFIX)/share/man/man1/smallmind.1
+	install -m 644 models/default/config.json models/default/model.bin $(SHARE)/models/default/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/smallmind $(DESTDIR)$(PREFIX)/share/man/man1/smallmind.1
+	rm -rf $(SHARE)

@@ -40,3 +40,28 @@ for t in 1 2; do
         $PY scripts/train_ref.py bench --threads $t --steps 4 | sed 's/^/    /'
     fi
 done
+
+# Batches: 16 prompts of 32 bytes, 64 tokens each, on the GPT-2-small shape
+# (12 layers, 768 wide, 50,257 vocabulary, context 1024; random f32 weights),
+# 2 threads: aggregate tokens/s of `generate --batch` decoding 1 record at a
+# time and 16 together (each record's text is identical either way).
+G=build/bench-models/gpt2-small
+if [ ! -f $G/config.json ]; then
+    $PY scripts/sm_random_model.py --out $G --force --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --seed 1 >/dev/null
+fi
+$PY -c '
+import random
+random.seed(1)
+words = "the of and to in that he shall unto for his a I they be is him not them it with all thou".split()
+for i in range(16):
+    s = ""
+    while len(s) < 32: s += random.choice(words) + " "
+    print(s[:32])' >build/bench-models/prompts16.txt
+echo
+echo "batch of 16 prompts x 32 tokens, 64 tokens each, GPT-2-small shape, 2 threads"
+for p in 1 16; do
+    $BIN generate -m $G --batch build/bench-models/prompts16.txt -n 64 --parallel $p -t 2 --stats -q --temp 0 \
+        2>&1 >build/bench-models/batch-$p.jsonl | sed 's/^/    /'
+done
+cmp -s <(sed 's/"timing.*//' build/bench-models/batch-1.jsonl) <(sed 's/"timing.*//' build/bench-models/batch-16.jsonl) \
+    && echo "    records identical at --parallel 1 and 16" || echo "    RECORDS DIFFER between --parallel 1 and 16"

@@ -1339,6 +1339,27 @@ static int cmd_bench(const cli_opts *o) {
 
 /* --------------------------------------------------------------- main */
 
+
+/*
+** The default model: ./models/default (a source checkout), else the one
+** `make install` puts beside the binary: <bin>/../share/smallmind/models/default.
+*/
+static const char *default_model(char *buf, size_t cap) {
+    struct stat sb;
+    if (stat("models/default", &sb) == 0) return "models/default";
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        char *slash = strrchr(buf, '/');
+        const char *rel = "/../share/smallmind/models/default";
+        if (slash && (size_t)(slash - buf) + strlen(rel) < cap) {
+            strcpy(slash, rel);
+            if (stat(buf, &sb) == 0) return buf;
+        }
+    }
+    return "models/default";
+}
+
 int sm_cli_main(int argc, char **argv) {
     cli_opts o = {.max_tokens = 256, .temp = 0.8, .top_k = 40, .top_p = 0.95, .seed = 42,
                   .kernels = "auto", .prompt_tokens = 128, .reps = 3, .layers = 4, .heads = 8,
@@ -1372,7 +1393,8 @@ int sm_cli_main(int argc, char **argv) {
     if (o.cmd == CMD_BENCH) o.max_tokens = 128;
 
     const char *env = getenv("SMALLMIND_MODEL");
-    o.model = env && *env ? env : "models/default";
+    static char installed[4096];
+    o.model = env && *env ? env : default_model(installed, sizeof installed);
     env = getenv("SMALLMIND_THREADS");
     if (env && *env) {
         if (!parse_long(env, 1, MAX_THREADS, &o.threads))

@@ -238,5 +238,22 @@ else
     else bad "allocations per training step" "2 steps: '$a', 12 steps: '$b'"; fi
 fi
 
+# --- make install: binary, man page and default model under DESTDIR/PREFIX;
+#     the installed binary finds its model from any directory
+ROOT=$(cd "$HERE/.." && pwd)
+if make -s -C "$ROOT" install BUILD="$(cd "$(dirname "$BIN")" && pwd)" DESTDIR="$T/stage" PREFIX=/opt/sm >"$T/out" 2>&1; then
+    got=$(cd "$T" && ./stage/opt/sm/bin/smallmind generate -p "And" -n 7 --temp 0 2>"$T/err" | wc -c)
+    if [ "$got" = 7 ] && [ -f "$T/stage/opt/sm/share/man/man1/smallmind.1" ]; then
+        ok "make install DESTDIR PREFIX: runs from anywhere with its default model"
+    else bad "make install" "$got bytes; $(cat "$T/err")"; fi
+    if command -v man >/dev/null; then
+        warn=$(MANWIDTH=80 man --warnings -l "$T/stage/opt/sm/share/man/man1/smallmind.1" 2>&1 >/dev/null)
+        if [ -z "$warn" ]; then ok "man page renders without warnings"; else bad "man page" "$warn"; fi
+    else skp "man page" "man is not installed"; fi
+    make -s -C "$ROOT" uninstall DESTDIR="$T/stage" PREFIX=/opt/sm >/dev/null 2>&1
+    left=$(find "$T/stage" -type f | wc -l)
+    if [ "$left" = 0 ]; then ok "make uninstall removes every file"; else bad "make uninstall" "$left files left"; fi
+else bad "make install" "$(tail -3 "$T/out")"; fi
+
 echo "cli: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
