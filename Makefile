@@ -48,7 +48,7 @@ BIN      := $(BUILD)/smallmind
 TESTBIN  := $(BUILD)/test_runner
 DEPSOK   := $(BUILD)/.deps-ok
 
-.PHONY: all run test asan warnings bench clean deps test-models model install uninstall fuzz
+.PHONY: all run test asan warnings bench clean deps test-models model install uninstall fuzz fuzz-build
 
 all: $(BIN)
 
@@ -102,7 +102,36 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py
 	@touch $@
 test-models: $(TM)/.done
 
-test: $(BIN) $(TESTBIN) $(BUILD)/dump_logits $(BUILD)/dump_grads $(BUILD)/alloc_count.so $(TM)/.done
+FUZZ_TARGETS := config weights tokenizer batch
+FUZZ_SECONDS ?= 60
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
+
+# Fuzz targets with a plain driver: the corpus and kept crashes as regression tests.
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# libFuzzer builds (clang): the library instrumented, the target linked with the fuzzer.
+fuzz-build: $(LIB_OBJ)
+	@for t in $(FUZZ_TARGETS); do \
+	  $(CC) $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined -o $(BUILD)/libfuzz_$$t tests/fuzz/fuzz_$$t.c $(LIB_OBJ) $(LDLIBS) || exit 1; \
+	done
+
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer" fuzz-build
+	@mkdir -p build-fuzz/crashes
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  if build-fuzz/libfuzz_$$t build-fuzz/corpus/$$t tests/fuzz/corpus/$$t -max_total_time=$(FUZZ_SECONDS) \
+	      -max_len=16384 -artifact_prefix=build-fuzz/crashes/$$t- -print_final_stats=1 >build-fuzz/$$t.log 2>&1; then \
+	    grep -E "^stat::(number_of_executed_units|peak_rss)" build-fuzz/$$t.log; \
+	  else \
+	    grep -E "ERROR|SUMMARY|Test unit written" build-fuzz/$$t.log; \
+	    echo "fuzz_$$t found a crash (build-fuzz/crashes/, log build-fuzz/$$t.log)"; exit 1; \
+	  fi; \
+	done
+
+test: $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/dump_grads $(BUILD)/alloc_count.so $(TM)/.done
 	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.
@@ -154,7 +183,7 @@ bench: $(BIN)
 	bash scripts/bench.sh $(BIN)
 
 clean:
-	rm -rf build build-asan build-gcc build-clang
+	rm -rf build build-asan build-gcc build-clang build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 

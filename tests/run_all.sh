@@ -17,6 +17,7 @@ stage() {
     rm -f "$log"
 }
 stage env SM_TEST_MODELS="$TM" "$B/test_runner"
+stage bash tests/test_fuzz_corpus.sh "$B"
 stage "$PY" tests/test_reference.py --bin "$B" --models "$TM"
 stage "$PY" tests/test_train.py --bin "$B"
 stage "$PY" tests/test_generate.py --bin "$B" --model models/default
