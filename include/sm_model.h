@@ -31,7 +31,10 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
 void sm_model_free(sm_model *m);
 
 const sm_config *sm_model_config(const sm_model *m);
-size_t sm_model_params(const sm_model *m);      /* number of weights */
+size_t sm_model_params(const sm_model *m);
+
+/* SM_ERR_FORMAT naming the first tensor with a NaN or infinite weight. */
+sm_status sm_model_check_weights(const sm_model *m, sm_error *err);      /* number of weights */
 size_t sm_model_weight_bytes(const sm_model *m); /* bytes of tensor data */
 
 /* Most sequences one state decodes together (sm_state_decode). */

@@ -66,6 +66,8 @@ static const struct option_def {
      "-c, --ctx-size N       context length (default and maximum: the model's)"},
     {"kernels", 0, true, CMD_ALL, O_KERNELS,
      "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
+    {"check-weights", 0, false, CMD_MODEL, O_CHECKW,
+     "    --check-weights    scan every weight for NaN or infinity before running"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
      "    --no-mmap          read the weights instead of mapping them"},
     {"stop", 0, true, CMD_GENERATE, O_STOP,
@@ -179,17 +181,23 @@ typedef struct {
 static int out_write(out_state *os, const char *s, size_t n) {
     if (os->pipe_closed || os->write_errno) return 1;
     if (n == 0) return 0;
-    if (fwrite(s, 1, n, stdout) != n || fflush(stdout) != 0) {
-        if (errno == EPIPE)
-            os->pipe_closed = true;
-        else
-            os->write_errno = errno ? errno : EIO;
-        return 1;
+    bool nl = s[n - 1] == '\n';
+    while (n > 0) { /* straight to the descriptor: nothing is left half-written in a buffer */
+        ssize_t w = write(STDOUT_FILENO, s, n);
+        if (w < 0) {
+            if (errno == EINTR) continue; /* Ctrl-C: finish this piece (a second one exits) */
+            if (errno == EPIPE)
+                os->pipe_closed = true;
+            else
+                os->write_errno = errno;
+            return 1;
+        }
+        s += w;
+        n -= (size_t)w;
     }
-    os->last_was_newline = s[n - 1] == '\n';
+    os->last_was_newline = nl;
     return 0;
 }
-
 
 /* Final flush and close of stdout; returns the exit code to use. */
 static int finish_stdout(out_state *os, int code) {
@@ -382,6 +390,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_VERBOSE: o->verbose = true; break;
     case O_JSON: o->json = true; break;
     case O_NOMMAP: o->no_mmap = true; break;
+    case O_CHECKW: o->check_weights = true; break;
     case O_HELP: o->help = true; break;
     case O_VERSION: o->version = true; break;
     }
@@ -531,6 +540,7 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
         return EXIT_DATA;
     }
     if (sm_model_load(&r->model, o->model, !o->no_mmap, &err)) goto fail_msg;
+    if (o->check_weights && sm_model_check_weights(r->model, &err)) goto fail_msg;
     const sm_config *c = sm_model_config(r->model);
     if (sm_tokenizer_init(&r->tok, c, &err)) goto fail_msg;
     if (o->ctx > c->n_ctx) {
@@ -554,8 +564,8 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
         if (carve_run(r, spar, &meas, &err) || sm_arena_init(&r->arena, meas.used) != SM_OK) {
             fprintf(stderr,
                     "smallmind: cannot allocate %zu bytes for the run (KV-cache %zu bytes); "
-                    "a smaller -c reduces it\n",
-                    meas.used, r->plan.kv_cache);
+                    "a smaller -c%s reduces it\n",
+                    meas.used, r->plan.kv_cache, n_seq > 1 ? " or --parallel" : "");
             goto fail;
         }
         if (carve_run(r, spar, &r->arena, &err)) goto fail_msg;

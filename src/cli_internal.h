@@ -21,7 +21,7 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL
+    O_PARALLEL, O_CHECKW
 } opt_id;
 
 typedef struct {
@@ -36,7 +36,7 @@ typedef struct {
     long long seed;
     long threads;
     long ctx;
-    bool quiet, stats, verbose, json, no_mmap, help, version;
+    bool quiet, stats, verbose, json, no_mmap, help, version, check_weights;
     const char *kernels;
     long prompt_tokens, reps;
     /* train */

@@ -238,6 +238,51 @@ else
     else bad "allocations per training step" "2 steps: '$a', 12 steps: '$b'"; fi
 fi
 
+# --- (14) --check-weights names the tensor holding NaN; a clean model passes
+if [ -z "${SM_SKIP_BAD_MODELS:-}" ] && [ -d "$T/bad/weights_nan" ]; then
+    fails 1 "--check-weights: NaN tensor named" "tensor ln_f.bias: 256 of 256 weights are NaN or infinite" \
+        $BIN info -m "$T/bad/weights_nan" --check-weights
+fi
+run $BIN generate -m $M -p "x" -n 3 --check-weights
+if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--check-weights: a finite model runs"; else bad "--check-weights" "rc=$rc $(cat "$T/err")"; fi
+
+# --- (24) --json is valid UTF-8 JSON even when the bytes generated are not UTF-8
+#     (the random-weight model emits arbitrary bytes; invalid ones become U+FFFD)
+run $BIN generate -m $M -p "x" -n 200 --temp 1.5 -s 5 --json
+if [ $rc -eq 0 ] && "$PY" -c 'import json,sys; d=json.loads(open(sys.argv[1],"rb").read().decode("utf-8","strict")); assert d["tokens_generated"]==200' "$T/out" 2>"$T/err2"; then
+    ok "--json output is strict UTF-8 JSON"
+else bad "--json UTF-8" "rc=$rc $(cat "$T/err2")"; fi
+
+# --- (30) Ctrl-C while a batch record is being written into a full pipe: the
+#     record is finished (the process waits), a second Ctrl-C exits at once, 130
+if command -v mkfifo >/dev/null; then
+    mkfifo "$T/fifo"
+    sleep 30 <"$T/fifo" & reader=$!   # holds the pipe open, never reads
+    id=$(printf 'x%.0s' $(seq 240))
+    for i in $(seq 200); do printf '{"id": "%s%d", "prompt": "a", "max_tokens": 60}\n' "$id" "$i"; done >"$T/many.jsonl"
+    $BIN generate -m $M --batch "$T/many.jsonl" >"$T/fifo" 2>"$T/err" & pid=$!
+    for _ in $(seq 50); do sleep 0.1; [ "$(cat /proc/$pid/wchan 2>/dev/null)" = pipe_write ] && break; done
+    kill -INT $pid; sleep 0.5
+    alive=$(kill -0 $pid 2>/dev/null && echo yes || echo no)
+    kill -INT $pid; sleep 0.5
+    gone=$(kill -0 $pid 2>/dev/null && echo no || echo yes)
+    wait $pid; rc=$?
+    kill $reader 2>/dev/null; wait $reader 2>/dev/null
+    if [ "$alive" = yes ] && [ "$gone" = yes ] && [ $rc -eq 130 ]; then
+        ok "Ctrl-C in a blocked write waits for the record; a second Ctrl-C exits 130 at once"
+    else bad "second Ctrl-C" "alive after first: $alive, gone after second: $gone, rc=$rc"; fi
+else skp "second Ctrl-C" "mkfifo is not available"; fi
+
+# --- (33) the arena cannot be allocated: the bytes needed and the option that reduces them
+for i in $(seq 256); do echo a; done >"$T/a256"
+if [ -n "${SM_SKIP_ALLOC:-}" ]; then skp "allocation failure" "ulimit -v and AddressSanitizer's shadow memory do not mix"
+else
+(ulimit -v 400000; exec $BIN generate -m $M --batch "$T/a256" --parallel 256 -n 1) >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 1 ] && [ "$(lines "$T/err")" -eq 1 ] && grep -q "cannot allocate [0-9]* bytes for the run" "$T/err" && grep -q -- "-c\|--parallel" "$T/err" && [ ! -s "$T/out" ]; then
+    ok "allocation failure: bytes needed and the option to reduce them"
+else bad "allocation failure" "rc=$rc $(cat "$T/err")"; fi
+fi
+
 # --- make install: binary, man page and default model under DESTDIR/PREFIX;
 #     the installed binary finds its model from any directory
 ROOT=$(cd "$HERE/.." && pwd)

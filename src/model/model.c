@@ -9,6 +9,7 @@
 */
 #include "model_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,23 @@ const sm_config *sm_model_config(const sm_model *m) {
 
 size_t sm_model_weight_bytes(const sm_model *m) {
     return sm_weights_bytes(&m->w);
+}
+
+sm_status sm_model_check_weights(const sm_model *m, sm_error *err) {
+    for (size_t i = 0; i < m->cfg.n_tensors; i++) {
+        const sm_tensor_desc *d = &m->cfg.tensors[i];
+        if (d->dtype != SM_DTYPE_F32) continue;
+        const float *x = m->w.data[i];
+        size_t n = d->nbytes / sizeof(float), bad = 0, first = 0;
+        for (size_t k = 0; k < n; k++)
+            if (!isfinite(x[k]) && bad++ == 0) first = k;
+        if (bad)
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "tensor %s: %zu of %zu weights are NaN or infinite (the first is "
+                                "element %zu, %s)",
+                                d->name, bad, n, first, isnan(x[first]) ? "NaN" : "inf");
+    }
+    return SM_OK;
 }
 
 size_t sm_model_params(const sm_model *m) {
