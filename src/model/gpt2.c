@@ -1,9 +1,10 @@
 /*
 ** gpt2.c -- the GPT-2 architecture: tensor binding and the forward pass.
 **
-** A call is either T tokens of one sequence (prefill, or decode alone) or one
-** token each of T sequences (batched decode, rows computed independently
-** with matmul_rows so each equals its sequence decoded alone).
+** A call is T token rows in runs, a run being consecutive positions of one
+** sequence: one run (prefill, or decode alone), one-row runs of several
+** sequences (batched decode, rows computed independently with matmul_rows so
+** each equals its sequence decoded alone), or prompts prefilled together.
 **
 ** Block (pre-LayerNorm):  x += proj(attn(ln1(x)));  x += down(gelu(up(ln2(x))))
 ** then ln_f and the output layer. The whole forward call is one pool task;
@@ -131,8 +132,7 @@ static void residual_matmul(sm_state *s, const float *in, const float *w, const 
     size_t n0, n1;
     sm_pool_split(C, COL_ALIGN, ith, nth, &n0, &n1);
     if (n0 == n1) return;
-    (s->seqs && s->rows_apart ? s->k->matmul_rows : s->k->matmul)(s->tmp, in, w, b, T, C, K,
-                                                                    n0, n1, scr);
+    (s->rows_apart ? s->k->matmul_rows : s->k->matmul)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
     for (size_t t = 0; t < T; t++)
         for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
 }
@@ -143,29 +143,33 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     const sm_config *c = &m->cfg;
     const sm_kernels *K = s->k;
     sm_pool *pool = s->pool;
-    const size_t T = s->n, pos = s->pos, C = (size_t)c->n_embd, H = (size_t)c->n_head;
+    const size_t T = s->n, C = (size_t)c->n_embd, H = (size_t)c->n_head;
     const size_t hs = C / H, ctx = s->p.n_ctx, V = (size_t)c->n_vocab, C3 = 3 * C, C4 = 4 * C;
     const float eps = c->norm_eps, scale = 1.0f / sqrtf((float)hs);
     float *scr = s->scratch + (size_t)ith * s->scratch_floats;
     void (*gelu)(float *, size_t) = c->activation == SM_ACT_GELU_TANH ? K->gelu_tanh : K->gelu_erf;
-    /* a call of many sequences (seqs set): row t is a token of sequence
-       seqs[t] at poss[t], in runs; one-row runs are computed apart, as each
-       is alone (matmul_rows); longer runs as the packed product, which is
-       what a prompt of 4 or more tokens gets alone */
-    const size_t *seqs = s->seqs, *poss = s->poss;
+    /* one-row runs of several sequences are computed apart, as each is alone
+       (matmul_rows); longer runs take the packed product, which is what a
+       prompt of 4 or more tokens gets alone */
     void (*mm)(float *restrict, const float *restrict, const float *restrict,
                const float *restrict, size_t, size_t, size_t, size_t, size_t,
-               float *restrict) = seqs && s->rows_apart ? K->matmul_rows : K->matmul;
-    const size_t runs = seqs ? s->n_runs : 1;
+               float *restrict) = s->rows_apart ? K->matmul_rows : K->matmul;
+    const sm_run *runs = s->runs;
+    const size_t n_runs = s->n_runs;
     size_t r0, r1, n0, n1;
 
     /* token + position embeddings, then the first LayerNorm (by rows) */
     sm_pool_split(T, 1, ith, nth, &r0, &r1);
-    for (size_t t = r0; t < r1; t++) {
-        const float *te = m->tok_embd + (size_t)s->tokens[t] * C;
-        const float *pe = m->pos_embd + (seqs ? poss[t] : pos + t) * C;
-        float *x = s->x + t * C;
-        for (size_t i = 0; i < C; i++) x[i] = te[i] + pe[i];
+    for (size_t g = 0; g < n_runs; g++) {
+        const sm_run *ru = &runs[g];
+        size_t t0 = ru->start > r0 ? ru->start : r0;
+        size_t t1 = ru->start + ru->len < r1 ? ru->start + ru->len : r1;
+        for (size_t t = t0; t < t1; t++) {
+            const float *te = m->tok_embd + (size_t)s->tokens[t] * C;
+            const float *pe = m->pos_embd + (ru->pos + t - ru->start) * C;
+            float *x = s->x + t * C;
+            for (size_t i = 0; i < C; i++) x[i] = te[i] + pe[i];
+        }
     }
     norm_rows(K, s->xn, s->x, m->layers[0].ln1_g, m->layers[0].ln1_b, r0, r1, C, eps);
     sm_pool_barrier(pool);
@@ -182,20 +186,19 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         size_t h0, h1;
         sm_pool_split(H, 1, ith, nth, &h0, &h1);
         for (size_t h = h0; h < h1; h++) {
-            for (size_t g = 0; g < runs; g++) {
-                size_t r0_ = seqs ? s->run_start[g] : 0, rows = seqs ? s->run_len[g] : T;
-                size_t seq = seqs ? seqs[r0_] : s->seq, p0 = seqs ? poss[r0_] : pos;
-                float *kt = s->kt + seq * s->kv_seq_floats + layer_off + h * hs * ctx;
-                float *vh = s->v + seq * s->kv_seq_floats + layer_off + h * ctx * hs;
-                const float *qkv = s->qkv + r0_ * C3;
-                for (size_t t = 0; t < rows; t++) {
+            for (size_t g = 0; g < n_runs; g++) {
+                const sm_run *ru = &runs[g];
+                float *kt = s->kt + ru->seq * s->kv_seq_floats + layer_off + h * hs * ctx;
+                float *vh = s->v + ru->seq * s->kv_seq_floats + layer_off + h * ctx * hs;
+                const float *qkv = s->qkv + ru->start * C3;
+                for (size_t t = 0; t < ru->len; t++) {
                     const float *kr = qkv + t * C3 + C + h * hs;
                     const float *vr = kr + C;
-                    for (size_t d = 0; d < hs; d++) kt[d * ctx + p0 + t] = kr[d];
-                    memcpy(vh + (p0 + t) * hs, vr, hs * sizeof(float));
+                    for (size_t d = 0; d < hs; d++) kt[d * ctx + ru->pos + t] = kr[d];
+                    memcpy(vh + (ru->pos + t) * hs, vr, hs * sizeof(float));
                 }
-                K->attention(s->att + r0_ * C + h * hs, qkv + h * hs, kt, vh, scr, rows, p0, hs,
-                             ctx, C3, C, scale);
+                K->attention(s->att + ru->start * C + h * hs, qkv + h * hs, kt, vh, scr, ru->len,
+                             ru->pos, hs, ctx, C3, C, scale);
             }
         }
         sm_pool_barrier(pool);
@@ -219,27 +222,23 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         if (l + 1 < c->n_layer) {
             norm_rows(K, s->xn, s->x, m->layers[l + 1].ln1_g, m->layers[l + 1].ln1_b, r0, r1, C,
                       eps);
-        } else if (seqs) { /* the last row of each run, packed: row g for run g */
-            size_t g0, g1;
-            sm_pool_split(runs, 1, ith, nth, &g0, &g1);
-            for (size_t g = g0; g < g1; g++)
-                K->layernorm(s->xn + g * C, s->x + (s->run_start[g] + s->run_len[g] - 1) * C,
-                             m->lnf_g, m->lnf_b, C, eps);
-        } else if (s->p.all_logits) {
+        } else if (s->every_row) {
             norm_rows(K, s->xn, s->x, m->lnf_g, m->lnf_b, r0, r1, C, eps);
-        } else if (r0 <= T - 1 && T - 1 < r1) {
-            norm_rows(K, s->xn, s->x, m->lnf_g, m->lnf_b, T - 1, T, C, eps);
+        } else { /* the last row of each run, packed: row g for run g */
+            size_t g0, g1;
+            sm_pool_split(n_runs, 1, ith, nth, &g0, &g1);
+            for (size_t g = g0; g < g1; g++)
+                K->layernorm(s->xn + g * C, s->x + (runs[g].start + runs[g].len - 1) * C,
+                             m->lnf_g, m->lnf_b, C, eps);
         }
         sm_pool_barrier(pool);
     }
 
-    /* output layer: every row, or only the last token's */
+    /* output layer: every row, or each run's last row as a lone last token gets it */
     sm_pool_split(V, COL_ALIGN, ith, nth, &n0, &n1);
     if (n0 == n1) return;
-    if (seqs) /* one row per run, each as a lone last token gets it */
-        K->matmul_rows(s->logits, s->xn, m->out_w, NULL, runs, V, C, n0, n1, scr);
-    else if (s->p.all_logits)
+    if (s->every_row)
         K->matmul(s->logits, s->xn, m->out_w, NULL, T, V, C, n0, n1, scr);
     else
-        K->matmul(s->logits, s->xn + (T - 1) * C, m->out_w, NULL, 1, V, C, n0, n1, scr);
+        K->matmul_rows(s->logits, s->xn, m->out_w, NULL, n_runs, V, C, n0, n1, scr);
 }

@@ -107,7 +107,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     if ((size_t)SM_ATTN_QBLOCK * p->n_ctx > per) per = (size_t)SM_ATTN_QBLOCK * p->n_ctx;
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
-    size_t *runs = sm_arena_alloc(a, 2 * S, sizeof(size_t));
+    sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
     size_t t4 = a->used;
     plan->total = t4 - mark;
     plan->activations = t1 - t0;
@@ -124,8 +124,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->scratch = scratch;
     s->scratch_floats = per;
     s->kv_seq_floats = kv_floats(c, p->n_ctx);
-    s->run_start = runs;
-    s->run_len = runs ? runs + S : NULL;
+    s->runs = runs;
     return s;
 }
 
@@ -186,6 +185,19 @@ static sm_status check_tokens(const sm_state *s, const int32_t *tokens, size_t n
     return SM_OK;
 }
 
+/* Runs the call whose runs are in s->runs[0..n_runs) on the pool. */
+static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_runs,
+                        bool rows_apart, bool every_row, const float **logits) {
+    s->tokens = tokens;
+    s->n = n;
+    s->n_runs = n_runs;
+    s->rows_apart = rows_apart;
+    s->every_row = every_row;
+    sm_pool_run(s->pool, sm_gpt2_forward_task, s);
+    *logits = s->logits;
+    return SM_OK;
+}
+
 sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
                                size_t pos, const float **logits, sm_error *err) {
     if (seq >= n_seq(&s->p))
@@ -199,14 +211,8 @@ sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, s
                             pos, pos + n - 1, s->p.n_ctx);
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
-    s->tokens = tokens;
-    s->n = n;
-    s->pos = pos;
-    s->seq = seq;
-    s->seqs = s->poss = NULL;
-    sm_pool_run(s->pool, sm_gpt2_forward_task, s);
-    *logits = s->logits;
-    return SM_OK;
+    s->runs[0] = (sm_run){.start = 0, .len = n, .seq = seq, .pos = pos};
+    return launch(s, tokens, n, 1, false, s->p.all_logits, logits);
 }
 
 sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
@@ -228,38 +234,29 @@ sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t
         if (poss[i] >= s->p.n_ctx)
             return sm_error_set(err, SM_ERR_INPUT, "forward: position %zu exceeds the context of %zu",
                                 poss[i], s->p.n_ctx);
-        if (i > 0 && seqs[i] == seqs[i - 1]) { /* the run goes on */
-            if (poss[i] != poss[i - 1] + 1)
+        sm_run *last = runs ? &s->runs[runs - 1] : NULL;
+        if (last && seqs[i] == last->seq) { /* the run goes on */
+            if (poss[i] != last->pos + last->len)
                 return sm_error_set(err, SM_ERR_INPUT,
                                     "forward: sequence %zu's positions are not consecutive", seqs[i]);
-            s->run_len[runs - 1]++;
+            last->len++;
         } else {
             for (size_t r = 0; r < runs; r++)
-                if (seqs[s->run_start[r]] == seqs[i])
+                if (s->runs[r].seq == seqs[i])
                     return sm_error_set(err, SM_ERR_INPUT, "forward: sequence %zu given twice",
                                         seqs[i]);
-            s->run_start[runs] = i;
-            s->run_len[runs++] = 1;
+            s->runs[runs++] = (sm_run){.start = i, .len = 1, .seq = seqs[i], .pos = poss[i]};
         }
-        if (s->run_len[runs - 1] > longest) longest = s->run_len[runs - 1];
+        if (s->runs[runs - 1].len > longest) longest = s->runs[runs - 1].len;
     }
     for (size_t r = 0; r < runs && longest > 1; r++)
-        if (s->run_len[r] < 4 || s->run_len[r] > s->p.max_batch)
+        if (s->runs[r].len < 4 || s->runs[r].len > s->p.max_batch)
             return sm_error_set(err, SM_ERR_INPUT,
                                 "forward: a run of %zu tokens; runs are 1 token each, or 4..%zu",
-                                s->run_len[r], s->p.max_batch);
+                                s->runs[r].len, s->p.max_batch);
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
-    s->tokens = tokens;
-    s->n = n;
-    s->seqs = seqs;
-    s->poss = poss;
-    s->n_runs = runs;
-    s->rows_apart = longest == 1;
-    sm_pool_run(s->pool, sm_gpt2_forward_task, s);
-    s->seqs = s->poss = NULL;
-    *logits = s->logits;
-    return SM_OK;
+    return launch(s, tokens, n, runs, longest == 1, false, logits);
 }
 
 sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,

@@ -26,6 +26,10 @@ struct sm_model {
     gpt2_layer *layers;      /* (n_layer) */
 };
 
+typedef struct sm_run {
+    size_t start, len, seq, pos;
+} sm_run;
+
 struct sm_state {
     const sm_model *m;
     const sm_kernels *k;
@@ -43,13 +47,14 @@ struct sm_state {
     size_t kv_seq_floats;  /* floats of one sequence's keys (or values) */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
-    /* arguments of the forward call in flight */
+    /* the forward call in flight: n token rows in runs, each run the rows
+       start..start+len-1 of one sequence at positions pos.. */
     const int32_t *tokens;
-    size_t n, pos, seq;             /* T tokens of sequence seq from pos, or */
-    const size_t *seqs, *poss;      /* (many) token t of sequence seqs[t] at poss[t] */
-    size_t *run_start, *run_len;    /* (n_seq) the call's runs: rows of one sequence */
+    size_t n;
+    sm_run *runs; /* (n_seq) */
     size_t n_runs;
-    bool rows_apart;                /* every run is one row: rows computed independently */
+    bool rows_apart; /* several one-row runs: rows computed as each alone (matmul_rows) */
+    bool every_row;  /* logits for every row (one run, all_logits), else each run's last */
 };
 
 /* Binds and shape-checks every GPT-2 tensor; refuses unknown ones. */
