@@ -884,6 +884,14 @@ typedef struct {
     runner *r;
     sm_sampler_params spar;
     out_state os;
+    batch_slot *slots; /* (P) */
+    /* the input: where the next line starts, lines and records seen so far */
+    const char *input;
+    size_t len, at, lineno, record, next_idx;
+    bool more;
+    /* the rows of the next model call: the group prefill, then the decode step */
+    int32_t *ct;
+    size_t *cs, *cp, rows, group[SM_MAX_SEQ], ng;
     char **ready;   /* (todo) formatted records not yet written */
     size_t *ready_len;
     size_t written; /* records written: the next to write is ready[written] */
@@ -891,33 +899,42 @@ typedef struct {
     bool stop;      /* a write failed or the pipe closed */
 } batch_run;
 
-/* Formats record idx (an error if msg is set) into b->ready. false: out of memory. */
-static bool batch_finish(batch_run *b, size_t idx, size_t lineno, const char *id, const char *msg,
-                         const sink *k, const sm_gen_stats *gs, size_t dropped) {
+/* Formats q's record (an error if msg is set) into b->ready. false: out of memory. */
+static bool batch_finish(batch_run *b, const batch_slot *q, const char *msg) {
     char idbuf[32];
-    snprintf(idbuf, sizeof idbuf, "%zu", lineno);
+    snprintf(idbuf, sizeof idbuf, "%zu", q->lineno);
     char *out = NULL;
     size_t out_len = 0;
     FILE *f = open_memstream(&out, &out_len);
     if (!f) return false;
-    fprintf(f, "{\"id\": %s, ", id && *id ? id : idbuf);
+    fprintf(f, "{\"id\": %s, ", *q->rec.id ? q->rec.id : idbuf);
     if (msg) {
-        fprintf(f, "\"line\": %zu, \"error\": \"", lineno);
+        fprintf(f, "\"line\": %zu, \"error\": \"", q->lineno);
         json_string(f, (const unsigned char *)msg, strlen(msg));
         fputs("\"}\n", f);
         b->failed++;
     } else {
-        json_result(f, k, gs, dropped);
+        json_result(f, &q->k, &q->q.stats, q->dropped);
         fputs("}\n", f);
-        b->tokens += gs->n_generated;
+        b->tokens += q->q.stats.n_generated;
     }
     if (fclose(f) != 0) {
         free(out);
         return false;
     }
-    b->ready[idx] = out;
-    b->ready_len[idx] = out_len;
+    b->ready[q->idx] = out;
+    b->ready_len[q->idx] = out_len;
     return true;
+}
+
+/*
+** After q's sequence took logits (msg: why it failed): a finished record is
+** formatted and its slot freed; otherwise the slot stays busy. false: out of
+** memory.
+*/
+static bool batch_settle(batch_run *b, batch_slot *q, const char *msg) {
+    q->busy = !msg && !q->q.done;
+    return q->busy || batch_finish(b, q, msg);
 }
 
 /* Writes the records that are next in input order. */
@@ -972,6 +989,87 @@ static void batch_start(batch_run *b, batch_slot *q, const char *line, size_t n,
         snprintf(msg, cap, "%s", err.msg);
 }
 
+/*
+** Fills free slot i from the input: a record that fails or ends at once is
+** written off and the next one taken. A prompt of 4 to max_batch tokens that
+** fits joins the group prefilled in one call (its rows appended to b->ct/cs/
+** cp); any other is prefilled alone now. false: out of memory.
+*/
+static bool batch_fill(batch_run *b, size_t i) {
+    batch_slot *q = &b->slots[i];
+    runner *r = b->r;
+    const char *line;
+    size_t n;
+    while (!interrupted && (b->more = next_line(b->input, b->len, &b->at, &line, &n))) {
+        b->lineno++;
+        if (n == 0 || !in_shard(b->o, ++b->record)) continue;
+        char msg[600] = "";
+        q->rec.id[0] = '\0';
+        q->dropped = 0;
+        q->idx = b->next_idx++;
+        q->lineno = b->lineno;
+        batch_start(b, q, line, n, msg, sizeof msg);
+        bool go = !*msg && !q->q.done;
+        if (go && q->np >= 4 && q->np <= r->sp.max_batch - b->rows) {
+            memcpy(b->ct + b->rows, r->tokens, q->np * sizeof *b->ct);
+            for (size_t j = 0; j < q->np; j++) b->cs[b->rows + j] = i, b->cp[b->rows + j] = j;
+            b->rows += q->np;
+            b->group[b->ng++] = i;
+            q->busy = true; /* it begins after the group's prefill */
+            return true;
+        }
+        if (go) {
+            const float *lg;
+            sm_error err = {{0}};
+            double tp = sm_time_now();
+            if (sm_state_prefill_seq(r->state, i, r->tokens, q->np, 0, &lg, &err) ||
+                sm_seq_begin(&q->q, lg, sm_time_now() - tp, &err))
+                snprintf(msg, sizeof msg, "%s", err.msg);
+        }
+        if (interrupted) return true; /* never half a record: the one in flight is dropped */
+        if (!batch_settle(b, q, *msg ? msg : NULL)) return false;
+        if (q->busy) return true;
+    }
+    return true;
+}
+
+/* Prefills the group batch_fill gathered in one call and samples each first token. */
+static int batch_group(batch_run *b, size_t V) {
+    const float *lg;
+    sm_error err = {{0}};
+    double tp = sm_time_now();
+    if (sm_state_forward_many(b->r->state, b->ct, b->cs, b->cp, b->rows, &lg, &err))
+        return data_error(err.msg);
+    tp = sm_time_now() - tp;
+    for (size_t g = 0; g < b->ng && !interrupted; g++) {
+        batch_slot *q = &b->slots[b->group[g]];
+        const char *msg = sm_seq_begin(&q->q, lg + g * V, tp, &err) ? err.msg : NULL;
+        if (!interrupted && !batch_settle(b, q, msg))
+            return data_error("out of memory for an output record");
+    }
+    return 0;
+}
+
+/* One decode step for every busy slot; *m = how many there were. */
+static int batch_step(batch_run *b, size_t P, size_t V, size_t *m) {
+    *m = 0;
+    for (size_t i = 0; i < P; i++)
+        if (b->slots[i].busy)
+            b->ct[*m] = b->slots[i].q.next, b->cs[*m] = i, b->cp[*m] = b->slots[i].q.feed_pos, ++*m;
+    if (*m == 0) return 0;
+    const float *logits;
+    sm_error err = {{0}};
+    if (sm_state_decode(b->r->state, b->ct, b->cs, b->cp, *m, &logits, &err))
+        return data_error(err.msg);
+    for (size_t j = 0; j < *m && !interrupted; j++) {
+        batch_slot *q = &b->slots[b->cs[j]];
+        const char *msg = sm_seq_accept(&q->q, logits + j * V, &err) ? err.msg : NULL;
+        if (!interrupted && !batch_settle(b, q, msg))
+            return data_error("out of memory for an output record");
+    }
+    return 0;
+}
+
 static int cmd_batch(const cli_opts *o) {
     char *input;
     size_t len;
@@ -986,7 +1084,8 @@ static int cmd_batch(const cli_opts *o) {
     }
     size_t P = o->parallel ? (size_t)o->parallel : 8;
     if (P > todo) P = todo ? todo : 1;
-    batch_run b = {.o = o, .os = {.last_was_newline = true}};
+    batch_run b = {.o = o, .os = {.last_was_newline = true}, .input = input, .len = len,
+                   .more = true};
     b.spar = (sm_sampler_params){(float)o->temp, (int)o->top_k, (float)o->top_p, cli_seed(o->seed)};
     runner r;
     rc = runner_init(&r, o, false, 512, P, &b.spar, true);
@@ -995,129 +1094,33 @@ static int cmd_batch(const cli_opts *o) {
         return rc;
     }
     b.r = &r;
-    batch_slot *slots = calloc(P, sizeof *slots);
+    const size_t V = (size_t)sm_model_config(r.model)->n_vocab;
+    size_t call_rows = r.sp.max_batch > P ? r.sp.max_batch : P;
+    b.slots = calloc(P, sizeof *b.slots);
     b.ready = calloc(todo + 1, sizeof *b.ready);
     b.ready_len = calloc(todo + 1, sizeof *b.ready_len);
-    bool ok = slots && b.ready && b.ready_len;
+    b.ct = calloc(call_rows, sizeof *b.ct);
+    b.cs = calloc(call_rows, sizeof *b.cs);
+    b.cp = calloc(call_rows, sizeof *b.cp);
+    bool ok = b.slots && b.ready && b.ready_len && b.ct && b.cs && b.cp;
     for (size_t i = 0; ok && i < P; i++) {
-        slots[i].smp = &r.samplers[i];
-        slots[i].k.os = &b.os;
-        ok = (slots[i].pbuf = malloc(longest + 1)) && sink_collect(&slots[i].k, &r);
+        b.slots[i].smp = &r.samplers[i];
+        b.slots[i].k.os = &b.os;
+        ok = (b.slots[i].pbuf = malloc(longest + 1)) && sink_collect(&b.slots[i].k, &r);
     }
-    /* the decode call's inputs, one entry per busy slot; the group prefill's rows */
-    int32_t *tok = ok ? calloc(P, sizeof *tok) : NULL;
-    size_t *seqs = ok ? calloc(P, sizeof *seqs) : NULL, *poss = ok ? calloc(P, sizeof *poss) : NULL;
-    int32_t *gt = ok ? calloc(r.sp.max_batch, sizeof *gt) : NULL;
-    size_t *gs = ok ? calloc(r.sp.max_batch, sizeof *gs) : NULL;
-    size_t *gp = ok ? calloc(r.sp.max_batch, sizeof *gp) : NULL;
-    if (!tok || !seqs || !poss || !gt || !gs || !gp) rc = data_error("out of memory for the batch");
+    if (!ok) rc = data_error("out of memory for the batch");
     double t0 = sm_time_now();
     bool tty = isatty(STDERR_FILENO) && !o->quiet;
-    size_t lineno = 0, next_idx = 0, busy = 0;
-    at = record = 0;
-    bool more = true;
     while (!rc && !interrupted && !b.stop) {
-        /* refill free slots from the input; prompts of 4 or more tokens are
-           prefilled together in one call (gt/gs/gp: its rows), others alone */
-        size_t rows = 0, group[SM_MAX_SEQ], ng = 0;
-        for (size_t i = 0; i < P && more && !interrupted && !rc; i++) {
-            batch_slot *q = &slots[i];
-            while (!q->busy && more && !interrupted) {
-                more = next_line(input, len, &at, &line, &n);
-                if (!more) break;
-                lineno++;
-                if (n == 0 || !in_shard(o, ++record)) continue;
-                char msg[600] = "";
-                q->rec.id[0] = '\0';
-                q->dropped = 0;
-                q->idx = next_idx++;
-                q->lineno = lineno;
-                batch_start(&b, q, line, n, msg, sizeof msg);
-                if (!*msg && !q->q.done && q->np >= 4 && q->np <= r.sp.max_batch - rows) {
-                    memcpy(gt + rows, r.tokens, q->np * sizeof *gt);
-                    for (size_t j = 0; j < q->np; j++) gs[rows + j] = i, gp[rows + j] = j;
-                    rows += q->np;
-                    group[ng++] = i;
-                    q->busy = true; /* begins after the group's prefill */
-                    busy++;
-                    break;
-                }
-                if (!*msg && !q->q.done) {
-                    const float *lg;
-                    sm_error err = {{0}};
-                    double tp = sm_time_now();
-                    if (sm_state_prefill_seq(r.state, i, r.tokens, q->np, 0, &lg, &err) ||
-                        sm_seq_begin(&q->q, lg, sm_time_now() - tp, &err))
-                        snprintf(msg, sizeof msg, "%s", err.msg);
-                }
-                if (interrupted) break; /* never half a record: the one in flight is dropped */
-                if (*msg || q->q.done) { /* finished already: the slot takes the next line */
-                    if (!batch_finish(&b, q->idx, lineno, q->rec.id, *msg ? msg : NULL, &q->k,
-                                      &q->q.stats, q->dropped)) {
-                        rc = data_error("out of memory for an output record");
-                        break;
-                    }
-                    continue;
-                }
-                q->busy = true;
-                busy++;
-            }
-        }
-        if (ng && !rc && !interrupted) {
-            const float *lg;
-            sm_error err = {{0}};
-            double tp = sm_time_now();
-            if (sm_state_forward_many(r.state, gt, gs, gp, rows, &lg, &err)) {
-                rc = data_error(err.msg);
-                break;
-            }
-            tp = sm_time_now() - tp;
-            for (size_t g = 0; g < ng && !rc; g++) {
-                batch_slot *q = &slots[group[g]];
-                const char *msg = NULL;
-                if (sm_seq_begin(&q->q, lg + g * (size_t)sm_model_config(r.model)->n_vocab, tp,
-                                 &err))
-                    msg = err.msg;
-                if (interrupted) break;
-                if (!q->q.done) continue;
-                q->busy = false;
-                busy--;
-                if (!batch_finish(&b, q->idx, q->lineno, q->rec.id, msg, &q->k, &q->q.stats,
-                                  q->dropped))
-                    rc = data_error("out of memory for an output record");
-            }
-        }
-        batch_flush(&b, todo, t0, tty);
-        if (rc || interrupted || b.stop) break;
-        if (busy == 0) {
-            if (more) continue;
-            break;
-        }
-        /* one decode step for every busy slot */
-        size_t m = 0;
-        for (size_t i = 0; i < P; i++)
-            if (slots[i].busy) tok[m] = slots[i].q.next, seqs[m] = i, poss[m] = slots[i].q.feed_pos, m++;
-        const float *logits;
-        sm_error err = {{0}};
-        if (sm_state_decode(r.state, tok, seqs, poss, m, &logits, &err)) {
-            rc = data_error(err.msg);
-            break;
-        }
-        for (size_t j = 0; j < m; j++) {
-            batch_slot *q = &slots[seqs[j]];
-            const char *msg = NULL;
-            if (sm_seq_accept(&q->q, logits + j * (size_t)sm_model_config(r.model)->n_vocab, &err))
-                msg = err.msg;
-            if (interrupted) break;
-            if (!q->q.done) continue;
-            q->busy = false;
-            busy--;
-            if (!batch_finish(&b, q->idx, q->lineno, q->rec.id, msg, &q->k, &q->q.stats,
-                              q->dropped)) {
+        b.rows = b.ng = 0;
+        for (size_t i = 0; i < P && b.more && !rc; i++)
+            if (!b.slots[i].busy && !batch_fill(&b, i))
                 rc = data_error("out of memory for an output record");
-                break;
-            }
-        }
+        if (!rc && b.ng && !interrupted) rc = batch_group(&b, V);
+        batch_flush(&b, todo, t0, tty);
+        size_t m = 0;
+        if (!rc && !interrupted && !b.stop) rc = batch_step(&b, P, V, &m);
+        if (m == 0 && !b.more) break;
     }
     batch_flush(&b, todo, t0, tty);
     if (tty) fputc('\n', stderr);
@@ -1127,10 +1130,9 @@ static int cmd_batch(const cli_opts *o) {
                         "%.2f s (%.1f tokens/s, %zu decoded together)%s\n",
                 b.written, todo, b.failed, b.tokens, el, el > 0 ? (double)b.tokens / el : 0, P,
                 interrupted ? "; interrupted" : "");
-    for (size_t i = 0; slots && i < P; i++) free(slots[i].pbuf), free(slots[i].k.buf);
+    for (size_t i = 0; b.slots && i < P; i++) free(b.slots[i].pbuf), free(b.slots[i].k.buf);
     for (size_t i = 0; b.ready && i < todo; i++) free(b.ready[i]);
-    free(slots), free(b.ready), free(b.ready_len), free(tok), free(seqs), free(poss);
-    free(gt), free(gs), free(gp);
+    free(b.slots), free(b.ready), free(b.ready_len), free(b.ct), free(b.cs), free(b.cp);
     free(input);
     runner_free(&r);
     if (!rc && interrupted) rc = EXIT_INTERRUPTED;
