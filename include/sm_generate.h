@@ -59,8 +59,9 @@ typedef struct sm_pending {
 ** One sequence being generated, as a step machine, so a caller can decode
 ** many at once (sm_state_decode) and still give each exactly the result
 ** sm_generate gives it alone:
-**   sm_seq_start(&q, s, seq, ...);           prefill on sequence seq, first sample
-**   while (!q.done) { forward q.next at q.feed_pos of seq; sm_seq_accept(&q, logits); }
+**   sm_seq_init(&q, ...);                        check the arguments
+**   prefill the prompt into sequence seq; sm_seq_begin(&q, last logits, ...);
+**   while (!q.done) { forward q.next at sm_seq_pos(&q) of seq; sm_seq_accept(&q, logits); }
 ** q.stats is final once q.done. Fields are read-only for the caller.
 */
 typedef struct sm_seq {
@@ -68,32 +69,27 @@ typedef struct sm_seq {
     sm_sampler *smp;
     size_t n_ctx;
     sm_pending pd;
-    size_t pos;      /* next position to fill */
-    int32_t next;    /* token to feed ... */
-    size_t feed_pos; /* ... at this position (valid while !done) */
+    int32_t next;    /* token to feed at sm_seq_pos (valid while !done) */
     bool done;
     double t_decode0;
     sm_gen_stats stats;
 } sm_seq;
 
 /*
-** Checks the arguments, prefills prompt into sequence seq (whose cache is
-** empty) and samples the first token. Errors as sm_generate; q.done is then
-** true.
-*/
-sm_status sm_seq_start(sm_seq *q, sm_state *s, size_t seq, const sm_tokenizer *tok,
-                       sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
-                       const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_error *err);
-
-/*
-** The same in two parts, for a caller that prefills several prompts in one
-** call (sm_state_forward_many): init checks the arguments (q.done is set if
-** there is nothing to generate); begin takes the prompt's last logits.
+** init checks the arguments (q.done is set if there is nothing to generate;
+** errors as sm_generate's); begin takes the prompt's last logits, however it
+** was prefilled (alone, or with others through sm_state_forward_many).
 */
 sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampler *smp,
                       size_t n_prompt, const sm_gen_params *gp, sm_emit_fn emit, void *user,
                       sm_error *err);
 sm_status sm_seq_begin(sm_seq *q, const float *logits, double t_prefill, sm_error *err);
+
+/* Where q.next goes: the prompt and every generated token but the newest fill
+   the positions before it. */
+static inline size_t sm_seq_pos(const sm_seq *q) {
+    return q->stats.n_prompt + q->stats.n_generated - 1;
+}
 
 /* Takes the logits of q.next and samples the token after it (or finishes q). */
 sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err);

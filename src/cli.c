@@ -1053,9 +1053,12 @@ static int batch_group(batch_run *b, size_t V) {
 /* One decode step for every busy slot; *m = how many there were. */
 static int batch_step(batch_run *b, size_t P, size_t V, size_t *m) {
     *m = 0;
-    for (size_t i = 0; i < P; i++)
-        if (b->slots[i].busy)
-            b->ct[*m] = b->slots[i].q.next, b->cs[*m] = i, b->cp[*m] = b->slots[i].q.feed_pos, ++*m;
+    for (size_t i = 0; i < P; i++) {
+        const sm_seq *q = &b->slots[i].q;
+        if (!b->slots[i].busy) continue;
+        b->ct[*m] = q->next, b->cs[*m] = i, b->cp[*m] = sm_seq_pos(q);
+        ++*m;
+    }
     if (*m == 0) return 0;
     const float *logits;
     sm_error err = {{0}};

@@ -88,7 +88,7 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
         return sm_error_set(err, SM_ERR_RUNTIME,
                             "the model produced NaN or infinite logits at position %zu; "
                             "stopping (check the weights)",
-                            q->pos);
+                            q->stats.n_prompt + q->stats.n_generated);
     }
     if (next == q->tok->eos) {
         seq_end(q, SM_FINISH_EOS);
@@ -106,13 +106,12 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
         seq_end(q, SM_FINISH_LENGTH);
         return SM_OK;
     }
-    if (q->pos == q->n_ctx) {
+    if (sm_seq_pos(q) == q->n_ctx) {
         q->stats.context_full = true;
         seq_end(q, SM_FINISH_LENGTH);
         return SM_OK;
     }
     q->next = next;
-    q->feed_pos = q->pos++;
     return SM_OK;
 }
 
@@ -145,32 +144,23 @@ sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampl
 sm_status sm_seq_begin(sm_seq *q, const float *logits, double t_prefill, sm_error *err) {
     q->t_decode0 = sm_time_now();
     q->stats.t_prefill = t_prefill;
-    q->pos = q->stats.n_prompt;
     return sm_seq_accept(q, logits, err);
-}
-
-sm_status sm_seq_start(sm_seq *q, sm_state *s, size_t seq, const sm_tokenizer *tok,
-                       sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
-                       const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_error *err) {
-    sm_status st = sm_seq_init(q, sm_state_params_of(s)->n_ctx, tok, smp, n_prompt, gp, emit,
-                               user, err);
-    if (st || q->done) return st;
-    const float *logits = NULL;
-    double t0 = sm_time_now();
-    q->done = true;
-    if ((st = sm_state_prefill_seq(s, seq, prompt, n_prompt, 0, &logits, err))) return st;
-    q->done = false;
-    return sm_seq_begin(q, logits, sm_time_now() - t0, err);
 }
 
 sm_status sm_generate(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
                       const int32_t *prompt, size_t n_prompt, const sm_gen_params *gp,
                       sm_emit_fn emit, void *user, sm_gen_stats *stats, sm_error *err) {
     sm_seq q;
-    sm_status st = sm_seq_start(&q, s, 0, tok, smp, prompt, n_prompt, gp, emit, user, err);
+    sm_status st = sm_seq_init(&q, sm_state_params_of(s)->n_ctx, tok, smp, n_prompt, gp, emit,
+                               user, err);
+    const float *logits = NULL;
+    double t0 = sm_time_now();
+    if (!st && !q.done) {
+        if ((st = sm_state_prefill(s, prompt, n_prompt, 0, &logits, err))) q.done = true;
+        else st = sm_seq_begin(&q, logits, sm_time_now() - t0, err);
+    }
     while (!st && !q.done) {
-        const float *logits;
-        st = sm_state_forward(s, &q.next, 1, q.feed_pos, &logits, err);
+        st = sm_state_forward(s, &q.next, 1, sm_seq_pos(&q), &logits, err);
         if (!st) st = sm_seq_accept(&q, logits, err);
     }
     if (st && !q.done) q.stats.t_decode = sm_time_now() - q.t_decode0;
