@@ -76,10 +76,6 @@ static size_t n_seq(const sm_state_params *p) {
     return p->n_seq ? p->n_seq : 1;
 }
 
-/* a * b, or SIZE_MAX if it overflows (the measuring arena then reports it). */
-static size_t sm_mul_sat(size_t a, size_t b) {
-    return b && a > SIZE_MAX / b ? SIZE_MAX : a * b;
-}
 
 /* Lays the state out in `a` (measuring or real); records sizes in plan. */
 static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
@@ -100,8 +96,10 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     size_t t1 = a->used;
     float *logits = sm_arena_alloc(a, logit_rows * V, sizeof(float));
     size_t t2 = a->used;
-    float *kt = sm_arena_alloc(a, sm_mul_sat(S, kv_floats(c, p->n_ctx)), sizeof(float));
-    float *v = sm_arena_alloc(a, sm_mul_sat(S, kv_floats(c, p->n_ctx)), sizeof(float));
+    size_t kv; /* all sequences' keys (or values); on overflow the arena reports it */
+    if (!sm_size_mul(&kv, S, kv_floats(c, p->n_ctx))) kv = SIZE_MAX;
+    float *kt = sm_arena_alloc(a, kv, sizeof(float));
+    float *v = sm_arena_alloc(a, kv, sizeof(float));
     size_t t3 = a->used;
     size_t per = p->kernels->matmul_scratch;
     if ((size_t)SM_ATTN_QBLOCK * p->n_ctx > per) per = (size_t)SM_ATTN_QBLOCK * p->n_ctx;
