@@ -105,9 +105,9 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
 ** share the pass (what batched decoding relies on).
 */
 static inline __attribute__((always_inline)) void
-dot_block(size_t r, size_t nw, const float *pf, size_t npf, float *restrict out, size_t N, const float *restrict x,
-          const float *restrict w, const float *restrict bias, size_t K, size_t kv,
-          __mmask16 mt) {
+dot_block(size_t r, size_t nw, const float *pf, size_t npf, float *restrict out, size_t N,
+          const float *restrict x, const float *restrict w, const float *restrict bias, size_t K,
+          size_t kv, __mmask16 mt) {
     __m512 a[4][4];
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_setzero_ps();
@@ -144,15 +144,12 @@ static inline __attribute__((always_inline)) void
 dot_rows(size_t nw, float *restrict out, const float *restrict x, const float *restrict w,
          const float *next_w, const float *restrict bias, size_t T, size_t N, size_t K,
          size_t kv, __mmask16 mt) {
-    size_t t = 0;
-    if (T > 4) {
-        size_t nb = T / 4, later = nb - 1 < 3 ? nb - 1 : 3;
-        for (size_t b = 0; b < nb; b++, t += 4) {
-            size_t r0 = 0, r1 = 0; /* next rows [r0, r1) for this block */
-            if (next_w && b >= 1 && b <= later) r0 = (b - 1) * 4 / later, r1 = b * 4 / later;
-            dot_block(4, nw, next_w ? next_w + r0 * K : NULL, r1 - r0, out + t * N, N, x + t * K,
-                      w, bias, K, kv, mt);
-        }
+    size_t t = 0, nb = T > 4 ? T / 4 : 0, later = nb > 3 ? 3 : nb - 1; /* used when nb >= 2 */
+    for (size_t b = 0; b < nb; b++, t += 4) {
+        size_t r0 = 0, r1 = 0; /* next rows [r0, r1) this block prefetches */
+        if (next_w && b >= 1 && b <= later) r0 = (b - 1) * 4 / later, r1 = b * 4 / later;
+        dot_block(4, nw, next_w ? next_w + r0 * K : NULL, r1 - r0, out + t * N, N, x + t * K, w,
+                  bias, K, kv, mt);
     }
     const float *pf = w + PF;
     size_t npf = t == 0 ? nw : 0;
