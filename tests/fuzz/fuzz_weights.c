@@ -26,12 +26,19 @@ static int put(const char *name, const void *p, size_t n) {
     return fclose(f) == 0 && w == n ? 0 : -1;
 }
 
+/* The scratch directory goes when the process exits. */
+static void cleanup(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.bin", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/sm-fuzz-weights-%ld", (long)getpid());
-        char cmd[96];
-        snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
-        if (system(cmd) != 0) abort();
+        snprintf(dir, sizeof dir, "/tmp/sm-fuzz-weights-XXXXXX");
+        if (!mkdtemp(dir)) abort();
+        atexit(cleanup);
     }
     const uint8_t *nul = memchr(data, 0, size);
     size_t jlen = nul ? (size_t)(nul - data) : size;
