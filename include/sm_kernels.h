@@ -24,6 +24,11 @@
 /* Queries per attention block: the scores scratch is SM_ATTN_QBLOCK x ctx. */
 #define SM_ATTN_QBLOCK 16
 
+/* A linear-layer product (see matmul below for the contract). */
+typedef void (*sm_matmul_fn)(float *restrict out, const float *restrict x,
+                             const float *restrict w, const float *restrict bias, size_t T,
+                             size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch);
+
 typedef struct sm_kernels {
     const char *name;
 
@@ -37,9 +42,7 @@ typedef struct sm_kernels {
     ** (matrix-vector). out must not alias x or w.
     **   out (T, N)  x (T, K)  w (N, K)  bias (N)  scratch (matmul_scratch)
     */
-    void (*matmul)(float *restrict out, const float *restrict x, const float *restrict w,
-                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                   size_t n1, float *restrict scratch);
+    sm_matmul_fn matmul;
 
     /*
     ** The same product as matmul, computed row by row: out row t is bit for
@@ -47,9 +50,7 @@ typedef struct sm_kernels {
     ** still share each pass over w. Batched decoding uses it so that a
     ** sequence decoded beside others gives exactly its result decoded alone.
     */
-    void (*matmul_rows)(float *restrict out, const float *restrict x, const float *restrict w,
-                        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                        size_t n1, float *restrict scratch);
+    sm_matmul_fn matmul_rows;
 
     /*
     ** Causal attention of one head for T queries at positions pos..pos+T-1

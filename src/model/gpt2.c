@@ -122,6 +122,15 @@ static void norm_rows(const sm_kernels *K, float *out, const float *x, const flo
 }
 
 /*
+** The product for this call's linear layers: one-row runs of several
+** sequences are computed apart, as each is alone (matmul_rows); longer runs
+** take the packed product, which is what a prompt of 4+ tokens gets alone.
+*/
+static sm_matmul_fn call_matmul(const sm_state *s) {
+    return s->rows_apart ? s->k->matmul_rows : s->k->matmul;
+}
+
+/*
 ** x (T, C) += in (T, K) . w^T + b for this thread's output columns: each
 ** thread adds exactly the columns it computed, so no barrier is needed
 ** between the product and the residual add.
@@ -132,7 +141,7 @@ static void residual_matmul(sm_state *s, const float *in, const float *w, const 
     size_t n0, n1;
     sm_pool_split(C, COL_ALIGN, ith, nth, &n0, &n1);
     if (n0 == n1) return;
-    (s->rows_apart ? s->k->matmul_rows : s->k->matmul)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
+    call_matmul(s)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
     for (size_t t = 0; t < T; t++)
         for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
 }
@@ -148,12 +157,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     const float eps = c->norm_eps, scale = 1.0f / sqrtf((float)hs);
     float *scr = s->scratch + (size_t)ith * s->scratch_floats;
     void (*gelu)(float *, size_t) = c->activation == SM_ACT_GELU_TANH ? K->gelu_tanh : K->gelu_erf;
-    /* one-row runs of several sequences are computed apart, as each is alone
-       (matmul_rows); longer runs take the packed product, which is what a
-       prompt of 4 or more tokens gets alone */
-    void (*mm)(float *restrict, const float *restrict, const float *restrict,
-               const float *restrict, size_t, size_t, size_t, size_t, size_t,
-               float *restrict) = s->rows_apart ? K->matmul_rows : K->matmul;
+    const sm_matmul_fn mm = call_matmul(s);
     const sm_run *runs = s->runs;
     const size_t n_runs = s->n_runs;
     size_t r0, r1, n0, n1;
