@@ -236,6 +236,15 @@ else
     a=$(cat "$T/s2" 2>/dev/null) b=$(cat "$T/s12" 2>/dev/null)
     if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: 2 training steps = 12 steps ($a)"
     else bad "allocations per training step" "2 steps: '$a', 12 steps: '$b'"; fi
+    # batches decoded together: per record, never per token
+    printf 'a\nb\nc\nd\n' >"$T/b4"
+    for n in 16 64; do
+        SM_ALLOC_OUT=$T/b$n LD_PRELOAD=$SM_ALLOC_SO $BIN generate -m $M --batch "$T/b4" --parallel 4 \
+            -n $n -t 2 >/dev/null 2>&1
+    done
+    a=$(cat "$T/b16" 2>/dev/null) b=$(cat "$T/b64" 2>/dev/null)
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: batch of 4 at --parallel 4, 16 tokens = 64 tokens ($a)"
+    else bad "allocations per batch token" "16 tokens: '$a', 64 tokens: '$b'"; fi
 fi
 
 # --- (14) --check-weights names the tensor holding NaN; a clean model passes
