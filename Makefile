@@ -30,7 +30,7 @@ ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -Iinclude
 LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
 
 LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c \
-           src/model/model.c src/model/gpt2.c src/tokenizer/tokenizer.c src/sampler.c \
+           src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/sampler.c \
            src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c \
            src/train/train.c src/train/checkpoint.c src/batch.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
@@ -185,7 +185,7 @@ bench: $(BIN)
 clean:
 	rm -rf build build-asan build-gcc build-clang build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(wildcard $(BUILD)/tests/tools/*.d $(BUILD)/tests/fuzz/*.d)
 
 # The binary finds an installed default model at <bin>/../share/smallmind.
 SHARE := $(DESTDIR)$(PREFIX)/share/smallmind

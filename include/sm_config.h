@@ -24,9 +24,13 @@
 
 typedef enum { SM_DTYPE_F32 = 0, SM_DTYPE_F16, SM_DTYPE_BF16, SM_DTYPE_COUNT } sm_dtype;
 
-typedef enum { SM_ARCH_GPT2 = 0 } sm_arch;
-typedef enum { SM_ACT_GELU_TANH = 0, SM_ACT_GELU_ERF } sm_activation;
-typedef enum { SM_TOKENIZER_BYTE = 0 } sm_tokenizer_type;
+typedef enum { SM_ARCH_GPT2 = 0, SM_ARCH_LLAMA } sm_arch;
+typedef enum { SM_ACT_GELU_TANH = 0, SM_ACT_GELU_ERF, SM_ACT_SILU } sm_activation;
+typedef enum {
+    SM_TOKENIZER_BYTE = 0,      /* 256 ids, id = byte */
+    SM_TOKENIZER_SENTENCEPIECE, /* scored pieces with byte fallback (llama2.c tokenizer.bin) */
+    SM_TOKENIZER_GPT2           /* byte-level BPE (vocab.json + merges.txt) */
+} sm_tokenizer_type;
 
 typedef struct sm_tensor_desc {
     char name[SM_NAME_MAX];
@@ -49,7 +53,14 @@ typedef struct sm_config {
     sm_activation activation;
     bool tied_output; /* output layer shares the token embedding */
     bool bias;        /* linear layers carry biases */
+    /* Llama family (gpt2: n_kv_head = n_head, head_dim = n_embd / n_head) */
+    int n_kv_head;    /* key/value heads; divides n_head (grouped-query attention) */
+    int head_dim;     /* per head; n_head * head_dim need not equal n_embd */
+    int n_ff;         /* MLP hidden width (gpt2 default 4 * n_embd) */
+    float rope_theta; /* rotary base; pairs (2i, 2i+1) of each head rotate together */
     sm_tokenizer_type tokenizer;
+    char tok_file[2][SM_FILE_NAME_MAX]; /* sentencepiece: [0]; gpt2: vocab, merges */
+    int32_t tok_bos, tok_eos;           /* -1 when the tokenizer has none */
     int n_files;
     char files[SM_MAX_FILES][SM_FILE_NAME_MAX];
     size_t n_tensors;

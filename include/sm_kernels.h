@@ -71,6 +71,21 @@ typedef struct sm_kernels {
     void (*layernorm)(float *restrict out, const float *restrict x, const float *restrict g,
                       const float *restrict b, size_t C, float eps);
 
+    /* out (C) = x / sqrt(mean(x^2) + eps) * g, for one row (RMSNorm). */
+    void (*rmsnorm)(float *restrict out, const float *restrict x, const float *restrict g,
+                    size_t C, float eps);
+
+    /* gate (n) <- silu(gate) * up = gate / (1 + exp(-gate)) * up (SwiGLU), in place. */
+    void (*swiglu)(float *restrict gate, const float *restrict up, size_t n);
+
+    /*
+    ** Rotary embedding of one head vector x (hs, even), pairs (2i, 2i+1)
+    ** rotated by the angle whose cosine and sine are cs[i], sn[i]:
+    ** (a, b) <- (a cos - b sin, a sin + b cos).
+    */
+    void (*rope)(float *restrict x, const float *restrict cs, const float *restrict sn,
+                 size_t hs);
+
     /* x (n) <- gelu(x), tanh approximation / exact erf form, in place. */
     void (*gelu_tanh)(float *x, size_t n);
     void (*gelu_erf)(float *x, size_t n);

@@ -1263,7 +1263,7 @@ static int cmd_info(const cli_opts *o) {
     printf("model:        %s\n", o->model);
     printf("architecture: %s\n", sm_arch_name(c->arch));
     printf("layers %d, heads %d, embedding %d, head size %d, context %d, vocabulary %d\n",
-           c->n_layer, c->n_head, c->n_embd, c->n_embd / c->n_head, c->n_ctx, c->n_vocab);
+           c->n_layer, c->n_head, c->n_embd, c->head_dim, c->n_ctx, c->n_vocab);
     printf("activation %s, norm_eps %g, output layer %s, biases %s\n",
            sm_activation_name(c->activation), (double)c->norm_eps,
            c->tied_output ? "tied to the token embedding" : "separate", c->bias ? "yes" : "no");

@@ -37,11 +37,14 @@ const char *sm_dtype_name(sm_dtype t) {
 }
 
 const char *sm_arch_name(sm_arch a) {
-    return a == SM_ARCH_GPT2 ? "gpt2" : "?";
+    return a == SM_ARCH_GPT2 ? "gpt2" : a == SM_ARCH_LLAMA ? "llama" : "?";
 }
 
 const char *sm_activation_name(sm_activation a) {
-    return a == SM_ACT_GELU_TANH ? "gelu_tanh" : a == SM_ACT_GELU_ERF ? "gelu_erf" : "?";
+    return a == SM_ACT_GELU_TANH ? "gelu_tanh"
+           : a == SM_ACT_GELU_ERF ? "gelu_erf"
+           : a == SM_ACT_SILU     ? "silu"
+                                  : "?";
 }
 
 /* Parsing context: the file name for messages and the error sink. */
@@ -200,20 +203,71 @@ static sm_status norm_eps(pctx *pc, const cJSON *v, float *out) {
     return SM_OK;
 }
 
+/* A plain file name in the model directory (no '/', not "." or ".."). */
+static bool plain_name(const char *f) {
+    size_t n = strlen(f);
+    return n > 0 && n < SM_FILE_NAME_MAX && !strchr(f, '/') && strcmp(f, ".") != 0 &&
+           strcmp(f, "..") != 0;
+}
+
+static sm_status tok_file(pctx *pc, const cJSON *tok, const char *key, char *dst) {
+    const char *f;
+    sm_status st = get_string(pc, tok, key, &f);
+    if (st) return st;
+    if (!plain_name(f))
+        return FAIL(pc, "%s: tokenizer.%s \"%s\" must be a plain file name in the model directory",
+                    pc->path, key, f);
+    snprintf(dst, SM_FILE_NAME_MAX, "%s", f);
+    return SM_OK;
+}
+
+/* An optional token id key: -1 when absent. */
+static sm_status tok_id(pctx *pc, const cJSON *tok, const char *key, int32_t *out) {
+    *out = -1;
+    if (!cJSON_GetObjectItemCaseSensitive(tok, key)) return SM_OK;
+    int v;
+    sm_status st = get_int(pc, tok, key, 0, (1 << 24) - 1, &v);
+    if (!st) *out = v;
+    return st;
+}
+
 static sm_status parse_tokenizer(pctx *pc, const cJSON *root, sm_config *cfg) {
     sm_status st = SM_OK;
     const cJSON *tok = get(pc, root, "tokenizer", &st);
     if (!tok) return st;
     if (!cJSON_IsObject(tok)) return FAIL(pc, "%s: \"tokenizer\" must be an object", pc->path);
-    static const char *const keys[] = {"type", NULL};
-    if ((st = check_keys(pc, tok, "tokenizer", keys))) return st;
     const char *type;
     if ((st = get_string(pc, tok, "type", &type))) return st;
-    if (strcmp(type, "byte") != 0)
+    static const char *const byte_keys[] = {"type", NULL};
+    static const char *const sp_keys[] = {"type", "file", "bos", "eos", NULL};
+    static const char *const bpe_keys[] = {"type", "vocab", "merges", "bos", "eos", NULL};
+    cfg->tok_bos = cfg->tok_eos = -1;
+    if (strcmp(type, "byte") == 0) {
+        cfg->tokenizer = SM_TOKENIZER_BYTE;
+        return check_keys(pc, tok, "tokenizer", byte_keys);
+    }
+    if (strcmp(type, "sentencepiece") == 0) {
+        cfg->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+        if ((st = check_keys(pc, tok, "tokenizer", sp_keys)) ||
+            (st = tok_file(pc, tok, "file", cfg->tok_file[0])))
+            return st;
+    } else if (strcmp(type, "gpt2") == 0) {
+        cfg->tokenizer = SM_TOKENIZER_GPT2;
+        if ((st = check_keys(pc, tok, "tokenizer", bpe_keys)) ||
+            (st = tok_file(pc, tok, "vocab", cfg->tok_file[0])) ||
+            (st = tok_file(pc, tok, "merges", cfg->tok_file[1])))
+            return st;
+    } else {
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
-                            "%s: unsupported tokenizer.type \"%s\" (supported: byte)",
+                            "%s: unsupported tokenizer.type \"%s\" (supported: byte, "
+                            "sentencepiece, gpt2)",
                             pc->path, type);
-    cfg->tokenizer = SM_TOKENIZER_BYTE;
+    }
+    if ((st = tok_id(pc, tok, "bos", &cfg->tok_bos)) || (st = tok_id(pc, tok, "eos", &cfg->tok_eos)))
+        return st;
+    if (cfg->tok_bos >= cfg->n_vocab || cfg->tok_eos >= cfg->n_vocab)
+        return FAIL(pc, "%s: tokenizer.%s is outside the model's vocabulary (n_vocab %d)",
+                    pc->path, cfg->tok_bos >= cfg->n_vocab ? "bos" : "eos", cfg->n_vocab);
     return SM_OK;
 }
 
@@ -273,9 +327,7 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
     d->nbytes = bytes;
 
     if ((st = get_string(pc, t, "file", &file))) return st;
-    size_t flen = strlen(file);
-    if (flen == 0 || flen >= SM_FILE_NAME_MAX || strchr(file, '/') || strcmp(file, ".") == 0 ||
-        strcmp(file, "..") == 0)
+    if (!plain_name(file))
         return FAIL(pc, "%s: tensor %s: file \"%s\" must be a plain file name in the model directory",
                     pc->path, d->name, file);
     d->file = file_index(cfg, file);
@@ -300,12 +352,60 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
     return SM_OK;
 }
 
+/*
+** n_kv_head, head_dim, n_ff, rope_theta: required for llama (head_dim
+** defaults to n_embd / n_head); for gpt2 only n_ff may be given.
+*/
+static sm_status parse_heads(pctx *pc, const cJSON *root, sm_config *cfg) {
+    bool llama = cfg->arch == SM_ARCH_LLAMA;
+    sm_status st;
+    if (!llama) {
+        static const char *const llama_only[] = {"n_kv_head", "head_dim", "rope_theta", NULL};
+        for (const char *const *k = llama_only; *k; k++)
+            if (cJSON_GetObjectItemCaseSensitive(root, *k))
+                return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                                    "%s: \"%s\" is not supported for gpt2 models", pc->path, *k);
+        if (cfg->n_embd % cfg->n_head != 0)
+            return FAIL(pc, "%s: n_embd (%d) is not a multiple of n_head (%d)", pc->path,
+                        cfg->n_embd, cfg->n_head);
+        cfg->n_kv_head = cfg->n_head;
+        cfg->head_dim = cfg->n_embd / cfg->n_head;
+        cfg->n_ff = 4 * cfg->n_embd;
+        if (cJSON_GetObjectItemCaseSensitive(root, "n_ff"))
+            return get_int(pc, root, "n_ff", 1, 1 << 20, &cfg->n_ff);
+        return SM_OK;
+    }
+    if ((st = get_int(pc, root, "n_kv_head", 1, 1024, &cfg->n_kv_head)) ||
+        (st = get_int(pc, root, "n_ff", 1, 1 << 20, &cfg->n_ff)))
+        return st;
+    if (cJSON_GetObjectItemCaseSensitive(root, "head_dim")) {
+        if ((st = get_int(pc, root, "head_dim", 1, 4096, &cfg->head_dim))) return st;
+    } else {
+        if (cfg->n_embd % cfg->n_head != 0)
+            return FAIL(pc, "%s: n_embd (%d) is not a multiple of n_head (%d); give head_dim",
+                        pc->path, cfg->n_embd, cfg->n_head);
+        cfg->head_dim = cfg->n_embd / cfg->n_head;
+    }
+    if (cfg->n_head % cfg->n_kv_head != 0)
+        return FAIL(pc, "%s: n_head (%d) is not a multiple of n_kv_head (%d)", pc->path,
+                    cfg->n_head, cfg->n_kv_head);
+    if (cfg->head_dim % 2 != 0)
+        return FAIL(pc, "%s: head_dim (%d) must be even for rotary embeddings", pc->path,
+                    cfg->head_dim);
+    const cJSON *th = get(pc, root, "rope_theta", &st);
+    if (!th) return st;
+    if (!cJSON_IsNumber(th) || !(th->valuedouble >= 1 && th->valuedouble <= 1e12))
+        return FAIL(pc, "%s: \"rope_theta\" must be a number in [1, 1e12]", pc->path);
+    cfg->rope_theta = (float)th->valuedouble;
+    return SM_OK;
+}
+
 static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
     if (!cJSON_IsObject(root)) return FAIL(pc, "%s: expected a JSON object at the top", pc->path);
     static const char *const keys[] = {
         "format", "format_version", "architecture", "n_layer", "n_head", "n_embd",
         "n_ctx", "n_vocab", "norm_eps", "activation", "tied_output", "bias",
-        "tokenizer", "tensors", NULL};
+        "tokenizer", "tensors", "n_kv_head", "head_dim", "n_ff", "rope_theta", NULL};
     sm_status st = check_keys(pc, root, "", keys);
     if (st) return st;
 
@@ -321,10 +421,14 @@ static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
                             pc->path, version, SM_FORMAT_VERSION);
 
     if ((st = get_string(pc, root, "architecture", &s))) return st;
-    if (strcmp(s, "gpt2") != 0)
+    if (strcmp(s, "gpt2") == 0)
+        cfg->arch = SM_ARCH_GPT2;
+    else if (strcmp(s, "llama") == 0)
+        cfg->arch = SM_ARCH_LLAMA;
+    else
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
-                            "%s: unsupported architecture \"%s\" (supported: gpt2)", pc->path, s);
-    cfg->arch = SM_ARCH_GPT2;
+                            "%s: unsupported architecture \"%s\" (supported: gpt2, llama)",
+                            pc->path, s);
 
     if ((st = get_int(pc, root, "n_layer", 1, 1024, &cfg->n_layer)) ||
         (st = get_int(pc, root, "n_head", 1, 1024, &cfg->n_head)) ||
@@ -332,9 +436,7 @@ static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
         (st = get_int(pc, root, "n_ctx", 1, 1 << 20, &cfg->n_ctx)) ||
         (st = get_int(pc, root, "n_vocab", 1, 1 << 24, &cfg->n_vocab)))
         return st;
-    if (cfg->n_embd % cfg->n_head != 0)
-        return FAIL(pc, "%s: n_embd (%d) is not a multiple of n_head (%d)", pc->path,
-                    cfg->n_embd, cfg->n_head);
+    if ((st = parse_heads(pc, root, cfg))) return st;
 
     const cJSON *eps = get(pc, root, "norm_eps", &st);
     if (!eps) return st;
@@ -345,13 +447,24 @@ static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
         cfg->activation = SM_ACT_GELU_TANH;
     else if (strcmp(s, "gelu_erf") == 0)
         cfg->activation = SM_ACT_GELU_ERF;
+    else if (strcmp(s, "silu") == 0)
+        cfg->activation = SM_ACT_SILU;
     else
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
-                            "%s: unsupported activation \"%s\" (supported: gelu_tanh, gelu_erf)",
+                            "%s: unsupported activation \"%s\" (supported: gelu_tanh, "
+                            "gelu_erf, silu)",
                             pc->path, s);
+    if ((cfg->arch == SM_ARCH_LLAMA) != (cfg->activation == SM_ACT_SILU))
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                            "%s: activation \"%s\" is not supported with architecture %s "
+                            "(llama uses silu, gpt2 a gelu)",
+                            pc->path, s, sm_arch_name(cfg->arch));
     if ((st = get_bool(pc, root, "tied_output", &cfg->tied_output)) ||
         (st = get_bool(pc, root, "bias", &cfg->bias)))
         return st;
+    if (cfg->arch == SM_ARCH_LLAMA && cfg->bias)
+        return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
+                            "%s: \"bias\": true is not supported for llama models", pc->path);
     if ((st = parse_tokenizer(pc, root, cfg))) return st;
 
     const cJSON *tensors = get(pc, root, "tensors", &st);
@@ -430,6 +543,29 @@ void sm_config_free(sm_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
 }
 
+static bool add_heads(cJSON *root, const sm_config *c) {
+    if (c->arch != SM_ARCH_LLAMA)
+        return !c->n_ff || c->n_ff == 4 * c->n_embd || cJSON_AddNumberToObject(root, "n_ff", c->n_ff);
+    return cJSON_AddNumberToObject(root, "n_kv_head", c->n_kv_head) &&
+           cJSON_AddNumberToObject(root, "head_dim", c->head_dim) &&
+           cJSON_AddNumberToObject(root, "n_ff", c->n_ff) &&
+           cJSON_AddNumberToObject(root, "rope_theta", c->rope_theta);
+}
+
+static bool add_tokenizer(cJSON *tok, const sm_config *c) {
+    static const char *const types[] = {"byte", "sentencepiece", "gpt2"};
+    bool ok = cJSON_AddStringToObject(tok, "type", types[c->tokenizer]);
+    if (c->tokenizer == SM_TOKENIZER_BYTE) return ok;
+    if (c->tokenizer == SM_TOKENIZER_SENTENCEPIECE)
+        ok = ok && cJSON_AddStringToObject(tok, "file", c->tok_file[0]);
+    else
+        ok = ok && cJSON_AddStringToObject(tok, "vocab", c->tok_file[0]) &&
+             cJSON_AddStringToObject(tok, "merges", c->tok_file[1]);
+    if (ok && c->tok_bos >= 0) ok = cJSON_AddNumberToObject(tok, "bos", c->tok_bos);
+    if (ok && c->tok_eos >= 0) ok = cJSON_AddNumberToObject(tok, "eos", c->tok_eos);
+    return ok;
+}
+
 sm_status sm_config_to_json(const sm_config *cfg, char **out, sm_error *err) {
     *out = NULL;
     cJSON *root = cJSON_CreateObject();
@@ -447,8 +583,8 @@ sm_status sm_config_to_json(const sm_config *cfg, char **out, sm_error *err) {
              cJSON_AddNumberToObject(root, "norm_eps", cfg->norm_eps) &&
              cJSON_AddStringToObject(root, "activation", sm_activation_name(cfg->activation)) &&
              cJSON_AddBoolToObject(root, "tied_output", cfg->tied_output) &&
-             cJSON_AddBoolToObject(root, "bias", cfg->bias) &&
-             cJSON_AddStringToObject(tok, "type", "byte");
+             cJSON_AddBoolToObject(root, "bias", cfg->bias) && add_heads(root, cfg) &&
+             add_tokenizer(tok, cfg);
         if (ok) {
             cJSON_AddItemToObject(root, "tokenizer", tok);
             tok = NULL;

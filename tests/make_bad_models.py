@@ -148,7 +148,8 @@ rewrite("vocab_too_small", 19, "n_vocab is 200 but the byte tokenizer needs 256"
         hyper=dict(HYPER, n_vocab=200), tensors=small)
 # 20: unknown architecture or option
 edit_config("arch_unknown", 20, "unsupported architecture \"llama9\"", lambda c: c.update(architecture="llama9"))
-edit_config("option_unknown", 20, "unsupported key \"rope_theta\"", lambda c: c.update(rope_theta=10000))
+edit_config("option_unknown", 20, "unsupported key \"rope_scaling\"", lambda c: c.update(rope_scaling=2))
+edit_config("option_other_arch", 20, "\"rope_theta\" is not supported for gpt2 models", lambda c: c.update(rope_theta=10000))
 edit_config("format_other", 20, "\"format\" is \"gguf\"", lambda c: c.update(format="gguf"))
 
 with open(os.path.join(out, "cases.tsv"), "w") as f:

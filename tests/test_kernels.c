@@ -226,3 +226,65 @@ void test_kernels_gelu(void) {
     }
     free(x), free(want), free(got);
 }
+
+void test_kernels_llama_ops(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = tables(ks);
+    static const size_t Cs[] = {2, 6, 18, 64, 288, 770};
+    unsigned long long s = 11;
+    for (size_t a = 0; a < 6; a++) {
+        size_t C = Cs[a];
+        float *x = rnd(C, &s, 3), *g = rnd(C, &s, 1), *u = rnd(C, &s, 2);
+        float *cs = rnd(C, &s, 1), *sn = rnd(C, &s, 1);
+        float *want = rnd(C, &s, 0), *got = rnd(C, &s, 0);
+        /* scalar against double formulas */
+        ref->rmsnorm(want, x, g, C, 1e-5f);
+        double ss = 0;
+        for (size_t j = 0; j < C; j++) ss += (double)x[j] * x[j];
+        for (size_t j = 0; j < C; j++) {
+            double w = x[j] / sqrt(ss / (double)C + 1e-5) * g[j];
+            CHECKF(fabs(want[j] - w) <= 1e-5 * (1 + fabs(w)), "scalar rmsnorm C=%zu", C);
+        }
+        for (size_t i = 1; i < nk; i++) {
+            ks[i]->rmsnorm(got, x, g, C, 1e-5f);
+            for (size_t j = 0; j < C; j++)
+                CHECKF(fabsf(got[j] - want[j]) <= 1e-5f * (1 + fabsf(want[j])),
+                       "%s rmsnorm C=%zu [%zu]: %g vs %g", ks[i]->name, C, j, got[j], want[j]);
+        }
+        for (size_t j = 0; j < C; j++) x[j] *= 4; /* gate values out to +-12 */
+        memcpy(want, x, C * sizeof *x);
+        ref->swiglu(want, u, C);
+        for (size_t j = 0; j < C; j++) {
+            double w = x[j] / (1 + exp(-(double)x[j])) * u[j];
+            CHECKF(fabs(want[j] - w) <= 1e-5 * (1 + fabs(w)), "scalar swiglu at %g", x[j]);
+        }
+        for (size_t i = 1; i < nk; i++) {
+            memcpy(got, x, C * sizeof *x);
+            ks[i]->swiglu(got, u, C);
+            for (size_t j = 0; j < C; j++)
+                CHECKF(fabsf(got[j] - want[j]) <= 2e-6f * (1 + fabsf(want[j])),
+                       "%s swiglu at %g: %g vs %g", ks[i]->name, x[j], got[j], want[j]);
+        }
+        /* rope with real angles: pairs rotate, norms are kept */
+        for (size_t j = 0; j < C / 2; j++) {
+            double th = 0.37 * (double)(j + 1) * (double)(a + 1);
+            cs[j] = (float)cos(th), sn[j] = (float)sin(th);
+        }
+        memcpy(want, x, C * sizeof *x);
+        ref->rope(want, cs, sn, C);
+        for (size_t j = 0; j < C / 2; j++) {
+            double aa = x[2 * j], bb = x[2 * j + 1];
+            CHECKF(fabs(want[2 * j] - (aa * cs[j] - bb * sn[j])) <= 1e-5 * (1 + fabs(aa) + fabs(bb)) &&
+                       fabs(want[2 * j + 1] - (aa * sn[j] + bb * cs[j])) <= 1e-5 * (1 + fabs(aa) + fabs(bb)),
+                   "scalar rope pair %zu", j);
+        }
+        for (size_t i = 1; i < nk; i++) {
+            memcpy(got, x, C * sizeof *x);
+            ks[i]->rope(got, cs, sn, C);
+            for (size_t j = 0; j < C; j++)
+                CHECKF(fabsf(got[j] - want[j]) <= 1e-5f * (1 + fabsf(want[j])),
+                       "%s rope C=%zu [%zu]: %g vs %g", ks[i]->name, C, j, got[j], want[j]);
+        }
+        free(x), free(g), free(u), free(cs), free(sn), free(want), free(got);
+    }
+}

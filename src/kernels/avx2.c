@@ -299,6 +299,50 @@ static void layernorm(float *restrict out, const float *restrict x, const float 
     }
 }
 
+static void rmsnorm(float *restrict out, const float *restrict x, const float *restrict g,
+                    size_t C, float eps) {
+    __m256 s = _mm256_setzero_ps();
+    for (size_t i = 0; i < C; i += 8) {
+        __m256 v = _mm256_maskload_ps(x + i, tail_mask(C - i));
+        s = _mm256_fmadd_ps(v, v, s);
+    }
+    __m256 r = _mm256_set1_ps(1.0f / sqrtf(hsum(s) / (float)C + eps));
+    for (size_t i = 0; i < C; i += 8) {
+        __m256i k = tail_mask(C - i);
+        __m256 y = _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, k), r),
+                                 _mm256_maskload_ps(g + i, k));
+        _mm256_maskstore_ps(out + i, k, y);
+    }
+}
+
+static void swiglu(float *restrict gate, const float *restrict up, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i k = tail_mask(n - i);
+        __m256 u = _mm256_maskload_ps(gate + i, k);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), u));
+        __m256 y = _mm256_mul_ps(_mm256_div_ps(u, _mm256_add_ps(one, e)),
+                                 _mm256_maskload_ps(up + i, k));
+        _mm256_maskstore_ps(gate + i, k, y);
+    }
+}
+
+/* Pairs (2i, 2i+1): even lanes a, odd lanes b; cos and sin duplicated to both. */
+static void rope(float *restrict x, const float *restrict cs, const float *restrict sn,
+                 size_t hs) {
+    const __m256i dup = _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0);
+    for (size_t i = 0; i < hs; i += 8) {
+        __m256i k = tail_mask(hs - i), kh = tail_mask((hs - i) / 2);
+        __m256 v = _mm256_maskload_ps(x + i, k);
+        __m256 c = _mm256_permutevar8x32_ps(_mm256_maskload_ps(cs + i / 2, kh), dup);
+        __m256 sv = _mm256_permutevar8x32_ps(_mm256_maskload_ps(sn + i / 2, kh), dup);
+        __m256 sw = _mm256_permute_ps(v, 0xB1); /* (b, a) per pair */
+        /* (a cos - b sin, b cos + a sin): fmaddsub adds on odd lanes, subtracts on even */
+        __m256 y = _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(sw, sv));
+        _mm256_maskstore_ps(x + i, k, y);
+    }
+}
+
 static void gelu_tanh(float *x, size_t n) {
     const __m256 c = _mm256_set1_ps(0.7978845608028654f), c3 = _mm256_set1_ps(0.044715f);
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
@@ -349,6 +393,9 @@ const sm_kernels sm_kernels_avx2 = {
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,
+    .rmsnorm = rmsnorm,
+    .swiglu = swiglu,
+    .rope = rope,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .exp = vexp,

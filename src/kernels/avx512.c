@@ -315,6 +315,53 @@ static void layernorm(float *restrict out, const float *restrict x, const float 
     }
 }
 
+static void rmsnorm(float *restrict out, const float *restrict x, const float *restrict g,
+                    size_t C, float eps) {
+    __m512 s = _mm512_setzero_ps();
+    for (size_t i = 0; i < C; i += 16) {
+        __m512 v = _mm512_maskz_loadu_ps(tail_mask(C - i), x + i);
+        s = _mm512_fmadd_ps(v, v, s);
+    }
+    __m512 r = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(s) / (float)C + eps));
+    for (size_t i = 0; i < C; i += 16) {
+        __mmask16 m = tail_mask(C - i);
+        __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), r),
+                                 _mm512_maskz_loadu_ps(m, g + i));
+        _mm512_mask_storeu_ps(out + i, m, y);
+    }
+}
+
+static void swiglu(float *restrict gate, const float *restrict up, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 u = _mm512_maskz_loadu_ps(m, gate + i);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), u));
+        __m512 y = _mm512_mul_ps(_mm512_div_ps(u, _mm512_add_ps(one, e)),
+                                 _mm512_maskz_loadu_ps(m, up + i));
+        _mm512_mask_storeu_ps(gate + i, m, y);
+    }
+}
+
+/* Pairs (2i, 2i+1): even lanes a, odd lanes b; cos and sin duplicated to both. */
+static void rope(float *restrict x, const float *restrict cs, const float *restrict sn,
+                 size_t hs) {
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __mmask16 odd = 0xAAAA;
+    for (size_t i = 0; i < hs; i += 16) {
+        __mmask16 m = tail_mask(hs - i);
+        __mmask16 mh = tail_mask((hs - i) / 2);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 c = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mh, cs + i / 2));
+        __m512 sv = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mh, sn + i / 2));
+        /* swapped pairs (b, a), then sign: (-b, a) */
+        __m512 sw = _mm512_permute_ps(v, 0xB1);
+        sw = _mm512_mask_sub_ps(sw, (__mmask16)~odd, _mm512_setzero_ps(), sw);
+        __m512 y = _mm512_fmadd_ps(v, c, _mm512_mul_ps(sw, sv));
+        _mm512_mask_storeu_ps(x + i, m, y);
+    }
+}
+
 static void gelu_tanh(float *x, size_t n) {
     const __m512 c = _mm512_set1_ps(0.7978845608028654f), c3 = _mm512_set1_ps(0.044715f);
     const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
@@ -369,6 +416,9 @@ const sm_kernels sm_kernels_avx512 = {
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,
+    .rmsnorm = rmsnorm,
+    .swiglu = swiglu,
+    .rope = rope,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .exp = vexp,

@@ -70,6 +70,27 @@ static void layernorm(float *restrict out, const float *restrict x, const float 
     for (size_t i = 0; i < C; i++) out[i] = (x[i] - mean) * rstd * g[i] + (b ? b[i] : 0.0f);
 }
 
+static void rmsnorm(float *restrict out, const float *restrict x, const float *restrict g,
+                    size_t C, float eps) {
+    float ss = 0.0f;
+    for (size_t i = 0; i < C; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)C + eps);
+    for (size_t i = 0; i < C; i++) out[i] = x[i] * r * g[i];
+}
+
+static void swiglu(float *restrict gate, const float *restrict up, size_t n) {
+    for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static void rope(float *restrict x, const float *restrict cs, const float *restrict sn,
+                 size_t hs) {
+    for (size_t i = 0; i < hs / 2; i++) {
+        float a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * cs[i] - b * sn[i];
+        x[2 * i + 1] = a * sn[i] + b * cs[i];
+    }
+}
+
 static void gelu_tanh(float *x, size_t n) {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
     for (size_t i = 0; i < n; i++) {
@@ -94,6 +115,9 @@ const sm_kernels sm_kernels_scalar = {
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,
+    .rmsnorm = rmsnorm,
+    .swiglu = swiglu,
+    .rope = rope,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .exp = vexp,

@@ -20,7 +20,8 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
     sm_status st = sm_config_load(&m->cfg, dir, err);
     if (st) goto fail;
     if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
-    if ((st = sm_gpt2_bind(m, err))) goto fail;
+    if ((st = m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_bind(m, err) : sm_gpt2_bind(m, err)))
+        goto fail;
     *out = m;
     return SM_OK;
 fail:
@@ -68,8 +69,8 @@ size_t sm_model_params(const sm_model *m) {
     return n;
 }
 
-static size_t kv_floats(const sm_config *c, size_t n_ctx) {
-    return (size_t)c->n_layer * (size_t)c->n_embd * n_ctx; /* per K or V, one sequence */
+static size_t kv_floats(const sm_model *m, size_t n_ctx) {
+    return (size_t)m->cfg.n_layer * m->kv_dim * n_ctx; /* per K or V, one sequence */
 }
 
 static size_t n_seq(const sm_state_params *p) {
@@ -82,22 +83,28 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
                        sm_state_plan *plan) {
     const sm_config *c = &m->cfg;
     size_t S = n_seq(p), B = p->max_batch > S ? p->max_batch : S;
-    size_t C = (size_t)c->n_embd, V = (size_t)c->n_vocab;
+    size_t C = (size_t)c->n_embd, V = (size_t)c->n_vocab, F = (size_t)c->n_ff;
+    size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim;
+    bool llama = c->arch == SM_ARCH_LLAMA;
     size_t logit_rows = p->all_logits ? B : S;
     size_t mark = a->used;
     sm_state *s = sm_arena_alloc(a, 1, sizeof *s);
     size_t t0 = a->used;
     float *x = sm_arena_alloc(a, B * C, sizeof(float));
     float *xn = sm_arena_alloc(a, B * C, sizeof(float));
-    float *qkv = sm_arena_alloc(a, B * 3 * C, sizeof(float));
-    float *att = sm_arena_alloc(a, B * C, sizeof(float));
+    float *qkv = sm_arena_alloc(a, B * W, sizeof(float));
+    float *att = sm_arena_alloc(a, B * Q, sizeof(float));
     float *tmp = sm_arena_alloc(a, B * C, sizeof(float));
-    float *hid = sm_arena_alloc(a, B * 4 * C, sizeof(float));
+    float *hid = sm_arena_alloc(a, B * F, sizeof(float));
+    float *up = llama ? sm_arena_alloc(a, B * F, sizeof(float)) : NULL;
+    size_t half = (size_t)c->head_dim / 2;
+    float *rcos = llama ? sm_arena_alloc(a, p->n_ctx * half, sizeof(float)) : NULL;
+    float *rsin = llama ? sm_arena_alloc(a, p->n_ctx * half, sizeof(float)) : NULL;
     size_t t1 = a->used;
     float *logits = sm_arena_alloc(a, logit_rows * V, sizeof(float));
     size_t t2 = a->used;
     size_t kv; /* all sequences' keys (or values); on overflow the arena reports it */
-    if (!sm_size_mul(&kv, S, kv_floats(c, p->n_ctx))) kv = SIZE_MAX;
+    if (!sm_size_mul(&kv, S, kv_floats(m, p->n_ctx))) kv = SIZE_MAX;
     float *kt = sm_arena_alloc(a, kv, sizeof(float));
     float *v = sm_arena_alloc(a, kv, sizeof(float));
     size_t t3 = a->used;
@@ -117,11 +124,12 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->m = m;
     s->k = p->kernels;
     s->p = *p;
-    s->x = x, s->xn = xn, s->qkv = qkv, s->att = att, s->tmp = tmp, s->hid = hid;
+    s->x = x, s->xn = xn, s->qkv = qkv, s->att = att, s->tmp = tmp, s->hid = hid, s->up = up;
+    s->rope_cos = rcos, s->rope_sin = rsin;
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;
     s->scratch_floats = per;
-    s->kv_seq_floats = kv_floats(c, p->n_ctx);
+    s->kv_seq_floats = kv_floats(m, p->n_ctx);
     s->runs = runs;
     return s;
 }
@@ -149,6 +157,23 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
     return SM_OK;
 }
 
+/*
+** Rotary angles pos * theta^(-2i/hs) for every position and pair, computed
+** in float as llama2.c and PyTorch's Llama do, so the logits match theirs.
+*/
+static void rope_tables(sm_state *s) {
+    const sm_config *c = &s->m->cfg;
+    size_t hs = (size_t)c->head_dim, half = hs / 2;
+    for (size_t i = 0; i < half; i++) {
+        float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)hs);
+        for (size_t p = 0; p < s->p.n_ctx; p++) {
+            float a = (float)p * freq;
+            s->rope_cos[p * half + i] = cosf(a);
+            s->rope_sin[p * half + i] = sinf(a);
+        }
+    }
+}
+
 sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params *p,
                         sm_pool *pool, sm_arena *arena, sm_error *err) {
     *out = NULL;
@@ -168,6 +193,7 @@ sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params
         return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the run state (%zu bytes)",
                             plan.total);
     s->pool = pool;
+    if (s->rope_cos) rope_tables(s);
     /* The cache is not cleared: every kernel reads only positions already
        written (masked loads), and untouched pages cost nothing until used. */
     *out = s;
@@ -191,7 +217,8 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     s->n_runs = n_runs;
     s->rows_apart = rows_apart;
     s->every_row = every_row;
-    sm_pool_run(s->pool, sm_gpt2_forward_task, s);
+    sm_pool_run(s->pool,
+                s->m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task, s);
     *logits = s->logits;
     return SM_OK;
 }

@@ -7,23 +7,30 @@
 #include "sm_model.h"
 #include "sm_weights.h"
 
-typedef struct gpt2_layer {
-    const float *ln1_g, *ln1_b;   /* (C), (C) or NULL without biases */
-    const float *qkv_w, *qkv_b;   /* (3C, C), (3C): rows are q | k | v, heads contiguous */
-    const float *proj_w, *proj_b; /* (C, C), (C) */
+/*
+** One block's tensors. Q = n_head * head_dim, KV = n_kv_head * head_dim,
+** F = n_ff. gpt2: LayerNorms with biases, gelu MLP (no gate). llama:
+** RMSNorms (no b), SwiGLU MLP, no biases.
+*/
+typedef struct sm_layer {
+    const float *ln1_g, *ln1_b;   /* (C), (C) or NULL */
+    const float *qkv_w, *qkv_b;   /* (Q + 2 KV, C): rows are q | k | v, heads contiguous */
+    const float *proj_w, *proj_b; /* (C, Q), (C) */
     const float *ln2_g, *ln2_b;   /* (C), (C) */
-    const float *up_w, *up_b;     /* (4C, C), (4C) */
-    const float *down_w, *down_b; /* (C, 4C), (C) */
-} gpt2_layer;
+    const float *gate_w;          /* (F, C), llama */
+    const float *up_w, *up_b;     /* (F, C), (F) */
+    const float *down_w, *down_b; /* (C, F), (C) */
+} sm_layer;
 
 struct sm_model {
     sm_config cfg;
     sm_weights w;
     const float *tok_embd;   /* (V, C) */
-    const float *pos_embd;   /* (n_ctx, C) */
+    const float *pos_embd;   /* (n_ctx, C); NULL for llama (rotary positions) */
     const float *lnf_g, *lnf_b; /* (C), (C) */
     const float *out_w;      /* (V, C): tok_embd when tied */
-    gpt2_layer *layers;      /* (n_layer) */
+    sm_layer *layers;        /* (n_layer) */
+    size_t q_dim, kv_dim;    /* n_head * head_dim, n_kv_head * head_dim */
 };
 
 typedef struct sm_run {
@@ -37,13 +44,15 @@ struct sm_state {
     sm_state_params p;
     float *x;      /* (B, C) residual stream */
     float *xn;     /* (B, C) normalised input of the next matmul */
-    float *qkv;    /* (B, 3C) */
-    float *att;    /* (B, C) attention output, heads concatenated */
+    float *qkv;    /* (B, Q + 2 KV) */
+    float *att;    /* (B, Q) attention output, heads concatenated */
     float *tmp;    /* (B, C) projection output before the residual add */
-    float *hid;    /* (B, 4C) MLP hidden */
+    float *hid;    /* (B, F) MLP hidden */
+    float *up;     /* (B, F) llama: the up projection beside the gate in hid */
+    float *rope_cos, *rope_sin; /* (n_ctx, head_dim / 2) llama: rotary angles */
     float *logits; /* (B or 1, V) */
-    float *kt;     /* (n_seq, n_layer, n_head, hs, n_ctx) keys, transposed per head */
-    float *v;      /* (n_seq, n_layer, n_head, n_ctx, hs) values */
+    float *kt;     /* (n_seq, n_layer, n_kv_head, hs, n_ctx) keys, transposed per head */
+    float *v;      /* (n_seq, n_layer, n_kv_head, n_ctx, hs) values */
     size_t kv_seq_floats;  /* floats of one sequence's keys (or values) */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
@@ -57,10 +66,51 @@ struct sm_state {
     bool every_row;  /* logits for every row (one run, all_logits), else each run's last */
 };
 
-/* Binds and shape-checks every GPT-2 tensor; refuses unknown ones. */
+/* Binds and shape-checks every tensor of the architecture; refuses unknown ones. */
 sm_status sm_gpt2_bind(sm_model *m, sm_error *err);
+sm_status sm_llama_bind(sm_model *m, sm_error *err);
 
 /* The forward pass of one call, as a pool task (see sm_pool_run). */
 void sm_gpt2_forward_task(void *state, int ith, int nth);
+void sm_llama_forward_task(void *state, int ith, int nth);
+
+/* ---- shared by the architectures (forward.c) ---- */
+
+/* Splits matmul output columns in multiples of the widest micro-kernel panel. */
+#define SM_COL_ALIGN 64
+
+/*
+** Tensor `name` checked to be f32 of shape (d0[, d1]) (d1 = 0: one
+** dimension); marks it used and points *out at its data.
+*/
+sm_status sm_bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
+                         int64_t d1, const float **out, sm_error *err);
+
+/* SM_ERR_FORMAT naming the first tensor `used` does not mark. */
+sm_status sm_bind_unused(const sm_model *m, const bool *used, sm_error *err);
+
+/* The product for this call's linear layers: matmul, or matmul_rows for one-row runs. */
+sm_matmul_fn sm_fwd_matmul(const sm_state *s);
+
+/* Rows [r0, r1) of out = norm(x) with (g, b): LayerNorm (gpt2) or RMSNorm (llama). */
+void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float *g,
+                      const float *b, size_t r0, size_t r1);
+
+/* Token (+ learned position) embeddings of rows [r0, r1). */
+void sm_fwd_embed(sm_state *s, size_t r0, size_t r1);
+
+/* x (T, C) += in (T, K) . w^T + b, this thread's output columns. */
+void sm_fwd_residual_matmul(sm_state *s, const float *in, const float *w, const float *b,
+                            size_t K, int ith, int nth, float *scr);
+
+/*
+** Layer l's attention by key/value heads: rotary embedding of q and k
+** (llama), this call's keys and values appended to the cache, then each
+** query head of the group attends. Reads s->qkv, writes s->att.
+*/
+void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr);
+
+/* After the last block: the final norm of the rows that need logits, then the output layer. */
+void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr);
 
 #endif

@@ -65,6 +65,8 @@ static uint64_t splitmix(uint64_t seed, uint64_t i) {
 sm_status sm_train_check(const sm_config *c, const sm_train_hparams *hp, sm_error *err) {
     if (c->arch != SM_ARCH_GPT2 || c->n_vocab != 256 || c->tokenizer != SM_TOKENIZER_BYTE)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "train makes gpt2 models with the byte vocabulary");
+    if (c->n_ff && c->n_ff != 4 * c->n_embd)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "train makes MLPs 4 times the width (n_ff)");
     if (c->activation != SM_ACT_GELU_TANH)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "train supports the gelu_tanh activation only");
     if (c->n_layer < 1 || c->n_layer > 64)

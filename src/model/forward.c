@@ -1,0 +1,166 @@
+/*
+** forward.c -- the steps GPT-2 and Llama blocks share: tensor binding,
+** embeddings, norms, residual products, attention over the KV-cache and the
+** output layer. Every step splits its work so that each output element is
+** computed by exactly one thread in a fixed order (matmuls by output
+** columns in multiples of SM_COL_ALIGN, attention by key/value heads,
+** row-wise steps by rows), so results do not depend on the thread count.
+*/
+#include "model_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+sm_status sm_bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
+                         int64_t d1, const float **out, sm_error *err) {
+    long i = sm_weights_find(&m->w, name);
+    if (i < 0)
+        return sm_error_set(err, SM_ERR_FORMAT, "model is missing required tensor %s", name);
+    const sm_tensor_desc *d = &m->cfg.tensors[i];
+    int nd = d1 ? 2 : 1;
+    if (d->ndim != nd || d->shape[0] != d0 || (nd == 2 && d->shape[1] != d1)) {
+        char have[96] = "", want[64];
+        size_t len = 0;
+        for (int k = 0; k < d->ndim && len < sizeof have - 24; k++)
+            len += (size_t)snprintf(have + len, sizeof have - len, "%s%lld", k ? "," : "",
+                                    (long long)d->shape[k]);
+        if (nd == 2)
+            snprintf(want, sizeof want, "%lld,%lld", (long long)d0, (long long)d1);
+        else
+            snprintf(want, sizeof want, "%lld", (long long)d0);
+        return sm_error_set(err, SM_ERR_FORMAT, "tensor %s has [%s], expected [%s]", name, have,
+                            want);
+    }
+    if (d->dtype != SM_DTYPE_F32)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "tensor %s has dtype %s; this build runs f32 weights only", name,
+                            sm_dtype_name(d->dtype));
+    used[i] = true;
+    *out = m->w.data[i];
+    return SM_OK;
+}
+
+sm_status sm_bind_unused(const sm_model *m, const bool *used, sm_error *err) {
+    const sm_config *c = &m->cfg;
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (!used[i])
+            return sm_error_set(err, SM_ERR_FORMAT, "unexpected tensor %s for a %s model%s",
+                                c->tensors[i].name, sm_arch_name(c->arch),
+                                strcmp(c->tensors[i].name, "output.weight") == 0
+                                    ? " with tied_output true"
+                                    : "");
+    return SM_OK;
+}
+
+sm_matmul_fn sm_fwd_matmul(const sm_state *s) {
+    return s->rows_apart ? s->k->matmul_rows : s->k->matmul;
+}
+
+static void norm_one(const sm_state *s, float *out, const float *x, const float *g,
+                     const float *b) {
+    const sm_config *c = &s->m->cfg;
+    if (c->arch == SM_ARCH_LLAMA)
+        s->k->rmsnorm(out, x, g, (size_t)c->n_embd, c->norm_eps);
+    else
+        s->k->layernorm(out, x, g, b, (size_t)c->n_embd, c->norm_eps);
+}
+
+void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float *g,
+                      const float *b, size_t r0, size_t r1) {
+    const size_t C = (size_t)s->m->cfg.n_embd;
+    for (size_t t = r0; t < r1; t++) norm_one(s, out + t * C, x + t * C, g, b);
+}
+
+void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
+    const sm_model *m = s->m;
+    const size_t C = (size_t)m->cfg.n_embd;
+    for (size_t g = 0; g < s->n_runs; g++) {
+        const sm_run *ru = &s->runs[g];
+        size_t t0 = ru->start > r0 ? ru->start : r0;
+        size_t t1 = ru->start + ru->len < r1 ? ru->start + ru->len : r1;
+        for (size_t t = t0; t < t1; t++) {
+            const float *te = m->tok_embd + (size_t)s->tokens[t] * C;
+            float *x = s->x + t * C;
+            if (!m->pos_embd) {
+                memcpy(x, te, C * sizeof *x);
+                continue;
+            }
+            const float *pe = m->pos_embd + (ru->pos + t - ru->start) * C;
+            for (size_t i = 0; i < C; i++) x[i] = te[i] + pe[i];
+        }
+    }
+}
+
+void sm_fwd_residual_matmul(sm_state *s, const float *in, const float *w, const float *b,
+                            size_t K, int ith, int nth, float *scr) {
+    const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
+    size_t n0, n1;
+    sm_pool_split(C, SM_COL_ALIGN, ith, nth, &n0, &n1);
+    if (n0 == n1) return;
+    sm_fwd_matmul(s)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
+}
+
+void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr) {
+    const sm_model *m = s->m;
+    const sm_config *c = &m->cfg;
+    const sm_kernels *K = s->k;
+    const size_t hs = (size_t)c->head_dim, ctx = s->p.n_ctx, KVH = (size_t)c->n_kv_head;
+    const size_t group = (size_t)(c->n_head / c->n_kv_head);
+    const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim, half = hs / 2;
+    const size_t layer_off = (size_t)l * KVH * hs * ctx; /* (KVH, hs, ctx) and (KVH, ctx, hs) */
+    const bool rope = c->arch == SM_ARCH_LLAMA;
+    const float scale = 1.0f / sqrtf((float)hs);
+    size_t g0, g1;
+    sm_pool_split(KVH, 1, ith, nth, &g0, &g1);
+    for (size_t kh = g0; kh < g1; kh++) {
+        for (size_t g = 0; g < s->n_runs; g++) {
+            const sm_run *ru = &s->runs[g];
+            float *kt = s->kt + ru->seq * s->kv_seq_floats + layer_off + kh * hs * ctx;
+            float *vh = s->v + ru->seq * s->kv_seq_floats + layer_off + kh * ctx * hs;
+            float *qkv = s->qkv + ru->start * W;
+            for (size_t t = 0; t < ru->len; t++) {
+                float *kr = qkv + t * W + Q + kh * hs;
+                const float *vr = kr + m->kv_dim;
+                size_t p = ru->pos + t;
+                if (rope) {
+                    const float *cs = s->rope_cos + p * half, *sn = s->rope_sin + p * half;
+                    K->rope(kr, cs, sn, hs);
+                    for (size_t h = kh * group; h < (kh + 1) * group; h++)
+                        K->rope(qkv + t * W + h * hs, cs, sn, hs);
+                }
+                for (size_t d = 0; d < hs; d++) kt[d * ctx + p] = kr[d];
+                memcpy(vh + p * hs, vr, hs * sizeof(float));
+            }
+            for (size_t h = kh * group; h < (kh + 1) * group; h++)
+                K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, kt, vh, scr, ru->len,
+                             ru->pos, hs, ctx, W, Q, scale);
+        }
+    }
+}
+
+void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr) {
+    const sm_model *m = s->m;
+    const size_t C = (size_t)m->cfg.n_embd, V = (size_t)m->cfg.n_vocab;
+    size_t r0, r1, n0, n1;
+    if (s->every_row) {
+        sm_pool_split(s->n, 1, ith, nth, &r0, &r1);
+        sm_fwd_norm_rows(s, s->xn, s->x, g, b, r0, r1);
+    } else { /* the last row of each run, packed: row k for run k */
+        sm_pool_split(s->n_runs, 1, ith, nth, &r0, &r1);
+        for (size_t k = r0; k < r1; k++) {
+            const sm_run *ru = &s->runs[k];
+            norm_one(s, s->xn + k * C, s->x + (ru->start + ru->len - 1) * C, g, b);
+        }
+    }
+    sm_pool_barrier(s->pool);
+    /* every row, or each run's last row as a lone last token gets it */
+    sm_pool_split(V, SM_COL_ALIGN, ith, nth, &n0, &n1);
+    if (n0 == n1) return;
+    if (s->every_row)
+        s->k->matmul(s->logits, s->xn, m->out_w, NULL, s->n, V, C, n0, n1, scr);
+    else
+        s->k->matmul_rows(s->logits, s->xn, m->out_w, NULL, s->n_runs, V, C, n0, n1, scr);
+}

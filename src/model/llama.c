@@ -1,0 +1,115 @@
+/*
+** llama.c -- the Llama architecture: tensor binding and the forward pass.
+**
+** Block (pre-RMSNorm):  x += wo(attn(rope(q), rope(k), v));  x += down(silu(gate(n)) * up(n))
+** with n = rmsnorm(x), then a final RMSNorm and the output layer (tied to
+** the token embedding or not). Grouped-query attention: n_head query heads
+** share n_kv_head key/value heads, group by group. Rotary embeddings rotate
+** pairs (2i, 2i+1) of each head (llama2.c's layout; `convert` permutes
+** Hugging Face's rotate-halves Q and K rows into it). The call structure,
+** runs and thread split are those of gpt2.c (forward.c).
+*/
+#include "model_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+sm_status sm_llama_bind(sm_model *m, sm_error *err) {
+    const sm_config *c = &m->cfg;
+    int64_t C = c->n_embd, V = c->n_vocab, F = c->n_ff;
+    m->q_dim = (size_t)c->n_head * (size_t)c->head_dim;
+    m->kv_dim = (size_t)c->n_kv_head * (size_t)c->head_dim;
+    int64_t Q = (int64_t)m->q_dim, W = (int64_t)(m->q_dim + 2 * m->kv_dim);
+    bool *used = calloc(c->n_tensors, sizeof *used);
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    sm_status st = SM_OK;
+    if (!used || !m->layers) {
+        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+#define BIND(name, d0, d1, dst)                                                  \
+    do {                                                                         \
+        if ((st = sm_bind_tensor(m, used, name, d0, d1, dst, err))) goto done;   \
+    } while (0)
+    BIND("tok_embd", V, C, &m->tok_embd);
+    char nm[SM_NAME_MAX];
+    for (int l = 0; l < c->n_layer; l++) {
+        sm_layer *L = &m->layers[l];
+        const struct {
+            const char *suffix;
+            int64_t d0, d1;
+            const float **dst;
+        } t[] = {
+            {"attn_norm.weight", C, 0, &L->ln1_g}, {"attn_qkv.weight", W, C, &L->qkv_w},
+            {"attn_out.weight", C, Q, &L->proj_w}, {"ffn_norm.weight", C, 0, &L->ln2_g},
+            {"ffn_gate.weight", F, C, &L->gate_w}, {"ffn_up.weight", F, C, &L->up_w},
+            {"ffn_down.weight", C, F, &L->down_w},
+        };
+        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+            snprintf(nm, sizeof nm, "blk.%d.%s", l, t[k].suffix);
+            BIND(nm, t[k].d0, t[k].d1, t[k].dst);
+        }
+    }
+    BIND("norm_f.weight", C, 0, &m->lnf_g);
+    if (c->tied_output)
+        m->out_w = m->tok_embd;
+    else
+        BIND("output.weight", V, C, &m->out_w);
+#undef BIND
+    st = sm_bind_unused(m, used, err);
+done:
+    free(used);
+    return st;
+}
+
+void sm_llama_forward_task(void *arg, int ith, int nth) {
+    sm_state *s = arg;
+    const sm_model *m = s->m;
+    const sm_config *c = &m->cfg;
+    sm_pool *pool = s->pool;
+    const size_t T = s->n, C = (size_t)c->n_embd, F = (size_t)c->n_ff;
+    const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim;
+    float *scr = s->scratch + (size_t)ith * s->scratch_floats;
+    const sm_matmul_fn mm = sm_fwd_matmul(s);
+    size_t r0, r1, n0, n1;
+
+    sm_pool_split(T, 1, ith, nth, &r0, &r1);
+    sm_fwd_embed(s, r0, r1);
+    sm_fwd_norm_rows(s, s->xn, s->x, m->layers[0].ln1_g, NULL, r0, r1);
+    sm_pool_barrier(pool);
+
+    for (int l = 0; l < c->n_layer; l++) {
+        const sm_layer *L = &m->layers[l];
+        sm_pool_split(W, SM_COL_ALIGN, ith, nth, &n0, &n1);
+        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w, NULL, T, W, C, n0, n1, scr);
+        sm_pool_barrier(pool);
+
+        sm_fwd_attention(s, l, ith, nth, scr);
+        sm_pool_barrier(pool);
+
+        sm_fwd_residual_matmul(s, s->att, L->proj_w, NULL, Q, ith, nth, scr);
+        sm_pool_barrier(pool);
+
+        sm_fwd_norm_rows(s, s->xn, s->x, L->ln2_g, NULL, r0, r1);
+        sm_pool_barrier(pool);
+
+        /* gate and up over the same columns, so the SwiGLU needs no barrier */
+        sm_pool_split(F, SM_COL_ALIGN, ith, nth, &n0, &n1);
+        if (n0 < n1) {
+            mm(s->hid, s->xn, L->gate_w, NULL, T, F, C, n0, n1, scr);
+            mm(s->up, s->xn, L->up_w, NULL, T, F, C, n0, n1, scr);
+            for (size_t t = 0; t < T; t++)
+                s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
+        }
+        sm_pool_barrier(pool);
+
+        sm_fwd_residual_matmul(s, s->hid, L->down_w, NULL, F, ith, nth, scr);
+        sm_pool_barrier(pool);
+
+        if (l + 1 < c->n_layer) {
+            sm_fwd_norm_rows(s, s->xn, s->x, m->layers[l + 1].ln1_g, NULL, r0, r1);
+            sm_pool_barrier(pool);
+        }
+    }
+    sm_fwd_output(s, m->lnf_g, NULL, ith, nth, scr);
+}
