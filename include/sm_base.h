@@ -74,4 +74,10 @@ void sm_write_u64le(void *p, uint64_t v);
 /* Seconds from an arbitrary fixed point, monotonic. */
 double sm_time_now(void);
 
+/*
+** Reads the regular file `path` (at most `max` bytes) into a malloc'd
+** buffer with a NUL after the last byte. Errors name the path.
+*/
+sm_status sm_read_file(const char *path, size_t max, char **buf, size_t *len, sm_error *err);
+
 #endif

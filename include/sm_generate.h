@@ -70,6 +70,7 @@ typedef struct sm_seq {
     size_t n_ctx;
     sm_pending pd;
     int32_t next;    /* token to feed at sm_seq_pos (valid while !done) */
+    int32_t prev;    /* the token before the one being sampled (how its text shows) */
     bool done;
     double t_decode0;
     sm_gen_stats stats;
@@ -81,8 +82,8 @@ typedef struct sm_seq {
 ** was prefilled (alone, or with others through sm_state_forward_many).
 */
 sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampler *smp,
-                      size_t n_prompt, const sm_gen_params *gp, sm_emit_fn emit, void *user,
-                      sm_error *err);
+                      const int32_t *prompt, size_t n_prompt, const sm_gen_params *gp,
+                      sm_emit_fn emit, void *user, sm_error *err);
 sm_status sm_seq_begin(sm_seq *q, const float *logits, double t_prefill, sm_error *err);
 
 /* Where q.next goes: the prompt and every generated token but the newest fill
@@ -91,7 +92,10 @@ static inline size_t sm_seq_pos(const sm_seq *q) {
     return q->stats.n_prompt + q->stats.n_generated - 1;
 }
 
-/* Takes the logits of q.next and samples the token after it (or finishes q). */
+/*
+** Takes the logits of q.next and samples the token after it (or finishes q:
+** the tokenizer's EOS, or BOS, which starts a new document, end it).
+*/
 sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err);
 
 /*

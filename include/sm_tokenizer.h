@@ -1,36 +1,85 @@
 /*
 ** sm_tokenizer.h -- text <-> token ids.
 **
-** This build has the byte tokenizer: 256 ids, id = byte value, so any input
-** (including invalid UTF-8 and NUL bytes) is representable and round-trips
-** exactly. It has no BOS or EOS token. Encoding writes into a caller buffer
-** and decoding returns a pointer to a piece the tokenizer owns: neither
-** allocates.
+** Three kinds, named by the model's config:
+**   byte           256 ids, id = byte value; no BOS or EOS.
+**   sentencepiece  scored pieces with byte fallback <0xNN>, as llama2.c's
+**                  tokenizer.bin stores them (Llama, TinyStories): a space
+**                  is prefixed to the text, characters become pieces (or
+**                  their bytes), then the adjacent pair whose concatenation
+**                  is the best-scored piece merges, leftmost first, until
+**                  none does. BOS starts every encoding.
+**   gpt2           byte-level BPE from vocab.json + merges.txt: GPT-2's
+**                  pre-tokenizer pattern splits the text (Unicode classes
+**                  from generated tables), then each word's bytes merge by
+**                  merge rank.
+** Any input bytes are representable (invalid UTF-8 goes through as bytes)
+** and decoding returns the exact bytes of each token. Work memory is
+** allocated when the tokenizer is loaded: encoding never allocates.
 */
 #ifndef SM_TOKENIZER_H
 #define SM_TOKENIZER_H
 
 #include "sm_config.h"
 
+/* Bytes of text one merge pass works on; longer texts are split (see encode). */
+#define SM_TOK_SEGMENT 65536
+/* Largest tokenizer file read. */
+#define SM_TOK_FILE_MAX (256u << 20)
+
+typedef struct sm_tok_work sm_tok_work;
+typedef struct sm_tok_merge sm_tok_merge;
+
 typedef struct sm_tokenizer {
     sm_tokenizer_type type;
-    int n_vocab;       /* ids the tokenizer produces: 0..n_vocab-1 */
-    int32_t bos, eos;  /* -1 when the tokenizer has none */
-    char bytes[256];   /* byte tokenizer: piece of id i is bytes + i, length 1 */
+    int n_vocab;        /* ids the tokenizer produces: 0..n_vocab-1 */
+    int32_t bos, eos;   /* -1 when the tokenizer has none */
+    bool add_bos;       /* encodings start with bos (sentencepiece) */
+    bool parse_special; /* encode turns the text of bos/eos tokens into their ids */
+    char bytes[256];    /* byte tokenizer: piece of id i is bytes + i, length 1 */
+    /* sentencepiece and gpt2, built at load (owned) */
+    char *text;         /* every piece's bytes, back to back */
+    uint32_t *off;      /* (n_vocab + 1): piece i is text[off[i] .. off[i + 1]) */
+    float *score;       /* (n_vocab) sentencepiece merge scores */
+    uint8_t *kind;      /* (n_vocab) normal, byte or control piece */
+    int32_t *map;       /* open-addressed: normal piece bytes -> id */
+    uint32_t map_mask;
+    sm_tok_merge *merges; /* gpt2: open-addressed (left, right) -> rank, result */
+    uint32_t merge_mask;
+    int32_t byte_id[256]; /* the token of each single byte (-1: none) */
+    int32_t space_id;     /* sentencepiece: the " " piece, prefixed to the text */
+    sm_tok_work *work;    /* encode's scratch */
 } sm_tokenizer;
 
-/* Builds the tokenizer the config names; checks its vocabulary fits the model's. */
-sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, sm_error *err);
+/*
+** Builds the tokenizer the config names, reading its files from `dir`
+** (NULL for the byte tokenizer), and checks its vocabulary fits the model's.
+** Every file error names the file and the token or line at fault. On
+** failure *t is free-safe.
+*/
+sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *dir,
+                            sm_error *err);
+void sm_tokenizer_free(sm_tokenizer *t);
 
 /*
 ** Encodes text into out (capacity cap) and returns the number of tokens the
 ** whole text needs, which may exceed cap (then only cap were written).
+** Texts longer than SM_TOK_SEGMENT bytes are merged in segments ending at a
+** newline (or, without one, at a character boundary).
 */
-size_t sm_tokenizer_encode(const sm_tokenizer *t, const char *text, size_t len, int32_t *out,
+size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_t *out,
                            size_t cap);
 
-/* The bytes of token id (not NUL-terminated); length 0 for ids it lacks. */
+/* The bytes of token id (not NUL-terminated); length 0 for ids it lacks and control tokens. */
 const char *sm_tokenizer_piece(const sm_tokenizer *t, int32_t id, size_t *len);
+
+/*
+** The bytes token id shows after token prev: as sm_tokenizer_piece, except
+** that sentencepiece drops the leading space of the first piece after BOS
+** (the space encode prefixed).
+*/
+const char *sm_tokenizer_piece_after(const sm_tokenizer *t, int32_t prev, int32_t id,
+                                     size_t *len);
 
 /*
 ** Length of the longest prefix of s[0..n) that does not end inside a UTF-8

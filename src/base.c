@@ -3,10 +3,15 @@
 */
 #include "sm_base.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *sm_status_str(sm_status st) {
     switch (st) {
@@ -62,4 +67,42 @@ double sm_time_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+sm_status sm_read_file(const char *path, size_t max, char **buf, size_t *len, sm_error *err) {
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > max) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %lld bytes; at most %zu are read", path,
+                            (long long)sb.st_size, max);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    char *b = malloc(n + 1);
+    if (!b) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, b + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) {
+        free(b);
+        return sm_error_set(err, SM_ERR_IO, "cannot read '%s'", path);
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return SM_OK;
 }

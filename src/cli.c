@@ -23,6 +23,7 @@
 
 #include "cli_internal.h"
 #include "sm_batch.h"
+#include "sm_convert.h"
 #include "sm_generate.h"
 
 #define SM_VERSION "0.1.0"
@@ -30,8 +31,8 @@
 #define MAX_THREADS 512
 
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
-#define CMD_MODEL (CMD_RUN | CMD_INFO)
-#define CMD_ALL (CMD_MODEL | CMD_TRAIN)
+#define CMD_MODEL (CMD_RUN | CMD_INFO | CMD_TOKENIZE | CMD_DETOKENIZE)
+#define CMD_ALL (CMD_MODEL | CMD_TRAIN | CMD_CONVERT)
 
 /* Every flag, in --help order; aliases have no help line of their own. */
 static const struct option_def {
@@ -42,11 +43,15 @@ static const struct option_def {
     opt_id id;
     const char *help; /* NULL for an alias */
 } options[] = {
+    {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
+     "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
+    {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
+     "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
     {"model", 'm', true, CMD_MODEL, O_MODEL,
      "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
-    {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE, O_PROMPT,
+    {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_PROMPT,
      "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
-    {"file", 'f', true, CMD_GENERATE | CMD_SCORE, O_FILE,
+    {"file", 'f', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_FILE,
      "-f, --file FILE        read the prompt from FILE ('-' = stdin)"},
     {"max-tokens", 'n', true, CMD_GENERATE | CMD_BENCH, O_MAXTOK,
      "-n, --max-tokens N     tokens to generate (default 256, bench 128; alias --n-predict)"},
@@ -82,7 +87,7 @@ static const struct option_def {
      "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
     {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
      "    --output-format F  text or json (text, token counts, finish reason, timing)"},
-    {"json", 0, false, CMD_GENERATE | CMD_SCORE | CMD_BENCH, O_JSON,
+    {"json", 0, false, CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_TOKENIZE, O_JSON,
      "    --json             machine-readable output (generate: --output-format json)"},
     {"stats", 0, false, CMD_GENERATE | CMD_SCORE, O_STATS,
      "    --stats            timing and token counts on stderr"},
@@ -391,6 +396,8 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_JSON: o->json = true; break;
     case O_NOMMAP: o->no_mmap = true; break;
     case O_CHECKW: o->check_weights = true; break;
+    case O_TOKFILE: o->tokenizer = v; break;
+    case O_SPECIAL: o->special = true; break;
     case O_HELP: o->help = true; break;
     case O_VERSION: o->version = true; break;
     }
@@ -426,6 +433,9 @@ static int parse_args(cli_opts *o, int argc, char **argv, int first) {
                 if (!d->takes_value) return usage_error(o, "unknown flag '%s'", a);
                 value = a + 2;
             }
+        } else if ((o->cmd & (CMD_CONVERT | CMD_DETOKENIZE)) && o->n_args < MAX_ARGS) {
+            o->args[o->n_args++] = a;
+            continue;
         } else {
             return usage_error(o, "unexpected argument '%s'", a);
         }
@@ -455,7 +465,10 @@ static void print_help(const cli_opts *o) {
                "  score      log-probability and perplexity of a text\n"
                "  info       architecture, parameters and memory plan of a model\n"
                "  bench      prefill and decode speed of a model\n"
-               "  train      train a byte-level GPT model on a text file\n\n"
+               "  train      train a byte-level GPT model on a text file\n"
+               "  convert    a llama2.c checkpoint or Hugging Face directory to a model directory\n"
+               "  tokenize   token ids of a text\n"
+               "  detokenize the text of token ids\n\n"
                "'smallmind COMMAND --help' lists a command's flags.\n",
                SM_VERSION);
         return;
@@ -464,6 +477,14 @@ static void print_help(const cli_opts *o) {
     const char *what = o->cmd == CMD_GENERATE ? "Streams a continuation of the prompt to stdout."
                        : o->cmd == CMD_SCORE  ? "Scores each token of a text given the ones before it."
                        : o->cmd == CMD_INFO   ? "Prints a model's architecture, size and memory plan."
+                       : o->cmd == CMD_CONVERT
+                           ? "usage: smallmind convert SRC OUT [--tokenizer FILE]\n"
+                             "Converts a llama2.c checkpoint (SRC a file, with --tokenizer) or a\n"
+                             "Hugging Face GPT-2 or Llama directory (config.json + safetensors)\n"
+                             "into the new model directory OUT."
+                       : o->cmd == CMD_TOKENIZE ? "Prints the token ids of a text (-p, -f or stdin), space-separated."
+                       : o->cmd == CMD_DETOKENIZE
+                           ? "usage: smallmind detokenize -m DIR ID...\nPrints the text of the token ids."
                        : o->cmd == CMD_TRAIN  ? "Trains a GPT-2-style model with the byte vocabulary on a text file\n"
                                                 "and writes a model directory (a checkpoint that --resume continues)."
                                               : "Measures prefill and decode speed on synthetic tokens.";
@@ -496,6 +517,7 @@ typedef struct {
 } runner;
 
 static void runner_free(runner *r) {
+    sm_tokenizer_free(&r->tok);
     sm_arena_free(&r->arena);
     sm_pool_free(r->pool);
     sm_model_free(r->model);
@@ -542,7 +564,7 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
     if (sm_model_load(&r->model, o->model, !o->no_mmap, &err)) goto fail_msg;
     if (o->check_weights && sm_model_check_weights(r->model, &err)) goto fail_msg;
     const sm_config *c = sm_model_config(r->model);
-    if (sm_tokenizer_init(&r->tok, c, &err)) goto fail_msg;
+    if (sm_tokenizer_init(&r->tok, c, o->model, &err)) goto fail_msg;
     if (o->ctx > c->n_ctx) {
         rc = usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
         goto fail;
@@ -985,7 +1007,8 @@ static void batch_start(batch_run *b, batch_slot *q, const char *line, size_t n,
     q->gp = (sm_gen_params){max_tokens, (const volatile int *)&interrupted, q->stops, n_stop};
     q->k.len = 0;
     q->np = np;
-    if (sm_seq_init(&q->q, r->sp.n_ctx, &r->tok, q->smp, np, &q->gp, emit_sink, &q->k, &err))
+    if (sm_seq_init(&q->q, r->sp.n_ctx, &r->tok, q->smp, r->tokens, np, &q->gp, emit_sink, &q->k,
+                    &err))
         snprintf(msg, cap, "%s", err.msg);
 }
 
@@ -1375,6 +1398,103 @@ static const char *default_model(char *buf, size_t cap) {
     return "models/default";
 }
 
+/* ------------------------------------------- convert, tokenize, detokenize */
+
+static int cmd_convert(const cli_opts *o) {
+    if (o->n_args != 2) return usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
+    sm_convert_opts co = {.tokenizer = o->tokenizer, .verbose = o->verbose};
+    sm_convert_info info;
+    sm_error err = {{0}};
+    double t0 = sm_time_now();
+    if (sm_convert(o->args[0], o->args[1], &co, &info, &err)) return data_error(err.msg);
+    if (!o->quiet)
+        fprintf(stderr, "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",
+                info.source, o->args[0], o->args[1], info.n_tensors, info.params, info.bytes,
+                sm_time_now() - t0);
+    return 0;
+}
+
+/* Loads only the config and tokenizer of o->model (no weights). Returns an exit code. */
+static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) {
+    sm_error err = {{0}};
+    if (sm_config_load(cfg, o->model, &err)) return data_error(err.msg);
+    if (sm_tokenizer_init(tok, cfg, o->model, &err)) {
+        sm_config_free(cfg);
+        return data_error(err.msg);
+    }
+    tok->parse_special = o->special;
+    return 0;
+}
+
+static int cmd_tokenize(const cli_opts *o) {
+    sm_config cfg;
+    sm_tokenizer tok;
+    int rc = load_tokenizer(o, &cfg, &tok);
+    if (rc) return rc;
+    char *text = NULL;
+    size_t len = 0, n = 0;
+    bool owned = false;
+    int32_t *ids = NULL;
+    if ((rc = get_text(o, &text, &len, &owned))) goto done;
+    n = sm_tokenizer_encode(&tok, text, len, NULL, 0);
+    ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids) {
+        rc = data_error("out of memory");
+        goto done;
+    }
+    sm_tokenizer_encode(&tok, text, len, ids, n);
+    out_state os = {.last_was_newline = true};
+    if (o->json) printf("[");
+    for (size_t i = 0; i < n; i++) {
+        if (!o->json) {
+            printf("%s%d", i ? " " : "", (int)ids[i]);
+            continue;
+        }
+        size_t pl;
+        const char *p = sm_tokenizer_piece(&tok, ids[i], &pl);
+        printf("%s{\"id\": %d, \"piece\": \"", i ? ", " : "", (int)ids[i]);
+        json_string(stdout, (const unsigned char *)p, pl);
+        printf("\"}");
+    }
+    printf(o->json ? "]\n" : "\n");
+    rc = finish_stdout(&os, 0);
+done:
+    free(ids);
+    if (owned) free(text);
+    sm_tokenizer_free(&tok);
+    sm_config_free(&cfg);
+    return rc;
+}
+
+static int cmd_detokenize(const cli_opts *o) {
+    if (o->n_args == 0) return usage_error(o, "detokenize takes token ids");
+    sm_config cfg;
+    sm_tokenizer tok;
+    int rc = load_tokenizer(o, &cfg, &tok);
+    if (rc) return rc;
+    int32_t prev = -1;
+    out_state os = {.last_was_newline = true};
+    for (size_t i = 0; i < o->n_args && !rc; i++) {
+        long id;
+        if (!parse_long(o->args[i], 0, INT32_MAX, &id) || id >= tok.n_vocab) {
+            rc = usage_error(o, "token id '%s' is not a whole number from 0 to %d", o->args[i],
+                             tok.n_vocab - 1);
+            break;
+        }
+        size_t pl;
+        const char *p = sm_tokenizer_piece_after(&tok, prev, (int32_t)id, &pl);
+        fwrite(p, 1, pl, stdout);
+        prev = (int32_t)id;
+    }
+    if (!rc) {
+        putchar('\n');
+        rc = finish_stdout(&os, 0);
+    }
+    sm_tokenizer_free(&tok);
+    sm_config_free(&cfg);
+    return rc;
+}
+
 int sm_cli_main(int argc, char **argv) {
     cli_opts o = {.max_tokens = 256, .temp = 0.8, .top_k = 40, .top_p = 0.95, .seed = 42,
                   .kernels = "auto", .prompt_tokens = 128, .reps = 3, .layers = 4, .heads = 8,
@@ -1388,8 +1508,9 @@ int sm_cli_main(int argc, char **argv) {
     static const struct {
         const char *name;
         unsigned cmd;
-    } cmds[] = {{"generate", CMD_GENERATE}, {"score", CMD_SCORE}, {"info", CMD_INFO},
-                {"bench", CMD_BENCH}, {"train", CMD_TRAIN}};
+    } cmds[] = {{"generate", CMD_GENERATE}, {"score", CMD_SCORE},     {"info", CMD_INFO},
+                {"bench", CMD_BENCH},       {"train", CMD_TRAIN},     {"convert", CMD_CONVERT},
+                {"tokenize", CMD_TOKENIZE}, {"detokenize", CMD_DETOKENIZE}};
     const char *c = argv[1];
     if (strcmp(c, "-h") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "help") == 0) {
         print_help(&o);
@@ -1438,6 +1559,9 @@ int sm_cli_main(int argc, char **argv) {
     case CMD_SCORE: return cmd_score(&o);
     case CMD_INFO: return cmd_info(&o);
     case CMD_TRAIN: return sm_cli_train(&o);
+    case CMD_CONVERT: return cmd_convert(&o);
+    case CMD_TOKENIZE: return cmd_tokenize(&o);
+    case CMD_DETOKENIZE: return cmd_detokenize(&o);
     default: return cmd_bench(&o);
     }
 }

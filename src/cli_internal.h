@@ -13,7 +13,10 @@
 #define EXIT_USAGE 2
 #define EXIT_INTERRUPTED 130
 
-enum { CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8, CMD_TRAIN = 16 };
+enum {
+    CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8, CMD_TRAIN = 16,
+    CMD_CONVERT = 32, CMD_TOKENIZE = 64, CMD_DETOKENIZE = 128
+};
 
 typedef enum {
     O_MODEL, O_PROMPT, O_FILE, O_MAXTOK, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX,
@@ -21,8 +24,10 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL, O_CHECKW
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL
 } opt_id;
+
+#define MAX_ARGS 4096 /* positional arguments (convert SRC OUT, detokenize IDS...) */
 
 typedef struct {
     unsigned cmd;
@@ -52,6 +57,11 @@ typedef struct {
     const char *batch_file;
     long shard_i, shard_n;
     long parallel; /* 0: not given */
+    /* convert, tokenize, detokenize */
+    const char *tokenizer;
+    bool special;
+    const char *args[MAX_ARGS];
+    size_t n_args;
 } cli_opts;
 
 extern volatile sig_atomic_t interrupted;

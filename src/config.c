@@ -502,38 +502,11 @@ sm_status sm_config_load(sm_config *cfg, const char *dir, sm_error *err) {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path)
         return sm_error_set(err, SM_ERR_IO, "cannot open '%s': path too long", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
-    }
-    if ((uint64_t)sb.st_size > SM_CONFIG_MAX_BYTES) {
-        close(fd);
-        return sm_error_set(err, SM_ERR_FORMAT, "%s: %lld bytes; a config is at most %u bytes",
-                            path, (long long)sb.st_size, SM_CONFIG_MAX_BYTES);
-    }
-    size_t len = (size_t)sb.st_size;
-    char *buf = malloc(len + 1);
-    if (!buf) {
-        close(fd);
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory reading '%s'", path);
-    }
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != len) {
-        free(buf);
-        return sm_error_set(err, SM_ERR_IO, "cannot read '%s'", path);
-    }
-    buf[len] = '\0';
-    sm_status st = sm_config_parse(cfg, buf, len, path, err);
+    char *buf;
+    size_t len;
+    sm_status st = sm_read_file(path, SM_CONFIG_MAX_BYTES, &buf, &len, err);
+    if (st) return st;
+    st = sm_config_parse(cfg, buf, len, path, err);
     free(buf);
     return st;
 }

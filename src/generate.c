@@ -90,13 +90,14 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
                             "stopping (check the weights)",
                             q->stats.n_prompt + q->stats.n_generated);
     }
-    if (next == q->tok->eos) {
+    if (next == q->tok->eos || next == q->tok->bos) {
         seq_end(q, SM_FINISH_EOS);
         return SM_OK;
     }
     q->stats.n_generated++;
     size_t len;
-    const char *piece = sm_tokenizer_piece(q->tok, next, &len);
+    const char *piece = sm_tokenizer_piece_after(q->tok, q->prev, next, &len);
+    q->prev = next;
     int verdict = push(&q->pd, piece, len);
     if (verdict) {
         seq_end(q, verdict == 1 ? SM_FINISH_STOP : SM_FINISH_ABORTED);
@@ -116,9 +117,10 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
 }
 
 sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampler *smp,
-                      size_t n_prompt, const sm_gen_params *gp, sm_emit_fn emit, void *user,
-                      sm_error *err) {
+                      const int32_t *prompt, size_t n_prompt, const sm_gen_params *gp,
+                      sm_emit_fn emit, void *user, sm_error *err) {
     memset(q, 0, sizeof *q);
+    q->prev = n_prompt ? prompt[n_prompt - 1] : -1;
     q->tok = tok;
     q->smp = smp;
     q->n_ctx = n_ctx;
@@ -151,8 +153,8 @@ sm_status sm_generate(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
                       const int32_t *prompt, size_t n_prompt, const sm_gen_params *gp,
                       sm_emit_fn emit, void *user, sm_gen_stats *stats, sm_error *err) {
     sm_seq q;
-    sm_status st = sm_seq_init(&q, sm_state_params_of(s)->n_ctx, tok, smp, n_prompt, gp, emit,
-                               user, err);
+    sm_status st = sm_seq_init(&q, sm_state_params_of(s)->n_ctx, tok, smp, prompt, n_prompt, gp,
+                               emit, user, err);
     const float *logits = NULL;
     double t0 = sm_time_now();
     if (!st && !q.done) {

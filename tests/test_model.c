@@ -275,7 +275,7 @@ static sm_status gen(rig *r, const char *prompt, size_t max, float temp, capture
                      sm_gen_stats *gs) {
     sm_config dummy = {.tokenizer = SM_TOKENIZER_BYTE, .n_vocab = (int)r->V};
     sm_tokenizer tok;
-    sm_tokenizer_init(&tok, &dummy, NULL);
+    sm_tokenizer_init(&tok, &dummy, NULL, NULL);
     sm_arena a;
     sm_arena_init(&a, r->V * sizeof(sm_candidate) + 64);
     sm_sampler smp;

@@ -1,0 +1,37 @@
+/*
+** sm_convert.h -- other projects' model files -> a smallmind model directory.
+**
+** Sources:
+**   a llama2.c checkpoint (legacy format: seven int32 then float32 arrays),
+**       with its tokenizer.bin;
+**   a Hugging Face directory: config.json + model.safetensors (or shards
+**       listed in model.safetensors.index.json), F32, F16 or BF16 tensors,
+**       of the GPT-2 family (GPT2LMHeadModel: vocab.json + merges.txt) or
+**       the Llama family (LlamaForCausalLM; tokenizer given as a llama2.c
+**       tokenizer.bin with `tokenizer`).
+** Every header, count, shape and offset is checked against the file sizes
+** before it is used. Weights are written as f32. The output is written to a
+** temporary sibling and renamed into place, so it is complete or absent.
+*/
+#ifndef SM_CONVERT_H
+#define SM_CONVERT_H
+
+#include "sm_base.h"
+
+typedef struct sm_convert_opts {
+    const char *tokenizer; /* llama2.c tokenizer.bin (required for llama2.c sources) */
+    bool verbose;          /* not used for output: the CLI prints the summary */
+} sm_convert_opts;
+
+typedef struct sm_convert_info {
+    char source[64];   /* "llama2.c checkpoint", "Hugging Face gpt2", ... */
+    size_t n_tensors;
+    size_t params;
+    size_t bytes;      /* of model.bin */
+} sm_convert_info;
+
+/* Converts src (a file or a directory) into the new directory out (which must not exist). */
+sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
+                     sm_convert_info *info, sm_error *err);
+
+#endif

@@ -1,0 +1,915 @@
+/*
+** convert.c -- llama2.c checkpoints and Hugging Face directories (GPT-2 and
+** Llama families, safetensors) to smallmind model directories.
+**
+** A conversion is a plan: the output config plus, for every output tensor,
+** the source parts it is made of (a tensor is one part, or the row-wise
+** concatenation of Q, K and V), each with the operation that maps it into
+** the smallmind layout: a copy, a transpose (Hugging Face GPT-2's Conv1D
+** stores [in, out]) or a rotary permutation (Hugging Face Llama's Q and K
+** rows pair dimension i with i + head_dim/2, "rotate halves"; smallmind and
+** llama2.c pair 2i with 2i+1). The writer streams the parts, converted to
+** f32, into model.bin. Sources are memory-mapped and every size is checked
+** against the file before a pointer into it is formed.
+*/
+#include "sm_convert.h"
+
+#include "json_internal.h"
+#include "sm_config.h"
+#include "sm_tokenizer.h"
+#include "sm_weights.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_PARTS 3
+#define MAX_SHARDS SM_MAX_FILES
+#define ST_HEADER_MAX (100u << 20) /* safetensors JSON header cap */
+
+enum { OP_COPY, OP_TRANSPOSE, OP_ROPE };
+
+typedef struct {
+    const unsigned char *src;
+    sm_dtype dt;
+    int64_t rows, cols; /* of the output part; the source holds rows*cols elements */
+    int op;
+    int64_t head_dim;   /* OP_ROPE */
+} part;
+
+typedef struct {
+    char name[SM_NAME_MAX];
+    int64_t rows, cols; /* cols 0: a vector of rows elements */
+    part parts[MAX_PARTS];
+    int n_parts;
+} otensor;
+
+typedef struct {
+    unsigned char *p;
+    size_t n;
+} mapped;
+
+typedef struct {
+    sm_config cfg;
+    otensor *t;
+    size_t n, cap;
+    mapped maps[MAX_SHARDS + 1];
+    int n_maps;
+    char tok_src[2][4400]; /* tokenizer files to copy (empty: none) */
+} plan;
+
+/* ------------------------------------------------------------ helpers */
+
+static sm_status map_file(plan *pl, const char *path, mapped **out, sm_error *err) {
+    if (pl->n_maps == MAX_SHARDS + 1)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d weight files", path,
+                            MAX_SHARDS);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
+    }
+    mapped *m = &pl->maps[pl->n_maps];
+    m->n = (size_t)sb.st_size;
+    m->p = NULL;
+    if (m->n) {
+        void *p = mmap(NULL, m->n, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            close(fd);
+            return sm_error_set(err, SM_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+        }
+        m->p = p;
+    }
+    close(fd);
+    pl->n_maps++;
+    *out = m;
+    return SM_OK;
+}
+
+static void plan_free(plan *pl) {
+    for (int i = 0; i < pl->n_maps; i++)
+        if (pl->maps[i].p) munmap(pl->maps[i].p, pl->maps[i].n);
+    free(pl->t);
+    sm_config_free(&pl->cfg);
+}
+
+static otensor *add_tensor(plan *pl, const char *name, int64_t rows, int64_t cols) {
+    if (pl->n == pl->cap) {
+        size_t cap = pl->cap ? 2 * pl->cap : 64;
+        otensor *t = realloc(pl->t, cap * sizeof *t);
+        if (!t) return NULL;
+        pl->t = t;
+        pl->cap = cap;
+    }
+    otensor *t = &pl->t[pl->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    return t;
+}
+
+static void add_part(otensor *t, const unsigned char *src, sm_dtype dt, int64_t rows,
+                     int64_t cols, int op, int64_t head_dim) {
+    t->parts[t->n_parts++] = (part){src, dt, rows, cols, op, head_dim};
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, bits;
+    if (e == 31) {
+        bits = sign | 0x7F800000u | (m << 13);
+    } else if (e) {
+        bits = sign | ((e + 112) << 23) | (m << 13);
+    } else if (m) { /* subnormal: normalise */
+        int sh = 0;
+        while (!(m & 1024u)) m <<= 1, sh++;
+        bits = sign | ((uint32_t)(113 - sh) << 23) | ((m & 1023u) << 13);
+    } else {
+        bits = sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static float load_elem(const unsigned char *p, sm_dtype dt, size_t i) {
+    uint32_t bits;
+    if (dt == SM_DTYPE_F32)
+        bits = sm_read_u32le(p + 4 * i);
+    else if (dt == SM_DTYPE_BF16)
+        bits = (uint32_t)(p[2 * i] | p[2 * i + 1] << 8) << 16;
+    else
+        return half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Output row r of part pt (cols elements, or one element for vectors) into out. */
+static void part_row(const part *pt, int64_t r, float *out) {
+    int64_t C = pt->cols ? pt->cols : 1;
+    if (pt->op == OP_TRANSPOSE) { /* source is [cols, rows] */
+        for (int64_t c = 0; c < C; c++)
+            out[c] = load_elem(pt->src, pt->dt, (size_t)(c * pt->rows + r));
+        return;
+    }
+    int64_t sr = r;
+    if (pt->op == OP_ROPE) { /* out row 2j <- source row j, 2j+1 <- j + hd/2, per head */
+        int64_t hd = pt->head_dim, h = r / hd, d = r % hd;
+        sr = h * hd + (d % 2 ? hd / 2 + d / 2 : d / 2);
+    }
+    for (int64_t c = 0; c < C; c++) out[c] = load_elem(pt->src, pt->dt, (size_t)(sr * C + c));
+}
+
+static sm_status write_all(FILE *f, const void *p, size_t n, const char *path, sm_error *err) {
+    if (n && fwrite(p, 1, n, f) != n)
+        return sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    return SM_OK;
+}
+
+static sm_status copy_file(const char *from, const char *to, sm_error *err) {
+    char *buf;
+    size_t len;
+    sm_status st = sm_read_file(from, SM_TOK_FILE_MAX, &buf, &len, err);
+    if (st) return st;
+    FILE *f = fopen(to, "wb");
+    if (!f) {
+        free(buf);
+        return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", to, strerror(errno));
+    }
+    st = write_all(f, buf, len, to, err);
+    if (fclose(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", to);
+    free(buf);
+    return st;
+}
+
+static void remove_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(dirfd(d), e->d_name, 0);
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+/* Writes the plan as a model directory into tmp: config.json, model.bin, tokenizer files. */
+static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm_error *err) {
+    sm_config *c = &pl->cfg;
+    c->n_files = 1;
+    snprintf(c->files[0], SM_FILE_NAME_MAX, "model.bin");
+    c->n_tensors = pl->n;
+    c->tensors = calloc(pl->n, sizeof *c->tensors);
+    if (!c->tensors) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    size_t off = SM_WEIGHTS_HEADER, maxrow = 1;
+    for (size_t i = 0; i < pl->n; i++) {
+        const otensor *t = &pl->t[i];
+        sm_tensor_desc *d = &c->tensors[i];
+        snprintf(d->name, sizeof d->name, "%s", t->name);
+        d->dtype = SM_DTYPE_F32;
+        d->ndim = t->cols ? 2 : 1;
+        d->shape[0] = t->rows;
+        d->shape[1] = t->cols;
+        d->nbytes = (size_t)t->rows * (size_t)(t->cols ? t->cols : 1) * 4;
+        d->offset = off;
+        off += (d->nbytes + 63) & ~(size_t)63;
+        if ((size_t)t->cols > maxrow) maxrow = (size_t)t->cols;
+        info->params += d->nbytes / 4;
+    }
+    info->n_tensors = pl->n;
+    char path[4600], *json = NULL;
+    sm_status st = sm_config_to_json(c, &json, err);
+    if (st) return st;
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        sm_config_json_free(json);
+        return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    }
+    st = write_all(f, json, strlen(json), path, err);
+    if (!st) st = write_all(f, "\n", 1, path, err);
+    sm_config_json_free(json);
+    if (fclose(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", path);
+    if (st) return st;
+
+    snprintf(path, sizeof path, "%s/model.bin", tmp);
+    f = fopen(path, "wb");
+    if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    float *row = malloc(maxrow * sizeof *row);
+    unsigned char hdr[SM_WEIGHTS_HEADER] = {0}, zero[64] = {0};
+    memcpy(hdr, SM_WEIGHTS_MAGIC, 8);
+    sm_write_u32le(hdr + 8, SM_WEIGHTS_VERSION);
+    sm_write_u32le(hdr + 12, SM_WEIGHTS_HEADER);
+    st = row ? write_all(f, hdr, sizeof hdr, path, err)
+             : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < pl->n && !st; i++) {
+        const otensor *t = &pl->t[i];
+        size_t C = (size_t)(t->cols ? t->cols : 1);
+        for (int k = 0; k < t->n_parts && !st; k++) {
+            const part *pt = &t->parts[k];
+            if (!pt->cols) { /* a vector: one pass */
+                for (int64_t r = 0; r < pt->rows && !st; r++) {
+                    part_row(pt, r, row);
+                    st = write_all(f, row, 4, path, err);
+                }
+                continue;
+            }
+            for (int64_t r = 0; r < pt->rows && !st; r++) {
+                part_row(pt, r, row);
+                st = write_all(f, row, C * 4, path, err);
+            }
+        }
+        size_t pad = (64 - c->tensors[i].nbytes % 64) % 64;
+        if (!st && i + 1 < pl->n) st = write_all(f, zero, pad, path, err);
+    }
+    free(row);
+    if (fflush(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    if (fclose(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", path);
+    info->bytes = off;
+    const char *names[2] = {c->tok_file[0], c->tok_file[1]};
+    for (int k = 0; k < 2 && !st; k++) {
+        if (!pl->tok_src[k][0]) continue;
+        snprintf(path, sizeof path, "%s/%s", tmp, names[k]);
+        st = copy_file(pl->tok_src[k], path, err);
+    }
+    return st;
+}
+
+/* Loads the tokenizer the written config names, so a bad tokenizer fails the conversion. */
+static sm_status check_output(const char *dir, sm_error *err) {
+    sm_config cfg;
+    sm_status st = sm_config_load(&cfg, dir, err);
+    if (st) return st;
+    sm_tokenizer tok;
+    st = sm_tokenizer_init(&tok, &cfg, dir, err);
+    if (!st) sm_tokenizer_free(&tok);
+    sm_config_free(&cfg);
+    return st;
+}
+
+/* ------------------------------------------------------------ llama2.c */
+
+static sm_status from_llama2c(plan *pl, const char *path, const sm_convert_opts *o,
+                              sm_error *err) {
+    mapped *m;
+    sm_status st = map_file(pl, path, &m, err);
+    if (st) return st;
+    if (!o->tokenizer)
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "%s: a llama2.c checkpoint needs --tokenizer FILE (its tokenizer.bin)",
+                            path);
+    if (m->n < 28)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %zu bytes, too short for a llama2.c header",
+                            path, m->n);
+    if (memcmp(m->p, "24ka", 4) == 0)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "%s: a llama2.c version %u checkpoint; this converter reads the "
+                            "legacy format (export.py --version 0)",
+                            path, (unsigned)sm_read_u32le(m->p + 4));
+    int32_t h[7];
+    for (int i = 0; i < 7; i++) h[i] = (int32_t)sm_read_u32le(m->p + 4 * i);
+    int64_t dim = h[0], hidden = h[1], L = h[2], H = h[3], KVH = h[4], V = h[5], ctx = h[6];
+    bool shared = V > 0;
+    if (V < 0) V = -V;
+    static const char *const names[7] = {"dim", "hidden_dim", "n_layers", "n_heads",
+                                         "n_kv_heads", "vocab_size", "seq_len"};
+    static const int64_t hi[7] = {65536, 1 << 20, 1024, 1024, 1024, 1 << 24, 1 << 20};
+    const int64_t vals[7] = {dim, hidden, L, H, KVH, V, ctx};
+    for (int i = 0; i < 7; i++)
+        if (vals[i] < 1 || vals[i] > hi[i])
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "%s: header %s is %lld, expected 1 to %lld (is this a llama2.c "
+                                "checkpoint?)",
+                                path, names[i], (long long)vals[i], (long long)hi[i]);
+    if (dim % H || H % KVH || (dim / H) % 2)
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: dim %lld, n_heads %lld, n_kv_heads %lld do not fit (dim must "
+                            "split into heads of even size, heads into kv groups)",
+                            path, (long long)dim, (long long)H, (long long)KVH);
+    int64_t hs = dim / H, kvd = KVH * hs;
+    /* every count above is bounded, so these products fit in 64 bits */
+    int64_t floats = V * dim + L * dim + L * dim * dim + 2 * L * dim * kvd + L * dim * dim +
+                     L * dim + 3 * L * dim * hidden + dim + ctx * hs;
+    int64_t want = 28 + 4 * floats + (shared ? 0 : 4 * V * dim);
+    if ((int64_t)m->n != want)
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: %zu bytes, but the header (dim %lld, %lld layers, vocabulary "
+                            "%lld%s) needs %lld",
+                            path, m->n, (long long)dim, (long long)L, (long long)V,
+                            shared ? ", shared classifier" : "", (long long)want);
+    sm_config *c = &pl->cfg;
+    c->arch = SM_ARCH_LLAMA;
+    c->n_layer = (int)L, c->n_head = (int)H, c->n_kv_head = (int)KVH, c->n_embd = (int)dim;
+    c->head_dim = (int)hs, c->n_ff = (int)hidden, c->n_ctx = (int)ctx, c->n_vocab = (int)V;
+    c->norm_eps = 1e-5f, c->rope_theta = 10000.0f, c->activation = SM_ACT_SILU;
+    c->tied_output = shared, c->bias = false;
+    c->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+    snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
+    c->tok_bos = 1, c->tok_eos = 2;
+    snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", o->tokenizer);
+
+    const unsigned char *p = m->p + 28;
+#define TAKE(var, count)                 \
+    const unsigned char *var = p;        \
+    p += 4 * (size_t)(count)
+    TAKE(emb, V * dim);
+    TAKE(rms_att, L * dim);
+    TAKE(wq, L * dim * dim);
+    TAKE(wk, L * kvd * dim);
+    TAKE(wv, L * kvd * dim);
+    TAKE(wo, L * dim * dim);
+    TAKE(rms_ffn, L * dim);
+    TAKE(w1, L * hidden * dim);
+    TAKE(w2, L * dim * hidden);
+    TAKE(w3, L * hidden * dim);
+    TAKE(rms_f, dim);
+    TAKE(freqs, ctx * hs); /* precomputed rotary tables: recomputed at load instead */
+    TAKE(wcls, shared ? 0 : V * dim);
+#undef TAKE
+    (void)freqs;
+    otensor *t;
+    char nm[SM_NAME_MAX];
+#define OUT(name, rows, cols)                                                             \
+    if (!(t = add_tensor(pl, name, rows, cols))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory")
+    OUT("tok_embd", V, dim);
+    add_part(t, emb, SM_DTYPE_F32, V, dim, OP_COPY, 0);
+    for (int64_t l = 0; l < L; l++) {
+        size_t f = 4;
+        snprintf(nm, sizeof nm, "blk.%lld.attn_norm.weight", (long long)l);
+        OUT(nm, dim, 0);
+        add_part(t, rms_att + f * (size_t)(l * dim), SM_DTYPE_F32, dim, 0, OP_COPY, 0);
+        snprintf(nm, sizeof nm, "blk.%lld.attn_qkv.weight", (long long)l);
+        OUT(nm, dim + 2 * kvd, dim);
+        add_part(t, wq + f * (size_t)(l * dim * dim), SM_DTYPE_F32, dim, dim, OP_COPY, 0);
+        add_part(t, wk + f * (size_t)(l * kvd * dim), SM_DTYPE_F32, kvd, dim, OP_COPY, 0);
+        add_part(t, wv + f * (size_t)(l * kvd * dim), SM_DTYPE_F32, kvd, dim, OP_COPY, 0);
+        snprintf(nm, sizeof nm, "blk.%lld.attn_out.weight", (long long)l);
+        OUT(nm, dim, dim);
+        add_part(t, wo + f * (size_t)(l * dim * dim), SM_DTYPE_F32, dim, dim, OP_COPY, 0);
+        snprintf(nm, sizeof nm, "blk.%lld.ffn_norm.weight", (long long)l);
+        OUT(nm, dim, 0);
+        add_part(t, rms_ffn + f * (size_t)(l * dim), SM_DTYPE_F32, dim, 0, OP_COPY, 0);
+        snprintf(nm, sizeof nm, "blk.%lld.ffn_gate.weight", (long long)l);
+        OUT(nm, hidden, dim);
+        add_part(t, w1 + f * (size_t)(l * hidden * dim), SM_DTYPE_F32, hidden, dim, OP_COPY, 0);
+        snprintf(nm, sizeof nm, "blk.%lld.ffn_up.weight", (long long)l);
+        OUT(nm, hidden, dim);
+        add_part(t, w3 + f * (size_t)(l * hidden * dim), SM_DTYPE_F32, hidden, dim, OP_COPY, 0);
+        snprintf(nm, sizeof nm, "blk.%lld.ffn_down.weight", (long long)l);
+        OUT(nm, dim, hidden);
+        add_part(t, w2 + f * (size_t)(l * dim * hidden), SM_DTYPE_F32, dim, hidden, OP_COPY, 0);
+    }
+    OUT("norm_f.weight", dim, 0);
+    add_part(t, rms_f, SM_DTYPE_F32, dim, 0, OP_COPY, 0);
+    if (!shared) {
+        OUT("output.weight", V, dim);
+        add_part(t, wcls, SM_DTYPE_F32, V, dim, OP_COPY, 0);
+    }
+#undef OUT
+    snprintf(pl->cfg.files[0], SM_FILE_NAME_MAX, "model.bin");
+    return SM_OK;
+}
+
+/* -------------------------------------------------------- safetensors */
+
+typedef struct {
+    char name[SM_NAME_MAX];
+    sm_dtype dt;
+    int ndim;
+    int64_t shape[SM_MAX_DIMS];
+    const unsigned char *data;
+    bool used;
+} st_tensor;
+
+typedef struct {
+    st_tensor *t;
+    size_t n, cap;
+} st_set;
+
+/* Reads one safetensors file's header and records its tensors (checked against the file). */
+static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err) {
+    mapped *m;
+    sm_status st = map_file(pl, path, &m, err);
+    if (st) return st;
+    if (m->n < 8)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %zu bytes, too short for safetensors", path,
+                            m->n);
+    uint64_t hn = sm_read_u64le(m->p);
+    if (hn > ST_HEADER_MAX || hn > m->n - 8)
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: header length %llu does not fit the file (%zu bytes)", path,
+                            (unsigned long long)hn, m->n);
+    cJSON *root;
+    if ((st = sm_json_parse_strict((const char *)m->p + 8, (size_t)hn, path, &root, err)))
+        return st;
+    size_t data0 = 8 + (size_t)hn, data_len = m->n - data0, covered = 0;
+    if (!cJSON_IsObject(root)) st = sm_error_set(err, SM_ERR_FORMAT, "%s: header is not an object", path);
+    for (const cJSON *e = root ? root->child : NULL; e && !st; e = e->next) {
+        if (strcmp(e->string, "__metadata__") == 0) continue;
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+        const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+        if (strlen(e->string) >= SM_NAME_MAX || !cJSON_IsString(dt) || !cJSON_IsArray(sh) ||
+            !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2) {
+            st = sm_error_set(err, SM_ERR_FORMAT,
+                              "%s: tensor \"%.60s\" needs dtype, shape and two data_offsets",
+                              path, e->string);
+            break;
+        }
+        st_tensor x = {0};
+        snprintf(x.name, sizeof x.name, "%s", e->string);
+        const char *d = dt->valuestring;
+        x.dt = strcmp(d, "F32") == 0 ? SM_DTYPE_F32 : strcmp(d, "F16") == 0 ? SM_DTYPE_F16
+             : strcmp(d, "BF16") == 0 ? SM_DTYPE_BF16 : SM_DTYPE_COUNT;
+        if (x.dt == SM_DTYPE_COUNT) {
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED,
+                              "%s: tensor %s has dtype %s (supported: F32, F16, BF16)", path,
+                              x.name, d);
+            break;
+        }
+        x.ndim = cJSON_GetArraySize(sh);
+        size_t bytes = sm_dtype_size(x.dt);
+        bool ok = x.ndim >= 0 && x.ndim <= SM_MAX_DIMS;
+        int k = 0;
+        for (const cJSON *s = sh->child; ok && s; s = s->next, k++) {
+            double v = cJSON_IsNumber(s) ? s->valuedouble : -1;
+            ok = v >= 1 && v <= INT32_MAX && v == floor(v) && sm_size_mul(&bytes, bytes, (size_t)v);
+            if (ok) x.shape[k] = (int64_t)v;
+        }
+        double b = cJSON_IsNumber(of->child) ? of->child->valuedouble : -1;
+        double en = cJSON_IsNumber(of->child->next) ? of->child->next->valuedouble : -1;
+        if (!ok || b < 0 || en < b || en > (double)data_len || b != floor(b) || en != floor(en) ||
+            (size_t)(en - b) != bytes) {
+            st = sm_error_set(err, SM_ERR_FORMAT,
+                              "%s: tensor %s: shape, dtype and data_offsets [%.0f, %.0f] do not "
+                              "agree with each other or the file (%zu data bytes)",
+                              path, x.name, b, en, data_len);
+            break;
+        }
+        covered += bytes;
+        x.data = m->p + data0 + (size_t)b;
+        if (set->n == set->cap) {
+            size_t cap = set->cap ? 2 * set->cap : 256;
+            st_tensor *t = realloc(set->t, cap * sizeof *t);
+            if (!t) {
+                st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+                break;
+            }
+            set->t = t, set->cap = cap;
+        }
+        for (size_t i = 0; i < set->n && !st; i++)
+            if (strcmp(set->t[i].name, x.name) == 0)
+                st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensor %s appears twice", path, x.name);
+        if (!st) set->t[set->n++] = x;
+    }
+    if (!st && covered > data_len)
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensors overlap", path);
+    cJSON_Delete(root);
+    return st;
+}
+
+static st_tensor *st_find(st_set *set, const char *name) {
+    for (size_t i = 0; i < set->n; i++)
+        if (strcmp(set->t[i].name, name) == 0) return &set->t[i];
+    return NULL;
+}
+
+/*
+** Tensor `name` (also tried with `prefix` in front), checked to be
+** shaped (d0[, d1]) (d1 = 0: a vector); marks it used.
+*/
+static sm_status st_take(st_set *set, const char *prefix, const char *name, int64_t d0,
+                         int64_t d1, st_tensor **out, sm_error *err) {
+    char full[SM_NAME_MAX * 2];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    st_tensor *x = st_find(set, full);
+    if (!x) x = st_find(set, name);
+    if (!x) return sm_error_set(err, SM_ERR_FORMAT, "safetensors: missing tensor %s", full);
+    int nd = d1 ? 2 : 1;
+    if (x->ndim != nd || x->shape[0] != d0 || (nd == 2 && x->shape[1] != d1))
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "safetensors: tensor %s has %d dimensions [%lld, %lld], expected "
+                            "[%lld, %lld]",
+                            x->name, x->ndim, (long long)x->shape[0],
+                            (long long)(x->ndim > 1 ? x->shape[1] : 0), (long long)d0,
+                            (long long)d1);
+    x->used = true;
+    *out = x;
+    return SM_OK;
+}
+
+/* An integer key of the HF config (def when absent and def >= 0). */
+static sm_status hf_int(const cJSON *cfg, const char *key, int64_t def, int64_t lo, int64_t hi,
+                        int64_t *out, sm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0) return sm_error_set(err, SM_ERR_FORMAT, "config.json: missing key \"%s\"", key);
+        *out = def;
+        return SM_OK;
+    }
+    double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    if (d != floor(d) || d < (double)lo || d > (double)hi)
+        return sm_error_set(err, SM_ERR_FORMAT, "config.json: \"%s\" must be a whole number from %lld to %lld",
+                            key, (long long)lo, (long long)hi);
+    *out = (int64_t)d;
+    return SM_OK;
+}
+
+static double hf_num(const cJSON *cfg, const char *key, double def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static bool hf_bool(const cJSON *cfg, const char *key, bool def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static const char *hf_str(const cJSON *cfg, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, const char *dir,
+                              sm_error *err) {
+    int64_t C, L, H, ctx, V, F;
+    sm_status st;
+    if ((st = hf_int(hc, "n_embd", -1, 1, 65536, &C, err)) ||
+        (st = hf_int(hc, "n_layer", -1, 1, 1024, &L, err)) ||
+        (st = hf_int(hc, "n_head", -1, 1, 1024, &H, err)) ||
+        (st = hf_int(hc, "n_positions", 1024, 1, 1 << 20, &ctx, err)) ||
+        (st = hf_int(hc, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
+        (st = hf_int(hc, "n_inner", 4 * C, 1, 1 << 20, &F, err)))
+        return st;
+    if (C % H) return sm_error_set(err, SM_ERR_FORMAT, "config.json: n_embd is not a multiple of n_head");
+    const char *act = hf_str(hc, "activation_function");
+    sm_config *c = &pl->cfg;
+    c->arch = SM_ARCH_GPT2;
+    if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 || !*act)
+        c->activation = SM_ACT_GELU_TANH;
+    else if (strcmp(act, "gelu") == 0)
+        c->activation = SM_ACT_GELU_ERF;
+    else
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "config.json: activation_function \"%s\" is not supported", act);
+    c->n_layer = (int)L, c->n_head = (int)H, c->n_embd = (int)C, c->n_ctx = (int)ctx;
+    c->n_vocab = (int)V, c->n_ff = (int)F, c->n_kv_head = (int)H, c->head_dim = (int)(C / H);
+    c->norm_eps = (float)hf_num(hc, "layer_norm_epsilon", 1e-5);
+    c->bias = true;
+    c->tokenizer = SM_TOKENIZER_GPT2;
+    snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
+    snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
+    int64_t eos;
+    if ((st = hf_int(hc, "eos_token_id", 50256, 0, V - 1, &eos, err))) return st;
+    c->tok_bos = c->tok_eos = (int32_t)eos;
+    snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s/vocab.json", dir);
+    snprintf(pl->tok_src[1], sizeof pl->tok_src[1], "%s/merges.txt", dir);
+
+    const char *pre = "transformer.";
+    st_tensor *x;
+    otensor *t;
+    char src[SM_NAME_MAX], dst[SM_NAME_MAX];
+#define OUT(name, rows, cols)                                                             \
+    if (!(t = add_tensor(pl, name, rows, cols))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory")
+#define TAKE(name, d0, d1) if ((st = st_take(set, pre, name, d0, d1, &x, err))) return st
+    TAKE("wte.weight", V, C);
+    OUT("tok_embd", V, C);
+    add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+    TAKE("wpe.weight", ctx, C);
+    OUT("pos_embd", ctx, C);
+    add_part(t, x->data, x->dt, ctx, C, OP_COPY, 0);
+    static const struct {
+        const char *from, *to;
+        int kind; /* 0 vector of C, 1 conv weight, 2 bias of rows */
+        int rows;  /* output rows: 1 = C, 3 = 3C, 4 = F */
+        int cols;  /* input: 1 = C, 4 = F */
+    } map[] = {
+        {"ln_1.weight", "ln1.weight", 0, 1, 0},        {"ln_1.bias", "ln1.bias", 0, 1, 0},
+        {"attn.c_attn.weight", "attn_qkv.weight", 1, 3, 1},
+        {"attn.c_attn.bias", "attn_qkv.bias", 2, 3, 0},
+        {"attn.c_proj.weight", "attn_out.weight", 1, 1, 1},
+        {"attn.c_proj.bias", "attn_out.bias", 2, 1, 0},
+        {"ln_2.weight", "ln2.weight", 0, 1, 0},        {"ln_2.bias", "ln2.bias", 0, 1, 0},
+        {"mlp.c_fc.weight", "mlp_up.weight", 1, 4, 1}, {"mlp.c_fc.bias", "mlp_up.bias", 2, 4, 0},
+        {"mlp.c_proj.weight", "mlp_down.weight", 1, 1, 4},
+        {"mlp.c_proj.bias", "mlp_down.bias", 2, 1, 0},
+    };
+    for (int64_t l = 0; l < L; l++) {
+        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+            int64_t rows = map[k].rows == 1 ? C : map[k].rows == 3 ? 3 * C : F;
+            int64_t in = map[k].cols == 4 ? F : C;
+            snprintf(src, sizeof src, "h.%lld.%s", (long long)l, map[k].from);
+            snprintf(dst, sizeof dst, "blk.%lld.%s", (long long)l, map[k].to);
+            if (map[k].kind == 1) {
+                TAKE(src, in, rows); /* Conv1D: [in, out] */
+                OUT(dst, rows, in);
+                add_part(t, x->data, x->dt, rows, in, OP_TRANSPOSE, 0);
+            } else {
+                TAKE(src, rows, 0);
+                OUT(dst, rows, 0);
+                add_part(t, x->data, x->dt, rows, 0, OP_COPY, 0);
+            }
+        }
+    }
+    TAKE("ln_f.weight", C, 0);
+    OUT("ln_f.weight", C, 0);
+    add_part(t, x->data, x->dt, C, 0, OP_COPY, 0);
+    TAKE("ln_f.bias", C, 0);
+    OUT("ln_f.bias", C, 0);
+    add_part(t, x->data, x->dt, C, 0, OP_COPY, 0);
+    c->tied_output = true;
+    st_tensor *head = st_find(set, "lm_head.weight");
+    if (head) { /* saved beside a tied wte: the same values, or a separate layer */
+        st_tensor *wte = st_find(set, "transformer.wte.weight");
+        if (!wte) wte = st_find(set, "wte.weight");
+        if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
+        bool same = x->dt == wte->dt && memcmp(x->data, wte->data, (size_t)(V * C) * sm_dtype_size(x->dt)) == 0;
+        if (!same) {
+            c->tied_output = false;
+            OUT("output.weight", V, C);
+            add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+        }
+    }
+#undef TAKE
+#undef OUT
+    /* buffers some files carry: the causal mask (attn.bias) and masked_bias */
+    for (size_t i = 0; i < set->n; i++) {
+        const char *nm = set->t[i].name;
+        size_t n = strlen(nm);
+        if ((n > 10 && strcmp(nm + n - 10, ".attn.bias") == 0) ||
+            (n > 17 && strcmp(nm + n - 17, ".attn.masked_bias") == 0))
+            set->t[i].used = true;
+    }
+    return SM_OK;
+}
+
+static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const sm_convert_opts *o,
+                               sm_error *err) {
+    int64_t C, L, H, KVH, hd, F, ctx, V, bos, eos;
+    sm_status st;
+    if ((st = hf_int(hc, "hidden_size", -1, 1, 65536, &C, err)) ||
+        (st = hf_int(hc, "num_hidden_layers", -1, 1, 1024, &L, err)) ||
+        (st = hf_int(hc, "num_attention_heads", -1, 1, 1024, &H, err)) ||
+        (st = hf_int(hc, "num_key_value_heads", H, 1, 1024, &KVH, err)) ||
+        (st = hf_int(hc, "head_dim", C / H, 2, 4096, &hd, err)) ||
+        (st = hf_int(hc, "intermediate_size", -1, 1, 1 << 20, &F, err)) ||
+        (st = hf_int(hc, "max_position_embeddings", 2048, 1, 1 << 20, &ctx, err)) ||
+        (st = hf_int(hc, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
+        (st = hf_int(hc, "bos_token_id", 1, 0, V - 1, &bos, err)) ||
+        (st = hf_int(hc, "eos_token_id", 2, 0, V - 1, &eos, err)))
+        return st;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(hc, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "config.json: rope_scaling is not supported yet");
+    if (hf_bool(hc, "attention_bias", false) || hf_bool(hc, "mlp_bias", false))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "config.json: attention_bias / mlp_bias are not supported");
+    const char *act = hf_str(hc, "hidden_act");
+    if (*act && strcmp(act, "silu") != 0)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "config.json: hidden_act \"%s\" is not supported", act);
+    if (H % KVH || hd % 2)
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "config.json: num_attention_heads must be a multiple of "
+                            "num_key_value_heads and head_dim even");
+    if (!o->tokenizer)
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "a Llama directory's tokenizer is given as a llama2.c tokenizer.bin "
+                            "with --tokenizer FILE (tokenizer.json is not read yet)");
+    sm_config *c = &pl->cfg;
+    c->arch = SM_ARCH_LLAMA;
+    c->n_layer = (int)L, c->n_head = (int)H, c->n_kv_head = (int)KVH, c->n_embd = (int)C;
+    c->head_dim = (int)hd, c->n_ff = (int)F, c->n_ctx = (int)ctx, c->n_vocab = (int)V;
+    c->norm_eps = (float)hf_num(hc, "rms_norm_eps", 1e-6);
+    c->rope_theta = (float)hf_num(hc, "rope_theta", 10000.0);
+    c->activation = SM_ACT_SILU, c->bias = false;
+    c->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+    snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
+    c->tok_bos = (int32_t)bos, c->tok_eos = (int32_t)eos;
+    snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", o->tokenizer);
+
+    const char *pre = "model.";
+    int64_t Q = H * hd, KV = KVH * hd;
+    st_tensor *x, *k, *v;
+    otensor *t;
+    char a[SM_NAME_MAX], b[SM_NAME_MAX], d[SM_NAME_MAX];
+#define OUT(name, rows, cols)                                                             \
+    if (!(t = add_tensor(pl, name, rows, cols))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory")
+#define TAKE(name, d0, d1, var) if ((st = st_take(set, pre, name, d0, d1, &var, err))) return st
+    TAKE("embed_tokens.weight", V, C, x);
+    OUT("tok_embd", V, C);
+    add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+    static const struct {
+        const char *from, *to;
+        int rows, cols; /* 'C', 'F' or 'Q' */
+    } map[] = {
+        {"input_layernorm.weight", "attn_norm.weight", 'C', 0},
+        {"self_attn.o_proj.weight", "attn_out.weight", 'C', 'Q'},
+        {"post_attention_layernorm.weight", "ffn_norm.weight", 'C', 0},
+        {"mlp.gate_proj.weight", "ffn_gate.weight", 'F', 'C'},
+        {"mlp.up_proj.weight", "ffn_up.weight", 'F', 'C'},
+        {"mlp.down_proj.weight", "ffn_down.weight", 'C', 'F'},
+    };
+    for (int64_t l = 0; l < L; l++) {
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+            int64_t r = map[i].rows == 'C' ? C : map[i].rows == 'F' ? F : Q;
+            int64_t cc = !map[i].cols ? 0 : map[i].cols == 'C' ? C : map[i].cols == 'F' ? F : Q;
+            snprintf(a, sizeof a, "layers.%lld.%s", (long long)l, map[i].from);
+            snprintf(d, sizeof d, "blk.%lld.%s", (long long)l, map[i].to);
+            TAKE(a, r, cc, x);
+            OUT(d, r, cc);
+            add_part(t, x->data, x->dt, r, cc, OP_COPY, 0);
+        }
+        snprintf(a, sizeof a, "layers.%lld.self_attn.q_proj.weight", (long long)l);
+        TAKE(a, Q, C, x);
+        snprintf(b, sizeof b, "layers.%lld.self_attn.k_proj.weight", (long long)l);
+        TAKE(b, KV, C, k);
+        snprintf(b, sizeof b, "layers.%lld.self_attn.v_proj.weight", (long long)l);
+        TAKE(b, KV, C, v);
+        snprintf(d, sizeof d, "blk.%lld.attn_qkv.weight", (long long)l);
+        OUT(d, Q + 2 * KV, C);
+        add_part(t, x->data, x->dt, Q, C, OP_ROPE, hd);
+        add_part(t, k->data, k->dt, KV, C, OP_ROPE, hd);
+        add_part(t, v->data, v->dt, KV, C, OP_COPY, 0);
+    }
+    TAKE("norm.weight", C, 0, x);
+    OUT("norm_f.weight", C, 0);
+    add_part(t, x->data, x->dt, C, 0, OP_COPY, 0);
+    c->tied_output = hf_bool(hc, "tie_word_embeddings", false);
+    st_tensor *head = st_find(set, "lm_head.weight");
+    if (!c->tied_output || head) {
+        if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
+        if (!c->tied_output) {
+            OUT("output.weight", V, C);
+            add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+        }
+    }
+#undef TAKE
+#undef OUT
+    for (size_t i = 0; i < set->n; i++)
+        if (strstr(set->t[i].name, "rotary_emb.inv_freq")) set->t[i].used = true;
+    return SM_OK;
+}
+
+static sm_status from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err) {
+    char path[4400], *buf = NULL;
+    size_t len;
+    cJSON *hc = NULL, *idx = NULL;
+    st_set set = {0};
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    sm_status st = sm_read_file(path, 1u << 20, &buf, &len, err);
+    if (!st) st = sm_json_parse_strict(buf, len, path, &hc, err);
+    free(buf);
+    buf = NULL;
+    if (st) goto done;
+    const char *type = hf_str(hc, "model_type");
+    bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
+    if (!gpt2 && !llama) {
+        st = sm_error_set(err, SM_ERR_UNSUPPORTED,
+                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama)", path,
+                          type);
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, F_OK) == 0) {
+        st = st_read(pl, &set, path, err);
+    } else { /* shards named by the index's weight_map */
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        st = sm_read_file(path, 64u << 20, &buf, &len, err);
+        if (st) {
+            st = sm_error_set(err, SM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json",
+                              dir);
+            goto done;
+        }
+        if ((st = sm_json_parse_strict(buf, len, path, &idx, err))) goto done;
+        const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+        if (!cJSON_IsObject(wm)) {
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: missing object \"weight_map\"", path);
+            goto done;
+        }
+        char seen[MAX_SHARDS][256];
+        int n_seen = 0;
+        for (const cJSON *e = wm->child; e && !st; e = e->next) {
+            const char *f = cJSON_IsString(e) ? e->valuestring : NULL;
+            if (!f || strchr(f, '/') || strlen(f) >= 256 || !strcmp(f, ".") || !strcmp(f, "..")) {
+                st = sm_error_set(err, SM_ERR_FORMAT, "%s: weight_map[\"%.60s\"] must be a file name",
+                                  path, e->string);
+                break;
+            }
+            bool dup = false;
+            for (int i = 0; i < n_seen; i++) dup = dup || strcmp(seen[i], f) == 0;
+            if (dup) continue;
+            if (n_seen == MAX_SHARDS) {
+                st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d shards", path, MAX_SHARDS);
+                break;
+            }
+            snprintf(seen[n_seen++], 256, "%s", f);
+            char sp[4400];
+            snprintf(sp, sizeof sp, "%s/%s", dir, f);
+            st = st_read(pl, &set, sp, err);
+        }
+    }
+    if (st) goto done;
+    st = gpt2 ? from_hf_gpt2(pl, &set, hc, dir, err) : from_hf_llama(pl, &set, hc, o, err);
+    for (size_t i = 0; !st && i < set.n; i++)
+        if (!set.t[i].used)
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "safetensors: unexpected tensor %s for %s",
+                              set.t[i].name, type);
+done:
+    free(buf);
+    free(set.t);
+    cJSON_Delete(hc);
+    cJSON_Delete(idx);
+    return st;
+}
+
+/* ------------------------------------------------------------- driver */
+
+sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
+                     sm_convert_info *info, sm_error *err) {
+    memset(info, 0, sizeof *info);
+    struct stat sb;
+    if (stat(src, &sb) != 0)
+        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", src, strerror(errno));
+    if (lstat(out, &(struct stat){0}) == 0)
+        return sm_error_set(err, SM_ERR_INPUT, "'%s' exists; convert writes a new directory", out);
+    plan pl;
+    memset(&pl, 0, sizeof pl);
+    sm_status st;
+    if (S_ISDIR(sb.st_mode)) {
+        st = from_hf(&pl, src, o, err);
+        snprintf(info->source, sizeof info->source, "Hugging Face %s",
+                 pl.cfg.arch == SM_ARCH_LLAMA ? "llama" : "gpt2");
+    } else {
+        st = from_llama2c(&pl, src, o, err);
+        snprintf(info->source, sizeof info->source, "llama2.c checkpoint");
+    }
+    char tmp[4200];
+    if (!st && (size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()) >= sizeof tmp)
+        st = sm_error_set(err, SM_ERR_INPUT, "output path '%s' is too long", out);
+    if (st) {
+        plan_free(&pl);
+        return st;
+    }
+    remove_dir(tmp);
+    if (mkdir(tmp, 0755) != 0) {
+        plan_free(&pl);
+        return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    }
+    st = write_plan(&pl, tmp, info, err);
+    plan_free(&pl);
+    if (!st) st = check_output(tmp, err);
+    if (!st && rename(tmp, out) != 0)
+        st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
+    if (st) remove_dir(tmp);
+    return st;
+}
