@@ -565,6 +565,7 @@ static int runner_init(runner *r, const cli_opts *o, bool all_logits, size_t max
     if (o->check_weights && sm_model_check_weights(r->model, &err)) goto fail_msg;
     const sm_config *c = sm_model_config(r->model);
     if (sm_tokenizer_init(&r->tok, c, o->model, &err)) goto fail_msg;
+    r->tok.parse_special = o->special;
     if (o->ctx > c->n_ctx) {
         rc = usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
         goto fail;

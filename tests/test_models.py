@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Real and reference models through `smallmind convert`, `generate` and `score`.
+
+- stories260K (a pretrained llama2.c checkpoint and its tokenizer, from
+  ../shared): converted and run greedily, the output equals llama2.c's
+  reference_greedy.txt byte for byte, with every kernel table.
+- tiny-gpt2 (a Hugging Face GPT-2 directory, ../shared): converts and runs.
+- Random GPT-2-shaped and Llama-shaped Hugging Face directories written here
+  (safetensors written by this script; F32, F16 and BF16), and a random
+  llama2.c checkpoint: every token's log-probability from `smallmind score`
+  equals an independent PyTorch forward pass written here to <= 1e-4. The
+  Hugging Face Llama reference rotates halves (rotate_half); the llama2.c
+  reference rotates interleaved pairs as complex numbers; both must match,
+  which proves convert maps each layout onto smallmind's.
+
+    tests/test_models.py --bin build [--shared ../shared]
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+P = F = S = 0
+TOL = 1e-4
+
+
+def check(ok, what, detail=""):
+    global P, F
+    if ok:
+        P += 1
+        print(f"ok   {what}")
+    else:
+        F += 1
+        print(f"FAIL {what} {detail}")
+
+
+def skip(what):
+    global S
+    S += 1
+    print(f"skip {what}")
+
+
+def run(args, data=None):
+    return subprocess.run(args, input=data, capture_output=True, timeout=300)
+
+
+def write_safetensors(path, tensors, torch):
+    """tensors: name -> torch tensor (float32, float16 or bfloat16)."""
+    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        t = t.contiguous()
+        raw = t.view(torch.int16).numpy().tobytes() if t.dtype != torch.float32 else t.numpy().tobytes()
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def score(smbin, model, text, kernels="auto"):
+    p = run([smbin, "score", "-m", model, "--json", "--kernels", kernels, "-f", "-"], text.encode())
+    if p.returncode != 0:
+        return None, p.stderr.decode(errors="replace")
+    r = json.loads(p.stdout)
+    return r["tokens"], ""
+
+
+def compare(torch, logits, toks):
+    """Max |logprob difference| between the reference logits (T, V) and score's tokens."""
+    lp = torch.log_softmax(logits.double(), dim=-1)
+    worst = 0.0
+    for i in range(1, len(toks)):
+        want = lp[i - 1, toks[i]["id"]].item()
+        worst = max(worst, abs(want - toks[i]["logprob"]))
+    return worst
+
+
+# ---------------------------------------------------------------- GPT-2
+
+def gpt2_reference(torch, W, ids, L, H, eps):
+    x = W["wte.weight"][ids] + W["wpe.weight"][: len(ids)]
+    T, C = x.shape
+    hs = C // H
+    mask = torch.full((T, T), float("-inf")).triu(1).double()
+    ln = lambda x, p: torch.nn.functional.layer_norm(x, (C,), W[p + ".weight"], W[p + ".bias"], eps)
+    for l in range(L):
+        p = f"h.{l}."
+        h = ln(x, p + "ln_1")
+        qkv = h @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]  # Conv1D: [in, out]
+        q, k, v = qkv.split(C, dim=-1)
+        q, k, v = (t.view(T, H, hs).transpose(0, 1) for t in (q, k, v))
+        a = torch.softmax(q @ k.transpose(1, 2) / hs ** 0.5 + mask, dim=-1) @ v
+        x = x + a.transpose(0, 1).reshape(T, C) @ W[p + "attn.c_proj.weight"] + W[p + "attn.c_proj.bias"]
+        h = ln(x, p + "ln_2")
+        h = torch.nn.functional.gelu(h @ W[p + "mlp.c_fc.weight"] + W[p + "mlp.c_fc.bias"], approximate="tanh")
+        x = x + h @ W[p + "mlp.c_proj.weight"] + W[p + "mlp.c_proj.bias"]
+    x = ln(x, "ln_f")
+    return x @ W["wte.weight"].T
+
+
+def test_gpt2(torch, smbin, tmp, tiny, dtype):
+    g = torch.Generator().manual_seed(5)
+    L, H, C, V, ctx = 2, 4, 64, 50257, 128
+    rnd = lambda *s: torch.randn(*s, generator=g) * 0.2
+    W = {"wte.weight": rnd(V, C), "wpe.weight": rnd(ctx, C), "ln_f.weight": 1 + rnd(C), "ln_f.bias": rnd(C)}
+    for l in range(L):
+        p = f"h.{l}."
+        W.update({p + "ln_1.weight": 1 + rnd(C), p + "ln_1.bias": rnd(C),
+                  p + "attn.c_attn.weight": rnd(C, 3 * C), p + "attn.c_attn.bias": rnd(3 * C),
+                  p + "attn.c_proj.weight": rnd(C, C), p + "attn.c_proj.bias": rnd(C),
+                  p + "ln_2.weight": 1 + rnd(C), p + "ln_2.bias": rnd(C),
+                  p + "mlp.c_fc.weight": rnd(C, 4 * C), p + "mlp.c_fc.bias": rnd(4 * C),
+                  p + "mlp.c_proj.weight": rnd(4 * C, C), p + "mlp.c_proj.bias": rnd(C),
+                  p + "attn.bias": torch.ones(1, 1, ctx, ctx).tril()})  # a mask buffer: ignored
+    W = {k: v.to(dtype) for k, v in W.items()}
+    hf = os.path.join(tmp, f"hf-gpt2-{str(dtype)[6:]}")
+    os.makedirs(hf)
+    # names with the transformer. prefix, and lm_head saved tied (as save_pretrained may)
+    st = {("transformer." + k): v for k, v in W.items()}
+    st["lm_head.weight"] = W["wte.weight"].clone()
+    write_safetensors(os.path.join(hf, "model.safetensors"), st, torch)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump({"model_type": "gpt2", "n_embd": C, "n_layer": L, "n_head": H, "n_positions": ctx,
+                   "vocab_size": V, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+                   "n_inner": None, "eos_token_id": 50256}, f)
+    for n in ("vocab.json", "merges.txt"):
+        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+    out = hf + "-sm"
+    p = run([smbin, "convert", hf, out])
+    if p.returncode != 0:
+        check(False, f"convert HF GPT-2 ({dtype})", p.stderr.decode())
+        return
+    text = "The quick brown fox jumps over the lazy dog. Über naïve café 123!"
+    toks, err = score(smbin, out, text)
+    if toks is None:
+        check(False, f"score HF GPT-2 ({dtype})", err)
+        return
+    ids = torch.tensor([t["id"] for t in toks])
+    Wd = {k: v.double() for k, v in W.items()}
+    worst = compare(torch, gpt2_reference(torch, Wd, ids, L, H, 1e-5), toks)
+    check(worst <= TOL, f"HF GPT-2 ({str(dtype)[6:]} safetensors): {len(toks) - 1} log-probs = PyTorch, worst {worst:.2e}")
+
+
+# ---------------------------------------------------------------- Llama
+
+def rms(torch, x, w, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta):
+    """Hugging Face's Llama: rotate_half on q/k as stored by HF."""
+    x = W["model.embed_tokens.weight"][ids]
+    T = len(ids)
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    rot = lambda t: torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], -1)
+    mask = torch.full((T, T), float("-inf")).triu(1).double()
+    for l in range(L):
+        p = f"model.layers.{l}."
+        h = rms(torch, x, W[p + "input_layernorm.weight"], eps)
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)
+        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, KVH, hd).transpose(0, 1)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, KVH, hd).transpose(0, 1)
+        q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
+        k, v = k.repeat_interleave(H // KVH, 0), v.repeat_interleave(H // KVH, 0)
+        a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
+        x = x + a.transpose(0, 1).reshape(T, H * hd) @ W[p + "self_attn.o_proj.weight"].T
+        h = rms(torch, x, W[p + "post_attention_layernorm.weight"], eps)
+        g = h @ W[p + "mlp.gate_proj.weight"].T
+        x = x + (torch.nn.functional.silu(g) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+    x = rms(torch, x, W["model.norm.weight"], eps)
+    return x @ W["lm_head.weight"].T
+
+
+def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
+    g = torch.Generator().manual_seed(9)
+    L, H, KVH, hd, C, F, V, ctx = 2, 4, 2, 16, 48, 96, 512, 128  # head_dim * heads != hidden
+    rnd = lambda *s: torch.randn(*s, generator=g) * 0.3
+    W = {"model.embed_tokens.weight": rnd(V, C), "model.norm.weight": 1 + rnd(C), "lm_head.weight": rnd(V, C)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        W.update({p + "input_layernorm.weight": 1 + rnd(C), p + "post_attention_layernorm.weight": 1 + rnd(C),
+                  p + "self_attn.q_proj.weight": rnd(H * hd, C), p + "self_attn.k_proj.weight": rnd(KVH * hd, C),
+                  p + "self_attn.v_proj.weight": rnd(KVH * hd, C), p + "self_attn.o_proj.weight": rnd(C, H * hd),
+                  p + "mlp.gate_proj.weight": rnd(F, C), p + "mlp.up_proj.weight": rnd(F, C),
+                  p + "mlp.down_proj.weight": rnd(C, F)})
+    W = {k: v.to(dtype) for k, v in W.items()}
+    hf = os.path.join(tmp, f"hf-llama-{str(dtype)[6:]}")
+    os.makedirs(hf)
+    # two shards with an index, as large checkpoints come
+    names = sorted(W)
+    half = len(names) // 2
+    shards = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+    wm = {}
+    for fn, ns in shards.items():
+        write_safetensors(os.path.join(hf, fn), {n: W[n] for n in ns}, torch)
+        wm.update({n: fn for n in ns})
+    with open(os.path.join(hf, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wm}, f)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": L,
+                   "num_attention_heads": H, "num_key_value_heads": KVH, "head_dim": hd,
+                   "max_position_embeddings": ctx, "vocab_size": V, "rms_norm_eps": 1e-5,
+                   "rope_theta": 500000.0, "tie_word_embeddings": False, "hidden_act": "silu",
+                   "bos_token_id": 1, "eos_token_id": 2, "rope_scaling": None}, f)
+    out = hf + "-sm"
+    p = run([smbin, "convert", hf, out, "--tokenizer", tokbin])
+    if p.returncode != 0:
+        check(False, f"convert HF Llama ({dtype})", p.stderr.decode())
+        return
+    text = "Once upon a time, a little dog found a big red ball in the park. It was happy."
+    Wd = {k: v.double() for k, v in W.items()}
+    for kern in ("scalar", "auto"):
+        toks, err = score(smbin, out, text, kern)
+        if toks is None:
+            check(False, f"score HF Llama ({dtype})", err)
+            return
+        ids = torch.tensor([t["id"] for t in toks])
+        worst = compare(torch, llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 500000.0), toks)
+        check(worst <= TOL, f"HF Llama ({str(dtype)[6:]}, 2 shards, GQA 4/2, rotate-halves) {kern} kernels: "
+              f"{len(toks) - 1} log-probs = PyTorch, worst {worst:.2e}")
+
+
+def llama2c_reference(torch, W, ids, L, H, KVH, eps):
+    """llama2.c's model.py: interleaved pairs rotated as complex numbers."""
+    x = W["tok"][ids]
+    T, C = x.shape
+    hd = C // H
+    freqs = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    cis = torch.polar(torch.ones(T, hd // 2, dtype=torch.float64), torch.outer(torch.arange(T, dtype=torch.float64), freqs))
+    def rope(t):  # (T, heads, hd)
+        c = torch.view_as_complex(t.reshape(*t.shape[:-1], hd // 2, 2).contiguous())
+        return torch.view_as_real(c * cis[:, None, :]).flatten(2)
+    mask = torch.full((T, T), float("-inf")).triu(1).double()
+    for l in range(L):
+        h = rms(torch, x, W["att_norm"][l], eps)
+        q = rope((h @ W["wq"][l].T).view(T, H, hd)).transpose(0, 1)
+        k = rope((h @ W["wk"][l].T).view(T, KVH, hd)).transpose(0, 1)
+        v = (h @ W["wv"][l].T).view(T, KVH, hd).transpose(0, 1)
+        k, v = k.repeat_interleave(H // KVH, 0), v.repeat_interleave(H // KVH, 0)
+        a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
+        x = x + a.transpose(0, 1).reshape(T, C) @ W["wo"][l].T
+        h = rms(torch, x, W["ffn_norm"][l], eps)
+        x = x + (torch.nn.functional.silu(h @ W["w1"][l].T) * (h @ W["w3"][l].T)) @ W["w2"][l].T
+    return rms(torch, x, W["norm"], eps) @ W["tok"].T
+
+
+def test_llama2c(torch, smbin, tmp, tokbin):
+    g = torch.Generator().manual_seed(3)
+    dim, hidden, L, H, KVH, V, ctx = 64, 160, 3, 8, 4, 512, 64
+    hd = dim // H
+    rnd = lambda *s: torch.randn(*s, generator=g) * 0.3
+    W = {"tok": rnd(V, dim), "att_norm": 1 + rnd(L, dim), "wq": rnd(L, dim, dim), "wk": rnd(L, KVH * hd, dim),
+         "wv": rnd(L, KVH * hd, dim), "wo": rnd(L, dim, dim), "ffn_norm": 1 + rnd(L, dim),
+         "w1": rnd(L, hidden, dim), "w2": rnd(L, dim, hidden), "w3": rnd(L, hidden, dim), "norm": 1 + rnd(dim)}
+    path = os.path.join(tmp, "l2c.bin")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<7i", dim, hidden, L, H, KVH, V, ctx))
+        for k in ("tok", "att_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w1", "w2", "w3", "norm"):
+            f.write(W[k].numpy().astype("<f4").tobytes())
+        f.write(torch.zeros(ctx * hd).numpy().astype("<f4").tobytes())  # freq_cis tables
+    out = os.path.join(tmp, "l2c-sm")
+    p = run([smbin, "convert", path, out, "--tokenizer", tokbin])
+    if p.returncode != 0:
+        check(False, "convert llama2.c checkpoint", p.stderr.decode())
+        return
+    text = "Once upon a time, a little dog found a big red ball in the park."
+    toks, err = score(smbin, out, text)
+    if toks is None:
+        check(False, "score llama2.c model", err)
+        return
+    ids = torch.tensor([t["id"] for t in toks])
+    Wd = {k: v.double() for k, v in W.items()}
+    worst = compare(torch, llama2c_reference(torch, Wd, ids, L, H, KVH, 1e-5), toks)
+    check(worst <= TOL, f"llama2.c checkpoint (GQA 8/4, interleaved pairs): {len(toks) - 1} log-probs = "
+          f"PyTorch, worst {worst:.2e}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build")
+    ap.add_argument("--shared", default=os.path.join("..", "shared"))
+    a = ap.parse_args()
+    smbin = os.path.join(a.bin, "smallmind")
+    models = os.path.join(a.shared, "models")
+    s260 = os.path.join(models, "stories260K")
+    tiny = os.path.join(models, "tiny-gpt2")
+    with tempfile.TemporaryDirectory() as tmp:
+        if os.path.isdir(s260):
+            out = os.path.join(tmp, "s260")
+            p = run([smbin, "convert", os.path.join(s260, "stories260K.bin"), out, "--tokenizer",
+                     os.path.join(s260, "tok512.bin")])
+            check(p.returncode == 0, "convert stories260K.bin + tok512.bin", p.stderr.decode())
+            with open(os.path.join(s260, "reference_greedy.txt"), "rb") as f:
+                want = f.read().rstrip(b"\n")
+            for kern in ("scalar", "avx2", "avx512"):
+                for t in ("1", "2"):
+                    # llama2.c's 256 steps: BOS, then 256 sampled tokens (it stops at BOS)
+                    p = run([smbin, "generate", "-m", out, "-p", "", "-n", "256", "--temp", "0",
+                             "--kernels", kern, "-t", t])
+                    if p.returncode != 0 and b"not supported by this CPU" in p.stderr:
+                        skip(f"stories260K greedy with {kern}: this CPU lacks it")
+                        break
+                    check(p.stdout == want, f"stories260K greedy = llama2.c's reference_greedy.txt "
+                          f"({len(want)} bytes; {kern}, {t} threads)", repr(p.stdout[-80:]))
+        else:
+            skip(f"stories260K: {s260} is absent")
+        if os.path.isdir(tiny):
+            out = os.path.join(tmp, "tiny")
+            p = run([smbin, "convert", tiny, out])
+            ok = p.returncode == 0
+            if ok:
+                p = run([smbin, "generate", "-m", out, "-p", "Hello world", "-n", "8", "--temp", "0", "--json"])
+                r = json.loads(p.stdout) if p.returncode == 0 else {}
+                ok = r.get("tokens_prompt") == 2 and r.get("tokens_generated", 0) >= 1
+            check(ok, "tiny-gpt2 (HF directory, transformer. prefix, Conv1D, tied) converts and generates",
+                  p.stderr.decode())
+        else:
+            skip(f"tiny-gpt2: {tiny} is absent")
+        try:
+            import torch
+        except ImportError:
+            torch = None
+            skip("PyTorch references: torch is not importable (apt-get install python3-torch)")
+        if torch is not None:
+            torch.set_num_threads(2)
+            if os.path.isdir(tiny):
+                for dt in (torch.float32, torch.bfloat16):
+                    test_gpt2(torch, smbin, tmp, tiny, dt)
+            else:
+                skip("HF GPT-2 reference: needs tiny-gpt2's vocab.json and merges.txt")
+            tokbin = os.path.join(s260, "tok512.bin")
+            if os.path.exists(tokbin):
+                for dt in (torch.float32, torch.float16):
+                    test_llama_hf(torch, smbin, tmp, tokbin, dt)
+                test_llama2c(torch, smbin, tmp, tokbin)
+            else:
+                skip("Llama references: need stories260K's tok512.bin")
+    print(f"models: {P} passed, {F} failed, {S} skipped")
+    return 1 if F else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
