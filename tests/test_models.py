@@ -288,6 +288,64 @@ def test_llama2c(torch, smbin, tmp, tokbin):
           f"PyTorch, worst {worst:.2e}")
 
 
+def bad_conversions(smbin, tmp):
+    """Broken sources fail with one line naming the file and the fault, and write nothing."""
+    tokp = os.path.join(tmp, "tok.bin")
+    with open(tokp, "wb") as f:  # a tiny valid tokenizer.bin: 3 control + 256 byte pieces
+        f.write(struct.pack("<i", 8))
+        for piece in [b"<unk>", b"\n<s>\n", b"\n</s>\n"] + [b"<0x%02X>" % b for b in range(256)]:
+            f.write(struct.pack("<fi", 0.0, len(piece)) + piece)
+    hdr = struct.pack("<7i", 64, 160, 2, 8, 4, 259, 32)
+    floats = 259 * 64 + 2 * 64 + 2 * 64 * 64 + 2 * 2 * 64 * 32 + 2 * 64 + 3 * 2 * 64 * 160 + 64 + 32 * 4
+    cases = [
+        ("l2c_truncated", "model.bin", hdr + b"\0" * (4 * floats - 8), ["--tokenizer", tokp], "bytes, but the header"),
+        ("l2c_extra", "model.bin", hdr + b"\0" * (4 * floats + 4), ["--tokenizer", tokp], "bytes, but the header"),
+        ("l2c_bad_heads", "model.bin", struct.pack("<7i", 64, 160, 2, 7, 4, 259, 32), ["--tokenizer", tokp], "do not fit"),
+        ("l2c_negative_dim", "model.bin", struct.pack("<7i", -64, 160, 2, 8, 4, 259, 32), ["--tokenizer", tokp], "header dim is -64"),
+        ("l2c_no_tokenizer", "model.bin", hdr, [], "needs --tokenizer"),
+        ("l2c_v1", "model.bin", b"24ka" + struct.pack("<i", 1) + b"\0" * 300, ["--tokenizer", tokp], "version 1 checkpoint"),
+    ]
+    for name, fn, data, extra, want in cases:
+        path = os.path.join(tmp, name + ".bin")
+        with open(path, "wb") as f:
+            f.write(data)
+        expect_convert_fail(smbin, [path] + extra, os.path.join(tmp, name + "-out"), name, path, want)
+    def hf_dir(name, cfg, st_bytes):
+        d = os.path.join(tmp, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        if st_bytes is not None:
+            with open(os.path.join(d, "model.safetensors"), "wb") as f:
+                f.write(st_bytes)
+        return d
+    g2 = {"model_type": "gpt2", "n_embd": 8, "n_layer": 1, "n_head": 2, "vocab_size": 10}
+    hdr_json = lambda h: struct.pack("<Q", len(h)) + h
+    hf_cases = [
+        ("hf_unknown_type", {"model_type": "mamba"}, b"", "model_type \"mamba\" is not supported"),
+        ("hf_header_too_long", g2, struct.pack("<Q", 2**63) + b"{}", "header length 9223372036854775808 does not fit"),
+        ("hf_offsets_wrong", g2, hdr_json(b'{"wte.weight":{"dtype":"F32","shape":[10,8],"data_offsets":[0,300]}}') + b"\0" * 320,
+         "do not agree"),
+        ("hf_bad_dtype", g2, hdr_json(b'{"wte.weight":{"dtype":"I8","shape":[10,8],"data_offsets":[0,80]}}') + b"\0" * 80,
+         "dtype I8"),
+        ("hf_missing_tensor", g2, hdr_json(b'{"wte.weight":{"dtype":"F32","shape":[10,8],"data_offsets":[0,320]}}') + b"\0" * 320,
+         "missing tensor transformer.wpe.weight"),
+        ("hf_no_weights", g2, None, "no model.safetensors"),
+    ]
+    for name, cfg, data, want in hf_cases:
+        d = hf_dir(name, cfg, data)
+        expect_convert_fail(smbin, [d], d + "-out", name, d, want)
+
+
+def expect_convert_fail(smbin, args, out, name, where, want):
+    p = run([smbin, "convert", args[0], out] + args[1:])
+    err = p.stderr.decode(errors="replace").strip()
+    ok = p.returncode == 1 and len(err.split("\n")) == 1 and want in err and where in err and \
+        not os.path.exists(out)
+    check(ok, f"bad conversion ({name}): exit 1, one line, nothing written: {err[:140]}",
+          f"rc={p.returncode} want {want!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="build")
@@ -298,6 +356,7 @@ def main():
     s260 = os.path.join(models, "stories260K")
     tiny = os.path.join(models, "tiny-gpt2")
     with tempfile.TemporaryDirectory() as tmp:
+        bad_conversions(smbin, tmp)
         if os.path.isdir(s260):
             out = os.path.join(tmp, "s260")
             p = run([smbin, "convert", os.path.join(s260, "stories260K.bin"), out, "--tokenizer",

@@ -434,6 +434,7 @@ typedef struct {
 typedef struct {
     st_tensor *t;
     size_t n, cap;
+    const char *where; /* the source directory, for messages */
 } st_set;
 
 /* Reads one safetensors file's header and records its tensors (checked against the file). */
@@ -534,13 +535,13 @@ static sm_status st_take(st_set *set, const char *prefix, const char *name, int6
     snprintf(full, sizeof full, "%s%s", prefix, name);
     st_tensor *x = st_find(set, full);
     if (!x) x = st_find(set, name);
-    if (!x) return sm_error_set(err, SM_ERR_FORMAT, "safetensors: missing tensor %s", full);
+    if (!x) return sm_error_set(err, SM_ERR_FORMAT, "%s: missing tensor %s", set->where, full);
     int nd = d1 ? 2 : 1;
     if (x->ndim != nd || x->shape[0] != d0 || (nd == 2 && x->shape[1] != d1))
         return sm_error_set(err, SM_ERR_FORMAT,
-                            "safetensors: tensor %s has %d dimensions [%lld, %lld], expected "
+                            "%s: tensor %s has %d dimensions [%lld, %lld], expected "
                             "[%lld, %lld]",
-                            x->name, x->ndim, (long long)x->shape[0],
+                            set->where, x->name, x->ndim, (long long)x->shape[0],
                             (long long)(x->ndim > 1 ? x->shape[1] : 0), (long long)d0,
                             (long long)d1);
     x->used = true;
@@ -804,7 +805,7 @@ static sm_status from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm
     char path[4400], *buf = NULL;
     size_t len;
     cJSON *hc = NULL, *idx = NULL;
-    st_set set = {0};
+    st_set set = {.where = dir};
     snprintf(path, sizeof path, "%s/config.json", dir);
     sm_status st = sm_read_file(path, 1u << 20, &buf, &len, err);
     if (!st) st = sm_json_parse_strict(buf, len, path, &hc, err);
@@ -862,7 +863,7 @@ static sm_status from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm
     st = gpt2 ? from_hf_gpt2(pl, &set, hc, dir, err) : from_hf_llama(pl, &set, hc, o, err);
     for (size_t i = 0; !st && i < set.n; i++)
         if (!set.t[i].used)
-            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "safetensors: unexpected tensor %s for %s",
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: unexpected tensor %s for %s", dir,
                               set.t[i].name, type);
 done:
     free(buf);
