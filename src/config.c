@@ -69,12 +69,38 @@ static void line_col(const char *text, size_t at, int *line, int *col) {
     }
 }
 
-/* The first duplicate key anywhere in the document, or NULL. */
-static const char *duplicate_key(const cJSON *node) {
-    if (cJSON_IsObject(node))
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key that appears twice in object `node`, or NULL: pairwise when small, else sorted. */
+static const char *object_duplicate(const cJSON *node) {
+    size_t n = 0;
+    for (const cJSON *a = node->child; a; a = a->next) n++;
+    const char **keys = n > 16 ? malloc(n * sizeof *keys) : NULL;
+    if (!keys) {
         for (const cJSON *a = node->child; a; a = a->next)
             for (const cJSON *b = a->next; b; b = b->next)
                 if (a->string && b->string && strcmp(a->string, b->string) == 0) return a->string;
+        return NULL;
+    }
+    size_t k = 0;
+    for (const cJSON *a = node->child; a; a = a->next)
+        if (a->string) keys[k++] = a->string;
+    qsort(keys, k, sizeof *keys, cmp_key);
+    const char *dup = NULL;
+    for (size_t i = 1; i < k && !dup; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) dup = keys[i];
+    free(keys);
+    return dup;
+}
+
+/* A duplicate key anywhere in the document, or NULL. */
+static const char *duplicate_key(const cJSON *node) {
+    if (cJSON_IsObject(node)) {
+        const char *d = object_duplicate(node);
+        if (d) return d;
+    }
     for (const cJSON *c = node->child; c; c = c->next) {
         const char *k = duplicate_key(c);
         if (k) return k;
