@@ -81,7 +81,8 @@ sm_status sm_read_file(const char *path, size_t max, char **buf, size_t *len, sm
     }
     if ((uint64_t)sb.st_size > max) {
         close(fd);
-        return sm_error_set(err, SM_ERR_FORMAT, "%s: %lld bytes; at most %zu are read", path,
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: %lld bytes, more than the %zu such a file may have", path,
                             (long long)sb.st_size, max);
     }
     size_t n = (size_t)sb.st_size, got = 0;

@@ -105,7 +105,7 @@ edit_config("dtype_unknown", 10, "unknown dtype \"q4_0\"", lambda c: c["tensors"
 edit_config("name_huge", 11, "name must be 1 to 127 bytes", lambda c: c["tensors"][0].update(name="x" * 100000))
 edit_config("layers_huge", 11, "\"n_layer\" is 1.84467440737096e+19",
             lambda c: c.update(n_layer=18446744073709551615))
-d = copy_good("config_huge", 11, "a config is at most")
+d = copy_good("config_huge", 11, "bytes, more than the 67108864 such a file may have")
 with open(os.path.join(d, "config.json"), "r+b") as f:
     f.truncate(65 << 20)  # sparse: no disk used
 # 12: missing tensor; duplicate name
