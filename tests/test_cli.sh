@@ -266,11 +266,12 @@ else bad "--json UTF-8" "rc=$rc $(cat "$T/err2")"; fi
 #     record is finished (the process waits), a second Ctrl-C exits at once, 130
 if command -v mkfifo >/dev/null; then
     mkfifo "$T/fifo"
-    sleep 30 <"$T/fifo" & reader=$!   # holds the pipe open, never reads
+    sleep 120 <"$T/fifo" & reader=$!  # holds the pipe open, never reads
     id=$(printf 'x%.0s' $(seq 240))
     for i in $(seq 200); do printf '{"id": "%s%d", "prompt": "a", "max_tokens": 60}\n' "$id" "$i"; done >"$T/many.jsonl"
     $BIN generate -m $M --batch "$T/many.jsonl" >"$T/fifo" 2>"$T/err" & pid=$!
-    for _ in $(seq 50); do sleep 0.1; [ "$(cat /proc/$pid/wchan 2>/dev/null)" = pipe_write ] && break; done
+    # until it blocks on the full pipe (slow under the sanitizers on a busy machine)
+    for _ in $(seq 900); do sleep 0.1; [ "$(cat /proc/$pid/wchan 2>/dev/null)" = pipe_write ] && break; done
     kill -INT $pid; sleep 0.5
     alive=$(kill -0 $pid 2>/dev/null && echo yes || echo no)
     kill -INT $pid; sleep 0.5
