@@ -3,7 +3,7 @@
 ** embeddings, norms, residual products, attention over the KV-cache and the
 ** output layer. Every step splits its work so that each output element is
 ** computed by exactly one thread in a fixed order (matmuls by output
-** columns in multiples of SM_COL_ALIGN, attention by key/value heads,
+** columns (sm_fwd_col_align), attention by key/value heads,
 ** row-wise steps by rows), so results do not depend on the thread count.
 */
 #include "model_internal.h"
@@ -53,6 +53,10 @@ sm_status sm_bind_unused(const sm_model *m, const bool *used, sm_error *err) {
     return SM_OK;
 }
 
+size_t sm_fwd_col_align(const sm_state *s) {
+    return s->n >= 4 && !s->rows_apart ? 64 : 16;
+}
+
 sm_matmul_fn sm_fwd_matmul(const sm_state *s) {
     return s->rows_apart ? s->k->matmul_rows : s->k->matmul;
 }
@@ -96,7 +100,7 @@ void sm_fwd_residual_matmul(sm_state *s, const float *in, const float *w, const 
                             size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
     size_t n0, n1;
-    sm_pool_split(C, SM_COL_ALIGN, ith, nth, &n0, &n1);
+    sm_pool_split(C, sm_fwd_col_align(s), ith, nth, &n0, &n1);
     if (n0 == n1) return;
     sm_fwd_matmul(s)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
     for (size_t t = 0; t < T; t++)
@@ -157,7 +161,7 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
     }
     sm_pool_barrier(s->pool);
     /* every row, or each run's last row as a lone last token gets it */
-    sm_pool_split(V, SM_COL_ALIGN, ith, nth, &n0, &n1);
+    sm_pool_split(V, sm_fwd_col_align(s), ith, nth, &n0, &n1);
     if (n0 == n1) return;
     if (s->every_row)
         s->k->matmul(s->logits, s->xn, m->out_w, NULL, s->n, V, C, n0, n1, scr);

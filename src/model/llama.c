@@ -80,7 +80,7 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
 
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
-        sm_pool_split(W, SM_COL_ALIGN, ith, nth, &n0, &n1);
+        sm_pool_split(W, sm_fwd_col_align(s), ith, nth, &n0, &n1);
         if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w, NULL, T, W, C, n0, n1, scr);
         sm_pool_barrier(pool);
 
@@ -94,7 +94,7 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
         sm_pool_barrier(pool);
 
         /* gate and up over the same columns, so the SwiGLU needs no barrier */
-        sm_pool_split(F, SM_COL_ALIGN, ith, nth, &n0, &n1);
+        sm_pool_split(F, sm_fwd_col_align(s), ith, nth, &n0, &n1);
         if (n0 < n1) {
             mm(s->hid, s->xn, L->gate_w, NULL, T, F, C, n0, n1, scr);
             mm(s->up, s->xn, L->up_w, NULL, T, F, C, n0, n1, scr);

@@ -76,8 +76,14 @@ void sm_llama_forward_task(void *state, int ith, int nth);
 
 /* ---- shared by the architectures (forward.c) ---- */
 
-/* Splits matmul output columns in multiples of the widest micro-kernel panel. */
-#define SM_COL_ALIGN 64
+/*
+** Matmul output columns are split between threads in multiples of the
+** widest micro-kernel panel (64) for packed products, and of one vector
+** (16) for matrix-vector rows: a 288-wide layer split by 64 would give one
+** thread 256 columns and the other 32. Every element is computed the same
+** way whatever the split, so the split never changes results.
+*/
+size_t sm_fwd_col_align(const sm_state *s);
 
 /*
 ** Tensor `name` checked to be f32 of shape (d0[, d1]) (d1 = 0: one
