@@ -9,11 +9,14 @@
 #include "model_internal.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-sm_status sm_bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
-                         int64_t d1, const float **out, sm_error *err) {
+/* Tensor `name` checked against its spec; marks it used and points *out at its data. */
+static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
+                             int64_t d1, const float **out, sm_error *err) {
     long i = sm_weights_find(&m->w, name);
     if (i < 0)
         return sm_error_set(err, SM_ERR_FORMAT, "model is missing required tensor %s", name);
@@ -41,16 +44,48 @@ sm_status sm_bind_tensor(const sm_model *m, bool *used, const char *name, int64_
     return SM_OK;
 }
 
-sm_status sm_bind_unused(const sm_model *m, const bool *used, sm_error *err) {
+static sm_status bind_spec(sm_model *m, bool *used, const sm_bind_spec *sp, int layer,
+                           sm_error *err) {
+    if (sp->is_bias && !m->cfg.bias) return SM_OK;
+    char nm[SM_NAME_MAX];
+    char *base = layer < 0 ? (char *)m : (char *)&m->layers[layer];
+    if (layer < 0)
+        snprintf(nm, sizeof nm, "%s", sp->name);
+    else
+        snprintf(nm, sizeof nm, "blk.%d.%s", layer, sp->name);
+    const float **dst = (const float **)(void *)(base + sp->off);
+    return bind_tensor(m, used, nm, sp->d0, sp->d1, dst, err);
+}
+
+sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_error *err) {
     const sm_config *c = &m->cfg;
-    for (size_t i = 0; i < c->n_tensors; i++)
+    bool *used = calloc(c->n_tensors, sizeof *used);
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    sm_status st = SM_OK;
+    if (!used || !m->layers) {
+        free(used);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    size_t first = 0, last = 0; /* the per-layer specs are spec[first .. last) */
+    while (first < n && !spec[first].per_layer) first++;
+    for (last = first; last < n && spec[last].per_layer;) last++;
+    for (size_t k = 0; k < first && !st; k++) st = bind_spec(m, used, &spec[k], -1, err);
+    for (int l = 0; l < c->n_layer && !st; l++)
+        for (size_t k = first; k < last && !st; k++) st = bind_spec(m, used, &spec[k], l, err);
+    for (size_t k = last; k < n && !st; k++) st = bind_spec(m, used, &spec[k], -1, err);
+    if (!st && c->tied_output)
+        m->out_w = m->tok_embd;
+    else if (!st)
+        st = bind_tensor(m, used, "output.weight", c->n_vocab, c->n_embd, &m->out_w, err);
+    for (size_t i = 0; i < c->n_tensors && !st; i++)
         if (!used[i])
-            return sm_error_set(err, SM_ERR_FORMAT, "unexpected tensor %s for a %s model%s",
-                                c->tensors[i].name, sm_arch_name(c->arch),
-                                strcmp(c->tensors[i].name, "output.weight") == 0
-                                    ? " with tied_output true"
-                                    : "");
-    return SM_OK;
+            st = sm_error_set(err, SM_ERR_FORMAT, "unexpected tensor %s for a %s model%s",
+                              c->tensors[i].name, sm_arch_name(c->arch),
+                              strcmp(c->tensors[i].name, "output.weight") == 0
+                                  ? " with tied_output true"
+                                  : "");
+    free(used);
+    return st;
 }
 
 size_t sm_fwd_col_align(const sm_state *s) {

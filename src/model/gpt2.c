@@ -13,61 +13,34 @@
 */
 #include "model_internal.h"
 
-#include <stdio.h>
-#include <stdlib.h>
+#include <stddef.h>
+
+#define M(field) offsetof(sm_model, field)
+#define L(field) offsetof(sm_layer, field)
 
 sm_status sm_gpt2_bind(sm_model *m, sm_error *err) {
     const sm_config *c = &m->cfg;
-    int64_t C = c->n_embd, V = c->n_vocab, F = c->n_ff;
-    bool *used = calloc(c->n_tensors, sizeof *used);
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    int64_t C = c->n_embd, F = c->n_ff;
     m->q_dim = m->kv_dim = (size_t)C;
-    sm_status st = SM_OK;
-    if (!used || !m->layers) {
-        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-#define BIND(name, d0, d1, dst)                                                  \
-    do {                                                                         \
-        if ((st = sm_bind_tensor(m, used, name, d0, d1, dst, err))) goto done;   \
-    } while (0)
-    BIND("tok_embd", V, C, &m->tok_embd);
-    BIND("pos_embd", c->n_ctx, C, &m->pos_embd);
-    char nm[SM_NAME_MAX];
-    for (int l = 0; l < c->n_layer; l++) {
-        sm_layer *L = &m->layers[l];
-        const struct {
-            const char *suffix;
-            int64_t d0, d1;
-            const float **dst;
-            bool is_bias;
-        } t[] = {
-            {"ln1.weight", C, 0, &L->ln1_g, false},      {"ln1.bias", C, 0, &L->ln1_b, true},
-            {"attn_qkv.weight", 3 * C, C, &L->qkv_w, false},
-            {"attn_qkv.bias", 3 * C, 0, &L->qkv_b, true},
-            {"attn_out.weight", C, C, &L->proj_w, false}, {"attn_out.bias", C, 0, &L->proj_b, true},
-            {"ln2.weight", C, 0, &L->ln2_g, false},      {"ln2.bias", C, 0, &L->ln2_b, true},
-            {"mlp_up.weight", F, C, &L->up_w, false},     {"mlp_up.bias", F, 0, &L->up_b, true},
-            {"mlp_down.weight", C, F, &L->down_w, false},
-            {"mlp_down.bias", C, 0, &L->down_b, true},
-        };
-        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
-            if (t[k].is_bias && !c->bias) continue;
-            snprintf(nm, sizeof nm, "blk.%d.%s", l, t[k].suffix);
-            BIND(nm, t[k].d0, t[k].d1, t[k].dst);
-        }
-    }
-    BIND("ln_f.weight", C, 0, &m->lnf_g);
-    if (c->bias) BIND("ln_f.bias", C, 0, &m->lnf_b);
-    if (c->tied_output)
-        m->out_w = m->tok_embd;
-    else
-        BIND("output.weight", V, C, &m->out_w);
-#undef BIND
-    st = sm_bind_unused(m, used, err);
-done:
-    free(used);
-    return st;
+    const sm_bind_spec spec[] = {
+        {"tok_embd", c->n_vocab, C, M(tok_embd), false, false},
+        {"pos_embd", c->n_ctx, C, M(pos_embd), false, false},
+        {"ln1.weight", C, 0, L(ln1_g), true, false},
+        {"ln1.bias", C, 0, L(ln1_b), true, true},
+        {"attn_qkv.weight", 3 * C, C, L(qkv_w), true, false},
+        {"attn_qkv.bias", 3 * C, 0, L(qkv_b), true, true},
+        {"attn_out.weight", C, C, L(proj_w), true, false},
+        {"attn_out.bias", C, 0, L(proj_b), true, true},
+        {"ln2.weight", C, 0, L(ln2_g), true, false},
+        {"ln2.bias", C, 0, L(ln2_b), true, true},
+        {"mlp_up.weight", F, C, L(up_w), true, false},
+        {"mlp_up.bias", F, 0, L(up_b), true, true},
+        {"mlp_down.weight", C, F, L(down_w), true, false},
+        {"mlp_down.bias", C, 0, L(down_b), true, true},
+        {"ln_f.weight", C, 0, M(lnf_g), false, false},
+        {"ln_f.bias", C, 0, M(lnf_b), false, true},
+    };
+    return sm_bind_model(m, spec, sizeof spec / sizeof spec[0], err);
 }
 
 void sm_gpt2_forward_task(void *arg, int ith, int nth) {

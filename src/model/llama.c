@@ -11,55 +11,29 @@
 */
 #include "model_internal.h"
 
-#include <stdio.h>
-#include <stdlib.h>
+#include <stddef.h>
+
+#define M(field) offsetof(sm_model, field)
+#define L(field) offsetof(sm_layer, field)
 
 sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     const sm_config *c = &m->cfg;
-    int64_t C = c->n_embd, V = c->n_vocab, F = c->n_ff;
+    int64_t C = c->n_embd, F = c->n_ff;
     m->q_dim = (size_t)c->n_head * (size_t)c->head_dim;
     m->kv_dim = (size_t)c->n_kv_head * (size_t)c->head_dim;
     int64_t Q = (int64_t)m->q_dim, W = (int64_t)(m->q_dim + 2 * m->kv_dim);
-    bool *used = calloc(c->n_tensors, sizeof *used);
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    sm_status st = SM_OK;
-    if (!used || !m->layers) {
-        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-#define BIND(name, d0, d1, dst)                                                  \
-    do {                                                                         \
-        if ((st = sm_bind_tensor(m, used, name, d0, d1, dst, err))) goto done;   \
-    } while (0)
-    BIND("tok_embd", V, C, &m->tok_embd);
-    char nm[SM_NAME_MAX];
-    for (int l = 0; l < c->n_layer; l++) {
-        sm_layer *L = &m->layers[l];
-        const struct {
-            const char *suffix;
-            int64_t d0, d1;
-            const float **dst;
-        } t[] = {
-            {"attn_norm.weight", C, 0, &L->ln1_g}, {"attn_qkv.weight", W, C, &L->qkv_w},
-            {"attn_out.weight", C, Q, &L->proj_w}, {"ffn_norm.weight", C, 0, &L->ln2_g},
-            {"ffn_gate.weight", F, C, &L->gate_w}, {"ffn_up.weight", F, C, &L->up_w},
-            {"ffn_down.weight", C, F, &L->down_w},
-        };
-        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
-            snprintf(nm, sizeof nm, "blk.%d.%s", l, t[k].suffix);
-            BIND(nm, t[k].d0, t[k].d1, t[k].dst);
-        }
-    }
-    BIND("norm_f.weight", C, 0, &m->lnf_g);
-    if (c->tied_output)
-        m->out_w = m->tok_embd;
-    else
-        BIND("output.weight", V, C, &m->out_w);
-#undef BIND
-    st = sm_bind_unused(m, used, err);
-done:
-    free(used);
-    return st;
+    const sm_bind_spec spec[] = {
+        {"tok_embd", c->n_vocab, C, M(tok_embd), false, false},
+        {"attn_norm.weight", C, 0, L(ln1_g), true, false},
+        {"attn_qkv.weight", W, C, L(qkv_w), true, false},
+        {"attn_out.weight", C, Q, L(proj_w), true, false},
+        {"ffn_norm.weight", C, 0, L(ln2_g), true, false},
+        {"ffn_gate.weight", F, C, L(gate_w), true, false},
+        {"ffn_up.weight", F, C, L(up_w), true, false},
+        {"ffn_down.weight", C, F, L(down_w), true, false},
+        {"norm_f.weight", C, 0, M(lnf_g), false, false},
+    };
+    return sm_bind_model(m, spec, sizeof spec / sizeof spec[0], err);
 }
 
 void sm_llama_forward_task(void *arg, int ith, int nth) {

@@ -86,14 +86,24 @@ void sm_llama_forward_task(void *state, int ith, int nth);
 size_t sm_fwd_col_align(const sm_state *s);
 
 /*
-** Tensor `name` checked to be f32 of shape (d0[, d1]) (d1 = 0: one
-** dimension); marks it used and points *out at its data.
+** One tensor an architecture binds: shape (d0[, d1]) (d1 = 0: a vector),
+** f32, its pointer stored at byte `off` of sm_model, or of each sm_layer
+** when per_layer (named "blk.{i}." + name). Biases are skipped when the
+** config has none.
 */
-sm_status sm_bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
-                         int64_t d1, const float **out, sm_error *err);
+typedef struct sm_bind_spec {
+    const char *name;
+    int64_t d0, d1;
+    size_t off;
+    bool per_layer, is_bias;
+} sm_bind_spec;
 
-/* SM_ERR_FORMAT naming the first tensor `used` does not mark. */
-sm_status sm_bind_unused(const sm_model *m, const bool *used, sm_error *err);
+/*
+** Binds the specs in order (the per-layer ones layer by layer, where the
+** first of them stands), then the output layer (tok_embd when tied, else
+** output.weight [V, C]); refuses any tensor left over, naming it.
+*/
+sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_error *err);
 
 /* The product for this call's linear layers: matmul, or matmul_rows for one-row runs. */
 sm_matmul_fn sm_fwd_matmul(const sm_state *s);
