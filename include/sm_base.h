@@ -75,6 +75,15 @@ void sm_write_u64le(void *p, uint64_t v);
 double sm_time_now(void);
 
 /*
+** Opens the regular file `path` read-only: *fd and its *size. Errors
+** ("cannot open 'path': ...") name the path; *fd is then -1.
+*/
+sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err);
+
+/* Removes the regular files in directory `path` (one level), then the directory. */
+void sm_remove_dir(const char *path);
+
+/*
 ** Reads the regular file `path` (at most `max` bytes) into a malloc'd
 ** buffer with a NUL after the last byte. Errors name the path.
 */

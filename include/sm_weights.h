@@ -37,6 +37,9 @@ typedef struct sm_weights {
 sm_status sm_weights_open(sm_weights *w, const sm_config *cfg, const char *dir, bool use_mmap,
                           sm_error *err);
 
+/* Fills h with a version-1 weight-file header (magic, version, header size, zeros). */
+void sm_weights_header(unsigned char h[SM_WEIGHTS_HEADER]);
+
 /* The manifest index of tensor `name`, or -1. */
 long sm_weights_find(const sm_weights *w, const char *name);
 

@@ -3,6 +3,7 @@
 */
 #include "sm_base.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -69,23 +70,43 @@ double sm_time_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err) {
+    *size = 0;
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIZE_MAX) {
+        close(*fd);
+        *fd = -1;
+        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
+    }
+    *size = (size_t)sb.st_size;
+    return SM_OK;
+}
+
+void sm_remove_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(dirfd(d), e->d_name, 0);
+        closedir(d);
+    }
+    rmdir(path);
+}
+
 sm_status sm_read_file(const char *path, size_t max, char **buf, size_t *len, sm_error *err) {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
-    }
-    if ((uint64_t)sb.st_size > max) {
+    int fd;
+    size_t n, got = 0;
+    sm_status st = sm_open_regular(path, &fd, &n, err);
+    if (st) return st;
+    if (n > max) {
         close(fd);
         return sm_error_set(err, SM_ERR_FORMAT,
-                            "%s: %lld bytes, more than the %zu such a file may have", path,
-                            (long long)sb.st_size, max);
+                            "%s: %zu bytes, more than the %zu such a file may have", path, n, max);
     }
-    size_t n = (size_t)sb.st_size, got = 0;
     char *b = malloc(n + 1);
     if (!b) {
         close(fd);

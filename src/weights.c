@@ -8,12 +8,10 @@
 #include "sm_weights.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* A guess at what a foreign file is, for a helpful message; NULL if unknown. */
@@ -96,19 +94,10 @@ static sm_status open_file(sm_weight_file *f, const sm_config *cfg, int fi, cons
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, cfg->files[fi]) >= sizeof path)
         return sm_error_set(err, SM_ERR_IO, "cannot open '%s': path too long", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    sm_status st = SM_OK;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
-        goto done;
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: too large for this machine", path);
-        goto done;
-    }
-    size_t size = (size_t)sb.st_size;
+    int fd;
+    size_t size;
+    sm_status st = sm_open_regular(path, &fd, &size, err);
+    if (st) return st;
     unsigned char head[SM_WEIGHTS_HEADER];
     size_t got = 0;
     while (got < sizeof head && got < size) {
@@ -223,6 +212,13 @@ size_t sm_weights_bytes(const sm_weights *w) {
     size_t total = 0;
     for (size_t i = 0; i < w->cfg->n_tensors; i++) total += w->cfg->tensors[i].nbytes;
     return total;
+}
+
+void sm_weights_header(unsigned char h[SM_WEIGHTS_HEADER]) {
+    memset(h, 0, SM_WEIGHTS_HEADER);
+    memcpy(h, SM_WEIGHTS_MAGIC, 8);
+    sm_write_u32le(h + 8, SM_WEIGHTS_VERSION);
+    sm_write_u32le(h + 12, SM_WEIGHTS_HEADER);
 }
 
 void sm_weights_close(sm_weights *w) {

@@ -19,9 +19,7 @@
 #include "sm_tokenizer.h"
 #include "sm_weights.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,15 +69,10 @@ static sm_status map_file(plan *pl, const char *path, mapped **out, sm_error *er
     if (pl->n_maps == MAX_SHARDS + 1)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d weight files", path,
                             MAX_SHARDS);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
-    }
+    int fd;
     mapped *m = &pl->maps[pl->n_maps];
-    m->n = (size_t)sb.st_size;
+    sm_status st = sm_open_regular(path, &fd, &m->n, err);
+    if (st) return st;
     m->p = NULL;
     if (m->n) {
         void *p = mmap(NULL, m->n, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -192,17 +185,6 @@ static sm_status copy_file(const char *from, const char *to, sm_error *err) {
     return st;
 }
 
-static void remove_dir(const char *path) {
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(dirfd(d), e->d_name, 0);
-        closedir(d);
-    }
-    rmdir(path);
-}
-
 /* Writes the plan as a model directory into tmp: config.json, model.bin, tokenizer files. */
 static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm_error *err) {
     sm_config *c = &pl->cfg;
@@ -246,10 +228,8 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     f = fopen(path, "wb");
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     float *row = malloc(maxrow * sizeof *row);
-    unsigned char hdr[SM_WEIGHTS_HEADER] = {0}, zero[64] = {0};
-    memcpy(hdr, SM_WEIGHTS_MAGIC, 8);
-    sm_write_u32le(hdr + 8, SM_WEIGHTS_VERSION);
-    sm_write_u32le(hdr + 12, SM_WEIGHTS_HEADER);
+    unsigned char hdr[SM_WEIGHTS_HEADER], zero[64] = {0};
+    sm_weights_header(hdr);
     st = row ? write_all(f, hdr, sizeof hdr, path, err)
              : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < pl->n && !st; i++) {
@@ -901,7 +881,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         plan_free(&pl);
         return st;
     }
-    remove_dir(tmp);
+    sm_remove_dir(tmp);
     if (mkdir(tmp, 0755) != 0) {
         plan_free(&pl);
         return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
@@ -911,6 +891,6 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     if (!st) st = check_output(tmp, err);
     if (!st && rename(tmp, out) != 0)
         st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
-    if (st) remove_dir(tmp);
+    if (st) sm_remove_dir(tmp);
     return st;
 }

@@ -46,19 +46,6 @@ static sm_status write_file(const char *path, const piece *pc, size_t n_pieces, 
     return ok ? SM_OK : sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(e));
 }
 
-/* Removes the regular files of a directory we wrote, then the directory. */
-static void remove_dir(const char *path) {
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                unlinkat(dirfd(d), e->d_name, 0);
-        closedir(d);
-    }
-    rmdir(path);
-}
-
 sm_status sm_checkpoint_writable(const char *dir, sm_error *err) {
     struct stat sb;
     bool ok;
@@ -128,7 +115,7 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
     char tmp[4200], p[4300];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid()) >= sizeof tmp)
         return sm_error_set(err, SM_ERR_INPUT, "output path '%s' is too long", dir);
-    remove_dir(tmp);
+    sm_remove_dir(tmp);
     if (mkdir(tmp, 0755) != 0)
         return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
 
@@ -139,10 +126,8 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
     sm_config_json_free(json);
     if (st) goto fail;
 
-    unsigned char wh[SM_WEIGHTS_HEADER] = {0};
-    memcpy(wh, SM_WEIGHTS_MAGIC, 8);
-    sm_write_u32le(wh + 8, 1);
-    sm_write_u32le(wh + 12, SM_WEIGHTS_HEADER);
+    unsigned char wh[SM_WEIGHTS_HEADER];
+    sm_weights_header(wh);
     snprintf(p, sizeof p, "%s/model.bin", tmp);
     if ((st = write_file(p, (piece[]){{wh, sizeof wh}, {t->params, t->n_floats * sizeof(float)}},
                          2, err)))
@@ -192,13 +177,13 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
             st = sm_error_set(err, SM_ERR_IO, "cannot replace '%s': %s", dir, strerror(errno));
             goto fail;
         }
-        remove_dir(old);
+        sm_remove_dir(old);
         return SM_OK;
     }
-    remove_dir(tmp);
+    sm_remove_dir(tmp);
     return SM_OK;
 fail:
-    remove_dir(tmp);
+    sm_remove_dir(tmp);
     return st;
 }
 
