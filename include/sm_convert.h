@@ -20,7 +20,6 @@
 
 typedef struct sm_convert_opts {
     const char *tokenizer; /* llama2.c tokenizer.bin (required for llama2.c sources) */
-    bool verbose;          /* not used for output: the CLI prints the summary */
 } sm_convert_opts;
 
 typedef struct sm_convert_info {

@@ -1403,7 +1403,7 @@ static const char *default_model(char *buf, size_t cap) {
 
 static int cmd_convert(const cli_opts *o) {
     if (o->n_args != 2) return usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
-    sm_convert_opts co = {.tokenizer = o->tokenizer, .verbose = o->verbose};
+    sm_convert_opts co = {.tokenizer = o->tokenizer};
     sm_convert_info info;
     sm_error err = {{0}};
     double t0 = sm_time_now();

@@ -237,14 +237,7 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         size_t C = (size_t)(t->cols ? t->cols : 1);
         for (int k = 0; k < t->n_parts && !st; k++) {
             const part *pt = &t->parts[k];
-            if (!pt->cols) { /* a vector: one pass */
-                for (int64_t r = 0; r < pt->rows && !st; r++) {
-                    part_row(pt, r, row);
-                    st = write_all(f, row, 4, path, err);
-                }
-                continue;
-            }
-            for (int64_t r = 0; r < pt->rows && !st; r++) {
+            for (int64_t r = 0; r < pt->rows && !st; r++) { /* a vector's rows are 1 wide */
                 part_row(pt, r, row);
                 st = write_all(f, row, C * 4, path, err);
             }
@@ -396,7 +389,6 @@ static sm_status from_llama2c(plan *pl, const char *path, const sm_convert_opts 
         add_part(t, wcls, SM_DTYPE_F32, V, dim, OP_COPY, 0);
     }
 #undef OUT
-    snprintf(pl->cfg.files[0], SM_FILE_NAME_MAX, "model.bin");
     return SM_OK;
 }
 

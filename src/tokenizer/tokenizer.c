@@ -472,14 +472,15 @@ static sm_status alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_e
     t->text = malloc(text_bytes ? text_bytes : 1);
     t->off = calloc(n + 1, sizeof *t->off);
     t->kind = calloc(n, 1);
-    t->score = calloc(n, sizeof *t->score);
+    bool scored = t->type == SM_TOKENIZER_SENTENCEPIECE;
+    t->score = scored ? calloc(n, sizeof *t->score) : NULL;
     t->work = calloc(1, sizeof *t->work);
     if (t->work) {
         t->work->buf = malloc(SM_TOK_SEGMENT + 1);
         t->work->syms = malloc((SM_TOK_SEGMENT + 1) * sizeof(sym));
         t->work->heap = malloc(3 * (SM_TOK_SEGMENT + 1) * sizeof(cand));
     }
-    if (!t->text || !t->off || !t->kind || !t->score || !t->work || !t->work->buf ||
+    if (!t->text || !t->off || !t->kind || (scored && !t->score) || !t->work || !t->work->buf ||
         !t->work->syms || !t->work->heap)
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
     return SM_OK;
@@ -733,9 +734,9 @@ static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vo
         int32_t a = map_find(t, tmp, (size_t)la), b = map_find(t, tmp + la, (size_t)lb);
         int32_t m = map_find(t, tmp, (size_t)(la + lb));
         if (a < 0 || b < 0 || m < 0) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: line %zu: merge \"%.*s\" names %s token",
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: line %zu: merge \"%.*s\" names an unknown %s",
                               merges_path, line, (int)(ll < 60 ? ll : 60), ln,
-                              m >= 0 ? "an unknown" : "an unknown (or unknown merged)");
+                              a < 0 || b < 0 ? "token" : "merged token (not in the vocabulary)");
             goto done;
         }
         if (merge_find(t, a, b)) continue; /* a repeated merge keeps its first rank */
