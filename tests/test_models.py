@@ -23,24 +23,15 @@ import subprocess
 import sys
 import tempfile
 
-P = F = S = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
+
+T = Tally("models")
 TOL = 1e-4
 
 
 def check(ok, what, detail=""):
-    global P, F
-    if ok:
-        P += 1
-        print(f"ok   {what}")
-    else:
-        F += 1
-        print(f"FAIL {what} {detail}")
-
-
-def skip(what):
-    global S
-    S += 1
-    print(f"skip {what}")
+    T.report(ok, what, "" if ok else detail)
 
 
 def run(args, data=None):
@@ -370,12 +361,12 @@ def main():
                     p = run([smbin, "generate", "-m", out, "-p", "", "-n", "256", "--temp", "0",
                              "--kernels", kern, "-t", t])
                     if p.returncode != 0 and b"not supported by this CPU" in p.stderr:
-                        skip(f"stories260K greedy with {kern}: this CPU lacks it")
+                        T.skip(f"stories260K greedy with {kern}", "this CPU lacks it")
                         break
-                    check(p.stdout == want, f"stories260K greedy = llama2.c's reference_greedy.txt "
+                    check(p.stdout == want, "stories260K greedy = llama2.c's reference_greedy.txt "
                           f"({len(want)} bytes; {kern}, {t} threads)", repr(p.stdout[-80:]))
         else:
-            skip(f"stories260K: {s260} is absent")
+            T.skip("stories260K", f"{s260} is absent")
         if os.path.isdir(tiny):
             out = os.path.join(tmp, "tiny")
             p = run([smbin, "convert", tiny, out])
@@ -387,28 +378,27 @@ def main():
             check(ok, "tiny-gpt2 (HF directory, transformer. prefix, Conv1D, tied) converts and generates",
                   p.stderr.decode())
         else:
-            skip(f"tiny-gpt2: {tiny} is absent")
+            T.skip("tiny-gpt2", f"{tiny} is absent")
         try:
             import torch
         except ImportError:
             torch = None
-            skip("PyTorch references: torch is not importable (apt-get install python3-torch)")
+            T.skip("PyTorch references", "torch is not importable (apt-get install python3-torch)")
         if torch is not None:
             torch.set_num_threads(2)
             if os.path.isdir(tiny):
                 for dt in (torch.float32, torch.bfloat16):
                     test_gpt2(torch, smbin, tmp, tiny, dt)
             else:
-                skip("HF GPT-2 reference: needs tiny-gpt2's vocab.json and merges.txt")
+                T.skip("HF GPT-2 reference", "needs tiny-gpt2's vocab.json and merges.txt")
             tokbin = os.path.join(s260, "tok512.bin")
             if os.path.exists(tokbin):
                 for dt in (torch.float32, torch.float16):
                     test_llama_hf(torch, smbin, tmp, tokbin, dt)
                 test_llama2c(torch, smbin, tmp, tokbin)
             else:
-                skip("Llama references: need stories260K's tok512.bin")
-    print(f"models: {P} passed, {F} failed, {S} skipped")
-    return 1 if F else 0
+                T.skip("Llama references", "need stories260K's tok512.bin")
+    return T.close()
 
 
 if __name__ == "__main__":

@@ -21,23 +21,14 @@ import subprocess
 import sys
 import tempfile
 
-P = F = S = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
+
+T = Tally("tokenizers")
 
 
 def check(ok, what, detail=""):
-    global P, F
-    if ok:
-        P += 1
-        print(f"ok   {what}")
-    else:
-        F += 1
-        print(f"FAIL {what} {detail}")
-
-
-def skip(what):
-    global S
-    S += 1
-    print(f"skip {what}")
+    T.report(ok, what, "" if ok else detail)
 
 
 def model_dir(root, name, n_vocab, tokenizer, files):
@@ -46,13 +37,7 @@ def model_dir(root, name, n_vocab, tokenizer, files):
     os.makedirs(d)
     for src, dst in files:
         os.symlink(os.path.abspath(src), os.path.join(d, dst))
-    cfg = {"format": "smallmind", "format_version": 1, "architecture": "gpt2", "n_layer": 1,
-           "n_head": 1, "n_embd": 64, "n_ctx": 64, "n_vocab": n_vocab, "norm_eps": 1e-5,
-           "activation": "gelu_tanh", "tied_output": True, "bias": False, "tokenizer": tokenizer,
-           "tensors": [{"name": "unused", "dtype": "f32", "shape": [1], "file": "model.bin",
-                        "offset": 64}]}
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f)
+    model_dir_config(d, n_vocab, tokenizer)
     return d
 
 
@@ -169,7 +154,7 @@ def main():
             check(p.returncode == 0 and p.stdout == f.read(),
                   "src/tokenizer/unicode_tables.c is what scripts/gen_unicode.py makes from the UCD")
     else:
-        skip(f"Unicode tables regeneration: {ucd} is absent (apt-get install unicode-data)")
+        T.skip("Unicode tables regeneration", f"{ucd} is absent (apt-get install unicode-data)")
     with tempfile.TemporaryDirectory() as tmp:
         bad_tokenizer_files(smbin, tmp)
         gpt2_dirs = []
@@ -180,7 +165,7 @@ def main():
                 [(os.path.join(tok, "gpt2", "encoder.json"), "encoder.json"),
                  (os.path.join(tok, "gpt2", "vocab.bpe"), "vocab.bpe")])))
         else:
-            skip(f"GPT-2 encoder.json + vocab.bpe: {tok}/gpt2 is absent")
+            T.skip("GPT-2 encoder.json + vocab.bpe", f"{tok}/gpt2 is absent")
         if os.path.isdir(tiny):
             gpt2_dirs.append(("tiny-gpt2 vocab.json + merges.txt", model_dir(
                 tmp, "tiny", 50257, {"type": "gpt2", "vocab": "vocab.json", "merges": "merges.txt",
@@ -188,7 +173,7 @@ def main():
                 [(os.path.join(tiny, "vocab.json"), "vocab.json"),
                  (os.path.join(tiny, "merges.txt"), "merges.txt")])))
         else:
-            skip(f"tiny-gpt2 tokenizer: {tiny} is absent")
+            T.skip("tiny-gpt2 tokenizer", f"{tiny} is absent")
         for label, d in gpt2_dirs:
             bad = []
             for fx in fixtures:
@@ -220,9 +205,8 @@ def main():
             check(not bad, f"Llama 2 SentencePiece = llama-tokenizer-js on {len(fixtures)} texts, and decodes back",
                   "; ".join(bad[:3]))
         else:
-            skip(f"Llama 2 tokenizer: {llama_bin} is absent")
-    print(f"tokenizers: {P} passed, {F} failed, {S} skipped")
-    return 1 if F else 0
+            T.skip("Llama 2 tokenizer", f"{llama_bin} is absent")
+    return T.close()
 
 
 if __name__ == "__main__":
