@@ -54,18 +54,6 @@ static void builtin(void) {
     tok_put("merges.txt", merges, sizeof merges - 1);
 }
 
-static sm_status load(sm_tokenizer *t) {
-    sm_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.tokenizer = SM_TOKENIZER_GPT2;
-    cfg.n_vocab = 1 << 16;
-    cfg.tok_bos = cfg.tok_eos = -1;
-    snprintf(cfg.tok_file[0], sizeof cfg.tok_file[0], "vocab.json");
-    snprintf(cfg.tok_file[1], sizeof cfg.tok_file[1], "merges.txt");
-    sm_error err = {{0}};
-    return sm_tokenizer_init(t, &cfg, tok_dir, &err);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sm_tokenizer t;
     if (size && data[0] == 'F') {
@@ -73,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t vl = nul ? (size_t)(nul - data - 1) : size - 1;
         tok_put("vocab.json", data + 1, vl);
         tok_put("merges.txt", nul ? nul + 1 : data + size, nul ? (size_t)(data + size - nul - 1) : 0);
-        if (load(&t) != SM_OK) return 0;
+        if (tok_load(&t, SM_TOKENIZER_GPT2) != SM_OK) return 0;
         tok_roundtrip(&t, data, size, 1); /* a loaded vocabulary has every byte */
         sm_tokenizer_free(&t);
         return 0;
@@ -82,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int ready;
     if (!ready) {
         builtin();
-        if (load(&fixed) != SM_OK) abort();
+        if (tok_load(&fixed, SM_TOKENIZER_GPT2) != SM_OK) abort();
         ready = 1;
     }
     tok_roundtrip(&fixed, data, size, 1);

@@ -40,22 +40,11 @@ static void builtin(void) {
     free(buf);
 }
 
-static sm_status load(sm_tokenizer *t) {
-    sm_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.tokenizer = SM_TOKENIZER_SENTENCEPIECE;
-    cfg.n_vocab = 1 << 16;
-    cfg.tok_bos = 1, cfg.tok_eos = 2;
-    snprintf(cfg.tok_file[0], sizeof cfg.tok_file[0], "tokenizer.bin");
-    sm_error err = {{0}};
-    return sm_tokenizer_init(t, &cfg, tok_dir, &err);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sm_tokenizer t;
     if (size && data[0] == 'F') {
         tok_put("tokenizer.bin", data + 1, size - 1);
-        if (load(&t) != SM_OK) return 0;
+        if (tok_load(&t, SM_TOKENIZER_SENTENCEPIECE) != SM_OK) return 0;
         static const char *const texts[] = {"", "a", "hello world", "\xff\xfe\xc3", "  \n\n  x"};
         for (size_t i = 0; i < 5; i++)
             tok_roundtrip(&t, (const uint8_t *)texts[i], strlen(texts[i]), 0);
@@ -67,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int ready;
     if (!ready) {
         builtin();
-        if (load(&fixed) != SM_OK) abort();
+        if (tok_load(&fixed, SM_TOKENIZER_SENTENCEPIECE) != SM_OK) abort();
         ready = 1;
     }
     tok_roundtrip(&fixed, data, size, 1);

@@ -38,6 +38,21 @@ static void tok_put(const char *name, const void *p, size_t n) {
     if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) abort();
 }
 
+/* Loads a tokenizer of `type` from the scratch directory's files (BOS 1 / EOS 2 for sentencepiece). */
+static sm_status tok_load(sm_tokenizer *t, sm_tokenizer_type type) {
+    sm_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.tokenizer = type;
+    cfg.n_vocab = 1 << 16;
+    bool sp = type == SM_TOKENIZER_SENTENCEPIECE;
+    cfg.tok_bos = sp ? 1 : -1;
+    cfg.tok_eos = sp ? 2 : -1;
+    snprintf(cfg.tok_file[0], sizeof cfg.tok_file[0], "%s", sp ? tok_files[0] : tok_files[1]);
+    snprintf(cfg.tok_file[1], sizeof cfg.tok_file[1], "%s", tok_files[2]);
+    sm_error err = {{0}};
+    return sm_tokenizer_init(t, &cfg, tok_dir, &err);
+}
+
 /*
 ** Encodes data; every id is in range; decoding gives the bytes back when
 ** `exact` (every byte representable), preceded by BOS for sentencepiece.
