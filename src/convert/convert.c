@@ -61,6 +61,8 @@ typedef struct {
     mapped maps[MAX_SHARDS + 1];
     int n_maps;
     char tok_src[2][4400]; /* tokenizer files to copy (empty: none) */
+    bool nomem;            /* a tensor could not be added (then `spare` took it) */
+    otensor spare;
 } plan;
 
 /* ------------------------------------------------------------ helpers */
@@ -95,11 +97,16 @@ static void plan_free(plan *pl) {
     sm_config_free(&pl->cfg);
 }
 
+/* A new output tensor; its parts follow with add_part. Out of memory: pl->nomem, and a spare. */
 static otensor *add_tensor(plan *pl, const char *name, int64_t rows, int64_t cols) {
     if (pl->n == pl->cap) {
         size_t cap = pl->cap ? 2 * pl->cap : 64;
         otensor *t = realloc(pl->t, cap * sizeof *t);
-        if (!t) return NULL;
+        if (!t) {
+            pl->nomem = true;
+            pl->spare.n_parts = 0;
+            return &pl->spare;
+        }
         pl->t = t;
         pl->cap = cap;
     }
@@ -114,6 +121,12 @@ static otensor *add_tensor(plan *pl, const char *name, int64_t rows, int64_t col
 static void add_part(otensor *t, const unsigned char *src, sm_dtype dt, int64_t rows,
                      int64_t cols, int op, int64_t head_dim) {
     t->parts[t->n_parts++] = (part){src, dt, rows, cols, op, head_dim};
+}
+
+/* An output tensor made of one source tensor of the same shape. */
+static void add_whole(plan *pl, const char *name, int64_t rows, int64_t cols,
+                      const unsigned char *src, sm_dtype dt, int op) {
+    add_part(add_tensor(pl, name, rows, cols), src, dt, rows, cols, op, 0);
 }
 
 static float half_to_float(uint16_t h) {
@@ -352,43 +365,31 @@ static sm_status from_llama2c(plan *pl, const char *path, const sm_convert_opts 
     (void)freqs;
     otensor *t;
     char nm[SM_NAME_MAX];
-#define OUT(name, rows, cols)                                                             \
-    if (!(t = add_tensor(pl, name, rows, cols))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory")
-    OUT("tok_embd", V, dim);
-    add_part(t, emb, SM_DTYPE_F32, V, dim, OP_COPY, 0);
+    add_whole(pl, "tok_embd", V, dim, emb, SM_DTYPE_F32, OP_COPY);
     for (int64_t l = 0; l < L; l++) {
         size_t f = 4;
         snprintf(nm, sizeof nm, "blk.%lld.attn_norm.weight", (long long)l);
-        OUT(nm, dim, 0);
-        add_part(t, rms_att + f * (size_t)(l * dim), SM_DTYPE_F32, dim, 0, OP_COPY, 0);
+        add_whole(pl, nm, dim, 0, rms_att + f * (size_t)(l * dim), SM_DTYPE_F32, OP_COPY);
         snprintf(nm, sizeof nm, "blk.%lld.attn_qkv.weight", (long long)l);
-        OUT(nm, dim + 2 * kvd, dim);
+        t = add_tensor(pl, nm, dim + 2 * kvd, dim);
         add_part(t, wq + f * (size_t)(l * dim * dim), SM_DTYPE_F32, dim, dim, OP_COPY, 0);
         add_part(t, wk + f * (size_t)(l * kvd * dim), SM_DTYPE_F32, kvd, dim, OP_COPY, 0);
         add_part(t, wv + f * (size_t)(l * kvd * dim), SM_DTYPE_F32, kvd, dim, OP_COPY, 0);
         snprintf(nm, sizeof nm, "blk.%lld.attn_out.weight", (long long)l);
-        OUT(nm, dim, dim);
-        add_part(t, wo + f * (size_t)(l * dim * dim), SM_DTYPE_F32, dim, dim, OP_COPY, 0);
+        add_whole(pl, nm, dim, dim, wo + f * (size_t)(l * dim * dim), SM_DTYPE_F32, OP_COPY);
         snprintf(nm, sizeof nm, "blk.%lld.ffn_norm.weight", (long long)l);
-        OUT(nm, dim, 0);
-        add_part(t, rms_ffn + f * (size_t)(l * dim), SM_DTYPE_F32, dim, 0, OP_COPY, 0);
+        add_whole(pl, nm, dim, 0, rms_ffn + f * (size_t)(l * dim), SM_DTYPE_F32, OP_COPY);
         snprintf(nm, sizeof nm, "blk.%lld.ffn_gate.weight", (long long)l);
-        OUT(nm, hidden, dim);
-        add_part(t, w1 + f * (size_t)(l * hidden * dim), SM_DTYPE_F32, hidden, dim, OP_COPY, 0);
+        add_whole(pl, nm, hidden, dim, w1 + f * (size_t)(l * hidden * dim), SM_DTYPE_F32, OP_COPY);
         snprintf(nm, sizeof nm, "blk.%lld.ffn_up.weight", (long long)l);
-        OUT(nm, hidden, dim);
-        add_part(t, w3 + f * (size_t)(l * hidden * dim), SM_DTYPE_F32, hidden, dim, OP_COPY, 0);
+        add_whole(pl, nm, hidden, dim, w3 + f * (size_t)(l * hidden * dim), SM_DTYPE_F32, OP_COPY);
         snprintf(nm, sizeof nm, "blk.%lld.ffn_down.weight", (long long)l);
-        OUT(nm, dim, hidden);
-        add_part(t, w2 + f * (size_t)(l * dim * hidden), SM_DTYPE_F32, dim, hidden, OP_COPY, 0);
+        add_whole(pl, nm, dim, hidden, w2 + f * (size_t)(l * dim * hidden), SM_DTYPE_F32, OP_COPY);
     }
-    OUT("norm_f.weight", dim, 0);
-    add_part(t, rms_f, SM_DTYPE_F32, dim, 0, OP_COPY, 0);
+    add_whole(pl, "norm_f.weight", dim, 0, rms_f, SM_DTYPE_F32, OP_COPY);
     if (!shared) {
-        OUT("output.weight", V, dim);
-        add_part(t, wcls, SM_DTYPE_F32, V, dim, OP_COPY, 0);
+        add_whole(pl, "output.weight", V, dim, wcls, SM_DTYPE_F32, OP_COPY);
     }
-#undef OUT
     return SM_OK;
 }
 
@@ -590,17 +591,12 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, const char
 
     const char *pre = "transformer.";
     st_tensor *x;
-    otensor *t;
     char src[SM_NAME_MAX], dst[SM_NAME_MAX];
-#define OUT(name, rows, cols)                                                             \
-    if (!(t = add_tensor(pl, name, rows, cols))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory")
 #define TAKE(name, d0, d1) if ((st = st_take(set, pre, name, d0, d1, &x, err))) return st
     TAKE("wte.weight", V, C);
-    OUT("tok_embd", V, C);
-    add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+    add_whole(pl, "tok_embd", V, C, x->data, x->dt, OP_COPY);
     TAKE("wpe.weight", ctx, C);
-    OUT("pos_embd", ctx, C);
-    add_part(t, x->data, x->dt, ctx, C, OP_COPY, 0);
+    add_whole(pl, "pos_embd", ctx, C, x->data, x->dt, OP_COPY);
     static const struct {
         const char *from, *to;
         int kind; /* 0 vector of C, 1 conv weight, 2 bias of rows */
@@ -625,21 +621,17 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, const char
             snprintf(dst, sizeof dst, "blk.%lld.%s", (long long)l, map[k].to);
             if (map[k].kind == 1) {
                 TAKE(src, in, rows); /* Conv1D: [in, out] */
-                OUT(dst, rows, in);
-                add_part(t, x->data, x->dt, rows, in, OP_TRANSPOSE, 0);
+                add_whole(pl, dst, rows, in, x->data, x->dt, OP_TRANSPOSE);
             } else {
                 TAKE(src, rows, 0);
-                OUT(dst, rows, 0);
-                add_part(t, x->data, x->dt, rows, 0, OP_COPY, 0);
+                add_whole(pl, dst, rows, 0, x->data, x->dt, OP_COPY);
             }
         }
     }
     TAKE("ln_f.weight", C, 0);
-    OUT("ln_f.weight", C, 0);
-    add_part(t, x->data, x->dt, C, 0, OP_COPY, 0);
+    add_whole(pl, "ln_f.weight", C, 0, x->data, x->dt, OP_COPY);
     TAKE("ln_f.bias", C, 0);
-    OUT("ln_f.bias", C, 0);
-    add_part(t, x->data, x->dt, C, 0, OP_COPY, 0);
+    add_whole(pl, "ln_f.bias", C, 0, x->data, x->dt, OP_COPY);
     c->tied_output = true;
     st_tensor *head = st_find(set, "lm_head.weight");
     if (head) { /* saved beside a tied wte: the same values, or a separate layer */
@@ -649,12 +641,10 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, const char
         bool same = x->dt == wte->dt && memcmp(x->data, wte->data, (size_t)(V * C) * sm_dtype_size(x->dt)) == 0;
         if (!same) {
             c->tied_output = false;
-            OUT("output.weight", V, C);
-            add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+            add_whole(pl, "output.weight", V, C, x->data, x->dt, OP_COPY);
         }
     }
 #undef TAKE
-#undef OUT
     /* buffers some files carry: the causal mask (attn.bias) and masked_bias */
     for (size_t i = 0; i < set->n; i++) {
         const char *nm = set->t[i].name;
@@ -715,12 +705,9 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const sm_
     st_tensor *x, *k, *v;
     otensor *t;
     char a[SM_NAME_MAX], b[SM_NAME_MAX], d[SM_NAME_MAX];
-#define OUT(name, rows, cols)                                                             \
-    if (!(t = add_tensor(pl, name, rows, cols))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory")
 #define TAKE(name, d0, d1, var) if ((st = st_take(set, pre, name, d0, d1, &var, err))) return st
     TAKE("embed_tokens.weight", V, C, x);
-    OUT("tok_embd", V, C);
-    add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+    add_whole(pl, "tok_embd", V, C, x->data, x->dt, OP_COPY);
     static const struct {
         const char *from, *to;
         int rows, cols; /* 'C', 'F' or 'Q' */
@@ -739,8 +726,7 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const sm_
             snprintf(a, sizeof a, "layers.%lld.%s", (long long)l, map[i].from);
             snprintf(d, sizeof d, "blk.%lld.%s", (long long)l, map[i].to);
             TAKE(a, r, cc, x);
-            OUT(d, r, cc);
-            add_part(t, x->data, x->dt, r, cc, OP_COPY, 0);
+            add_whole(pl, d, r, cc, x->data, x->dt, OP_COPY);
         }
         snprintf(a, sizeof a, "layers.%lld.self_attn.q_proj.weight", (long long)l);
         TAKE(a, Q, C, x);
@@ -749,25 +735,22 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const sm_
         snprintf(b, sizeof b, "layers.%lld.self_attn.v_proj.weight", (long long)l);
         TAKE(b, KV, C, v);
         snprintf(d, sizeof d, "blk.%lld.attn_qkv.weight", (long long)l);
-        OUT(d, Q + 2 * KV, C);
+        t = add_tensor(pl, d, Q + 2 * KV, C);
         add_part(t, x->data, x->dt, Q, C, OP_ROPE, hd);
         add_part(t, k->data, k->dt, KV, C, OP_ROPE, hd);
         add_part(t, v->data, v->dt, KV, C, OP_COPY, 0);
     }
     TAKE("norm.weight", C, 0, x);
-    OUT("norm_f.weight", C, 0);
-    add_part(t, x->data, x->dt, C, 0, OP_COPY, 0);
+    add_whole(pl, "norm_f.weight", C, 0, x->data, x->dt, OP_COPY);
     c->tied_output = hf_bool(hc, "tie_word_embeddings", false);
     st_tensor *head = st_find(set, "lm_head.weight");
     if (!c->tied_output || head) {
         if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
         if (!c->tied_output) {
-            OUT("output.weight", V, C);
-            add_part(t, x->data, x->dt, V, C, OP_COPY, 0);
+            add_whole(pl, "output.weight", V, C, x->data, x->dt, OP_COPY);
         }
     }
 #undef TAKE
-#undef OUT
     for (size_t i = 0; i < set->n; i++)
         if (strstr(set->t[i].name, "rotary_emb.inv_freq")) set->t[i].used = true;
     return SM_OK;
@@ -867,6 +850,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         snprintf(info->source, sizeof info->source, "llama2.c checkpoint");
     }
     char tmp[4200];
+    if (!st && pl.nomem) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory planning the conversion");
     if (!st && (size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()) >= sizeof tmp)
         st = sm_error_set(err, SM_ERR_INPUT, "output path '%s' is too long", out);
     if (st) {
