@@ -31,8 +31,9 @@
 #define MAX_THREADS 512
 
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
-#define CMD_MODEL (CMD_RUN | CMD_INFO | CMD_TOKENIZE | CMD_DETOKENIZE)
-#define CMD_ALL (CMD_MODEL | CMD_TRAIN | CMD_CONVERT)
+#define CMD_MODEL (CMD_RUN | CMD_INFO)              /* load the weights */
+#define CMD_TOKENS (CMD_TOKENIZE | CMD_DETOKENIZE) /* load only the tokenizer */
+#define CMD_ALL (CMD_MODEL | CMD_TOKENS | CMD_TRAIN | CMD_CONVERT)
 
 /* Every flag, in --help order; aliases have no help line of their own. */
 static const struct option_def {
@@ -43,11 +44,7 @@ static const struct option_def {
     opt_id id;
     const char *help; /* NULL for an alias */
 } options[] = {
-    {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
-     "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
-    {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
-     "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
-    {"model", 'm', true, CMD_MODEL, O_MODEL,
+    {"model", 'm', true, CMD_MODEL | CMD_TOKENS, O_MODEL,
      "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
     {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_PROMPT,
      "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
@@ -69,12 +66,16 @@ static const struct option_def {
      "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
     {"ctx-size", 'c', true, CMD_MODEL, O_CTX,
      "-c, --ctx-size N       context length (default and maximum: the model's)"},
-    {"kernels", 0, true, CMD_ALL, O_KERNELS,
+    {"kernels", 0, true, CMD_MODEL | CMD_TRAIN, O_KERNELS,
      "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
     {"check-weights", 0, false, CMD_MODEL, O_CHECKW,
      "    --check-weights    scan every weight for NaN or infinity before running"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
      "    --no-mmap          read the weights instead of mapping them"},
+    {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
+     "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
+    {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
+     "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
     {"stop", 0, true, CMD_GENERATE, O_STOP,
      "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
     {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
@@ -473,18 +474,17 @@ static void print_help(const cli_opts *o) {
                SM_VERSION);
         return;
     }
-    printf("usage: smallmind %s [flags]\n\n", o->cmd_name);
+    printf("usage: smallmind %s [flags]%s\n\n", o->cmd_name,
+           o->cmd == CMD_CONVERT ? " SRC OUT" : o->cmd == CMD_DETOKENIZE ? " ID..." : "");
     const char *what = o->cmd == CMD_GENERATE ? "Streams a continuation of the prompt to stdout."
                        : o->cmd == CMD_SCORE  ? "Scores each token of a text given the ones before it."
                        : o->cmd == CMD_INFO   ? "Prints a model's architecture, size and memory plan."
                        : o->cmd == CMD_CONVERT
-                           ? "usage: smallmind convert SRC OUT [--tokenizer FILE]\n"
-                             "Converts a llama2.c checkpoint (SRC a file, with --tokenizer) or a\n"
+                           ? "Converts a llama2.c checkpoint (SRC a file, with --tokenizer) or a\n"
                              "Hugging Face GPT-2 or Llama directory (config.json + safetensors)\n"
                              "into the new model directory OUT."
                        : o->cmd == CMD_TOKENIZE ? "Prints the token ids of a text (-p, -f or stdin), space-separated."
-                       : o->cmd == CMD_DETOKENIZE
-                           ? "usage: smallmind detokenize -m DIR ID...\nPrints the text of the token ids."
+                       : o->cmd == CMD_DETOKENIZE ? "Prints the text of the token ids."
                        : o->cmd == CMD_TRAIN  ? "Trains a GPT-2-style model with the byte vocabulary on a text file\n"
                                                 "and writes a model directory (a checkpoint that --resume continues)."
                                               : "Measures prefill and decode speed on synthetic tokens.";
