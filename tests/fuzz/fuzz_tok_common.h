@@ -53,6 +53,18 @@ static sm_status tok_load(sm_tokenizer *t, sm_tokenizer_type type) {
     return sm_tokenizer_init(t, &cfg, tok_dir, &err);
 }
 
+/* The built-in tokenizer: `write` makes its files once, loaded once per process. */
+static sm_tokenizer *tok_builtin(sm_tokenizer_type type, void (*write)(void)) {
+    static sm_tokenizer fixed;
+    static int ready;
+    if (!ready) {
+        write();
+        if (tok_load(&fixed, type) != SM_OK) abort();
+        ready = 1;
+    }
+    return &fixed;
+}
+
 /*
 ** Encodes data; every id is in range; decoding gives the bytes back when
 ** `exact` (every byte representable), preceded by BOS for sentencepiece.
