@@ -337,6 +337,25 @@ def expect_convert_fail(smbin, args, out, name, where, want):
           f"rc={p.returncode} want {want!r}")
 
 
+def allocs_per_token(smbin, bindir, model):
+    """Heap allocations (LD_PRELOAD counter) are the same for 16 and 255 generated tokens."""
+    so = os.path.join(bindir, "alloc_count.so")
+    if os.environ.get("SM_SKIP_ALLOC") or not os.path.exists(so):
+        T.skip("allocations per token (stories260K)", "no LD_PRELOAD counter in this build")
+        return
+    counts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in ("16", "255"):
+            out = os.path.join(tmp, n)
+            env = dict(os.environ, SM_ALLOC_OUT=out, LD_PRELOAD=os.path.abspath(so))
+            subprocess.run([smbin, "generate", "-m", model, "-p", "", "-n", n, "--temp", "0", "-t", "2"],
+                           env=env, capture_output=True, timeout=120)
+            counts.append(open(out).read().strip() if os.path.exists(out) else "")
+    check(counts[0] and counts[0] == counts[1],
+          f"stories260K (Llama, SentencePiece): heap allocations for 16 and 255 tokens are equal ({counts[0]})",
+          f"{counts}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="build")
@@ -365,6 +384,7 @@ def main():
                         break
                     check(p.stdout == want, "stories260K greedy = llama2.c's reference_greedy.txt "
                           f"({len(want)} bytes; {kern}, {t} threads)", repr(p.stdout[-80:]))
+            allocs_per_token(smbin, a.bin, out)
         else:
             T.skip("stories260K", f"{s260} is absent")
         if os.path.isdir(tiny):
