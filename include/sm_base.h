@@ -24,6 +24,9 @@ typedef enum {
     SM_ERR_RUNTIME      /* a run-time failure such as NaN logits */
 } sm_status;
 
+/* Element types of weight tensors (little-endian on disk). */
+typedef enum { SM_DTYPE_F32 = 0, SM_DTYPE_F16, SM_DTYPE_BF16, SM_DTYPE_COUNT } sm_dtype;
+
 /* A one-line, human-readable message; empty when there is none. */
 typedef struct sm_error {
     char msg[512];

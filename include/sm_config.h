@@ -22,8 +22,6 @@
 #define SM_FILE_NAME_MAX 128
 #define SM_CONFIG_MAX_BYTES (64u << 20) /* config.json larger than this is refused */
 
-typedef enum { SM_DTYPE_F32 = 0, SM_DTYPE_F16, SM_DTYPE_BF16, SM_DTYPE_COUNT } sm_dtype;
-
 typedef enum { SM_ARCH_GPT2 = 0, SM_ARCH_LLAMA } sm_arch;
 typedef enum { SM_ACT_GELU_TANH = 0, SM_ACT_GELU_ERF, SM_ACT_SILU } sm_activation;
 typedef enum {
@@ -70,6 +68,7 @@ typedef struct sm_config {
 size_t sm_dtype_size(sm_dtype t);
 const char *sm_dtype_name(sm_dtype t);
 const char *sm_arch_name(sm_arch a);
+const char *sm_tokenizer_type_name(sm_tokenizer_type t);
 const char *sm_activation_name(sm_activation a);
 
 /*

@@ -9,8 +9,10 @@
 ** result of a given output element does not depend on how the caller splits
 ** the work, which is what makes 1- and 2-thread runs bit-identical.
 **
-** Layouts (row-major, float32):
-**   linear weights      w[N, K]      (out features, in features)
+** Layouts (row-major, float32 unless said):
+**   linear weights      w[N, K]      (out features, in features); f32, f16
+**                                    or bf16, widened to f32 in registers
+**                                    (exact), so every product and sum is f32
 **   activations         x[T, K]      one row per token
 **   key cache (a head)  kt[hs, ctx]  transposed: keys are columns, so
 **                                    Q.K^T is a broadcast-multiply product
@@ -19,6 +21,8 @@
 #ifndef SM_KERNELS_H
 #define SM_KERNELS_H
 
+#include "sm_base.h"
+
 #include <stddef.h>
 
 /* Queries per attention block: the scores scratch is SM_ATTN_QBLOCK x ctx. */
@@ -26,8 +30,9 @@
 
 /* A linear-layer product (see matmul below for the contract). */
 typedef void (*sm_matmul_fn)(float *restrict out, const float *restrict x,
-                             const float *restrict w, const float *restrict bias, size_t T,
-                             size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch);
+                             const void *restrict w, sm_dtype wt, const float *restrict bias,
+                             size_t T, size_t N, size_t K, size_t n0, size_t n1,
+                             float *restrict scratch);
 
 typedef struct sm_kernels {
     const char *name;
@@ -38,8 +43,11 @@ typedef struct sm_kernels {
     /*
     ** out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for all t < T and
     ** n0 <= n < n1; other columns of out are not touched. bias may be NULL.
-    ** T >= 4 uses packed panels (matrix-matrix), smaller T streams rows of w
-    ** (matrix-vector). out must not alias x or w.
+    ** w holds elements of type wt; a 16-bit weight gives exactly the result
+    ** of its f32 widening. T >= 4 uses packed panels (matrix-matrix, weights
+    ** widened while packing), smaller T streams rows of w (matrix-vector,
+    ** widened in registers, so 16-bit weights read half the bytes). out must
+    ** not alias x or w.
     **   out (T, N)  x (T, K)  w (N, K)  bias (N)  scratch (matmul_scratch)
     */
     sm_matmul_fn matmul;
@@ -89,6 +97,9 @@ typedef struct sm_kernels {
     /* x (n) <- gelu(x), tanh approximation / exact erf form, in place. */
     void (*gelu_tanh)(float *x, size_t n);
     void (*gelu_erf)(float *x, size_t n);
+
+    /* out (n) = src (n elements of type dt) widened to f32, exactly. */
+    void (*to_f32)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
 
     /* out (n) = exp(x) (the vectorized exp the others use; exposed for tests). */
     void (*exp)(float *restrict out, const float *restrict x, size_t n);

@@ -23,7 +23,7 @@ import sys
 
 MAGIC = b"SMWEIGHT"
 HEADER = 64
-DTYPES = {"f32": ("<f4", 4), "f16": ("<f2", 2)}
+DTYPES = {"f32": ("<f4", 4), "f16": ("<f2", 2), "bf16": ("<u2", 2)}  # bf16: the top half of an f32
 
 
 def _np():
@@ -32,24 +32,25 @@ def _np():
 
 
 def write_model(out_dir, config, tensors, file_name="model.bin"):
-    """Writes config (a dict without "tensors") and tensors (list of
-    (name, float32 array-like with .shape, raw bytes)) as a model directory.
-    Each tensor is given as (name, shape, data_bytes)."""
+    """Writes config (a dict without "tensors") and tensors as a model
+    directory. Each tensor is (name, shape, data_bytes) for f32, or
+    (name, shape, data_bytes, dtype) with dtype "f32", "f16" or "bf16"."""
     os.makedirs(out_dir, exist_ok=True)
     manifest = []
     offset = HEADER
     tmp = os.path.join(out_dir, file_name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(MAGIC + struct.pack("<II", 1, HEADER) + b"\0" * (HEADER - 16))
-        for name, shape, data in tensors:
+        for name, shape, data, *dtype in tensors:
+            dtype = dtype[0] if dtype else "f32"
             pad = (-offset) % 64
             f.write(b"\0" * pad)
             offset += pad
             n = 1
             for d in shape:
                 n *= d
-            assert len(data) == 4 * n, name
-            manifest.append({"name": name, "dtype": "f32", "shape": list(shape),
+            assert len(data) == DTYPES[dtype][1] * n, name
+            manifest.append({"name": name, "dtype": dtype, "shape": list(shape),
                              "file": file_name, "offset": offset})
             f.write(data)
             offset += len(data)
@@ -81,7 +82,10 @@ def read_model(model_dir):
         raw = files[fn][t["offset"]:t["offset"] + n * size]
         if len(raw) != n * size:
             raise ValueError(f"{fn}: tensor {t['name']} is truncated")
-        tensors[t["name"]] = np.frombuffer(raw, dtype=dt).astype(np.float64).reshape(t["shape"])
+        a = np.frombuffer(raw, dtype=dt)
+        if t["dtype"] == "bf16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        tensors[t["name"]] = a.astype(np.float64).reshape(t["shape"])
     return cfg, tensors
 
 

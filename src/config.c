@@ -32,6 +32,11 @@ const char *sm_dtype_name(sm_dtype t) {
     return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
 }
 
+const char *sm_tokenizer_type_name(sm_tokenizer_type t) {
+    static const char *const types[] = {"byte", "sentencepiece", "gpt2"};
+    return (unsigned)t <= SM_TOKENIZER_GPT2 ? types[t] : "?";
+}
+
 const char *sm_arch_name(sm_arch a) {
     return a == SM_ARCH_GPT2 ? "gpt2" : a == SM_ARCH_LLAMA ? "llama" : "?";
 }
@@ -548,8 +553,7 @@ static bool add_heads(cJSON *root, const sm_config *c) {
 }
 
 static bool add_tokenizer(cJSON *tok, const sm_config *c) {
-    static const char *const types[] = {"byte", "sentencepiece", "gpt2"};
-    bool ok = cJSON_AddStringToObject(tok, "type", types[c->tokenizer]);
+    bool ok = cJSON_AddStringToObject(tok, "type", sm_tokenizer_type_name(c->tokenizer));
     if (c->tokenizer == SM_TOKENIZER_BYTE) return ok;
     if (c->tokenizer == SM_TOKENIZER_SENTENCEPIECE)
         ok = ok && cJSON_AddStringToObject(tok, "file", c->tok_file[0]);

@@ -101,6 +101,9 @@ edit_config("dim_overflow", 9, "shape product overflows", lambda c: c["tensors"]
 # 10: too many dimensions; unknown dtype
 edit_config("dims_5", 10, "5 dimensions", lambda c: c["tensors"][0].update(shape=[1, 1, 1, 1, 1]))
 edit_config("dtype_unknown", 10, "unknown dtype \"q4_0\"", lambda c: c["tensors"][0].update(dtype="q4_0"))
+# a norm gain stored f16 (matrices may be 16-bit, vectors must be f32)
+rewrite("vector_f16", 10, "tensor ln_f.weight has dtype f16; vectors (norms, biases) must be f32",
+        tensors=[(n, s, d[:len(d) // 2], "f16") if n == "ln_f.weight" else (n, s, d) for n, s, d in TENSORS])
 # 11: absurd lengths and counts
 edit_config("name_huge", 11, "name must be 1 to 127 bytes", lambda c: c["tensors"][0].update(name="x" * 100000))
 edit_config("layers_huge", 11, "\"n_layer\" is 1.84467440737096e+19",

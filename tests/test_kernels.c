@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sm_half.h"
 #include "sm_kernels.h"
 #include "test.h"
 
@@ -38,11 +39,11 @@ void test_kernels_matmul(void) {
                 for (int r = 0; r < 2; r++) {
                     size_t n0 = ranges[r][0], n1 = ranges[r][1];
                     const float *bb = r ? bias : NULL;
-                    ref->matmul(want, x, w, bb, T, N, K, n0, n1, NULL);
+                    ref->matmul(want, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, NULL);
                     for (size_t i = 1; i < nk; i++) {
                         float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
                         for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
-                        ks[i]->matmul(got, x, w, bb, T, N, K, n0, n1, scratch);
+                        ks[i]->matmul(got, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
                         free(scratch);
                         for (size_t t = 0; t < T; t++)
                             for (size_t n = 0; n < N; n++) {
@@ -85,9 +86,9 @@ void test_kernels_matmul_rows(void) {
                 float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
                 for (int b = 0; b < 2; b++) {
                     const float *bb = b ? bias : NULL;
-                    ks[i]->matmul_rows(rows, x, w, bb, T, N, K, n0, n1, scratch);
+                    ks[i]->matmul_rows(rows, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
                     for (size_t t = 0; t < T; t++) {
-                        ks[i]->matmul(one, x + t * K, w, bb, 1, N, K, n0, n1, scratch);
+                        ks[i]->matmul(one, x + t * K, w, SM_DTYPE_F32, bb, 1, N, K, n0, n1, scratch);
                         CHECKF(memcmp(rows + t * N + n0, one + n0, (n1 - n0) * sizeof(float)) == 0,
                                "%s matmul_rows T=%zu K=%zu bias=%d: row %zu differs from the row alone",
                                ks[i]->name, T, K, b, t);
@@ -95,6 +96,117 @@ void test_kernels_matmul_rows(void) {
                 }
                 free(x), free(w), free(bias), free(rows), free(one), free(scratch);
             }
+}
+
+/* w narrowed to dt (16-bit) into q, and q widened back into wide (what the kernels must use). */
+static void narrow(sm_dtype dt, const float *w, size_t n, uint16_t *q, float *wide) {
+    for (size_t i = 0; i < n; i++) {
+        q[i] = dt == SM_DTYPE_F16 ? sm_f32_to_f16(w[i]) : sm_f32_to_bf16(w[i]);
+        wide[i] = dt == SM_DTYPE_F16 ? sm_f16_to_f32(q[i]) : sm_bf16_to_f32(q[i]);
+    }
+}
+
+/*
+** 16-bit weights: every table's matmul and matmul_rows on f16 and bf16
+** weights give bit for bit what the same table gives on their f32 widening,
+** on both paths (matrix-vector T < 4, packed panels T >= 4), vector tails
+** (K not a multiple of 16 or 8) and a column range that is not aligned. With
+** test_kernels_matmul that puts every table within tolerance of the scalar
+** reference for every dtype.
+*/
+void test_kernels_matmul_16bit(void) {
+    const sm_kernels *ks[8];
+    size_t nk = tables(ks);
+    static const size_t Ts[] = {1, 2, 3, 4, 9, 17};
+    static const size_t Ks[] = {1, 7, 16, 17, 255, 257, 513};
+    static const sm_dtype dts[] = {SM_DTYPE_F16, SM_DTYPE_BF16};
+    unsigned long long s = 11;
+    for (size_t d = 0; d < 2; d++)
+        for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                size_t T = Ts[a], N = 37, K = Ks[c], n0 = 3, n1 = 35;
+                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
+                float *wide = rnd(N * K, &s, 0), *want = rnd(T * N, &s, 0), *got = rnd(T * N, &s, 0);
+                uint16_t *q = malloc(N * K * sizeof *q);
+                narrow(dts[d], w, N * K, q, wide);
+                for (size_t i = 0; i < nk; i++)
+                    for (int rows = 0; rows < 2; rows++) {
+                        sm_matmul_fn mm = rows ? ks[i]->matmul_rows : ks[i]->matmul;
+                        float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                        for (size_t j = 0; j < T * N; j++) want[j] = got[j] = 12345.0f;
+                        mm(want, x, wide, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
+                        mm(got, x, q, dts[d], bias, T, N, K, n0, n1, scratch);
+                        free(scratch);
+                        CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
+                               "%s %s %s T=%zu K=%zu: differs from the f32-widened weights",
+                               ks[i]->name, rows ? "matmul_rows" : "matmul",
+                               dts[d] == SM_DTYPE_F16 ? "f16" : "bf16", T, K);
+                    }
+                free(x), free(w), free(bias), free(wide), free(want), free(got), free(q);
+            }
+}
+
+/*
+** Conversions. The scalar ones against values worked out by hand (IEEE
+** binary16: 1 sign, 5 exponent bits biased by 15, 10 mantissa bits; bf16:
+** the top half of an f32), rounding to nearest even included; then every
+** table's to_f32 against them on all 65,536 bit patterns of each format, at
+** every length up to 40 (the vector tails).
+*/
+void test_kernels_to_f32(void) {
+    static const struct { uint16_t h; float f; } f16[] = {
+        {0x0000, 0.0f}, {0x8000, -0.0f}, {0x3C00, 1.0f}, {0xC000, -2.0f}, {0x3555, 0.333251953125f},
+        {0x7BFF, 65504.0f}, {0x0400, 6.103515625e-05f}, {0x0001, 5.960464477539063e-08f},
+        {0x03FF, 6.097555160522461e-05f}, {0x7C00, INFINITY}, {0xFC00, -INFINITY}};
+    for (size_t i = 0; i < sizeof f16 / sizeof *f16; i++) {
+        float g = sm_f16_to_f32(f16[i].h);
+        CHECKF(memcmp(&g, &f16[i].f, 4) == 0, "f16 0x%04x widened to %g, expected %g", f16[i].h, g,
+               f16[i].f);
+        CHECKF(sm_f32_to_f16(f16[i].f) == f16[i].h, "%g narrowed to f16 0x%04x, expected 0x%04x",
+               f16[i].f, sm_f32_to_f16(f16[i].f), f16[i].h);
+    }
+    CHECK(isnan(sm_f16_to_f32(0x7E00)) && isnan(sm_f16_to_f32(0xFC01)));
+    CHECK(isnan(sm_f16_to_f32(sm_f32_to_f16(NAN))) && isnan(sm_bf16_to_f32(sm_f32_to_bf16(NAN))));
+    /* rounding: ties to even, overflow to inf, underflow to zero */
+    CHECK(sm_f32_to_f16(1.0f + 0x1p-11f) == 0x3C00);     /* tie, even is down */
+    CHECK(sm_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3C02); /* tie, even is up */
+    CHECK(sm_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f) == 0x3C01);
+    CHECK(sm_f32_to_f16(65519.0f) == 0x7BFF && sm_f32_to_f16(65520.0f) == 0x7C00);
+    CHECK(sm_f32_to_f16(1e10f) == 0x7C00 && sm_f32_to_f16(-1e10f) == 0xFC00);
+    CHECK(sm_f32_to_f16(0x1p-25f) == 0x0000 && sm_f32_to_f16(0x1.0p-25f * 1.5f) == 0x0001);
+    CHECK(sm_f32_to_f16(3 * 0x1p-25f) == 0x0002); /* 1.5 subnormal units: tie to even 2 */
+    CHECK(sm_f32_to_bf16(1.0f) == 0x3F80 && sm_f32_to_bf16(-2.0f) == 0xC000);
+    CHECK(sm_f32_to_bf16(1.0f + 0x1p-8f) == 0x3F80);          /* tie, even is down */
+    CHECK(sm_f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3F82);      /* tie, even is up */
+    CHECK(sm_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 0x3F81);
+    CHECK(sm_bf16_to_f32(0x3F80) == 1.0f && sm_bf16_to_f32(0x7F80) == INFINITY);
+    for (uint32_t h = 0; h < 65536; h++) /* narrowing a widened value gives it back */
+        if (!isnan(sm_f16_to_f32((uint16_t)h)))
+            CHECKF(sm_f32_to_f16(sm_f16_to_f32((uint16_t)h)) == h, "f16 0x%04x does not round-trip", h);
+
+    const sm_kernels *ks[8];
+    size_t nk = tables(ks);
+    uint16_t *all = malloc(65536 * sizeof *all);
+    float *want = malloc(65536 * sizeof *want), *got = malloc(65536 * sizeof *got);
+    for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
+    for (int d = 0; d < 2; d++) {
+        sm_dtype dt = d ? SM_DTYPE_BF16 : SM_DTYPE_F16;
+        for (uint32_t h = 0; h < 65536; h++)
+            want[h] = d ? sm_bf16_to_f32((uint16_t)h) : sm_f16_to_f32((uint16_t)h);
+        for (size_t i = 0; i < nk; i++) {
+            ks[i]->to_f32(got, all, dt, 65536);
+            CHECKF(memcmp(got, want, 65536 * sizeof *got) == 0, "%s to_f32 %s: a value differs",
+                   ks[i]->name, d ? "bf16" : "f16");
+            for (size_t n = 0; n <= 40; n++) {
+                for (size_t j = 0; j < 48; j++) got[j] = 12345.0f;
+                ks[i]->to_f32(got, all + 15360, dt, n);
+                for (size_t j = 0; j < 48; j++)
+                    CHECKF(j < n ? memcmp(&got[j], &want[15360 + j], 4) == 0 : got[j] == 12345.0f,
+                           "%s to_f32 n=%zu: element %zu", ks[i]->name, n, j);
+            }
+        }
+    }
+    free(all), free(want), free(got);
 }
 
 void test_kernels_attention(void) {

@@ -3,6 +3,8 @@
 ** the CPU has both (see dispatch.c). Same algorithms as avx512.c at 8 lanes:
 ** matmul packs NR = 16 weight rows x KC = 256 into a panel and runs an
 ** MR = 6 x NR micro-kernel (12 accumulators); tails use masked loads/stores.
+** f16 weights are widened with F16C (vcvtph2ps), which dispatch.c requires
+** with AVX2; bf16 weights by a 16-bit shift.
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
@@ -10,6 +12,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #define NR 16
 #define MR 6
@@ -84,16 +87,50 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
     }
 }
 
-static void gemm(float *restrict out, const float *restrict x, const float *restrict w,
-                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
-                 float *restrict panel) {
+/* 8 weights from element i of w (type dt: a constant wherever this is inlined), as f32. */
+static inline __attribute__((always_inline)) __m256 load_w(sm_dtype dt, const void *w, size_t i) {
+    if (dt == SM_DTYPE_F32) return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (dt == SM_DTYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The first n < 8 weights from element i (mask m = those lanes), zeros after. */
+static inline __attribute__((always_inline)) __m256
+load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __m256i m) {
+    if (dt == SM_DTYPE_F32) return _mm256_maskload_ps((const float *)w + i, m);
+    uint16_t buf[8] = {0};
+    memcpy(buf, (const uint16_t *)w + i, n * sizeof *buf);
+    return load_w(dt, buf, 0);
+}
+
+static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    size_t i = 0;
+    if (dt == SM_DTYPE_F32) {
+        memcpy(out, src, n * sizeof *out);
+        return;
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, dt == SM_DTYPE_F16 ? load_w(SM_DTYPE_F16, src, i)
+                                                     : load_w(SM_DTYPE_BF16, src, i));
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(out + i, m,
+                            dt == SM_DTYPE_F16 ? load_w_tail(SM_DTYPE_F16, src, i, n - i, m)
+                                               : load_w_tail(SM_DTYPE_BF16, src, i, n - i, m));
+    }
+}
+
+static void gemm(float *restrict out, const float *restrict x, const void *restrict w,
+                 sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
+                 size_t n0, size_t n1, float *restrict panel) {
     for (size_t n = n0; n < n1; n += NR) {
         size_t nr = n1 - n < NR ? n1 - n : NR;
         __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
         const float *b = bias ? bias + n : NULL;
         for (size_t k0 = 0; k0 < K; k0 += KC) {
             size_t kc = K - k0 < KC ? K - k0 : KC;
-            sm_kernels_pack_panel(panel, w, K, n, nr, NR, k0, kc);
+            sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
             size_t t = 0;
             for (; t + MR <= T; t += MR)
                 micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
@@ -105,21 +142,22 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
 
 /*
 ** out[t, n..n+nw) for r token rows (r <= 2, nw <= 4; constants at every call
-** site, so the accumulators stay in the 16 registers): the weight rows are
-** loaded once for all token rows. Each output is one 8-lane dot product
-** reduced the same way whatever r is, so a row's result does not depend on
-** how many rows share the pass (what batched decoding relies on).
+** site, so the accumulators stay in the 16 registers): the weight rows (type
+** dt, widened in registers) are loaded once for all token rows. Each output
+** is one 8-lane dot product reduced the same way whatever r is, so a row's
+** result does not depend on how many rows share the pass (what batched
+** decoding relies on).
 */
 static inline __attribute__((always_inline)) void
-dot_block(size_t r, size_t nw, float *restrict out, size_t N, const float *restrict x,
-          const float *restrict w, const float *restrict bias, size_t K, size_t kv,
-          __m256i mt, int tail) {
+dot_block(sm_dtype dt, size_t r, size_t nw, float *restrict out, size_t N,
+          const float *restrict x, const void *restrict w, const float *restrict bias, size_t K,
+          size_t kv, __m256i mt, int tail) {
     __m256 a[2][4];
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_setzero_ps();
     for (size_t k = 0; k < kv; k += 8) {
         __m256 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = _mm256_loadu_ps(w + j * K + k);
+        for (size_t j = 0; j < nw; j++) wv[j] = load_w(dt, w, j * K + k);
         for (size_t i = 0; i < r; i++) {
             __m256 xv = _mm256_loadu_ps(x + i * K + k);
             for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
@@ -127,7 +165,7 @@ dot_block(size_t r, size_t nw, float *restrict out, size_t N, const float *restr
     }
     if (tail) {
         __m256 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = _mm256_maskload_ps(w + j * K + kv, mt);
+        for (size_t j = 0; j < nw; j++) wv[j] = load_w_tail(dt, w, j * K + kv, K - kv, mt);
         for (size_t i = 0; i < r; i++) {
             __m256 xv = _mm256_maskload_ps(x + i * K + kv, mt);
             for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
@@ -140,41 +178,54 @@ dot_block(size_t r, size_t nw, float *restrict out, size_t N, const float *restr
 
 /* Token rows in pairs against the same 4 weight rows, which stay in L1. */
 static inline __attribute__((always_inline)) void
-dot_rows(size_t nw, float *restrict out, const float *restrict x, const float *restrict w,
-         const float *restrict bias, size_t T, size_t N, size_t K, size_t kv, __m256i mt,
-         int tail) {
+dot_rows(sm_dtype dt, size_t nw, float *restrict out, const float *restrict x,
+         const void *restrict w, const float *restrict bias, size_t T, size_t N, size_t K,
+         size_t kv, __m256i mt, int tail) {
     size_t t = 0;
     for (; t + 2 <= T; t += 2)
-        dot_block(2, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
-    if (t < T) dot_block(1, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
+        dot_block(dt, 2, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
+    if (t < T) dot_block(dt, 1, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
 }
 
-static void gemv(float *restrict out, const float *restrict x, const float *restrict w,
-                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                 size_t n1) {
+static inline __attribute__((always_inline)) void
+gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     __m256i mt = tail_mask(K % 8);
     size_t kv = K - K % 8, n = n0;
     int tail = K % 8 != 0;
     for (; n + 4 <= n1; n += 4)
-        dot_rows(4, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt, tail);
+        dot_rows(dt, 4, out + n, x, sm_kernels_elem(w, dt, n * K), bias ? bias + n : NULL, T, N,
+                 K, kv, mt, tail);
     for (; n < n1; n++)
-        dot_rows(1, out + n, x, w + n * K, bias ? bias + n : NULL, T, N, K, kv, mt, tail);
+        dot_rows(dt, 1, out + n, x, sm_kernels_elem(w, dt, n * K), bias ? bias + n : NULL, T, N,
+                 K, kv, mt, tail);
 }
 
-static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
-                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                   size_t n1, float *restrict scratch) {
-    if (T >= 4)
-        gemm(out, x, w, bias, T, N, K, n0, n1, scratch);
+static void gemv(float *restrict out, const float *restrict x, const void *restrict w,
+                 sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
+                 size_t n0, size_t n1) {
+    if (dt == SM_DTYPE_F16)
+        gemv_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
+    else if (dt == SM_DTYPE_BF16)
+        gemv_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
     else
-        gemv(out, x, w, bias, T, N, K, n0, n1);
+        gemv_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }
 
-static void matmul_rows(float *restrict out, const float *restrict x, const float *restrict w,
-                        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                        size_t n1, float *restrict scratch) {
+static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
+                   sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
+                   size_t n0, size_t n1, float *restrict scratch) {
+    if (T >= 4)
+        gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else
+        gemv(out, x, w, wt, bias, T, N, K, n0, n1);
+}
+
+static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
+                        sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
+                        size_t n0, size_t n1, float *restrict scratch) {
     (void)scratch;
-    gemv(out, x, w, bias, T, N, K, n0, n1);
+    gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }
 
 static float vmax(const float *x, size_t n) {
@@ -398,6 +449,7 @@ const sm_kernels sm_kernels_avx2 = {
     .rope = rope,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
+    .to_f32 = to_f32,
     .exp = vexp,
 };
 #endif

@@ -10,12 +10,16 @@
 ** registers and does 16 FMAs per 2 panel loads + 8 broadcasts. No horizontal
 ** sums. T < 4, and matmul_rows for any T: rows of w are streamed four at a time
 ** against up to four token rows (matrix-vector, one dot product per output).
+** f16 weights are widened in registers by vcvtph2ps, bf16 by a 16-bit shift;
+** panels hold them widened.
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define NR 32
 #define MR 8
@@ -78,16 +82,50 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
     }
 }
 
-static void gemm(float *restrict out, const float *restrict x, const float *restrict w,
-                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
-                 float *restrict panel) {
+/* 16 weights from element i of w (type dt: a constant wherever this is inlined), as f32. */
+static inline __attribute__((always_inline)) __m512 load_w(sm_dtype dt, const void *w, size_t i) {
+    if (dt == SM_DTYPE_F32) return _mm512_loadu_ps((const float *)w + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (dt == SM_DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The first n < 16 weights from element i (mask m = those lanes), zeros after. */
+static inline __attribute__((always_inline)) __m512
+load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __mmask16 m) {
+    if (dt == SM_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    uint16_t buf[16] = {0}; /* 16-bit masked loads need AVX-512BW */
+    memcpy(buf, (const uint16_t *)w + i, n * sizeof *buf);
+    return load_w(dt, buf, 0);
+}
+
+static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    size_t i = 0;
+    if (dt == SM_DTYPE_F32) {
+        memcpy(out, src, n * sizeof *out);
+        return;
+    }
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i, dt == SM_DTYPE_F16 ? load_w(SM_DTYPE_F16, src, i)
+                                                     : load_w(SM_DTYPE_BF16, src, i));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(out + i, m,
+                              dt == SM_DTYPE_F16 ? load_w_tail(SM_DTYPE_F16, src, i, n - i, m)
+                                                 : load_w_tail(SM_DTYPE_BF16, src, i, n - i, m));
+    }
+}
+
+static void gemm(float *restrict out, const float *restrict x, const void *restrict w,
+                 sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
+                 size_t n0, size_t n1, float *restrict panel) {
     for (size_t n = n0; n < n1; n += NR) {
         size_t nr = n1 - n < NR ? n1 - n : NR;
         __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
         const float *b = bias ? bias + n : NULL;
         for (size_t k0 = 0; k0 < K; k0 += KC) {
             size_t kc = K - k0 < KC ? K - k0 : KC;
-            sm_kernels_pack_panel(panel, w, K, n, nr, NR, k0, kc);
+            sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
             size_t t = 0;
             for (; t + MR <= T; t += MR)
                 micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
@@ -99,22 +137,24 @@ static void gemm(float *restrict out, const float *restrict x, const float *rest
 
 /*
 ** out[t, n..n+nw) for r token rows (r <= 4, nw <= 4; constants at every call
-** site, so the accumulators stay in registers): the weight rows are loaded
-** once for all token rows. Each output is one 16-lane dot product reduced the
-** same way whatever r is, so a row's result does not depend on how many rows
-** share the pass (what batched decoding relies on).
+** site, so the accumulators stay in registers): the weight rows (type dt,
+** widened in registers) are loaded once for all token rows. Each output is
+** one 16-lane dot product reduced the same way whatever r is, so a row's
+** result does not depend on how many rows share the pass (what batched
+** decoding relies on).
 */
 static inline __attribute__((always_inline)) void
-dot_block(size_t r, size_t nw, const float *pf, size_t npf, float *restrict out, size_t N,
-          const float *restrict x, const float *restrict w, const float *restrict bias, size_t K,
-          size_t kv, __mmask16 mt) {
+dot_block(sm_dtype dt, size_t r, size_t nw, const char *pf, size_t npf, float *restrict out,
+          size_t N, const float *restrict x, const void *restrict w,
+          const float *restrict bias, size_t K, size_t kv, __mmask16 mt) {
+    const size_t es = dt == SM_DTYPE_F32 ? 4 : 2;
     __m512 a[4][4];
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_setzero_ps();
     for (size_t k = 0; k < kv; k += 16) {
         __m512 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = _mm512_loadu_ps(w + j * K + k);
-        for (size_t j = 0; j < npf; j++) _mm_prefetch((const char *)(pf + j * K + k), _MM_HINT_T0);
+        for (size_t j = 0; j < nw; j++) wv[j] = load_w(dt, w, j * K + k);
+        for (size_t j = 0; j < npf; j++) _mm_prefetch(pf + (j * K + k) * es, _MM_HINT_T0);
         for (size_t i = 0; i < r; i++) {
             __m512 xv = _mm512_loadu_ps(x + i * K + k);
             for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
@@ -122,7 +162,7 @@ dot_block(size_t r, size_t nw, const float *pf, size_t npf, float *restrict out,
     }
     if (mt) {
         __m512 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = _mm512_maskz_loadu_ps(mt, w + j * K + kv);
+        for (size_t j = 0; j < nw; j++) wv[j] = load_w_tail(dt, w, j * K + kv, K - kv, mt);
         for (size_t i = 0; i < r; i++) {
             __m512 xv = _mm512_maskz_loadu_ps(mt, x + i * K + kv);
             for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
@@ -141,53 +181,66 @@ dot_block(size_t r, size_t nw, const float *pf, size_t npf, float *restrict out,
 ** (next_w, or NULL at the end), about one cache line per step.
 */
 static inline __attribute__((always_inline)) void
-dot_rows(size_t nw, float *restrict out, const float *restrict x, const float *restrict w,
-         const float *next_w, const float *restrict bias, size_t T, size_t N, size_t K,
-         size_t kv, __mmask16 mt) {
+dot_rows(sm_dtype dt, size_t nw, float *restrict out, const float *restrict x,
+         const void *restrict w, const void *next_w, const float *restrict bias, size_t T,
+         size_t N, size_t K, size_t kv, __mmask16 mt) {
     size_t t = 0, nb = T > 4 ? T / 4 : 0, later = nb > 3 ? 3 : nb - 1; /* used when nb >= 2 */
     for (size_t b = 0; b < nb; b++, t += 4) {
         size_t r0 = 0, r1 = 0; /* next rows [r0, r1) this block prefetches */
         if (next_w && b >= 1 && b <= later) r0 = (b - 1) * 4 / later, r1 = b * 4 / later;
-        dot_block(4, nw, next_w ? next_w + r0 * K : NULL, r1 - r0, out + t * N, N, x + t * K, w,
-                  bias, K, kv, mt);
+        dot_block(dt, 4, nw, next_w ? sm_kernels_elem(next_w, dt, r0 * K) : NULL, r1 - r0,
+                  out + t * N, N, x + t * K, w, bias, K, kv, mt);
     }
-    const float *pf = w + PF;
+    const char *pf = (const char *)w + PF * 4;
     size_t npf = t == 0 ? nw : 0;
     switch (T - t) {
-    case 4: dot_block(4, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 3: dot_block(3, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 2: dot_block(2, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 1: dot_block(1, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 4: dot_block(dt, 4, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 3: dot_block(dt, 3, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 2: dot_block(dt, 2, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
+    case 1: dot_block(dt, 1, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
     default: break;
     }
 }
 
-static void gemv(float *restrict out, const float *restrict x, const float *restrict w,
-                 const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                 size_t n1) {
+static inline __attribute__((always_inline)) void
+gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     __mmask16 mt = K % 16 ? tail_mask(K % 16) : 0;
     size_t kv = K - K % 16, n = n0;
     for (; n + 4 <= n1; n += 4)
-        dot_rows(4, out + n, x, w + n * K, n + 8 <= n1 ? w + (n + 4) * K : NULL,
+        dot_rows(dt, 4, out + n, x, sm_kernels_elem(w, dt, n * K),
+                 n + 8 <= n1 ? sm_kernels_elem(w, dt, (n + 4) * K) : NULL,
                  bias ? bias + n : NULL, T, N, K, kv, mt);
     for (; n < n1; n++)
-        dot_rows(1, out + n, x, w + n * K, NULL, bias ? bias + n : NULL, T, N, K, kv, mt);
+        dot_rows(dt, 1, out + n, x, sm_kernels_elem(w, dt, n * K), NULL, bias ? bias + n : NULL,
+                 T, N, K, kv, mt);
 }
 
-static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
-                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                   size_t n1, float *restrict scratch) {
-    if (T >= 4)
-        gemm(out, x, w, bias, T, N, K, n0, n1, scratch);
+static void gemv(float *restrict out, const float *restrict x, const void *restrict w,
+                 sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
+                 size_t n0, size_t n1) {
+    if (dt == SM_DTYPE_F16)
+        gemv_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
+    else if (dt == SM_DTYPE_BF16)
+        gemv_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
     else
-        gemv(out, x, w, bias, T, N, K, n0, n1);
+        gemv_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }
 
-static void matmul_rows(float *restrict out, const float *restrict x, const float *restrict w,
-                        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                        size_t n1, float *restrict scratch) {
+static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
+                   sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
+                   size_t n0, size_t n1, float *restrict scratch) {
+    if (T >= 4)
+        gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else
+        gemv(out, x, w, wt, bias, T, N, K, n0, n1);
+}
+
+static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
+                        sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
+                        size_t n0, size_t n1, float *restrict scratch) {
     (void)scratch;
-    gemv(out, x, w, bias, T, N, K, n0, n1);
+    gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }
 
 static float hmax(const float *x, size_t n) {
@@ -421,6 +474,7 @@ const sm_kernels sm_kernels_avx512 = {
     .rope = rope,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
+    .to_f32 = to_f32,
     .exp = vexp,
 };
 #endif

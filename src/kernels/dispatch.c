@@ -8,9 +8,17 @@
 #include <string.h>
 
 #ifdef SM_X86_KERNELS
+#include <cpuid.h>
+
+/* F16C (vcvtph2ps), which clang's __builtin_cpu_supports does not name. */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 static int has_avx2(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
 }
 static int has_avx512(void) {
     __builtin_cpu_init();

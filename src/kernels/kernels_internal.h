@@ -13,12 +13,24 @@ extern const sm_kernels sm_kernels_avx2;
 extern const sm_kernels sm_kernels_avx512;
 #endif
 
+/* Most columns one packed panel holds (the KC of every table is at most this). */
+#define SM_PACK_KC_MAX 256
+
 /*
-** Packs rows n..n+nr-1, columns k0..k0+kc-1 of w (N, K) into dst (kc, width),
-** transposed so one k step is `width` contiguous floats; rows nr..width-1 of
-** the panel are zero. Plain C, shared by the SIMD matmuls (pack.c).
+** Packs rows n..n+nr-1, columns k0..k0+kc-1 of w (N, K, elements of type dt)
+** into dst (kc, width) as f32, transposed so one k step is `width`
+** contiguous floats; rows nr..width-1 of the panel are zero. 16-bit rows are
+** widened by `widen` (the table's to_f32) first. kc <= SM_PACK_KC_MAX. Plain
+** C, shared by the SIMD matmuls (pack.c).
 */
-void sm_kernels_pack_panel(float *restrict dst, const float *restrict w, size_t K, size_t n,
-                           size_t nr, size_t width, size_t k0, size_t kc);
+void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K,
+                           size_t n, size_t nr, size_t width, size_t k0, size_t kc,
+                           void (*widen)(float *restrict, const void *restrict, sm_dtype,
+                                         size_t));
+
+/* Address of element i of a tensor of type dt. */
+static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
+    return (const char *)w + i * (dt == SM_DTYPE_F32 ? 4 : 2);
+}
 
 #endif

@@ -6,21 +6,45 @@
 */
 #include "kernels_internal.h"
 
-#include <math.h>
+#include "sm_half.h"
 
-static void matmul(float *restrict out, const float *restrict x, const float *restrict w,
-                   const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                   size_t n1, float *restrict scratch) {
-    (void)scratch;
+#include <math.h>
+#include <stdint.h>
+
+/* Weight i of w as f32; dt is a constant wherever this is inlined. */
+static inline float weight(const void *w, sm_dtype dt, size_t i) {
+    if (dt == SM_DTYPE_F16) return sm_f16_to_f32(((const uint16_t *)w)[i]);
+    if (dt == SM_DTYPE_BF16) return sm_bf16_to_f32(((const uint16_t *)w)[i]);
+    return ((const float *)w)[i];
+}
+
+static inline __attribute__((always_inline)) void
+matmul_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+          const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     for (size_t t = 0; t < T; t++) {
         const float *xr = x + t * K;
         for (size_t n = n0; n < n1; n++) {
-            const float *wr = w + n * K;
             float s = 0.0f;
-            for (size_t k = 0; k < K; k++) s += xr[k] * wr[k];
+            for (size_t k = 0; k < K; k++) s += xr[k] * weight(w, dt, n * K + k);
             out[t * N + n] = s + (bias ? bias[n] : 0.0f);
         }
     }
+}
+
+static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
+                   sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
+                   size_t n0, size_t n1, float *restrict scratch) {
+    (void)scratch;
+    if (wt == SM_DTYPE_F16)
+        matmul_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
+    else if (wt == SM_DTYPE_BF16)
+        matmul_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
+    else
+        matmul_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
+}
+
+static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = weight(src, dt, i);
 }
 
 static void softmax(float *x, size_t n) {
@@ -120,5 +144,6 @@ const sm_kernels sm_kernels_scalar = {
     .rope = rope,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
+    .to_f32 = to_f32,
     .exp = vexp,
 };

@@ -14,9 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Tensor `name` checked against its spec; marks it used and points *out at its data. */
+/*
+** Tensor `name` checked against its spec; marks it used and stores its data:
+** a matrix (d1 > 0) into *mat with its dtype, a vector (f32 only) into *vec.
+*/
 static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
-                             int64_t d1, const float **out, sm_error *err) {
+                             int64_t d1, sm_mat *mat, const float **vec, sm_error *err) {
     long i = sm_weights_find(&m->w, name);
     if (i < 0)
         return sm_error_set(err, SM_ERR_FORMAT, "model is missing required tensor %s", name);
@@ -35,12 +38,17 @@ static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, in
         return sm_error_set(err, SM_ERR_FORMAT, "tensor %s has [%s], expected [%s]", name, have,
                             want);
     }
+    used[i] = true;
+    if (nd == 2) {
+        mat->data = m->w.data[i];
+        mat->dt = d->dtype;
+        return SM_OK;
+    }
     if (d->dtype != SM_DTYPE_F32)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "tensor %s has dtype %s; this build runs f32 weights only", name,
+                            "tensor %s has dtype %s; vectors (norms, biases) must be f32", name,
                             sm_dtype_name(d->dtype));
-    used[i] = true;
-    *out = m->w.data[i];
+    *vec = m->w.data[i];
     return SM_OK;
 }
 
@@ -53,8 +61,8 @@ static sm_status bind_spec(sm_model *m, bool *used, const sm_bind_spec *sp, int 
         snprintf(nm, sizeof nm, "%s", sp->name);
     else
         snprintf(nm, sizeof nm, "blk.%d.%s", layer, sp->name);
-    const float **dst = (const float **)(void *)(base + sp->off);
-    return bind_tensor(m, used, nm, sp->d0, sp->d1, dst, err);
+    return bind_tensor(m, used, nm, sp->d0, sp->d1, (sm_mat *)(void *)(base + sp->off),
+                       (const float **)(void *)(base + sp->off), err);
 }
 
 sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_error *err) {
@@ -76,7 +84,7 @@ sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_erro
     if (!st && c->tied_output)
         m->out_w = m->tok_embd;
     else if (!st)
-        st = bind_tensor(m, used, "output.weight", c->n_vocab, c->n_embd, &m->out_w, err);
+        st = bind_tensor(m, used, "output.weight", c->n_vocab, c->n_embd, &m->out_w, NULL, err);
     for (size_t i = 0; i < c->n_tensors && !st; i++)
         if (!used[i])
             st = sm_error_set(err, SM_ERR_FORMAT, "unexpected tensor %s for a %s model%s",
@@ -111,6 +119,11 @@ void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float
     for (size_t t = r0; t < r1; t++) norm_one(s, out + t * C, x + t * C, g, b);
 }
 
+/* Row r of a matrix with C columns. */
+static const void *row_of(const sm_mat *w, size_t r, size_t C) {
+    return (const char *)w->data + r * C * sm_dtype_size(w->dt);
+}
+
 void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
     const sm_model *m = s->m;
     const size_t C = (size_t)m->cfg.n_embd;
@@ -119,25 +132,23 @@ void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
         size_t t0 = ru->start > r0 ? ru->start : r0;
         size_t t1 = ru->start + ru->len < r1 ? ru->start + ru->len : r1;
         for (size_t t = t0; t < t1; t++) {
-            const float *te = m->tok_embd + (size_t)s->tokens[t] * C;
-            float *x = s->x + t * C;
-            if (!m->pos_embd) {
-                memcpy(x, te, C * sizeof *x);
-                continue;
-            }
-            const float *pe = m->pos_embd + (ru->pos + t - ru->start) * C;
-            for (size_t i = 0; i < C; i++) x[i] = te[i] + pe[i];
+            const sm_mat *te = &m->tok_embd, *pe = &m->pos_embd;
+            float *x = s->x + t * C, *p = s->tmp + t * C;
+            s->k->to_f32(x, row_of(te, (size_t)s->tokens[t], C), te->dt, C);
+            if (!pe->data) continue;
+            s->k->to_f32(p, row_of(pe, ru->pos + t - ru->start, C), pe->dt, C);
+            for (size_t i = 0; i < C; i++) x[i] += p[i];
         }
     }
 }
 
-void sm_fwd_residual_matmul(sm_state *s, const float *in, const float *w, const float *b,
+void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
     size_t n0, n1;
     sm_pool_split(C, sm_fwd_col_align(s), ith, nth, &n0, &n1);
     if (n0 == n1) return;
-    sm_fwd_matmul(s)(s->tmp, in, w, b, T, C, K, n0, n1, scr);
+    sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
     for (size_t t = 0; t < T; t++)
         for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
 }
@@ -199,7 +210,9 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
     sm_pool_split(V, sm_fwd_col_align(s), ith, nth, &n0, &n1);
     if (n0 == n1) return;
     if (s->every_row)
-        s->k->matmul(s->logits, s->xn, m->out_w, NULL, s->n, V, C, n0, n1, scr);
+        s->k->matmul(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n, V, C, n0, n1,
+                     scr);
     else
-        s->k->matmul_rows(s->logits, s->xn, m->out_w, NULL, s->n_runs, V, C, n0, n1, scr);
+        s->k->matmul_rows(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n_runs, V, C,
+                          n0, n1, scr);
 }

@@ -63,7 +63,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
         sm_pool_split(C3, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w, L->qkv_b, T, C3, C, n0, n1, scr);
+        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, C3, C, n0, n1, scr);
         sm_pool_barrier(pool);
 
         sm_fwd_attention(s, l, ith, nth, scr);
@@ -77,7 +77,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
 
         sm_pool_split(F, sm_fwd_col_align(s), ith, nth, &n0, &n1);
         if (n0 < n1) {
-            mm(s->hid, s->xn, L->up_w, L->up_b, T, F, C, n0, n1, scr);
+            mm(s->hid, s->xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
             for (size_t t = 0; t < T; t++) gelu(s->hid + t * F + n0, n1 - n0);
         }
         sm_pool_barrier(pool);

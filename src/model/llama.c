@@ -55,7 +55,7 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
         sm_pool_split(W, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w, NULL, T, W, C, n0, n1, scr);
+        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, NULL, T, W, C, n0, n1, scr);
         sm_pool_barrier(pool);
 
         sm_fwd_attention(s, l, ith, nth, scr);
@@ -70,8 +70,8 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
         /* gate and up over the same columns, so the SwiGLU needs no barrier */
         sm_pool_split(F, sm_fwd_col_align(s), ith, nth, &n0, &n1);
         if (n0 < n1) {
-            mm(s->hid, s->xn, L->gate_w, NULL, T, F, C, n0, n1, scr);
-            mm(s->up, s->xn, L->up_w, NULL, T, F, C, n0, n1, scr);
+            mm(s->hid, s->xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
+            mm(s->up, s->xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
             for (size_t t = 0; t < T; t++)
                 s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
         }

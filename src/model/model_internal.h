@@ -7,28 +7,38 @@
 #include "sm_model.h"
 #include "sm_weights.h"
 
+/* A weight matrix: its data, elements of type dt (f32, f16 or bf16). */
+typedef struct sm_mat {
+    const void *data;
+    sm_dtype dt;
+} sm_mat;
+
 /*
-** One block's tensors. Q = n_head * head_dim, KV = n_kv_head * head_dim,
+** One block's tensors (matrices typed, vectors f32). Q = n_head * head_dim, KV = n_kv_head * head_dim,
 ** F = n_ff. gpt2: LayerNorms with biases, gelu MLP (no gate). llama:
 ** RMSNorms (no b), SwiGLU MLP, no biases.
 */
 typedef struct sm_layer {
     const float *ln1_g, *ln1_b;   /* (C), (C) or NULL */
-    const float *qkv_w, *qkv_b;   /* (Q + 2 KV, C): rows are q | k | v, heads contiguous */
-    const float *proj_w, *proj_b; /* (C, Q), (C) */
+    sm_mat qkv_w;                 /* (Q + 2 KV, C): rows are q | k | v, heads contiguous */
+    const float *qkv_b;           /* (Q + 2 KV) */
+    sm_mat proj_w;                /* (C, Q) */
+    const float *proj_b;          /* (C) */
     const float *ln2_g, *ln2_b;   /* (C), (C) */
-    const float *gate_w;          /* (F, C), llama */
-    const float *up_w, *up_b;     /* (F, C), (F) */
-    const float *down_w, *down_b; /* (C, F), (C) */
+    sm_mat gate_w;                /* (F, C), llama */
+    sm_mat up_w;                  /* (F, C) */
+    const float *up_b;            /* (F) */
+    sm_mat down_w;                /* (C, F) */
+    const float *down_b;          /* (C) */
 } sm_layer;
 
 struct sm_model {
     sm_config cfg;
     sm_weights w;
-    const float *tok_embd;   /* (V, C) */
-    const float *pos_embd;   /* (n_ctx, C); NULL for llama (rotary positions) */
+    sm_mat tok_embd;         /* (V, C) */
+    sm_mat pos_embd;         /* (n_ctx, C); data NULL for llama (rotary positions) */
     const float *lnf_g, *lnf_b; /* (C), (C) */
-    const float *out_w;      /* (V, C): tok_embd when tied */
+    sm_mat out_w;            /* (V, C): tok_embd when tied */
     sm_layer *layers;        /* (n_layer) */
     size_t q_dim, kv_dim;    /* n_head * head_dim, n_kv_head * head_dim */
 };
@@ -87,9 +97,9 @@ size_t sm_fwd_col_align(const sm_state *s);
 
 /*
 ** One tensor an architecture binds: shape (d0[, d1]) (d1 = 0: a vector),
-** f32, its pointer stored at byte `off` of sm_model, or of each sm_layer
-** when per_layer (named "blk.{i}." + name). Biases are skipped when the
-** config has none.
+** stored at byte `off` of sm_model, or of each sm_layer when per_layer
+** (named "blk.{i}." + name): a matrix (d1 > 0) as an sm_mat of any dtype, a
+** vector as an f32 pointer. Biases are skipped when the config has none.
 */
 typedef struct sm_bind_spec {
     const char *name;
@@ -116,7 +126,7 @@ void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float
 void sm_fwd_embed(sm_state *s, size_t r0, size_t r1);
 
 /* x (T, C) += in (T, K) . w^T + b, this thread's output columns. */
-void sm_fwd_residual_matmul(sm_state *s, const float *in, const float *w, const float *b,
+void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr);
 
 /*
