@@ -10,8 +10,11 @@
 **       the Llama family (LlamaForCausalLM; tokenizer given as a llama2.c
 **       tokenizer.bin with `tokenizer`).
 ** Every header, count, shape and offset is checked against the file sizes
-** before it is used. Weights are written as f32. The output is written to a
-** temporary sibling and renamed into place, so it is complete or absent.
+** before it is used. Matrices (embeddings and linear layers) are written in
+** the dtype asked for (f32, f16 or bf16, rounded to nearest even; a weight
+** past f16's range is an error, not an infinity), vectors (norms, biases)
+** as f32. The output is written to a temporary sibling and renamed into
+** place, so it is complete or absent.
 */
 #ifndef SM_CONVERT_H
 #define SM_CONVERT_H
@@ -20,6 +23,7 @@
 
 typedef struct sm_convert_opts {
     const char *tokenizer; /* llama2.c tokenizer.bin (required for llama2.c sources) */
+    sm_dtype dtype;        /* of the matrices written (SM_DTYPE_F32 when zeroed) */
 } sm_convert_opts;
 
 typedef struct sm_convert_info {

@@ -74,6 +74,8 @@ static const struct option_def {
      "    --no-mmap          read the weights instead of mapping them"},
     {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
      "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
+    {"dtype", 0, true, CMD_CONVERT, O_DTYPE,
+     "    --dtype T          f32, f16 or bf16: type of the weight matrices written (default f32)"},
     {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
      "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
     {"stop", 0, true, CMD_GENERATE, O_STOP,
@@ -398,6 +400,16 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_NOMMAP: o->no_mmap = true; break;
     case O_CHECKW: o->check_weights = true; break;
     case O_TOKFILE: o->tokenizer = v; break;
+    case O_DTYPE:
+        if (strcmp(v, "f32") == 0)
+            o->dtype = SM_DTYPE_F32;
+        else if (strcmp(v, "f16") == 0)
+            o->dtype = SM_DTYPE_F16;
+        else if (strcmp(v, "bf16") == 0)
+            o->dtype = SM_DTYPE_BF16;
+        else
+            return usage_error(o, "%s expects f32, f16 or bf16, got '%s'", flag, v);
+        break;
     case O_SPECIAL: o->special = true; break;
     case O_HELP: o->help = true; break;
     case O_VERSION: o->version = true; break;
@@ -1291,11 +1303,23 @@ static int cmd_info(const cli_opts *o) {
     printf("activation %s, norm_eps %g, output layer %s, biases %s\n",
            sm_activation_name(c->activation), (double)c->norm_eps,
            c->tied_output ? "tied to the token embedding" : "separate", c->bias ? "yes" : "no");
-    printf("tokenizer:    byte (%d ids)\n", r.tok.n_vocab);
+    printf("tokenizer:    %s (%d ids)\n", sm_tokenizer_type_name(c->tokenizer), r.tok.n_vocab);
     printf("parameters:   %zu\n", sm_model_params(r.model));
-    printf("weights:      %zu bytes (%.2f MiB) f32 in %d file%s, %s\n",
+    char types[64] = "";
+    size_t tl = 0;
+    for (int d = 0; d < SM_DTYPE_COUNT; d++) { /* the dtypes present, by bytes */
+        size_t bytes = 0;
+        for (size_t i = 0; i < c->n_tensors; i++)
+            if (c->tensors[i].dtype == (sm_dtype)d) bytes += c->tensors[i].nbytes;
+        if (bytes)
+            tl += (size_t)snprintf(types + tl, sizeof types - tl, "%s%s %.1f%%", tl ? ", " : "",
+                                   sm_dtype_name((sm_dtype)d),
+                                   100.0 * (double)bytes / (double)sm_model_weight_bytes(r.model));
+    }
+    printf("weights:      %zu bytes (%.2f MiB: %s) in %d file%s, %s\n",
            sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
-           c->n_files, c->n_files == 1 ? "" : "s", o->no_mmap ? "read into memory" : "memory-mapped");
+           types, c->n_files, c->n_files == 1 ? "" : "s",
+           o->no_mmap ? "read into memory" : "memory-mapped");
     printf("kernels:      %s\n", r.kernels->name);
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.sp.n_ctx,
            r.sp.max_batch, r.sp.n_threads, r.sp.n_threads == 1 ? "" : "s");
@@ -1403,7 +1427,7 @@ static const char *default_model(char *buf, size_t cap) {
 
 static int cmd_convert(const cli_opts *o) {
     if (o->n_args != 2) return usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
-    sm_convert_opts co = {.tokenizer = o->tokenizer};
+    sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype};
     sm_convert_info info;
     sm_error err = {{0}};
     double t0 = sm_time_now();

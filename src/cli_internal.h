@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sm_base.h"
+
 #define EXIT_DATA 1
 #define EXIT_USAGE 2
 #define EXIT_INTERRUPTED 130
@@ -24,7 +26,7 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE
 } opt_id;
 
 #define MAX_ARGS 4096 /* positional arguments (convert SRC OUT, detokenize IDS...) */
@@ -59,6 +61,7 @@ typedef struct {
     long parallel; /* 0: not given */
     /* convert, tokenize, detokenize */
     const char *tokenizer;
+    sm_dtype dtype; /* convert --dtype */
     bool special;
     const char *args[MAX_ARGS];
     size_t n_args;

@@ -67,6 +67,27 @@ def score(smbin, model, text, kernels="auto"):
     return r["tokens"], ""
 
 
+def model_tensor(model, name, np):
+    """Tensor `name` of a smallmind model directory as a NumPy array of its stored type."""
+    with open(os.path.join(model, "config.json")) as f:
+        cfg = json.load(f)
+    d = next(t for t in cfg["tensors"] if t["name"] == name)
+    npt = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[d["dtype"]]
+    n = 1
+    for k in d["shape"]:
+        n *= k
+    with open(os.path.join(model, d["file"]), "rb") as f:
+        f.seek(d["offset"])
+        return np.frombuffer(f.read(n * np.dtype(npt).itemsize), dtype=npt).reshape(d["shape"]), d["dtype"]
+
+
+def matrix_dtypes(model):
+    """The set of dtypes of a model's matrices and of its vectors."""
+    with open(os.path.join(model, "config.json")) as f:
+        ts = json.load(f)["tensors"]
+    return ({t["dtype"] for t in ts if len(t["shape"]) == 2}, {t["dtype"] for t in ts if len(t["shape"]) == 1})
+
+
 def compare(torch, logits, toks):
     """Max |logprob difference| between the reference logits (T, V) and score's tokens."""
     lp = torch.log_softmax(logits.double(), dim=-1)
@@ -141,6 +162,36 @@ def test_gpt2(torch, smbin, tmp, tiny, dtype):
     Wd = {k: v.double() for k, v in W.items()}
     worst = compare(torch, gpt2_reference(torch, Wd, ids, L, H, 1e-5), toks)
     check(worst <= TOL, f"HF GPT-2 ({str(dtype)[6:]} safetensors): {len(toks) - 1} log-probs = PyTorch, worst {worst:.2e}")
+    if dtype != torch.float32:
+        keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["auto"])
+
+
+DTYPES = {}  # torch dtype -> --dtype name, filled in main
+
+
+def keep_16bit(torch, smbin, hf, f32_out, name, text, kernels, extra=()):
+    """A 16-bit source converted with --dtype keeping it: matrices stored 16-bit
+    (vectors f32), model.bin about half the f32 one, and score and greedy
+    generate give exactly what the f32 conversion gives (16-bit weights are
+    widened exactly, then the same f32 arithmetic runs)."""
+    out = f"{hf}-{name}"
+    p = run([smbin, "convert", hf, out, "--dtype", name] + list(extra))
+    if p.returncode != 0:
+        check(False, f"convert {hf} --dtype {name}", p.stderr.decode())
+        return
+    mats, vecs = matrix_dtypes(out)
+    s16, s32 = (os.path.getsize(os.path.join(d, "model.bin")) for d in (out, f32_out))
+    check(mats == {name} and vecs <= {"f32"} and s16 < 0.55 * s32,
+          f"{os.path.basename(hf)} --dtype {name}: matrices {name}, vectors f32, model.bin {s16} vs {s32} bytes",
+          f"{mats} {vecs}")
+    for kern in kernels:
+        a, b = score(smbin, out, text, kern)[0], score(smbin, f32_out, text, kern)[0]
+        check(a is not None and a == b, f"{os.path.basename(hf)} --dtype {name} ({kern} kernels): score's "
+              f"{len(b or [])} log-probs are bit-identical to the f32 conversion's")
+        gens = [run([smbin, "generate", "-m", d, "-p", text[:20], "-n", "24", "--temp", "0",
+                     "--kernels", kern]).stdout for d in (out, f32_out)]
+        check(gens[0] and gens[0] == gens[1], f"{os.path.basename(hf)} --dtype {name} ({kern} kernels): greedy "
+              "generate (matrix-vector path) is identical to the f32 conversion's", repr(gens))
 
 
 # ---------------------------------------------------------------- Llama
@@ -222,6 +273,35 @@ def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
         worst = compare(torch, llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 500000.0), toks)
         check(worst <= TOL, f"HF Llama ({str(dtype)[6:]}, 2 shards, GQA 4/2, rotate-halves) {kern} kernels: "
               f"{len(toks) - 1} log-probs = PyTorch, worst {worst:.2e}")
+    if dtype != torch.float32:
+        keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["scalar", "auto"], ["--tokenizer", tokbin])
+        return
+    # an f32 source narrowed by --dtype: every stored value is numpy's / torch's rounding of
+    # the source (ties to even), and the model scores like PyTorch on the rounded weights
+    import numpy as np
+    for tdt, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
+        nout = f"{hf}-{name}"
+        p = run([smbin, "convert", hf, nout, "--dtype", name, "--tokenizer", tokbin])
+        if p.returncode != 0:
+            check(False, f"convert HF Llama F32 --dtype {name}", p.stderr.decode())
+            continue
+        same = True
+        for ours, theirs in (("tok_embd", "model.embed_tokens.weight"), ("output.weight", "lm_head.weight"),
+                             ("blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight"),
+                             ("blk.0.attn_out.weight", "model.layers.0.self_attn.o_proj.weight")):
+            got, gdt = model_tensor(nout, ours, np)
+            want = W[theirs].to(tdt).contiguous().view(torch.int16).numpy().view(np.uint16)
+            same = same and gdt == name and np.array_equal(got.view(np.uint16), want)
+        check(same, f"HF Llama F32 --dtype {name}: stored weights are exactly PyTorch's rounding to {name}")
+        Wr = {k: (v.to(tdt) if v.dim() == 2 else v).double() for k, v in W.items()}  # vectors stay f32
+        toks, err = score(smbin, nout, text)
+        if toks is None:
+            check(False, f"score HF Llama F32 --dtype {name}", err)
+            continue
+        ids = torch.tensor([t["id"] for t in toks])
+        worst = compare(torch, llama_hf_reference(torch, Wr, ids, L, H, KVH, hd, 1e-5, 500000.0), toks)
+        check(worst <= TOL, f"HF Llama F32 --dtype {name}: {len(toks) - 1} log-probs = PyTorch on the rounded "
+              f"weights, worst {worst:.2e}")
 
 
 def llama2c_reference(torch, W, ids, L, H, KVH, eps):
@@ -287,7 +367,8 @@ def bad_conversions(smbin, tmp):
         for piece in [b"<unk>", b"\n<s>\n", b"\n</s>\n"] + [b"<0x%02X>" % b for b in range(256)]:
             f.write(struct.pack("<fi", 0.0, len(piece)) + piece)
     hdr = struct.pack("<7i", 64, 160, 2, 8, 4, 259, 32)
-    floats = 259 * 64 + 2 * 64 + 2 * 64 * 64 + 2 * 2 * 64 * 32 + 2 * 64 + 3 * 2 * 64 * 160 + 64 + 32 * 4
+    # embedding, attention norms, wq, wk + wv, wo, ffn norms, w1 + w2 + w3, final norm, freq tables
+    floats = 259 * 64 + 2 * 64 + 2 * 64 * 64 + 2 * 2 * 64 * 32 + 2 * 64 * 64 + 2 * 64 + 3 * 2 * 64 * 160 + 64 + 32 * 8
     cases = [
         ("l2c_truncated", "model.bin", hdr + b"\0" * (4 * floats - 8), ["--tokenizer", tokp], "bytes, but the header"),
         ("l2c_extra", "model.bin", hdr + b"\0" * (4 * floats + 4), ["--tokenizer", tokp], "bytes, but the header"),
@@ -296,11 +377,15 @@ def bad_conversions(smbin, tmp):
         ("l2c_no_tokenizer", "model.bin", hdr, [], "needs --tokenizer"),
         ("l2c_v1", "model.bin", b"24ka" + struct.pack("<i", 1) + b"\0" * 300, ["--tokenizer", tokp], "version 1 checkpoint"),
     ]
+    # a valid checkpoint with one weight f16 cannot hold: --dtype f16 refuses it, naming the flag
+    cases.append(("l2c_f16_overflow", "model.bin", hdr + struct.pack("<f", 1e5) + b"\0" * (4 * floats - 4),
+                  ["--tokenizer", tokp, "--dtype", "f16"], "tok_embd [0, 0] is 100000, past f16's largest value"))
     for name, fn, data, extra, want in cases:
         path = os.path.join(tmp, name + ".bin")
         with open(path, "wb") as f:
             f.write(data)
-        expect_convert_fail(smbin, [path] + extra, os.path.join(tmp, name + "-out"), name, path, want)
+        where = "--dtype f16" if "--dtype" in extra else path
+        expect_convert_fail(smbin, [path] + extra, os.path.join(tmp, name + "-out"), name, where, want)
     def hf_dir(name, cfg, st_bytes):
         d = os.path.join(tmp, name)
         os.makedirs(d)
@@ -385,6 +470,16 @@ def main():
                     check(p.stdout == want, "stories260K greedy = llama2.c's reference_greedy.txt "
                           f"({len(want)} bytes; {kern}, {t} threads)", repr(p.stdout[-80:]))
             allocs_per_token(smbin, a.bin, out)
+            # kept at f16 (half the bytes), greedy decoding still gives the reference text
+            out16 = os.path.join(tmp, "s260-f16")
+            p = run([smbin, "convert", os.path.join(s260, "stories260K.bin"), out16, "--tokenizer",
+                     os.path.join(s260, "tok512.bin"), "--dtype", "f16"])
+            check(p.returncode == 0 and matrix_dtypes(out16)[0] == {"f16"}, "convert stories260K --dtype f16",
+                  p.stderr.decode())
+            for kern in ("scalar", "auto"):
+                p = run([smbin, "generate", "-m", out16, "-p", "", "-n", "256", "--temp", "0", "--kernels", kern])
+                check(p.stdout == want, f"stories260K at f16 greedy = reference_greedy.txt ({kern} kernels)",
+                      repr(p.stdout[-80:]))
         else:
             T.skip("stories260K", f"{s260} is absent")
         if os.path.isdir(tiny):
@@ -406,6 +501,7 @@ def main():
             T.skip("PyTorch references", "torch is not importable (apt-get install python3-torch)")
         if torch is not None:
             torch.set_num_threads(2)
+            DTYPES.update({torch.float16: "f16", torch.bfloat16: "bf16"})
             if os.path.isdir(tiny):
                 for dt in (torch.float32, torch.bfloat16):
                     test_gpt2(torch, smbin, tmp, tiny, dt)
@@ -413,7 +509,7 @@ def main():
                 T.skip("HF GPT-2 reference", "needs tiny-gpt2's vocab.json and merges.txt")
             tokbin = os.path.join(s260, "tok512.bin")
             if os.path.exists(tokbin):
-                for dt in (torch.float32, torch.float16):
+                for dt in (torch.float32, torch.float16, torch.bfloat16):
                     test_llama_hf(torch, smbin, tmp, tokbin, dt)
                 test_llama2c(torch, smbin, tmp, tokbin)
             else:

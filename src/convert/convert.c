@@ -8,14 +8,15 @@
 ** the smallmind layout: a copy, a transpose (Hugging Face GPT-2's Conv1D
 ** stores [in, out]) or a rotary permutation (Hugging Face Llama's Q and K
 ** rows pair dimension i with i + head_dim/2, "rotate halves"; smallmind and
-** llama2.c pair 2i with 2i+1). The writer streams the parts, converted to
-** f32, into model.bin. Sources are memory-mapped and every size is checked
+** llama2.c pair 2i with 2i+1). The writer streams the parts into model.bin,
+** matrices in the dtype asked for and vectors as f32, through one f32 row. Sources are memory-mapped and every size is checked
 ** against the file before a pointer into it is formed.
 */
 #include "sm_convert.h"
 
 #include "json_internal.h"
 #include "sm_config.h"
+#include "sm_half.h"
 #include "sm_tokenizer.h"
 #include "sm_weights.h"
 
@@ -62,6 +63,7 @@ typedef struct {
     int n_maps;
     char tok_src[2][4400]; /* tokenizer files to copy (empty: none) */
     bool nomem;            /* a tensor could not be added (then `spare` took it) */
+    sm_dtype dtype;        /* of the matrices written */
     otensor spare;
 } plan;
 
@@ -176,6 +178,20 @@ static void part_row(const part *pt, int64_t r, float *out) {
     for (int64_t c = 0; c < C; c++) out[c] = load_elem(pt->src, pt->dt, (size_t)(sr * C + c));
 }
 
+/* row (n floats) narrowed to dt (f16 or bf16) into out; a finite weight f16 cannot hold is an error. */
+static sm_status narrow_row(uint16_t *out, const float *row, size_t n, sm_dtype dt,
+                            const char *name, int64_t r, sm_error *err) {
+    for (size_t c = 0; c < n; c++) {
+        out[c] = dt == SM_DTYPE_F16 ? sm_f32_to_f16(row[c]) : sm_f32_to_bf16(row[c]);
+        if (dt == SM_DTYPE_F16 && (out[c] & 0x7FFFu) == 0x7C00u && isfinite(row[c]))
+            return sm_error_set(err, SM_ERR_INPUT,
+                                "--dtype f16: tensor %s [%lld, %zu] is %g, past f16's largest "
+                                "value 65504; convert with --dtype bf16 or f32",
+                                name, (long long)r, c, (double)row[c]);
+    }
+    return SM_OK;
+}
+
 static sm_status write_all(FILE *f, const void *p, size_t n, const char *path, sm_error *err) {
     if (n && fwrite(p, 1, n, f) != n)
         return sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
@@ -211,15 +227,15 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         const otensor *t = &pl->t[i];
         sm_tensor_desc *d = &c->tensors[i];
         snprintf(d->name, sizeof d->name, "%s", t->name);
-        d->dtype = SM_DTYPE_F32;
+        d->dtype = t->cols ? pl->dtype : SM_DTYPE_F32;
         d->ndim = t->cols ? 2 : 1;
         d->shape[0] = t->rows;
         d->shape[1] = t->cols;
-        d->nbytes = (size_t)t->rows * (size_t)(t->cols ? t->cols : 1) * 4;
+        d->nbytes = (size_t)t->rows * (size_t)(t->cols ? t->cols : 1) * sm_dtype_size(d->dtype);
         d->offset = off;
         off += (d->nbytes + 63) & ~(size_t)63;
         if ((size_t)t->cols > maxrow) maxrow = (size_t)t->cols;
-        info->params += d->nbytes / 4;
+        info->params += d->nbytes / sm_dtype_size(d->dtype);
     }
     info->n_tensors = pl->n;
     char path[4600], *json = NULL;
@@ -241,24 +257,33 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     f = fopen(path, "wb");
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     float *row = malloc(maxrow * sizeof *row);
+    uint16_t *half = malloc(maxrow * sizeof *half);
     unsigned char hdr[SM_WEIGHTS_HEADER], zero[64] = {0};
     sm_weights_header(hdr);
-    st = row ? write_all(f, hdr, sizeof hdr, path, err)
-             : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    st = row && half ? write_all(f, hdr, sizeof hdr, path, err)
+                     : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < pl->n && !st; i++) {
         const otensor *t = &pl->t[i];
         size_t C = (size_t)(t->cols ? t->cols : 1);
+        sm_dtype dt = c->tensors[i].dtype;
+        int64_t orow = 0; /* output row, over the parts */
         for (int k = 0; k < t->n_parts && !st; k++) {
             const part *pt = &t->parts[k];
-            for (int64_t r = 0; r < pt->rows && !st; r++) { /* a vector's rows are 1 wide */
+            for (int64_t r = 0; r < pt->rows && !st; r++, orow++) { /* a vector's rows are 1 wide */
                 part_row(pt, r, row);
-                st = write_all(f, row, C * 4, path, err);
+                if (dt == SM_DTYPE_F32) {
+                    st = write_all(f, row, C * 4, path, err);
+                    continue;
+                }
+                st = narrow_row(half, row, C, dt, t->name, orow, err);
+                if (!st) st = write_all(f, half, C * 2, path, err);
             }
         }
         size_t pad = (64 - c->tensors[i].nbytes % 64) % 64;
         if (!st && i + 1 < pl->n) st = write_all(f, zero, pad, path, err);
     }
     free(row);
+    free(half);
     if (fflush(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     if (fclose(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", path);
     info->bytes = off;
@@ -840,6 +865,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         return sm_error_set(err, SM_ERR_INPUT, "'%s' exists; convert writes a new directory", out);
     plan pl;
     memset(&pl, 0, sizeof pl);
+    pl.dtype = o->dtype;
     sm_status st;
     if (S_ISDIR(sb.st_mode)) {
         st = from_hf(&pl, src, o, err);
