@@ -6,9 +6,11 @@
 **       with its tokenizer.bin;
 **   a Hugging Face directory: config.json + model.safetensors (or shards
 **       listed in model.safetensors.index.json), F32, F16 or BF16 tensors,
-**       of the GPT-2 family (GPT2LMHeadModel: vocab.json + merges.txt) or
-**       the Llama family (LlamaForCausalLM; tokenizer given as a llama2.c
-**       tokenizer.bin with `tokenizer`).
+**       of the GPT-2 family (GPT2LMHeadModel) or the Llama family
+**       (LlamaForCausalLM). The tokenizer is `tokenizer` (a llama2.c
+**       tokenizer.bin) if given, else vocab.json + merges.txt, else
+**       tokenizer.json (byte-level BPE with GPT-2's pattern, or
+**       SentencePiece-style BPE with byte fallback; see hf_tokenizer.c).
 ** Every header, count, shape and offset is checked against the file sizes
 ** before it is used. Matrices (embeddings and linear layers) are written in
 ** the dtype asked for (f32, f16 or bf16, rounded to nearest even; a weight

@@ -411,6 +411,45 @@ def bad_conversions(smbin, tmp):
     for name, cfg, data, want in hf_cases:
         d = hf_dir(name, cfg, data)
         expect_convert_fail(smbin, [d], d + "-out", name, d, want)
+    # broken tokenizer.json files beside valid (zero) GPT-2 weights; messages name the file and entry
+    C, V, ctx = 8, 10, 8
+    shapes = {"wte.weight": [V, C], "wpe.weight": [ctx, C], "ln_f.weight": [C], "ln_f.bias": [C]}
+    for k, sh in (("ln_1.weight", [C]), ("ln_1.bias", [C]), ("attn.c_attn.weight", [C, 3 * C]),
+                  ("attn.c_attn.bias", [3 * C]), ("attn.c_proj.weight", [C, C]), ("attn.c_proj.bias", [C]),
+                  ("ln_2.weight", [C]), ("ln_2.bias", [C]), ("mlp.c_fc.weight", [C, 4 * C]),
+                  ("mlp.c_fc.bias", [4 * C]), ("mlp.c_proj.weight", [4 * C, C]), ("mlp.c_proj.bias", [C])):
+        shapes["h.0." + k] = sh
+    header, off = {}, 0
+    for n, sh in shapes.items():
+        size = 4 * sh[0] * (sh[1] if len(sh) > 1 else 1)
+        header[n] = {"dtype": "F32", "shape": sh, "data_offsets": [off, off + size]}
+        off += size
+    zero_st = hdr_json(json.dumps(header).encode()) + b"\0" * off
+    g2z = dict(g2, n_positions=ctx)
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
+    tj = lambda model, **kw: json.dumps(dict({"added_tokens": [], "normalizer": None, "pre_tokenizer": bl,
+                                              "model": dict({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2},
+                                                             "merges": ["a b"]}, **model)}, **kw))
+    tok_cases = [
+        ("tokjson_unigram", tj({"type": "Unigram"}), "model.type \"Unigram\" is not supported"),
+        ("tokjson_llama3", tj({}, pre_tokenizer={"type": "Sequence", "pretokenizers": []}),
+         "pre_tokenizer Sequence is not GPT-2's byte-level pattern"),
+        ("tokjson_unknown_merge", tj({"merges": ["a b", "a zz"]}), "model.merges[1] names \"zz\", which is not in"),
+        ("tokjson_merge_result", tj({"vocab": {"a": 0, "b": 1, "ba": 2}, "merges": ["a b"]}),
+         "model.merges[0] makes \"ab\", which is not in the vocabulary"),
+        ("tokjson_id_gap", tj({"vocab": {"a": 0, "b": 1, "ab": 3}}), "no token has id 2"),
+        ("tokjson_id_twice", tj({"vocab": {"a": 0, "b": 1, "ab": 1}}), "id 1 is both \"b\" and \"ab\""),
+        ("tokjson_id_string", tj({"vocab": {"a": "0"}}), "model.vocab[\"a\"] must be a whole number"),
+        ("tokjson_truncated", tj({})[:-7], "tokenizer.json: invalid JSON at line 1"),
+        ("tokjson_spm_no_space", tj({"byte_fallback": True}), "a byte-fallback BPE whose normalizer"),
+    ]
+    for name, text, want in tok_cases:
+        d = hf_dir(name, g2z, zero_st)
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            f.write(text)
+        expect_convert_fail(smbin, [d], d + "-out", name, os.path.join(d, "tokenizer.json"), want)
+    d = hf_dir("no_tokenizer", g2z, zero_st)
+    expect_convert_fail(smbin, [d], d + "-out", "no_tokenizer", d, "no tokenizer (tokenizer.json, or vocab.json")
 
 
 def expect_convert_fail(smbin, args, out, name, where, want):

@@ -60,6 +60,100 @@ def sp_file(entries, max_len=16):
     return out
 
 
+def read_sp_file(path):
+    """llama2.c tokenizer.bin -> [(score, piece bytes)] by id."""
+    with open(path, "rb") as f:
+        data = f.read()
+    at, out = 4, []
+    while at < len(data):
+        score, n = struct.unpack_from("<fi", data, at)
+        out.append((score, data[at + 8:at + 8 + n]))
+        at += 8 + n
+    return out
+
+
+def hf_llama_tokenizer_json(tokbin, metaspace):
+    """The tokenizer.json Hugging Face's converter writes for a SentencePiece BPE
+    model (Llama 2), rebuilt here from llama2.c's export of the same model:
+    pieces with "▁" for spaces; for each piece, best score first, every split
+    into two vocabulary pieces is a merge (ordered by the ids of the halves);
+    byte fallback; "▁" handling either as Llama 2's normalizer (Prepend +
+    Replace) or, with metaspace, as the newer Metaspace pre-tokenizer."""
+    entries = read_sp_file(tokbin)
+    pieces = []
+    for i, (_, b) in enumerate(entries):
+        t = b.decode("utf-8")
+        pieces.append(t.strip("\n") if i in (1, 2) else t.replace(" ", "\u2581"))
+    vocab = {p: i for i, p in enumerate(pieces)}
+    merges = []
+    for i in sorted(range(len(pieces)), key=lambda i: -entries[i][0]):  # stable: ties by id
+        p = pieces[i]
+        local = [(p[:k], p[k:]) for k in range(1, len(p)) if p[:k] in vocab and p[k:] in vocab]
+        merges += sorted(local, key=lambda m: (vocab[m[0]], vocab[m[1]]))
+    added = [{"id": i, "content": pieces[i], "special": True} for i in (0, 1, 2)]
+    tj = {"version": "1.0", "added_tokens": added,
+          "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                    "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+                    "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
+    if metaspace:
+        tj.update(normalizer=None, pre_tokenizer={"type": "Metaspace", "replacement": "\u2581",
+                                                  "prepend_scheme": "first", "split": False})
+        tj["model"]["merges"] = [[a, b] for a, b in merges]
+    else:
+        tj.update(normalizer={"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}, pre_tokenizer=None)
+    return tj
+
+
+def zero_safetensors(path, shapes):
+    """A safetensors file of F32 zeros: shapes is name -> shape."""
+    header, off = {}, 0
+    for name, shape in shapes.items():
+        n = 4
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"\0" * off)
+
+
+def hf_llama_dir(root, name, V):
+    """A one-layer Hugging Face Llama directory with zero weights (only its tokenizer matters here)."""
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    C, F = 8, 16
+    shapes = {"model.embed_tokens.weight": [V, C], "model.norm.weight": [C], "lm_head.weight": [V, C]}
+    for k, sh in (("input_layernorm", [C]), ("post_attention_layernorm", [C]), ("self_attn.q_proj", [C, C]),
+                  ("self_attn.k_proj", [C, C]), ("self_attn.v_proj", [C, C]), ("self_attn.o_proj", [C, C]),
+                  ("mlp.gate_proj", [F, C]), ("mlp.up_proj", [F, C]), ("mlp.down_proj", [C, F])):
+        shapes[f"model.layers.0.{k}.weight"] = sh
+    zero_safetensors(os.path.join(d, "model.safetensors"), shapes)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": 1,
+                   "num_attention_heads": 2, "max_position_embeddings": 64, "vocab_size": V,
+                   "rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2}, f)
+    return d
+
+
+def check_ids(smbin, d, fixtures, key, label, empty):
+    """tokenize on every fixture text = the reference ids, and detokenize gives the text back."""
+    bad = []
+    for fx in fixtures:
+        want = fx[key] if fx["text"] else empty
+        got, err = ids_of(smbin, d, fx["text"])
+        if got != want:
+            bad.append(f"{fx['text']!r}: {got} {err} want {want}")
+            continue
+        if got and got != empty:
+            back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
+            if back != fx["text"].encode() + b"\n":
+                bad.append(f"{fx['text']!r} decodes to {back!r}")
+    check(not bad, f"{label} on {len(fixtures)} texts, and decodes back", "; ".join(bad[:3]))
+
+
 def bad_tokenizer_files(smbin, tmp):
     """BAD_INPUTS 21: broken tokenizer files fail with one line naming the file and the fault."""
     good = [(0.0, "<unk>"), (0.0, "\n<s>\n"), (0.0, "\n</s>\n")] + \
@@ -174,36 +268,39 @@ def main():
                  (os.path.join(tiny, "merges.txt"), "merges.txt")])))
         else:
             T.skip("tiny-gpt2 tokenizer", f"{tiny} is absent")
-        for label, d in gpt2_dirs:
-            bad = []
-            for fx in fixtures:
-                got, err = ids_of(smbin, d, fx["text"])
-                if got != fx["gpt2"]:
-                    bad.append(f"{fx['text']!r}: {got} {err} want {fx['gpt2']}")
-                    continue
-                if got:
-                    back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
-                    if back != fx["text"].encode() + b"\n":
-                        bad.append(f"{fx['text']!r} decodes to {back!r}")
-            check(not bad, f"GPT-2 BPE ({label}) = gpt-3-encoder on {len(fixtures)} texts, and decodes back",
-                  "; ".join(bad[:3]))
+        if os.path.isdir(tiny):  # a GPT-2 directory whose only tokenizer file is tokenizer.json
+            g = os.path.join(tmp, "hf-gpt2-tokjson")
+            os.makedirs(g)
+            for n in ("config.json", "model.safetensors", "tokenizer.json"):
+                os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(g, n))
+            p = run([smbin, "convert", g, g + "-sm"])
+            check(p.returncode == 0, "convert a GPT-2 directory with tokenizer.json only", p.stderr.decode())
+            if p.returncode == 0:
+                with open(os.path.join(g + "-sm", "merges.txt"), "rb") as f1, \
+                        open(os.path.join(tiny, "merges.txt"), "rb") as f2:
+                    check(f1.read() == f2.read(), "tokenizer.json's merges written as merges.txt = tiny-gpt2's merges.txt")
+                gpt2_dirs.append(("from tokenizer.json", g + "-sm"))
+        for label, d in gpt2_dirs:  # a converted model has a BOS (<|endoftext|>): an empty text is it alone
+            check_ids(smbin, d, fixtures, "gpt2", f"GPT-2 BPE ({label}) = gpt-3-encoder",
+                      [50256] if label == "from tokenizer.json" else [])
         llama_bin = os.path.join(tok, "llama2", "tokenizer.bin")
         if os.path.exists(llama_bin):
             d = model_dir(tmp, "llama", 32000, {"type": "sentencepiece", "file": "tokenizer.bin",
                                                 "bos": 1, "eos": 2},
                           [(llama_bin, "tokenizer.bin")])
-            bad = []
-            for fx in fixtures:
-                want = fx["llama"] if fx["text"] else [1]  # an empty text is BOS alone
-                got, err = ids_of(smbin, d, fx["text"])
-                if got != want:
-                    bad.append(f"{fx['text']!r}: {got} {err} want {want}")
-                    continue
-                back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
-                if back != fx["text"].encode() + b"\n":
-                    bad.append(f"{fx['text']!r} decodes to {back!r}")
-            check(not bad, f"Llama 2 SentencePiece = llama-tokenizer-js on {len(fixtures)} texts, and decodes back",
-                  "; ".join(bad[:3]))
+            check_ids(smbin, d, fixtures, "llama", "Llama 2 SentencePiece (tokenizer.bin) = llama-tokenizer-js", [1])
+            # the same vocabulary as Hugging Face ships it (tokenizer.json, both "▁" styles),
+            # converted with the model and checked against the same independent reference
+            for meta in (False, True):
+                style = "Metaspace pre-tokenizer" if meta else "Prepend+Replace normalizer"
+                hd = hf_llama_dir(tmp, f"hf-llama-tokjson-{int(meta)}", 32000)
+                with open(os.path.join(hd, "tokenizer.json"), "w", encoding="utf-8") as f:
+                    json.dump(hf_llama_tokenizer_json(llama_bin, meta), f, ensure_ascii=False)
+                p = run([smbin, "convert", hd, hd + "-sm"])
+                check(p.returncode == 0, f"convert a Llama directory with tokenizer.json ({style})", p.stderr.decode())
+                if p.returncode == 0:
+                    check_ids(smbin, hd + "-sm", fixtures, "llama",
+                              f"Llama 2 from tokenizer.json ({style}) = llama-tokenizer-js", [1])
         else:
             T.skip("Llama 2 tokenizer", f"{llama_bin} is absent")
     return T.close()

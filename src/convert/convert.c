@@ -14,6 +14,7 @@
 */
 #include "sm_convert.h"
 
+#include "convert_internal.h"
 #include "json_internal.h"
 #include "sm_config.h"
 #include "sm_half.h"
@@ -62,6 +63,8 @@ typedef struct {
     mapped maps[MAX_SHARDS + 1];
     int n_maps;
     char tok_src[2][4400]; /* tokenizer files to copy (empty: none) */
+    cJSON *tok_json;       /* a tokenizer.json to write the tokenizer files from, or NULL */
+    char tok_json_path[4400];
     bool nomem;            /* a tensor could not be added (then `spare` took it) */
     sm_dtype dtype;        /* of the matrices written */
     otensor spare;
@@ -96,6 +99,7 @@ static void plan_free(plan *pl) {
     for (int i = 0; i < pl->n_maps; i++)
         if (pl->maps[i].p) munmap(pl->maps[i].p, pl->maps[i].n);
     free(pl->t);
+    cJSON_Delete(pl->tok_json);
     sm_config_free(&pl->cfg);
 }
 
@@ -293,6 +297,9 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         snprintf(path, sizeof path, "%s/%s", tmp, names[k]);
         st = copy_file(pl->tok_src[k], path, err);
     }
+    if (!st && pl->tok_json)
+        st = sm_hf_tok_write(pl->tok_json, pl->tok_json_path, c->tokenizer, tmp, c->tok_bos,
+                             c->tok_eos, err);
     return st;
 }
 
@@ -579,8 +586,54 @@ static const char *hf_str(const cJSON *cfg, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, const char *dir,
-                              sm_error *err) {
+/*
+** The tokenizer of Hugging Face directory dir, in this order: --tokenizer
+** (a llama2.c tokenizer.bin), vocab.json + merges.txt (copied), or
+** tokenizer.json (read now, its files written with the plan).
+*/
+static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts *o,
+                                sm_error *err) {
+    sm_config *c = &pl->cfg;
+    char v[4400], m[4400];
+    snprintf(v, sizeof v, "%s/vocab.json", dir);
+    snprintf(m, sizeof m, "%s/merges.txt", dir);
+    if (o->tokenizer) {
+        c->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
+        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", o->tokenizer);
+        return SM_OK;
+    }
+    if (access(v, F_OK) == 0 && access(m, F_OK) == 0) {
+        c->tokenizer = SM_TOKENIZER_GPT2;
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
+        snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
+        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", v);
+        snprintf(pl->tok_src[1], sizeof pl->tok_src[1], "%s", m);
+        return SM_OK;
+    }
+    char *buf;
+    size_t len;
+    snprintf(pl->tok_json_path, sizeof pl->tok_json_path, "%s/tokenizer.json", dir);
+    if (access(pl->tok_json_path, F_OK) != 0)
+        return sm_error_set(err, SM_ERR_IO,
+                            "%s: no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
+                            "a llama2.c tokenizer.bin with --tokenizer FILE",
+                            dir);
+    sm_status st = sm_read_file(pl->tok_json_path, SM_TOK_FILE_MAX, &buf, &len, err);
+    if (!st) st = sm_json_parse_strict(buf, len, pl->tok_json_path, &pl->tok_json, err);
+    free(buf);
+    if (!st) st = sm_hf_tok_kind(pl->tok_json, pl->tok_json_path, &c->tokenizer, err);
+    if (st) return st;
+    if (c->tokenizer == SM_TOKENIZER_GPT2) {
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
+        snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
+    } else {
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
+    }
+    return SM_OK;
+}
+
+static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
     int64_t C, L, H, ctx, V, F;
     sm_status st;
     if ((st = hf_int(hc, "n_embd", -1, 1, 65536, &C, err)) ||
@@ -605,14 +658,9 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, const char
     c->n_vocab = (int)V, c->n_ff = (int)F, c->n_kv_head = (int)H, c->head_dim = (int)(C / H);
     c->norm_eps = (float)hf_num(hc, "layer_norm_epsilon", 1e-5);
     c->bias = true;
-    c->tokenizer = SM_TOKENIZER_GPT2;
-    snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
-    snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
     int64_t eos;
     if ((st = hf_int(hc, "eos_token_id", 50256, 0, V - 1, &eos, err))) return st;
     c->tok_bos = c->tok_eos = (int32_t)eos;
-    snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s/vocab.json", dir);
-    snprintf(pl->tok_src[1], sizeof pl->tok_src[1], "%s/merges.txt", dir);
 
     const char *pre = "transformer.";
     st_tensor *x;
@@ -681,8 +729,7 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, const char
     return SM_OK;
 }
 
-static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const sm_convert_opts *o,
-                               sm_error *err) {
+static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
     int64_t C, L, H, KVH, hd, F, ctx, V, bos, eos;
     sm_status st;
     if ((st = hf_int(hc, "hidden_size", -1, 1, 65536, &C, err)) ||
@@ -709,10 +756,6 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const sm_
         return sm_error_set(err, SM_ERR_FORMAT,
                             "config.json: num_attention_heads must be a multiple of "
                             "num_key_value_heads and head_dim even");
-    if (!o->tokenizer)
-        return sm_error_set(err, SM_ERR_INPUT,
-                            "a Llama directory's tokenizer is given as a llama2.c tokenizer.bin "
-                            "with --tokenizer FILE (tokenizer.json is not read yet)");
     sm_config *c = &pl->cfg;
     c->arch = SM_ARCH_LLAMA;
     c->n_layer = (int)L, c->n_head = (int)H, c->n_kv_head = (int)KVH, c->n_embd = (int)C;
@@ -720,10 +763,7 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const sm_
     c->norm_eps = (float)hf_num(hc, "rms_norm_eps", 1e-6);
     c->rope_theta = (float)hf_num(hc, "rope_theta", 10000.0);
     c->activation = SM_ACT_SILU, c->bias = false;
-    c->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
-    snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
     c->tok_bos = (int32_t)bos, c->tok_eos = (int32_t)eos;
-    snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", o->tokenizer);
 
     const char *pre = "model.";
     int64_t Q = H * hd, KV = KVH * hd;
@@ -840,7 +880,8 @@ static sm_status from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm
         }
     }
     if (st) goto done;
-    st = gpt2 ? from_hf_gpt2(pl, &set, hc, dir, err) : from_hf_llama(pl, &set, hc, o, err);
+    st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, err);
+    if (!st) st = plan_tokenizer(pl, dir, o, err);
     for (size_t i = 0; !st && i < set.n; i++)
         if (!set.t[i].used)
             st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: unexpected tensor %s for %s", dir,

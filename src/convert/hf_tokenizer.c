@@ -1,0 +1,380 @@
+/*
+** hf_tokenizer.c -- Hugging Face tokenizer.json -> smallmind's tokenizer files.
+**
+** tokenizer.json holds a model (here BPE: a vocabulary {piece: id} and a
+** ranked list of merges "a b" or ["a", "b"]), added tokens, and the
+** normalizer and pre-tokenizer that say how text becomes pieces. Two kinds
+** map onto smallmind's tokenizers exactly:
+**   byte-level BPE with GPT-2's pattern -> vocab.json + merges.txt as GPT-2
+**       ships them (the same vocabulary and ranks);
+**   BPE with byte fallback and "▁" for spaces (SentencePiece models that
+**       Hugging Face converted: Llama 2, TinyLlama, Mistral) -> llama2.c's
+**       tokenizer.bin. Hugging Face lists the merges of each piece in
+**       score order, so minus the rank of a piece's first merge is a score
+**       under which best-score-first merging (llama2.c) is lowest-rank-first
+**       merging (tokenizers).
+** The vocabulary is indexed by an open-addressed hash; the JSON tree's
+** strings are borrowed, not copied.
+*/
+#include "convert_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_IDS (1 << 24)
+
+static const char SPACE_MARK[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space */
+
+typedef struct {
+    const char **piece; /* (n) by id; borrowed from the JSON tree */
+    size_t n;
+    int32_t *slot; /* (mask + 1) ids, -1 empty */
+    size_t mask;
+} vocab;
+
+static void vocab_free(vocab *v) {
+    free(v->piece);
+    free(v->slot);
+}
+
+static uint64_t hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211u;
+    return h;
+}
+
+/* The id of piece s[0..n), or -1. */
+static int32_t vocab_find(const vocab *v, const char *s, size_t n) {
+    for (size_t i = hash(s, n) & v->mask;; i = (i + 1) & v->mask) {
+        int32_t id = v->slot[i];
+        if (id < 0) return -1;
+        if (strlen(v->piece[id]) == n && memcmp(v->piece[id], s, n) == 0) return id;
+    }
+}
+
+static const char *jstr(const cJSON *o, const char *key) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* A whole-number id in [0, MAX_IDS) from x, else -1. */
+static int64_t id_of(const cJSON *x) {
+    if (!cJSON_IsNumber(x)) return -1;
+    double d = x->valuedouble;
+    return d >= 0 && d < MAX_IDS && d == floor(d) ? (int64_t)d : -1;
+}
+
+static sm_status set_piece(vocab *v, int64_t id, const char *s, const char *path,
+                           const char *where, sm_error *err) {
+    if (!*s) return sm_error_set(err, SM_ERR_FORMAT, "%s: %s: token %lld is empty", path, where,
+                                 (long long)id);
+    if (v->piece[id] && strcmp(v->piece[id], s) != 0)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %s: id %lld is both \"%.40s\" and \"%.40s\"",
+                            path, where, (long long)id, v->piece[id], s);
+    v->piece[id] = s;
+    return SM_OK;
+}
+
+/* model.vocab and added_tokens by id, checked to cover 0..n-1 with distinct pieces. */
+static sm_status load_vocab(const cJSON *root, const char *path, vocab *v, sm_error *err) {
+    memset(v, 0, sizeof *v);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *voc = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (!cJSON_IsObject(voc) || !voc->child)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: model.vocab must be a non-empty object", path);
+    if (added && !cJSON_IsArray(added) && !cJSON_IsNull(added))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: added_tokens must be an array", path);
+    int64_t max = -1;
+    for (const cJSON *e = voc->child; e; e = e->next) {
+        int64_t id = id_of(e);
+        if (id < 0)
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "%s: model.vocab[\"%.40s\"] must be a whole number from 0 to %d",
+                                path, e->string, MAX_IDS - 1);
+        if (id > max) max = id;
+    }
+    size_t k = 0;
+    for (const cJSON *e = added ? added->child : NULL; e; e = e->next, k++) {
+        int64_t id = id_of(cJSON_GetObjectItemCaseSensitive(e, "id"));
+        if (id < 0 || !jstr(e, "content"))
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "%s: added_tokens[%zu] needs \"id\" (0 to %d) and \"content\"", path,
+                                k, MAX_IDS - 1);
+        if (id > max) max = id;
+    }
+    v->n = (size_t)max + 1;
+    size_t cap = 16;
+    while (cap < 2 * v->n) cap *= 2;
+    v->mask = cap - 1;
+    v->piece = calloc(v->n, sizeof *v->piece);
+    v->slot = malloc(cap * sizeof *v->slot);
+    if (!v->piece || !v->slot) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    sm_status st = SM_OK;
+    for (const cJSON *e = voc->child; e && !st; e = e->next)
+        st = set_piece(v, id_of(e), e->string, path, "model.vocab", err);
+    for (const cJSON *e = added ? added->child : NULL; e && !st; e = e->next)
+        st = set_piece(v, id_of(cJSON_GetObjectItemCaseSensitive(e, "id")), jstr(e, "content"),
+                       path, "added_tokens", err);
+    if (st) return st;
+    memset(v->slot, 0xFF, cap * sizeof *v->slot);
+    for (size_t id = 0; id < v->n; id++) {
+        if (!v->piece[id])
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: no token has id %zu (ids run 0 to %zu)",
+                                path, id, v->n - 1);
+        size_t len = strlen(v->piece[id]);
+        int32_t other = vocab_find(v, v->piece[id], len);
+        if (other >= 0)
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: token \"%.40s\" has ids %d and %zu", path,
+                                v->piece[id], other, id);
+        size_t i = hash(v->piece[id], len) & v->mask;
+        while (v->slot[i] >= 0) i = (i + 1) & v->mask;
+        v->slot[i] = (int32_t)id;
+    }
+    return SM_OK;
+}
+
+/*
+** Merge i of model.merges: "a b" (one space) or ["a", "b"], each side and
+** their concatenation in the vocabulary; *made is the concatenation's id.
+*/
+static sm_status merge_at(const vocab *v, const cJSON *m, size_t i, const char *path,
+                          const char **a, size_t *al, const char **b, size_t *bl, int32_t *made,
+                          char *buf, size_t bufsz, sm_error *err) {
+    if (cJSON_IsString(m)) {
+        const char *s = m->valuestring, *sp = strchr(s, ' ');
+        if (!sp || sp == s || !sp[1] || strchr(sp + 1, ' '))
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "%s: model.merges[%zu] \"%.40s\" is not two tokens with one space",
+                                path, i, s);
+        *a = s, *al = (size_t)(sp - s), *b = sp + 1, *bl = strlen(sp + 1);
+    } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
+               cJSON_IsString(m->child->next)) {
+        *a = m->child->valuestring, *al = strlen(*a);
+        *b = m->child->next->valuestring, *bl = strlen(*b);
+    } else {
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: model.merges[%zu] must be \"a b\" or [\"a\", \"b\"]", path, i);
+    }
+    bool a_known = vocab_find(v, *a, *al) >= 0;
+    if (!a_known || vocab_find(v, *b, *bl) < 0) {
+        const char *u = a_known ? *b : *a;
+        size_t ul = a_known ? *bl : *al;
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: model.merges[%zu] names \"%.*s\", which is not in the vocabulary",
+                            path, i, (int)(ul < 40 ? ul : 40), u);
+    }
+    if (*al + *bl >= bufsz || !*al || !*bl)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: model.merges[%zu] is too long", path, i);
+    memcpy(buf, *a, *al);
+    memcpy(buf + *al, *b, *bl);
+    *made = vocab_find(v, buf, *al + *bl);
+    if (*made < 0)
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: model.merges[%zu] makes \"%.*s\", which is not in the vocabulary",
+                            path, i, (int)(*al + *bl < 40 ? *al + *bl : 40), buf);
+    return SM_OK;
+}
+
+/* ------------------------------------------------------------ kind */
+
+static bool is_type(const cJSON *o, const char *type) {
+    const char *t = jstr(o, "type");
+    return t && strcmp(t, type) == 0;
+}
+
+/* A normalizer that replaces " " with "▁" and prepends "▁" (Llama 2's). */
+static bool spm_normalizer(const cJSON *n, bool *prepend) {
+    bool replace = false;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
+    const cJSON *one = is_type(n, "Sequence") ? (list ? list->child : NULL) : n;
+    for (; one; one = is_type(n, "Sequence") ? one->next : NULL) {
+        if (is_type(one, "Prepend") && jstr(one, "prepend") &&
+            strcmp(jstr(one, "prepend"), SPACE_MARK) == 0)
+            *prepend = true;
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(one, "pattern");
+        if (is_type(one, "Replace") && jstr(pat, "String") && strcmp(jstr(pat, "String"), " ") == 0 &&
+            jstr(one, "content") && strcmp(jstr(one, "content"), SPACE_MARK) == 0)
+            replace = true;
+    }
+    return replace;
+}
+
+sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type *type,
+                         sm_error *err) {
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!cJSON_IsObject(model))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: missing object \"model\"", path);
+    const char *mt = jstr(model, "type");
+    if (!mt || strcmp(mt, "BPE") != 0)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "%s: model.type \"%s\" is not supported (BPE tokenizers only)", path,
+                            mt ? mt : "");
+    const char *fix[2] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (int i = 0; i < 2; i++)
+        if (jstr(model, fix[i]) && *jstr(model, fix[i]))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: model.%s \"%s\" is not supported",
+                                path, fix[i], jstr(model, fix[i]));
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    bool has_pre = pre && !cJSON_IsNull(pre), has_norm = norm && !cJSON_IsNull(norm);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"))) {
+        bool prepend = false, replace = has_norm && spm_normalizer(norm, &prepend);
+        const char *scheme = jstr(pre, "prepend_scheme");
+        bool meta = is_type(pre, "Metaspace") && jstr(pre, "replacement") &&
+                    strcmp(jstr(pre, "replacement"), SPACE_MARK) == 0 &&
+                    !(scheme && strcmp(scheme, "never") == 0) &&
+                    !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space"));
+        if (!(replace && prepend && !has_pre) && !(meta && !has_norm))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                                "%s: a byte-fallback BPE whose normalizer and pre_tokenizer are not "
+                                "SentencePiece's (\"▁\" for spaces, one prefixed) is not supported",
+                                path);
+        *type = SM_TOKENIZER_SENTENCEPIECE;
+        return SM_OK;
+    }
+    if (!is_type(pre, "ByteLevel") || cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "use_regex")))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "%s: pre_tokenizer %s is not GPT-2's byte-level pattern (Llama 3, "
+                            "SmolLM2 and others split text differently); not supported yet",
+                            path, jstr(pre, "type") ? jstr(pre, "type") : "(none)");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space")))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "%s: pre_tokenizer.add_prefix_space true is not supported", path);
+    if (has_norm)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: normalizer %s is not supported", path,
+                            jstr(norm, "type") ? jstr(norm, "type") : "(unknown)");
+    *type = SM_TOKENIZER_GPT2;
+    return SM_OK;
+}
+
+/* ------------------------------------------------------------ writing */
+
+static sm_status open_out(const char *dir, const char *name, FILE **f, char *path, size_t n,
+                          sm_error *err) {
+    snprintf(path, n, "%s/%s", dir, name);
+    *f = fopen(path, "wb");
+    if (!*f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    return SM_OK;
+}
+
+static sm_status close_out(FILE *f, const char *path, sm_status st, sm_error *err) {
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0) bad = true;
+    if (bad && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", path);
+    return st;
+}
+
+static sm_status write_gpt2(const vocab *v, const cJSON *merges, const char *path,
+                            const char *dir, sm_error *err) {
+    cJSON *obj = cJSON_CreateObject();
+    bool ok = obj != NULL;
+    for (size_t id = 0; id < v->n && ok; id++) {
+        cJSON *num = cJSON_CreateNumber((double)id);
+        ok = num && cJSON_AddItemToObject(obj, v->piece[id], num);
+    }
+    char *text = ok ? cJSON_PrintUnformatted(obj) : NULL;
+    cJSON_Delete(obj);
+    if (!text) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    char out[4400];
+    FILE *f;
+    sm_status st = open_out(dir, "vocab.json", &f, out, sizeof out, err);
+    if (!st) {
+        fputs(text, f);
+        st = close_out(f, out, st, err);
+    }
+    free(text);
+    if (st) return st;
+    if ((st = open_out(dir, "merges.txt", &f, out, sizeof out, err))) return st;
+    fputs("#version: 0.2\n", f);
+    char buf[1024];
+    size_t i = 0;
+    for (const cJSON *m = merges ? merges->child : NULL; m && !st; m = m->next, i++) {
+        const char *a, *b;
+        size_t al, bl;
+        int32_t made;
+        st = merge_at(v, m, i, path, &a, &al, &b, &bl, &made, buf, sizeof buf, err);
+        if (!st && (memchr(a, '\n', al) || memchr(b, '\n', bl) || memchr(a, ' ', al) ||
+                    memchr(b, ' ', bl)))
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED,
+                              "%s: model.merges[%zu] has a token with a space or newline, which "
+                              "merges.txt cannot hold",
+                              path, i);
+        if (!st) fprintf(f, "%.*s %.*s\n", (int)al, a, (int)bl, b);
+    }
+    return close_out(f, out, st, err);
+}
+
+/* Piece id for tokenizer.bin: "▁" -> " ", llama2.c's text for BOS and EOS. */
+static size_t spm_piece(const vocab *v, size_t id, int32_t bos, int32_t eos, char *out,
+                        size_t cap) {
+    const char *s = v->piece[id];
+    if ((int32_t)id == bos) s = "\n<s>\n";
+    if ((int32_t)id == eos) s = "\n</s>\n";
+    size_t n = 0;
+    for (; *s && n < cap; n++) {
+        bool mark = strncmp(s, SPACE_MARK, 3) == 0 && (int32_t)id != bos && (int32_t)id != eos;
+        out[n] = mark ? ' ' : *s;
+        s += mark ? 3 : 1;
+    }
+    return n;
+}
+
+static sm_status write_spm(const vocab *v, const cJSON *merges, const char *path,
+                           const char *dir, int32_t bos, int32_t eos, sm_error *err) {
+    float *score = malloc(v->n * sizeof *score);
+    char buf[1024], out[4400];
+    if (!score) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    size_t n_merges = (size_t)(merges ? cJSON_GetArraySize(merges) : 0), i = 0;
+    for (size_t id = 0; id < v->n; id++) score[id] = NAN;
+    sm_status st = SM_OK;
+    for (const cJSON *m = merges ? merges->child : NULL; m && !st; m = m->next, i++) {
+        const char *a, *b;
+        size_t al, bl;
+        int32_t made;
+        st = merge_at(v, m, i, path, &a, &al, &b, &bl, &made, buf, sizeof buf, err);
+        if (!st && isnan(score[made])) score[made] = -(float)i;
+    }
+    int32_t maxlen = 1;
+    for (size_t id = 0; id < v->n && !st; id++) {
+        size_t n = spm_piece(v, id, bos, eos, buf, sizeof buf);
+        if (n == sizeof buf)
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: token %zu is longer than %zu bytes",
+                              path, id, sizeof buf - 1);
+        if ((int32_t)n > maxlen) maxlen = (int32_t)n;
+    }
+    FILE *f = NULL;
+    if (!st) st = open_out(dir, "tokenizer.bin", &f, out, sizeof out, err);
+    if (st) {
+        free(score);
+        return st;
+    }
+    fwrite(&maxlen, 4, 1, f); /* little-endian hosts, as the weight files */
+    for (size_t id = 0; id < v->n; id++) {
+        int32_t n = (int32_t)spm_piece(v, id, bos, eos, buf, sizeof buf);
+        float s = isnan(score[id]) ? -(float)n_merges - 1.0f : score[id]; /* made by no merge */
+        fwrite(&s, 4, 1, f);
+        fwrite(&n, 4, 1, f);
+        fwrite(buf, 1, (size_t)n, f);
+    }
+    free(score);
+    return close_out(f, out, st, err);
+}
+
+sm_status sm_hf_tok_write(const cJSON *root, const char *path, sm_tokenizer_type type,
+                          const char *dir, int32_t bos, int32_t eos, sm_error *err) {
+    vocab v;
+    sm_status st = load_vocab(root, path, &v, err);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!st && merges && !cJSON_IsArray(merges))
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: model.merges must be an array", path);
+    if (!st)
+        st = type == SM_TOKENIZER_GPT2 ? write_gpt2(&v, merges, path, dir, err)
+                                       : write_spm(&v, merges, path, dir, bos, eos, err);
+    vocab_free(&v);
+    return st;
+}
