@@ -429,6 +429,12 @@ static sm_status parse_heads(pctx *pc, const cJSON *root, sm_config *cfg) {
 
 static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
     if (!cJSON_IsObject(root)) return FAIL(pc, "%s: expected a JSON object at the top", pc->path);
+    const cJSON *hf = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (hf && !cJSON_GetObjectItemCaseSensitive(root, "format"))
+        return FAIL(pc,
+                    "%s: a Hugging Face model (model_type \"%s\"); convert it once with "
+                    "'smallmind convert DIR OUT' and run OUT",
+                    pc->path, cJSON_IsString(hf) ? hf->valuestring : "?");
     static const char *const keys[] = {
         "format", "format_version", "architecture", "n_layer", "n_head", "n_embd",
         "n_ctx", "n_vocab", "norm_eps", "activation", "tied_output", "bias",

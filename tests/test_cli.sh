@@ -105,6 +105,9 @@ data_case "cannot open '$T/nope': No such file or directory" $BIN generate -m "$
 data_case "cannot open '$T/prompt': not a directory" $BIN info -m "$T/prompt"
 data_case "cannot open '$T/missing.txt'" $BIN generate -m $M -f "$T/missing.txt"
 data_case "at least 2 tokens" $BIN score -m $M -p "a"
+mkdir -p "$T/hfdir" && echo '{"model_type": "llama", "hidden_size": 8}' >"$T/hfdir/config.json"
+data_case "a Hugging Face model (model_type \"llama\"); convert it once with 'smallmind convert DIR OUT'" \
+    $BIN generate -m "$T/hfdir" -p x
 
 if [ -n "${SM_SKIP_BAD_MODELS:-}" ]; then skp "malformed models" "SM_SKIP_BAD_MODELS is set"
 else
