@@ -155,7 +155,7 @@ dot_block(sm_dtype dt, size_t r, size_t nw, float *restrict out, size_t N,
     __m256 a[2][4];
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_setzero_ps();
-    for (size_t k = 0; k < kv; k += 8) {
+    _Pragma("GCC unroll 2") for (size_t k = 0; k < kv; k += 8) {
         __m256 wv[4];
         for (size_t j = 0; j < nw; j++) wv[j] = load_w(dt, w, j * K + k);
         for (size_t i = 0; i < r; i++) {

@@ -151,7 +151,7 @@ dot_block(sm_dtype dt, size_t r, size_t nw, const char *pf, size_t npf, float *r
     __m512 a[4][4];
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_setzero_ps();
-    for (size_t k = 0; k < kv; k += 16) {
+    _Pragma("GCC unroll 2") for (size_t k = 0; k < kv; k += 16) {
         __m512 wv[4];
         for (size_t j = 0; j < nw; j++) wv[j] = load_w(dt, w, j * K + k);
         for (size_t j = 0; j < npf; j++) _mm_prefetch(pf + (j * K + k) * es, _MM_HINT_T0);
