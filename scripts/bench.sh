@@ -65,3 +65,21 @@ for p in 1 16; do
 done
 cmp -s <(sed 's/"timing.*//' build/bench-models/batch-1.jsonl) <(sed 's/"timing.*//' build/bench-models/batch-16.jsonl) \
     && echo "    records identical at --parallel 1 and 16" || echo "    RECORDS DIFFER between --parallel 1 and 16"
+
+# 16-bit weights: the GPT-2-small shape with its matrices f32, f16 and bf16
+# (same random values rounded; vectors f32), decode and prefill, 2 threads.
+# Decoding reads every weight once per token, so half the bytes should be up
+# to twice the tokens/s.
+echo
+echo "GPT-2-small shape, weight matrices f32 / f16 / bf16, 2 threads (128-token prompt, 64 decoded)"
+printf '%-6s %12s %14s %14s\n' dtype "weights MB" "prefill tok/s" "decode tok/s"
+for d in f32 f16 bf16; do
+    D=build/bench-models/gpt2-small-$d
+    [ $d = f32 ] && D=$G
+    if [ ! -f $D/config.json ]; then
+        $PY scripts/sm_random_model.py --out $D --force --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --seed 1 --dtype $d >/dev/null
+    fi
+    out=$($BIN bench -m $D -t 2 --prompt-tokens 128 -n 64 --reps 3 --json 2>/dev/null) || continue
+    mb=$(( $(stat -c %s $D/model.bin) / 1000000 ))
+    echo "$out" | $PY -c 'import json,sys; r=json.load(sys.stdin); print("%-6s %12s %14.0f %14.1f" % (sys.argv[1], sys.argv[2], r["prefill_tokens_per_s"], r["decode_tokens_per_s"]))' $d $mb
+done

@@ -31,6 +31,8 @@ def main():
     ap.add_argument("--no-bias", action="store_true", help="no biases anywhere")
     ap.add_argument("--std", type=float, default=0.02)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"],
+                    help="type of the matrices (16-bit needs NumPy; vectors stay f32)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing model directory")
     a = ap.parse_args()
 
@@ -43,12 +45,20 @@ def main():
         import numpy as np
         rng = np.random.default_rng(a.seed)
 
-        def gen(shape, mean, std):
-            return (rng.standard_normal(shape) * std + mean).astype("<f4").tobytes()
+        def gen(shape, mean, std, dtype="f32"):
+            x = (rng.standard_normal(shape) * std + mean).astype("<f4")
+            if dtype == "f16":
+                return x.astype("<f2").tobytes()
+            if dtype == "bf16":  # round to nearest even, then the top half
+                b = x.view(np.uint32).astype(np.uint64)
+                return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype("<u2").tobytes()
+            return x.tobytes()
     except ImportError:
+        if a.dtype != "f32":
+            sys.exit("--dtype f16/bf16 needs NumPy (apt-get install python3-numpy)")
         rnd = random.Random(a.seed)
 
-        def gen(shape, mean, std):
+        def gen(shape, mean, std, dtype="f32"):
             n = 1
             for d in shape:
                 n *= d
@@ -61,7 +71,8 @@ def main():
     t = []
 
     def add(name, shape, mean=0.0, std=a.std):
-        t.append((name, shape, gen(shape, mean, std)))
+        dt = a.dtype if len(shape) == 2 else "f32"
+        t.append((name, shape, gen(shape, mean, std, dt), dt))
 
     add("tok_embd", (V, C))
     add("pos_embd", (a.ctx, C), std=0.01)
