@@ -26,7 +26,7 @@ static void tok_cleanup(void) {
 }
 
 /* Writes name in the scratch directory (made on first use, removed at exit). */
-static void tok_put(const char *name, const void *p, size_t n) {
+static inline void tok_put(const char *name, const void *p, size_t n) {
     if (!tok_dir[0]) {
         snprintf(tok_dir, sizeof tok_dir, "/tmp/sm-fuzz-tok-XXXXXX");
         if (!mkdtemp(tok_dir)) abort();
@@ -39,7 +39,7 @@ static void tok_put(const char *name, const void *p, size_t n) {
 }
 
 /* Loads a tokenizer of `type` from the scratch directory's files (BOS 1 / EOS 2 for sentencepiece). */
-static sm_status tok_load(sm_tokenizer *t, sm_tokenizer_type type) {
+static inline sm_status tok_load(sm_tokenizer *t, sm_tokenizer_type type) {
     sm_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.tokenizer = type;
@@ -54,7 +54,7 @@ static sm_status tok_load(sm_tokenizer *t, sm_tokenizer_type type) {
 }
 
 /* The built-in tokenizer: `write` makes its files once, loaded once per process. */
-static sm_tokenizer *tok_builtin(sm_tokenizer_type type, void (*write)(void)) {
+static inline sm_tokenizer *tok_builtin(sm_tokenizer_type type, void (*write)(void)) {
     static sm_tokenizer fixed;
     static int ready;
     if (!ready) {
@@ -69,7 +69,7 @@ static sm_tokenizer *tok_builtin(sm_tokenizer_type type, void (*write)(void)) {
 ** Encodes data; every id is in range; decoding gives the bytes back when
 ** `exact` (every byte representable), preceded by BOS for sentencepiece.
 */
-static void tok_roundtrip(sm_tokenizer *t, const uint8_t *data, size_t size, int exact) {
+static inline void tok_roundtrip(sm_tokenizer *t, const uint8_t *data, size_t size, int exact) {
     size_t cap = size + 2;
     int32_t *ids = malloc(cap * sizeof *ids);
     char *back = malloc(size + 1);
