@@ -116,6 +116,34 @@ sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t
                                 const size_t *poss, size_t n, const float **logits,
                                 sm_error *err);
 
+/*
+** Where forward time goes, for `bench`: wall time per kind of step (thread
+** 0's clock read at the barriers between steps, so a step's time includes
+** waiting for the slowest thread), and the arithmetic and bytes the step
+** does or reads (weights, KV-cache), from the shapes. Callers may add their
+** own steps (sampling) to the same record.
+*/
+typedef enum {
+    SM_OP_MATMUL,    /* linear layers of the blocks (QKV, projection, MLP) */
+    SM_OP_ATTENTION, /* rotary embedding, cache append, Q.K^T, softmax, P.V */
+    SM_OP_NORM,      /* LayerNorm / RMSNorm (and the embedding lookup) */
+    SM_OP_ACT,       /* GELU / SwiGLU */
+    SM_OP_OUTPUT,    /* final norm and the output layer (the vocabulary product) */
+    SM_OP_SAMPLE,    /* sampling (added by the caller) */
+    SM_OP_COUNT
+} sm_op;
+
+typedef struct sm_profile {
+    double s[SM_OP_COUNT];     /* seconds */
+    double flops[SM_OP_COUNT]; /* floating-point operations (a multiply-add is 2) */
+    double bytes[SM_OP_COUNT]; /* bytes of weights and cache read */
+} sm_profile;
+
+const char *sm_op_name(sm_op op);
+
+/* Forward calls add to *p from now on (NULL: stop). Costs two clock reads per step. */
+void sm_state_set_profile(sm_state *s, sm_profile *p);
+
 /* The parameters the state was built with. */
 const sm_state_params *sm_state_params_of(const sm_state *s);
 

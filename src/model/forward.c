@@ -191,6 +191,35 @@ void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr) {
     }
 }
 
+void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes) {
+    if (!s->prof || ith != 0) return;
+    double now = sm_time_now();
+    s->prof->s[op] += now - s->prof_t;
+    s->prof->flops[op] += flops;
+    s->prof->bytes[op] += bytes;
+    s->prof_t = now;
+}
+
+void sm_fwd_prof_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t N, size_t K) {
+    if (!s->prof || ith != 0) return;
+    sm_fwd_prof(s, ith, op, 2.0 * (double)s->n * (double)N * (double)K,
+                (double)N * (double)K * (double)sm_dtype_size(w.dt));
+}
+
+void sm_fwd_prof_attention(sm_state *s, int ith) {
+    if (!s->prof || ith != 0) return;
+    const sm_config *c = &s->m->cfg;
+    double flops = 0, bytes = 0, hd = (double)c->head_dim;
+    for (size_t g = 0; g < s->n_runs; g++) {
+        const sm_run *ru = &s->runs[g];
+        double keys = (double)(ru->pos + ru->len); /* each query sees pos + t + 1 of them */
+        flops += (double)c->n_head * 4.0 * hd *
+                 ((double)ru->len * (double)ru->pos + (double)ru->len * (double)(ru->len + 1) / 2);
+        bytes += (double)c->n_kv_head * 2.0 * keys * hd * sizeof(float);
+    }
+    sm_fwd_prof(s, ith, SM_OP_ATTENTION, flops, bytes);
+}
+
 void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr) {
     const sm_model *m = s->m;
     const size_t C = (size_t)m->cfg.n_embd, V = (size_t)m->cfg.n_vocab;
@@ -206,6 +235,7 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
         }
     }
     sm_pool_barrier(s->pool);
+    sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
     /* every row, or each run's last row as a lone last token gets it */
     sm_pool_split(V, sm_fwd_col_align(s), ith, nth, &n0, &n1);
     if (n0 == n1) return;

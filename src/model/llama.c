@@ -51,38 +51,50 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
     sm_fwd_embed(s, r0, r1);
     sm_fwd_norm_rows(s, s->xn, s->x, m->layers[0].ln1_g, NULL, r0, r1);
     sm_pool_barrier(pool);
+    sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
 
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
         sm_pool_split(W, sm_fwd_col_align(s), ith, nth, &n0, &n1);
         if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, NULL, T, W, C, n0, n1, scr);
         sm_pool_barrier(pool);
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->qkv_w, W, C);
 
         sm_fwd_attention(s, l, ith, nth, scr);
         sm_pool_barrier(pool);
+        sm_fwd_prof_attention(s, ith);
 
         sm_fwd_residual_matmul(s, s->att, L->proj_w, NULL, Q, ith, nth, scr);
         sm_pool_barrier(pool);
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->proj_w, C, Q);
 
         sm_fwd_norm_rows(s, s->xn, s->x, L->ln2_g, NULL, r0, r1);
         sm_pool_barrier(pool);
+        sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
 
         /* gate and up over the same columns, so the SwiGLU needs no barrier */
         sm_pool_split(F, sm_fwd_col_align(s), ith, nth, &n0, &n1);
         if (n0 < n1) {
             mm(s->hid, s->xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
             mm(s->up, s->xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
-            for (size_t t = 0; t < T; t++)
-                s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
         }
+        if (s->prof && ith == 0) { /* both products, then thread 0's SwiGLU share */
+            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->gate_w, F, C);
+            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
+        }
+        for (size_t t = 0; t < T && n0 < n1; t++)
+            s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
         sm_pool_barrier(pool);
+        sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0);
 
         sm_fwd_residual_matmul(s, s->hid, L->down_w, NULL, F, ith, nth, scr);
         sm_pool_barrier(pool);
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->down_w, C, F);
 
         if (l + 1 < c->n_layer) {
             sm_fwd_norm_rows(s, s->xn, s->x, m->layers[l + 1].ln1_g, NULL, r0, r1);
             sm_pool_barrier(pool);
+            sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
         }
     }
     sm_fwd_output(s, m->lnf_g, NULL, ith, nth, scr);

@@ -208,6 +208,16 @@ sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params
     return SM_OK;
 }
 
+const char *sm_op_name(sm_op op) {
+    static const char *const names[SM_OP_COUNT] = {"matmul", "attention", "norm", "activation",
+                                                   "output", "sampling"};
+    return (unsigned)op < SM_OP_COUNT ? names[op] : "?";
+}
+
+void sm_state_set_profile(sm_state *s, sm_profile *p) {
+    s->prof = p;
+}
+
 static sm_status check_tokens(const sm_state *s, const int32_t *tokens, size_t n, sm_error *err) {
     const sm_config *c = &s->m->cfg;
     for (size_t i = 0; i < n; i++)
@@ -225,8 +235,17 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     s->n_runs = n_runs;
     s->rows_apart = rows_apart;
     s->every_row = every_row;
+    if (s->prof) s->prof_t = sm_time_now();
     sm_pool_run(s->pool,
                 s->m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task, s);
+    if (s->prof) { /* the last step, the output layer, ends with the task */
+        const sm_config *c = &s->m->cfg;
+        size_t rows = s->every_row ? s->n : s->n_runs, V = (size_t)c->n_vocab,
+               C = (size_t)c->n_embd;
+        s->prof->s[SM_OP_OUTPUT] += sm_time_now() - s->prof_t;
+        s->prof->flops[SM_OP_OUTPUT] += 2.0 * (double)(rows * V * C);
+        s->prof->bytes[SM_OP_OUTPUT] += (double)(V * C * sm_dtype_size(s->m->out_w.dt));
+    }
     *logits = s->logits;
     return SM_OK;
 }

@@ -72,6 +72,8 @@ struct sm_state {
     size_t n;
     sm_run *runs; /* (n_seq) */
     size_t n_runs;
+    sm_profile *prof;  /* NULL unless profiling */
+    double prof_t;     /* thread 0's clock at the end of the last profiled step */
     bool rows_apart; /* several one-row runs: rows computed as each alone (matmul_rows) */
     bool every_row;  /* logits for every row (one run, all_logits), else each run's last */
 };
@@ -135,6 +137,17 @@ void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float 
 ** query head of the group attends. Reads s->qkv, writes s->att.
 */
 void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr);
+
+/*
+** Profiling (no-op unless s->prof): on thread 0, the time since the last
+** mark goes to op, with the given arithmetic and bytes. Called after the
+** barrier that ends a step.
+*/
+void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes);
+
+/* Cost of a linear layer (T rows through w [N, K]) and of this call's attention in layer. */
+void sm_fwd_prof_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t N, size_t K);
+void sm_fwd_prof_attention(sm_state *s, int ith);
 
 /* After the last block: the final norm of the rows that need logits, then the output layer. */
 void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr);
