@@ -38,7 +38,7 @@ ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
 ARCH_DEFS := -DSM_X86_KERNELS
 endif
-CLI_SRC := src/cli.c src/cli_train.c src/main.c
+CLI_SRC := src/cli.c src/cli_train.c src/main.c src/alloc_count.c
 TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -78,8 +78,10 @@ $(BUILD)/src/train/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/kernels/avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/src/kernels/avx512.o: ALL_CFLAGS += -mavx512f -mfma
 
+# The binary counts its own allocations for `bench` (src/alloc_count.c).
+WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 $(BIN): $(LIB_OBJ) $(CLI_OBJ)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(WRAP) $(LDLIBS)
 
 $(TESTBIN): $(LIB_OBJ) $(TEST_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -180,7 +182,14 @@ model: $(BIN) $(CORPUS)
 	bash scripts/plot_loss.sh models/default/loss.csv docs/training-loss.png \
 	  "models/default: 4 layers, 256 wide, King James Bible"
 
+# The GEMM comparison links OpenBLAS (libopenblas-dev) when it is installed;
+# smallmind itself never does.
+$(BUILD)/bench_gemm: tests/tools/bench_gemm.c $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags openblas) -o $@ $^ $$(pkg-config --libs openblas) $(LDLIBS)
+
 bench: $(BIN)
+	@if pkg-config --exists openblas; then $(MAKE) --no-print-directory $(BUILD)/bench_gemm; \
+	else echo "OpenBLAS is not installed (apt-get install libopenblas-dev): no GEMM comparison"; fi
 	bash scripts/bench.sh $(BIN)
 
 clean:

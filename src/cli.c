@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli_internal.h"
+#include "json_internal.h"
 #include "sm_batch.h"
 #include "sm_convert.h"
 #include "sm_generate.h"
@@ -98,6 +99,8 @@ static const struct option_def {
      "    --prompt-tokens N  prompt length (default 128)"},
     {"reps", 0, true, CMD_BENCH, O_REPS,
      "    --reps N           repetitions, best is reported (default 3)"},
+    {"compare", 0, false, CMD_BENCH, O_COMPARE,
+     "    --compare A B      two bench --json reports side by side, with B/A"},
     {"data", 0, true, CMD_TRAIN, O_DATA,
      "    --data FILE        the text to train on (required)"},
     {"out", 'o', true, CMD_TRAIN, O_OUT,
@@ -411,6 +414,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
             return usage_error(o, "%s expects f32, f16 or bf16, got '%s'", flag, v);
         break;
     case O_SPECIAL: o->special = true; break;
+    case O_COMPARE: o->compare = true; break;
     case O_HELP: o->help = true; break;
     case O_VERSION: o->version = true; break;
     }
@@ -446,7 +450,7 @@ static int parse_args(cli_opts *o, int argc, char **argv, int first) {
                 if (!d->takes_value) return usage_error(o, "unknown flag '%s'", a);
                 value = a + 2;
             }
-        } else if ((o->cmd & (CMD_CONVERT | CMD_DETOKENIZE)) && o->n_args < MAX_ARGS) {
+        } else if ((o->cmd & (CMD_CONVERT | CMD_DETOKENIZE | CMD_BENCH)) && o->n_args < MAX_ARGS) {
             o->args[o->n_args++] = a;
             continue;
         } else {
@@ -1335,8 +1339,180 @@ static int cmd_info(const cli_opts *o) {
     return finish_stdout(&os, 0);
 }
 
+/* ---------------------------------------------------------------- bench */
+
+typedef struct {
+    float *a, *b, *c;
+    size_t n;
+} triad_job;
+
+static void triad_init(void *arg, int ith, int nth) {
+    triad_job *j = arg;
+    size_t i0, i1;
+    sm_pool_split(j->n, 1024, ith, nth, &i0, &i1); /* first touch by the thread that streams it */
+    for (size_t i = i0; i < i1; i++) j->a[i] = 0, j->b[i] = 1, j->c[i] = 2;
+}
+
+static void triad_task(void *arg, int ith, int nth) {
+    triad_job *j = arg;
+    size_t i0, i1;
+    sm_pool_split(j->n, 1024, ith, nth, &i0, &i1);
+    for (size_t i = i0; i < i1; i++) j->a[i] = j->b[i] + 3.0f * j->c[i];
+}
+
+/*
+** Memory bandwidth in bytes/s on the pool's threads: STREAM's triad
+** a = b + s c over three 64 MiB arrays, best of 5, counting 12 bytes per
+** element as STREAM does (no write-allocate traffic). 0 if out of memory.
+*/
+static double triad_bandwidth(sm_pool *pool) {
+    triad_job j = {.n = 16u << 20};
+    j.a = malloc(j.n * sizeof(float));
+    j.b = malloc(j.n * sizeof(float));
+    j.c = malloc(j.n * sizeof(float));
+    double best = 1e30;
+    if (j.a && j.b && j.c) {
+        sm_pool_run(pool, triad_init, &j);
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = sm_time_now();
+            sm_pool_run(pool, triad_task, &j);
+            double t = sm_time_now() - t0;
+            if (t < best) best = t;
+        }
+    }
+    free(j.a), free(j.b), free(j.c);
+    return best < 1e30 ? 12.0 * (double)j.n / best : 0;
+}
+
+/*
+** Bytes one decoded token reads from the weights: every tensor except those
+** only looked up by row (the position table, and the token embedding when
+** a separate output layer exists).
+*/
+static double bytes_per_token(const sm_config *c) {
+    double b = 0;
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        const char *nm = c->tensors[i].name;
+        if (strcmp(nm, "pos_embd") == 0 || (strcmp(nm, "tok_embd") == 0 && !c->tied_output))
+            continue;
+        b += (double)c->tensors[i].nbytes;
+    }
+    return b;
+}
+
+/* One profiled run: prefill of P tokens into pre, then N decoded tokens into dec. */
+static int bench_profile(runner *r, size_t P, size_t N, sm_profile *pre, sm_profile *dec) {
+    sm_error err = {{0}};
+    const float *logits;
+    int32_t next;
+    memset(pre, 0, sizeof *pre);
+    memset(dec, 0, sizeof *dec);
+    sm_state_set_profile(r->state, pre);
+    sm_status st = sm_state_prefill(r->state, r->tokens, P, 0, &logits, &err);
+    sm_state_set_profile(r->state, dec);
+    for (size_t i = 0; i <= N && !st; i++) {
+        double t0 = sm_time_now();
+        if (sm_sampler_sample(r->samplers, logits, &next)) st = SM_ERR_RUNTIME;
+        dec->s[SM_OP_SAMPLE] += sm_time_now() - t0;
+        if (!st && i < N) st = sm_state_forward(r->state, &next, 1, P + i, &logits, &err);
+    }
+    sm_state_set_profile(r->state, NULL);
+    return st ? data_error(err.msg[0] ? err.msg : "NaN logits") : 0;
+}
+
+static void print_profile(const char *title, const sm_profile *p, size_t tokens, bool json) {
+    double total = 0;
+    for (int k = 0; k < SM_OP_COUNT; k++) total += p->s[k];
+    if (!json) printf("%s\n  %-11s %7s %11s %9s %9s\n", title, "step", "share", "ms/token", "GFLOPS", "GB/s");
+    for (int k = 0; k < SM_OP_COUNT; k++) {
+        double s = p->s[k], gf = s > 0 ? p->flops[k] / s / 1e9 : 0, gb = s > 0 ? p->bytes[k] / s / 1e9 : 0;
+        double share = total > 0 ? 100 * s / total : 0, ms = tokens ? s * 1e3 / (double)tokens : 0;
+        if (json)
+            printf("%s\"%s\":{\"share\":%.2f,\"ms_per_token\":%.4f,\"gflops\":%.2f,\"gb_per_s\":%.2f}",
+                   k ? "," : "", sm_op_name((sm_op)k), share, ms, gf, gb);
+        else if (p->flops[k] > 0 || p->bytes[k] > 0)
+            printf("  %-11s %6.1f%% %11.4f %9.1f %9.1f\n", sm_op_name((sm_op)k), share, ms, gf, gb);
+        else
+            printf("  %-11s %6.1f%% %11.4f %9s %9s\n", sm_op_name((sm_op)k), share, ms, "", "");
+    }
+}
+
+/* A flat list of the numbers in a bench --json report: "a.b.c" -> value. */
+static void flatten(const cJSON *o, const char *prefix, char (*keys)[96], double *vals, size_t *n,
+                    size_t cap) {
+    for (const cJSON *e = o->child; e && *n < cap; e = e->next) {
+        char key[96];
+        snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", e->string ? e->string : "");
+        if (cJSON_IsObject(e)) {
+            flatten(e, key, keys, vals, n, cap);
+        } else if (cJSON_IsNumber(e)) {
+            snprintf(keys[*n], sizeof keys[*n], "%s", key);
+            vals[(*n)++] = e->valuedouble;
+        }
+    }
+}
+
+/* bench --compare A.json B.json: every number of A beside B's, and B / A. */
+static int bench_compare(const cli_opts *o) {
+    if (o->n_args != 2)
+        return usage_error(o, "--compare takes two bench --json reports (got %zu files)", o->n_args);
+    enum { CAP = 256 };
+    static char keys[2][CAP][96];
+    static double vals[2][CAP];
+    size_t n[2] = {0, 0};
+    const char *names[2] = {"", ""};
+    for (int f = 0; f < 2; f++) {
+        char *text;
+        size_t len;
+        int rc = read_all(o->args[f], &text, &len);
+        if (rc) return rc;
+        cJSON *root;
+        sm_error err = {{0}};
+        sm_status st = sm_json_parse_strict(text, len, o->args[f], &root, &err);
+        free(text);
+        if (st) return data_error(err.msg);
+        if (!cJSON_IsObject(root) || !cJSON_GetObjectItemCaseSensitive(root, "decode_tokens_per_s")) {
+            cJSON_Delete(root);
+            fprintf(stderr, "smallmind: %s: not a bench --json report (no decode_tokens_per_s)\n",
+                    o->args[f]);
+            return EXIT_DATA;
+        }
+        flatten(root, "", keys[f], vals[f], &n[f], CAP);
+        cJSON_Delete(root);
+        names[f] = o->args[f];
+    }
+    printf("%-36s %14s %14s %8s\n", "", "A", "B", "B/A");
+    printf("%-36s %14.14s %14.14s\n", "", names[0], names[1]);
+    for (size_t i = 0; i < n[0]; i++) {
+        size_t k = 0;
+        while (k < n[1] && strcmp(keys[1][k], keys[0][i]) != 0) k++;
+        if (k == n[1]) {
+            printf("%-36s %14.4g %14s\n", keys[0][i], vals[0][i], "-");
+            continue;
+        }
+        double a = vals[0][i], b = vals[1][k];
+        if (a != 0)
+            printf("%-36s %14.4g %14.4g %8.3f\n", keys[0][i], a, b, b / a);
+        else
+            printf("%-36s %14.4g %14.4g %8s\n", keys[0][i], a, b, "-");
+    }
+    out_state os = {0};
+    return finish_stdout(&os, 0);
+}
+
+/*
+** bench: P prompt tokens prefilled in one call, then N tokens decoded one
+** at a time with generate's default sampler, best of --reps; heap
+** allocations counted over the decoding; then one profiled run (time per
+** step, GFLOPS, GB/s) and the machine's memory bandwidth (triad) with the
+** decode bound it gives for this model.
+*/
 static int cmd_bench(const cli_opts *o) {
-    sm_sampler_params spar = {0, 0, 1, 0};
+    if (o->compare || o->n_args) {
+        if (!o->compare) return usage_error(o, "unexpected argument '%s'", o->args[0]);
+        return bench_compare(o);
+    }
+    sm_sampler_params spar = {0.8f, 40, 0.95f, 42};
     runner r;
     size_t P = (size_t)o->prompt_tokens;
     int rc = runner_init(&r, o, false, P, 1, &spar, true);
@@ -1348,6 +1524,7 @@ static int cmd_bench(const cli_opts *o) {
     for (size_t i = 0; i < P; i++) r.tokens[i] = (int32_t)((i * 7919 + 13) % V);
     sm_error err = {{0}};
     double best_pf = 1e30, best_dec = 1e30, ttft = 1e30;
+    size_t allocs = 0;
     const float *logits;
     for (long rep = 0; rep < o->reps; rep++) {
         double t0 = sm_time_now();
@@ -1358,6 +1535,7 @@ static int cmd_bench(const cli_opts *o) {
         int32_t next;
         sm_sampler_sample(r.samplers, logits, &next);
         double t1 = sm_time_now();
+        size_t a0 = cli_allocs();
         for (size_t i = 0; i < N; i++) {
             if (sm_state_forward(r.state, &next, 1, P + i, &logits, &err)) {
                 runner_free(&r);
@@ -1369,31 +1547,54 @@ static int cmd_bench(const cli_opts *o) {
             }
         }
         double t2 = sm_time_now();
+        allocs += cli_allocs() - a0;
         if (t1 - t0 < best_pf) best_pf = t1 - t0;
         if (t2 - t1 < best_dec) best_dec = t2 - t1;
         if (r.t_load + (t1 - t0) < ttft) ttft = r.t_load + (t1 - t0);
     }
     struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double pf = (double)P / best_pf, dec = N ? (double)N / best_dec : 0;
+    getrusage(RUSAGE_SELF, &ru); /* before the triad's arrays */
+    sm_profile pre, dec;
+    if ((rc = bench_profile(&r, P, N, &pre, &dec))) {
+        runner_free(&r);
+        return rc;
+    }
+    const sm_config *c = sm_model_config(r.model);
+    double bw = triad_bandwidth(r.pool), bpt = bytes_per_token(c);
+    double pf = (double)P / best_pf, dtps = N ? (double)N / best_dec : 0, bound = bw / bpt;
+    double apt = N ? (double)allocs / (double)(N * (size_t)o->reps) : 0;
     if (o->json) {
         fputs("{\"model\":\"", stdout);
         json_string(stdout, (const unsigned char *)o->model, strlen(o->model));
         printf("\",\"kernels\":\"%s\",\"threads\":%d,\"prompt_tokens\":%zu,"
                "\"decode_tokens\":%zu,\"load_ms\":%.3f,\"prefill_tokens_per_s\":%.1f,"
                "\"decode_tokens_per_s\":%.1f,\"ms_per_token\":%.4f,\"first_token_ms\":%.3f,"
-               "\"peak_rss_kb\":%ld}\n",
-               r.kernels->name, r.sp.n_threads, P, N, r.t_load * 1e3, pf, dec,
-               dec > 0 ? 1e3 / dec : 0, ttft * 1e3, ru.ru_maxrss);
+               "\"allocs_per_token\":%.3f,\"peak_rss_kb\":%ld,\"weight_bytes_per_token\":%.0f,"
+               "\"bandwidth_gb_per_s\":%.2f,\"bound_tokens_per_s\":%.1f,\"of_bound\":%.3f,",
+               r.kernels->name, r.sp.n_threads, P, N, r.t_load * 1e3, pf, dtps,
+               dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, ru.ru_maxrss, bpt, bw / 1e9, bound,
+               bound > 0 ? dtps / bound : 0);
+        fputs("\"profile\":{\"prefill\":{", stdout);
+        print_profile("", &pre, P, true);
+        fputs("},\"decode\":{", stdout);
+        print_profile("", &dec, N, true);
+        fputs("}}}\n", stdout);
     } else {
         printf("model %s, %s kernels, %d threads\n"
                "load           %8.2f ms\n"
                "prefill        %8.1f tokens/s (%zu tokens)\n"
                "decode         %8.1f tokens/s (%zu tokens, %.4f ms/token)\n"
                "first token    %8.2f ms (load + prefill)\n"
-               "peak RSS       %8ld KiB\n",
-               o->model, r.kernels->name, r.sp.n_threads, r.t_load * 1e3, pf, P, dec, N,
-               dec > 0 ? 1e3 / dec : 0, ttft * 1e3, ru.ru_maxrss);
+               "allocations    %8.3f per generated token (%zu in %ld x %zu tokens)\n"
+               "peak RSS       %8ld KiB\n"
+               "bandwidth      %8.2f GB/s (triad); %.1f MB of weights per token\n"
+               "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n",
+               o->model, r.kernels->name, r.sp.n_threads, r.t_load * 1e3, pf, P, dtps, N,
+               dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
+               bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0);
+        print_profile("decode profile (one run; time per token, share of the forward + sampling):",
+                      &dec, N, false);
+        print_profile("prefill profile (time per prompt token):", &pre, P, false);
     }
     runner_free(&r);
     out_state os = {0};

@@ -26,7 +26,7 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE
 } opt_id;
 
 #define MAX_ARGS 4096 /* positional arguments (convert SRC OUT, detokenize IDS...) */
@@ -62,6 +62,7 @@ typedef struct {
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
+    bool compare;   /* bench --compare A.json B.json */
     bool special;
     const char *args[MAX_ARGS];
     size_t n_args;
@@ -81,5 +82,8 @@ uint64_t cli_seed(long long seed);
 const char *cli_flag_name(opt_id id);
 
 int sm_cli_train(const cli_opts *o);
+
+/* Heap allocations the program's own code has made so far (src/alloc_count.c). */
+size_t cli_allocs(void);
 
 #endif

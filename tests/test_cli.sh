@@ -258,6 +258,38 @@ fi
 run $BIN generate -m $M -p "x" -n 3 --check-weights
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--check-weights: a finite model runs"; else bad "--check-weights" "rc=$rc $(cat "$T/err")"; fi
 
+# --- bench: the report's fields (no times asserted), zero allocations per
+#     decoded token (counted by the binary's malloc wrappers), a profile whose
+#     shares add up to 100% with matmul's arithmetic rate, --compare of two reports
+run $BIN bench -m $M -t 2 -n 16 --prompt-tokens 16 --reps 2 --json
+cp "$T/out" "$T/bench-a.json"
+if [ $rc -eq 0 ] && "$PY" - "$T/out" <<'PYEOF' 2>"$T/err2"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "first_token_ms", "load_ms", "peak_rss_kb",
+          "bandwidth_gb_per_s", "bound_tokens_per_s", "weight_bytes_per_token"):
+    assert r[k] > 0, k
+assert r["allocs_per_token"] == 0, r["allocs_per_token"]
+for phase in ("prefill", "decode"):
+    p = r["profile"][phase]
+    assert set(p) == {"matmul", "attention", "norm", "activation", "output", "sampling"}, p
+    assert abs(sum(v["share"] for v in p.values()) - 100) < 0.1, p
+    assert p["matmul"]["gflops"] > 0 and p["matmul"]["share"] > 0, p
+PYEOF
+then ok "bench --json: fields, 0 allocations per token, per-step profile"; else bad "bench --json" "rc=$rc $(cat "$T/err" "$T/err2" | head -c 300)"; fi
+run $BIN bench -m $M -t 1 -n 8 --prompt-tokens 8 --reps 1 --json
+cp "$T/out" "$T/bench-b.json"
+run $BIN bench --compare "$T/bench-a.json" "$T/bench-b.json"
+if [ $rc -eq 0 ] && grep -qE '^decode_tokens_per_s +[0-9.e+]+ +[0-9.e+]+ +[0-9.]+$' "$T/out" &&
+    grep -qE '^threads +2 +1 +0.500$' "$T/out" && grep -q '^profile.decode.matmul.gflops' "$T/out"; then
+    ok "bench --compare: two reports side by side with B/A"
+else bad "bench --compare" "rc=$rc $(head -c 300 "$T/out" "$T/err")"; fi
+fails 2 "bench --compare with one file" "--compare takes two bench --json reports (got 1 files)" \
+    $BIN bench --compare "$T/bench-a.json"
+fails 1 "bench --compare of a non-report" "not a bench --json report" \
+    $BIN bench --compare "$T/bench-a.json" "$M/config.json"
+fails 2 "bench with a stray argument" "unexpected argument 'x.json'" $BIN bench -m $M x.json
+
 # --- (24) --json is valid UTF-8 JSON even when the bytes generated are not UTF-8
 #     (the random-weight model emits arbitrary bytes; invalid ones become U+FFFD)
 run $BIN generate -m $M -p "x" -n 200 --temp 1.5 -s 5 --json
