@@ -1,22 +1,84 @@
 #!/usr/bin/env bash
-# make bench: speed of the seed shape (4 layers, 8 heads, 256 wide, context
-# 256, 256-byte vocabulary; random weights) on 1 and 2 threads, with every
-# kernel table this CPU runs. Figures go to docs/performance.md by hand, with
-# this command. Benchmarks, not tests: nothing here asserts a time.
+# make bench: what this machine can do and how close smallmind comes to it.
+#   1. memory bandwidth (STREAM-like triad, `smallmind bench`) on 1 and 2 threads;
+#   2. smallmind's matrix-matrix product against OpenBLAS sgemm (build/bench_gemm,
+#      when libopenblas-dev is installed) on 512^3, 768^3 and the models' shapes;
+#   3. for each model shape (random weights): decode tokens/s beside the bound
+#      memory bandwidth sets (bandwidth / weight bytes read per token), prefill,
+#      load and allocations per token, 2 threads; written to
+#      build/bench-models/decode.tsv for scripts/plot_decode.sh;
+#   4. every kernel table on the seed shape, 1 and 2 threads;
+#   5. training, and batched decoding.
+# Figures go to docs/performance.md by hand, with this command. Benchmarks,
+# not tests: nothing here asserts a time.
 #   scripts/bench.sh [BIN]
 set -eu
 BIN=${1:-build/smallmind}
+BDIR=$(dirname "$BIN")
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3 )
-M=build/bench-models/seed
-if [ ! -f $M/config.json ]; then
-    $PY scripts/sm_random_model.py --out $M --force --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256 --seed 1 >/dev/null
-fi
+MD=build/bench-models
+mkdir -p $MD
+jget() { $PY -c 'import json,sys; r=json.load(sys.stdin); print(" ".join(str(eval(e, {}, r)) for e in sys.argv[1:]))' "$@"; }
+mk() { # mk DIR ARGS...: a random model unless DIR has one
+    local d=$1; shift
+    [ -f $d/config.json ] || $PY scripts/sm_random_model.py --out $d --force --seed 1 "$@" >/dev/null
+}
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
-printf '%-8s %-7s %14s %14s %12s %10s\n' kernels threads "prefill tok/s" "decode tok/s" "ms/token" "load ms"
+
+M=$MD/seed
+mk $M --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256
+echo
+echo "memory bandwidth (triad, 3 x 64 MiB, best of 5)"
+for t in 1 2; do
+    printf '  %d thread%s  %6s GB/s\n' $t "$([ $t = 1 ] || echo s)" \
+        "$($BIN bench -m $M -t $t -n 1 --prompt-tokens 1 --reps 1 --json | jget 'round(bandwidth_gb_per_s, 1)')"
+done
+
+echo
+if [ -x $BDIR/bench_gemm ]; then
+    echo "matrix-matrix products, out (T x N) = x (T x K) . w (N x K)^T, f32"
+    $BDIR/bench_gemm 1 2 | sed 's/^/  /'
+else
+    echo "no GEMM comparison: OpenBLAS is not installed (apt-get install libopenblas-dev; make bench builds it)"
+fi
+
+# The model shapes: name, generator arguments. Decode with a 128-token prompt;
+# prefill 512 tokens where the context allows.
+G=$MD/gpt2-small
+mk $G --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257
+mk $MD/gpt2-small-f16 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --dtype f16
+mk $MD/gpt2-small-bf16 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --dtype bf16
+mk $MD/seed-gpt2vocab --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 50257
+mk $MD/llama-15m --arch llama --layers 6 --heads 6 --embd 288 --ff 768 --ctx 256 --vocab 32000
+mk $MD/llama-15m-f16 --arch llama --layers 6 --heads 6 --embd 288 --ff 768 --ctx 256 --vocab 32000 --dtype f16
+mk $MD/gpt2-medium-f16 --layers 24 --heads 16 --embd 1024 --ctx 1024 --vocab 50257 --dtype f16
+echo
+echo "decode against the memory-bandwidth bound, 2 threads (128-token prompt, 128 tokens decoded, best of 3)"
+printf '  %-22s %8s %9s %10s %10s %8s %11s %9s %8s\n' model "params M" "MB/token" "decode t/s" "bound t/s" "of bound" \
+    "prefill t/s" "load ms" "allocs/t"
+TSV=$MD/decode.tsv
+printf 'model\tparams\tbytes_per_token\tdecode\tbound\n' >$TSV
+for m in seed seed-gpt2vocab llama-15m llama-15m-f16 gpt2-small gpt2-small-bf16 gpt2-small-f16 gpt2-medium-f16; do
+    D=$MD/$m
+    P=$($BIN info -m $D | sed -n 's/^parameters: *//p')
+    ptok=512; ctx=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["n_ctx"])' $D/config.json)
+    [ $ctx -lt 640 ] && ptok=128
+    pre=$($BIN bench -m $D -t 2 --prompt-tokens $ptok -n 1 --reps 2 --json | jget 'round(prefill_tokens_per_s)')
+    read -r dec bound bpt load apt < <($BIN bench -m $D -t 2 --prompt-tokens 128 -n 128 --reps 3 --json |
+        jget decode_tokens_per_s bound_tokens_per_s weight_bytes_per_token load_ms allocs_per_token)
+    awk -v m=$m -v p=$P -v b=$bpt -v d=$dec -v u=$bound -v pre="$pre ($ptok)" -v l=$load -v a=$apt \
+        'BEGIN { printf "  %-22s %8.1f %9.1f %10.1f %10.1f %7.0f%% %11s %9.2f %8s\n", m, p / 1e6, b / 1e6, d, u, 100 * d / u, pre, l, a }'
+    printf '%s\t%s\t%s\t%s\t%s\n' $m $P $bpt $dec $bound >>$TSV
+done
+echo "  (a bound below the rate means the weights fit in cache; $TSV has the table)"
+
+echo
+echo "seed shape (4 layers, 256 wide, 256-byte vocabulary), every kernel table"
+printf '  %-8s %-7s %14s %14s %12s %10s\n' kernels threads "prefill tok/s" "decode tok/s" "ms/token" "load ms"
 for k in avx512 avx2 scalar; do
     for t in 1 2; do
         out=$($BIN bench -m $M --kernels $k -t $t --prompt-tokens 128 -n 128 --reps 5 --json 2>/dev/null) || continue
-        echo "$out" | $PY -c 'import json,sys; r=json.load(sys.stdin); print("%-8s %-7d %14.0f %14.0f %12.4f %10.2f" % (r["kernels"], r["threads"], r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["ms_per_token"], r["load_ms"]))'
+        echo "$out" | $PY -c 'import json,sys; r=json.load(sys.stdin); print("  %-8s %-7d %14.0f %14.0f %12.4f %10.2f" % (r["kernels"], r["threads"], r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["ms_per_token"], r["load_ms"]))'
     done
 done
 
@@ -45,10 +107,6 @@ done
 # (12 layers, 768 wide, 50,257 vocabulary, context 1024; random f32 weights),
 # 2 threads: aggregate tokens/s of `generate --batch` decoding 1 record at a
 # time and 16 together (each record's text is identical either way).
-G=build/bench-models/gpt2-small
-if [ ! -f $G/config.json ]; then
-    $PY scripts/sm_random_model.py --out $G --force --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --seed 1 >/dev/null
-fi
 $PY -c '
 import random
 random.seed(1)
@@ -65,21 +123,3 @@ for p in 1 16; do
 done
 cmp -s <(sed 's/"timing.*//' build/bench-models/batch-1.jsonl) <(sed 's/"timing.*//' build/bench-models/batch-16.jsonl) \
     && echo "    records identical at --parallel 1 and 16" || echo "    RECORDS DIFFER between --parallel 1 and 16"
-
-# 16-bit weights: the GPT-2-small shape with its matrices f32, f16 and bf16
-# (same random values rounded; vectors f32), decode and prefill, 2 threads.
-# Decoding reads every weight once per token, so half the bytes should be up
-# to twice the tokens/s.
-echo
-echo "GPT-2-small shape, weight matrices f32 / f16 / bf16, 2 threads (128-token prompt, 64 decoded)"
-printf '%-6s %12s %14s %14s\n' dtype "weights MB" "prefill tok/s" "decode tok/s"
-for d in f32 f16 bf16; do
-    D=build/bench-models/gpt2-small-$d
-    [ $d = f32 ] && D=$G
-    if [ ! -f $D/config.json ]; then
-        $PY scripts/sm_random_model.py --out $D --force --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --seed 1 --dtype $d >/dev/null
-    fi
-    out=$($BIN bench -m $D -t 2 --prompt-tokens 128 -n 64 --reps 3 --json 2>/dev/null) || continue
-    mb=$(( $(stat -c %s $D/model.bin) / 1000000 ))
-    echo "$out" | $PY -c 'import json,sys; r=json.load(sys.stdin); print("%-6s %12s %14.0f %14.1f" % (sys.argv[1], sys.argv[2], r["prefill_tokens_per_s"], r["decode_tokens_per_s"]))' $d $mb
-done

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Write a smallmind model directory of any GPT-2 shape with random weights.
+"""Write a smallmind model directory of any GPT-2 or Llama shape with random weights.
 
 For tests and benchmarks. Weights are N(0, std) (GPT-2's initialisation
 scale), biases and LayerNorm parameters small random values so that every
@@ -7,6 +7,10 @@ term of the forward pass matters. Uses NumPy when present, else pure Python
 (slower; fine for small shapes).
 
     sm_random_model.py --out DIR --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256
+    sm_random_model.py --out DIR --arch llama --layers 6 --heads 6 --embd 288 --ff 768 --vocab 32000
+
+Llama models get the byte tokenizer too (the prompt ids stay below 256),
+which is all benchmarks need.
 """
 import argparse
 import array
@@ -34,6 +38,9 @@ def main():
     ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"],
                     help="type of the matrices (16-bit needs NumPy; vectors stay f32)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing model directory")
+    ap.add_argument("--arch", default="gpt2", choices=["gpt2", "llama"])
+    ap.add_argument("--ff", type=int, default=0, help="MLP hidden width (default 4 x embd)")
+    ap.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (default heads)")
     a = ap.parse_args()
 
     if os.path.exists(os.path.join(a.out, "config.json")) and not a.force:
@@ -74,6 +81,33 @@ def main():
         dt = a.dtype if len(shape) == 2 else "f32"
         t.append((name, shape, gen(shape, mean, std, dt), dt))
 
+    F = a.ff or 4 * C
+    if a.arch == "llama":
+        hd, kvh = C // a.heads, a.kv_heads or a.heads
+        add("tok_embd", (V, C))
+        for l in range(a.layers):
+            p = f"blk.{l}."
+            add(p + "attn_norm.weight", (C,), 1.0, 0.1)
+            add(p + "attn_qkv.weight", ((a.heads + 2 * kvh) * hd, C))
+            add(p + "attn_out.weight", (C, a.heads * hd), std=a.std / (2 * a.layers) ** 0.5)
+            add(p + "ffn_norm.weight", (C,), 1.0, 0.1)
+            add(p + "ffn_gate.weight", (F, C))
+            add(p + "ffn_up.weight", (F, C))
+            add(p + "ffn_down.weight", (C, F), std=a.std / (2 * a.layers) ** 0.5)
+        add("norm_f.weight", (C,), 1.0, 0.1)
+        if a.untied:
+            add("output.weight", (V, C))
+        config = {
+            "format": "smallmind", "format_version": 1, "architecture": "llama",
+            "n_layer": a.layers, "n_head": a.heads, "n_embd": C, "n_ctx": a.ctx, "n_vocab": V,
+            "norm_eps": 1e-5, "activation": "silu", "tied_output": not a.untied, "bias": False,
+            "n_kv_head": kvh, "head_dim": hd, "n_ff": F, "rope_theta": 10000.0,
+            "tokenizer": {"type": "byte"},
+        }
+        sm_model.write_model(a.out, config, t)
+        print(f"wrote {a.out}: llama, {a.layers} layers, {a.heads} heads, {C} wide, context {a.ctx}, "
+              f"vocabulary {V}")
+        return
     add("tok_embd", (V, C))
     add("pos_embd", (a.ctx, C), std=0.01)
     for l in range(a.layers):
@@ -90,10 +124,10 @@ def main():
         add(p + "ln2.weight", (C,), 1.0, 0.1)
         if not a.no_bias:
             add(p + "ln2.bias", (C,), 0.0, 0.02)
-        add(p + "mlp_up.weight", (4 * C, C))
+        add(p + "mlp_up.weight", (F, C))
         if not a.no_bias:
-            add(p + "mlp_up.bias", (4 * C,), 0.0, 0.02)
-        add(p + "mlp_down.weight", (C, 4 * C), std=a.std / (2 * a.layers) ** 0.5)
+            add(p + "mlp_up.bias", (F,), 0.0, 0.02)
+        add(p + "mlp_down.weight", (C, F), std=a.std / (2 * a.layers) ** 0.5)
         if not a.no_bias:
             add(p + "mlp_down.bias", (C,), 0.0, 0.02)
     add("ln_f.weight", (C,), 1.0, 0.1)
@@ -108,6 +142,8 @@ def main():
         "norm_eps": 1e-5, "activation": a.activation, "tied_output": not a.untied,
         "bias": not a.no_bias, "tokenizer": {"type": "byte"},
     }
+    if a.ff:
+        config["n_ff"] = F
     sm_model.write_model(a.out, config, t)
     print(f"wrote {a.out}: {a.layers} layers, {a.heads} heads, {C} wide, context {a.ctx}, "
           f"vocabulary {V}")

@@ -1,0 +1,116 @@
+/*
+** bench_gemm -- smallmind's matrix-matrix product against OpenBLAS sgemm,
+** for `make bench` (built only there, and only when OpenBLAS is installed;
+** OpenBLAS is never linked into smallmind itself).
+**
+**   bench_gemm [THREADS...]        default: 1 2
+**
+** Products are the model's: out (T, N) = x (T, K) . w (N, K)^T, f32. Shapes:
+** the cubes 512^3 and 768^3, and the prefill products of the GPT-2-small
+** shape for a 512-token prompt (QKV, MLP up and down, output layer) and of
+** the seed shape for 256 tokens. smallmind runs its kernel table on its own
+** thread pool with the column split the model uses; OpenBLAS runs
+** cblas_sgemm(RowMajor, NoTrans, Trans) on the same number of threads. Each
+** figure is the best of 7 timed runs after a warm-up; the results of the
+** two are compared (largest difference relative to the largest output).
+*/
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_kernels.h"
+#include "sm_pool.h"
+
+void openblas_set_num_threads(int n);
+
+typedef struct {
+    const sm_kernels *k;
+    float *out, *x, *w, *scratch;
+    size_t T, N, K, scratch_floats;
+} job;
+
+static void mm_task(void *arg, int ith, int nth) {
+    job *j = arg;
+    size_t n0, n1;
+    sm_pool_split(j->N, 64, ith, nth, &n0, &n1);
+    if (n0 < n1)
+        j->k->matmul(j->out, j->x, j->w, SM_DTYPE_F32, NULL, j->T, j->N, j->K, n0, n1,
+                     j->scratch + (size_t)ith * j->scratch_floats);
+}
+
+static float *rnd(size_t n, unsigned *s) {
+    float *p = malloc(n * sizeof *p);
+    if (!p) exit(1);
+    for (size_t i = 0; i < n; i++) {
+        *s = *s * 1664525u + 1013904223u;
+        p[i] = (float)((*s >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+    }
+    return p;
+}
+
+int main(int argc, char **argv) {
+    static const struct {
+        const char *name;
+        size_t T, N, K;
+    } shapes[] = {
+        {"512^3", 512, 512, 512},
+        {"768^3", 768, 768, 768},
+        {"gpt2-small qkv (512 tok)", 512, 2304, 768},
+        {"gpt2-small mlp up", 512, 3072, 768},
+        {"gpt2-small mlp down", 512, 768, 3072},
+        {"gpt2-small output (1 row)", 1, 50257, 768},
+        {"seed qkv (256 tok)", 256, 768, 256},
+        {"seed mlp down", 256, 256, 1024},
+    };
+    int threads[8] = {1, 2}, nt = 2;
+    if (argc > 1) {
+        nt = 0;
+        for (int i = 1; i < argc && nt < 8; i++) threads[nt++] = atoi(argv[i]);
+    }
+    const sm_kernels *k = sm_kernels_select(NULL);
+    printf("kernels %s; GFLOPS, best of 7\n", k->name);
+    printf("%-28s %7s %12s %12s %8s %10s\n", "shape (T x N x K)", "threads", "smallmind", "OpenBLAS",
+           "ratio", "max diff");
+    for (int ti = 0; ti < nt; ti++) {
+        sm_pool *pool;
+        if (threads[ti] < 1 || sm_pool_create(&pool, threads[ti]) != SM_OK) return 1;
+        openblas_set_num_threads(threads[ti]);
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            size_t T = shapes[si].T, N = shapes[si].N, K = shapes[si].K;
+            unsigned seed = 1;
+            job j = {.k = k, .T = T, .N = N, .K = K, .scratch_floats = k->matmul_scratch};
+            j.x = rnd(T * K, &seed);
+            j.w = rnd(N * K, &seed);
+            j.out = malloc(T * N * sizeof(float));
+            float *ref = malloc(T * N * sizeof(float));
+            j.scratch = malloc(((size_t)threads[ti] * j.scratch_floats + 16) * sizeof(float));
+            if (!j.out || !ref || !j.scratch) return 1;
+            double best[2] = {1e30, 1e30};
+            for (int rep = 0; rep < 8; rep++) {
+                double t0 = sm_time_now();
+                sm_pool_run(pool, mm_task, &j);
+                double t1 = sm_time_now();
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)N, (int)K, 1.0f,
+                            j.x, (int)K, j.w, (int)K, 0.0f, ref, (int)N);
+                double t2 = sm_time_now();
+                if (rep && t1 - t0 < best[0]) best[0] = t1 - t0;
+                if (rep && t2 - t1 < best[1]) best[1] = t2 - t1;
+            }
+            double diff = 0, mag = 0;
+            for (size_t i = 0; i < T * N; i++) {
+                diff = fmax(diff, fabs((double)j.out[i] - ref[i]));
+                mag = fmax(mag, fabs((double)ref[i]));
+            }
+            double fl = 2.0 * (double)T * (double)N * (double)K / 1e9;
+            char nm[64];
+            snprintf(nm, sizeof nm, "%s", shapes[si].name);
+            printf("%-28s %7d %12.1f %12.1f %8.2f %10.1e\n", nm, threads[ti], fl / best[0],
+                   fl / best[1], best[1] / best[0], mag > 0 ? diff / mag : 0);
+            free(j.x), free(j.w), free(j.out), free(ref), free(j.scratch);
+        }
+        sm_pool_free(pool);
+    }
+    return 0;
+}
