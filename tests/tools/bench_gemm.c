@@ -85,7 +85,9 @@ int main(int argc, char **argv) {
             j.w = rnd(N * K, &seed);
             j.out = malloc(T * N * sizeof(float));
             float *ref = malloc(T * N * sizeof(float));
-            j.scratch = malloc(((size_t)threads[ti] * j.scratch_floats + 16) * sizeof(float));
+            /* panels are read with aligned loads: 64-byte aligned, each thread's a multiple of 16 */
+            j.scratch_floats = (j.scratch_floats + 15) & ~(size_t)15;
+            j.scratch = aligned_alloc(64, ((size_t)threads[ti] * j.scratch_floats + 16) * sizeof(float));
             if (!j.out || !ref || !j.scratch) return 1;
             double best[2] = {1e30, 1e30};
             for (int rep = 0; rep < 8; rep++) {
