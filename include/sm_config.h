@@ -67,6 +67,8 @@ typedef struct sm_config {
 
 size_t sm_dtype_size(sm_dtype t);
 const char *sm_dtype_name(sm_dtype t);
+/* The dtype named name ("f32", "f16", "bf16"), or SM_DTYPE_COUNT. */
+sm_dtype sm_dtype_parse(const char *name);
 const char *sm_arch_name(sm_arch a);
 const char *sm_tokenizer_type_name(sm_tokenizer_type t);
 const char *sm_activation_name(sm_activation a);

@@ -404,13 +404,8 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_CHECKW: o->check_weights = true; break;
     case O_TOKFILE: o->tokenizer = v; break;
     case O_DTYPE:
-        if (strcmp(v, "f32") == 0)
-            o->dtype = SM_DTYPE_F32;
-        else if (strcmp(v, "f16") == 0)
-            o->dtype = SM_DTYPE_F16;
-        else if (strcmp(v, "bf16") == 0)
-            o->dtype = SM_DTYPE_BF16;
-        else
+        o->dtype = sm_dtype_parse(v);
+        if (o->dtype == SM_DTYPE_COUNT)
             return usage_error(o, "%s expects f32, f16 or bf16, got '%s'", flag, v);
         break;
     case O_SPECIAL: o->special = true; break;

@@ -32,6 +32,12 @@ const char *sm_dtype_name(sm_dtype t) {
     return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
 }
 
+sm_dtype sm_dtype_parse(const char *name) {
+    int k = 0;
+    while (k < SM_DTYPE_COUNT && strcmp(name, dtype_info[k].name) != 0) k++;
+    return (sm_dtype)k;
+}
+
 const char *sm_tokenizer_type_name(sm_tokenizer_type t) {
     static const char *const types[] = {"byte", "sentencepiece", "gpt2"};
     return (unsigned)t <= SM_TOKENIZER_GPT2 ? types[t] : "?";
@@ -323,9 +329,7 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
     memcpy(d->name, name, nlen + 1);
 
     if ((st = get_string(pc, t, "dtype", &dtype))) return st;
-    d->dtype = SM_DTYPE_COUNT;
-    for (int k = 0; k < SM_DTYPE_COUNT; k++)
-        if (strcmp(dtype, dtype_info[k].name) == 0) d->dtype = (sm_dtype)k;
+    d->dtype = sm_dtype_parse(dtype);
     if (d->dtype == SM_DTYPE_COUNT)
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
                             "%s: tensor %s has unknown dtype \"%s\" (known: f32, f16, bf16)",
