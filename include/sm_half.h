@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sm_base.h"
+
 static inline float sm_bits_to_f32(uint32_t b) {
     float f;
     memcpy(&f, &b, sizeof f);
@@ -39,6 +41,13 @@ static inline float sm_f16_to_f32(uint16_t h) {
 
 static inline float sm_bf16_to_f32(uint16_t h) {
     return sm_bits_to_f32((uint32_t)h << 16);
+}
+
+/* Element i of a native array of type dt (f32, f16 or bf16), as f32. */
+static inline float sm_elem_f32(const void *p, sm_dtype dt, size_t i) {
+    if (dt == SM_DTYPE_F16) return sm_f16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == SM_DTYPE_BF16) return sm_bf16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
 }
 
 /* q (an integer mantissa) + the discarded low `shift` bits of v, rounded half to even. */

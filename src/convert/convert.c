@@ -135,35 +135,11 @@ static void add_whole(plan *pl, const char *name, int64_t rows, int64_t cols,
     add_part(add_tensor(pl, name, rows, cols), src, dt, rows, cols, op, 0);
 }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, bits;
-    if (e == 31) {
-        bits = sign | 0x7F800000u | (m << 13);
-    } else if (e) {
-        bits = sign | ((e + 112) << 23) | (m << 13);
-    } else if (m) { /* subnormal: normalise */
-        int sh = 0;
-        while (!(m & 1024u)) m <<= 1, sh++;
-        bits = sign | ((uint32_t)(113 - sh) << 23) | ((m & 1023u) << 13);
-    } else {
-        bits = sign;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
+/* Element i of a little-endian source tensor (any alignment), widened to f32. */
 static float load_elem(const unsigned char *p, sm_dtype dt, size_t i) {
-    uint32_t bits;
-    if (dt == SM_DTYPE_F32)
-        bits = sm_read_u32le(p + 4 * i);
-    else if (dt == SM_DTYPE_BF16)
-        bits = (uint32_t)(p[2 * i] | p[2 * i + 1] << 8) << 16;
-    else
-        return half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    if (dt == SM_DTYPE_F32) return sm_bits_to_f32(sm_read_u32le(p + 4 * i));
+    uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+    return dt == SM_DTYPE_BF16 ? sm_bf16_to_f32(h) : sm_f16_to_f32(h);
 }
 
 /* Output row r of part pt (cols elements, or one element for vectors) into out. */

@@ -11,13 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 
-/* Weight i of w as f32; dt is a constant wherever this is inlined. */
-static inline float weight(const void *w, sm_dtype dt, size_t i) {
-    if (dt == SM_DTYPE_F16) return sm_f16_to_f32(((const uint16_t *)w)[i]);
-    if (dt == SM_DTYPE_BF16) return sm_bf16_to_f32(((const uint16_t *)w)[i]);
-    return ((const float *)w)[i];
-}
-
+/* dt is a constant wherever this is inlined, so the element type is not tested per weight. */
 static inline __attribute__((always_inline)) void
 matmul_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
           const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
@@ -25,7 +19,7 @@ matmul_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void 
         const float *xr = x + t * K;
         for (size_t n = n0; n < n1; n++) {
             float s = 0.0f;
-            for (size_t k = 0; k < K; k++) s += xr[k] * weight(w, dt, n * K + k);
+            for (size_t k = 0; k < K; k++) s += xr[k] * sm_elem_f32(w, dt, n * K + k);
             out[t * N + n] = s + (bias ? bias[n] : 0.0f);
         }
     }
@@ -44,7 +38,7 @@ static void matmul(float *restrict out, const float *restrict x, const void *res
 }
 
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = weight(src, dt, i);
+    for (size_t i = 0; i < n; i++) out[i] = sm_elem_f32(src, dt, i);
 }
 
 static void softmax(float *x, size_t n) {

@@ -46,26 +46,19 @@ size_t sm_model_weight_bytes(const sm_model *m) {
     return sm_weights_bytes(&m->w);
 }
 
-/* Element k of a tensor of type dt as f32 (exact). */
-static float elem(const void *p, sm_dtype dt, size_t k) {
-    if (dt == SM_DTYPE_F16) return sm_f16_to_f32(((const uint16_t *)p)[k]);
-    if (dt == SM_DTYPE_BF16) return sm_bf16_to_f32(((const uint16_t *)p)[k]);
-    return ((const float *)p)[k];
-}
-
 sm_status sm_model_check_weights(const sm_model *m, sm_error *err) {
     for (size_t i = 0; i < m->cfg.n_tensors; i++) {
         const sm_tensor_desc *d = &m->cfg.tensors[i];
         const void *x = m->w.data[i];
         size_t n = d->nbytes / sm_dtype_size(d->dtype), bad = 0, first = 0;
         for (size_t k = 0; k < n; k++)
-            if (!isfinite(elem(x, d->dtype, k)) && bad++ == 0) first = k;
+            if (!isfinite(sm_elem_f32(x, d->dtype, k)) && bad++ == 0) first = k;
         if (bad)
             return sm_error_set(err, SM_ERR_FORMAT,
                                 "tensor %s: %zu of %zu weights are NaN or infinite (the first is "
                                 "element %zu, %s)",
                                 d->name, bad, n, first,
-                                isnan(elem(x, d->dtype, first)) ? "NaN" : "inf");
+                                isnan(sm_elem_f32(x, d->dtype, first)) ? "NaN" : "inf");
     }
     return SM_OK;
 }
