@@ -15,11 +15,12 @@
 #include <string.h>
 
 /*
-** Tensor `name` checked against its spec; marks it used and stores its data:
-** a matrix (d1 > 0) into *mat with its dtype, a vector (f32 only) into *vec.
+** Tensor `name` checked against its spec; marks it used and stores its data
+** at dst: a matrix (d1 > 0) as an sm_mat with its dtype, a vector (f32 only)
+** as a const float pointer.
 */
 static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
-                             int64_t d1, sm_mat *mat, const float **vec, sm_error *err) {
+                             int64_t d1, void *dst, sm_error *err) {
     long i = sm_weights_find(&m->w, name);
     if (i < 0)
         return sm_error_set(err, SM_ERR_FORMAT, "model is missing required tensor %s", name);
@@ -40,15 +41,14 @@ static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, in
     }
     used[i] = true;
     if (nd == 2) {
-        mat->data = m->w.data[i];
-        mat->dt = d->dtype;
+        *(sm_mat *)dst = (sm_mat){m->w.data[i], d->dtype};
         return SM_OK;
     }
     if (d->dtype != SM_DTYPE_F32)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "tensor %s has dtype %s; vectors (norms, biases) must be f32", name,
                             sm_dtype_name(d->dtype));
-    *vec = m->w.data[i];
+    *(const float **)dst = m->w.data[i];
     return SM_OK;
 }
 
@@ -61,8 +61,7 @@ static sm_status bind_spec(sm_model *m, bool *used, const sm_bind_spec *sp, int 
         snprintf(nm, sizeof nm, "%s", sp->name);
     else
         snprintf(nm, sizeof nm, "blk.%d.%s", layer, sp->name);
-    return bind_tensor(m, used, nm, sp->d0, sp->d1, (sm_mat *)(void *)(base + sp->off),
-                       (const float **)(void *)(base + sp->off), err);
+    return bind_tensor(m, used, nm, sp->d0, sp->d1, base + sp->off, err);
 }
 
 sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_error *err) {
@@ -84,7 +83,7 @@ sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_erro
     if (!st && c->tied_output)
         m->out_w = m->tok_embd;
     else if (!st)
-        st = bind_tensor(m, used, "output.weight", c->n_vocab, c->n_embd, &m->out_w, NULL, err);
+        st = bind_tensor(m, used, "output.weight", c->n_vocab, c->n_embd, &m->out_w, err);
     for (size_t i = 0; i < c->n_tensors && !st; i++)
         if (!used[i])
             st = sm_error_set(err, SM_ERR_FORMAT, "unexpected tensor %s for a %s model%s",
@@ -124,6 +123,13 @@ static const void *row_of(const sm_mat *w, size_t r, size_t C) {
     return (const char *)w->data + r * C * sm_dtype_size(w->dt);
 }
 
+/* Row r of w as f32: the row itself when w is f32, else widened into buf (C floats). */
+static const float *row_f32(const sm_state *s, const sm_mat *w, size_t r, size_t C, float *buf) {
+    if (w->dt == SM_DTYPE_F32) return row_of(w, r, C);
+    s->k->to_f32(buf, row_of(w, r, C), w->dt, C);
+    return buf;
+}
+
 void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
     const sm_model *m = s->m;
     const size_t C = (size_t)m->cfg.n_embd;
@@ -133,10 +139,10 @@ void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
         size_t t1 = ru->start + ru->len < r1 ? ru->start + ru->len : r1;
         for (size_t t = t0; t < t1; t++) {
             const sm_mat *te = &m->tok_embd, *pe = &m->pos_embd;
-            float *x = s->x + t * C, *p = s->tmp + t * C;
+            float *x = s->x + t * C;
             s->k->to_f32(x, row_of(te, (size_t)s->tokens[t], C), te->dt, C);
             if (!pe->data) continue;
-            s->k->to_f32(p, row_of(pe, ru->pos + t - ru->start, C), pe->dt, C);
+            const float *p = row_f32(s, pe, ru->pos + t - ru->start, C, s->tmp + t * C);
             for (size_t i = 0; i < C; i++) x[i] += p[i];
         }
     }
@@ -191,8 +197,8 @@ void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr) {
     }
 }
 
-void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes) {
-    if (!s->prof || ith != 0) return;
+/* The time since the last mark to op, with its arithmetic and bytes (profiling on). */
+static void prof_add(sm_state *s, sm_op op, double flops, double bytes) {
     double now = sm_time_now();
     s->prof->s[op] += now - s->prof_t;
     s->prof->flops[op] += flops;
@@ -200,10 +206,25 @@ void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes) {
     s->prof_t = now;
 }
 
+/* A product of `rows` rows through w [N, K]: 2 flops per multiply-add, w read once. */
+static void prof_add_mm(sm_state *s, sm_op op, sm_mat w, size_t rows, size_t N, size_t K) {
+    prof_add(s, op, 2.0 * (double)rows * (double)N * (double)K,
+             (double)N * (double)K * (double)sm_dtype_size(w.dt));
+}
+
+void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes) {
+    if (s->prof && ith == 0) prof_add(s, op, flops, bytes);
+}
+
 void sm_fwd_prof_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t N, size_t K) {
-    if (!s->prof || ith != 0) return;
-    sm_fwd_prof(s, ith, op, 2.0 * (double)s->n * (double)N * (double)K,
-                (double)N * (double)K * (double)sm_dtype_size(w.dt));
+    if (s->prof && ith == 0) prof_add_mm(s, op, w, s->n, N, K);
+}
+
+void sm_fwd_prof_output(sm_state *s) {
+    const sm_config *c = &s->m->cfg;
+    if (s->prof)
+        prof_add_mm(s, SM_OP_OUTPUT, s->m->out_w, s->every_row ? s->n : s->n_runs,
+                    (size_t)c->n_vocab, (size_t)c->n_embd);
 }
 
 void sm_fwd_prof_attention(sm_state *s, int ith) {

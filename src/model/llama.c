@@ -78,10 +78,8 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
             mm(s->hid, s->xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
             mm(s->up, s->xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
         }
-        if (s->prof && ith == 0) { /* both products, then thread 0's SwiGLU share */
-            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->gate_w, F, C);
-            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
-        }
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->gate_w, F, C); /* thread 0's share ends here */
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
         for (size_t t = 0; t < T && n0 < n1; t++)
             s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
         sm_pool_barrier(pool);

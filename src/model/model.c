@@ -231,14 +231,7 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     if (s->prof) s->prof_t = sm_time_now();
     sm_pool_run(s->pool,
                 s->m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task, s);
-    if (s->prof) { /* the last step, the output layer, ends with the task */
-        const sm_config *c = &s->m->cfg;
-        size_t rows = s->every_row ? s->n : s->n_runs, V = (size_t)c->n_vocab,
-               C = (size_t)c->n_embd;
-        s->prof->s[SM_OP_OUTPUT] += sm_time_now() - s->prof_t;
-        s->prof->flops[SM_OP_OUTPUT] += 2.0 * (double)(rows * V * C);
-        s->prof->bytes[SM_OP_OUTPUT] += (double)(V * C * sm_dtype_size(s->m->out_w.dt));
-    }
+    sm_fwd_prof_output(s);
     *logits = s->logits;
     return SM_OK;
 }

@@ -149,6 +149,9 @@ void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes);
 void sm_fwd_prof_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t N, size_t K);
 void sm_fwd_prof_attention(sm_state *s, int ith);
 
+/* After the task: the output layer, the last step, which no barrier ends. */
+void sm_fwd_prof_output(sm_state *s);
+
 /* After the last block: the final norm of the rows that need logits, then the output layer. */
 void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr);
 
