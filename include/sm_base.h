@@ -92,4 +92,16 @@ void sm_remove_dir(const char *path);
 */
 sm_status sm_read_file(const char *path, size_t max, char **buf, size_t *len, sm_error *err);
 
+/* One run of bytes of a file sm_write_file writes. */
+typedef struct sm_piece {
+    const void *p;
+    size_t n;
+} sm_piece;
+
+/*
+** Writes the pieces, in order, to path (created or truncated), fsynced.
+** Errors ("cannot create/write 'path': ...") name the path.
+*/
+sm_status sm_write_file(const char *path, const sm_piece *pc, size_t n_pieces, sm_error *err);
+
 #endif

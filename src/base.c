@@ -95,6 +95,20 @@ void sm_remove_dir(const char *path) {
     rmdir(path);
 }
 
+sm_status sm_write_file(const char *path, const sm_piece *pc, size_t n_pieces, sm_error *err) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    bool ok = true;
+    for (size_t i = 0; ok && i < n_pieces; i++) ok = fwrite(pc[i].p, 1, pc[i].n, f) == pc[i].n;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int e = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    return ok ? SM_OK : sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+}
+
 sm_status sm_read_file(const char *path, size_t max, char **buf, size_t *len, sm_error *err) {
     *buf = NULL;
     *len = 0;

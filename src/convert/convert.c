@@ -182,14 +182,7 @@ static sm_status copy_file(const char *from, const char *to, sm_error *err) {
     char *buf;
     size_t len;
     sm_status st = sm_read_file(from, SM_TOK_FILE_MAX, &buf, &len, err);
-    if (st) return st;
-    FILE *f = fopen(to, "wb");
-    if (!f) {
-        free(buf);
-        return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", to, strerror(errno));
-    }
-    st = write_all(f, buf, len, to, err);
-    if (fclose(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", to);
+    if (!st) st = sm_write_file(to, &(sm_piece){buf, len}, 1, err);
     free(buf);
     return st;
 }
@@ -222,19 +215,12 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     sm_status st = sm_config_to_json(c, &json, err);
     if (st) return st;
     snprintf(path, sizeof path, "%s/config.json", tmp);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        sm_config_json_free(json);
-        return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    }
-    st = write_all(f, json, strlen(json), path, err);
-    if (!st) st = write_all(f, "\n", 1, path, err);
+    st = sm_write_file(path, (sm_piece[]){{json, strlen(json)}, {"\n", 1}}, 2, err);
     sm_config_json_free(json);
-    if (fclose(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", path);
     if (st) return st;
 
     snprintf(path, sizeof path, "%s/model.bin", tmp);
-    f = fopen(path, "wb");
+    FILE *f = fopen(path, "wb");
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     float *row = malloc(maxrow * sizeof *row);
     uint16_t *half = malloc(maxrow * sizeof *half);

@@ -18,7 +18,6 @@
 */
 #include "convert_internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,70 +136,86 @@ static sm_status load_vocab(const cJSON *root, const char *path, vocab *v, sm_er
     return SM_OK;
 }
 
+/* One merge of model.merges: a + b makes the token `made`. */
+typedef struct {
+    const char *a, *b;
+    size_t al, bl;
+    int32_t made;
+} merge;
+
 /*
 ** Merge i of model.merges: "a b" (one space) or ["a", "b"], each side and
-** their concatenation in the vocabulary; *made is the concatenation's id.
+** their concatenation in the vocabulary.
 */
-static sm_status merge_at(const vocab *v, const cJSON *m, size_t i, const char *path,
-                          const char **a, size_t *al, const char **b, size_t *bl, int32_t *made,
-                          char *buf, size_t bufsz, sm_error *err) {
+static sm_status merge_at(const vocab *v, const cJSON *m, size_t i, const char *path, merge *g,
+                          sm_error *err) {
     if (cJSON_IsString(m)) {
         const char *s = m->valuestring, *sp = strchr(s, ' ');
         if (!sp || sp == s || !sp[1] || strchr(sp + 1, ' '))
             return sm_error_set(err, SM_ERR_FORMAT,
                                 "%s: model.merges[%zu] \"%.40s\" is not two tokens with one space",
                                 path, i, s);
-        *a = s, *al = (size_t)(sp - s), *b = sp + 1, *bl = strlen(sp + 1);
+        *g = (merge){s, sp + 1, (size_t)(sp - s), strlen(sp + 1), -1};
     } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
                cJSON_IsString(m->child->next)) {
-        *a = m->child->valuestring, *al = strlen(*a);
-        *b = m->child->next->valuestring, *bl = strlen(*b);
+        const char *a = m->child->valuestring, *b = m->child->next->valuestring;
+        *g = (merge){a, b, strlen(a), strlen(b), -1};
     } else {
         return sm_error_set(err, SM_ERR_FORMAT,
                             "%s: model.merges[%zu] must be \"a b\" or [\"a\", \"b\"]", path, i);
     }
-    bool a_known = vocab_find(v, *a, *al) >= 0;
-    if (!a_known || vocab_find(v, *b, *bl) < 0) {
-        const char *u = a_known ? *b : *a;
-        size_t ul = a_known ? *bl : *al;
+    bool a_known = vocab_find(v, g->a, g->al) >= 0;
+    if (!a_known || vocab_find(v, g->b, g->bl) < 0) {
+        const char *u = a_known ? g->b : g->a;
+        size_t ul = a_known ? g->bl : g->al;
         return sm_error_set(err, SM_ERR_FORMAT,
                             "%s: model.merges[%zu] names \"%.*s\", which is not in the vocabulary",
                             path, i, (int)(ul < 40 ? ul : 40), u);
     }
-    if (*al + *bl >= bufsz || !*al || !*bl)
+    char buf[1024];
+    if (g->al + g->bl >= sizeof buf || !g->al || !g->bl)
         return sm_error_set(err, SM_ERR_FORMAT, "%s: model.merges[%zu] is too long", path, i);
-    memcpy(buf, *a, *al);
-    memcpy(buf + *al, *b, *bl);
-    *made = vocab_find(v, buf, *al + *bl);
-    if (*made < 0)
+    memcpy(buf, g->a, g->al);
+    memcpy(buf + g->al, g->b, g->bl);
+    g->made = vocab_find(v, buf, g->al + g->bl);
+    if (g->made < 0)
         return sm_error_set(err, SM_ERR_FORMAT,
                             "%s: model.merges[%zu] makes \"%.*s\", which is not in the vocabulary",
-                            path, i, (int)(*al + *bl < 40 ? *al + *bl : 40), buf);
+                            path, i, (int)(g->al + g->bl < 40 ? g->al + g->bl : 40), buf);
     return SM_OK;
 }
 
 /* ------------------------------------------------------------ kind */
 
-static bool is_type(const cJSON *o, const char *type) {
-    const char *t = jstr(o, "type");
-    return t && strcmp(t, type) == 0;
+/* o[key] is the string want. */
+static bool str_is(const cJSON *o, const char *key, const char *want) {
+    const char *t = jstr(o, key);
+    return t && strcmp(t, want) == 0;
 }
 
-/* A normalizer that replaces " " with "▁" and prepends "▁" (Llama 2's). */
-static bool spm_normalizer(const cJSON *n, bool *prepend) {
-    bool replace = false;
+static bool is_type(const cJSON *o, const char *type) {
+    return str_is(o, "type", type);
+}
+
+/* A normalizer that prepends "▁" and replaces " " with "▁" (Llama 2's), alone or in a Sequence. */
+static bool spm_normalizer(const cJSON *n) {
+    bool replace = false, prepend = false;
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
     const cJSON *one = is_type(n, "Sequence") ? (list ? list->child : NULL) : n;
     for (; one; one = is_type(n, "Sequence") ? one->next : NULL) {
-        if (is_type(one, "Prepend") && jstr(one, "prepend") &&
-            strcmp(jstr(one, "prepend"), SPACE_MARK) == 0)
-            *prepend = true;
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(one, "pattern");
-        if (is_type(one, "Replace") && jstr(pat, "String") && strcmp(jstr(pat, "String"), " ") == 0 &&
-            jstr(one, "content") && strcmp(jstr(one, "content"), SPACE_MARK) == 0)
-            replace = true;
+        prepend = prepend || (is_type(one, "Prepend") && str_is(one, "prepend", SPACE_MARK));
+        replace = replace || (is_type(one, "Replace") &&
+                              str_is(cJSON_GetObjectItemCaseSensitive(one, "pattern"), "String", " ") &&
+                              str_is(one, "content", SPACE_MARK));
     }
-    return replace;
+    return replace && prepend;
+}
+
+/* A Metaspace pre-tokenizer with "▁" that prefixes one (Llama's newer tokenizer.json). */
+static bool spm_metaspace(const cJSON *pre) {
+    return is_type(pre, "Metaspace") && str_is(pre, "replacement", SPACE_MARK) &&
+           !str_is(pre, "prepend_scheme", "never") &&
+           !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space"));
 }
 
 sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type *type,
@@ -208,11 +223,10 @@ sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type 
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!cJSON_IsObject(model))
         return sm_error_set(err, SM_ERR_FORMAT, "%s: missing object \"model\"", path);
-    const char *mt = jstr(model, "type");
-    if (!mt || strcmp(mt, "BPE") != 0)
+    if (!is_type(model, "BPE"))
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s: model.type \"%s\" is not supported (BPE tokenizers only)", path,
-                            mt ? mt : "");
+                            jstr(model, "type") ? jstr(model, "type") : "");
     const char *fix[2] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (int i = 0; i < 2; i++)
         if (jstr(model, fix[i]) && *jstr(model, fix[i]))
@@ -222,13 +236,7 @@ sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type 
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
     bool has_pre = pre && !cJSON_IsNull(pre), has_norm = norm && !cJSON_IsNull(norm);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"))) {
-        bool prepend = false, replace = has_norm && spm_normalizer(norm, &prepend);
-        const char *scheme = jstr(pre, "prepend_scheme");
-        bool meta = is_type(pre, "Metaspace") && jstr(pre, "replacement") &&
-                    strcmp(jstr(pre, "replacement"), SPACE_MARK) == 0 &&
-                    !(scheme && strcmp(scheme, "never") == 0) &&
-                    !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space"));
-        if (!(replace && prepend && !has_pre) && !(meta && !has_norm))
+        if (!(spm_normalizer(norm) && !has_pre) && !(spm_metaspace(pre) && !has_norm))
             return sm_error_set(err, SM_ERR_UNSUPPORTED,
                                 "%s: a byte-fallback BPE whose normalizer and pre_tokenizer are not "
                                 "SentencePiece's (\"▁\" for spaces, one prefixed) is not supported",
@@ -253,18 +261,15 @@ sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type 
 
 /* ------------------------------------------------------------ writing */
 
-static sm_status open_out(const char *dir, const char *name, FILE **f, char *path, size_t n,
-                          sm_error *err) {
-    snprintf(path, n, "%s/%s", dir, name);
-    *f = fopen(path, "wb");
-    if (!*f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    return SM_OK;
-}
-
-static sm_status close_out(FILE *f, const char *path, sm_status st, sm_error *err) {
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0) bad = true;
-    if (bad && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", path);
+/* Closes mem (a memory stream over *buf, *len) and, when st is SM_OK, writes it to dir/name. */
+static sm_status save(FILE *mem, char **buf, size_t *len, const char *dir, const char *name,
+                      sm_status st, sm_error *err) {
+    bool ok = fclose(mem) == 0;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!st && !ok) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    if (!st) st = sm_write_file(path, &(sm_piece){*buf, *len}, 1, err);
+    free(*buf);
     return st;
 }
 
@@ -276,36 +281,28 @@ static sm_status write_gpt2(const vocab *v, const cJSON *merges, const char *pat
         cJSON *num = cJSON_CreateNumber((double)id);
         ok = num && cJSON_AddItemToObject(obj, v->piece[id], num);
     }
-    char *text = ok ? cJSON_PrintUnformatted(obj) : NULL;
+    char *text = ok ? cJSON_PrintUnformatted(obj) : NULL, out[4400], *buf;
     cJSON_Delete(obj);
     if (!text) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    char out[4400];
-    FILE *f;
-    sm_status st = open_out(dir, "vocab.json", &f, out, sizeof out, err);
-    if (!st) {
-        fputs(text, f);
-        st = close_out(f, out, st, err);
-    }
+    snprintf(out, sizeof out, "%s/vocab.json", dir);
+    sm_status st = sm_write_file(out, &(sm_piece){text, strlen(text)}, 1, err);
     free(text);
-    if (st) return st;
-    if ((st = open_out(dir, "merges.txt", &f, out, sizeof out, err))) return st;
+    size_t len, i = 0;
+    FILE *f = st ? NULL : open_memstream(&buf, &len);
+    if (st || !f) return st ? st : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     fputs("#version: 0.2\n", f);
-    char buf[1024];
-    size_t i = 0;
     for (const cJSON *m = merges ? merges->child : NULL; m && !st; m = m->next, i++) {
-        const char *a, *b;
-        size_t al, bl;
-        int32_t made;
-        st = merge_at(v, m, i, path, &a, &al, &b, &bl, &made, buf, sizeof buf, err);
-        if (!st && (memchr(a, '\n', al) || memchr(b, '\n', bl) || memchr(a, ' ', al) ||
-                    memchr(b, ' ', bl)))
+        merge g;
+        st = merge_at(v, m, i, path, &g, err);
+        if (!st && (memchr(g.a, '\n', g.al) || memchr(g.b, '\n', g.bl) || memchr(g.a, ' ', g.al) ||
+                    memchr(g.b, ' ', g.bl)))
             st = sm_error_set(err, SM_ERR_UNSUPPORTED,
                               "%s: model.merges[%zu] has a token with a space or newline, which "
                               "merges.txt cannot hold",
                               path, i);
-        if (!st) fprintf(f, "%.*s %.*s\n", (int)al, a, (int)bl, b);
+        if (!st) fprintf(f, "%.*s %.*s\n", (int)g.al, g.a, (int)g.bl, g.b);
     }
-    return close_out(f, out, st, err);
+    return save(f, &buf, &len, dir, "merges.txt", st, err);
 }
 
 /* Piece id for tokenizer.bin: "▁" -> " ", llama2.c's text for BOS and EOS. */
@@ -326,42 +323,38 @@ static size_t spm_piece(const vocab *v, size_t id, int32_t bos, int32_t eos, cha
 static sm_status write_spm(const vocab *v, const cJSON *merges, const char *path,
                            const char *dir, int32_t bos, int32_t eos, sm_error *err) {
     float *score = malloc(v->n * sizeof *score);
-    char buf[1024], out[4400];
-    if (!score) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    size_t n_merges = (size_t)(merges ? cJSON_GetArraySize(merges) : 0), i = 0;
+    char piece[1024], *buf;
+    size_t len, n_merges = (size_t)(merges ? cJSON_GetArraySize(merges) : 0), i = 0;
+    FILE *f = score ? open_memstream(&buf, &len) : NULL;
+    if (!f) {
+        free(score);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
     for (size_t id = 0; id < v->n; id++) score[id] = NAN;
     sm_status st = SM_OK;
     for (const cJSON *m = merges ? merges->child : NULL; m && !st; m = m->next, i++) {
-        const char *a, *b;
-        size_t al, bl;
-        int32_t made;
-        st = merge_at(v, m, i, path, &a, &al, &b, &bl, &made, buf, sizeof buf, err);
-        if (!st && isnan(score[made])) score[made] = -(float)i;
+        merge g;
+        st = merge_at(v, m, i, path, &g, err);
+        if (!st && isnan(score[g.made])) score[g.made] = -(float)i;
     }
-    int32_t maxlen = 1;
+    int32_t maxlen = 1; /* the header: the longest piece */
     for (size_t id = 0; id < v->n && !st; id++) {
-        size_t n = spm_piece(v, id, bos, eos, buf, sizeof buf);
-        if (n == sizeof buf)
+        size_t n = spm_piece(v, id, bos, eos, piece, sizeof piece);
+        if (n == sizeof piece)
             st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: token %zu is longer than %zu bytes",
-                              path, id, sizeof buf - 1);
+                              path, id, sizeof piece - 1);
         if ((int32_t)n > maxlen) maxlen = (int32_t)n;
     }
-    FILE *f = NULL;
-    if (!st) st = open_out(dir, "tokenizer.bin", &f, out, sizeof out, err);
-    if (st) {
-        free(score);
-        return st;
-    }
     fwrite(&maxlen, 4, 1, f); /* little-endian hosts, as the weight files */
-    for (size_t id = 0; id < v->n; id++) {
-        int32_t n = (int32_t)spm_piece(v, id, bos, eos, buf, sizeof buf);
+    for (size_t id = 0; id < v->n && !st; id++) {
+        int32_t n = (int32_t)spm_piece(v, id, bos, eos, piece, sizeof piece);
         float s = isnan(score[id]) ? -(float)n_merges - 1.0f : score[id]; /* made by no merge */
         fwrite(&s, 4, 1, f);
         fwrite(&n, 4, 1, f);
-        fwrite(buf, 1, (size_t)n, f);
+        fwrite(piece, 1, (size_t)n, f);
     }
     free(score);
-    return close_out(f, out, st, err);
+    return save(f, &buf, &len, dir, "tokenizer.bin", st, err);
 }
 
 sm_status sm_hf_tok_write(const cJSON *root, const char *path, sm_tokenizer_type type,

@@ -26,26 +26,6 @@
 #define OPT_VERSION 1
 #define OPT_HEADER 256
 
-typedef struct {
-    const void *p;
-    size_t n;
-} piece;
-
-/* Writes the pieces, in order, to path (created), fsynced. */
-static sm_status write_file(const char *path, const piece *pc, size_t n_pieces, sm_error *err) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    bool ok = true;
-    for (size_t i = 0; ok && i < n_pieces; i++) ok = fwrite(pc[i].p, 1, pc[i].n, f) == pc[i].n;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int e = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        e = errno;
-    }
-    return ok ? SM_OK : sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-}
-
 sm_status sm_checkpoint_writable(const char *dir, sm_error *err) {
     struct stat sb;
     bool ok;
@@ -122,14 +102,14 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
     char *json = NULL;
     if ((st = sm_config_to_json(&t->cfg, &json, err))) goto fail;
     snprintf(p, sizeof p, "%s/config.json", tmp);
-    st = write_file(p, (piece[]){{json, strlen(json)}, {"\n", 1}}, 2, err);
+    st = sm_write_file(p, (sm_piece[]){{json, strlen(json)}, {"\n", 1}}, 2, err);
     sm_config_json_free(json);
     if (st) goto fail;
 
     unsigned char wh[SM_WEIGHTS_HEADER];
     sm_weights_header(wh);
     snprintf(p, sizeof p, "%s/model.bin", tmp);
-    if ((st = write_file(p, (piece[]){{wh, sizeof wh}, {t->params, t->n_floats * sizeof(float)}},
+    if ((st = sm_write_file(p, (sm_piece[]){{wh, sizeof wh}, {t->params, t->n_floats * sizeof(float)}},
                          2, err)))
         goto fail;
 
@@ -137,7 +117,7 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
     opt_header(t, oh);
     snprintf(p, sizeof p, "%s/optimizer.bin", tmp);
     size_t nb = t->n_floats * sizeof(float);
-    if ((st = write_file(p, (piece[]){{oh, OPT_HEADER}, {t->m, nb}, {t->v, nb}}, 3, err)))
+    if ((st = sm_write_file(p, (sm_piece[]){{oh, OPT_HEADER}, {t->m, nb}, {t->v, nb}}, 3, err)))
         goto fail;
 
     const sm_train_hparams *hp = &t->hp;
@@ -155,10 +135,10 @@ sm_status sm_trainer_save(const sm_trainer *t, const char *dir, const char *csv,
                        t->n_train, t->n_val,
                        (unsigned long long)t->step * t->B * t->T);
     snprintf(p, sizeof p, "%s/train.json", tmp);
-    if ((st = write_file(p, &(piece){info, (size_t)len}, 1, err))) goto fail;
+    if ((st = sm_write_file(p, &(sm_piece){info, (size_t)len}, 1, err))) goto fail;
     if (csv) {
         snprintf(p, sizeof p, "%s/loss.csv", tmp);
-        if ((st = write_file(p, &(piece){csv, csv_len}, 1, err))) goto fail;
+        if ((st = sm_write_file(p, &(sm_piece){csv, csv_len}, 1, err))) goto fail;
     }
 
     if (!exists) {
