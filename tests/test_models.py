@@ -24,6 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_file import safetensors_bytes, zeros  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally("models")
@@ -41,22 +42,9 @@ def run(args, data=None):
 def write_safetensors(path, tensors, torch):
     """tensors: name -> torch tensor (float32, float16 or bfloat16)."""
     names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        t = t.contiguous()
-        raw = t.view(torch.int16).numpy().tobytes() if t.dtype != torch.float32 else t.numpy().tobytes()
-        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    header["__metadata__"] = {"format": "pt"}
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
+    raw = lambda t: (t.view(torch.int16) if t.dtype != torch.float32 else t).numpy().tobytes()
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+        f.write(safetensors_bytes([(n, names[t.dtype], t.shape, raw(t.contiguous())) for n, t in tensors.items()]))
 
 
 def score(smbin, model, text, kernels="auto"):
@@ -96,6 +84,18 @@ def compare(torch, logits, toks):
         want = lp[i - 1, toks[i]["id"]].item()
         worst = max(worst, abs(want - toks[i]["logprob"]))
     return worst
+
+
+def score_vs_torch(torch, smbin, model, text, reference, label, kernels="auto"):
+    """Every token's log-probability from `score` = the PyTorch logits reference(ids) to TOL.
+    False when score itself failed."""
+    toks, err = score(smbin, model, text, kernels)
+    if toks is None:
+        check(False, f"score: {label}", err)
+        return False
+    worst = compare(torch, reference(torch.tensor([t["id"] for t in toks])), toks)
+    check(worst <= TOL, f"{label}: {len(toks) - 1} log-probs = PyTorch, worst {worst:.2e}")
+    return True
 
 
 # ---------------------------------------------------------------- GPT-2
@@ -154,14 +154,10 @@ def test_gpt2(torch, smbin, tmp, tiny, dtype):
         check(False, f"convert HF GPT-2 ({dtype})", p.stderr.decode())
         return
     text = "The quick brown fox jumps over the lazy dog. Über naïve café 123!"
-    toks, err = score(smbin, out, text)
-    if toks is None:
-        check(False, f"score HF GPT-2 ({dtype})", err)
-        return
-    ids = torch.tensor([t["id"] for t in toks])
     Wd = {k: v.double() for k, v in W.items()}
-    worst = compare(torch, gpt2_reference(torch, Wd, ids, L, H, 1e-5), toks)
-    check(worst <= TOL, f"HF GPT-2 ({str(dtype)[6:]} safetensors): {len(toks) - 1} log-probs = PyTorch, worst {worst:.2e}")
+    if not score_vs_torch(torch, smbin, out, text, lambda ids: gpt2_reference(torch, Wd, ids, L, H, 1e-5),
+                          f"HF GPT-2 ({str(dtype)[6:]} safetensors)"):
+        return
     if dtype != torch.float32:
         keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["auto"])
 
@@ -264,15 +260,11 @@ def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
         return
     text = "Once upon a time, a little dog found a big red ball in the park. It was happy."
     Wd = {k: v.double() for k, v in W.items()}
+    ref = lambda W2: lambda ids: llama_hf_reference(torch, W2, ids, L, H, KVH, hd, 1e-5, 500000.0)
     for kern in ("scalar", "auto"):
-        toks, err = score(smbin, out, text, kern)
-        if toks is None:
-            check(False, f"score HF Llama ({dtype})", err)
+        if not score_vs_torch(torch, smbin, out, text, ref(Wd),
+                              f"HF Llama ({str(dtype)[6:]}, 2 shards, GQA 4/2, rotate-halves) {kern} kernels", kern):
             return
-        ids = torch.tensor([t["id"] for t in toks])
-        worst = compare(torch, llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 500000.0), toks)
-        check(worst <= TOL, f"HF Llama ({str(dtype)[6:]}, 2 shards, GQA 4/2, rotate-halves) {kern} kernels: "
-              f"{len(toks) - 1} log-probs = PyTorch, worst {worst:.2e}")
     if dtype != torch.float32:
         keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["scalar", "auto"], ["--tokenizer", tokbin])
         return
@@ -294,14 +286,7 @@ def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
             same = same and gdt == name and np.array_equal(got.view(np.uint16), want)
         check(same, f"HF Llama F32 --dtype {name}: stored weights are exactly PyTorch's rounding to {name}")
         Wr = {k: (v.to(tdt) if v.dim() == 2 else v).double() for k, v in W.items()}  # vectors stay f32
-        toks, err = score(smbin, nout, text)
-        if toks is None:
-            check(False, f"score HF Llama F32 --dtype {name}", err)
-            continue
-        ids = torch.tensor([t["id"] for t in toks])
-        worst = compare(torch, llama_hf_reference(torch, Wr, ids, L, H, KVH, hd, 1e-5, 500000.0), toks)
-        check(worst <= TOL, f"HF Llama F32 --dtype {name}: {len(toks) - 1} log-probs = PyTorch on the rounded "
-              f"weights, worst {worst:.2e}")
+        score_vs_torch(torch, smbin, nout, text, ref(Wr), f"HF Llama F32 --dtype {name}, on the rounded weights")
 
 
 def llama2c_reference(torch, W, ids, L, H, KVH, eps):
@@ -348,15 +333,9 @@ def test_llama2c(torch, smbin, tmp, tokbin):
         check(False, "convert llama2.c checkpoint", p.stderr.decode())
         return
     text = "Once upon a time, a little dog found a big red ball in the park."
-    toks, err = score(smbin, out, text)
-    if toks is None:
-        check(False, "score llama2.c model", err)
-        return
-    ids = torch.tensor([t["id"] for t in toks])
     Wd = {k: v.double() for k, v in W.items()}
-    worst = compare(torch, llama2c_reference(torch, Wd, ids, L, H, KVH, 1e-5), toks)
-    check(worst <= TOL, f"llama2.c checkpoint (GQA 8/4, interleaved pairs): {len(toks) - 1} log-probs = "
-          f"PyTorch, worst {worst:.2e}")
+    score_vs_torch(torch, smbin, out, text, lambda ids: llama2c_reference(torch, Wd, ids, L, H, KVH, 1e-5),
+                   "llama2.c checkpoint (GQA 8/4, interleaved pairs)")
 
 
 def bad_conversions(smbin, tmp):
@@ -419,12 +398,7 @@ def bad_conversions(smbin, tmp):
                   ("ln_2.weight", [C]), ("ln_2.bias", [C]), ("mlp.c_fc.weight", [C, 4 * C]),
                   ("mlp.c_fc.bias", [4 * C]), ("mlp.c_proj.weight", [4 * C, C]), ("mlp.c_proj.bias", [C])):
         shapes["h.0." + k] = sh
-    header, off = {}, 0
-    for n, sh in shapes.items():
-        size = 4 * sh[0] * (sh[1] if len(sh) > 1 else 1)
-        header[n] = {"dtype": "F32", "shape": sh, "data_offsets": [off, off + size]}
-        off += size
-    zero_st = hdr_json(json.dumps(header).encode()) + b"\0" * off
+    zero_st = safetensors_bytes(zeros(shapes))
     g2z = dict(g2, n_positions=ctx)
     bl = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
     tj = lambda model, **kw: json.dumps(dict({"added_tokens": [], "normalizer": None, "pre_tokenizer": bl,

@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_file import safetensors_bytes, zeros  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally("tokenizers")
@@ -106,20 +107,6 @@ def hf_llama_tokenizer_json(tokbin, metaspace):
     return tj
 
 
-def zero_safetensors(path, shapes):
-    """A safetensors file of F32 zeros: shapes is name -> shape."""
-    header, off = {}, 0
-    for name, shape in shapes.items():
-        n = 4
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}
-        off += n
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"\0" * off)
-
-
 def hf_llama_dir(root, name, V):
     """A one-layer Hugging Face Llama directory with zero weights (only its tokenizer matters here)."""
     d = os.path.join(root, name)
@@ -130,7 +117,8 @@ def hf_llama_dir(root, name, V):
                   ("self_attn.k_proj", [C, C]), ("self_attn.v_proj", [C, C]), ("self_attn.o_proj", [C, C]),
                   ("mlp.gate_proj", [F, C]), ("mlp.up_proj", [F, C]), ("mlp.down_proj", [C, F])):
         shapes[f"model.layers.0.{k}.weight"] = sh
-    zero_safetensors(os.path.join(d, "model.safetensors"), shapes)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(safetensors_bytes(zeros(shapes)))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump({"model_type": "llama", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": 1,
                    "num_attention_heads": 2, "max_position_embeddings": 64, "vocab_size": V,

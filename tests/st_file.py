@@ -1,0 +1,26 @@
+"""safetensors files for the tests, written here (no safetensors package).
+
+A file is the 8-byte little-endian length of a JSON header (padded with
+spaces to a multiple of 8), the header {name: {dtype, shape, data_offsets}},
+then the tensors' bytes back to back.
+"""
+import json
+import math
+import struct
+
+
+def safetensors_bytes(tensors):
+    """tensors: [(name, dtype "F32" | "F16" | "BF16", shape, raw little-endian bytes)]."""
+    header, off = {}, 0
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(t[3] for t in tensors)
+
+
+def zeros(shapes):
+    """F32 zero tensors for safetensors_bytes: shapes is {name: shape}."""
+    return [(name, "F32", shape, b"\0" * (4 * math.prod(shape))) for name, shape in shapes.items()]
