@@ -82,72 +82,56 @@ def main():
         t.append((name, shape, gen(shape, mean, std, dt), dt))
 
     F = a.ff or 4 * C
+    out_std = a.std / (2 * a.layers) ** 0.5  # projections into the residual stream
+    config = {
+        "format": "smallmind", "format_version": 1, "architecture": a.arch,
+        "n_layer": a.layers, "n_head": a.heads, "n_embd": C, "n_ctx": a.ctx, "n_vocab": V,
+        "norm_eps": 1e-5, "tied_output": not a.untied, "tokenizer": {"type": "byte"},
+    }
+    add("tok_embd", (V, C))
     if a.arch == "llama":
         hd, kvh = C // a.heads, a.kv_heads or a.heads
-        add("tok_embd", (V, C))
         for l in range(a.layers):
             p = f"blk.{l}."
             add(p + "attn_norm.weight", (C,), 1.0, 0.1)
             add(p + "attn_qkv.weight", ((a.heads + 2 * kvh) * hd, C))
-            add(p + "attn_out.weight", (C, a.heads * hd), std=a.std / (2 * a.layers) ** 0.5)
+            add(p + "attn_out.weight", (C, a.heads * hd), std=out_std)
             add(p + "ffn_norm.weight", (C,), 1.0, 0.1)
             add(p + "ffn_gate.weight", (F, C))
             add(p + "ffn_up.weight", (F, C))
-            add(p + "ffn_down.weight", (C, F), std=a.std / (2 * a.layers) ** 0.5)
+            add(p + "ffn_down.weight", (C, F), std=out_std)
         add("norm_f.weight", (C,), 1.0, 0.1)
-        if a.untied:
-            add("output.weight", (V, C))
-        config = {
-            "format": "smallmind", "format_version": 1, "architecture": "llama",
-            "n_layer": a.layers, "n_head": a.heads, "n_embd": C, "n_ctx": a.ctx, "n_vocab": V,
-            "norm_eps": 1e-5, "activation": "silu", "tied_output": not a.untied, "bias": False,
-            "n_kv_head": kvh, "head_dim": hd, "n_ff": F, "rope_theta": 10000.0,
-            "tokenizer": {"type": "byte"},
-        }
-        sm_model.write_model(a.out, config, t)
-        print(f"wrote {a.out}: llama, {a.layers} layers, {a.heads} heads, {C} wide, context {a.ctx}, "
-              f"vocabulary {V}")
-        return
-    add("tok_embd", (V, C))
-    add("pos_embd", (a.ctx, C), std=0.01)
-    for l in range(a.layers):
-        p = f"blk.{l}."
-        add(p + "ln1.weight", (C,), 1.0, 0.1)
-        if not a.no_bias:
-            add(p + "ln1.bias", (C,), 0.0, 0.02)
-        add(p + "attn_qkv.weight", (3 * C, C))
-        if not a.no_bias:
-            add(p + "attn_qkv.bias", (3 * C,), 0.0, 0.02)
-        add(p + "attn_out.weight", (C, C), std=a.std / (2 * a.layers) ** 0.5)
-        if not a.no_bias:
-            add(p + "attn_out.bias", (C,), 0.0, 0.02)
-        add(p + "ln2.weight", (C,), 1.0, 0.1)
-        if not a.no_bias:
-            add(p + "ln2.bias", (C,), 0.0, 0.02)
-        add(p + "mlp_up.weight", (F, C))
-        if not a.no_bias:
-            add(p + "mlp_up.bias", (F,), 0.0, 0.02)
-        add(p + "mlp_down.weight", (C, F), std=a.std / (2 * a.layers) ** 0.5)
-        if not a.no_bias:
-            add(p + "mlp_down.bias", (C,), 0.0, 0.02)
-    add("ln_f.weight", (C,), 1.0, 0.1)
-    if not a.no_bias:
-        add("ln_f.bias", (C,), 0.0, 0.02)
+        config.update(activation="silu", bias=False, n_kv_head=kvh, head_dim=hd, n_ff=F, rope_theta=10000.0)
+    else:
+        def bias(name, n):
+            if not a.no_bias:
+                add(name, (n,), 0.0, 0.02)
+
+        add("pos_embd", (a.ctx, C), std=0.01)
+        for l in range(a.layers):
+            p = f"blk.{l}."
+            add(p + "ln1.weight", (C,), 1.0, 0.1)
+            bias(p + "ln1.bias", C)
+            add(p + "attn_qkv.weight", (3 * C, C))
+            bias(p + "attn_qkv.bias", 3 * C)
+            add(p + "attn_out.weight", (C, C), std=out_std)
+            bias(p + "attn_out.bias", C)
+            add(p + "ln2.weight", (C,), 1.0, 0.1)
+            bias(p + "ln2.bias", C)
+            add(p + "mlp_up.weight", (F, C))
+            bias(p + "mlp_up.bias", F)
+            add(p + "mlp_down.weight", (C, F), std=out_std)
+            bias(p + "mlp_down.bias", C)
+        add("ln_f.weight", (C,), 1.0, 0.1)
+        bias("ln_f.bias", C)
+        config.update(activation=a.activation, bias=not a.no_bias)
+        if a.ff:
+            config["n_ff"] = F
     if a.untied:
         add("output.weight", (V, C))
-
-    config = {
-        "format": "smallmind", "format_version": 1, "architecture": "gpt2",
-        "n_layer": a.layers, "n_head": a.heads, "n_embd": C, "n_ctx": a.ctx, "n_vocab": V,
-        "norm_eps": 1e-5, "activation": a.activation, "tied_output": not a.untied,
-        "bias": not a.no_bias, "tokenizer": {"type": "byte"},
-    }
-    if a.ff:
-        config["n_ff"] = F
     sm_model.write_model(a.out, config, t)
-    print(f"wrote {a.out}: {a.layers} layers, {a.heads} heads, {C} wide, context {a.ctx}, "
+    print(f"wrote {a.out}: {a.arch}, {a.layers} layers, {a.heads} heads, {C} wide, context {a.ctx}, "
           f"vocabulary {V}")
-
 
 if __name__ == "__main__":
     main()
