@@ -1395,22 +1395,34 @@ static double bytes_per_token(const sm_config *c) {
     return b;
 }
 
-/* One profiled run: prefill of P tokens into pre, then N decoded tokens into dec. */
-static int bench_profile(runner *r, size_t P, size_t N, sm_profile *pre, sm_profile *dec) {
+/*
+** One run: P prompt tokens prefilled, a token sampled, then N decoded one at
+** a time. *t_pf and *t_dec get the seconds of each part, *allocs the heap
+** allocations made while decoding. With pre and dec (else NULL) the forward
+** steps are profiled into them, sampling included. Returns an exit code.
+*/
+static int bench_run(runner *r, size_t P, size_t N, sm_profile *pre, sm_profile *dec,
+                     double *t_pf, double *t_dec, size_t *allocs) {
     sm_error err = {{0}};
     const float *logits;
     int32_t next;
-    memset(pre, 0, sizeof *pre);
-    memset(dec, 0, sizeof *dec);
+    if (pre) memset(pre, 0, sizeof *pre), memset(dec, 0, sizeof *dec);
     sm_state_set_profile(r->state, pre);
+    double t0 = sm_time_now();
     sm_status st = sm_state_prefill(r->state, r->tokens, P, 0, &logits, &err);
     sm_state_set_profile(r->state, dec);
+    double t1 = sm_time_now();
+    size_t a0 = cli_allocs();
     for (size_t i = 0; i <= N && !st; i++) {
-        double t0 = sm_time_now();
+        double ts = dec ? sm_time_now() : 0;
         if (sm_sampler_sample(r->samplers, logits, &next)) st = SM_ERR_RUNTIME;
-        dec->s[SM_OP_SAMPLE] += sm_time_now() - t0;
+        if (dec) dec->s[SM_OP_SAMPLE] += sm_time_now() - ts;
+        if (i == 0) t1 = sm_time_now(); /* prefill includes sampling its token */
         if (!st && i < N) st = sm_state_forward(r->state, &next, 1, P + i, &logits, &err);
     }
+    *allocs = cli_allocs() - a0;
+    *t_dec = sm_time_now() - t1;
+    *t_pf = t1 - t0;
     sm_state_set_profile(r->state, NULL);
     return st ? data_error(err.msg[0] ? err.msg : "NaN logits") : 0;
 }
@@ -1455,7 +1467,6 @@ static int bench_compare(const cli_opts *o) {
     static char keys[2][CAP][96];
     static double vals[2][CAP];
     size_t n[2] = {0, 0};
-    const char *names[2] = {"", ""};
     for (int f = 0; f < 2; f++) {
         char *text;
         size_t len;
@@ -1474,10 +1485,9 @@ static int bench_compare(const cli_opts *o) {
         }
         flatten(root, "", keys[f], vals[f], &n[f], CAP);
         cJSON_Delete(root);
-        names[f] = o->args[f];
     }
     printf("%-36s %14s %14s %8s\n", "", "A", "B", "B/A");
-    printf("%-36s %14.14s %14.14s\n", "", names[0], names[1]);
+    printf("%-36s %14.14s %14.14s\n", "", o->args[0], o->args[1]);
     for (size_t i = 0; i < n[0]; i++) {
         size_t k = 0;
         while (k < n[1] && strcmp(keys[1][k], keys[0][i]) != 0) k++;
@@ -1486,10 +1496,9 @@ static int bench_compare(const cli_opts *o) {
             continue;
         }
         double a = vals[0][i], b = vals[1][k];
-        if (a != 0)
-            printf("%-36s %14.4g %14.4g %8.3f\n", keys[0][i], a, b, b / a);
-        else
-            printf("%-36s %14.4g %14.4g %8s\n", keys[0][i], a, b, "-");
+        char ratio[24] = "-";
+        if (a != 0) snprintf(ratio, sizeof ratio, "%.3f", b / a);
+        printf("%-36s %14.4g %14.4g %8s\n", keys[0][i], a, b, ratio);
     }
     out_state os = {0};
     return finish_stdout(&os, 0);
@@ -1517,43 +1526,22 @@ static int cmd_bench(const cli_opts *o) {
     if (P + N > r.sp.n_ctx) N = r.sp.n_ctx - P;
     size_t V = (size_t)r.tok.n_vocab;
     for (size_t i = 0; i < P; i++) r.tokens[i] = (int32_t)((i * 7919 + 13) % V);
-    sm_error err = {{0}};
-    double best_pf = 1e30, best_dec = 1e30, ttft = 1e30;
-    size_t allocs = 0;
-    const float *logits;
-    for (long rep = 0; rep < o->reps; rep++) {
-        double t0 = sm_time_now();
-        if (sm_state_prefill(r.state, r.tokens, P, 0, &logits, &err)) {
-            runner_free(&r);
-            return data_error(err.msg);
-        }
-        int32_t next;
-        sm_sampler_sample(r.samplers, logits, &next);
-        double t1 = sm_time_now();
-        size_t a0 = cli_allocs();
-        for (size_t i = 0; i < N; i++) {
-            if (sm_state_forward(r.state, &next, 1, P + i, &logits, &err)) {
-                runner_free(&r);
-                return data_error(err.msg);
-            }
-            if (sm_sampler_sample(r.samplers, logits, &next)) {
-                runner_free(&r);
-                return data_error("NaN logits");
-            }
-        }
-        double t2 = sm_time_now();
-        allocs += cli_allocs() - a0;
-        if (t1 - t0 < best_pf) best_pf = t1 - t0;
-        if (t2 - t1 < best_dec) best_dec = t2 - t1;
-        if (r.t_load + (t1 - t0) < ttft) ttft = r.t_load + (t1 - t0);
+    double best_pf = 1e30, best_dec = 1e30, t_pf, t_dec;
+    size_t allocs = 0, a;
+    for (long rep = 0; rep < o->reps && !rc; rep++) {
+        rc = bench_run(&r, P, N, NULL, NULL, &t_pf, &t_dec, &a);
+        allocs += a;
+        if (t_pf < best_pf) best_pf = t_pf;
+        if (t_dec < best_dec) best_dec = t_dec;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru); /* before the triad's arrays */
     sm_profile pre, dec;
-    if ((rc = bench_profile(&r, P, N, &pre, &dec))) {
+    if (rc || (rc = bench_run(&r, P, N, &pre, &dec, &t_pf, &t_dec, &a))) {
         runner_free(&r);
         return rc;
     }
+    double ttft = r.t_load + best_pf;
     const sm_config *c = sm_model_config(r.model);
     double bw = triad_bandwidth(r.pool), bpt = bytes_per_token(c);
     double pf = (double)P / best_pf, dtps = N ? (double)N / best_dec : 0, bound = bw / bpt;
