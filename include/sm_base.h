@@ -74,6 +74,9 @@ uint64_t sm_read_u64le(const void *p);
 void sm_write_u32le(void *p, uint32_t v);
 void sm_write_u64le(void *p, uint64_t v);
 
+/* FNV-1a 64 of n bytes: hash tables, and recognising a training text on resume. */
+uint64_t sm_hash_bytes(const void *p, size_t n);
+
 /* Seconds from an arbitrary fixed point, monotonic. */
 double sm_time_now(void);
 

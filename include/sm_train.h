@@ -123,7 +123,4 @@ sm_status sm_checkpoint_peek(const char *dir, sm_checkpoint_info *info, sm_error
 /* Restores parameters, moments and step from a checkpoint of the same shape. */
 sm_status sm_trainer_load(sm_trainer *t, const char *dir, sm_error *err);
 
-/* FNV-1a 64 of the bytes, to recognise the training text on resume. */
-uint64_t sm_train_hash(const uint8_t *p, size_t n);
-
 #endif

@@ -95,6 +95,13 @@ void sm_remove_dir(const char *path) {
     rmdir(path);
 }
 
+uint64_t sm_hash_bytes(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
 sm_status sm_write_file(const char *path, const sm_piece *pc, size_t n_pieces, sm_error *err) {
     FILE *f = fopen(path, "wb");
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));

@@ -151,7 +151,7 @@ static int load_text(const cli_opts *o, const sm_config *shape, const sm_checkpo
     }
     if (o->resume) {
         if (len != info->n_train + info->n_val ||
-            sm_train_hash((const uint8_t *)*text, len) != info->data_hash) {
+            sm_hash_bytes(*text, len) != info->data_hash) {
             snprintf(msg, sizeof msg,
                      "'%s' is not the text checkpoint '%s' was trained on (that one had %llu bytes)",
                      o->data, o->resume, (unsigned long long)(info->n_train + info->n_val));

@@ -39,15 +39,9 @@ static void vocab_free(vocab *v) {
     free(v->slot);
 }
 
-static uint64_t hash(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211u;
-    return h;
-}
-
 /* The id of piece s[0..n), or -1. */
 static int32_t vocab_find(const vocab *v, const char *s, size_t n) {
-    for (size_t i = hash(s, n) & v->mask;; i = (i + 1) & v->mask) {
+    for (size_t i = sm_hash_bytes(s, n) & v->mask;; i = (i + 1) & v->mask) {
         int32_t id = v->slot[i];
         if (id < 0) return -1;
         if (strlen(v->piece[id]) == n && memcmp(v->piece[id], s, n) == 0) return id;
@@ -129,7 +123,7 @@ static sm_status load_vocab(const cJSON *root, const char *path, vocab *v, sm_er
         if (other >= 0)
             return sm_error_set(err, SM_ERR_FORMAT, "%s: token \"%.40s\" has ids %d and %zu", path,
                                 v->piece[id], other, id);
-        size_t i = hash(v->piece[id], len) & v->mask;
+        size_t i = sm_hash_bytes(v->piece[id], len) & v->mask;
         while (v->slot[i] >= 0) i = (i + 1) & v->mask;
         v->slot[i] = (int32_t)id;
     }

@@ -12,6 +12,7 @@
 #include "sm_tokenizer.h"
 
 #include "json_internal.h"
+#include "sm_half.h"
 #include "unicode_internal.h"
 
 #include <math.h>
@@ -53,10 +54,7 @@ struct sm_tok_work {
 /* ------------------------------------------------------------ hashing */
 
 static uint32_t hash_bytes(const void *p, size_t n) {
-    const unsigned char *s = p;
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
-    return h;
+    return (uint32_t)sm_hash_bytes(p, n);
 }
 
 static uint32_t hash_pair(int32_t a, int32_t b) {
@@ -531,9 +529,7 @@ static sm_status load_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const
             goto done;
         }
         int32_t l = (int32_t)sm_read_u32le(p + at + 4);
-        uint32_t sbits = sm_read_u32le(p + at);
-        float score;
-        memcpy(&score, &sbits, 4);
+        float score = sm_bits_to_f32(sm_read_u32le(p + at));
         if (l < 0 || l > max_len) {
             st = sm_error_set(err, SM_ERR_FORMAT,
                               "%s: token %zu has length %d, expected 0 to max_token_length %d",
@@ -569,9 +565,8 @@ static sm_status load_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const
     at = 4;
     size_t o = 0;
     for (size_t id = 0; id < n; id++) {
-        uint32_t sbits = sm_read_u32le(p + at);
         size_t l = sm_read_u32le(p + at + 4);
-        memcpy(&t->score[id], &sbits, 4);
+        t->score[id] = sm_bits_to_f32(sm_read_u32le(p + at));
         const char *piece = buf + at + 8;
         at += 8 + l;
         t->off[id] = (uint32_t)o;

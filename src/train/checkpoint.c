@@ -77,7 +77,7 @@ static void opt_header(const sm_trainer *t, unsigned char h[OPT_HEADER]) {
     sm_write_u64le(h + 32, hp->seed);
     sm_write_u64le(h + 40, t->n_train);
     sm_write_u64le(h + 48, t->n_val);
-    sm_write_u64le(h + 56, sm_train_hash(t->text, t->n_train + t->n_val));
+    sm_write_u64le(h + 56, sm_hash_bytes(t->text, t->n_train + t->n_val));
     const int ints[] = {c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->tied_output, c->bias,
                         hp->batch, hp->steps, hp->warmup};
     for (int i = 0; i < 9; i++) sm_write_u32le(h + 64 + 4 * i, (uint32_t)ints[i]);

@@ -48,12 +48,6 @@ double sm_train_lr(const sm_train_hparams *hp, int s) {
     return hp->lr_min + 0.5 * (1 + cos(M_PI * progress)) * ((double)hp->lr - hp->lr_min);
 }
 
-uint64_t sm_train_hash(const uint8_t *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The i-th output of the splitmix64 sequence seeded with seed. */
 static uint64_t splitmix(uint64_t seed, uint64_t i) {
     uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
