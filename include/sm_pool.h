@@ -6,7 +6,8 @@
 ** Inside fn, sm_pool_barrier synchronises the nth threads, so a whole forward
 ** pass is one run with barriers between its steps, not one wake-up per op.
 ** Idle workers spin for a short while (so back-to-back runs cost no system
-** call) and then sleep on a condition variable.
+** call) and then sleep on a condition variable. Work is split either
+** statically (sm_pool_split) or handed out chunk by chunk (sm_pool_next).
 */
 #ifndef SM_POOL_H
 #define SM_POOL_H
@@ -26,6 +27,20 @@ void sm_pool_run(sm_pool *pool, sm_task_fn fn, void *arg);
 
 /* All nth threads of the current run must call it the same number of times. */
 void sm_pool_barrier(sm_pool *pool);
+
+/*
+** Work hand-out by atomic counters: the next of n items (0 <= i < n) for
+** thread ith, or n when none is left. Each thread owns the slice
+** sm_pool_split(n, 1, ith, nth) and takes its items in order from its own
+** counter; when its slice is done it takes the next items of the other
+** threads' slices from their counters. When the threads keep pace, each
+** does exactly its static slice (the same data every call, so what stays in
+** its cache is reused); when one is slowed down (another process, an
+** interrupt) the others finish its items. sm_pool_run and every barrier
+** start a new phase with the counters at 0, so a phase holds at most one
+** hand-out loop; all threads must pass the same n.
+*/
+size_t sm_pool_next(sm_pool *pool, int ith, size_t n);
 
 /* The [begin, end) slice of n items for thread ith of nth, in multiples of
 ** `align` items (the last slice takes the remainder). */

@@ -24,9 +24,15 @@
 
 #define SPIN_SECONDS 1e-3
 
+/* One thread's hand-out counter, alone on its cache line. */
+typedef struct {
+    _Alignas(64) atomic_size_t taken;
+} work_counter;
+
 struct sm_pool {
     int nth;
     pthread_t *threads;
+    work_counter *work; /* (nth): items taken from each thread's slice this phase */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     sm_task_fn fn;
@@ -43,6 +49,7 @@ typedef struct {
     sm_pool *pool;
     int ith;
 } worker_arg;
+
 
 static worker_arg *worker_args(sm_pool *p) {
     return (worker_arg *)(p->threads + p->nth);
@@ -77,6 +84,11 @@ static void *worker_main(void *varg) {
     }
 }
 
+static void reset_work(sm_pool *p) {
+    for (int i = 0; i < p->nth; i++)
+        atomic_store_explicit(&p->work[i].taken, 0, memory_order_relaxed);
+}
+
 sm_status sm_pool_create(sm_pool **out, int n_threads) {
     *out = NULL;
     if (n_threads < 1) return SM_ERR_INPUT;
@@ -88,10 +100,12 @@ sm_status sm_pool_create(sm_pool **out, int n_threads) {
     pthread_cond_init(&p->cv, NULL);
     /* one block: thread handles, then their arguments */
     p->threads = calloc((size_t)n_threads, sizeof(pthread_t) + sizeof(worker_arg));
-    if (!p->threads) {
+    p->work = aligned_alloc(64, (size_t)n_threads * sizeof *p->work);
+    if (!p->threads || !p->work) {
         sm_pool_free(p);
         return SM_ERR_NOMEM;
     }
+    reset_work(p);
     int started = 1;
     for (int i = 1; i < n_threads; i++, started++) {
         worker_arg *wa = &worker_args(p)[i];
@@ -112,6 +126,7 @@ int sm_pool_threads(const sm_pool *pool) {
 }
 
 void sm_pool_run(sm_pool *p, sm_task_fn fn, void *arg) {
+    reset_work(p);
     if (p->nth == 1) {
         fn(arg, 0, 1);
         return;
@@ -129,15 +144,34 @@ void sm_pool_run(sm_pool *p, sm_task_fn fn, void *arg) {
     while (atomic_load(&p->done) != p->nth - 1) cpu_relax();
 }
 
+/* The last thread to arrive resets the hand-out counters: all others are
+** past their counter loops and none leaves before the phase changes. */
 void sm_pool_barrier(sm_pool *p) {
-    if (p->nth == 1) return;
+    if (p->nth == 1) {
+        reset_work(p);
+        return;
+    }
     unsigned phase = atomic_load(&p->bar_phase);
     if (atomic_fetch_add(&p->bar_count, 1) == p->nth - 1) {
+        reset_work(p);
         atomic_store(&p->bar_count, 0);
         atomic_fetch_add(&p->bar_phase, 1);
     } else {
         while (atomic_load(&p->bar_phase) == phase) cpu_relax();
     }
+}
+
+size_t sm_pool_next(sm_pool *p, int ith, size_t n) {
+    for (int k = 0; k < p->nth; k++) {
+        int v = (ith + k) % p->nth; /* own slice first, then the next threads' */
+        size_t b, e;
+        sm_pool_split(n, 1, v, p->nth, &b, &e);
+        atomic_size_t *c = &p->work[v].taken;
+        if (atomic_load_explicit(c, memory_order_relaxed) >= e - b) continue;
+        size_t i = atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+        if (i < e - b) return b + i;
+    }
+    return n;
 }
 
 void sm_pool_split(size_t n, size_t align, int ith, int nth, size_t *begin, size_t *end) {
@@ -159,6 +193,7 @@ void sm_pool_free(sm_pool *p) {
         for (int i = 1; i < p->nth; i++) pthread_join(p->threads[i], NULL);
         free(p->threads);
     }
+    free(p->work);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

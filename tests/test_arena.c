@@ -1,6 +1,7 @@
 /* Tests of the arena and the thread pool. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sm_arena.h"
@@ -89,4 +90,56 @@ void test_pool_barrier_orders_phases(void) {
         }
         sm_pool_free(t.pool);
     }
+}
+
+/* Phases of n items each; taken[phase][item] counts how often it was handed out. */
+#define NEXT_PHASES 50
+#define NEXT_ITEMS 37
+typedef struct {
+    sm_pool *pool;
+    atomic_int taken[NEXT_PHASES][NEXT_ITEMS];
+    atomic_int by_thread[8];
+    int slow; /* this thread waits before each phase's loop, or -1 */
+} next_task;
+
+static void next_fn(void *arg, int ith, int nth) {
+    next_task *t = arg;
+    for (int ph = 0; ph < NEXT_PHASES; ph++) {
+        size_t n = (size_t)(ph % NEXT_ITEMS) + 1, i;
+        if (ith == t->slow) {
+            double t0 = sm_time_now();
+            while (sm_time_now() - t0 < 2e-4) {
+            }
+        }
+        while ((i = sm_pool_next(t->pool, ith, n)) < n) {
+            atomic_fetch_add(&t->taken[ph][i], 1);
+            atomic_fetch_add(&t->by_thread[ith], 1);
+        }
+        CHECK(i == n);
+        sm_pool_barrier(t->pool);
+    }
+    (void)nth;
+}
+
+/* Every item of every phase is handed out exactly once, however the threads
+** run; a thread held back leaves its items to the others. */
+void test_pool_next_hands_out_each_item_once(void) {
+    for (int nth = 1; nth <= 4; nth++)
+        for (int slow = -1; slow < (nth > 1 ? 1 : 0); slow++) {
+            next_task *t = calloc(1, sizeof *t);
+            CHECK(t && sm_pool_create(&t->pool, nth) == SM_OK);
+            t->slow = slow;
+            for (int run = 0; run < 2; run++) { /* a new run starts at 0 again */
+                for (int ph = 0; ph < NEXT_PHASES; ph++)
+                    for (int i = 0; i < NEXT_ITEMS; i++) atomic_store(&t->taken[ph][i], 0);
+                sm_pool_run(t->pool, next_fn, t);
+                for (int ph = 0; ph < NEXT_PHASES; ph++)
+                    for (int i = 0; i < NEXT_ITEMS; i++)
+                        CHECK(atomic_load(&t->taken[ph][i]) == (i <= ph % NEXT_ITEMS ? 1 : 0));
+            }
+            if (slow == 0) /* thread 0 waited 0.2 ms each phase: the others took its items */
+                CHECK(atomic_load(&t->by_thread[0]) < atomic_load(&t->by_thread[1]));
+            sm_pool_free(t->pool);
+            free(t);
+        }
 }

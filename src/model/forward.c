@@ -2,9 +2,11 @@
 ** forward.c -- the steps GPT-2 and Llama blocks share: tensor binding,
 ** embeddings, norms, residual products, attention over the KV-cache and the
 ** output layer. Every step splits its work so that each output element is
-** computed by exactly one thread in a fixed order (matmuls by output
-** columns (sm_fwd_col_align), attention by key/value heads,
-** row-wise steps by rows), so results do not depend on the thread count.
+** computed by exactly one thread in a fixed order: matmuls by chunks of
+** output columns and attention by key/value heads, both handed out by the
+** pool's counter (sm_pool_next), row-wise steps by rows (sm_pool_split).
+** Which thread takes a chunk never changes how its elements are computed, so
+** results do not depend on the thread count or on timing.
 */
 #include "model_internal.h"
 
@@ -148,18 +150,29 @@ void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
     }
 }
 
+bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_t *n1) {
+    size_t align = sm_fwd_col_align(s), per = N / ((size_t)nth * SM_FWD_CHUNKS);
+    size_t chunk = (per + align - 1) / align * align;
+    if (chunk == 0) chunk = align;
+    size_t n = (N + chunk - 1) / chunk, c = sm_pool_next(s->pool, ith, n);
+    if (c == n) return false;
+    *n0 = c * chunk;
+    *n1 = *n0 + chunk < N ? *n0 + chunk : N;
+    return true;
+}
+
 void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
     size_t n0, n1;
-    sm_pool_split(C, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-    if (n0 == n1) return;
-    sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
+    while (sm_fwd_next_cols(s, C, ith, nth, &n0, &n1)) {
+        sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
+        for (size_t t = 0; t < T; t++)
+            for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
+    }
 }
 
-void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr) {
+void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const sm_model *m = s->m;
     const sm_config *c = &m->cfg;
     const sm_kernels *K = s->k;
@@ -169,9 +182,7 @@ void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr) {
     const size_t layer_off = (size_t)l * KVH * hs * ctx; /* (KVH, hs, ctx) and (KVH, ctx, hs) */
     const bool rope = c->arch == SM_ARCH_LLAMA;
     const float scale = 1.0f / sqrtf((float)hs);
-    size_t g0, g1;
-    sm_pool_split(KVH, 1, ith, nth, &g0, &g1);
-    for (size_t kh = g0; kh < g1; kh++) {
+    for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
         for (size_t g = 0; g < s->n_runs; g++) {
             const sm_run *ru = &s->runs[g];
             float *kt = s->kt + ru->seq * s->kv_seq_floats + layer_off + kh * hs * ctx;
@@ -258,12 +269,12 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
     sm_pool_barrier(s->pool);
     sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
     /* every row, or each run's last row as a lone last token gets it */
-    sm_pool_split(V, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-    if (n0 == n1) return;
-    if (s->every_row)
-        s->k->matmul(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n, V, C, n0, n1,
-                     scr);
-    else
-        s->k->matmul_rows(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n_runs, V, C,
-                          n0, n1, scr);
+    while (sm_fwd_next_cols(s, V, ith, nth, &n0, &n1)) {
+        if (s->every_row)
+            s->k->matmul(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n, V, C, n0,
+                         n1, scr);
+        else
+            s->k->matmul_rows(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n_runs, V,
+                              C, n0, n1, scr);
+    }
 }

@@ -63,12 +63,12 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
 
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
-        sm_pool_split(C3, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, C3, C, n0, n1, scr);
+        while (sm_fwd_next_cols(s, C3, ith, nth, &n0, &n1))
+            mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, C3, C, n0, n1, scr);
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->qkv_w, C3, C);
 
-        sm_fwd_attention(s, l, ith, nth, scr);
+        sm_fwd_attention(s, l, ith, scr);
         sm_pool_barrier(pool);
         sm_fwd_prof_attention(s, ith);
 
@@ -80,12 +80,14 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         sm_pool_barrier(pool);
         sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
 
-        sm_pool_split(F, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-        if (n0 < n1) mm(s->hid, s->xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C); /* thread 0's share ends here */
-        for (size_t t = 0; t < T && n0 < n1; t++) gelu(s->hid + t * F + n0, n1 - n0);
+        while (sm_fwd_next_cols(s, F, ith, nth, &n0, &n1)) {
+            mm(s->hid, s->xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
+            sm_fwd_prof(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: product, then */
+            for (size_t t = 0; t < T; t++) gelu(s->hid + t * F + n0, n1 - n0);
+            sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0); /* activation */
+        }
         sm_pool_barrier(pool);
-        sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0);
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
 
         sm_fwd_residual_matmul(s, s->hid, L->down_w, L->down_b, F, ith, nth, scr);
         sm_pool_barrier(pool);

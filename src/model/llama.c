@@ -55,12 +55,12 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
 
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
-        sm_pool_split(W, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-        if (n0 < n1) mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, NULL, T, W, C, n0, n1, scr);
+        while (sm_fwd_next_cols(s, W, ith, nth, &n0, &n1))
+            mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, NULL, T, W, C, n0, n1, scr);
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->qkv_w, W, C);
 
-        sm_fwd_attention(s, l, ith, nth, scr);
+        sm_fwd_attention(s, l, ith, scr);
         sm_pool_barrier(pool);
         sm_fwd_prof_attention(s, ith);
 
@@ -72,18 +72,18 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
         sm_pool_barrier(pool);
         sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
 
-        /* gate and up over the same columns, so the SwiGLU needs no barrier */
-        sm_pool_split(F, sm_fwd_col_align(s), ith, nth, &n0, &n1);
-        if (n0 < n1) {
+        /* gate and up over the same chunk, so the SwiGLU needs no barrier */
+        while (sm_fwd_next_cols(s, F, ith, nth, &n0, &n1)) {
             mm(s->hid, s->xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
             mm(s->up, s->xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
+            sm_fwd_prof(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: products, then */
+            for (size_t t = 0; t < T; t++)
+                s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
+            sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0); /* activation */
         }
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->gate_w, F, C); /* thread 0's share ends here */
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
-        for (size_t t = 0; t < T && n0 < n1; t++)
-            s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
         sm_pool_barrier(pool);
-        sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0);
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->gate_w, F, C);
+        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
 
         sm_fwd_residual_matmul(s, s->hid, L->down_w, NULL, F, ith, nth, scr);
         sm_pool_barrier(pool);

@@ -127,16 +127,26 @@ void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float
 /* Token (+ learned position) embeddings of rows [r0, r1). */
 void sm_fwd_embed(sm_state *s, size_t r0, size_t r1);
 
-/* x (T, C) += in (T, K) . w^T + b, this thread's output columns. */
+/*
+** The next chunk [*n0, *n1) of the N output columns of a product, taken
+** from the pool's counters (sm_pool_next: one loop per barrier phase);
+** false when all are taken. SM_FWD_CHUNKS chunks per thread, in multiples
+** of sm_fwd_col_align, so a thread slowed down leaves its later chunks to
+** the others.
+*/
+#define SM_FWD_CHUNKS 2
+bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_t *n1);
+
+/* x (T, C) += in (T, K) . w^T + b, by chunks of output columns. */
 void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr);
 
 /*
-** Layer l's attention by key/value heads: rotary embedding of q and k
+** Layer l's attention by key/value heads (from the pool's counter): rotary embedding of q and k
 ** (llama), this call's keys and values appended to the cache, then each
 ** query head of the group attends. Reads s->qkv, writes s->att.
 */
-void sm_fwd_attention(sm_state *s, int l, int ith, int nth, float *scr);
+void sm_fwd_attention(sm_state *s, int l, int ith, float *scr);
 
 /*
 ** Profiling (no-op unless s->prof): on thread 0, the time since the last
