@@ -25,8 +25,31 @@
 
 #include <stddef.h>
 
-/* Queries per attention block: the scores scratch is SM_ATTN_QBLOCK x ctx. */
-#define SM_ATTN_QBLOCK 16
+/*
+** Attention streams keys in blocks of SM_ATTN_KBLOCK for groups of
+** SM_ATTN_QGROUP queries (online softmax), so its per-thread scratch holds
+** one group's score block and output accumulators, plus one score row of
+** the context for the scalar reference: SM_ATTN_SCRATCH(head_dim, ctx)
+** floats, never T x T.
+*/
+#define SM_ATTN_QGROUP 4
+#define SM_ATTN_KBLOCK 64
+#define SM_ATTN_SCRATCH(hs, ctx) \
+    ((ctx) + SM_ATTN_QGROUP * (SM_ATTN_KBLOCK + (((hs) + 15) & ~(size_t)15)))
+
+/*
+** A head's key cache is blocked: keys in blocks of SM_ATTN_KBLOCK, each
+** block (hs, SM_ATTN_KBLOCK), dimension-major, so one block's scores are
+** products over hs contiguous rows of KBLOCK keys, and the keys up to any
+** position are one contiguous stretch of memory (streamed, prefetched).
+** It holds hs * sm_attn_ctx_padded(ctx) floats for ctx positions.
+*/
+static inline size_t sm_attn_key_index(size_t j, size_t d, size_t hs) {
+    return (j / SM_ATTN_KBLOCK) * hs * SM_ATTN_KBLOCK + d * SM_ATTN_KBLOCK + j % SM_ATTN_KBLOCK;
+}
+static inline size_t sm_attn_ctx_padded(size_t ctx) {
+    return (ctx + SM_ATTN_KBLOCK - 1) / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
+}
 
 /* A linear-layer product (see matmul below for the contract). */
 typedef void (*sm_matmul_fn)(float *restrict out, const float *restrict x,
@@ -62,15 +85,17 @@ typedef struct sm_kernels {
 
     /*
     ** Causal attention of one head for T queries at positions pos..pos+T-1
-    ** over keys 0..pos+T-1, which must already be in kt and v. Scores are
-    ** Q.K^T as a product over blocks of queries, softmax over the unmasked
-    ** keys only, then the product with V.
+    ** over keys 0..pos+T-1, which must already be in kt and v: softmax of
+    ** scale * Q.K^T over the unmasked keys only, times V. The scalar
+    ** reference takes one query at a time over a whole score row; the SIMD
+    ** tables stream blocks of keys (online softmax, see SM_ATTN_SCRATCH).
     **   out (T rows, stride out_stride, hs used)  q (T rows, stride q_stride)
-    **   kt (hs, ctx)  v (ctx, hs)  scores (SM_ATTN_QBLOCK, ctx) scratch
+    **   kt: keys, blocked (sm_attn_key_index)  v (keys, hs)
+    **   scores: SM_ATTN_SCRATCH(hs, pos + T) scratch
     */
     void (*attention)(float *restrict out, const float *restrict q, const float *restrict kt,
                       const float *restrict v, float *restrict scores, size_t T, size_t pos,
-                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale);
+                      size_t hs, size_t q_stride, size_t out_stride, float scale);
 
     /* x (n) <- softmax(x), in place. n >= 1. */
     void (*softmax)(float *x, size_t n);

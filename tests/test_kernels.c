@@ -212,23 +212,32 @@ void test_kernels_to_f32(void) {
 void test_kernels_attention(void) {
     const sm_kernels *ks[8], *ref = sm_kernels_reference();
     size_t nk = tables(ks);
-    static const size_t hss[] = {1, 3, 16, 17, 32, 64};
-    static const size_t Ts[] = {1, 3, 17, 33};
-    static const size_t poss[] = {0, 1, 5, 40};
+    /* head sizes around the vector widths; query counts around the query
+       group; contexts of one to several key blocks (SM_ATTN_KBLOCK) */
+    static const size_t hss[] = {1, 3, 16, 17, 32, 64, 80};
+    static const size_t Ts[] = {1, 3, 4, 17, 33, 70};
+    static const size_t poss[] = {0, 1, 5, 40, 130};
     unsigned long long s = 2;
-    for (size_t a = 0; a < 6; a++)
-        for (size_t b = 0; b < 4; b++)
-            for (size_t c = 0; c < 4; c++) {
+    for (size_t a = 0; a < sizeof hss / sizeof *hss; a++)
+        for (size_t b = 0; b < sizeof Ts / sizeof *Ts; b++)
+            for (size_t c = 0; c < sizeof poss / sizeof *poss; c++) {
                 size_t hs = hss[a], T = Ts[b], pos = poss[c], ctx = pos + T + 3;
-                size_t qs = 3 * hs + 1, os = hs + 2;
-                float *q = rnd(T * qs, &s, 2), *kt = rnd(hs * ctx, &s, 2), *v = rnd(ctx * hs, &s, 1);
-                float *sc = rnd(SM_ATTN_QBLOCK * ctx, &s, 0);
+                size_t qs = 3 * hs + 1, os = hs + 2, nsc = SM_ATTN_SCRATCH(hs, ctx);
+                float *q = rnd(T * qs, &s, 2), *keys = rnd(ctx * hs, &s, 2), *v = rnd(ctx * hs, &s, 1);
+                float *kt = rnd(hs * sm_attn_ctx_padded(ctx), &s, 0); /* blocked key cache */
+                for (size_t j = 0; j < ctx; j++)
+                    for (size_t d = 0; d < hs; d++) kt[sm_attn_key_index(j, d, hs)] = keys[j * hs + d];
+                float *sc = rnd(nsc + 16, &s, 0); /* 16 guard floats after the scratch */
+                for (size_t j = 0; j < 16; j++) sc[nsc + j] = 4321.0f;
                 float *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
                 float scale = 1.0f / sqrtf((float)hs);
-                ref->attention(want, q, kt, v, sc, T, pos, hs, ctx, qs, os, scale);
+                ref->attention(want, q, kt, v, sc, T, pos, hs, qs, os, scale);
                 for (size_t i = 1; i < nk; i++) {
                     for (size_t j = 0; j < T * os; j++) got[j] = -777.0f;
-                    ks[i]->attention(got, q, kt, v, sc, T, pos, hs, ctx, qs, os, scale);
+                    ks[i]->attention(got, q, kt, v, sc, T, pos, hs, qs, os, scale);
+                    for (size_t j = 0; j < 16; j++)
+                        CHECKF(sc[nsc + j] == 4321.0f, "%s attention wrote past its scratch",
+                               ks[i]->name);
                     for (size_t t = 0; t < T; t++)
                         for (size_t d = 0; d < os; d++) {
                             float g = got[t * os + d];
@@ -241,7 +250,7 @@ void test_kernels_attention(void) {
                                    ks[i]->name, hs, T, pos, t, d, g, want[t * os + d]);
                         }
                 }
-                free(q), free(kt), free(v), free(sc), free(want), free(got);
+                free(q), free(keys), free(kt), free(v), free(sc), free(want), free(got);
             }
 }
 

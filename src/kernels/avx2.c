@@ -263,66 +263,151 @@ static void softmax(float *x, size_t n) {
     scale_inplace(x, n, 1.0f / sum);
 }
 
-static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
-                      const float *restrict v, float *restrict scores, size_t T, size_t pos,
-                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale) {
-    const __m256 vs = _mm256_set1_ps(scale);
-    for (size_t qb = 0; qb < T; qb += SM_ATTN_QBLOCK) {
-        size_t nq = T - qb < SM_ATTN_QBLOCK ? T - qb : SM_ATTN_QBLOCK;
-        size_t Lmax = pos + qb + nq;
-        const float *qblk = q + qb * q_stride;
-        for (size_t i = 0; i < nq; i += 4) {
-            size_t ni = nq - i < 4 ? nq - i : 4;
-            const float *q0 = qblk + i * q_stride;
-            const float *q1 = q0 + (ni > 1 ? q_stride : 0);
-            const float *q2 = q0 + (ni > 2 ? 2 * q_stride : 0);
-            const float *q3 = q0 + (ni > 3 ? 3 * q_stride : 0);
-            for (size_t j = 0; j < Lmax; j += 8) {
-                __m256i m = tail_mask(Lmax - j);
-                __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-                for (size_t d = 0; d < hs; d++) {
-                    __m256 kv = _mm256_maskload_ps(kt + d * ctx + j, m);
-                    s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(q0 + d), kv, s0);
-                    s1 = _mm256_fmadd_ps(_mm256_broadcast_ss(q1 + d), kv, s1);
-                    s2 = _mm256_fmadd_ps(_mm256_broadcast_ss(q2 + d), kv, s2);
-                    s3 = _mm256_fmadd_ps(_mm256_broadcast_ss(q3 + d), kv, s3);
-                }
-                float *srow = scores + i * ctx + j;
-                _mm256_maskstore_ps(srow, m, _mm256_mul_ps(s0, vs));
-                if (ni > 1) _mm256_maskstore_ps(srow + ctx, m, _mm256_mul_ps(s1, vs));
-                if (ni > 2) _mm256_maskstore_ps(srow + 2 * ctx, m, _mm256_mul_ps(s2, vs));
-                if (ni > 3) _mm256_maskstore_ps(srow + 3 * ctx, m, _mm256_mul_ps(s3, vs));
+/*
+** Streaming causal attention (online softmax), as in avx512.c with 8 lanes:
+** queries in groups of GQ, keys in blocks of KB, per-query running maximum
+** and sum, output accumulators rescaled per block. Tiles keep up to 8
+** accumulators: prefill 4 queries x 2 chunks, decode 1 query x 4 key chunks
+** for the scores and 4 interleaved key partial sums x 2 chunks for P.V.
+*/
+#define GQ SM_ATTN_QGROUP
+#define KB SM_ATTN_KBLOCK
+
+/* s[i, c*8 + lane] = scale * q_i . key (j + c*8 + lane) of key block kb, 0 past nk
+** keys; i < nq, c < nc. */
+static inline __attribute__((always_inline)) void
+score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
+           const float *restrict kb, size_t hs, size_t j, size_t nk, __m256 vs) {
+    __m256 a[4][4];
+    __m256i m[4];
+    for (size_t c = 0; c < nc; c++) m[c] = tail_mask(nk > c * 8 ? nk - c * 8 : 0);
+    for (size_t i = 0; i < nq; i++)
+        for (size_t c = 0; c < nc; c++) a[i][c] = _mm256_setzero_ps();
+    for (size_t d = 0; d < hs; d++) {
+        __m256 kv[4];
+        for (size_t c = 0; c < nc; c++) kv[c] = _mm256_maskload_ps(kb + d * KB + j + c * 8, m[c]);
+        for (size_t i = 0; i < nq; i++) {
+            __m256 qv = _mm256_broadcast_ss(qr[i] + d);
+            for (size_t c = 0; c < nc; c++) a[i][c] = _mm256_fmadd_ps(qv, kv[c], a[i][c]);
+        }
+    }
+    for (size_t i = 0; i < nq; i++)
+        for (size_t c = 0; c < nc; c++)
+            _mm256_storeu_ps(s + i * KB + c * 8, _mm256_mul_ps(a[i][c], vs));
+}
+
+/*
+** acc[i, d0 .. d0 + 16) = corr[i] * acc[i, ...] + sum_{j < nk} p[i, j] v[j0 + j, ...]
+** for i < nq; the keys are summed in np interleaved partial sums.
+*/
+static inline __attribute__((always_inline)) void
+pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restrict p,
+        const float *corr, const float *restrict v, size_t hs, size_t j0, size_t nk, size_t d0) {
+    __m256i m0 = tail_mask(hs - d0), m1 = tail_mask(hs - d0 > 8 ? hs - d0 - 8 : 0);
+    __m256 a[4][4][2];
+    for (size_t i = 0; i < nq; i++) {
+        __m256 cf = _mm256_set1_ps(corr[i]);
+        a[0][i][0] = _mm256_mul_ps(_mm256_maskload_ps(acc + i * as + d0, m0), cf);
+        a[0][i][1] = _mm256_mul_ps(_mm256_maskload_ps(acc + i * as + d0 + 8, m1), cf);
+        for (size_t r = 1; r < np; r++) a[r][i][0] = a[r][i][1] = _mm256_setzero_ps();
+    }
+    size_t j = 0;
+    for (; j + np <= nk; j += np)
+        for (size_t r = 0; r < np; r++) {
+            const float *vr = v + (j0 + j + r) * hs + d0;
+            __m256 v0 = _mm256_maskload_ps(vr, m0), v1 = _mm256_maskload_ps(vr + 8, m1);
+            for (size_t i = 0; i < nq; i++) {
+                __m256 pv = _mm256_broadcast_ss(p + i * KB + j + r);
+                a[r][i][0] = _mm256_fmadd_ps(pv, v0, a[r][i][0]);
+                a[r][i][1] = _mm256_fmadd_ps(pv, v1, a[r][i][1]);
             }
         }
+    for (; j < nk; j++) {
+        const float *vr = v + (j0 + j) * hs + d0;
+        __m256 v0 = _mm256_maskload_ps(vr, m0), v1 = _mm256_maskload_ps(vr + 8, m1);
         for (size_t i = 0; i < nq; i++) {
-            float *srow = scores + i * ctx;
-            size_t L = pos + qb + i + 1;
-            float sum = exp_sum(srow, L, vmax(srow, L));
-            scale_inplace(srow, L, 1.0f / sum);
-            for (size_t j = L; j < Lmax; j++) srow[j] = 0.0f;
+            __m256 pv = _mm256_broadcast_ss(p + i * KB + j);
+            a[0][i][0] = _mm256_fmadd_ps(pv, v0, a[0][i][0]);
+            a[0][i][1] = _mm256_fmadd_ps(pv, v1, a[0][i][1]);
         }
-        for (size_t i = 0; i < nq; i += 4) {
-            size_t ni = nq - i < 4 ? nq - i : 4;
-            size_t L = pos + qb + i + ni;
-            const float *p0 = scores + i * ctx;
-            const float *p1 = p0 + (ni > 1 ? ctx : 0);
-            const float *p2 = p0 + (ni > 2 ? 2 * ctx : 0);
-            const float *p3 = p0 + (ni > 3 ? 3 * ctx : 0);
-            float *o0 = out + (qb + i) * out_stride;
-            for (size_t d = 0; d < hs; d += 8) {
-                __m256i m = tail_mask(hs - d);
-                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                for (size_t j = 0; j < L; j++) {
-                    __m256 vv = _mm256_maskload_ps(v + j * hs + d, m);
-                    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + j), vv, a0);
-                    a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + j), vv, a1);
-                    a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p2 + j), vv, a2);
-                    a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p3 + j), vv, a3);
+    }
+    for (size_t i = 0; i < nq; i++) {
+        for (size_t r = 1; r < np; r++) {
+            a[0][i][0] = _mm256_add_ps(a[0][i][0], a[r][i][0]);
+            a[0][i][1] = _mm256_add_ps(a[0][i][1], a[r][i][1]);
+        }
+        _mm256_maskstore_ps(acc + i * as + d0, m0, a[0][i][0]);
+        _mm256_maskstore_ps(acc + i * as + d0 + 8, m1, a[0][i][1]);
+    }
+}
+
+/*
+** Row s (nk scores, the first n of them this query's keys) becomes the
+** probabilities exp(s - m_new), zeros after n; updates m and l and returns
+** the factor exp(m_old - m_new) for the accumulator.
+*/
+static float online_softmax_row(float *s, size_t n, size_t nk, float *m, float *l) {
+    float mnew = fmaxf(*m, vmax(s, n));
+    __m256 vm = _mm256_set1_ps(mnew), sum = _mm256_setzero_ps();
+    for (size_t c = 0; c < nk; c += 8) {
+        __m256i k = tail_mask(n > c ? n - c : 0);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), vm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
+        _mm256_storeu_ps(s + c, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float corr = expf(*m - mnew); /* 0 for the first block (m_old = -inf) */
+    *l = *l * corr + hsum(sum);
+    *m = mnew;
+    return corr;
+}
+
+static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
+                      const float *restrict v, float *restrict scratch, size_t T, size_t pos,
+                      size_t hs, size_t q_stride, size_t out_stride, float scale) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    const size_t as = (hs + 15) & ~(size_t)15;
+    float *p = scratch, *acc = scratch + GQ * KB;
+    for (size_t t0 = 0; t0 < T; t0 += GQ) {
+        size_t ni = T - t0 < GQ ? T - t0 : GQ, Lmax = pos + t0 + ni;
+        const float *qr[GQ];
+        float m[GQ], l[GQ], corr[GQ];
+        for (size_t i = 0; i < GQ; i++) {
+            qr[i] = q + (t0 + (i < ni ? i : ni - 1)) * q_stride;
+            m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
+        }
+        memset(acc, 0, GQ * as * sizeof *acc);
+        for (size_t j0 = 0; j0 < Lmax; j0 += KB) {
+            size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
+            const float *kb = kt + j0 * hs; /* this block's keys, (hs, KB) */
+            for (size_t j = 0; j < nk; j += ni == 1 ? 32 : 16) {
+                if (ni == 1)
+                    score_tile(1, 4, p + j, qr, kb, hs, j, nk - j, vs);
+                else
+                    score_tile(4, 2, p + j, qr, kb, hs, j, nk - j, vs);
+            }
+            for (size_t i = 0; i < GQ; i++) {
+                size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
+                if (i >= ni || n == 0) { /* no keys here: probabilities 0, accumulator kept */
+                    memset(p + i * KB, 0, KB * sizeof *p);
+                    corr[i] = 1.0f;
+                    continue;
                 }
-                _mm256_maskstore_ps(o0 + d, m, a0);
-                if (ni > 1) _mm256_maskstore_ps(o0 + out_stride + d, m, a1);
-                if (ni > 2) _mm256_maskstore_ps(o0 + 2 * out_stride + d, m, a2);
-                if (ni > 3) _mm256_maskstore_ps(o0 + 3 * out_stride + d, m, a3);
+                corr[i] = online_softmax_row(p + i * KB, n, nk, &m[i], &l[i]);
+            }
+            for (size_t d0 = 0; d0 < hs; d0 += 16) {
+                if (ni == 1)
+                    pv_tile(1, 4, acc, as, p, corr, v, hs, j0, nk, d0);
+                else
+                    pv_tile(4, 1, acc, as, p, corr, v, hs, j0, nk, d0);
+            }
+        }
+        for (size_t i = 0; i < ni; i++) {
+            __m256 inv = _mm256_set1_ps(1.0f / l[i]);
+            for (size_t d = 0; d < hs; d += 8) {
+                __m256i k = tail_mask(hs - d);
+                _mm256_maskstore_ps(out + (t0 + i) * out_stride + d, k,
+                                    _mm256_mul_ps(_mm256_maskload_ps(acc + i * as + d, k), inv));
             }
         }
     }

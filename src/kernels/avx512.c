@@ -276,71 +276,156 @@ static void softmax(float *x, size_t n) {
 }
 
 /*
-** For each block of up to SM_ATTN_QBLOCK queries: S = scale * Q.K^T over the
-** keys the block's last query sees (4 queries share each key-column load),
-** a causal softmax per row over its own L keys with the rest zeroed, then
-** O = P.V (4 queries share each value-row load).
+** Streaming causal attention (online softmax). Queries go in groups of GQ;
+** keys in blocks of KB. For each block, the group's scores go to a GQ x KB
+** scratch block, each query's running maximum m and sum l are updated, and
+** its output accumulator (GQ x hs, scratch) is rescaled by exp(m_old -
+** m_new) and gets the block's P.V. No score row longer than KB exists, so
+** the scratch does not grow with the context (SM_ATTN_SCRATCH). Tiles keep
+** up to 8 independent accumulators: prefill 4 queries x 2 chunks (queries
+** share each key and value load), decode 1 query x 4 key chunks for the
+** scores and 4 interleaved key partial sums x 2 chunks for P.V.
 */
-static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
-                      const float *restrict v, float *restrict scores, size_t T, size_t pos,
-                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale) {
-    const __m512 vs = _mm512_set1_ps(scale);
-    for (size_t qb = 0; qb < T; qb += SM_ATTN_QBLOCK) {
-        size_t nq = T - qb < SM_ATTN_QBLOCK ? T - qb : SM_ATTN_QBLOCK;
-        size_t Lmax = pos + qb + nq;
-        const float *qblk = q + qb * q_stride;
-        for (size_t i = 0; i < nq; i += 4) {
-            size_t ni = nq - i < 4 ? nq - i : 4;
-            const float *q0 = qblk + i * q_stride;
-            const float *q1 = q0 + (ni > 1 ? q_stride : 0);
-            const float *q2 = q0 + (ni > 2 ? 2 * q_stride : 0);
-            const float *q3 = q0 + (ni > 3 ? 3 * q_stride : 0);
-            for (size_t j = 0; j < Lmax; j += 16) {
-                __mmask16 m = tail_mask(Lmax - j);
-                __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-                for (size_t d = 0; d < hs; d++) {
-                    __m512 kv = _mm512_maskz_loadu_ps(m, kt + d * ctx + j);
-                    s0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[d]), kv, s0);
-                    s1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[d]), kv, s1);
-                    s2 = _mm512_fmadd_ps(_mm512_set1_ps(q2[d]), kv, s2);
-                    s3 = _mm512_fmadd_ps(_mm512_set1_ps(q3[d]), kv, s3);
-                }
-                float *srow = scores + i * ctx + j;
-                _mm512_mask_storeu_ps(srow, m, _mm512_mul_ps(s0, vs));
-                if (ni > 1) _mm512_mask_storeu_ps(srow + ctx, m, _mm512_mul_ps(s1, vs));
-                if (ni > 2) _mm512_mask_storeu_ps(srow + 2 * ctx, m, _mm512_mul_ps(s2, vs));
-                if (ni > 3) _mm512_mask_storeu_ps(srow + 3 * ctx, m, _mm512_mul_ps(s3, vs));
+#define GQ SM_ATTN_QGROUP
+#define KB SM_ATTN_KBLOCK
+
+/* s[i, c*16 + lane] = scale * q_i . key (j + c*16 + lane) of key block kb, 0 past nk
+** keys; i < nq, c < nc. */
+static inline __attribute__((always_inline)) void
+score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
+           const float *restrict kb, size_t hs, size_t j, size_t nk, __m512 vs) {
+    __m512 a[4][4];
+    __mmask16 m[4];
+    for (size_t c = 0; c < nc; c++) m[c] = tail_mask(nk > c * 16 ? nk - c * 16 : 0);
+    for (size_t i = 0; i < nq; i++)
+        for (size_t c = 0; c < nc; c++) a[i][c] = _mm512_setzero_ps();
+    for (size_t d = 0; d < hs; d++) {
+        __m512 kv[4];
+        for (size_t c = 0; c < nc; c++)
+            kv[c] = _mm512_maskz_loadu_ps(m[c], kb + d * KB + j + c * 16);
+        for (size_t i = 0; i < nq; i++) {
+            __m512 qv = _mm512_set1_ps(qr[i][d]);
+            for (size_t c = 0; c < nc; c++) a[i][c] = _mm512_fmadd_ps(qv, kv[c], a[i][c]);
+        }
+    }
+    for (size_t i = 0; i < nq; i++)
+        for (size_t c = 0; c < nc; c++) _mm512_storeu_ps(s + i * KB + c * 16, _mm512_mul_ps(a[i][c], vs));
+}
+
+/*
+** acc[i, d0 .. d0 + 32) = corr[i] * acc[i, ...] + sum_{j < nk} p[i, j] v[j0 + j, ...]
+** for i < nq; the keys are summed in np interleaved partial sums.
+*/
+static inline __attribute__((always_inline)) void
+pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restrict p,
+        const float *corr, const float *restrict v, size_t hs, size_t j0, size_t nk, size_t d0) {
+    __mmask16 m0 = tail_mask(hs - d0), m1 = tail_mask(hs - d0 > 16 ? hs - d0 - 16 : 0);
+    __m512 a[4][4][2];
+    for (size_t i = 0; i < nq; i++) {
+        __m512 cf = _mm512_set1_ps(corr[i]);
+        a[0][i][0] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, acc + i * as + d0), cf);
+        a[0][i][1] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, acc + i * as + d0 + 16), cf);
+        for (size_t r = 1; r < np; r++) a[r][i][0] = a[r][i][1] = _mm512_setzero_ps();
+    }
+    size_t j = 0;
+    for (; j + np <= nk; j += np)
+        for (size_t r = 0; r < np; r++) {
+            const float *vr = v + (j0 + j + r) * hs + d0;
+            __m512 v0 = _mm512_maskz_loadu_ps(m0, vr), v1 = _mm512_maskz_loadu_ps(m1, vr + 16);
+            for (size_t i = 0; i < nq; i++) {
+                __m512 pv = _mm512_set1_ps(p[i * KB + j + r]);
+                a[r][i][0] = _mm512_fmadd_ps(pv, v0, a[r][i][0]);
+                a[r][i][1] = _mm512_fmadd_ps(pv, v1, a[r][i][1]);
             }
         }
+    for (; j < nk; j++) {
+        const float *vr = v + (j0 + j) * hs + d0;
+        __m512 v0 = _mm512_maskz_loadu_ps(m0, vr), v1 = _mm512_maskz_loadu_ps(m1, vr + 16);
         for (size_t i = 0; i < nq; i++) {
-            float *srow = scores + i * ctx;
-            size_t L = pos + qb + i + 1;
-            float sum = exp_sum(srow, L, hmax(srow, L));
-            scale_inplace(srow, L, 1.0f / sum);
-            for (size_t j = L; j < Lmax; j++) srow[j] = 0.0f;
+            __m512 pv = _mm512_set1_ps(p[i * KB + j]);
+            a[0][i][0] = _mm512_fmadd_ps(pv, v0, a[0][i][0]);
+            a[0][i][1] = _mm512_fmadd_ps(pv, v1, a[0][i][1]);
         }
-        for (size_t i = 0; i < nq; i += 4) {
-            size_t ni = nq - i < 4 ? nq - i : 4;
-            size_t L = pos + qb + i + ni; /* keys the group's last query sees */
-            const float *p0 = scores + i * ctx;
-            const float *p1 = p0 + (ni > 1 ? ctx : 0);
-            const float *p2 = p0 + (ni > 2 ? 2 * ctx : 0);
-            const float *p3 = p0 + (ni > 3 ? 3 * ctx : 0);
-            float *o0 = out + (qb + i) * out_stride;
-            for (size_t d = 0; d < hs; d += 16) {
-                __mmask16 m = tail_mask(hs - d);
-                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                for (size_t j = 0; j < L; j++) {
-                    __m512 vv = _mm512_maskz_loadu_ps(m, v + j * hs + d);
-                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(p0[j]), vv, a0);
-                    a1 = _mm512_fmadd_ps(_mm512_set1_ps(p1[j]), vv, a1);
-                    a2 = _mm512_fmadd_ps(_mm512_set1_ps(p2[j]), vv, a2);
-                    a3 = _mm512_fmadd_ps(_mm512_set1_ps(p3[j]), vv, a3);
+    }
+    for (size_t i = 0; i < nq; i++) {
+        for (size_t r = 1; r < np; r++) {
+            a[0][i][0] = _mm512_add_ps(a[0][i][0], a[r][i][0]);
+            a[0][i][1] = _mm512_add_ps(a[0][i][1], a[r][i][1]);
+        }
+        _mm512_mask_storeu_ps(acc + i * as + d0, m0, a[0][i][0]);
+        _mm512_mask_storeu_ps(acc + i * as + d0 + 16, m1, a[0][i][1]);
+    }
+}
+
+/*
+** Row s (nk scores, the first n of them this query's keys) becomes the
+** probabilities exp(s - m_new), zeros after n; updates m and l and returns
+** the factor exp(m_old - m_new) for the accumulator.
+*/
+static float online_softmax_row(float *s, size_t n, size_t nk, float *m, float *l) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (size_t c = 0; c < n; c += 16)
+        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - c), s + c));
+    float mnew = fmaxf(*m, _mm512_reduce_max_ps(mx));
+    __m512 vm = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
+    for (size_t c = 0; c < nk; c += 16) {
+        __mmask16 k = tail_mask(n > c ? n - c : 0);
+        __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_loadu_ps(s + c), vm)));
+        _mm512_storeu_ps(s + c, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    float corr = expf(*m - mnew); /* 0 for the first block (m_old = -inf) */
+    *l = *l * corr + _mm512_reduce_add_ps(sum);
+    *m = mnew;
+    return corr;
+}
+
+static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
+                      const float *restrict v, float *restrict scratch, size_t T, size_t pos,
+                      size_t hs, size_t q_stride, size_t out_stride, float scale) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    const size_t as = (hs + 15) & ~(size_t)15;
+    float *p = scratch, *acc = scratch + GQ * KB;
+    for (size_t t0 = 0; t0 < T; t0 += GQ) {
+        size_t ni = T - t0 < GQ ? T - t0 : GQ, Lmax = pos + t0 + ni;
+        const float *qr[GQ];
+        float m[GQ], l[GQ], corr[GQ];
+        for (size_t i = 0; i < GQ; i++) {
+            qr[i] = q + (t0 + (i < ni ? i : ni - 1)) * q_stride;
+            m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
+        }
+        memset(acc, 0, GQ * as * sizeof *acc);
+        for (size_t j0 = 0; j0 < Lmax; j0 += KB) {
+            size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
+            const float *kb = kt + j0 * hs; /* this block's keys, (hs, KB) */
+            if (ni == 1) {
+                score_tile(1, 4, p, qr, kb, hs, 0, nk, vs);
+            } else {
+                score_tile(4, 2, p, qr, kb, hs, 0, nk, vs);
+                if (nk > 32) score_tile(4, 2, p + 32, qr, kb, hs, 32, nk - 32, vs);
+            }
+            for (size_t i = 0; i < GQ; i++) {
+                size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
+                if (i >= ni || n == 0) { /* no keys here: probabilities 0, accumulator kept */
+                    memset(p + i * KB, 0, KB * sizeof *p);
+                    corr[i] = 1.0f;
+                    continue;
                 }
-                _mm512_mask_storeu_ps(o0 + d, m, a0);
-                if (ni > 1) _mm512_mask_storeu_ps(o0 + out_stride + d, m, a1);
-                if (ni > 2) _mm512_mask_storeu_ps(o0 + 2 * out_stride + d, m, a2);
-                if (ni > 3) _mm512_mask_storeu_ps(o0 + 3 * out_stride + d, m, a3);
+                corr[i] = online_softmax_row(p + i * KB, n, nk, &m[i], &l[i]);
+            }
+            for (size_t d0 = 0; d0 < hs; d0 += 32) {
+                if (ni == 1)
+                    pv_tile(1, 4, acc, as, p, corr, v, hs, j0, nk, d0);
+                else
+                    pv_tile(4, 1, acc, as, p, corr, v, hs, j0, nk, d0);
+            }
+        }
+        for (size_t i = 0; i < ni; i++) {
+            __m512 inv = _mm512_set1_ps(1.0f / l[i]);
+            for (size_t d = 0; d < hs; d += 16) {
+                __mmask16 k = tail_mask(hs - d);
+                _mm512_mask_storeu_ps(out + (t0 + i) * out_stride + d, k,
+                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(k, acc + i * as + d), inv));
             }
         }
     }

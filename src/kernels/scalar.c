@@ -55,15 +55,14 @@ static void softmax(float *x, size_t n) {
 
 static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
                       const float *restrict v, float *restrict scores, size_t T, size_t pos,
-                      size_t hs, size_t ctx, size_t q_stride, size_t out_stride, float scale) {
+                      size_t hs, size_t q_stride, size_t out_stride, float scale) {
     for (size_t t = 0; t < T; t++) {
         size_t L = pos + t + 1; /* keys this query may see */
         const float *qr = q + t * q_stride;
         float *s = scores;
         for (size_t j = 0; j < L; j++) s[j] = 0.0f;
         for (size_t d = 0; d < hs; d++) {
-            const float *kr = kt + d * ctx;
-            for (size_t j = 0; j < L; j++) s[j] += qr[d] * kr[j];
+            for (size_t j = 0; j < L; j++) s[j] += qr[d] * kt[sm_attn_key_index(j, d, hs)];
         }
         for (size_t j = 0; j < L; j++) s[j] *= scale;
         softmax(s, L);

@@ -176,10 +176,11 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const sm_model *m = s->m;
     const sm_config *c = &m->cfg;
     const sm_kernels *K = s->k;
-    const size_t hs = (size_t)c->head_dim, ctx = s->p.n_ctx, KVH = (size_t)c->n_kv_head;
+    const size_t hs = (size_t)c->head_dim, ctx = sm_attn_ctx_padded(s->p.n_ctx);
+    const size_t KVH = (size_t)c->n_kv_head;
     const size_t group = (size_t)(c->n_head / c->n_kv_head);
     const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim, half = hs / 2;
-    const size_t layer_off = (size_t)l * KVH * hs * ctx; /* (KVH, hs, ctx) and (KVH, ctx, hs) */
+    const size_t layer_off = (size_t)l * KVH * hs * ctx; /* per head: keys blocked, values (ctx, hs) */
     const bool rope = c->arch == SM_ARCH_LLAMA;
     const float scale = 1.0f / sqrtf((float)hs);
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
@@ -198,12 +199,12 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                     for (size_t h = kh * group; h < (kh + 1) * group; h++)
                         K->rope(qkv + t * W + h * hs, cs, sn, hs);
                 }
-                for (size_t d = 0; d < hs; d++) kt[d * ctx + p] = kr[d];
+                for (size_t d = 0; d < hs; d++) kt[sm_attn_key_index(p, d, hs)] = kr[d];
                 memcpy(vh + p * hs, vr, hs * sizeof(float));
             }
             for (size_t h = kh * group; h < (kh + 1) * group; h++)
                 K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, kt, vh, scr, ru->len,
-                             ru->pos, hs, ctx, W, Q, scale);
+                             ru->pos, hs, W, Q, scale);
         }
     }
 }

@@ -3,9 +3,10 @@
 **
 ** The state is laid out by one function, carve(), run twice: on a measuring
 ** arena to plan the size and on the real arena to form the pointers. The
-** KV-cache is part of the state: per layer and head, keys are stored
-** transposed (hs, n_ctx) so scores are a product with broadcast queries, and
-** values as (n_ctx, hs) rows.
+** KV-cache is part of the state: per layer and head, keys are stored in
+** blocks of SM_ATTN_KBLOCK positions, each transposed (hs, KBLOCK), so
+** scores are a product with broadcast queries over contiguous memory, and
+** values as (positions, hs) rows.
 */
 #include "model_internal.h"
 #include "sm_half.h"
@@ -71,7 +72,8 @@ size_t sm_model_params(const sm_model *m) {
 }
 
 static size_t kv_floats(const sm_model *m, size_t n_ctx) {
-    return (size_t)m->cfg.n_layer * m->kv_dim * n_ctx; /* per K or V, one sequence */
+    /* per K or V, one sequence; positions padded to whole key blocks */
+    return (size_t)m->cfg.n_layer * m->kv_dim * sm_attn_ctx_padded(n_ctx);
 }
 
 static size_t n_seq(const sm_state_params *p) {
@@ -110,7 +112,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *v = sm_arena_alloc(a, kv, sizeof(float));
     size_t t3 = a->used;
     size_t per = p->kernels->matmul_scratch;
-    if ((size_t)SM_ATTN_QBLOCK * p->n_ctx > per) per = (size_t)SM_ATTN_QBLOCK * p->n_ctx;
+    size_t att_scr = SM_ATTN_SCRATCH((size_t)c->head_dim, p->n_ctx);
+    if (att_scr > per) per = att_scr;
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));

@@ -61,8 +61,9 @@ struct sm_state {
     float *up;     /* (B, F) llama: the up projection beside the gate in hid */
     float *rope_cos, *rope_sin; /* (n_ctx, head_dim / 2) llama: rotary angles */
     float *logits; /* (B or 1, V) */
-    float *kt;     /* (n_seq, n_layer, n_kv_head, hs, n_ctx) keys, transposed per head */
-    float *v;      /* (n_seq, n_layer, n_kv_head, n_ctx, hs) values */
+    float *kt;     /* (n_seq, n_layer, n_kv_head, keys) keys, blocked (sm_attn_key_index) */
+    float *v;      /* (n_seq, n_layer, n_kv_head, ctx, hs) values; ctx = n_ctx padded
+                      to whole key blocks (sm_attn_ctx_padded) */
     size_t kv_seq_floats;  /* floats of one sequence's keys (or values) */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
