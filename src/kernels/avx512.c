@@ -7,8 +7,9 @@
 ** matmul, T >= 4: the weights are packed per thread into panels of NR = 32
 ** rows x KC = 256 columns, transposed so that one k step reads 32 contiguous
 ** weights; an MR = 8 tokens x NR micro-kernel keeps 16 accumulators in
-** registers and does 16 FMAs per 2 panel loads + 8 broadcasts. No horizontal
-** sums. T < 4, and matmul_rows for any T: rows of w are streamed four at a time
+** registers and does 16 FMAs per 2 panel loads + 8 broadcasts; it prefetches
+** its output tile before the k loop. f32 panels are packed by gathers down
+** 16 weight rows at a time. No horizontal sums. T < 4, and matmul_rows for any T: rows of w are streamed four at a time
 ** against up to four token rows (matrix-vector, one dot product per output).
 ** f16 weights are widened in registers by vcvtph2ps, bf16 by a 16-bit shift;
 ** panels hold them widened.
@@ -57,6 +58,10 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
       const float *restrict panel, size_t kc, const float *restrict bias, int first,
       __mmask16 m0, __mmask16 m1) {
     __m512 c0[MR], c1[MR];
+    for (size_t i = 0; i < mr; i++) { /* the output tile, read after the k loop */
+        _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
+        _mm_prefetch((const char *)(out + i * ldo + 16), _MM_HINT_T0);
+    }
     for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (size_t kk = 0; kk < kc; kk++) {
         __m512 b0 = _mm512_load_ps(panel + kk * NR);
@@ -116,6 +121,24 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
     }
 }
 
+/*
+** Panel packing for f32 weights: rows n..n+nr-1 (nr <= NR), columns
+** k0..k0+kc-1 of w, transposed into panel (kc, NR) by gathers down 16 rows
+** at a time; rows past nr are zero.
+*/
+static void pack_f32(float *restrict panel, const float *restrict w, size_t K, size_t n,
+                     size_t nr, size_t k0, size_t kc) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32((int)K));
+    for (size_t h = 0; h < NR; h += 16) {
+        __mmask16 m = tail_mask(nr > h ? nr - h : 0);
+        const float *base = w + (n + h) * K + k0;
+        for (size_t kk = 0; kk < kc; kk++)
+            _mm512_store_ps(panel + kk * NR + h,
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + kk, 4));
+    }
+}
+
 static void gemm(float *restrict out, const float *restrict x, const void *restrict w,
                  sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                  size_t n0, size_t n1, float *restrict panel) {
@@ -125,7 +148,10 @@ static void gemm(float *restrict out, const float *restrict x, const void *restr
         const float *b = bias ? bias + n : NULL;
         for (size_t k0 = 0; k0 < K; k0 += KC) {
             size_t kc = K - k0 < KC ? K - k0 : KC;
-            sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
+            if (dt == SM_DTYPE_F32 && K < ((size_t)1 << 26)) /* gather offsets fit 32 bits */
+                pack_f32(panel, w, K, n, nr, k0, kc);
+            else
+                sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
             size_t t = 0;
             for (; t + MR <= T; t += MR)
                 micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
