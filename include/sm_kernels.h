@@ -128,6 +128,13 @@ typedef struct sm_kernels {
 
     /* out (n) = exp(x) (the vectorized exp the others use; exposed for tests). */
     void (*exp)(float *restrict out, const float *restrict x, size_t n);
+
+    /*
+    ** The sum of x (n), in any order: a stream of the widest loads, which
+    ** bench uses to measure read bandwidth (n a multiple of 64, x 64-byte
+    ** aligned).
+    */
+    float (*sum)(const float *x, size_t n);
 } sm_kernels;
 
 /*

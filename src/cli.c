@@ -1379,6 +1379,53 @@ static double triad_bandwidth(sm_pool *pool) {
     return best < 1e30 ? 12.0 * (double)j.n / best : 0;
 }
 
+typedef struct {
+    const sm_kernels *k;
+    const float *buf;
+    size_t n;   /* floats */
+    float *sum; /* (nth) per-thread results, so the reads are not optimised away */
+} read_job;
+
+static void read_task(void *arg, int ith, int nth) {
+    read_job *j = arg;
+    size_t i0, i1;
+    sm_pool_split(j->n, 1024, ith, nth, &i0, &i1); /* multiples of 1024 floats */
+    j->sum[ith] = j->k->sum(j->buf + i0, i1 - i0);
+}
+
+/*
+** Read bandwidth in bytes/s on the pool's threads over a working set of
+** `bytes` (at most 1 GiB), each thread streaming its own share with the
+** kernel table's widest loads, as a decode step streams its share of the
+** weights: where the model fits in cache, this and not the triad is what
+** bounds decoding. Best of 5 passes after a warm-up. 0 if out of memory.
+*/
+static double read_bandwidth(sm_pool *pool, const sm_kernels *k, double bytes) {
+    if (bytes > (double)(1u << 30)) bytes = (double)(1u << 30);
+    read_job j = {.k = k, .n = ((size_t)bytes / 4 + 1023) & ~(size_t)1023};
+    float *buf = aligned_alloc(64, j.n * sizeof *buf);
+    j.sum = calloc((size_t)sm_pool_threads(pool), sizeof *j.sum);
+    double best = 1e30;
+    if (buf && j.sum) {
+        for (size_t i = 0; i < j.n; i++) buf[i] = (float)(i & 255);
+        j.buf = buf;
+        sm_pool_run(pool, read_task, &j);
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = sm_time_now();
+            sm_pool_run(pool, read_task, &j);
+            double t = sm_time_now() - t0;
+            if (t < best) best = t;
+        }
+    }
+    free(buf), free(j.sum);
+    return best < 1e30 ? 4.0 * (double)j.n / best : 0;
+}
+
+/* Bytes of keys and values one decoded token reads at context length ctx. */
+static double kv_bytes_per_token(const sm_config *c, double ctx) {
+    return 2.0 * (double)c->n_layer * (double)c->n_kv_head * (double)c->head_dim * 4.0 * ctx;
+}
+
 /*
 ** Bytes one decoded token reads from the weights: every tensor except those
 ** only looked up by row (the position table, and the token embedding when
@@ -1509,7 +1556,8 @@ static int bench_compare(const cli_opts *o) {
 ** at a time with generate's default sampler, best of --reps; heap
 ** allocations counted over the decoding; then one profiled run (time per
 ** step, GFLOPS, GB/s) and the machine's memory bandwidth (triad) with the
-** decode bound it gives for this model.
+** decode bound it gives for this model, and the read bandwidth over the
+** working set of one decode step with the bound that gives.
 */
 static int cmd_bench(const cli_opts *o) {
     if (o->compare || o->n_args) {
@@ -1545,6 +1593,9 @@ static int cmd_bench(const cli_opts *o) {
     const sm_config *c = sm_model_config(r.model);
     double bw = triad_bandwidth(r.pool), bpt = bytes_per_token(c);
     double pf = (double)P / best_pf, dtps = N ? (double)N / best_dec : 0, bound = bw / bpt;
+    /* the working set of a decode step: weights, and keys and values at the mean context */
+    double ws = bpt + kv_bytes_per_token(c, (double)P + (double)N / 2);
+    double rbw = read_bandwidth(r.pool, r.kernels, ws), rbound = rbw / ws;
     double apt = N ? (double)allocs / (double)(N * (size_t)o->reps) : 0;
     if (o->json) {
         fputs("{\"model\":\"", stdout);
@@ -1553,10 +1604,12 @@ static int cmd_bench(const cli_opts *o) {
                "\"decode_tokens\":%zu,\"load_ms\":%.3f,\"prefill_tokens_per_s\":%.1f,"
                "\"decode_tokens_per_s\":%.1f,\"ms_per_token\":%.4f,\"first_token_ms\":%.3f,"
                "\"allocs_per_token\":%.3f,\"peak_rss_kb\":%ld,\"weight_bytes_per_token\":%.0f,"
-               "\"bandwidth_gb_per_s\":%.2f,\"bound_tokens_per_s\":%.1f,\"of_bound\":%.3f,",
+               "\"bandwidth_gb_per_s\":%.2f,\"bound_tokens_per_s\":%.1f,\"of_bound\":%.3f,"
+               "\"working_set_bytes\":%.0f,\"read_gb_per_s\":%.2f,\"read_bound_tokens_per_s\":%.1f,"
+               "\"of_read_bound\":%.3f,",
                r.kernels->name, r.sp.n_threads, P, N, r.t_load * 1e3, pf, dtps,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, ru.ru_maxrss, bpt, bw / 1e9, bound,
-               bound > 0 ? dtps / bound : 0);
+               bound > 0 ? dtps / bound : 0, ws, rbw / 1e9, rbound, rbound > 0 ? dtps / rbound : 0);
         fputs("\"profile\":{\"prefill\":{", stdout);
         print_profile("", &pre, P, true);
         fputs("},\"decode\":{", stdout);
@@ -1571,10 +1624,13 @@ static int cmd_bench(const cli_opts *o) {
                "allocations    %8.3f per generated token (%zu in %ld x %zu tokens)\n"
                "peak RSS       %8ld KiB\n"
                "bandwidth      %8.2f GB/s (triad); %.1f MB of weights per token\n"
-               "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n",
+               "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n"
+               "read bandwidth %8.2f GB/s over the %.1f MB a decode step reads (weights, KV)\n"
+               "read bound     %8.1f tokens/s; decode is %.0f%% of it\n",
                o->model, r.kernels->name, r.sp.n_threads, r.t_load * 1e3, pf, P, dtps, N,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
-               bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0);
+               bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0, rbw / 1e9, ws / 1e6,
+               rbound, rbound > 0 ? 100 * dtps / rbound : 0);
         print_profile("decode profile (one run; time per token, share of the forward + sampling):",
                       &dec, N, false);
         print_profile("prefill profile (time per prompt token):", &pre, P, false);

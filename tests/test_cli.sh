@@ -263,12 +263,17 @@ if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--check-weights: a 
 #     shares add up to 100% with matmul's arithmetic rate, --compare of two reports
 run $BIN bench -m $M -t 2 -n 16 --prompt-tokens 16 --reps 2 --json
 cp "$T/out" "$T/bench-a.json"
-if [ $rc -eq 0 ] && "$PY" - "$T/out" <<'PYEOF' 2>"$T/err2"
+if [ $rc -eq 0 ] && "$PY" - "$T/out" "$M/config.json" <<'PYEOF' 2>"$T/err2"
 import json, sys
 r = json.load(open(sys.argv[1]))
 for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "first_token_ms", "load_ms", "peak_rss_kb",
-          "bandwidth_gb_per_s", "bound_tokens_per_s", "weight_bytes_per_token"):
+          "bandwidth_gb_per_s", "bound_tokens_per_s", "weight_bytes_per_token",
+          "read_gb_per_s", "read_bound_tokens_per_s", "working_set_bytes"):
     assert r[k] > 0, k
+# the working set is the weights plus keys and values at the mean context (16 + 16/2)
+c = json.load(open(sys.argv[2]))
+kv = 2 * c["n_layer"] * c["n_embd"] * 4 * 24
+assert r["working_set_bytes"] == r["weight_bytes_per_token"] + kv, (r["working_set_bytes"], kv)
 assert r["allocs_per_token"] == 0, r["allocs_per_token"]
 for phase in ("prefill", "decode"):
     p = r["profile"][phase]

@@ -409,3 +409,20 @@ void test_kernels_llama_ops(void) {
         free(x), free(g), free(u), free(cs), free(sn), free(want), free(got);
     }
 }
+
+/* sum: the bandwidth probe's stream of loads adds every element (any order). */
+void test_kernels_sum(void) {
+    const sm_kernels *ks[8];
+    size_t nk = tables(ks);
+    size_t n = 64 * 37;
+    float *x = aligned_alloc(64, n * sizeof *x);
+    CHECK(x != NULL);
+    double want = 0;
+    for (size_t i = 0; i < n; i++) x[i] = (float)((i * 7) % 13) - 6.0f, want += x[i];
+    for (size_t i = 0; i < nk; i++) {
+        CHECKF(ks[i]->sum(x, n) == (float)want, "%s sum %g vs %g", ks[i]->name,
+               (double)ks[i]->sum(x, n), want);
+        CHECKF(ks[i]->sum(x, 64) == 0.0f, "%s sum of 64", ks[i]->name); /* numpy: 0 */
+    }
+    free(x);
+}

@@ -521,6 +521,17 @@ static void vexp(float *restrict out, const float *restrict x, size_t n) {
     }
 }
 
+static float vsum(const float *x, size_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_load_ps(x + i));
+        s1 = _mm256_add_ps(s1, _mm256_load_ps(x + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_load_ps(x + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_load_ps(x + i + 24));
+    }
+    return hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+}
+
 const sm_kernels sm_kernels_avx2 = {
     .name = "avx2",
     .matmul_scratch = (size_t)NR * KC,
@@ -536,5 +547,6 @@ const sm_kernels sm_kernels_avx2 = {
     .gelu_erf = gelu_erf,
     .to_f32 = to_f32,
     .exp = vexp,
+    .sum = vsum,
 };
 #endif

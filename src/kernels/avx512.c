@@ -572,6 +572,17 @@ static void vexp(float *restrict out, const float *restrict x, size_t n) {
     }
 }
 
+static float vsum(const float *x, size_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < n; i += 64) {
+        s0 = _mm512_add_ps(s0, _mm512_load_ps(x + i));
+        s1 = _mm512_add_ps(s1, _mm512_load_ps(x + i + 16));
+        s2 = _mm512_add_ps(s2, _mm512_load_ps(x + i + 32));
+        s3 = _mm512_add_ps(s3, _mm512_load_ps(x + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
 const sm_kernels sm_kernels_avx512 = {
     .name = "avx512",
     .matmul_scratch = (size_t)NR * KC,
@@ -587,5 +598,6 @@ const sm_kernels sm_kernels_avx512 = {
     .gelu_erf = gelu_erf,
     .to_f32 = to_f32,
     .exp = vexp,
+    .sum = vsum,
 };
 #endif

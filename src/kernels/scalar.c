@@ -124,6 +124,12 @@ static void vexp(float *restrict out, const float *restrict x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = expf(x[i]);
 }
 
+static float vsum(const float *x, size_t n) {
+    float s = 0.0f;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return s;
+}
+
 const sm_kernels sm_kernels_scalar = {
     .name = "scalar",
     .matmul_scratch = 0,
@@ -139,4 +145,5 @@ const sm_kernels sm_kernels_scalar = {
     .gelu_erf = gelu_erf,
     .to_f32 = to_f32,
     .exp = vexp,
+    .sum = vsum,
 };
