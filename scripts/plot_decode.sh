@@ -14,7 +14,7 @@ set datafile separator "\t"
 set logscale xy
 set grid
 set key top right
-set title "decode, 2 threads: tokens/s against the memory-bandwidth bound"
+set title "decode, 2 threads: tokens/s against the memory-bandwidth bounds"
 set xlabel "MB of weights read per token"
 set ylabel "tokens/s"
 set xrange [5:1000]
