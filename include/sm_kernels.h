@@ -35,7 +35,9 @@
 #define SM_ATTN_QGROUP 4
 #define SM_ATTN_KBLOCK 64
 #define SM_ATTN_SCRATCH(hs, ctx) \
-    ((ctx) + SM_ATTN_QGROUP * (SM_ATTN_KBLOCK + (((hs) + 15) & ~(size_t)15)))
+    ((ctx) + SM_ATTN_QGROUP * (SM_ATTN_KBLOCK + SM_ATTN_ACC_STRIDE(hs)))
+/* Floats per output accumulator row in that scratch: hs rounded up to 16. */
+#define SM_ATTN_ACC_STRIDE(hs) (((hs) + 15) & ~(size_t)15)
 
 /*
 ** A head's key cache is blocked: keys in blocks of SM_ATTN_KBLOCK, each

@@ -348,16 +348,10 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
 */
 static float online_softmax_row(float *s, size_t n, size_t nk, float *m, float *l) {
     float mnew = fmaxf(*m, vmax(s, n));
-    __m256 vm = _mm256_set1_ps(mnew), sum = _mm256_setzero_ps();
-    for (size_t c = 0; c < nk; c += 8) {
-        __m256i k = tail_mask(n > c ? n - c : 0);
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), vm));
-        e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
-        _mm256_storeu_ps(s + c, e);
-        sum = _mm256_add_ps(sum, e);
-    }
+    float sum = exp_sum(s, n, mnew);
+    memset(s + n, 0, (nk - n) * sizeof *s);
     float corr = expf(*m - mnew); /* 0 for the first block (m_old = -inf) */
-    *l = *l * corr + hsum(sum);
+    *l = *l * corr + sum;
     *m = mnew;
     return corr;
 }
@@ -366,7 +360,7 @@ static void attention(float *restrict out, const float *restrict q, const float 
                       const float *restrict v, float *restrict scratch, size_t T, size_t pos,
                       size_t hs, size_t q_stride, size_t out_stride, float scale) {
     const __m256 vs = _mm256_set1_ps(scale);
-    const size_t as = (hs + 15) & ~(size_t)15;
+    const size_t as = SM_ATTN_ACC_STRIDE(hs);
     float *p = scratch, *acc = scratch + GQ * KB;
     for (size_t t0 = 0; t0 < T; t0 += GQ) {
         size_t ni = T - t0 < GQ ? T - t0 : GQ, Lmax = pos + t0 + ni;
@@ -376,7 +370,8 @@ static void attention(float *restrict out, const float *restrict q, const float 
             qr[i] = q + (t0 + (i < ni ? i : ni - 1)) * q_stride;
             m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
         }
-        memset(acc, 0, GQ * as * sizeof *acc);
+        size_t rows = ni == 1 ? 1 : GQ; /* rows of p and acc the tiles read */
+        memset(acc, 0, rows * as * sizeof *acc);
         for (size_t j0 = 0; j0 < Lmax; j0 += KB) {
             size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
             const float *kb = kt + j0 * hs; /* this block's keys, (hs, KB) */
@@ -386,7 +381,7 @@ static void attention(float *restrict out, const float *restrict q, const float 
                 else
                     score_tile(4, 2, p + j, qr, kb, hs, j, nk - j, vs);
             }
-            for (size_t i = 0; i < GQ; i++) {
+            for (size_t i = 0; i < rows; i++) {
                 size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
                 if (i >= ni || n == 0) { /* no keys here: probabilities 0, accumulator kept */
                     memset(p + i * KB, 0, KB * sizeof *p);

@@ -9,8 +9,9 @@
 ** weights; an MR = 8 tokens x NR micro-kernel keeps 16 accumulators in
 ** registers and does 16 FMAs per 2 panel loads + 8 broadcasts; it prefetches
 ** its output tile before the k loop. f32 panels are packed by gathers down
-** 16 weight rows at a time. No horizontal sums. T < 4, and matmul_rows for any T: rows of w are streamed four at a time
-** against up to four token rows (matrix-vector, one dot product per output).
+** 16 weight rows at a time. No horizontal sums. T < 4, and matmul_rows for
+** any T: rows of w are streamed four at a time against up to four token
+** rows (matrix-vector, one dot product per output).
 ** f16 weights are widened in registers by vcvtph2ps, bf16 by a 16-bit shift;
 ** panels hold them widened.
 */
@@ -389,19 +390,11 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
 ** the factor exp(m_old - m_new) for the accumulator.
 */
 static float online_softmax_row(float *s, size_t n, size_t nk, float *m, float *l) {
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (size_t c = 0; c < n; c += 16)
-        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - c), s + c));
-    float mnew = fmaxf(*m, _mm512_reduce_max_ps(mx));
-    __m512 vm = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
-    for (size_t c = 0; c < nk; c += 16) {
-        __mmask16 k = tail_mask(n > c ? n - c : 0);
-        __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_loadu_ps(s + c), vm)));
-        _mm512_storeu_ps(s + c, e);
-        sum = _mm512_add_ps(sum, e);
-    }
+    float mnew = fmaxf(*m, hmax(s, n));
+    float sum = exp_sum(s, n, mnew);
+    memset(s + n, 0, (nk - n) * sizeof *s);
     float corr = expf(*m - mnew); /* 0 for the first block (m_old = -inf) */
-    *l = *l * corr + _mm512_reduce_add_ps(sum);
+    *l = *l * corr + sum;
     *m = mnew;
     return corr;
 }
@@ -410,7 +403,7 @@ static void attention(float *restrict out, const float *restrict q, const float 
                       const float *restrict v, float *restrict scratch, size_t T, size_t pos,
                       size_t hs, size_t q_stride, size_t out_stride, float scale) {
     const __m512 vs = _mm512_set1_ps(scale);
-    const size_t as = (hs + 15) & ~(size_t)15;
+    const size_t as = SM_ATTN_ACC_STRIDE(hs);
     float *p = scratch, *acc = scratch + GQ * KB;
     for (size_t t0 = 0; t0 < T; t0 += GQ) {
         size_t ni = T - t0 < GQ ? T - t0 : GQ, Lmax = pos + t0 + ni;
@@ -420,7 +413,8 @@ static void attention(float *restrict out, const float *restrict q, const float 
             qr[i] = q + (t0 + (i < ni ? i : ni - 1)) * q_stride;
             m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
         }
-        memset(acc, 0, GQ * as * sizeof *acc);
+        size_t rows = ni == 1 ? 1 : GQ; /* rows of p and acc the tiles read */
+        memset(acc, 0, rows * as * sizeof *acc);
         for (size_t j0 = 0; j0 < Lmax; j0 += KB) {
             size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
             const float *kb = kt + j0 * hs; /* this block's keys, (hs, KB) */
@@ -430,7 +424,7 @@ static void attention(float *restrict out, const float *restrict q, const float 
                 score_tile(4, 2, p, qr, kb, hs, 0, nk, vs);
                 if (nk > 32) score_tile(4, 2, p + 32, qr, kb, hs, 32, nk - 32, vs);
             }
-            for (size_t i = 0; i < GQ; i++) {
+            for (size_t i = 0; i < rows; i++) {
                 size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
                 if (i >= ni || n == 0) { /* no keys here: probabilities 0, accumulator kept */
                     memset(p + i * KB, 0, KB * sizeof *p);
