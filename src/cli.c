@@ -1355,6 +1355,18 @@ static void triad_task(void *arg, int ith, int nth) {
     for (size_t i = i0; i < i1; i++) j->a[i] = j->b[i] + 3.0f * j->c[i];
 }
 
+/* Seconds of the fastest of `reps` runs of fn on the pool. */
+static double best_run(sm_pool *pool, sm_task_fn fn, void *arg, int reps) {
+    double best = 1e30;
+    for (int rep = 0; rep < reps; rep++) {
+        double t0 = sm_time_now();
+        sm_pool_run(pool, fn, arg);
+        double t = sm_time_now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
 /*
 ** Memory bandwidth in bytes/s on the pool's threads: STREAM's triad
 ** a = b + s c over three 64 MiB arrays, best of 5, counting 12 bytes per
@@ -1365,18 +1377,13 @@ static double triad_bandwidth(sm_pool *pool) {
     j.a = malloc(j.n * sizeof(float));
     j.b = malloc(j.n * sizeof(float));
     j.c = malloc(j.n * sizeof(float));
-    double best = 1e30;
+    double bw = 0;
     if (j.a && j.b && j.c) {
         sm_pool_run(pool, triad_init, &j);
-        for (int rep = 0; rep < 5; rep++) {
-            double t0 = sm_time_now();
-            sm_pool_run(pool, triad_task, &j);
-            double t = sm_time_now() - t0;
-            if (t < best) best = t;
-        }
+        bw = 12.0 * (double)j.n / best_run(pool, triad_task, &j, 5);
     }
     free(j.a), free(j.b), free(j.c);
-    return best < 1e30 ? 12.0 * (double)j.n / best : 0;
+    return bw;
 }
 
 typedef struct {
@@ -1405,20 +1412,15 @@ static double read_bandwidth(sm_pool *pool, const sm_kernels *k, double bytes) {
     read_job j = {.k = k, .n = ((size_t)bytes / 4 + 1023) & ~(size_t)1023};
     float *buf = aligned_alloc(64, j.n * sizeof *buf);
     j.sum = calloc((size_t)sm_pool_threads(pool), sizeof *j.sum);
-    double best = 1e30;
+    double bw = 0;
     if (buf && j.sum) {
         for (size_t i = 0; i < j.n; i++) buf[i] = (float)(i & 255);
         j.buf = buf;
-        sm_pool_run(pool, read_task, &j);
-        for (int rep = 0; rep < 5; rep++) {
-            double t0 = sm_time_now();
-            sm_pool_run(pool, read_task, &j);
-            double t = sm_time_now() - t0;
-            if (t < best) best = t;
-        }
+        sm_pool_run(pool, read_task, &j); /* warm-up: the working set into the caches */
+        bw = 4.0 * (double)j.n / best_run(pool, read_task, &j, 5);
     }
     free(buf), free(j.sum);
-    return best < 1e30 ? 4.0 * (double)j.n / best : 0;
+    return bw;
 }
 
 /* Bytes of keys and values one decoded token reads at context length ctx. */

@@ -105,7 +105,6 @@ sm_status sm_pool_create(sm_pool **out, int n_threads) {
         sm_pool_free(p);
         return SM_ERR_NOMEM;
     }
-    reset_work(p);
     int started = 1;
     for (int i = 1; i < n_threads; i++, started++) {
         worker_arg *wa = &worker_args(p)[i];

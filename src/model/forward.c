@@ -270,12 +270,8 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
     sm_pool_barrier(s->pool);
     sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
     /* every row, or each run's last row as a lone last token gets it */
-    while (sm_fwd_next_cols(s, V, ith, nth, &n0, &n1)) {
-        if (s->every_row)
-            s->k->matmul(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n, V, C, n0,
-                         n1, scr);
-        else
-            s->k->matmul_rows(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, s->n_runs, V,
-                              C, n0, n1, scr);
-    }
+    sm_matmul_fn mm = s->every_row ? s->k->matmul : s->k->matmul_rows;
+    size_t rows = s->every_row ? s->n : s->n_runs;
+    while (sm_fwd_next_cols(s, V, ith, nth, &n0, &n1))
+        mm(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, rows, V, C, n0, n1, scr);
 }

@@ -9,10 +9,13 @@
 ** the cubes 512^3 and 768^3, and the prefill products of the GPT-2-small
 ** shape for a 512-token prompt (QKV, MLP up and down, output layer) and of
 ** the seed shape for 256 tokens. smallmind runs its kernel table on its own
-** thread pool with the column split the model uses; OpenBLAS runs
+** thread pool, each thread its static slice of columns; OpenBLAS runs
 ** cblas_sgemm(RowMajor, NoTrans, Trans) on the same number of threads. Each
-** figure is the best of 7 timed runs after a warm-up; the results of the
-** two are compared (largest difference relative to the largest output).
+** figure is the best of REPS timed runs after 0.3 s of warm-up, one library
+** at a time with a pause between (the idle threads of each spin for a while
+** after a call and would take the second core from the other); the results
+** of the two are compared (largest difference relative to the largest
+** output).
 */
 #include <cblas.h>
 #include <math.h>
