@@ -1,5 +1,5 @@
 /*
-** train_internal.h -- the trainer's struct, shared by train.c and checkpoint.c.
+** train_internal.h -- the trainer's struct, shared by train.c, setup.c and checkpoint.c.
 */
 #ifndef SM_TRAIN_INTERNAL_H
 #define SM_TRAIN_INTERNAL_H
@@ -8,6 +8,7 @@
 #include "sm_train.h"
 
 #define SM_NO_TENSOR ((size_t)-1)
+#define SM_TRAIN_NORM_CHUNK 4096 /* floats per partial sum of the gradient norm */
 
 /* Offsets (in floats) of one layer's tensors in the parameter buffer. */
 typedef struct train_layer {
@@ -61,5 +62,19 @@ struct sm_trainer {
 
     sm_arena arena;
 };
+
+/* The i-th output of the splitmix64 sequence seeded with seed. */
+static inline uint64_t sm_train_splitmix(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Floats of one thread's attention scratch (train.c's att_scr) for sequence
+   length T, head size hs and matmul panel scratch mm. */
+static inline size_t sm_train_att_floats(size_t T, size_t hs, size_t mm) {
+    return 11 * T * hs + 2 * T * T + mm + 16 * 14;
+}
 
 #endif
