@@ -1,5 +1,7 @@
 /*
-** convert_internal.h -- what convert.c uses from its helper files.
+** convert_internal.h -- what the converter's files share: the conversion
+** plan (convert.c builds and writes it; convert_hf.c fills it from a
+** Hugging Face directory) and the tokenizer.json reader (hf_tokenizer.c).
 */
 #ifndef SM_CONVERT_INTERNAL_H
 #define SM_CONVERT_INTERNAL_H
@@ -7,6 +9,58 @@
 #include <cJSON.h>
 
 #include "sm_config.h"
+#include "sm_convert.h"
+
+#define MAX_PARTS 3
+#define MAX_SHARDS SM_MAX_FILES
+
+enum { OP_COPY, OP_TRANSPOSE, OP_ROPE };
+
+typedef struct {
+    const unsigned char *src;
+    sm_dtype dt;
+    int64_t rows, cols; /* of the output part; the source holds rows*cols elements */
+    int op;
+    int64_t head_dim;   /* OP_ROPE */
+} part;
+
+typedef struct {
+    char name[SM_NAME_MAX];
+    int64_t rows, cols; /* cols 0: a vector of rows elements */
+    part parts[MAX_PARTS];
+    int n_parts;
+} otensor;
+
+typedef struct {
+    unsigned char *p;
+    size_t n;
+} mapped;
+
+typedef struct {
+    sm_config cfg;
+    otensor *t;
+    size_t n, cap;
+    mapped maps[MAX_SHARDS + 1];
+    int n_maps;
+    char tok_src[2][4400]; /* tokenizer files to copy (empty: none) */
+    cJSON *tok_json;       /* a tokenizer.json to write the tokenizer files from, or NULL */
+    char tok_json_path[4400];
+    bool nomem;            /* a tensor could not be added (then `spare` took it) */
+    sm_dtype dtype;        /* of the matrices written */
+    otensor spare;
+} plan;
+
+/* Maps a whole source file for the plan's lifetime (unmapped by plan_free). */
+sm_status sm_convert_map(plan *pl, const char *path, mapped **out, sm_error *err);
+/* A new output tensor; its parts follow with add_part. Out of memory: pl->nomem, and a spare. */
+otensor *sm_convert_add_tensor(plan *pl, const char *name, int64_t rows, int64_t cols);
+void sm_convert_add_part(otensor *t, const unsigned char *src, sm_dtype dt, int64_t rows,
+                         int64_t cols, int op, int64_t head_dim);
+/* An output tensor made of one source tensor of the same shape. */
+void sm_convert_add_whole(plan *pl, const char *name, int64_t rows, int64_t cols,
+                          const unsigned char *src, sm_dtype dt, int op);
+/* Plans the conversion of Hugging Face directory dir (config, weights, tokenizer). */
+sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err);
 
 /*
 ** The tokenizer a parsed Hugging Face tokenizer.json (at `path`, for

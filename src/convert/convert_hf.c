@@ -1,0 +1,489 @@
+/*
+** convert_hf.c -- Hugging Face directories into a conversion plan:
+** safetensors files (one, or shards named by model.safetensors.index.json),
+** config.json mapped onto smallmind's config (GPT-2 and Llama families),
+** and the tokenizer files to copy or write. convert.c writes the plan.
+*/
+#include "convert_internal.h"
+
+#include "json_internal.h"
+#include "sm_tokenizer.h"
+#include "sm_weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ST_HEADER_MAX (100u << 20) /* safetensors JSON header cap */
+
+/* -------------------------------------------------------- safetensors */
+
+typedef struct {
+    char name[SM_NAME_MAX];
+    sm_dtype dt;
+    int ndim;
+    int64_t shape[SM_MAX_DIMS];
+    const unsigned char *data;
+    bool used;
+} st_tensor;
+
+typedef struct {
+    st_tensor *t;
+    size_t n, cap;
+    const char *where; /* the source directory, for messages */
+} st_set;
+
+/* Reads one safetensors file's header and records its tensors (checked against the file). */
+static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err) {
+    mapped *m;
+    sm_status st = sm_convert_map(pl, path, &m, err);
+    if (st) return st;
+    if (m->n < 8)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %zu bytes, too short for safetensors", path,
+                            m->n);
+    uint64_t hn = sm_read_u64le(m->p);
+    if (hn > ST_HEADER_MAX || hn > m->n - 8)
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: header length %llu does not fit the file (%zu bytes)", path,
+                            (unsigned long long)hn, m->n);
+    cJSON *root;
+    if ((st = sm_json_parse_strict((const char *)m->p + 8, (size_t)hn, path, &root, err)))
+        return st;
+    size_t data0 = 8 + (size_t)hn, data_len = m->n - data0, covered = 0;
+    if (!cJSON_IsObject(root)) st = sm_error_set(err, SM_ERR_FORMAT, "%s: header is not an object", path);
+    for (const cJSON *e = root ? root->child : NULL; e && !st; e = e->next) {
+        if (strcmp(e->string, "__metadata__") == 0) continue;
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+        const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+        if (strlen(e->string) >= SM_NAME_MAX || !cJSON_IsString(dt) || !cJSON_IsArray(sh) ||
+            !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2) {
+            st = sm_error_set(err, SM_ERR_FORMAT,
+                              "%s: tensor \"%.60s\" needs dtype, shape and two data_offsets",
+                              path, e->string);
+            break;
+        }
+        st_tensor x = {0};
+        snprintf(x.name, sizeof x.name, "%s", e->string);
+        const char *d = dt->valuestring;
+        x.dt = strcmp(d, "F32") == 0 ? SM_DTYPE_F32 : strcmp(d, "F16") == 0 ? SM_DTYPE_F16
+             : strcmp(d, "BF16") == 0 ? SM_DTYPE_BF16 : SM_DTYPE_COUNT;
+        if (x.dt == SM_DTYPE_COUNT) {
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED,
+                              "%s: tensor %s has dtype %s (supported: F32, F16, BF16)", path,
+                              x.name, d);
+            break;
+        }
+        x.ndim = cJSON_GetArraySize(sh);
+        size_t bytes = sm_dtype_size(x.dt);
+        bool ok = x.ndim >= 0 && x.ndim <= SM_MAX_DIMS;
+        int k = 0;
+        for (const cJSON *s = sh->child; ok && s; s = s->next, k++) {
+            double v = cJSON_IsNumber(s) ? s->valuedouble : -1;
+            ok = v >= 1 && v <= INT32_MAX && v == floor(v) && sm_size_mul(&bytes, bytes, (size_t)v);
+            if (ok) x.shape[k] = (int64_t)v;
+        }
+        double b = cJSON_IsNumber(of->child) ? of->child->valuedouble : -1;
+        double en = cJSON_IsNumber(of->child->next) ? of->child->next->valuedouble : -1;
+        if (!ok || b < 0 || en < b || en > (double)data_len || b != floor(b) || en != floor(en) ||
+            (size_t)(en - b) != bytes) {
+            st = sm_error_set(err, SM_ERR_FORMAT,
+                              "%s: tensor %s: shape, dtype and data_offsets [%.0f, %.0f] do not "
+                              "agree with each other or the file (%zu data bytes)",
+                              path, x.name, b, en, data_len);
+            break;
+        }
+        covered += bytes;
+        x.data = m->p + data0 + (size_t)b;
+        if (set->n == set->cap) {
+            size_t cap = set->cap ? 2 * set->cap : 256;
+            st_tensor *t = realloc(set->t, cap * sizeof *t);
+            if (!t) {
+                st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+                break;
+            }
+            set->t = t, set->cap = cap;
+        }
+        for (size_t i = 0; i < set->n && !st; i++)
+            if (strcmp(set->t[i].name, x.name) == 0)
+                st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensor %s appears twice", path, x.name);
+        if (!st) set->t[set->n++] = x;
+    }
+    if (!st && covered > data_len)
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensors overlap", path);
+    cJSON_Delete(root);
+    return st;
+}
+
+static st_tensor *st_find(st_set *set, const char *name) {
+    for (size_t i = 0; i < set->n; i++)
+        if (strcmp(set->t[i].name, name) == 0) return &set->t[i];
+    return NULL;
+}
+
+/*
+** Tensor `name` (also tried with `prefix` in front), checked to be
+** shaped (d0[, d1]) (d1 = 0: a vector); marks it used.
+*/
+static sm_status st_take(st_set *set, const char *prefix, const char *name, int64_t d0,
+                         int64_t d1, st_tensor **out, sm_error *err) {
+    char full[SM_NAME_MAX * 2];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    st_tensor *x = st_find(set, full);
+    if (!x) x = st_find(set, name);
+    if (!x) return sm_error_set(err, SM_ERR_FORMAT, "%s: missing tensor %s", set->where, full);
+    int nd = d1 ? 2 : 1;
+    if (x->ndim != nd || x->shape[0] != d0 || (nd == 2 && x->shape[1] != d1))
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: tensor %s has %d dimensions [%lld, %lld], expected "
+                            "[%lld, %lld]",
+                            set->where, x->name, x->ndim, (long long)x->shape[0],
+                            (long long)(x->ndim > 1 ? x->shape[1] : 0), (long long)d0,
+                            (long long)d1);
+    x->used = true;
+    *out = x;
+    return SM_OK;
+}
+
+/* An integer key of the HF config (def when absent and def >= 0). */
+static sm_status hf_int(const cJSON *cfg, const char *key, int64_t def, int64_t lo, int64_t hi,
+                        int64_t *out, sm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0) return sm_error_set(err, SM_ERR_FORMAT, "config.json: missing key \"%s\"", key);
+        *out = def;
+        return SM_OK;
+    }
+    double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    if (d != floor(d) || d < (double)lo || d > (double)hi)
+        return sm_error_set(err, SM_ERR_FORMAT, "config.json: \"%s\" must be a whole number from %lld to %lld",
+                            key, (long long)lo, (long long)hi);
+    *out = (int64_t)d;
+    return SM_OK;
+}
+
+static double hf_num(const cJSON *cfg, const char *key, double def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static bool hf_bool(const cJSON *cfg, const char *key, bool def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static const char *hf_str(const cJSON *cfg, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/*
+** The tokenizer of Hugging Face directory dir, in this order: --tokenizer
+** (a llama2.c tokenizer.bin), vocab.json + merges.txt (copied), or
+** tokenizer.json (read now, its files written with the plan).
+*/
+static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts *o,
+                                sm_error *err) {
+    sm_config *c = &pl->cfg;
+    char v[4400], m[4400];
+    snprintf(v, sizeof v, "%s/vocab.json", dir);
+    snprintf(m, sizeof m, "%s/merges.txt", dir);
+    if (o->tokenizer) {
+        c->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
+        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", o->tokenizer);
+        return SM_OK;
+    }
+    if (access(v, F_OK) == 0 && access(m, F_OK) == 0) {
+        c->tokenizer = SM_TOKENIZER_GPT2;
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
+        snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
+        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", v);
+        snprintf(pl->tok_src[1], sizeof pl->tok_src[1], "%s", m);
+        return SM_OK;
+    }
+    char *buf;
+    size_t len;
+    snprintf(pl->tok_json_path, sizeof pl->tok_json_path, "%s/tokenizer.json", dir);
+    if (access(pl->tok_json_path, F_OK) != 0)
+        return sm_error_set(err, SM_ERR_IO,
+                            "%s: no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
+                            "a llama2.c tokenizer.bin with --tokenizer FILE",
+                            dir);
+    sm_status st = sm_read_file(pl->tok_json_path, SM_TOK_FILE_MAX, &buf, &len, err);
+    if (!st) st = sm_json_parse_strict(buf, len, pl->tok_json_path, &pl->tok_json, err);
+    free(buf);
+    if (!st) st = sm_hf_tok_kind(pl->tok_json, pl->tok_json_path, &c->tokenizer, err);
+    if (st) return st;
+    if (c->tokenizer == SM_TOKENIZER_GPT2) {
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
+        snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
+    } else {
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
+    }
+    return SM_OK;
+}
+
+static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
+    int64_t C, L, H, ctx, V, F;
+    sm_status st;
+    if ((st = hf_int(hc, "n_embd", -1, 1, 65536, &C, err)) ||
+        (st = hf_int(hc, "n_layer", -1, 1, 1024, &L, err)) ||
+        (st = hf_int(hc, "n_head", -1, 1, 1024, &H, err)) ||
+        (st = hf_int(hc, "n_positions", 1024, 1, 1 << 20, &ctx, err)) ||
+        (st = hf_int(hc, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
+        (st = hf_int(hc, "n_inner", 4 * C, 1, 1 << 20, &F, err)))
+        return st;
+    if (C % H) return sm_error_set(err, SM_ERR_FORMAT, "config.json: n_embd is not a multiple of n_head");
+    const char *act = hf_str(hc, "activation_function");
+    sm_config *c = &pl->cfg;
+    c->arch = SM_ARCH_GPT2;
+    if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 || !*act)
+        c->activation = SM_ACT_GELU_TANH;
+    else if (strcmp(act, "gelu") == 0)
+        c->activation = SM_ACT_GELU_ERF;
+    else
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "config.json: activation_function \"%s\" is not supported", act);
+    c->n_layer = (int)L, c->n_head = (int)H, c->n_embd = (int)C, c->n_ctx = (int)ctx;
+    c->n_vocab = (int)V, c->n_ff = (int)F, c->n_kv_head = (int)H, c->head_dim = (int)(C / H);
+    c->norm_eps = (float)hf_num(hc, "layer_norm_epsilon", 1e-5);
+    c->bias = true;
+    int64_t eos;
+    if ((st = hf_int(hc, "eos_token_id", 50256, 0, V - 1, &eos, err))) return st;
+    c->tok_bos = c->tok_eos = (int32_t)eos;
+
+    const char *pre = "transformer.";
+    st_tensor *x;
+    char src[SM_NAME_MAX], dst[SM_NAME_MAX];
+#define TAKE(name, d0, d1) if ((st = st_take(set, pre, name, d0, d1, &x, err))) return st
+    TAKE("wte.weight", V, C);
+    sm_convert_add_whole(pl, "tok_embd", V, C, x->data, x->dt, OP_COPY);
+    TAKE("wpe.weight", ctx, C);
+    sm_convert_add_whole(pl, "pos_embd", ctx, C, x->data, x->dt, OP_COPY);
+    static const struct {
+        const char *from, *to;
+        int kind; /* 0 vector of C, 1 conv weight, 2 bias of rows */
+        int rows;  /* output rows: 1 = C, 3 = 3C, 4 = F */
+        int cols;  /* input: 1 = C, 4 = F */
+    } map[] = {
+        {"ln_1.weight", "ln1.weight", 0, 1, 0},        {"ln_1.bias", "ln1.bias", 0, 1, 0},
+        {"attn.c_attn.weight", "attn_qkv.weight", 1, 3, 1},
+        {"attn.c_attn.bias", "attn_qkv.bias", 2, 3, 0},
+        {"attn.c_proj.weight", "attn_out.weight", 1, 1, 1},
+        {"attn.c_proj.bias", "attn_out.bias", 2, 1, 0},
+        {"ln_2.weight", "ln2.weight", 0, 1, 0},        {"ln_2.bias", "ln2.bias", 0, 1, 0},
+        {"mlp.c_fc.weight", "mlp_up.weight", 1, 4, 1}, {"mlp.c_fc.bias", "mlp_up.bias", 2, 4, 0},
+        {"mlp.c_proj.weight", "mlp_down.weight", 1, 1, 4},
+        {"mlp.c_proj.bias", "mlp_down.bias", 2, 1, 0},
+    };
+    for (int64_t l = 0; l < L; l++) {
+        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+            int64_t rows = map[k].rows == 1 ? C : map[k].rows == 3 ? 3 * C : F;
+            int64_t in = map[k].cols == 4 ? F : C;
+            snprintf(src, sizeof src, "h.%lld.%s", (long long)l, map[k].from);
+            snprintf(dst, sizeof dst, "blk.%lld.%s", (long long)l, map[k].to);
+            if (map[k].kind == 1) {
+                TAKE(src, in, rows); /* Conv1D: [in, out] */
+                sm_convert_add_whole(pl, dst, rows, in, x->data, x->dt, OP_TRANSPOSE);
+            } else {
+                TAKE(src, rows, 0);
+                sm_convert_add_whole(pl, dst, rows, 0, x->data, x->dt, OP_COPY);
+            }
+        }
+    }
+    TAKE("ln_f.weight", C, 0);
+    sm_convert_add_whole(pl, "ln_f.weight", C, 0, x->data, x->dt, OP_COPY);
+    TAKE("ln_f.bias", C, 0);
+    sm_convert_add_whole(pl, "ln_f.bias", C, 0, x->data, x->dt, OP_COPY);
+    c->tied_output = true;
+    st_tensor *head = st_find(set, "lm_head.weight");
+    if (head) { /* saved beside a tied wte: the same values, or a separate layer */
+        st_tensor *wte = st_find(set, "transformer.wte.weight");
+        if (!wte) wte = st_find(set, "wte.weight");
+        if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
+        bool same = x->dt == wte->dt && memcmp(x->data, wte->data, (size_t)(V * C) * sm_dtype_size(x->dt)) == 0;
+        if (!same) {
+            c->tied_output = false;
+            sm_convert_add_whole(pl, "output.weight", V, C, x->data, x->dt, OP_COPY);
+        }
+    }
+#undef TAKE
+    /* buffers some files carry: the causal mask (attn.bias) and masked_bias */
+    for (size_t i = 0; i < set->n; i++) {
+        const char *nm = set->t[i].name;
+        size_t n = strlen(nm);
+        if ((n > 10 && strcmp(nm + n - 10, ".attn.bias") == 0) ||
+            (n > 17 && strcmp(nm + n - 17, ".attn.masked_bias") == 0))
+            set->t[i].used = true;
+    }
+    return SM_OK;
+}
+
+static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
+    int64_t C, L, H, KVH, hd, F, ctx, V, bos, eos;
+    sm_status st;
+    if ((st = hf_int(hc, "hidden_size", -1, 1, 65536, &C, err)) ||
+        (st = hf_int(hc, "num_hidden_layers", -1, 1, 1024, &L, err)) ||
+        (st = hf_int(hc, "num_attention_heads", -1, 1, 1024, &H, err)) ||
+        (st = hf_int(hc, "num_key_value_heads", H, 1, 1024, &KVH, err)) ||
+        (st = hf_int(hc, "head_dim", C / H, 2, 4096, &hd, err)) ||
+        (st = hf_int(hc, "intermediate_size", -1, 1, 1 << 20, &F, err)) ||
+        (st = hf_int(hc, "max_position_embeddings", 2048, 1, 1 << 20, &ctx, err)) ||
+        (st = hf_int(hc, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
+        (st = hf_int(hc, "bos_token_id", 1, 0, V - 1, &bos, err)) ||
+        (st = hf_int(hc, "eos_token_id", 2, 0, V - 1, &eos, err)))
+        return st;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(hc, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "config.json: rope_scaling is not supported yet");
+    if (hf_bool(hc, "attention_bias", false) || hf_bool(hc, "mlp_bias", false))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "config.json: attention_bias / mlp_bias are not supported");
+    const char *act = hf_str(hc, "hidden_act");
+    if (*act && strcmp(act, "silu") != 0)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "config.json: hidden_act \"%s\" is not supported", act);
+    if (H % KVH || hd % 2)
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "config.json: num_attention_heads must be a multiple of "
+                            "num_key_value_heads and head_dim even");
+    sm_config *c = &pl->cfg;
+    c->arch = SM_ARCH_LLAMA;
+    c->n_layer = (int)L, c->n_head = (int)H, c->n_kv_head = (int)KVH, c->n_embd = (int)C;
+    c->head_dim = (int)hd, c->n_ff = (int)F, c->n_ctx = (int)ctx, c->n_vocab = (int)V;
+    c->norm_eps = (float)hf_num(hc, "rms_norm_eps", 1e-6);
+    c->rope_theta = (float)hf_num(hc, "rope_theta", 10000.0);
+    c->activation = SM_ACT_SILU, c->bias = false;
+    c->tok_bos = (int32_t)bos, c->tok_eos = (int32_t)eos;
+
+    const char *pre = "model.";
+    int64_t Q = H * hd, KV = KVH * hd;
+    st_tensor *x, *k, *v;
+    otensor *t;
+    char a[SM_NAME_MAX], b[SM_NAME_MAX], d[SM_NAME_MAX];
+#define TAKE(name, d0, d1, var) if ((st = st_take(set, pre, name, d0, d1, &var, err))) return st
+    TAKE("embed_tokens.weight", V, C, x);
+    sm_convert_add_whole(pl, "tok_embd", V, C, x->data, x->dt, OP_COPY);
+    static const struct {
+        const char *from, *to;
+        int rows, cols; /* 'C', 'F' or 'Q' */
+    } map[] = {
+        {"input_layernorm.weight", "attn_norm.weight", 'C', 0},
+        {"self_attn.o_proj.weight", "attn_out.weight", 'C', 'Q'},
+        {"post_attention_layernorm.weight", "ffn_norm.weight", 'C', 0},
+        {"mlp.gate_proj.weight", "ffn_gate.weight", 'F', 'C'},
+        {"mlp.up_proj.weight", "ffn_up.weight", 'F', 'C'},
+        {"mlp.down_proj.weight", "ffn_down.weight", 'C', 'F'},
+    };
+    for (int64_t l = 0; l < L; l++) {
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+            int64_t r = map[i].rows == 'C' ? C : map[i].rows == 'F' ? F : Q;
+            int64_t cc = !map[i].cols ? 0 : map[i].cols == 'C' ? C : map[i].cols == 'F' ? F : Q;
+            snprintf(a, sizeof a, "layers.%lld.%s", (long long)l, map[i].from);
+            snprintf(d, sizeof d, "blk.%lld.%s", (long long)l, map[i].to);
+            TAKE(a, r, cc, x);
+            sm_convert_add_whole(pl, d, r, cc, x->data, x->dt, OP_COPY);
+        }
+        snprintf(a, sizeof a, "layers.%lld.self_attn.q_proj.weight", (long long)l);
+        TAKE(a, Q, C, x);
+        snprintf(b, sizeof b, "layers.%lld.self_attn.k_proj.weight", (long long)l);
+        TAKE(b, KV, C, k);
+        snprintf(b, sizeof b, "layers.%lld.self_attn.v_proj.weight", (long long)l);
+        TAKE(b, KV, C, v);
+        snprintf(d, sizeof d, "blk.%lld.attn_qkv.weight", (long long)l);
+        t = sm_convert_add_tensor(pl, d, Q + 2 * KV, C);
+        sm_convert_add_part(t, x->data, x->dt, Q, C, OP_ROPE, hd);
+        sm_convert_add_part(t, k->data, k->dt, KV, C, OP_ROPE, hd);
+        sm_convert_add_part(t, v->data, v->dt, KV, C, OP_COPY, 0);
+    }
+    TAKE("norm.weight", C, 0, x);
+    sm_convert_add_whole(pl, "norm_f.weight", C, 0, x->data, x->dt, OP_COPY);
+    c->tied_output = hf_bool(hc, "tie_word_embeddings", false);
+    st_tensor *head = st_find(set, "lm_head.weight");
+    if (!c->tied_output || head) {
+        if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
+        if (!c->tied_output) {
+            sm_convert_add_whole(pl, "output.weight", V, C, x->data, x->dt, OP_COPY);
+        }
+    }
+#undef TAKE
+    for (size_t i = 0; i < set->n; i++)
+        if (strstr(set->t[i].name, "rotary_emb.inv_freq")) set->t[i].used = true;
+    return SM_OK;
+}
+
+sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err) {
+    char path[4400], *buf = NULL;
+    size_t len;
+    cJSON *hc = NULL, *idx = NULL;
+    st_set set = {.where = dir};
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    sm_status st = sm_read_file(path, 1u << 20, &buf, &len, err);
+    if (!st) st = sm_json_parse_strict(buf, len, path, &hc, err);
+    free(buf);
+    buf = NULL;
+    if (st) goto done;
+    const char *type = hf_str(hc, "model_type");
+    bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
+    if (!gpt2 && !llama) {
+        st = sm_error_set(err, SM_ERR_UNSUPPORTED,
+                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama)", path,
+                          type);
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, F_OK) == 0) {
+        st = st_read(pl, &set, path, err);
+    } else { /* shards named by the index's weight_map */
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        st = sm_read_file(path, 64u << 20, &buf, &len, err);
+        if (st) {
+            st = sm_error_set(err, SM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json",
+                              dir);
+            goto done;
+        }
+        if ((st = sm_json_parse_strict(buf, len, path, &idx, err))) goto done;
+        const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+        if (!cJSON_IsObject(wm)) {
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: missing object \"weight_map\"", path);
+            goto done;
+        }
+        char seen[MAX_SHARDS][256];
+        int n_seen = 0;
+        for (const cJSON *e = wm->child; e && !st; e = e->next) {
+            const char *f = cJSON_IsString(e) ? e->valuestring : NULL;
+            if (!f || strchr(f, '/') || strlen(f) >= 256 || !strcmp(f, ".") || !strcmp(f, "..")) {
+                st = sm_error_set(err, SM_ERR_FORMAT, "%s: weight_map[\"%.60s\"] must be a file name",
+                                  path, e->string);
+                break;
+            }
+            bool dup = false;
+            for (int i = 0; i < n_seen; i++) dup = dup || strcmp(seen[i], f) == 0;
+            if (dup) continue;
+            if (n_seen == MAX_SHARDS) {
+                st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d shards", path, MAX_SHARDS);
+                break;
+            }
+            snprintf(seen[n_seen++], 256, "%s", f);
+            char sp[4400];
+            snprintf(sp, sizeof sp, "%s/%s", dir, f);
+            st = st_read(pl, &set, sp, err);
+        }
+    }
+    if (st) goto done;
+    st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, err);
+    if (!st) st = plan_tokenizer(pl, dir, o, err);
+    for (size_t i = 0; !st && i < set.n; i++)
+        if (!set.t[i].used)
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: unexpected tensor %s for %s", dir,
+                              set.t[i].name, type);
+done:
+    free(buf);
+    free(set.t);
+    cJSON_Delete(hc);
+    cJSON_Delete(idx);
+    return st;
+}
+
