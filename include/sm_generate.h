@@ -99,6 +99,17 @@ static inline size_t sm_seq_pos(const sm_seq *q) {
 sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err);
 
 /*
+** Encodes a prompt into out (room for n_ctx ids); *n = its tokens. Longer
+** than the context: SM_ERR_INPUT with both counts, or with truncate its last
+** tokens, leaving room for min(max_tokens, n_ctx / 2) new ones (*dropped =
+** how many went; this case allocates the whole prompt's ids once). A prompt
+** of no tokens (a model without BOS, empty text) is SM_ERR_INPUT.
+*/
+sm_status sm_prompt_encode(sm_tokenizer *tok, const char *text, size_t len, size_t n_ctx,
+                           size_t max_tokens, bool truncate, int32_t *out, size_t *n,
+                           size_t *dropped, sm_error *err);
+
+/*
 ** Runs the loop on state s, whose cache is empty. n_prompt must be >= 1 and
 ** fit the context (the caller reports an over-long prompt with both counts).
 ** SM_ERR_RUNTIME with a message if the logits go NaN; SM_ERR_INPUT for bad

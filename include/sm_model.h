@@ -144,7 +144,8 @@ const char *sm_op_name(sm_op op);
 /* Forward calls add to *p from now on (NULL: stop). Costs two clock reads per step. */
 void sm_state_set_profile(sm_state *s, sm_profile *p);
 
-/* The parameters the state was built with. */
+/* The parameters the state was built with, and its model. */
 const sm_state_params *sm_state_params_of(const sm_state *s);
+const sm_model *sm_state_model(const sm_state *s);
 
 #endif

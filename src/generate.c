@@ -3,6 +3,7 @@
 */
 #include "sm_generate.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *sm_finish_str(sm_finish f) {
@@ -168,4 +169,30 @@ sm_status sm_generate(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
     if (st && !q.done) q.stats.t_decode = sm_time_now() - q.t_decode0;
     *stats = q.stats;
     return st;
+}
+
+sm_status sm_prompt_encode(sm_tokenizer *tok, const char *text, size_t len, size_t n_ctx,
+                           size_t max_tokens, bool truncate, int32_t *out, size_t *n,
+                           size_t *dropped, sm_error *err) {
+    *dropped = 0;
+    *n = sm_tokenizer_encode(tok, text, len, out, n_ctx);
+    if (*n == 0)
+        return sm_error_set(err, SM_ERR_INPUT, "empty prompt: this model has no BOS token, so "
+                                               "the prompt needs at least one token");
+    if (*n <= n_ctx) return SM_OK;
+    if (!truncate)
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "prompt is %zu tokens, context is %zu (--truncate keeps its end)", *n,
+                            n_ctx);
+    size_t room = max_tokens < n_ctx / 2 ? max_tokens : n_ctx / 2;
+    size_t keep = n_ctx - room > 0 ? n_ctx - room : 1;
+    int32_t *all = malloc(*n * sizeof *all);
+    if (!all)
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a prompt of %zu tokens", *n);
+    sm_tokenizer_encode(tok, text, len, all, *n);
+    memcpy(out, all + *n - keep, keep * sizeof *all);
+    free(all);
+    *dropped = *n - keep;
+    *n = keep;
+    return SM_OK;
 }

@@ -327,3 +327,7 @@ sm_status sm_state_prefill(sm_state *s, const int32_t *tokens, size_t n, size_t 
 const sm_state_params *sm_state_params_of(const sm_state *s) {
     return &s->p;
 }
+
+const sm_model *sm_state_model(const sm_state *s) {
+    return s->m;
+}

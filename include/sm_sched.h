@@ -1,0 +1,98 @@
+/*
+** sm_sched.h -- continuous batching: many requests decoded together on one state.
+**
+** The scheduler owns the sequences of a state (sm_state_params.n_seq of
+** them) as slots; each slot has its KV-cache sequence, a sampler, its stop
+** strings, an sm_seq and the text generated so far. A caller submits a
+** request while a slot is free and calls sm_sched_step until nothing is busy:
+**
+**   sm_sched_init(&s, state, &params, &arena, &err);
+**   while (more input || sm_sched_busy(s)) {
+**       while (more input && sm_sched_free(s)) sm_sched_submit(s, &req, &err);
+**       sm_sched_step(s, &err);
+**   }
+**
+** A prompt of 4 to max_batch tokens waits for the next step, where the
+** prompts that wait are prefilled together in one call; any other prompt is
+** prefilled alone at submit. Each step then decodes one token for every busy
+** slot in one pass over the weights (sm_state_decode). A request that
+** finishes or fails goes to the done callback with its text, counts, finish
+** reason and timing (or its error), and its slot is free at once. Every
+** request's text is byte for byte what sm_generate gives its prompt alone.
+**
+** Memory is carved from the caller's arena at init (a measuring arena plans
+** it); submit allocates only to cut an over-long prompt with truncate, step
+** never. Never prints.
+*/
+#ifndef SM_SCHED_H
+#define SM_SCHED_H
+
+#include "sm_arena.h"
+#include "sm_generate.h"
+#include "sm_model.h"
+#include "sm_sampler.h"
+#include "sm_tokenizer.h"
+
+typedef struct sm_sched sm_sched;
+
+typedef struct sm_sched_request {
+    const char *prompt; /* text, tokenized at submit (not kept) */
+    size_t prompt_len;
+    size_t max_tokens;           /* tokens to generate at most */
+    sm_sampler_params sampling;
+    const char *const *stop;     /* 0..SM_STOP_MAX strings of 1..SM_STOP_MAX_BYTES bytes; copied */
+    size_t n_stop;
+    bool truncate; /* a prompt longer than the context keeps its last tokens (see sm_prompt_encode) */
+    void *tag;     /* the caller's; comes back with the result */
+} sm_sched_request;
+
+typedef struct sm_sched_result {
+    void *tag;
+    const char *error;  /* NULL, or why the request could not run (text is then empty) */
+    const char *text;   /* generated text, valid during the callback */
+    size_t len;
+    sm_gen_stats stats;
+    size_t n_truncated; /* prompt tokens truncate dropped */
+} sm_sched_result;
+
+/* Receives a finished request. A status other than SM_OK (with err set) stops
+   the scheduler: submit or step returns it. */
+typedef sm_status (*sm_sched_done_fn)(void *user, const sm_sched_result *r, sm_error *err);
+
+typedef struct sm_sched_params {
+    sm_tokenizer *tok;
+    const volatile int *cancel; /* polled between tokens and requests; may be NULL */
+    sm_sched_done_fn done;
+    void *user;
+} sm_sched_params;
+
+/*
+** Carves a scheduler for state s (built with sp) from arena a. On a
+** measuring arena only the size is added (s may be NULL, *out stays NULL).
+** SM_ERR_NOMEM if the arena is too small.
+*/
+sm_status sm_sched_init(sm_sched **out, sm_state *s, const sm_state_params *sp,
+                        const sm_sched_params *p, sm_arena *a, sm_error *err);
+
+/* Slots free for a submit, and slots holding a request. */
+size_t sm_sched_free(const sm_sched *s);
+size_t sm_sched_busy(const sm_sched *s);
+
+/*
+** Starts request r in the lowest free slot (SM_ERR_INPUT if there is none).
+** A request that cannot run (an empty or over-long prompt, bad stop
+** strings) or that ends at once goes to done before submit returns, and
+** its slot stays free. Returns an error only when the run cannot go on:
+** done failed. Once *cancel is set, the request is dropped unreported.
+*/
+sm_status sm_sched_submit(sm_sched *s, const sm_sched_request *r, sm_error *err);
+
+/*
+** Prefills the prompts waiting since the last step in one call, then
+** decodes one token for every busy slot in one call. Finished requests go
+** to done. A failed model call is returned (the run cannot go on). Once
+** *cancel is set, requests in flight are left unreported: the caller stops.
+*/
+sm_status sm_sched_step(sm_sched *s, sm_error *err);
+
+#endif

@@ -1,0 +1,295 @@
+/*
+** The scheduler (sm_sched.h) driven directly, with no CLI: requests of every
+** kind (grouped and alone prefills, prompts longer than a forward call,
+** stop strings, per-request sampling, truncation, errors, max_tokens 0)
+** submitted to a few slots give, each, exactly what sm_generate gives the
+** same prompt alone; every request is reported once; cancelling stops the
+** reports.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_sched.h"
+#include "test.h"
+
+enum { NREQ = 12, TEXT_MAX = 8192 };
+
+typedef struct {
+    const char *prompt;
+    size_t max_tokens;
+    float temp;
+    int top_k;
+    uint64_t seed;
+    const char *stop; /* NULL: none */
+    bool truncate;
+} req_spec;
+
+typedef struct {
+    int reports;
+    char error[512];
+    char text[TEXT_MAX];
+    size_t len, n_truncated;
+    sm_gen_stats stats;
+} outcome;
+
+typedef struct {
+    outcome out[NREQ];
+    int total;
+    volatile int cancel;
+    int cancel_after; /* set cancel once this many reports came (0: never) */
+} book;
+
+static sm_status on_done(void *user, const sm_sched_result *r, sm_error *err) {
+    (void)err;
+    book *b = user;
+    outcome *o = r->tag;
+    o->reports++;
+    b->total++;
+    if (r->error) snprintf(o->error, sizeof o->error, "%s", r->error);
+    o->len = r->len < TEXT_MAX ? r->len : TEXT_MAX;
+    memcpy(o->text, r->text, o->len);
+    o->stats = r->stats;
+    o->n_truncated = r->n_truncated;
+    if (b->cancel_after && b->total == b->cancel_after) b->cancel = 1;
+    return SM_OK;
+}
+
+static int collect(void *user, const char *text, size_t len) {
+    outcome *o = user;
+    size_t take = len < TEXT_MAX - o->len ? len : TEXT_MAX - o->len;
+    memcpy(o->text + o->len, text, take);
+    o->len += take;
+    return 0;
+}
+
+typedef struct {
+    sm_model *m;
+    sm_pool *pool;
+    sm_arena arena;
+    sm_state *s;
+    sm_state_params sp;
+    sm_tokenizer tok;
+} rig;
+
+/* A state of nseq sequences on test model `name`, with the byte tokenizer. */
+static bool rig_open(rig *r, const char *name, int nth, const char *kern, size_t nseq) {
+    memset(r, 0, sizeof *r);
+    const char *dir = test_models_dir();
+    if (!dir) {
+        test_skip("SM_TEST_MODELS is not set (run through make test)");
+        return false;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sm_error err = {{0}};
+    if (sm_model_load(&r->m, path, true, &err)) {
+        test_fail(__FILE__, __LINE__, "load %s: %s", path, err.msg);
+        return false;
+    }
+    const sm_config *c = sm_model_config(r->m);
+    if (sm_tokenizer_init(&r->tok, c, path, &err)) {
+        test_fail(__FILE__, __LINE__, "tokenizer %s: %s", path, err.msg);
+        return false;
+    }
+    r->sp = (sm_state_params){(size_t)c->n_ctx, 16, false, nth, sm_kernels_select(kern), nseq};
+    sm_state_plan plan;
+    if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
+        sm_arena_init(&r->arena, plan.total) ||
+        sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {
+        test_fail(__FILE__, __LINE__, "setup: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static void rig_close(rig *r) {
+    sm_tokenizer_free(&r->tok);
+    sm_arena_free(&r->arena);
+    sm_pool_free(r->pool);
+    sm_model_free(r->m);
+}
+
+/* What sm_generate gives spec alone on a one-sequence state (the CLI's single path). */
+static bool alone(rig *r, const req_spec *q, outcome *o) {
+    memset(o, 0, sizeof *o);
+    sm_sampler_params spar = {q->temp, q->top_k, 1, q->seed};
+    sm_arena a;
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    sm_sampler smp;
+    sm_sampler_init(&smp, &spar, (size_t)r->tok.n_vocab, &meas);
+    int32_t *toks = malloc(r->sp.n_ctx * sizeof *toks);
+    if (!toks || sm_arena_init(&a, meas.used)) return false;
+    sm_sampler_init(&smp, &spar, (size_t)r->tok.n_vocab, &a);
+    sm_error err = {{0}};
+    size_t n = 0;
+    if (sm_prompt_encode(&r->tok, q->prompt, strlen(q->prompt), r->sp.n_ctx, q->max_tokens,
+                         q->truncate, toks, &n, &o->n_truncated, &err)) {
+        snprintf(o->error, sizeof o->error, "%s", err.msg);
+    } else {
+        const char *stops[1] = {q->stop};
+        sm_gen_params gp = {q->max_tokens, NULL, stops, q->stop ? 1 : 0};
+        if (sm_generate(r->s, &r->tok, &smp, toks, n, &gp, collect, o, &o->stats, &err))
+            snprintf(o->error, sizeof o->error, "%s", err.msg);
+    }
+    free(toks);
+    sm_arena_free(&a);
+    return true;
+}
+
+static sm_sched *sched_open(rig *r, book *b, sm_arena *a) {
+    sm_sched_params p = {.tok = &r->tok, .cancel = &b->cancel, .done = on_done, .user = b};
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    sm_sched *s = NULL;
+    sm_error err = {{0}};
+    if (sm_sched_init(&s, NULL, &r->sp, &p, &meas, &err) || s != NULL ||
+        sm_arena_init(a, meas.used) || sm_sched_init(&s, r->s, &r->sp, &p, a, &err)) {
+        test_fail(__FILE__, __LINE__, "scheduler: %s", err.msg);
+        return NULL;
+    }
+    return s;
+}
+
+static sm_sched_request request(const req_spec *q, const char *const *stop, outcome *o) {
+    return (sm_sched_request){.prompt = q->prompt, .prompt_len = strlen(q->prompt),
+                              .max_tokens = q->max_tokens,
+                              .sampling = {q->temp, q->top_k, 1, q->seed},
+                              .stop = stop, .n_stop = q->stop ? 1 : 0,
+                              .truncate = q->truncate, .tag = o};
+}
+
+static const char long_prompt[] =
+    "A prompt longer than one forward call of sixteen tokens, so it is prefilled alone in chunks.";
+
+static void make_specs(req_spec *q, size_t n_ctx) {
+    static char over[1200];
+    memset(over, 'z', sizeof over - 1); /* longer than either test model's context */
+    (void)n_ctx;
+    req_spec s[NREQ] = {
+        {"Hello, world", 20, 0, 0, 1, NULL, false},     /* grouped, greedy */
+        {"ab", 15, 0.9f, 0, 2, NULL, false},            /* alone: under 4 tokens */
+        {long_prompt, 12, 1.0f, 5, 3, NULL, false},     /* alone: over max_batch */
+        {"The quick brown fox", 40, 1.2f, 0, 4, NULL, false}, /* stop string (chosen later) */
+        {"", 10, 0, 0, 5, NULL, false},                 /* error: no tokens, no BOS */
+        {"zero tokens wanted", 0, 0, 0, 6, NULL, false}, /* ends at once */
+        {over, 5, 0, 0, 7, NULL, false},                /* error: longer than the context */
+        {over, 6, 0.7f, 3, 8, NULL, true},              /* truncated */
+        {"x", 30, 1.5f, 0, 9, NULL, false},
+        {"0123456789", 25, 0.8f, 40, 10, "5", false},
+        {"Grouped with others", 33, 0, 0, 11, NULL, false},
+        {"Last one", 18, 1.1f, 7, 12, "zz", false},
+    };
+    memcpy(q, s, sizeof s);
+}
+
+static bool same(const outcome *a, const outcome *b) {
+    return strcmp(a->error, b->error) == 0 && a->len == b->len &&
+           memcmp(a->text, b->text, a->len) == 0 && a->n_truncated == b->n_truncated &&
+           (a->error[0] || (a->stats.n_prompt == b->stats.n_prompt &&
+                            a->stats.n_generated == b->stats.n_generated &&
+                            a->stats.finish == b->stats.finish));
+}
+
+void test_sched_matches_alone(void) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8);
+    const char *models[] = {"seed", "odd"};
+    static const size_t slots[] = {1, 3, 5};
+    for (int mi = 0; mi < 2; mi++)
+        for (size_t ki = 0; ki < nk; ki++)
+            for (size_t si = 0; si < 3; si++) {
+                int nth = 1 + (int)(si % 2);
+                req_spec q[NREQ];
+                outcome *ref = calloc(NREQ, sizeof *ref);
+                book *b = calloc(1, sizeof *b);
+                CHECK(ref && b);
+                rig one, many;
+                if (!rig_open(&one, models[mi], nth, ks[ki]->name, 1)) return;
+                make_specs(q, one.sp.n_ctx);
+                /* request 3's stop string: two bytes from the middle of its text without one */
+                static char stop3[3];
+                CHECK(alone(&one, &q[3], &ref[3]) && ref[3].len > 12);
+                stop3[0] = ref[3].text[8] ? ref[3].text[8] : 'a';
+                stop3[1] = ref[3].text[9] ? ref[3].text[9] : 'b';
+                q[3].stop = stop3;
+                for (size_t i = 0; i < NREQ; i++) CHECK(alone(&one, &q[i], &ref[i]));
+                rig_close(&one);
+                CHECKF(ref[4].error[0] && ref[6].error[0] && ref[7].n_truncated > 0 &&
+                           ref[5].stats.n_generated == 0 && ref[3].stats.finish == SM_FINISH_STOP,
+                       "the requests do not cover what they should: %d %d %zu %zu %d",
+                       ref[4].error[0], ref[6].error[0], ref[7].n_truncated,
+                       ref[5].stats.n_generated, (int)ref[3].stats.finish);
+                if (!rig_open(&many, models[mi], nth, ks[ki]->name, slots[si])) return;
+                sm_arena a;
+                sm_sched *s = sched_open(&many, b, &a);
+                if (!s) return;
+                const char *stops[NREQ][1];
+                size_t next = 0, steps = 0;
+                sm_error err = {{0}};
+                while (next < NREQ || sm_sched_busy(s)) {
+                    while (next < NREQ && sm_sched_free(s)) {
+                        stops[next][0] = q[next].stop;
+                        sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
+                        CHECKF(sm_sched_submit(s, &rq, &err) == SM_OK, "submit: %s", err.msg);
+                        next++;
+                    }
+                    CHECKF(sm_sched_step(s, &err) == SM_OK, "step: %s", err.msg);
+                    CHECK(++steps < 10000);
+                }
+                for (size_t i = 0; i < NREQ; i++) {
+                    CHECKF(b->out[i].reports == 1, "request %zu reported %d times", i,
+                           b->out[i].reports);
+                    CHECKF(same(&b->out[i], &ref[i]),
+                           "%s/%s/%zu slots: request %zu differs from alone: '%.*s' (%s) vs '%.*s' (%s)",
+                           models[mi], ks[ki]->name, slots[si], i, (int)b->out[i].len,
+                           b->out[i].text, b->out[i].error, (int)ref[i].len, ref[i].text,
+                           ref[i].error);
+                }
+                /* a full scheduler refuses another request */
+                if (slots[si] == 1) {
+                    stops[0][0] = NULL;
+                    sm_sched_request rq = request(&q[0], stops[0], &b->out[0]);
+                    rq.max_tokens = 50;
+                    CHECK(sm_sched_submit(s, &rq, &err) == SM_OK && sm_sched_busy(s) == 1);
+                    CHECK(sm_sched_submit(s, &rq, &err) == SM_ERR_INPUT);
+                }
+                sm_arena_free(&a);
+                rig_close(&many);
+                free(ref);
+                free(b);
+            }
+}
+
+void test_sched_cancel_stops_reports(void) {
+    rig r;
+    if (!rig_open(&r, "seed", 2, "auto", 4)) return;
+    book *b = calloc(1, sizeof *b);
+    CHECK(b);
+    b->cancel_after = 2;
+    sm_arena a;
+    sm_sched *s = sched_open(&r, b, &a);
+    if (!s) return;
+    req_spec q[NREQ];
+    make_specs(q, r.sp.n_ctx);
+    const char *stops[NREQ][1];
+    size_t next = 0, steps = 0;
+    sm_error err = {{0}};
+    while (!b->cancel && (next < NREQ || sm_sched_busy(s)) && steps++ < 10000) {
+        while (!b->cancel && next < NREQ && sm_sched_free(s)) {
+            stops[next][0] = q[next].stop;
+            sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
+            CHECK(sm_sched_submit(s, &rq, &err) == SM_OK);
+            next++;
+        }
+        CHECK(sm_sched_step(s, &err) == SM_OK);
+    }
+    int at_cancel = b->total;
+    CHECKF(at_cancel == 2, "cancelled after %d reports", at_cancel);
+    for (int i = 0; i < 5; i++) CHECK(sm_sched_step(s, &err) == SM_OK);
+    CHECKF(b->total == at_cancel, "%d reports after the cancel", b->total - at_cancel);
+    sm_arena_free(&a);
+    rig_close(&r);
+    free(b);
+}
