@@ -32,13 +32,13 @@ LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
 LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c \
            src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/unicode_tables.c src/sampler.c \
            src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c \
-           src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/convert/convert.c \
-           src/convert/convert_hf.c src/convert/hf_tokenizer.c
+           src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \
+           src/convert/convert.c src/convert/convert_hf.c src/convert/hf_tokenizer.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
 ARCH_DEFS := -DSM_X86_KERNELS
 endif
-CLI_SRC := src/cli.c src/cli_train.c src/main.c src/alloc_count.c
+CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)

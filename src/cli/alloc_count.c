@@ -7,7 +7,7 @@
 ** reads the count before and after decoding to report allocations per
 ** generated token, which the design says is zero.
 */
-#include "cli_internal.h"
+#include "cli.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

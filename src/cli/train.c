@@ -1,11 +1,11 @@
 /*
-** cli_train.c -- `smallmind train`: flags -> shape and hyperparameters, the
+** train.c -- `smallmind train`: flags -> shape and hyperparameters, the
 ** training loop with progress, evaluation, the loss CSV and checkpoints.
 **
 ** Ctrl-C finishes the step in flight, writes a checkpoint and exits 130; a
 ** second Ctrl-C leaves at once (the last checkpoint is still whole).
 */
-#include "cli_internal.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -76,14 +76,14 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
     if (o->resume) {
         for (size_t i = 0; i < sizeof fixed_on_resume / sizeof fixed_on_resume[0]; i++)
             if (o->given & (1ull << fixed_on_resume[i]))
-                return usage_error(o, "--%s cannot change when resuming; the checkpoint fixes it",
+                return cli_usage_error(o, "--%s cannot change when resuming; the checkpoint fixes it",
                                    cli_flag_name(fixed_on_resume[i]));
-        if (sm_checkpoint_peek(o->resume, info, &err)) return data_error(err.msg);
+        if (sm_checkpoint_peek(o->resume, info, &err)) return cli_data_error(err.msg);
         *shape = info->shape;
         *hp = info->hp;
         if (o->given & (1ull << O_STEPS)) {
             if (o->steps < info->step)
-                return usage_error(o, "--steps %ld is below the checkpoint's step %d", o->steps,
+                return cli_usage_error(o, "--steps %ld is below the checkpoint's step %d", o->steps,
                                    info->step);
             hp->steps = (int)o->steps;
         }
@@ -104,11 +104,11 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
     if (o->config) {
         char *json;
         size_t len;
-        int rc = read_all(o->config, &json, &len);
+        int rc = cli_read_all(o->config, &json, &len);
         if (rc) return rc;
         sm_status st = sm_config_parse_shape(shape, json, len, o->config, &err);
         free(json);
-        if (st) return data_error(err.msg);
+        if (st) return cli_data_error(err.msg);
         /* flags given explicitly win over the file */
         if (o->given & (1ull << O_LAYERS)) shape->n_layer = (int)o->layers;
         if (o->given & (1ull << O_HEADS)) shape->n_head = (int)o->heads;
@@ -131,9 +131,9 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
     hp->warmup = GIVEN(O_WARMUP) ? (int)o->warmup : hp->steps / 10 < 200 ? hp->steps / 10 : 200;
 #undef GIVEN
     if (shape->n_embd % shape->n_head)
-        return usage_error(o, "--embd %d is not a multiple of --heads %d", shape->n_embd,
+        return cli_usage_error(o, "--embd %d is not a multiple of --heads %d", shape->n_embd,
                            shape->n_head);
-    if (sm_train_check(shape, hp, &err)) return usage_error(o, "%s", err.msg);
+    if (sm_train_check(shape, hp, &err)) return cli_usage_error(o, "%s", err.msg);
     return 0;
 }
 
@@ -141,7 +141,7 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
 static int load_text(const cli_opts *o, const sm_config *shape, const sm_checkpoint_info *info,
                      char **text, size_t *n_train, size_t *n_val) {
     size_t len;
-    int rc = read_all(o->data, text, &len);
+    int rc = cli_read_all(o->data, text, &len);
     if (rc) return rc;
     char msg[700];
     size_t need = (size_t)shape->n_ctx + 2;
@@ -180,12 +180,12 @@ static int load_text(const cli_opts *o, const sm_config *shape, const sm_checkpo
 fail:
     free(*text);
     *text = NULL;
-    return data_error(msg);
+    return cli_data_error(msg);
 }
 
-int sm_cli_train(const cli_opts *o) {
-    if (!o->data) return usage_error(o, "--data FILE is required");
-    if (!o->out && !o->resume) return usage_error(o, "--out DIR is required");
+int cli_train(const cli_opts *o) {
+    if (!o->data) return cli_usage_error(o, "--data FILE is required");
+    if (!o->out && !o->resume) return cli_usage_error(o, "--out DIR is required");
     const char *out = o->out ? o->out : o->resume;
     sm_config shape;
     sm_train_hparams hp;
@@ -199,7 +199,7 @@ int sm_cli_train(const cli_opts *o) {
         return EXIT_DATA;
     }
     const sm_kernels *k = sm_kernels_select(o->kernels);
-    if (!k) return usage_error(o, "--kernels %s is unknown or this CPU cannot run it", o->kernels);
+    if (!k) return cli_usage_error(o, "--kernels %s is unknown or this CPU cannot run it", o->kernels);
 
     char *text = NULL;
     size_t n_train = 0, n_val = 0;
@@ -215,13 +215,13 @@ int sm_cli_train(const cli_opts *o) {
     }
     if (sm_trainer_create(&t, &shape, &hp, (const uint8_t *)text, n_train, n_val, k, pool, &err) ||
         (o->resume && sm_trainer_load(t, o->resume, &err))) {
-        rc = data_error(err.msg);
+        rc = cli_data_error(err.msg);
         goto done;
     }
     csv.cap = sizeof CSV_HEADER + (size_t)(hp.steps + 2) * CSV_ROW_MAX;
     csv.buf = malloc(csv.cap);
     if (!csv.buf) {
-        rc = data_error("out of memory for the loss log");
+        rc = cli_data_error("out of memory for the loss log");
         goto done;
     }
     memcpy(csv.buf, CSV_HEADER, sizeof CSV_HEADER - 1);
@@ -240,11 +240,11 @@ int sm_cli_train(const cli_opts *o) {
                 sm_trainer_arena_bytes(t) >> 20);
 
     double t_start = sm_time_now(), tps = 0, last_val = -1, last_loss = 0, t_shown = 0;
-    while (sm_trainer_step_index(t) < hp.steps && !interrupted) {
+    while (sm_trainer_step_index(t) < hp.steps && !cli_interrupted) {
         double t0 = sm_time_now();
         sm_train_stats s;
         if (sm_trainer_step(t, &s, &err)) {
-            rc = data_error(err.msg);
+            rc = cli_data_error(err.msg);
             break;
         }
         double dt = sm_time_now() - t0;
@@ -268,19 +268,19 @@ int sm_cli_train(const cli_opts *o) {
         }
         if (o->ckpt_every && s.step % o->ckpt_every == 0 && s.step < hp.steps &&
             sm_trainer_save(t, out, csv.buf, csv.len, &err)) {
-            rc = data_error(err.msg);
+            rc = cli_data_error(err.msg);
             break;
         }
     }
     if (rc) goto done;
-    if (tty && progress && interrupted) fputc('\n', stderr);
+    if (tty && progress && cli_interrupted) fputc('\n', stderr);
     if (sm_trainer_save(t, out, csv.buf, csv.len, &err)) {
-        rc = data_error(err.msg);
+        rc = cli_data_error(err.msg);
         goto done;
     }
     int step = sm_trainer_step_index(t);
-    if (interrupted) {
-        fprintf(stderr, "smallmind: interrupted at step %d of %d; checkpoint in '%s' "
+    if (cli_interrupted) {
+        fprintf(stderr, "smallmind: cli_interrupted at step %d of %d; checkpoint in '%s' "
                         "(continue with --resume %s)\n", step, hp.steps, out, out);
         rc = EXIT_INTERRUPTED;
     } else if (!o->quiet) {

@@ -1,0 +1,41 @@
+/*
+** sm_bench.h -- what `bench` measures beside the model: the machine's
+** memory bandwidth (STREAM's triad, and streaming reads with the kernel
+** table's widest loads) and the bytes one decoded token reads, which
+** together give the bound on decode speed. The per-step forward profile is
+** sm_state_set_profile (sm_model.h).
+*/
+#ifndef SM_BENCH_H
+#define SM_BENCH_H
+
+#include "sm_config.h"
+#include "sm_kernels.h"
+#include "sm_pool.h"
+
+/*
+** Memory bandwidth in bytes/s on the pool's threads: STREAM's triad
+** a = b + s c over three 64 MiB arrays, best of 5, counting 12 bytes per
+** element as STREAM does (no write-allocate traffic). 0 if out of memory.
+*/
+double sm_bench_triad(sm_pool *pool);
+
+/*
+** Read bandwidth in bytes/s on the pool's threads over a working set of
+** `bytes` (at most 1 GiB), each thread streaming its own share with the
+** kernel table's widest loads, as a decode step streams its share of the
+** weights: where the model fits in cache, this and not the triad is what
+** bounds decoding. Best of 5 passes after a warm-up. 0 if out of memory.
+*/
+double sm_bench_read(sm_pool *pool, const sm_kernels *k, double bytes);
+
+/*
+** Bytes one decoded token reads from the weights: every tensor except those
+** only looked up by row (the position table, and the token embedding when
+** a separate output layer exists).
+*/
+double sm_bench_weight_bytes(const sm_config *c);
+
+/* Bytes of keys and values one decoded token reads at context length ctx. */
+double sm_bench_kv_bytes(const sm_config *c, double ctx);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+** cli.h -- what the command-line files share (private to src/cli/).
+**
+** The CLI is the only code that prints or exits. main.c picks the command,
+** options.c turns flags into cli_opts, output.c owns stdout and JSON text,
+** runner.c loads a model and carves the run's arena; each command is one
+** file (generate.c, batch.c, score.c, info.c, bench.c, train.c, convert.c,
+** tokenize.c) that uses these shared files and never another command file.
+**
+** Exit codes: 0 success (also when stdout is a closed pipe), 1 data or
+** run-time error, 2 usage error, 130 interrupted. stdout carries only
+** results; everything else goes to stderr.
+*/
+#ifndef SM_CLI_H
+#define SM_CLI_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sm_base.h"
+#include "sm_generate.h"
+#include "sm_model.h"
+#include "sm_sampler.h"
+#include "sm_sched.h"
+#include "sm_tokenizer.h"
+
+#define SM_VERSION "0.1.0"
+#define MAX_THREADS 512
+
+#define EXIT_DATA 1
+#define EXIT_USAGE 2
+#define EXIT_INTERRUPTED 130
+
+enum {
+    CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8, CMD_TRAIN = 16,
+    CMD_CONVERT = 32, CMD_TOKENIZE = 64, CMD_DETOKENIZE = 128
+};
+
+typedef enum {
+    O_MODEL, O_PROMPT, O_FILE, O_MAXTOK, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX,
+    O_QUIET, O_STATS, O_VERBOSE, O_JSON, O_NOMMAP, O_KERNELS, O_HELP, O_VERSION, O_PTOK, O_REPS,
+    O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
+    O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
+    O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE
+} opt_id;
+
+#define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
+#define CMD_MODEL (CMD_RUN | CMD_INFO)              /* load the weights */
+#define CMD_TOKENS (CMD_TOKENIZE | CMD_DETOKENIZE) /* load only the tokenizer */
+#define CMD_ALL (CMD_MODEL | CMD_TOKENS | CMD_TRAIN | CMD_CONVERT)
+
+#define MAX_ARGS 4096 /* positional arguments (convert SRC OUT, detokenize IDS...) */
+
+typedef struct {
+    unsigned cmd;
+    const char *cmd_name;
+    uint64_t given; /* bit (1 << opt_id) for every flag on the command line */
+    const char *model;
+    const char *prompt, *file;
+    long max_tokens;
+    double temp, top_p;
+    long top_k;
+    long long seed;
+    long threads;
+    long ctx;
+    bool quiet, stats, verbose, json, no_mmap, help, version, check_weights;
+    const char *kernels;
+    long prompt_tokens, reps;
+    /* train */
+    const char *data, *out, *resume, *config;
+    long layers, heads, embd, tctx, steps, batch, warmup, eval_every, eval_seqs, ckpt_every,
+        log_every;
+    double lr, lr_min, weight_decay, grad_clip, val_fraction;
+    bool untied, no_bias;
+    /* generate */
+    const char *stop[8];
+    size_t n_stop;
+    bool truncate;
+    const char *batch_file;
+    long shard_i, shard_n;
+    long parallel; /* 0: not given */
+    /* convert, tokenize, detokenize */
+    const char *tokenizer;
+    sm_dtype dtype; /* convert --dtype */
+    bool compare;   /* bench --compare A.json B.json */
+    bool special;
+    const char *args[MAX_ARGS];
+    size_t n_args;
+} cli_opts;
+
+/* ---- options.c */
+
+/* Parses argv[first..] into o (o->cmd set; defaults filled). Returns an exit code. */
+int cli_parse_args(cli_opts *o, int argc, char **argv, int first);
+void cli_print_help(const cli_opts *o);
+/* A whole number s in [lo, hi]. */
+bool cli_parse_long(const char *s, long lo, long hi, long *out);
+/* The seed to use for -s N: N itself, or a fresh one for -1. */
+uint64_t cli_seed(long long seed);
+/* The long name (without "--") of the flag that sets `id`. */
+const char *cli_flag_name(opt_id id);
+/* One line on stderr; return the exit code to use. */
+int cli_usage_error(const cli_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- output.c */
+
+/* Set by the first Ctrl-C (main.c's handler; a second one exits at once). */
+extern volatile sig_atomic_t cli_interrupted;
+
+int cli_data_error(const char *msg);
+
+/* State of stdout: a closed pipe ends the run quietly; other errors are reported. */
+typedef struct cli_out {
+    bool pipe_closed;
+    int write_errno;
+    bool last_was_newline;
+} cli_out;
+
+/* Writes s[0..n) straight to the descriptor; non-zero once output cannot go on. */
+int cli_out_write(cli_out *os, const char *s, size_t n);
+/* Final flush and close of stdout; returns the exit code to use. */
+int cli_finish_stdout(cli_out *os, int code);
+/* Appends s[0..n) to f as the inside of a JSON string; invalid UTF-8 bytes become U+FFFD. */
+void cli_json_string(FILE *f, const unsigned char *s, size_t n);
+/* "text": ..., counts, finish reason, timing: a generation result's JSON fields. */
+void cli_json_result(FILE *f, const char *text, size_t len, const sm_gen_stats *gs,
+                     size_t dropped);
+/* Reads a whole file ('-' = stdin) into a malloc'd buffer. Returns an exit code. */
+int cli_read_all(const char *path, char **out, size_t *len);
+/* The text to work on: -p, else -f, else stdin if it is not a terminal. */
+int cli_get_text(const cli_opts *o, char **text, size_t *len, bool *owned);
+
+/* ---- runner.c */
+
+typedef struct cli_runner {
+    sm_model *model;
+    const sm_kernels *kernels;
+    sm_pool *pool;
+    sm_tokenizer tok;
+    sm_arena arena;
+    sm_state *state;
+    sm_state_params sp;
+    sm_state_plan plan;
+    size_t n_samplers;
+    sm_sampler *samplers; /* (n_samplers) */
+    int32_t *tokens;      /* (n_ctx) prompt tokens */
+    const sm_sched_params *sched_params; /* non-NULL: carve a scheduler too */
+    sm_sched *sched;
+    double t_load; /* seconds to load and set up */
+} cli_runner;
+
+/* What a command asks of the run it sets up. */
+typedef struct cli_run_spec {
+    bool all_logits;  /* logits of every token (score) */
+    size_t max_batch; /* tokens per forward call at most */
+    size_t n_seq;     /* sequences decoded together */
+    const sm_sampler_params *sampling; /* for the samplers */
+    size_t n_samplers;
+    const sm_sched_params *sched;      /* non-NULL: a scheduler over the n_seq sequences */
+    bool build_state; /* false: only the plan (info) */
+} cli_run_spec;
+
+/* Loads o->model and builds what spec asks. Returns an exit code (0 = ready); on failure r is freed. */
+int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec);
+void cli_runner_free(cli_runner *r);
+/* Carves the run's buffers from a (a measuring arena plans them). */
+sm_status cli_runner_carve(cli_runner *r, const sm_sampler_params *spar, sm_arena *a,
+                           sm_error *err);
+
+/* ---- the commands, one file each */
+
+int cli_generate(const cli_opts *o);
+int cli_batch(const cli_opts *o);
+int cli_score(const cli_opts *o);
+int cli_info(const cli_opts *o);
+int cli_bench(const cli_opts *o);
+int cli_train(const cli_opts *o);
+int cli_convert(const cli_opts *o);
+int cli_tokenize(const cli_opts *o);
+int cli_detokenize(const cli_opts *o);
+
+/* Heap allocations the program's own code has made so far (alloc_count.c). */
+size_t cli_allocs(void);
+
+#endif

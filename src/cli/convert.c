@@ -1,0 +1,23 @@
+/*
+** convert.c -- `smallmind convert SRC OUT`: a llama2.c checkpoint or a Hugging Face
+** directory into a smallmind model directory (sm_convert does the work).
+*/
+#include "cli.h"
+
+#include <stdio.h>
+#include "sm_convert.h"
+
+int cli_convert(const cli_opts *o) {
+    if (o->n_args != 2) return cli_usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
+    sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype};
+    sm_convert_info info;
+    sm_error err = {{0}};
+    double t0 = sm_time_now();
+    if (sm_convert(o->args[0], o->args[1], &co, &info, &err)) return cli_data_error(err.msg);
+    if (!o->quiet)
+        fprintf(stderr, "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",
+                info.source, o->args[0], o->args[1], info.n_tensors, info.params, info.bytes,
+                sm_time_now() - t0);
+    return 0;
+}
+

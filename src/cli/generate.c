@@ -1,0 +1,106 @@
+/*
+** generate.c -- `smallmind generate` with one prompt: its continuation
+** streamed to stdout (or one JSON object with --json), through sm_generate.
+** `--batch` is batch.c.
+*/
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Where generated text goes: streamed to stdout, or collected for the JSON object. */
+typedef struct {
+    cli_out *os;
+    char *buf; /* collected text (NULL: stream) */
+    size_t len, cap;
+} sink;
+
+static int emit_sink(void *user, const char *text, size_t len) {
+    sink *k = user;
+    if (!k->buf) return cli_out_write(k->os, text, len) || cli_interrupted;
+    size_t take = len < k->cap - k->len ? len : k->cap - k->len;
+    memcpy(k->buf + k->len, text, take);
+    k->len += take;
+    return cli_interrupted;
+}
+
+int cli_generate(const cli_opts *o) {
+    char *text;
+    size_t len;
+    bool owned;
+    int rc = cli_get_text(o, &text, &len, &owned);
+    if (rc) return rc;
+    uint64_t seed = cli_seed(o->seed);
+    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, seed};
+    cli_runner r;
+    cli_run_spec spec = {.max_batch = 512, .n_seq = 1, .sampling = &spar, .n_samplers = 1,
+                         .build_state = true};
+    rc = cli_runner_init(&r, o, &spec);
+    size_t n = 0, dropped = 0;
+    sm_error err = {{0}};
+    if (!rc && sm_prompt_encode(&r.tok, text, len, r.sp.n_ctx, (size_t)o->max_tokens,
+                                o->truncate, r.tokens, &n, &dropped, &err))
+        rc = cli_data_error(err.msg);
+    if (owned) free(text);
+    if (rc) {
+        cli_runner_free(&r);
+        return rc;
+    }
+    if (dropped && !o->quiet && !o->json)
+        fprintf(stderr, "smallmind: prompt truncated: kept its last %zu tokens, dropped %zu\n", n,
+                dropped);
+    cli_out os = {.last_was_newline = true};
+    sink k = {.os = &os};
+    if (o->json) { /* room for a whole context of pieces (a piece is at most 64 bytes) */
+        k.cap = (r.sp.n_ctx + 8) * 64;
+        if (!(k.buf = malloc(k.cap))) {
+            cli_runner_free(&r);
+            return cli_data_error("out of memory for the output");
+        }
+    }
+    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, o->stop,
+                        o->n_stop};
+    sm_gen_stats gs;
+    sm_status st = sm_generate(r.state, &r.tok, r.samplers, r.tokens, n, &gp, emit_sink, &k,
+                               &gs, &err);
+    if (cli_interrupted && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
+    if (st) rc = cli_data_error(err.msg);
+    if (o->json && !st) {
+        char *out = NULL;
+        size_t out_len = 0;
+        FILE *f = open_memstream(&out, &out_len);
+        if (f) {
+            fputc('{', f);
+            cli_json_result(f, k.buf, k.len, &gs, dropped);
+            fprintf(f, ", \"load_ms\": %.3f}\n", r.t_load * 1e3);
+            fclose(f);
+            cli_out_write(&os, out, out_len);
+            free(out);
+        } else {
+            rc = cli_data_error("out of memory for the output");
+        }
+    } else if (!os.pipe_closed && !os.write_errno && !os.last_was_newline &&
+               (gs.finish == SM_FINISH_INTERRUPTED || isatty(STDOUT_FILENO))) {
+        cli_out_write(&os, "\n", 1);
+    }
+    free(k.buf);
+    if (gs.context_full && (o->stats || !o->quiet) && !o->json)
+        fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.sp.n_ctx);
+    if (o->stats) {
+        double dec = gs.n_generated > 1 ? (double)(gs.n_generated - 1) / gs.t_decode : 0;
+        fprintf(stderr,
+                "load: %.1f ms (%s kernels, %d threads, seed %llu)\n"
+                "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
+                "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
+                "finish: %s\n",
+                r.t_load * 1e3, r.kernels->name, (int)o->threads, (unsigned long long)seed,
+                gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
+                gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,
+                sm_finish_str(gs.finish));
+    }
+    cli_runner_free(&r);
+    if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = EXIT_INTERRUPTED;
+    return cli_finish_stdout(&os, rc);
+}

@@ -1,0 +1,62 @@
+/*
+** info.c -- `smallmind info`: a model's architecture, size, tokenizer, weight
+** types and the memory plan of a run (nothing is carved).
+*/
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+static void print_bytes(const char *label, size_t b) {
+    printf("  %-12s %12zu bytes (%.2f MiB)\n", label, b, (double)b / (1 << 20));
+}
+
+int cli_info(const cli_opts *o) {
+    sm_sampler_params spar = {0, 0, 1, 0};
+    cli_runner r;
+    cli_run_spec spec = {.max_batch = 512, .n_seq = 1, .sampling = &spar, .n_samplers = 1};
+    int rc = cli_runner_init(&r, o, &spec);
+    if (rc) return rc;
+    const sm_config *c = sm_model_config(r.model);
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    sm_error err;
+    cli_runner_carve(&r, &spar, &meas, &err);
+    printf("model:        %s\n", o->model);
+    printf("architecture: %s\n", sm_arch_name(c->arch));
+    printf("layers %d, heads %d, embedding %d, head size %d, context %d, vocabulary %d\n",
+           c->n_layer, c->n_head, c->n_embd, c->head_dim, c->n_ctx, c->n_vocab);
+    printf("activation %s, norm_eps %g, output layer %s, biases %s\n",
+           sm_activation_name(c->activation), (double)c->norm_eps,
+           c->tied_output ? "tied to the token embedding" : "separate", c->bias ? "yes" : "no");
+    printf("tokenizer:    %s (%d ids)\n", sm_tokenizer_type_name(c->tokenizer), r.tok.n_vocab);
+    printf("parameters:   %zu\n", sm_model_params(r.model));
+    char types[64] = "";
+    size_t tl = 0;
+    for (int d = 0; d < SM_DTYPE_COUNT; d++) { /* the dtypes present, by bytes */
+        size_t bytes = 0;
+        for (size_t i = 0; i < c->n_tensors; i++)
+            if (c->tensors[i].dtype == (sm_dtype)d) bytes += c->tensors[i].nbytes;
+        if (bytes)
+            tl += (size_t)snprintf(types + tl, sizeof types - tl, "%s%s %.1f%%", tl ? ", " : "",
+                                   sm_dtype_name((sm_dtype)d),
+                                   100.0 * (double)bytes / (double)sm_model_weight_bytes(r.model));
+    }
+    printf("weights:      %zu bytes (%.2f MiB: %s) in %d file%s, %s\n",
+           sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
+           types, c->n_files, c->n_files == 1 ? "" : "s",
+           o->no_mmap ? "read into memory" : "memory-mapped");
+    printf("kernels:      %s\n", r.kernels->name);
+    printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.sp.n_ctx,
+           r.sp.max_batch, r.sp.n_threads, r.sp.n_threads == 1 ? "" : "s");
+    print_bytes("arena", meas.used);
+    print_bytes("kv-cache", r.plan.kv_cache);
+    print_bytes("activations", r.plan.activations);
+    print_bytes("logits", r.plan.logits);
+    print_bytes("scratch", r.plan.scratch);
+    print_bytes("sampler+prompt", meas.used - r.plan.total);
+    cli_runner_free(&r);
+    cli_out os = {0};
+    if (ferror(stdout)) os.write_errno = errno ? errno : EIO;
+    return cli_finish_stdout(&os, 0);
+}

@@ -1,0 +1,139 @@
+/*
+** main.c -- the process entry: picks the command, fills the defaults from
+** the environment, parses the flags, installs the Ctrl-C handler and runs
+** the command's file.
+*/
+#include "cli.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (cli_interrupted) _exit(EXIT_INTERRUPTED); /* second Ctrl-C: leave at once */
+    cli_interrupted = 1;
+}
+
+static int physical_cores(void) {
+    /* distinct (package, core) pairs among online CPUs; falls back to the CPU count */
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    int seen[1024][2], nseen = 0;
+    for (long i = 0; i < n && i < 1024; i++) {
+        char path[128];
+        int ids[2] = {-1, -1};
+        const char *files[2] = {"physical_package_id", "core_id"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/%s", i, files[k]);
+            FILE *f = fopen(path, "r");
+            if (!f || fscanf(f, "%d", &ids[k]) != 1) ids[k] = -1;
+            if (f) fclose(f);
+        }
+        if (ids[0] < 0 || ids[1] < 0) return (int)n;
+        bool dup = false;
+        for (int j = 0; j < nseen; j++)
+            if (seen[j][0] == ids[0] && seen[j][1] == ids[1]) dup = true;
+        if (!dup) {
+            seen[nseen][0] = ids[0];
+            seen[nseen][1] = ids[1];
+            nseen++;
+        }
+    }
+    return nseen > 0 ? nseen : (int)n;
+}
+
+
+/*
+** The default model: ./models/default (a source checkout), else the one
+** `make install` puts beside the binary: <bin>/../share/smallmind/models/default.
+*/
+static const char *default_model(char *buf, size_t cap) {
+    struct stat sb;
+    if (stat("models/default", &sb) == 0) return "models/default";
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        char *slash = strrchr(buf, '/');
+        const char *rel = "/../share/smallmind/models/default";
+        if (slash && (size_t)(slash - buf) + strlen(rel) < cap) {
+            strcpy(slash, rel);
+            if (stat(buf, &sb) == 0) return buf;
+        }
+    }
+    return "models/default";
+}
+
+int main(int argc, char **argv) {
+    cli_opts o = {.max_tokens = 256, .temp = 0.8, .top_k = 40, .top_p = 0.95, .seed = 42,
+                  .kernels = "auto", .prompt_tokens = 128, .reps = 3, .layers = 4, .heads = 8,
+                  .embd = 256, .tctx = 256, .val_fraction = 0.1, .eval_every = 100,
+                  .eval_seqs = 64, .ckpt_every = 500, .log_every = 10};
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        fprintf(stderr, "usage: smallmind COMMAND [flags] (try 'smallmind --help')\n");
+        return EXIT_USAGE;
+    }
+    static const struct {
+        const char *name;
+        unsigned cmd;
+    } cmds[] = {{"generate", CMD_GENERATE}, {"score", CMD_SCORE},     {"info", CMD_INFO},
+                {"bench", CMD_BENCH},       {"train", CMD_TRAIN},     {"convert", CMD_CONVERT},
+                {"tokenize", CMD_TOKENIZE}, {"detokenize", CMD_DETOKENIZE}};
+    const char *c = argv[1];
+    if (strcmp(c, "-h") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "help") == 0) {
+        cli_print_help(&o);
+        return 0;
+    }
+    if (strcmp(c, "--version") == 0) {
+        printf("smallmind %s\n", SM_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(c, cmds[i].name) == 0) {
+            o.cmd = cmds[i].cmd;
+            o.cmd_name = cmds[i].name;
+        }
+    if (!o.cmd) return cli_usage_error(NULL, "unknown command '%s'", c);
+    if (o.cmd == CMD_BENCH) o.max_tokens = 128;
+
+    const char *env = getenv("SMALLMIND_MODEL");
+    static char installed[4096];
+    o.model = env && *env ? env : default_model(installed, sizeof installed);
+    env = getenv("SMALLMIND_THREADS");
+    if (env && *env) {
+        if (!cli_parse_long(env, 1, MAX_THREADS, &o.threads))
+            return cli_usage_error(&o, "SMALLMIND_THREADS must be a whole number from 1 to %d, got '%s'",
+                               MAX_THREADS, env);
+    } else {
+        o.threads = physical_cores();
+        if (o.threads > MAX_THREADS) o.threads = MAX_THREADS;
+    }
+    int rc = cli_parse_args(&o, argc, argv, 2);
+    if (rc) return rc;
+    if (o.help) {
+        cli_print_help(&o);
+        return 0;
+    }
+    if (o.version) {
+        printf("smallmind %s\n", SM_VERSION);
+        return 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    switch (o.cmd) {
+    case CMD_GENERATE: return o.batch_file ? cli_batch(&o) : cli_generate(&o);
+    case CMD_SCORE: return cli_score(&o);
+    case CMD_INFO: return cli_info(&o);
+    case CMD_TRAIN: return cli_train(&o);
+    case CMD_CONVERT: return cli_convert(&o);
+    case CMD_TOKENIZE: return cli_tokenize(&o);
+    case CMD_DETOKENIZE: return cli_detokenize(&o);
+    default: return cli_bench(&o);
+    }
+}

@@ -1,0 +1,408 @@
+/*
+** options.c -- the flag table, the parser (flags -> cli_opts) and --help.
+**
+** Every flag is one row of the table: its names, the commands it applies
+** to, and its help line; a name may mean different things per command
+** (-b is train's batch size, --batch generate's input file).
+*/
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sm_config.h"
+
+
+/* Every flag, in --help order; aliases have no help line of their own. */
+static const struct option_def {
+    const char *name; /* long form without "--" */
+    char short_name;  /* 0 if none */
+    bool takes_value;
+    unsigned cmds;    /* subcommands it applies to */
+    opt_id id;
+    const char *help; /* NULL for an alias */
+} options[] = {
+    {"model", 'm', true, CMD_MODEL | CMD_TOKENS, O_MODEL,
+     "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
+    {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_PROMPT,
+     "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
+    {"file", 'f', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_FILE,
+     "-f, --file FILE        read the prompt from FILE ('-' = stdin)"},
+    {"max-tokens", 'n', true, CMD_GENERATE | CMD_BENCH, O_MAXTOK,
+     "-n, --max-tokens N     tokens to generate (default 256, bench 128; alias --n-predict)"},
+    {"n-predict", 0, true, CMD_GENERATE | CMD_BENCH, O_MAXTOK, NULL},
+    {"temp", 0, true, CMD_GENERATE, O_TEMP,
+     "    --temp T           temperature, 0 = greedy (default 0.8; alias --temperature)"},
+    {"temperature", 0, true, CMD_GENERATE, O_TEMP, NULL},
+    {"top-k", 0, true, CMD_GENERATE, O_TOPK,
+     "    --top-k K          keep the K most likely tokens, 0 = off (default 40)"},
+    {"top-p", 0, true, CMD_GENERATE, O_TOPP,
+     "    --top-p P          keep the smallest set with mass P, 1 = off (default 0.95)"},
+    {"seed", 's', true, CMD_GENERATE | CMD_TRAIN, O_SEED,
+     "-s, --seed N           random seed (default 42, train 1337; -1 = a random seed)"},
+    {"threads", 't', true, CMD_RUN | CMD_TRAIN, O_THREADS,
+     "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
+    {"ctx-size", 'c', true, CMD_MODEL, O_CTX,
+     "-c, --ctx-size N       context length (default and maximum: the model's)"},
+    {"kernels", 0, true, CMD_MODEL | CMD_TRAIN, O_KERNELS,
+     "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
+    {"check-weights", 0, false, CMD_MODEL, O_CHECKW,
+     "    --check-weights    scan every weight for NaN or infinity before running"},
+    {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
+     "    --no-mmap          read the weights instead of mapping them"},
+    {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
+     "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
+    {"dtype", 0, true, CMD_CONVERT, O_DTYPE,
+     "    --dtype T          f32, f16 or bf16: type of the weight matrices written (default f32)"},
+    {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
+     "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
+    {"stop", 0, true, CMD_GENERATE, O_STOP,
+     "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
+    {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
+     "    --truncate         keep the end of a prompt longer than the context"},
+    {"batch", 0, true, CMD_GENERATE, O_BATCHFILE,
+     "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin)"},
+    {"parallel", 0, true, CMD_GENERATE, O_PARALLEL,
+     "    --parallel N       with --batch: decode up to N records together (default 8)"},
+    {"shard", 0, true, CMD_GENERATE, O_SHARD,
+     "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
+    {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
+     "    --output-format F  text or json (text, token counts, finish reason, timing)"},
+    {"json", 0, false, CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_TOKENIZE, O_JSON,
+     "    --json             machine-readable output (generate: --output-format json)"},
+    {"stats", 0, false, CMD_GENERATE | CMD_SCORE, O_STATS,
+     "    --stats            timing and token counts on stderr"},
+    {"prompt-tokens", 0, true, CMD_BENCH, O_PTOK,
+     "    --prompt-tokens N  prompt length (default 128)"},
+    {"reps", 0, true, CMD_BENCH, O_REPS,
+     "    --reps N           repetitions, best is reported (default 3)"},
+    {"compare", 0, false, CMD_BENCH, O_COMPARE,
+     "    --compare A B      two bench --json reports side by side, with B/A"},
+    {"data", 0, true, CMD_TRAIN, O_DATA,
+     "    --data FILE        the text to train on (required)"},
+    {"out", 'o', true, CMD_TRAIN, O_OUT,
+     "-o, --out DIR          model directory to write (default with --resume: that one)"},
+    {"resume", 0, true, CMD_TRAIN, O_RESUME,
+     "    --resume DIR       continue a checkpoint (its shape and hyperparameters)"},
+    {"layers", 0, true, CMD_TRAIN, O_LAYERS,
+     "    --layers N         transformer blocks (default 4)"},
+    {"heads", 0, true, CMD_TRAIN, O_HEADS,
+     "    --heads N          attention heads (default 8)"},
+    {"embd", 0, true, CMD_TRAIN, O_EMBD,
+     "    --embd N           embedding width (default 256)"},
+    {"ctx", 0, true, CMD_TRAIN, O_TCTX,
+     "    --ctx N            context length = training sequence length (default 256)"},
+    {"untied", 0, false, CMD_TRAIN, O_UNTIED,
+     "    --untied           a separate output layer (default: tied to the embedding)"},
+    {"no-bias", 0, false, CMD_TRAIN, O_NOBIAS,
+     "    --no-bias          linear layers and norms without biases"},
+    {"config", 0, true, CMD_TRAIN, O_CONFIG,
+     "    --config FILE      shape from JSON (n_layer, n_head, n_embd, n_ctx, ...)"},
+    {"steps", 0, true, CMD_TRAIN, O_STEPS,
+     "    --steps N          optimizer steps (default 1000)"},
+    {"batch", 'b', true, CMD_TRAIN, O_BATCH,
+     "-b, --batch N          sequences per step (default 16)"},
+    {"lr", 0, true, CMD_TRAIN, O_LR,
+     "    --lr X             peak learning rate (default 1e-3)"},
+    {"lr-min", 0, true, CMD_TRAIN, O_LRMIN,
+     "    --lr-min X         final rate of the cosine decay (default lr/10)"},
+    {"warmup", 0, true, CMD_TRAIN, O_WARMUP,
+     "    --warmup N         linear warm-up steps (default steps/10, at most 200)"},
+    {"weight-decay", 0, true, CMD_TRAIN, O_WD,
+     "    --weight-decay X   AdamW decay of matrices and embeddings (default 0.1)"},
+    {"grad-clip", 0, true, CMD_TRAIN, O_CLIP,
+     "    --grad-clip X      clip the gradient norm to X, 0 = off (default 1.0)"},
+    {"val-fraction", 0, true, CMD_TRAIN, O_VALFRAC,
+     "    --val-fraction X   share of the text (its end) held out (default 0.1)"},
+    {"eval-every", 0, true, CMD_TRAIN, O_EVALEVERY,
+     "    --eval-every N     held-out loss every N steps, 0 = only at the end (default 100)"},
+    {"eval-seqs", 0, true, CMD_TRAIN, O_EVALSEQS,
+     "    --eval-seqs N      held-out sequences per evaluation (default 64)"},
+    {"checkpoint-every", 0, true, CMD_TRAIN, O_CKPT,
+     "    --checkpoint-every N  write the model every N steps, 0 = at the end (default 500)"},
+    {"log-every", 0, true, CMD_TRAIN, O_LOGEVERY,
+     "    --log-every N      progress line every N steps when stderr is not a terminal (default 10)"},
+    {"quiet", 'q', false, CMD_ALL, O_QUIET,
+     "-q, --quiet            no notices on stderr (errors still appear)"},
+    {"verbose", 'v', false, CMD_ALL, O_VERBOSE,
+     "-v, --verbose          more detail on stderr"},
+    {"help", 'h', false, CMD_ALL, O_HELP,
+     "-h, --help             this help"},
+    {"version", 0, false, CMD_ALL, O_VERSION,
+     "    --version          version"},
+};
+
+
+int cli_usage_error(const cli_opts *o, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "smallmind: %s (try 'smallmind %s%s--help')\n", msg,
+            o && o->cmd_name ? o->cmd_name : "", o && o->cmd_name ? " " : "");
+    return EXIT_USAGE;
+}
+
+uint64_t cli_seed(long long seed) {
+    return seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
+const char *cli_flag_name(opt_id id) {
+    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+        if (options[k].id == id) return options[k].name;
+    return "?";
+}
+
+bool cli_parse_long(const char *s, long lo, long hi, long *out) {
+    if (!*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = (long)v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out) {
+    if (!*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+#define LONG_OPT(field, lo, hi)                                                           \
+    if (!cli_parse_long(v, lo, hi, &o->field))                                                \
+        return cli_usage_error(o, "%s expects a whole number from %ld to %ld, got '%s'", flag, \
+                           (long)(lo), (long)(hi), v);                                    \
+    break
+/* A number in (lo, hi], or [lo, hi] with closed */
+#define REAL_OPT(field, lo, hi, closed)                                                      \
+    if (!parse_double(v, &x) || x > (hi) || x < (lo) || (!(closed) && x == (lo)))            \
+        return cli_usage_error(o, "%s expects a number in %c%g, %g], got '%s'", flag,            \
+                           (closed) ? '[' : '(', (double)(lo), (double)(hi), v);             \
+    o->field = x;                                                                            \
+    break
+
+static int set_value(cli_opts *o, const struct option_def *d, const char *flag, const char *v) {
+    double x;
+    o->given |= 1ull << d->id;
+    switch (d->id) {
+    case O_MODEL: o->model = v; break;
+    case O_PROMPT: o->prompt = v; break;
+    case O_FILE: o->file = v; break;
+    case O_KERNELS: o->kernels = v; break;
+    case O_MAXTOK:
+        if (!cli_parse_long(v, 0, 1L << 30, &o->max_tokens))
+            return cli_usage_error(o, "%s expects a whole number >= 0, got '%s'", flag, v);
+        break;
+    case O_TEMP:
+        if (!parse_double(v, &x) || x < 0 || x > 1000)
+            return cli_usage_error(o, "%s expects a number from 0 to 1000, got '%s'", flag, v);
+        o->temp = x;
+        break;
+    case O_TOPP:
+        if (!parse_double(v, &x) || !(x > 0 && x <= 1))
+            return cli_usage_error(o, "%s expects a number in (0, 1], got '%s'", flag, v);
+        o->top_p = x;
+        break;
+    case O_TOPK:
+        if (!cli_parse_long(v, 0, 1L << 30, &o->top_k))
+            return cli_usage_error(o, "%s expects a whole number >= 0 (0 = off), got '%s'", flag, v);
+        break;
+    case O_SEED: {
+        long s;
+        if (!cli_parse_long(v, -1, 0x7FFFFFFFL, &s))
+            return cli_usage_error(o, "%s expects a whole number from 0 to 2147483647, or -1 for a random seed, got '%s'", flag, v);
+        o->seed = s;
+        break;
+    }
+    case O_THREADS:
+        if (!cli_parse_long(v, 1, MAX_THREADS, &o->threads))
+            return cli_usage_error(o, "%s expects a whole number from 1 to %d, got '%s'", flag, MAX_THREADS, v);
+        break;
+    case O_CTX:
+        if (!cli_parse_long(v, 1, 1L << 20, &o->ctx))
+            return cli_usage_error(o, "%s expects a whole number from 1 to %ld, got '%s'", flag, 1L << 20, v);
+        break;
+    case O_PTOK:
+        if (!cli_parse_long(v, 1, 1L << 20, &o->prompt_tokens))
+            return cli_usage_error(o, "%s expects a whole number >= 1, got '%s'", flag, v);
+        break;
+    case O_REPS:
+        if (!cli_parse_long(v, 1, 1000, &o->reps))
+            return cli_usage_error(o, "%s expects a whole number from 1 to 1000, got '%s'", flag, v);
+        break;
+    case O_DATA: o->data = v; break;
+    case O_OUT: o->out = v; break;
+    case O_RESUME: o->resume = v; break;
+    case O_CONFIG: o->config = v; break;
+    case O_LAYERS: LONG_OPT(layers, 1, 64);
+    case O_HEADS: LONG_OPT(heads, 1, 1024);
+    case O_EMBD: LONG_OPT(embd, 1, 4096);
+    case O_TCTX: LONG_OPT(tctx, 2, 4096);
+    case O_STEPS: LONG_OPT(steps, 0, 100000000);
+    case O_BATCH: LONG_OPT(batch, 1, 4096);
+    case O_WARMUP: LONG_OPT(warmup, 0, 100000000);
+    case O_EVALEVERY: LONG_OPT(eval_every, 0, 100000000);
+    case O_EVALSEQS: LONG_OPT(eval_seqs, 1, 1000000);
+    case O_CKPT: LONG_OPT(ckpt_every, 0, 100000000);
+    case O_LOGEVERY: LONG_OPT(log_every, 1, 100000000);
+    case O_LR: REAL_OPT(lr, 0, 10, false);
+    case O_LRMIN: REAL_OPT(lr_min, 0, 10, true);
+    case O_WD: REAL_OPT(weight_decay, 0, 100, true);
+    case O_CLIP: REAL_OPT(grad_clip, 0, 1e30, true);
+    case O_VALFRAC: REAL_OPT(val_fraction, 0, 0.5, true);
+    case O_STOP:
+        if (o->n_stop == 8) return cli_usage_error(o, "%s: at most 8 stop strings", flag);
+        if (strlen(v) < 1 || strlen(v) > 64)
+            return cli_usage_error(o, "%s expects 1 to 64 bytes, got %zu", flag, strlen(v));
+        o->stop[o->n_stop++] = v;
+        break;
+    case O_OUTFMT:
+        if (strcmp(v, "json") == 0 || strcmp(v, "jsonl") == 0)
+            o->json = true;
+        else if (strcmp(v, "text") == 0)
+            o->json = false;
+        else
+            return cli_usage_error(o, "%s expects text, json or jsonl, got '%s'", flag, v);
+        break;
+    case O_TRUNCATE: o->truncate = true; break;
+    case O_BATCHFILE: o->batch_file = v; break;
+    case O_PARALLEL: LONG_OPT(parallel, 1, SM_MAX_SEQ);
+    case O_SHARD: {
+        char *end;
+        errno = 0;
+        long i = strtol(v, &end, 10), n = 0;
+        if (!errno && end != v && *end == '/') n = strtol(end + 1, &end, 10);
+        if (errno || *end || n < 1 || n > 1000000 || i < 1 || i > n)
+            return cli_usage_error(o, "%s expects I/N with 1 <= I <= N, got '%s'", flag, v);
+        o->shard_i = i;
+        o->shard_n = n;
+        break;
+    }
+    case O_UNTIED: o->untied = true; break;
+    case O_NOBIAS: o->no_bias = true; break;
+    case O_QUIET: o->quiet = true; break;
+    case O_STATS: o->stats = true; break;
+    case O_VERBOSE: o->verbose = true; break;
+    case O_JSON: o->json = true; break;
+    case O_NOMMAP: o->no_mmap = true; break;
+    case O_CHECKW: o->check_weights = true; break;
+    case O_TOKFILE: o->tokenizer = v; break;
+    case O_DTYPE:
+        o->dtype = sm_dtype_parse(v);
+        if (o->dtype == SM_DTYPE_COUNT)
+            return cli_usage_error(o, "%s expects f32, f16 or bf16, got '%s'", flag, v);
+        break;
+    case O_SPECIAL: o->special = true; break;
+    case O_COMPARE: o->compare = true; break;
+    case O_HELP: o->help = true; break;
+    case O_VERSION: o->version = true; break;
+    }
+    return 0;
+}
+
+int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const struct option_def *d = NULL;
+        const char *value = NULL;
+        char flag[64];
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+                if (strlen(options[k].name) == len && strncmp(options[k].name, a + 2, len) == 0 &&
+                    (!d || (options[k].cmds & o->cmd)))
+                    d = &options[k]; /* a name may mean different things per command */
+            snprintf(flag, sizeof flag, "--%.*s", (int)(len < 50 ? len : 50), a + 2);
+            if (!d) return cli_usage_error(o, "unknown flag '%s'", flag);
+            if (eq) {
+                if (!d->takes_value) return cli_usage_error(o, "%s takes no value", flag);
+                value = eq + 1;
+            }
+        } else if (a[0] == '-' && a[1] && a[1] != '-') {
+            for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+                if (options[k].short_name == a[1] && (!d || (options[k].cmds & o->cmd)))
+                    d = &options[k];
+            snprintf(flag, sizeof flag, "-%c", a[1]);
+            if (!d) return cli_usage_error(o, "unknown flag '%s'", flag);
+            if (a[2]) {
+                if (!d->takes_value) return cli_usage_error(o, "unknown flag '%s'", a);
+                value = a + 2;
+            }
+        } else if ((o->cmd & (CMD_CONVERT | CMD_DETOKENIZE | CMD_BENCH)) && o->n_args < MAX_ARGS) {
+            o->args[o->n_args++] = a;
+            continue;
+        } else {
+            return cli_usage_error(o, "unexpected argument '%s'", a);
+        }
+        if (!(d->cmds & o->cmd))
+            return cli_usage_error(o, "%s does not apply to '%s'", flag, o->cmd_name);
+        if (d->takes_value && !value) {
+            if (i + 1 >= argc) return cli_usage_error(o, "%s needs a value", flag);
+            value = argv[++i];
+        }
+        int rc = set_value(o, d, flag, value);
+        if (rc) return rc;
+    }
+    if (o->prompt && o->file) return cli_usage_error(o, "give -p or -f, not both");
+    if (o->batch_file && (o->prompt || o->file))
+        return cli_usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
+    if (o->shard_n && !o->batch_file) return cli_usage_error(o, "--shard goes with --batch");
+    if (o->parallel && !o->batch_file) return cli_usage_error(o, "--parallel goes with --batch");
+    return 0;
+}
+
+void cli_print_help(const cli_opts *o) {
+    if (!o->cmd_name) {
+        printf("smallmind %s -- transformer text generation on the CPU\n\n"
+               "usage: smallmind COMMAND [flags]\n\n"
+               "commands:\n"
+               "  generate   continue a prompt (-p TEXT, -f FILE, or stdin)\n"
+               "  score      log-probability and perplexity of a text\n"
+               "  info       architecture, parameters and memory plan of a model\n"
+               "  bench      prefill and decode speed of a model\n"
+               "  train      train a byte-level GPT model on a text file\n"
+               "  convert    a llama2.c checkpoint or Hugging Face directory to a model directory\n"
+               "  tokenize   token ids of a text\n"
+               "  detokenize the text of token ids\n\n"
+               "'smallmind COMMAND --help' lists a command's flags.\n",
+               SM_VERSION);
+        return;
+    }
+    printf("usage: smallmind %s [flags]%s\n\n", o->cmd_name,
+           o->cmd == CMD_CONVERT ? " SRC OUT" : o->cmd == CMD_DETOKENIZE ? " ID..." : "");
+    const char *what = o->cmd == CMD_GENERATE ? "Streams a continuation of the prompt to stdout."
+                       : o->cmd == CMD_SCORE  ? "Scores each token of a text given the ones before it."
+                       : o->cmd == CMD_INFO   ? "Prints a model's architecture, size and memory plan."
+                       : o->cmd == CMD_CONVERT
+                           ? "Converts a llama2.c checkpoint (SRC a file, with --tokenizer) or a\n"
+                             "Hugging Face GPT-2 or Llama directory (config.json + safetensors)\n"
+                             "into the new model directory OUT."
+                       : o->cmd == CMD_TOKENIZE ? "Prints the token ids of a text (-p, -f or stdin), space-separated."
+                       : o->cmd == CMD_DETOKENIZE ? "Prints the text of the token ids."
+                       : o->cmd == CMD_TRAIN  ? "Trains a GPT-2-style model with the byte vocabulary on a text file\n"
+                                                "and writes a model directory (a checkpoint that --resume continues)."
+                                              : "Measures prefill and decode speed on synthetic tokens.";
+    printf("%s\n\n", what);
+    for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+        if (options[k].help && (options[k].cmds & o->cmd)) printf("  %s\n", options[k].help);
+    if (o->cmd == CMD_GENERATE)
+        printf("\nThe prompt is used byte for byte (a trailing newline from echo is kept).\n"
+               "With -p or -f, stdin is not read. Exit: 0 ok (also when stdout is closed),\n"
+               "1 data or run-time error, 2 usage error, 130 interrupted.\n");
+    if (o->cmd == CMD_SCORE)
+        printf("\nEvery token but the first is scored given those before it, in windows of\n"
+               "the context length (each window starts a fresh context).\n");
+}

@@ -1,0 +1,107 @@
+/*
+** runner.c -- what every command that runs a model sets up: the kernels,
+** the model (mapped or read), its tokenizer, the thread pool, and one arena
+** planned once and carved for the state, the samplers, the prompt buffer
+** and (for batches) the scheduler.
+*/
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void cli_runner_free(cli_runner *r) {
+    sm_tokenizer_free(&r->tok);
+    sm_arena_free(&r->arena);
+    sm_pool_free(r->pool);
+    sm_model_free(r->model);
+    memset(r, 0, sizeof *r);
+}
+
+/* Carves prompt buffer, samplers, state and scheduler from `a`: once measuring, once for real. */
+sm_status cli_runner_carve(cli_runner *r, const sm_sampler_params *spar, sm_arena *a,
+                           sm_error *err) {
+    r->tokens = sm_arena_alloc(a, r->sp.n_ctx, sizeof *r->tokens);
+    r->samplers = r->n_samplers ? sm_arena_alloc(a, r->n_samplers, sizeof *r->samplers) : NULL;
+    for (size_t i = 0; i < r->n_samplers; i++) {
+        sm_sampler scratch, *smp = r->samplers ? &r->samplers[i] : &scratch;
+        sm_status st = sm_sampler_init(smp, spar, (size_t)r->tok.n_vocab, a);
+        if (st) return sm_error_set(err, st, "arena too small for the sampler");
+    }
+    sm_status st = sm_state_init(&r->state, r->model, &r->sp, r->pool, a, err);
+    if (!st && r->sched_params)
+        st = sm_sched_init(&r->sched, r->state, &r->sp, r->sched_params, a, err);
+    return st;
+}
+
+int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) {
+    memset(r, 0, sizeof *r);
+    size_t max_batch = spec->max_batch, n_seq = spec->n_seq;
+    const sm_sampler_params *spar = spec->sampling;
+    r->n_samplers = spec->n_samplers;
+    r->sched_params = spec->sched;
+    sm_error err = {{0}};
+    int rc = EXIT_DATA;
+    double t0 = sm_time_now();
+    r->kernels = sm_kernels_select(o->kernels);
+    if (!r->kernels)
+        return cli_usage_error(o, "--kernels %s is unknown or not supported by this CPU (have: %s)",
+                           o->kernels, sm_kernels_select(NULL)->name);
+    struct stat sb;
+    if (stat(o->model, &sb) != 0) {
+        fprintf(stderr, "smallmind: cannot open '%s': %s\n", o->model, strerror(errno));
+        return EXIT_DATA;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "smallmind: cannot open '%s': not a directory (a model is a directory with config.json)\n",
+                o->model);
+        return EXIT_DATA;
+    }
+    if (sm_model_load(&r->model, o->model, !o->no_mmap, &err)) goto fail_msg;
+    if (o->check_weights && sm_model_check_weights(r->model, &err)) goto fail_msg;
+    const sm_config *c = sm_model_config(r->model);
+    if (sm_tokenizer_init(&r->tok, c, o->model, &err)) goto fail_msg;
+    r->tok.parse_special = o->special;
+    if (o->ctx > c->n_ctx) {
+        rc = cli_usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
+        goto fail;
+    }
+    r->sp.n_ctx = o->ctx ? (size_t)o->ctx : (size_t)c->n_ctx;
+    r->sp.max_batch = max_batch < r->sp.n_ctx ? max_batch : r->sp.n_ctx;
+    r->sp.all_logits = spec->all_logits;
+    r->sp.n_threads = (int)o->threads;
+    r->sp.kernels = r->kernels;
+    r->sp.n_seq = n_seq;
+    if (sm_state_plan_bytes(r->model, &r->sp, &r->plan, &err)) goto fail_msg;
+    if (spec->build_state) {
+        if (sm_pool_create(&r->pool, (int)o->threads) != SM_OK) {
+            fprintf(stderr, "smallmind: cannot start %ld threads\n", o->threads);
+            goto fail;
+        }
+        sm_arena meas;
+        sm_arena_measure(&meas);
+        if (cli_runner_carve(r, spar, &meas, &err) || sm_arena_init(&r->arena, meas.used) != SM_OK) {
+            fprintf(stderr,
+                    "smallmind: cannot allocate %zu bytes for the run (KV-cache %zu bytes); "
+                    "a smaller -c%s reduces it\n",
+                    meas.used, r->plan.kv_cache, n_seq > 1 ? " or --parallel" : "");
+            goto fail;
+        }
+        if (cli_runner_carve(r, spar, &r->arena, &err)) goto fail_msg;
+    }
+    r->t_load = sm_time_now() - t0;
+    if (o->verbose && spec->build_state)
+        fprintf(stderr,
+                "smallmind: %s: %s, %zu parameters, %zu bytes of weights (%s); %s kernels, "
+                "%d threads; context %zu; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
+                o->model, sm_arch_name(c->arch), sm_model_params(r->model),
+                sm_model_weight_bytes(r->model), o->no_mmap ? "read" : "mapped", r->kernels->name,
+                r->sp.n_threads, r->sp.n_ctx, r->arena.size, r->plan.kv_cache, r->t_load * 1e3);
+    return 0;
+fail_msg:
+    rc = cli_data_error(err.msg);
+fail:
+    cli_runner_free(r);
+    return rc;
+}
