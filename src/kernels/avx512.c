@@ -129,8 +129,8 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 */
 static void pack_f32(float *restrict panel, const float *restrict w, size_t K, size_t n,
                      size_t nr, size_t k0, size_t kc) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32((int)K));
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)K));
     for (size_t h = 0; h < NR; h += 16) {
         __mmask16 m = tail_mask(nr > h ? nr - h : 0);
         const float *base = w + (n + h) * K + k0;
@@ -211,7 +211,8 @@ static inline __attribute__((always_inline)) void
 dot_rows(sm_dtype dt, size_t nw, float *restrict out, const float *restrict x,
          const void *restrict w, const void *next_w, const float *restrict bias, size_t T,
          size_t N, size_t K, size_t kv, __mmask16 mt) {
-    size_t t = 0, nb = T > 4 ? T / 4 : 0, later = nb > 3 ? 3 : nb - 1; /* used when nb >= 2 */
+    /* later is used only when nb >= 2 */
+    size_t t = 0, nb = T > 4 ? T / 4 : 0, later = nb > 3 ? 3 : nb - 1;
     for (size_t b = 0; b < nb; b++, t += 4) {
         size_t r0 = 0, r1 = 0; /* next rows [r0, r1) this block prefetches */
         if (next_w && b >= 1 && b <= later) r0 = (b - 1) * 4 / later, r1 = b * 4 / later;
@@ -426,7 +427,8 @@ static void attention(float *restrict out, const float *restrict q, const float 
             }
             for (size_t i = 0; i < rows; i++) {
                 size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
-                if (i >= ni || n == 0) { /* no keys here: probabilities 0, accumulator kept */
+                /* no keys here: probabilities 0, accumulator kept */
+                if (i >= ni || n == 0) {
                     memset(p + i * KB, 0, KB * sizeof *p);
                     corr[i] = 1.0f;
                     continue;
