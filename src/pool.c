@@ -7,13 +7,21 @@
 ** waits. The caller signals only when sleepers > 0. Both sides use seq_cst
 ** atomics, so either the worker sees the new generation or the caller sees
 ** the sleeper: no lost wake-up.
+**
+** Every wait (a worker's, the barrier's, the caller's for the workers) spins
+** a while, then yields the CPU on each further check. With more threads
+** than online CPUs the spin is short and idle workers sleep at once: a
+** spinning thread would otherwise hold the CPU a thread with work needs,
+** and a step would take a whole scheduler time slice per thread.
 */
 #include "sm_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,7 +30,9 @@
 #define cpu_relax() ((void)0)
 #endif
 
-#define SPIN_SECONDS 1e-3
+#define SPIN_SECONDS 1e-3   /* an idle worker spins this long before it sleeps */
+#define SPINS_BEFORE_YIELD 65536 /* pauses before a wait starts yielding (about 1 ms) */
+#define SPINS_OVERSUBSCRIBED 16
 
 /* One thread's hand-out counter, alone on its cache line. */
 typedef struct {
@@ -31,6 +41,8 @@ typedef struct {
 
 struct sm_pool {
     int nth;
+    unsigned spin_limit; /* pauses before a wait yields */
+    double idle_spin;    /* seconds an idle worker spins before it sleeps */
     pthread_t *threads;
     work_counter *work; /* (nth): items taken from each thread's slice this phase */
     pthread_mutex_t mu;
@@ -51,6 +63,16 @@ typedef struct {
 } worker_arg;
 
 
+/* One check of a wait: a pause while *spins is under the limit, then a yield. */
+static inline void backoff(const sm_pool *p, unsigned *spins) {
+    if (*spins < p->spin_limit) {
+        ++*spins;
+        cpu_relax();
+    } else {
+        sched_yield();
+    }
+}
+
 static worker_arg *worker_args(sm_pool *p) {
     return (worker_arg *)(p->threads + p->nth);
 }
@@ -66,7 +88,7 @@ static void *worker_main(void *varg) {
             for (unsigned spins = 0; (g = atomic_load(&p->generation)) == seen; spins++) {
                 if (atomic_load(&p->quit)) return NULL;
                 cpu_relax();
-                if ((spins & 1023) == 1023 && sm_time_now() - t0 > SPIN_SECONDS) {
+                if ((spins & 1023) == 1023 && sm_time_now() - t0 > p->idle_spin) {
                     pthread_mutex_lock(&p->mu);
                     atomic_fetch_add(&p->sleepers, 1);
                     while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit))
@@ -96,6 +118,10 @@ sm_status sm_pool_create(sm_pool **out, int n_threads) {
     if (!p) return SM_ERR_NOMEM;
     memset(p, 0, sizeof *p);
     p->nth = n_threads;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    bool over = cpus > 0 && n_threads > cpus;
+    p->spin_limit = over ? SPINS_OVERSUBSCRIBED : SPINS_BEFORE_YIELD;
+    p->idle_spin = over ? 0 : SPIN_SECONDS;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     /* one block: thread handles, then their arguments */
@@ -140,7 +166,8 @@ void sm_pool_run(sm_pool *p, sm_task_fn fn, void *arg) {
         pthread_mutex_unlock(&p->mu);
     }
     fn(arg, 0, p->nth);
-    while (atomic_load(&p->done) != p->nth - 1) cpu_relax();
+    unsigned spins = 0;
+    while (atomic_load(&p->done) != p->nth - 1) backoff(p, &spins);
 }
 
 /* The last thread to arrive resets the hand-out counters: all others are
@@ -156,7 +183,8 @@ void sm_pool_barrier(sm_pool *p) {
         atomic_store(&p->bar_count, 0);
         atomic_fetch_add(&p->bar_phase, 1);
     } else {
-        while (atomic_load(&p->bar_phase) == phase) cpu_relax();
+        unsigned spins = 0;
+        while (atomic_load(&p->bar_phase) == phase) backoff(p, &spins);
     }
 }
 
