@@ -21,7 +21,8 @@ typedef enum {
     SM_ERR_UNSUPPORTED, /* well-formed but not supported by this build */
     SM_ERR_NOMEM,       /* an allocation failed */
     SM_ERR_INPUT,       /* bad user input: prompt too long, bad token id */
-    SM_ERR_RUNTIME      /* a run-time failure such as NaN logits */
+    SM_ERR_RUNTIME,     /* a run-time failure such as NaN logits */
+    SM_ERR_CANCELLED    /* the caller's cancel flag was set (Ctrl-C): stopped early */
 } sm_status;
 
 /* Element types of weight tensors (little-endian on disk). */
@@ -88,6 +89,13 @@ sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err
 
 /* Removes the regular files in directory `path` (one level), then the directory. */
 void sm_remove_dir(const char *path);
+
+/*
+** Removes the directories PATH.tmp-PID beside path whose process PID is
+** gone: what a run killed while writing PATH (a checkpoint, a conversion)
+** left behind. A live process's directory is kept.
+*/
+void sm_remove_stale_tmp(const char *path);
 
 /*
 ** Reads the regular file `path` (at most `max` bytes) into a malloc'd

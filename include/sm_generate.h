@@ -102,8 +102,9 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err);
 ** Encodes a prompt into out (room for n_ctx ids); *n = its tokens. Longer
 ** than the context: SM_ERR_INPUT with both counts, or with truncate its last
 ** tokens, leaving room for min(max_tokens, n_ctx / 2) new ones (*dropped =
-** how many went; this case allocates the whole prompt's ids once). A prompt
-** of no tokens (a model without BOS, empty text) is SM_ERR_INPUT.
+** how many went; this case allocates the whole prompt's ids once). An empty
+** prompt is the tokenizer's BOS alone (GPT-2: <|endoftext|>), which starts a
+** new document; without a BOS it is SM_ERR_INPUT.
 */
 sm_status sm_prompt_encode(sm_tokenizer *tok, const char *text, size_t len, size_t n_ctx,
                            size_t max_tokens, bool truncate, int32_t *out, size_t *n,
@@ -112,6 +113,8 @@ sm_status sm_prompt_encode(sm_tokenizer *tok, const char *text, size_t len, size
 /*
 ** Runs the loop on state s, whose cache is empty. n_prompt must be >= 1 and
 ** fit the context (the caller reports an over-long prompt with both counts).
+** A forward call stopped by the state's cancel flag (sm_state_set_cancel)
+** ends the loop with SM_FINISH_INTERRUPTED and SM_OK.
 ** SM_ERR_RUNTIME with a message if the logits go NaN; SM_ERR_INPUT for bad
 ** stop strings.
 */

@@ -144,6 +144,13 @@ const char *sm_op_name(sm_op op);
 /* Forward calls add to *p from now on (NULL: stop). Costs two clock reads per step. */
 void sm_state_set_profile(sm_state *s, sm_profile *p);
 
+/*
+** Forward calls poll *cancel (NULL: never) between blocks; once it is
+** non-zero a call stops within a block's time and returns SM_ERR_CANCELLED,
+** its logits and the cache positions it was writing unusable.
+*/
+void sm_state_set_cancel(sm_state *s, const volatile int *cancel);
+
 /* The parameters the state was built with, and its model. */
 const sm_state_params *sm_state_params_of(const sm_state *s);
 const sm_model *sm_state_model(const sm_state *s);

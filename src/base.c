@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ const char *sm_status_str(sm_status st) {
     case SM_ERR_NOMEM: return "out of memory";
     case SM_ERR_INPUT: return "invalid input";
     case SM_ERR_RUNTIME: return "runtime error";
+    case SM_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }
@@ -72,7 +74,9 @@ double sm_time_now(void) {
 
 sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err) {
     *size = 0;
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+       it is refused below, and a regular file's reads ignore the flag */
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (*fd < 0) return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
     if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIZE_MAX) {
@@ -80,6 +84,8 @@ sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err
         *fd = -1;
         return sm_error_set(err, SM_ERR_IO, "cannot open '%s': not a regular file", path);
     }
+    int fl = fcntl(*fd, F_GETFL);
+    if (fl >= 0) fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
     *size = (size_t)sb.st_size;
     return SM_OK;
 }
@@ -93,6 +99,32 @@ void sm_remove_dir(const char *path) {
         closedir(d);
     }
     rmdir(path);
+}
+
+void sm_remove_stale_tmp(const char *path) {
+    char parent[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t plen = slash ? (size_t)(slash - path) : 1;
+    if (!*base || plen >= sizeof parent) return;
+    memcpy(parent, slash ? path : ".", plen);
+    parent[plen] = '\0';
+    if (slash && plen == 0) strcpy(parent, "/");
+    DIR *d = opendir(parent);
+    if (!d) return;
+    size_t blen = strlen(base);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp-", 5) != 0) continue;
+        char *end;
+        long pid = strtol(n + blen + 5, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may be alive */
+        char full[8300];
+        if ((size_t)snprintf(full, sizeof full, "%s/%s", parent, n) < sizeof full) sm_remove_dir(full);
+    }
+    closedir(d);
 }
 
 uint64_t sm_hash_bytes(const void *p, size_t n) {

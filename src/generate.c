@@ -166,6 +166,12 @@ sm_status sm_generate(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
         st = sm_state_forward(s, &q.next, 1, sm_seq_pos(&q), &logits, err);
         if (!st) st = sm_seq_accept(&q, logits, err);
     }
+    if (st == SM_ERR_CANCELLED) { /* a forward call stopped at the caller's cancel flag */
+        if (q.t_decode0 > 0) q.stats.t_decode = sm_time_now() - q.t_decode0;
+        q.stats.finish = SM_FINISH_INTERRUPTED;
+        q.done = true;
+        st = SM_OK;
+    }
     if (st && !q.done) q.stats.t_decode = sm_time_now() - q.t_decode0;
     *stats = q.stats;
     return st;
@@ -176,6 +182,10 @@ sm_status sm_prompt_encode(sm_tokenizer *tok, const char *text, size_t len, size
                            size_t *dropped, sm_error *err) {
     *dropped = 0;
     *n = sm_tokenizer_encode(tok, text, len, out, n_ctx);
+    if (*n == 0 && tok->bos >= 0 && n_ctx > 0) { /* an empty prompt starts a new document */
+        out[0] = tok->bos;
+        *n = 1;
+    }
     if (*n == 0)
         return sm_error_set(err, SM_ERR_INPUT, "empty prompt: this model has no BOS token, so "
                                                "the prompt needs at least one token");

@@ -187,6 +187,7 @@ static sm_status step_group(sm_sched *s, sm_error *err) {
     sm_status st = sm_state_forward_many(s->state, s->ct, s->cs, s->cp, s->rows, &lg, err);
     size_t ng = s->ng;
     s->rows = s->ng = 0;
+    if (st == SM_ERR_CANCELLED && cancelled(s)) return SM_OK;
     if (st) return st;
     tp = sm_time_now() - tp;
     for (size_t g = 0; g < ng && !cancelled(s); g++) {
@@ -210,7 +211,8 @@ sm_status sm_sched_step(sm_sched *s, sm_error *err) {
     }
     if (m == 0 || cancelled(s)) return SM_OK;
     const float *logits;
-    if ((st = sm_state_decode(s->state, s->ct, s->cs, s->cp, m, &logits, err))) return st;
+    if ((st = sm_state_decode(s->state, s->ct, s->cs, s->cp, m, &logits, err)))
+        return st == SM_ERR_CANCELLED && cancelled(s) ? SM_OK : st;
     for (size_t j = 0; j < m && !cancelled(s); j++) {
         slot *q = &s->slots[s->cs[j]];
         sm_error rerr = {{0}};

@@ -143,6 +143,15 @@ void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
             const sm_mat *te = &m->tok_embd, *pe = &m->pos_embd;
             float *x = s->x + t * C;
             s->k->to_f32(x, row_of(te, (size_t)s->tokens[t], C), te->dt, C);
+            if (s->rope_freq) { /* this row's rotary angles, as the table had them */
+                size_t half = (size_t)m->cfg.head_dim / 2;
+                float pos = (float)(ru->pos + t - ru->start);
+                for (size_t i = 0; i < half; i++) {
+                    float a = pos * s->rope_freq[i];
+                    s->rope_cos[t * half + i] = cosf(a);
+                    s->rope_sin[t * half + i] = sinf(a);
+                }
+            }
             if (!pe->data) continue;
             const float *p = row_f32(s, pe, ru->pos + t - ru->start, C, s->tmp + t * C);
             for (size_t i = 0; i < C; i++) x[i] += p[i];
@@ -194,7 +203,8 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                 const float *vr = kr + m->kv_dim;
                 size_t p = ru->pos + t;
                 if (rope) {
-                    const float *cs = s->rope_cos + p * half, *sn = s->rope_sin + p * half;
+                    size_t row = ru->start + t;
+                    const float *cs = s->rope_cos + row * half, *sn = s->rope_sin + row * half;
                     K->rope(kr, cs, sn, hs);
                     for (size_t h = kh * group; h < (kh + 1) * group; h++)
                         K->rope(qkv + t * W + h * hs, cs, sn, hs);

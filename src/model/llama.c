@@ -86,8 +86,10 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
 
         sm_fwd_residual_matmul(s, s->hid, L->down_w, NULL, F, ith, nth, scr);
+        sm_fwd_poll_cancel(s, ith);
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->down_w, C, F);
+        if (s->stop) return; /* every thread read the same answer after the barrier */
 
         if (l + 1 < c->n_layer) {
             sm_fwd_norm_rows(s, s->xn, s->x, m->layers[l + 1].ln1_g, NULL, r0, r1);

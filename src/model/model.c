@@ -101,8 +101,9 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *hid = sm_arena_alloc(a, B * F, sizeof(float));
     float *up = llama ? sm_arena_alloc(a, B * F, sizeof(float)) : NULL;
     size_t half = (size_t)c->head_dim / 2;
-    float *rcos = llama ? sm_arena_alloc(a, p->n_ctx * half, sizeof(float)) : NULL;
-    float *rsin = llama ? sm_arena_alloc(a, p->n_ctx * half, sizeof(float)) : NULL;
+    float *rcos = llama ? sm_arena_alloc(a, B * half, sizeof(float)) : NULL;
+    float *rsin = llama ? sm_arena_alloc(a, B * half, sizeof(float)) : NULL;
+    float *rfreq = llama ? sm_arena_alloc(a, half, sizeof(float)) : NULL;
     size_t t1 = a->used;
     float *logits = sm_arena_alloc(a, logit_rows * V, sizeof(float));
     size_t t2 = a->used;
@@ -129,7 +130,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->k = p->kernels;
     s->p = *p;
     s->x = x, s->xn = xn, s->qkv = qkv, s->att = att, s->tmp = tmp, s->hid = hid, s->up = up;
-    s->rope_cos = rcos, s->rope_sin = rsin;
+    s->rope_cos = rcos, s->rope_sin = rsin, s->rope_freq = rfreq;
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;
     s->scratch_floats = per;
@@ -162,20 +163,16 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
 }
 
 /*
-** Rotary angles pos * theta^(-2i/hs) for every position and pair, computed
-** in float as llama2.c and PyTorch's Llama do, so the logits match theirs.
+** Rotary frequencies theta^(-2i/hs), computed in float as llama2.c and
+** PyTorch's Llama do, so the logits match theirs. The angles of a call's
+** rows are computed from them as the call embeds its tokens
+** (sm_fwd_embed), so memory and start-up time do not grow with the context.
 */
-static void rope_tables(sm_state *s) {
+static void rope_freqs(sm_state *s) {
     const sm_config *c = &s->m->cfg;
     size_t hs = (size_t)c->head_dim, half = hs / 2;
-    for (size_t i = 0; i < half; i++) {
-        float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)hs);
-        for (size_t p = 0; p < s->p.n_ctx; p++) {
-            float a = (float)p * freq;
-            s->rope_cos[p * half + i] = cosf(a);
-            s->rope_sin[p * half + i] = sinf(a);
-        }
-    }
+    for (size_t i = 0; i < half; i++)
+        s->rope_freq[i] = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)hs);
 }
 
 sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params *p,
@@ -197,7 +194,7 @@ sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params
         return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the run state (%zu bytes)",
                             plan.total);
     s->pool = pool;
-    if (s->rope_cos) rope_tables(s);
+    if (s->rope_freq) rope_freqs(s);
     /* The cache is not cleared: every kernel reads only positions already
        written (masked loads), and untouched pages cost nothing until used. */
     *out = s;
@@ -208,6 +205,10 @@ const char *sm_op_name(sm_op op) {
     static const char *const names[SM_OP_COUNT] = {"matmul", "attention", "norm", "activation",
                                                    "output", "sampling"};
     return (unsigned)op < SM_OP_COUNT ? names[op] : "?";
+}
+
+void sm_state_set_cancel(sm_state *s, const volatile int *cancel) {
+    s->cancel = cancel;
 }
 
 void sm_state_set_profile(sm_state *s, sm_profile *p) {
@@ -225,7 +226,8 @@ static sm_status check_tokens(const sm_state *s, const int32_t *tokens, size_t n
 
 /* Runs the call whose runs are in s->runs[0..n_runs) on the pool. */
 static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_runs,
-                        bool rows_apart, bool every_row, const float **logits) {
+                        bool rows_apart, bool every_row, const float **logits, sm_error *err) {
+    s->stop = false;
     s->tokens = tokens;
     s->n = n;
     s->n_runs = n_runs;
@@ -234,6 +236,7 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     if (s->prof) s->prof_t = sm_time_now();
     sm_pool_run(s->pool,
                 s->m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task, s);
+    if (s->stop) return sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
     sm_fwd_prof_output(s);
     *logits = s->logits;
     return SM_OK;
@@ -253,7 +256,7 @@ sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, s
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
     s->runs[0] = (sm_run){.start = 0, .len = n, .seq = seq, .pos = pos};
-    return launch(s, tokens, n, 1, false, s->p.all_logits, logits);
+    return launch(s, tokens, n, 1, false, s->p.all_logits, logits, err);
 }
 
 sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
@@ -297,7 +300,7 @@ sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t
                                 s->runs[r].len, s->p.max_batch);
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
-    return launch(s, tokens, n, runs, longest == 1, false, logits);
+    return launch(s, tokens, n, runs, longest == 1, false, logits, err);
 }
 
 sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,

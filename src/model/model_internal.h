@@ -59,7 +59,8 @@ struct sm_state {
     float *tmp;    /* (B, C) projection output before the residual add */
     float *hid;    /* (B, F) MLP hidden */
     float *up;     /* (B, F) llama: the up projection beside the gate in hid */
-    float *rope_cos, *rope_sin; /* (n_ctx, head_dim / 2) llama: rotary angles */
+    float *rope_cos, *rope_sin; /* (B, head_dim / 2) llama: the rotary angles of each row */
+    float *rope_freq;           /* (head_dim / 2) llama: rotary frequencies */
     float *logits; /* (B or 1, V) */
     float *kt;     /* (n_seq, n_layer, n_kv_head, keys) keys, blocked (sm_attn_key_index) */
     float *v;      /* (n_seq, n_layer, n_kv_head, ctx, hs) values; ctx = n_ctx padded
@@ -73,6 +74,8 @@ struct sm_state {
     size_t n;
     sm_run *runs; /* (n_seq) */
     size_t n_runs;
+    const volatile int *cancel; /* polled between blocks (NULL: never) */
+    bool stop;         /* thread 0's reading of *cancel, for all threads after a barrier */
     sm_profile *prof;  /* NULL unless profiling */
     double prof_t;     /* thread 0's clock at the end of the last profiled step */
     bool rows_apart; /* several one-row runs: rows computed as each alone (matmul_rows) */
@@ -162,6 +165,15 @@ void sm_fwd_prof_attention(sm_state *s, int ith);
 
 /* After the task: the output layer, the last step, which no barrier ends. */
 void sm_fwd_prof_output(sm_state *s);
+
+/*
+** Called by every thread before a block's last barrier: thread 0 reads the
+** cancel flag into s->stop, which all threads test after the barrier (no
+** thread writes it again before passing another barrier), so they agree.
+*/
+static inline void sm_fwd_poll_cancel(sm_state *s, int ith) {
+    if (ith == 0 && s->cancel && *s->cancel) s->stop = true;
+}
 
 /* After the last block: the final norm of the rows that need logits, then the output layer. */
 void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr);
