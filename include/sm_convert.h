@@ -26,6 +26,7 @@
 typedef struct sm_convert_opts {
     const char *tokenizer; /* llama2.c tokenizer.bin (required for llama2.c sources) */
     sm_dtype dtype;        /* of the matrices written (SM_DTYPE_F32 when zeroed) */
+    const volatile int *cancel; /* polled per tensor; once set: SM_ERR_CANCELLED, nothing left */
 } sm_convert_opts;
 
 typedef struct sm_convert_info {

@@ -65,7 +65,8 @@ void sm_tokenizer_free(sm_tokenizer *t);
 ** Encodes text into out (capacity cap) and returns the number of tokens the
 ** whole text needs, which may exceed cap (then only cap were written).
 ** Texts longer than SM_TOK_SEGMENT bytes are merged in segments ending at a
-** newline (or, without one, at a character boundary).
+** newline (or, without one, at a character boundary). An empty text has no
+** tokens, but for a tokenizer that adds BOS (SentencePiece), BOS alone.
 */
 size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_t *out,
                            size_t cap);

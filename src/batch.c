@@ -44,6 +44,24 @@ static sm_status add_stop(sm_batch_record *rec, const cJSON *s, sm_error *err) {
     return SM_OK;
 }
 
+/* Whether s is valid UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF). */
+static bool utf8_valid(const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned char c = *s;
+        size_t need = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : (c & 0xF0) == 0xE0 ? 3
+                    : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!need) return false;
+        for (size_t k = 1; k < need; k++)
+            if ((s[k] & 0xC0) != 0x80) return false;
+        if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+            (c == 0xF4 && s[1] > 0x8F))
+            return false;
+        s += need;
+    }
+    return true;
+}
+
 static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec, sm_error *err) {
     if (!cJSON_IsObject(root)) return sm_error_set(err, SM_ERR_INPUT, "expected a JSON object");
     sm_status st = SM_OK;
@@ -54,6 +72,8 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
         if (strcmp(k, "id") == 0) {
             if (!cJSON_IsString(v) && !cJSON_IsNumber(v))
                 return bad(err, k, "must be a string or a number");
+            if (cJSON_IsString(v) && !utf8_valid(v->valuestring)) /* it is echoed as JSON */
+                return bad(err, k, "must be valid UTF-8");
             if (!cJSON_PrintPreallocated((cJSON *)v, rec->id, SM_REC_ID_MAX - 8, false))
                 return bad(err, k, "is too long");
         } else if (strcmp(k, "prompt") == 0) {

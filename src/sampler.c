@@ -101,7 +101,8 @@ sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
         if (!isfinite(logits[i])) return SM_ERR_RUNTIME;
         if (logits[i] > logits[best]) best = i;
     }
-    if (s->p.temperature <= 0.0f) {
+    /* greedy, also for a temperature so small that 1/T overflows (its limit) */
+    if (s->p.temperature <= 0.0f || !isfinite(1.0f / s->p.temperature)) {
         *out = (int32_t)best;
         return SM_OK;
     }

@@ -191,6 +191,10 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     st = row && half ? write_all(f, hdr, sizeof hdr, path, err)
                      : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < pl->n && !st; i++) {
+        if (pl->cancel && *pl->cancel) {
+            st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
+            break;
+        }
         const otensor *t = &pl->t[i];
         size_t C = (size_t)(t->cols ? t->cols : 1);
         sm_dtype dt = c->tensors[i].dtype;
@@ -237,6 +241,33 @@ static sm_status check_output(const char *dir, sm_error *err) {
     if (!st) sm_tokenizer_free(&tok);
     sm_config_free(&cfg);
     return st;
+}
+
+/*
+** A message about a file of the temporary output (TMP/NAME: ...) names the
+** source it came from instead: the --tokenizer file or the tokenizer files
+** copied, tokenizer.json, or the source's config.
+*/
+static void blame_source(sm_error *err, const char *tmp, const plan *pl, const char *src) {
+    size_t tl = strlen(tmp);
+    if (strncmp(err->msg, tmp, tl) != 0 || err->msg[tl] != '/') return;
+    const char *name = err->msg + tl + 1, *rest = strchr(name, ':');
+    if (!rest) return;
+    size_t nl = (size_t)(rest - name);
+    const char *who = NULL;
+    char cfg[4300];
+    for (int k = 0; k < 2 && !who; k++)
+        if (pl->tok_src[k][0] && strlen(pl->cfg.tok_file[k]) == nl &&
+            strncmp(name, pl->cfg.tok_file[k], nl) == 0)
+            who = pl->tok_src[k];
+    if (!who && pl->tok_json && strncmp(name, "config.json", nl) != 0) who = pl->tok_json_path;
+    if (!who) {
+        snprintf(cfg, sizeof cfg, "%s%s", src, pl->from_dir ? "/config.json" : "");
+        who = cfg;
+    }
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%.200s%.300s", who, rest);
+    memcpy(err->msg, msg, sizeof msg);
 }
 
 /* ------------------------------------------------------------ llama2.c */
@@ -362,8 +393,10 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     plan pl;
     memset(&pl, 0, sizeof pl);
     pl.dtype = o->dtype;
+    pl.cancel = o->cancel;
     sm_status st;
     if (S_ISDIR(sb.st_mode)) {
+        pl.from_dir = true;
         st = sm_convert_from_hf(&pl, src, o, err);
         snprintf(info->source, sizeof info->source, "Hugging Face %s",
                  pl.cfg.arch == SM_ARCH_LLAMA ? "llama" : "gpt2");
@@ -380,13 +413,14 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         return st;
     }
     sm_remove_dir(tmp);
+    sm_remove_stale_tmp(out);
     if (mkdir(tmp, 0755) != 0) {
         plan_free(&pl);
         return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
     }
     st = write_plan(&pl, tmp, info, err);
+    if (!st && (st = check_output(tmp, err))) blame_source(err, tmp, &pl, src);
     plan_free(&pl);
-    if (!st) st = check_output(tmp, err);
     if (!st && rename(tmp, out) != 0)
         st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
     if (st) sm_remove_dir(tmp);

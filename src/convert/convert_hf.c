@@ -26,6 +26,7 @@ typedef struct {
     int ndim;
     int64_t shape[SM_MAX_DIMS];
     const unsigned char *data;
+    size_t nbytes;
     bool used;
 } st_tensor;
 
@@ -34,6 +35,46 @@ typedef struct {
     size_t n, cap;
     const char *where; /* the source directory, for messages */
 } st_set;
+
+static int by_data(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    return x->data < y->data ? -1 : x->data > y->data;
+}
+
+/*
+** The tensors set->t[first..] of one file must tile its data section as the
+** safetensors format requires: in offset order each starts where the one
+** before ends, the first at 0, the last at the end; no gap, no overlap (two
+** tensors sharing bytes), nothing after.
+*/
+static sm_status st_check_tiling(st_set *set, size_t first, const unsigned char *data,
+                                 size_t data_len, const char *path, sm_error *err) {
+    size_t n = set->n - first;
+    const st_tensor **order = malloc((n ? n : 1) * sizeof *order);
+    if (!order) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) order[i] = &set->t[first + i];
+    qsort(order, n, sizeof *order, by_data);
+    size_t at = 0;
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < n && !st; i++) {
+        size_t b = (size_t)(order[i]->data - data);
+        if (b < at)
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensors %s and %s overlap (data_offsets)",
+                              path, order[i - 1]->name, order[i]->name);
+        else if (b > at)
+            st = sm_error_set(err, SM_ERR_FORMAT,
+                              "%s: data bytes %zu..%zu belong to no tensor (before %s)", path, at,
+                              b, order[i]->name);
+        at = b + order[i]->nbytes;
+    }
+    if (!st && at != data_len)
+        st = sm_error_set(err, SM_ERR_FORMAT,
+                          "%s: %zu bytes after the last tensor's data; the tensors must cover the "
+                          "data section exactly",
+                          path, data_len - at);
+    free(order);
+    return st;
+}
 
 /* Reads one safetensors file's header and records its tensors (checked against the file). */
 static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err) {
@@ -51,7 +92,7 @@ static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err)
     cJSON *root;
     if ((st = sm_json_parse_strict((const char *)m->p + 8, (size_t)hn, path, &root, err)))
         return st;
-    size_t data0 = 8 + (size_t)hn, data_len = m->n - data0, covered = 0;
+    size_t data0 = 8 + (size_t)hn, data_len = m->n - data0, first = set->n;
     if (!cJSON_IsObject(root)) st = sm_error_set(err, SM_ERR_FORMAT, "%s: header is not an object", path);
     for (const cJSON *e = root ? root->child : NULL; e && !st; e = e->next) {
         if (strcmp(e->string, "__metadata__") == 0) continue;
@@ -95,7 +136,7 @@ static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err)
                               path, x.name, b, en, data_len);
             break;
         }
-        covered += bytes;
+        x.nbytes = bytes;
         x.data = m->p + data0 + (size_t)b;
         if (set->n == set->cap) {
             size_t cap = set->cap ? 2 * set->cap : 256;
@@ -111,10 +152,8 @@ static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err)
                 st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensor %s appears twice", path, x.name);
         if (!st) set->t[set->n++] = x;
     }
-    if (!st && covered > data_len)
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensors overlap", path);
     cJSON_Delete(root);
-    return st;
+    return st ? st : st_check_tiling(set, first, m->p + data0, data_len, path, err);
 }
 
 static st_tensor *st_find(st_set *set, const char *name) {
@@ -148,34 +187,57 @@ static sm_status st_take(st_set *set, const char *prefix, const char *name, int6
 }
 
 /* An integer key of the HF config (def when absent and def >= 0). */
-static sm_status hf_int(const cJSON *cfg, const char *key, int64_t def, int64_t lo, int64_t hi,
-                        int64_t *out, sm_error *err) {
+/*
+** Keys of a Hugging Face config.json (cp: its path, for messages): absent
+** or null takes the default (def < 0: required); present with the wrong
+** type or out of range is an error naming the key.
+*/
+static sm_status hf_int(const cJSON *cfg, const char *cp, const char *key, int64_t def, int64_t lo,
+                        int64_t hi, int64_t *out, sm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (!v || cJSON_IsNull(v)) {
-        if (def < 0) return sm_error_set(err, SM_ERR_FORMAT, "config.json: missing key \"%s\"", key);
+        if (def < 0) return sm_error_set(err, SM_ERR_FORMAT, "%s: missing key \"%s\"", cp, key);
         *out = def;
         return SM_OK;
     }
     double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
     if (d != floor(d) || d < (double)lo || d > (double)hi)
-        return sm_error_set(err, SM_ERR_FORMAT, "config.json: \"%s\" must be a whole number from %lld to %lld",
-                            key, (long long)lo, (long long)hi);
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: \"%s\" must be a whole number from %lld to %lld",
+                            cp, key, (long long)lo, (long long)hi);
     *out = (int64_t)d;
     return SM_OK;
 }
 
-static double hf_num(const cJSON *cfg, const char *key, double def) {
+/* A number in [lo, hi]. */
+static sm_status hf_real(const cJSON *cfg, const char *cp, const char *key, double def, double lo,
+                         double hi, double *out, sm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : def;
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return SM_OK;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: \"%s\" must be a number from %g to %g", cp,
+                            key, lo, hi);
+    *out = v->valuedouble;
+    return SM_OK;
 }
 
-static bool hf_bool(const cJSON *cfg, const char *key, bool def) {
+static sm_status hf_bool(const cJSON *cfg, const char *cp, const char *key, bool def, bool *out,
+                         sm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+    *out = def;
+    if (!v || cJSON_IsNull(v)) return SM_OK;
+    if (!cJSON_IsBool(v))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: \"%s\" must be true or false", cp, key);
+    *out = cJSON_IsTrue(v);
+    return SM_OK;
 }
 
-static const char *hf_str(const cJSON *cfg, const char *key) {
+/* A string key's value, "" when absent; *bad when present but not a string. */
+static const char *hf_str(const cJSON *cfg, const char *key, bool *bad) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) *bad = true;
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
@@ -229,15 +291,23 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
 static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
     int64_t C, L, H, ctx, V, F;
     sm_status st;
-    if ((st = hf_int(hc, "n_embd", -1, 1, 65536, &C, err)) ||
-        (st = hf_int(hc, "n_layer", -1, 1, 1024, &L, err)) ||
-        (st = hf_int(hc, "n_head", -1, 1, 1024, &H, err)) ||
-        (st = hf_int(hc, "n_positions", 1024, 1, 1 << 20, &ctx, err)) ||
-        (st = hf_int(hc, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
-        (st = hf_int(hc, "n_inner", 4 * C, 1, 1 << 20, &F, err)))
+    char cp[4200];
+    snprintf(cp, sizeof cp, "%s/config.json", set->where);
+    if ((st = hf_int(hc, cp, "n_embd", -1, 1, 65536, &C, err)) ||
+        (st = hf_int(hc, cp, "n_layer", -1, 1, 1024, &L, err)) ||
+        (st = hf_int(hc, cp, "n_head", -1, 1, 1024, &H, err)) ||
+        (st = hf_int(hc, cp, "n_positions", 1024, 1, 1 << 20, &ctx, err)) ||
+        (st = hf_int(hc, cp, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
+        (st = hf_int(hc, cp, "n_inner", 4 * C, 1, 1 << 20, &F, err)))
         return st;
-    if (C % H) return sm_error_set(err, SM_ERR_FORMAT, "config.json: n_embd is not a multiple of n_head");
-    const char *act = hf_str(hc, "activation_function");
+    if (C % H)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: n_embd (%lld) is not a multiple of n_head (%lld)",
+                            cp, (long long)C, (long long)H);
+    bool bad = false;
+    double eps;
+    const char *act = hf_str(hc, "activation_function", &bad);
+    if (bad) return sm_error_set(err, SM_ERR_FORMAT, "%s: \"activation_function\" must be a string", cp);
+    if ((st = hf_real(hc, cp, "layer_norm_epsilon", 1e-5, 1e-30, 0.999, &eps, err))) return st;
     sm_config *c = &pl->cfg;
     c->arch = SM_ARCH_GPT2;
     if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 || !*act)
@@ -246,13 +316,13 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
         c->activation = SM_ACT_GELU_ERF;
     else
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "config.json: activation_function \"%s\" is not supported", act);
+                            "%s: activation_function \"%s\" is not supported", cp, act);
     c->n_layer = (int)L, c->n_head = (int)H, c->n_embd = (int)C, c->n_ctx = (int)ctx;
     c->n_vocab = (int)V, c->n_ff = (int)F, c->n_kv_head = (int)H, c->head_dim = (int)(C / H);
-    c->norm_eps = (float)hf_num(hc, "layer_norm_epsilon", 1e-5);
+    c->norm_eps = (float)eps;
     c->bias = true;
     int64_t eos;
-    if ((st = hf_int(hc, "eos_token_id", 50256, 0, V - 1, &eos, err))) return st;
+    if ((st = hf_int(hc, cp, "eos_token_id", 50256, 0, V - 1, &eos, err))) return st;
     c->tok_bos = c->tok_eos = (int32_t)eos;
 
     const char *pre = "transformer.";
@@ -325,36 +395,54 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
 static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
     int64_t C, L, H, KVH, hd, F, ctx, V, bos, eos;
     sm_status st;
-    if ((st = hf_int(hc, "hidden_size", -1, 1, 65536, &C, err)) ||
-        (st = hf_int(hc, "num_hidden_layers", -1, 1, 1024, &L, err)) ||
-        (st = hf_int(hc, "num_attention_heads", -1, 1, 1024, &H, err)) ||
-        (st = hf_int(hc, "num_key_value_heads", H, 1, 1024, &KVH, err)) ||
-        (st = hf_int(hc, "head_dim", C / H, 2, 4096, &hd, err)) ||
-        (st = hf_int(hc, "intermediate_size", -1, 1, 1 << 20, &F, err)) ||
-        (st = hf_int(hc, "max_position_embeddings", 2048, 1, 1 << 20, &ctx, err)) ||
-        (st = hf_int(hc, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
-        (st = hf_int(hc, "bos_token_id", 1, 0, V - 1, &bos, err)) ||
-        (st = hf_int(hc, "eos_token_id", 2, 0, V - 1, &eos, err)))
+    char cp[4200];
+    snprintf(cp, sizeof cp, "%s/config.json", set->where);
+    if ((st = hf_int(hc, cp, "hidden_size", -1, 1, 65536, &C, err)) ||
+        (st = hf_int(hc, cp, "num_hidden_layers", -1, 1, 1024, &L, err)) ||
+        (st = hf_int(hc, cp, "num_attention_heads", -1, 1, 1024, &H, err)) ||
+        (st = hf_int(hc, cp, "num_key_value_heads", H, 1, 1024, &KVH, err)))
+        return st;
+    const cJSON *hdv = cJSON_GetObjectItemCaseSensitive(hc, "head_dim");
+    if ((!hdv || cJSON_IsNull(hdv)) && (C % H || C / H < 2))
+        return sm_error_set(err, SM_ERR_FORMAT,
+                            "%s: hidden_size (%lld) / num_attention_heads (%lld) is not a whole "
+                            "head size of at least 2, and there is no head_dim",
+                            cp, (long long)C, (long long)H);
+    if ((st = hf_int(hc, cp, "head_dim", C / H, 2, 4096, &hd, err)) ||
+        (st = hf_int(hc, cp, "intermediate_size", -1, 1, 1 << 20, &F, err)) ||
+        (st = hf_int(hc, cp, "max_position_embeddings", 2048, 1, 1 << 20, &ctx, err)) ||
+        (st = hf_int(hc, cp, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
+        (st = hf_int(hc, cp, "bos_token_id", 1, 0, V - 1, &bos, err)) ||
+        (st = hf_int(hc, cp, "eos_token_id", 2, 0, V - 1, &eos, err)))
         return st;
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(hc, "rope_scaling");
     if (rs && !cJSON_IsNull(rs))
-        return sm_error_set(err, SM_ERR_UNSUPPORTED, "config.json: rope_scaling is not supported yet");
-    if (hf_bool(hc, "attention_bias", false) || hf_bool(hc, "mlp_bias", false))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: rope_scaling is not supported yet", cp);
+    bool abias, mbias, tied, bad = false;
+    double eps, theta;
+    if ((st = hf_bool(hc, cp, "attention_bias", false, &abias, err)) ||
+        (st = hf_bool(hc, cp, "mlp_bias", false, &mbias, err)) ||
+        (st = hf_real(hc, cp, "rms_norm_eps", 1e-6, 1e-30, 0.999, &eps, err)) ||
+        (st = hf_real(hc, cp, "rope_theta", 10000.0, 1, 1e12, &theta, err)) ||
+        (st = hf_bool(hc, cp, "tie_word_embeddings", false, &tied, err)))
+        return st;
+    if (abias || mbias)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "config.json: attention_bias / mlp_bias are not supported");
-    const char *act = hf_str(hc, "hidden_act");
+                            "%s: attention_bias / mlp_bias are not supported", cp);
+    const char *act = hf_str(hc, "hidden_act", &bad);
+    if (bad) return sm_error_set(err, SM_ERR_FORMAT, "%s: \"hidden_act\" must be a string", cp);
     if (*act && strcmp(act, "silu") != 0)
-        return sm_error_set(err, SM_ERR_UNSUPPORTED, "config.json: hidden_act \"%s\" is not supported", act);
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", cp, act);
     if (H % KVH || hd % 2)
         return sm_error_set(err, SM_ERR_FORMAT,
-                            "config.json: num_attention_heads must be a multiple of "
-                            "num_key_value_heads and head_dim even");
+                            "%s: num_attention_heads must be a multiple of "
+                            "num_key_value_heads and head_dim even", cp);
     sm_config *c = &pl->cfg;
     c->arch = SM_ARCH_LLAMA;
     c->n_layer = (int)L, c->n_head = (int)H, c->n_kv_head = (int)KVH, c->n_embd = (int)C;
     c->head_dim = (int)hd, c->n_ff = (int)F, c->n_ctx = (int)ctx, c->n_vocab = (int)V;
-    c->norm_eps = (float)hf_num(hc, "rms_norm_eps", 1e-6);
-    c->rope_theta = (float)hf_num(hc, "rope_theta", 10000.0);
+    c->norm_eps = (float)eps;
+    c->rope_theta = (float)theta;
     c->activation = SM_ACT_SILU, c->bias = false;
     c->tok_bos = (int32_t)bos, c->tok_eos = (int32_t)eos;
 
@@ -400,7 +488,7 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error 
     }
     TAKE("norm.weight", C, 0, x);
     sm_convert_add_whole(pl, "norm_f.weight", C, 0, x->data, x->dt, OP_COPY);
-    c->tied_output = hf_bool(hc, "tie_word_embeddings", false);
+    c->tied_output = tied;
     st_tensor *head = st_find(set, "lm_head.weight");
     if (!c->tied_output || head) {
         if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
@@ -425,8 +513,13 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     free(buf);
     buf = NULL;
     if (st) goto done;
-    const char *type = hf_str(hc, "model_type");
+    bool bad = false;
+    const char *type = hf_str(hc, "model_type", &bad);
     bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
+    if (bad) {
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: \"model_type\" must be a string", path);
+        goto done;
+    }
     if (!gpt2 && !llama) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED,
                           "%s: model_type \"%s\" is not supported (supported: gpt2, llama)", path,
@@ -438,12 +531,12 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
         st = st_read(pl, &set, path, err);
     } else { /* shards named by the index's weight_map */
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-        st = sm_read_file(path, 64u << 20, &buf, &len, err);
-        if (st) {
+        if (access(path, F_OK) != 0) {
             st = sm_error_set(err, SM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json",
                               dir);
             goto done;
         }
+        if ((st = sm_read_file(path, 64u << 20, &buf, &len, err))) goto done; /* names why */
         if ((st = sm_json_parse_strict(buf, len, path, &idx, err))) goto done;
         const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
         if (!cJSON_IsObject(wm)) {

@@ -47,6 +47,8 @@ typedef struct {
     char tok_json_path[4400];
     bool nomem;            /* a tensor could not be added (then `spare` took it) */
     sm_dtype dtype;        /* of the matrices written */
+    const volatile int *cancel; /* polled per tensor written */
+    bool from_dir;         /* a Hugging Face directory (else a llama2.c checkpoint) */
     otensor spare;
 } plan;
 

@@ -432,8 +432,7 @@ size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_
         i = start - 1;
     }
     encode_plain(t, s + start, len - start, first && len > start, &k);
-    if (k.n == 0 && t->bos >= 0) emit(&k, t->bos); /* an empty text is BOS alone */
-    return k.n;
+    return k.n; /* an empty text has no tokens unless the tokenizer adds BOS */
 }
 
 const char *sm_tokenizer_piece(const sm_tokenizer *t, int32_t id, size_t *len) {
@@ -618,6 +617,35 @@ static long unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, c
     return (long)o;
 }
 
+/*
+** Every multi-byte token of a BPE vocabulary must be made by some merge,
+** else encoding can never produce it and ids come out byte by byte: an
+** empty or truncated merges.txt. Control tokens (bos/eos) and added tokens
+** written <...> are exempt.
+*/
+static sm_status check_reachable(const sm_tokenizer *t, size_t n, const char *vocab_path,
+                                 const char *merges_path, sm_error *err) {
+    bool *made = calloc(n, sizeof *made);
+    if (!made) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
+    for (size_t i = 0; i <= t->merge_mask; i++)
+        if (t->merges[i].a >= 0) made[t->merges[i].out] = true;
+    size_t lost = 0, first = 0;
+    for (size_t id = 0; id < n; id++) {
+        const char *s = t->text + t->off[id];
+        size_t len = t->off[id + 1] - t->off[id];
+        bool added = len >= 3 && s[0] == '<' && s[len - 1] == '>';
+        if (len > 1 && !made[id] && t->kind[id] != KIND_CONTROL && !added && !lost++) first = id;
+    }
+    free(made);
+    if (!lost) return SM_OK;
+    size_t fl = t->off[first + 1] - t->off[first];
+    return sm_error_set(err, SM_ERR_FORMAT,
+                        "%s: %zu multi-byte tokens of %s (the first: id %zu, \"%.*s\") are made "
+                        "by no merge; the merges are missing or cut short",
+                        merges_path, lost, vocab_path, first, (int)(fl < 40 ? fl : 40),
+                        t->text + t->off[first]);
+}
+
 static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vocab_path,
                            const char *merges_path, sm_error *err) {
     int32_t cp_of[256], byte_of_cp[324];
@@ -739,6 +767,7 @@ static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vo
         while (t->merges[i].a >= 0) i = (i + 1) & t->merge_mask;
         t->merges[i] = (sm_tok_merge){a, b, rank++, m};
     }
+    st = check_reachable(t, n, vocab_path, merges_path, err);
 done:
     cJSON_Delete(root);
     free(buf);

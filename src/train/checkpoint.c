@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +46,22 @@ sm_status sm_checkpoint_writable(const char *dir, sm_error *err) {
             closedir(d);
         }
     }
-    return ok ? SM_OK
-              : sm_error_set(err, SM_ERR_INPUT,
-                             "'%s' exists and is not a smallmind training checkpoint; not "
-                             "overwriting it",
-                             dir);
+    if (!ok)
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "'%s' exists and is not a smallmind training checkpoint; not "
+                            "overwriting it",
+                            dir);
+    /* A checkpoint is written to DIR.tmp-PID, then renamed: try that now,
+       before any training, and clear what killed runs left there. */
+    sm_remove_stale_tmp(dir);
+    char tmp[4200];
+    if (!*dir || (size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid()) >= sizeof tmp)
+        return sm_error_set(err, SM_ERR_INPUT, "output path '%s' is empty or too long", dir);
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return sm_error_set(err, SM_ERR_IO, "cannot write a checkpoint to '%s': cannot create '%s': %s",
+                            dir, tmp, strerror(errno));
+    rmdir(tmp);
+    return SM_OK;
 }
 
 static void put_f32(unsigned char *p, float f) {
@@ -172,10 +184,16 @@ static sm_status read_opt_header(const char *dir, unsigned char h[OPT_HEADER], F
                                  sm_error *err) {
     char p[4200];
     snprintf(p, sizeof p, "%s/optimizer.bin", dir);
-    FILE *f = fopen(p, "rb");
-    if (!f)
-        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s (is '%s' a training checkpoint?)",
-                            p, strerror(errno), dir);
+    int fd;
+    size_t size;
+    sm_error oerr;
+    if (sm_open_regular(p, &fd, &size, &oerr))
+        return sm_error_set(err, SM_ERR_IO, "%s (is '%s' a training checkpoint?)", oerr.msg, dir);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", p, strerror(errno));
+    }
     if (fread(h, 1, OPT_HEADER, f) != OPT_HEADER || memcmp(h, OPT_MAGIC, 8) != 0 ||
         sm_read_u32le(h + 12) != OPT_HEADER) {
         fclose(f);
@@ -263,6 +281,13 @@ sm_status sm_trainer_load(sm_trainer *t, const char *dir, sm_error *err) {
     fclose(f);
     if (!ok)
         return sm_error_set(err, SM_ERR_FORMAT, "%s/optimizer.bin: truncated or too long", dir);
+    for (size_t i = 0; i < n; i++) /* Adam's moments: finite, and the second never negative */
+        if (!isfinite(t->m[i]) || !isfinite(t->v[i]) || t->v[i] < 0)
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "%s/optimizer.bin: moment %zu is %s (%g, %g); the optimizer "
+                                "state is damaged",
+                                dir, i, !isfinite(t->m[i]) || !isfinite(t->v[i]) ? "not finite" : "negative",
+                                (double)t->m[i], (double)t->v[i]);
     uint64_t step = sm_read_u64le(h + 16);
     if (step > (uint64_t)t->hp.steps)
         return sm_error_set(err, SM_ERR_FORMAT, "%s/optimizer.bin: step %llu is past %d", dir,
