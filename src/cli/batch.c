@@ -203,7 +203,7 @@ int cli_batch(const cli_opts *o) {
     free(b.ready), free(b.ready_len), free(b.pend), free(pbuf);
     free(input);
     cli_runner_free(&r);
-    if (!rc && cli_interrupted) rc = EXIT_INTERRUPTED;
+    if (!rc && cli_interrupted) rc = cli_interrupt_code();
     if (!rc && b.failed) rc = EXIT_DATA;
     return cli_finish_stdout(&b.os, rc);
 }

@@ -42,6 +42,7 @@ static int bench_run(cli_runner *r, size_t P, size_t N, sm_profile *pre, sm_prof
     *t_dec = sm_time_now() - t1;
     *t_pf = t1 - t0;
     sm_state_set_profile(r->state, NULL);
+    if (st && cli_interrupted) return cli_interrupt_code();
     return st ? cli_data_error(err.msg[0] ? err.msg : "NaN logits") : 0;
 }
 
@@ -142,6 +143,7 @@ int cli_bench(const cli_opts *o) {
                          .build_state = true};
     int rc = cli_runner_init(&r, o, &spec);
     if (rc) return rc;
+    cli_exit_now = 1; /* nothing is printed until the end: a signal exits at once */
     size_t N = (size_t)o->max_tokens;
     if (P > r.sp.n_ctx) P = r.sp.n_ctx;
     if (P + N > r.sp.n_ctx) N = r.sp.n_ctx - P;
@@ -170,6 +172,7 @@ int cli_bench(const cli_opts *o) {
     double ws = bpt + sm_bench_kv_bytes(c, (double)P + (double)N / 2);
     double rbw = sm_bench_read(r.pool, r.kernels, ws), rbound = rbw / ws;
     double apt = N ? (double)allocs / (double)(N * (size_t)o->reps) : 0;
+    cli_exit_now = 0;
     if (o->json) {
         fputs("{\"model\":\"", stdout);
         cli_json_string(stdout, (const unsigned char *)o->model, strlen(o->model));

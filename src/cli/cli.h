@@ -32,7 +32,6 @@
 
 #define EXIT_DATA 1
 #define EXIT_USAGE 2
-#define EXIT_INTERRUPTED 130
 
 enum {
     CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8, CMD_TRAIN = 16,
@@ -108,8 +107,22 @@ int cli_usage_error(const cli_opts *o, const char *fmt, ...) __attribute__((form
 
 /* ---- output.c */
 
-/* Set by the first Ctrl-C (main.c's handler; a second one exits at once). */
+/* The number of the first SIGINT, SIGTERM or SIGHUP (main.c's handler; a
+   second one exits at once), else 0. Commands poll it and stop. */
 extern volatile sig_atomic_t cli_interrupted;
+/* Set while nothing needs flushing (loading, tokenizing): a signal exits at once. */
+extern volatile sig_atomic_t cli_exit_now;
+/*
+** What SIGBUS says: a memory-mapped file (the weights) shrank during the run;
+** main.c's handler writes this message and exits 1. cli_set_mapped names
+** the files (before mapping them).
+*/
+extern char cli_bus_msg[4600];
+extern size_t cli_bus_len;
+void cli_set_mapped(const char *what);
+
+/* The exit code after a signal: 128 + its number (130 for Ctrl-C). */
+int cli_interrupt_code(void);
 
 int cli_data_error(const char *msg);
 

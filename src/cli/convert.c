@@ -1,23 +1,33 @@
 /*
-** convert.c -- `smallmind convert SRC OUT`: a llama2.c checkpoint or a Hugging Face
-** directory into a smallmind model directory (sm_convert does the work).
+** convert.c -- `smallmind convert SRC OUT`: a llama2.c checkpoint or a
+** Hugging Face directory into a smallmind model directory (sm_convert does
+** the work; a signal stops it between tensors and leaves nothing behind).
 */
 #include "cli.h"
 
 #include <stdio.h>
+
 #include "sm_convert.h"
 
 int cli_convert(const cli_opts *o) {
-    if (o->n_args != 2) return cli_usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
-    sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype};
+    if (o->n_args != 2)
+        return cli_usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
+    sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype,
+                          .cancel = (const volatile int *)&cli_interrupted};
     sm_convert_info info;
     sm_error err = {{0}};
     double t0 = sm_time_now();
-    if (sm_convert(o->args[0], o->args[1], &co, &info, &err)) return cli_data_error(err.msg);
+    cli_exit_now = 0; /* sm_convert polls the flag and removes its temporary directory */
+    char what[4200];
+    snprintf(what, sizeof what, "a source file of '%s'", o->args[0]);
+    cli_set_mapped(what);
+    sm_status st = sm_convert(o->args[0], o->args[1], &co, &info, &err);
+    if (st == SM_ERR_CANCELLED) return cli_interrupt_code();
+    if (st) return cli_data_error(err.msg);
     if (!o->quiet)
-        fprintf(stderr, "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",
+        fprintf(stderr,
+                "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",
                 info.source, o->args[0], o->args[1], info.n_tensors, info.params, info.bytes,
                 sm_time_now() - t0);
-    return 0;
+    return cli_interrupted ? cli_interrupt_code() : 0;
 }
-

@@ -101,6 +101,6 @@ int cli_generate(const cli_opts *o) {
                 sm_finish_str(gs.finish));
     }
     cli_runner_free(&r);
-    if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = EXIT_INTERRUPTED;
+    if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = cli_interrupt_code();
     return cli_finish_stdout(&os, rc);
 }

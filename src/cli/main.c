@@ -12,10 +12,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void on_sigint(int sig) {
+/*
+** SIGINT, SIGTERM and SIGHUP: the first asks the run to stop (it flushes
+** what it has and exits 128 + the signal); a second, or the first while
+** nothing needs flushing (cli_exit_now), leaves at once.
+*/
+/* SIGBUS: a mapped file shrank under the run (cli_set_mapped wrote the message). */
+static void on_sigbus(int sig) {
     (void)sig;
-    if (cli_interrupted) _exit(EXIT_INTERRUPTED); /* second Ctrl-C: leave at once */
-    cli_interrupted = 1;
+    if (cli_bus_len) {
+        ssize_t w = write(STDERR_FILENO, cli_bus_msg, cli_bus_len);
+        (void)w;
+        _exit(EXIT_DATA);
+    }
+    signal(SIGBUS, SIG_DFL);
+    raise(SIGBUS);
+}
+
+/* After --help or --version: stdout closed and checked like any command's output. */
+static int help_done(void) {
+    cli_out os = {.last_was_newline = true};
+    return cli_finish_stdout(&os, 0);
+}
+
+static void on_signal(int sig) {
+    if (cli_interrupted || cli_exit_now) _exit(128 + sig);
+    cli_interrupted = sig;
 }
 
 static int physical_cores(void) {
@@ -86,11 +108,11 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (strcmp(c, "-h") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "help") == 0) {
         cli_print_help(&o);
-        return 0;
+        return help_done();
     }
     if (strcmp(c, "--version") == 0) {
         printf("smallmind %s\n", SM_VERSION);
-        return 0;
+        return help_done();
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(c, cmds[i].name) == 0) {
@@ -116,16 +138,21 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     if (o.help) {
         cli_print_help(&o);
-        return 0;
+        return help_done();
     }
     if (o.version) {
         printf("smallmind %s\n", SM_VERSION);
-        return 0;
+        return help_done();
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
+    cli_exit_now = 1; /* until a command has something to flush (it clears this) */
     switch (o.cmd) {
     case CMD_GENERATE: return o.batch_file ? cli_batch(&o) : cli_generate(&o);
     case CMD_SCORE: return cli_score(&o);

@@ -8,6 +8,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -175,7 +176,8 @@ static bool parse_double(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return false;
+    /* ERANGE on underflow (1e-320) still gives the nearest value: only overflow is refused */
+    if ((errno && !(errno == ERANGE && fabs(v) <= DBL_MIN)) || *end || !isfinite(v)) return false;
     *out = v;
     return true;
 }

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,22 @@
 #define MAX_PROMPT_BYTES ((size_t)256 << 20)
 
 volatile sig_atomic_t cli_interrupted;
+volatile sig_atomic_t cli_exit_now;
+
+char cli_bus_msg[4600];
+size_t cli_bus_len;
+
+void cli_set_mapped(const char *what) {
+    int n = snprintf(cli_bus_msg, sizeof cli_bus_msg,
+                     "smallmind: %s changed or was truncated while it was memory-mapped (SIGBUS); "
+                     "leave it alone while it runs, or use --no-mmap\n",
+                     what);
+    cli_bus_len = n > 0 && (size_t)n < sizeof cli_bus_msg ? (size_t)n : 0;
+}
+
+int cli_interrupt_code(void) {
+    return 128 + (cli_interrupted ? (int)cli_interrupted : SIGINT);
+}
 
 int cli_data_error(const char *msg) {
     fprintf(stderr, "smallmind: %s\n", msg);
@@ -54,14 +71,24 @@ int cli_finish_stdout(cli_out *os, int code) {
     return code;
 }
 
-/* Appends s[0..n) to f as the inside of a JSON string; invalid UTF-8 bytes become U+FFFD. */
+/*
+** Appends s[0..n) to f as the inside of a JSON string. Every byte that does
+** not start a valid UTF-8 sequence (RFC 3629: no overlong forms, no
+** surrogates, nothing past U+10FFFF) becomes U+FFFD, so the output is
+** always valid UTF-8 JSON; text output elsewhere stays byte-exact.
+*/
 void cli_json_string(FILE *f, const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char c = s[i];
         size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
         bool ok = need > 0 && i + need <= n;
         for (size_t k = 1; ok && k < need; k++) ok = (s[i + k] & 0xC0) == 0x80;
-        if (ok && need == 2 && c < 0xC2) ok = false; /* overlong */
+        /* overlong forms, UTF-16 surrogates (ED A0..BF) and code points past U+10FFFF */
+        if (ok && need == 2 && c < 0xC2) ok = false;
+        if (ok && need == 3 && ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F)))
+            ok = false;
+        if (ok && need == 4 && ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F) || c > 0xF4))
+            ok = false;
         if (!ok) {
             fputs("\\ufffd", f);
             i++;

@@ -58,6 +58,10 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
                 o->model);
         return EXIT_DATA;
     }
+    cli_exit_now = 1; /* nothing to flush while loading: a signal exits at once */
+    char what[4200];
+    snprintf(what, sizeof what, "a weight file of '%s'", o->model);
+    if (!o->no_mmap) cli_set_mapped(what);
     if (sm_model_load(&r->model, o->model, !o->no_mmap, &err)) goto fail_msg;
     if (o->check_weights && sm_model_check_weights(r->model, &err)) goto fail_msg;
     const sm_config *c = sm_model_config(r->model);
@@ -89,7 +93,9 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
             goto fail;
         }
         if (cli_runner_carve(r, spar, &r->arena, &err)) goto fail_msg;
+        sm_state_set_cancel(r->state, (const volatile int *)&cli_interrupted);
     }
+    cli_exit_now = 0;
     r->t_load = sm_time_now() - t0;
     if (o->verbose && spec->build_state)
         fprintf(stderr,

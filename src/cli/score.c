@@ -27,6 +27,7 @@ int cli_score(const cli_opts *o) {
         return rc;
     }
     /* Token ids of the whole text, once (a start-up allocation, not per token). */
+    cli_exit_now = 1; /* nothing printed yet: a signal while encoding exits at once */
     size_t total = sm_tokenizer_encode(&r.tok, text, len, NULL, 0);
     int32_t *ids = total >= 2 ? malloc(total * sizeof *ids) : NULL;
     if (!ids) {
@@ -36,6 +37,7 @@ int cli_score(const cli_opts *o) {
                                     : "out of memory");
     }
     sm_tokenizer_encode(&r.tok, text, len, ids, total);
+    cli_exit_now = 0;
     size_t V = (size_t)sm_model_config(r.model)->n_vocab, W = r.sp.n_ctx;
     double sum = 0;
     size_t scored = 0, scored_bytes = 0;
@@ -51,12 +53,14 @@ int cli_score(const cli_opts *o) {
     }
     /* Windows of the context length, each from a fresh cache: the logits at
        position i of a window predict token i + 1 of the text. */
-    for (size_t w0 = 0; w0 < total && !rc; w0 += W) {
+    for (size_t w0 = 0; w0 < total && !rc && !cli_interrupted; w0 += W) {
         size_t wn = total - w0 < W ? total - w0 : W;
-        for (size_t b0 = 0; b0 < wn && !rc; b0 += r.sp.max_batch) {
+        for (size_t b0 = 0; b0 < wn && !rc && !cli_interrupted; b0 += r.sp.max_batch) {
             size_t bn = wn - b0 < r.sp.max_batch ? wn - b0 : r.sp.max_batch;
             const float *logits;
-            if (sm_state_forward(r.state, ids + w0 + b0, bn, b0, &logits, &err)) {
+            sm_status st = sm_state_forward(r.state, ids + w0 + b0, bn, b0, &logits, &err);
+            if (st == SM_ERR_CANCELLED) break; /* a signal: the summary of what was scored */
+            if (st) {
                 rc = cli_data_error(err.msg);
                 break;
             }
@@ -92,18 +96,20 @@ int cli_score(const cli_opts *o) {
         }
     }
     double dt = sm_time_now() - t0;
-    if (!rc) {
-        double mean = sum / (double)scored, ppl = exp(-mean);
+    if (!rc) { /* also after a signal: the summary of the tokens scored so far */
+        bool intr = cli_interrupted != 0;
+        double mean = scored ? sum / (double)scored : 0, ppl = exp(-mean);
         double bpb = scored_bytes ? -sum / log(2.0) / (double)scored_bytes : 0;
         if (o->json) {
             printf("],\"n_tokens\":%zu,\"n_scored\":%zu,\"total_logprob\":%.9g,"
-                   "\"mean_logprob\":%.9g,\"perplexity\":%.9g,\"bits_per_byte\":%.9g}\n",
-                   total, scored, sum, mean, ppl, bpb);
+                   "\"mean_logprob\":%.9g,\"perplexity\":%.9g,\"bits_per_byte\":%.9g%s}\n",
+                   total, scored, sum, mean, ppl, bpb, intr ? ",\"interrupted\":true" : "");
         } else {
             printf("# tokens %zu, scored %zu, total logprob %.6f nats, mean %.6f nats/token, "
-                   "perplexity %.6f, %.6f bits/byte\n",
-                   total, scored, sum, mean, ppl, bpb);
+                   "perplexity %.6f, %.6f bits/byte%s\n",
+                   total, scored, sum, mean, ppl, bpb, intr ? " (interrupted)" : "");
         }
+        if (intr) rc = cli_interrupt_code();
         if (o->stats)
             fprintf(stderr, "scored %zu tokens in %.1f ms (%.1f tokens/s), load %.1f ms\n", scored,
                     dt * 1e3, (double)scored / dt, r.t_load * 1e3);

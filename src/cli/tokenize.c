@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include "sm_config.h"
 
 static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) {
@@ -23,6 +24,7 @@ static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) 
 int cli_tokenize(const cli_opts *o) {
     sm_config cfg;
     sm_tokenizer tok;
+    cli_exit_now = 1; /* nothing is printed until the text is encoded: a signal exits at once */
     int rc = load_tokenizer(o, &cfg, &tok);
     if (rc) return rc;
     char *text = NULL;
@@ -37,9 +39,10 @@ int cli_tokenize(const cli_opts *o) {
         goto done;
     }
     sm_tokenizer_encode(&tok, text, len, ids, n);
+    cli_exit_now = 0;
     cli_out os = {.last_was_newline = true};
     if (o->json) printf("[");
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !cli_interrupted; i++) { /* a signal ends the list early */
         if (!o->json) {
             printf("%s%d", i ? " " : "", (int)ids[i]);
             continue;
@@ -51,7 +54,7 @@ int cli_tokenize(const cli_opts *o) {
         printf("\"}");
     }
     printf(o->json ? "]\n" : "\n");
-    rc = cli_finish_stdout(&os, 0);
+    rc = cli_finish_stdout(&os, cli_interrupted ? cli_interrupt_code() : 0);
 done:
     free(ids);
     if (owned) free(text);
@@ -68,7 +71,8 @@ int cli_detokenize(const cli_opts *o) {
     if (rc) return rc;
     int32_t prev = -1;
     cli_out os = {.last_was_newline = true};
-    for (size_t i = 0; i < o->n_args && !rc; i++) {
+    cli_exit_now = 0;
+    for (size_t i = 0; i < o->n_args && !rc && !cli_interrupted; i++) {
         long id;
         if (!cli_parse_long(o->args[i], 0, INT32_MAX, &id) || id >= tok.n_vocab) {
             rc = cli_usage_error(o, "token id '%s' is not a whole number from 0 to %d", o->args[i],
@@ -82,7 +86,7 @@ int cli_detokenize(const cli_opts *o) {
     }
     if (!rc) {
         putchar('\n');
-        rc = cli_finish_stdout(&os, 0);
+        rc = cli_finish_stdout(&os, cli_interrupted ? cli_interrupt_code() : 0);
     }
     sm_tokenizer_free(&tok);
     sm_config_free(&cfg);

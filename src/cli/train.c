@@ -186,6 +186,8 @@ fail:
 int cli_train(const cli_opts *o) {
     if (!o->data) return cli_usage_error(o, "--data FILE is required");
     if (!o->out && !o->resume) return cli_usage_error(o, "--out DIR is required");
+    if ((o->out && !*o->out) || (o->resume && !*o->resume))
+        return cli_usage_error(o, "%s needs a directory name, got ''", o->out && !*o->out ? "--out" : "--resume");
     const char *out = o->out ? o->out : o->resume;
     sm_config shape;
     sm_train_hparams hp;
@@ -240,6 +242,7 @@ int cli_train(const cli_opts *o) {
                 sm_trainer_arena_bytes(t) >> 20);
 
     double t_start = sm_time_now(), tps = 0, last_val = -1, last_loss = 0, t_shown = 0;
+    cli_exit_now = 0; /* from here a signal ends the step in flight and writes a checkpoint */
     while (sm_trainer_step_index(t) < hp.steps && !cli_interrupted) {
         double t0 = sm_time_now();
         sm_train_stats s;
@@ -280,9 +283,9 @@ int cli_train(const cli_opts *o) {
     }
     int step = sm_trainer_step_index(t);
     if (cli_interrupted) {
-        fprintf(stderr, "smallmind: cli_interrupted at step %d of %d; checkpoint in '%s' "
+        fprintf(stderr, "smallmind: interrupted at step %d of %d; checkpoint in '%s' "
                         "(continue with --resume %s)\n", step, hp.steps, out, out);
-        rc = EXIT_INTERRUPTED;
+        rc = cli_interrupt_code();
     } else if (!o->quiet) {
         double run = sm_time_now() - t_start;
         char el[32];
