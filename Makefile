@@ -135,12 +135,12 @@ fuzz:
 	done
 
 test: $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/dump_grads $(BUILD)/alloc_count.so $(TM)/.done
-	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) bash tests/run_all.sh $(BUILD) $(PYTHON)
+	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.
 asan:
 	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-	  SM_SKIP_ALLOC=1 test
+	  SM_SKIP_ALLOC=1 SM_SANITIZED=1 test
 
 warnings:
 	$(MAKE) BUILD=build-gcc CC=gcc CFLAGS="-O2 -Werror" build-gcc/smallmind build-gcc/test_runner
