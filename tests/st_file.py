@@ -21,6 +21,17 @@ def safetensors_bytes(tensors):
     return struct.pack("<Q", len(h)) + h + b"".join(t[3] for t in tensors)
 
 
+def gpt2_shapes(C, V, ctx):
+    """{name: shape} of a one-block Hugging Face GPT-2 (no transformer. prefix, Conv1D layout)."""
+    shapes = {"wte.weight": [V, C], "wpe.weight": [ctx, C], "ln_f.weight": [C], "ln_f.bias": [C]}
+    for k, sh in (("ln_1.weight", [C]), ("ln_1.bias", [C]), ("attn.c_attn.weight", [C, 3 * C]),
+                  ("attn.c_attn.bias", [3 * C]), ("attn.c_proj.weight", [C, C]), ("attn.c_proj.bias", [C]),
+                  ("ln_2.weight", [C]), ("ln_2.bias", [C]), ("mlp.c_fc.weight", [C, 4 * C]),
+                  ("mlp.c_fc.bias", [4 * C]), ("mlp.c_proj.weight", [4 * C, C]), ("mlp.c_proj.bias", [C])):
+        shapes["h.0." + k] = sh
+    return shapes
+
+
 def zeros(shapes):
     """F32 zero tensors for safetensors_bytes: shapes is {name: shape}."""
     return [(name, "F32", shape, b"\0" * (4 * math.prod(shape))) for name, shape in shapes.items()]

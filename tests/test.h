@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "sm_model.h"
+
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void test_skip(const char *why);
 bool test_failed(void);
@@ -38,5 +40,20 @@ float test_rand(unsigned long long *state);
 
 /* Directory of the random test models (SM_TEST_MODELS), or NULL (then skip). */
 const char *test_models_dir(void);
+
+/* Test model `name` loaded with a state of nseq sequences on its own pool. */
+typedef struct {
+    sm_model *m;
+    sm_pool *pool;
+    sm_arena arena;
+    sm_state *s;
+    sm_state_params sp; /* n_ctx is the model's */
+    size_t V;
+} test_rig;
+
+/* false when the rig cannot be had: skipped (no SM_TEST_MODELS) or failed, said. */
+bool test_rig_open(test_rig *r, const char *name, int nth, const char *kern, bool all, size_t batch,
+                   size_t nseq);
+void test_rig_close(test_rig *r);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sm_arena.h"
 #include "sm_pool.h"
@@ -137,7 +138,10 @@ void test_pool_next_hands_out_each_item_once(void) {
                     for (int i = 0; i < NEXT_ITEMS; i++)
                         CHECK(atomic_load(&t->taken[ph][i]) == (i <= ph % NEXT_ITEMS ? 1 : 0));
             }
-            if (slow == 0) /* thread 0 waited 0.2 ms each phase: the others took its items */
+            /* thread 0 waited 0.2 ms each phase: the others took its items (when they
+               run beside it: with more threads than CPUs the pool yields, and who runs when
+               is the scheduler's choice) */
+            if (slow == 0 && nth <= sysconf(_SC_NPROCESSORS_ONLN))
                 CHECK(atomic_load(&t->by_thread[0]) < atomic_load(&t->by_thread[1]));
             sm_pool_free(t->pool);
             free(t);

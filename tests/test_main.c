@@ -53,6 +53,39 @@ const char *test_models_dir(void) {
     return d && *d ? d : NULL;
 }
 
+bool test_rig_open(test_rig *r, const char *name, int nth, const char *kern, bool all, size_t batch,
+                   size_t nseq) {
+    memset(r, 0, sizeof *r);
+    const char *dir = test_models_dir();
+    if (!dir) {
+        test_skip("SM_TEST_MODELS is not set (run through make test)");
+        return false;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sm_error err = {{0}};
+    if (sm_model_load(&r->m, path, true, &err)) {
+        test_fail(__FILE__, __LINE__, "load %s: %s", path, err.msg);
+        return false;
+    }
+    const sm_config *c = sm_model_config(r->m);
+    r->V = (size_t)c->n_vocab;
+    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, sm_kernels_select(kern), nseq};
+    sm_state_plan plan;
+    if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
+        sm_arena_init(&r->arena, plan.total) || sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {
+        test_fail(__FILE__, __LINE__, "setup: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+void test_rig_close(test_rig *r) {
+    sm_arena_free(&r->arena);
+    sm_pool_free(r->pool);
+    sm_model_free(r->m);
+}
+
 int main(int argc, char **argv) {
     int pass = 0, fail = 0, skip = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

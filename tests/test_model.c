@@ -12,50 +12,19 @@
 #include "sm_generate.h"
 #include "test.h"
 
-typedef struct {
-    sm_model *m;
-    sm_pool *pool;
-    sm_arena arena;
-    sm_state *s;
-    sm_state_params sp;
-    size_t V;
-} rig;
+typedef test_rig rig;
 
 static bool rig_open_seq(rig *r, const char *name, int nth, const char *kern, bool all,
                          size_t batch, size_t nseq) {
-    memset(r, 0, sizeof *r);
-    const char *dir = test_models_dir();
-    if (!dir) {
-        test_skip("SM_TEST_MODELS is not set (run through make test)");
-        return false;
-    }
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    sm_error err = {{0}};
-    if (sm_model_load(&r->m, path, true, &err)) {
-        test_fail(__FILE__, __LINE__, "load %s: %s", path, err.msg);
-        return false;
-    }
-    const sm_config *c = sm_model_config(r->m);
-    r->V = (size_t)c->n_vocab;
-    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, sm_kernels_select(kern), nseq};
-    sm_state_plan plan;
-    if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
-        sm_arena_init(&r->arena, plan.total) || sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {
-        test_fail(__FILE__, __LINE__, "setup: %s", err.msg);
-        return false;
-    }
-    return true;
+    return test_rig_open(r, name, nth, kern, all, batch, nseq);
 }
 
 static bool rig_open(rig *r, const char *name, int nth, const char *kern, bool all, size_t batch) {
-    return rig_open_seq(r, name, nth, kern, all, batch, 1);
+    return test_rig_open(r, name, nth, kern, all, batch, 1);
 }
 
 static void rig_close(rig *r) {
-    sm_arena_free(&r->arena);
-    sm_pool_free(r->pool);
-    sm_model_free(r->m);
+    test_rig_close(r);
 }
 
 /* Logits (T, V) of toks, fed in calls of `chunk` tokens. Caller frees. */

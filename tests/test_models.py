@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_file import safetensors_bytes, zeros  # noqa: E402
+from st_file import gpt2_shapes, safetensors_bytes, zeros  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally("models")
@@ -392,13 +392,7 @@ def bad_conversions(smbin, tmp):
         expect_convert_fail(smbin, [d], d + "-out", name, d, want)
     # broken tokenizer.json files beside valid (zero) GPT-2 weights; messages name the file and entry
     C, V, ctx = 8, 10, 8
-    shapes = {"wte.weight": [V, C], "wpe.weight": [ctx, C], "ln_f.weight": [C], "ln_f.bias": [C]}
-    for k, sh in (("ln_1.weight", [C]), ("ln_1.bias", [C]), ("attn.c_attn.weight", [C, 3 * C]),
-                  ("attn.c_attn.bias", [3 * C]), ("attn.c_proj.weight", [C, C]), ("attn.c_proj.bias", [C]),
-                  ("ln_2.weight", [C]), ("ln_2.bias", [C]), ("mlp.c_fc.weight", [C, 4 * C]),
-                  ("mlp.c_fc.bias", [4 * C]), ("mlp.c_proj.weight", [4 * C, C]), ("mlp.c_proj.bias", [C])):
-        shapes["h.0." + k] = sh
-    zero_st = safetensors_bytes(zeros(shapes))
+    zero_st = safetensors_bytes(zeros(gpt2_shapes(C, V, ctx)))
     g2z = dict(g2, n_positions=ctx)
     bl = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
     tj = lambda model, **kw: json.dumps(dict({"added_tokens": [], "normalizer": None, "pre_tokenizer": bl,

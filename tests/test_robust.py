@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_file import safetensors_bytes, zeros  # noqa: E402
+from st_file import gpt2_shapes, safetensors_bytes, zeros  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally("robust")
@@ -80,12 +80,7 @@ def random_model(out, *args):
 def zero_gpt2(d, cfg_extra=None, st=None):
     """A Hugging Face GPT-2 directory with zero weights (8 wide, vocab 10) and no tokenizer."""
     C, V, ctx = 8, 10, 8
-    shapes = {"wte.weight": [V, C], "wpe.weight": [ctx, C], "ln_f.weight": [C], "ln_f.bias": [C]}
-    for k, sh in (("ln_1.weight", [C]), ("ln_1.bias", [C]), ("attn.c_attn.weight", [C, 3 * C]),
-                  ("attn.c_attn.bias", [3 * C]), ("attn.c_proj.weight", [C, C]), ("attn.c_proj.bias", [C]),
-                  ("ln_2.weight", [C]), ("ln_2.bias", [C]), ("mlp.c_fc.weight", [C, 4 * C]),
-                  ("mlp.c_fc.bias", [4 * C]), ("mlp.c_proj.weight", [4 * C, C]), ("mlp.c_proj.bias", [C])):
-        shapes["h.0." + k] = sh
+    shapes = gpt2_shapes(C, V, ctx)
     os.makedirs(d)
     cfg = {"model_type": "gpt2", "n_embd": C, "n_layer": 1, "n_head": 2, "vocab_size": V, "n_positions": ctx}
     cfg.update(cfg_extra or {})

@@ -63,41 +63,20 @@ static int collect(void *user, const char *text, size_t len) {
     return 0;
 }
 
+/* A test rig (test.h) with the model's own tokenizer. */
 typedef struct {
-    sm_model *m;
-    sm_pool *pool;
-    sm_arena arena;
-    sm_state *s;
-    sm_state_params sp;
+    test_rig base;
     sm_tokenizer tok;
 } rig;
 
-/* A state of nseq sequences on test model `name`, with the byte tokenizer. */
 static bool rig_open(rig *r, const char *name, int nth, const char *kern, size_t nseq) {
-    memset(r, 0, sizeof *r);
-    const char *dir = test_models_dir();
-    if (!dir) {
-        test_skip("SM_TEST_MODELS is not set (run through make test)");
-        return false;
-    }
+    memset(&r->tok, 0, sizeof r->tok);
+    if (!test_rig_open(&r->base, name, nth, kern, false, 16, nseq)) return false;
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, sizeof path, "%s/%s", test_models_dir(), name);
     sm_error err = {{0}};
-    if (sm_model_load(&r->m, path, true, &err)) {
-        test_fail(__FILE__, __LINE__, "load %s: %s", path, err.msg);
-        return false;
-    }
-    const sm_config *c = sm_model_config(r->m);
-    if (sm_tokenizer_init(&r->tok, c, path, &err)) {
+    if (sm_tokenizer_init(&r->tok, sm_model_config(r->base.m), path, &err)) {
         test_fail(__FILE__, __LINE__, "tokenizer %s: %s", path, err.msg);
-        return false;
-    }
-    r->sp = (sm_state_params){(size_t)c->n_ctx, 16, false, nth, sm_kernels_select(kern), nseq};
-    sm_state_plan plan;
-    if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
-        sm_arena_init(&r->arena, plan.total) ||
-        sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {
-        test_fail(__FILE__, __LINE__, "setup: %s", err.msg);
         return false;
     }
     return true;
@@ -105,9 +84,7 @@ static bool rig_open(rig *r, const char *name, int nth, const char *kern, size_t
 
 static void rig_close(rig *r) {
     sm_tokenizer_free(&r->tok);
-    sm_arena_free(&r->arena);
-    sm_pool_free(r->pool);
-    sm_model_free(r->m);
+    test_rig_close(&r->base);
 }
 
 /* What sm_generate gives spec alone on a one-sequence state (the CLI's single path). */
@@ -119,18 +96,18 @@ static bool alone(rig *r, const req_spec *q, outcome *o) {
     sm_arena_measure(&meas);
     sm_sampler smp;
     sm_sampler_init(&smp, &spar, (size_t)r->tok.n_vocab, &meas);
-    int32_t *toks = malloc(r->sp.n_ctx * sizeof *toks);
+    int32_t *toks = malloc(r->base.sp.n_ctx * sizeof *toks);
     if (!toks || sm_arena_init(&a, meas.used)) return false;
     sm_sampler_init(&smp, &spar, (size_t)r->tok.n_vocab, &a);
     sm_error err = {{0}};
     size_t n = 0;
-    if (sm_prompt_encode(&r->tok, q->prompt, strlen(q->prompt), r->sp.n_ctx, q->max_tokens,
+    if (sm_prompt_encode(&r->tok, q->prompt, strlen(q->prompt), r->base.sp.n_ctx, q->max_tokens,
                          q->truncate, toks, &n, &o->n_truncated, &err)) {
         snprintf(o->error, sizeof o->error, "%s", err.msg);
     } else {
         const char *stops[1] = {q->stop};
         sm_gen_params gp = {q->max_tokens, NULL, stops, q->stop ? 1 : 0};
-        if (sm_generate(r->s, &r->tok, &smp, toks, n, &gp, collect, o, &o->stats, &err))
+        if (sm_generate(r->base.s, &r->tok, &smp, toks, n, &gp, collect, o, &o->stats, &err))
             snprintf(o->error, sizeof o->error, "%s", err.msg);
     }
     free(toks);
@@ -144,8 +121,8 @@ static sm_sched *sched_open(rig *r, book *b, sm_arena *a) {
     sm_arena_measure(&meas);
     sm_sched *s = NULL;
     sm_error err = {{0}};
-    if (sm_sched_init(&s, NULL, &r->sp, &p, &meas, &err) || s != NULL ||
-        sm_arena_init(a, meas.used) || sm_sched_init(&s, r->s, &r->sp, &p, a, &err)) {
+    if (sm_sched_init(&s, NULL, &r->base.sp, &p, &meas, &err) || s != NULL ||
+        sm_arena_init(a, meas.used) || sm_sched_init(&s, r->base.s, &r->base.sp, &p, a, &err)) {
         test_fail(__FILE__, __LINE__, "scheduler: %s", err.msg);
         return NULL;
     }
@@ -207,7 +184,7 @@ void test_sched_matches_alone(void) {
                 CHECK(ref && b);
                 rig one, many;
                 if (!rig_open(&one, models[mi], nth, ks[ki]->name, 1)) return;
-                make_specs(q, one.sp.n_ctx);
+                make_specs(q, one.base.sp.n_ctx);
                 /* request 3's stop string: two bytes from the middle of its text without one */
                 static char stop3[3];
                 CHECK(alone(&one, &q[3], &ref[3]) && ref[3].len > 12);
@@ -272,7 +249,7 @@ void test_sched_cancel_stops_reports(void) {
     sm_sched *s = sched_open(&r, b, &a);
     if (!s) return;
     req_spec q[NREQ];
-    make_specs(q, r.sp.n_ctx);
+    make_specs(q, r.base.sp.n_ctx);
     const char *stops[NREQ][1];
     size_t next = 0, steps = 0;
     sm_error err = {{0}};
