@@ -1,5 +1,6 @@
 /*
-** tokenizer.c -- the byte, SentencePiece-style and GPT-2 BPE tokenizers.
+** tokenizer.c -- encoding and decoding with the byte, SentencePiece-style
+** and GPT-2 BPE tokenizers (their files are read by load.c).
 **
 ** Both BPE kinds share one merge engine: the symbols of a text segment are
 ** a linked list over a byte buffer, candidate pairs sit in a binary heap
@@ -9,10 +10,8 @@
 ** the "best pair first, leftmost on ties" rule of llama2.c and of GPT-2's
 ** bpe(), in O(n log n) instead of a rescan per merge.
 */
-#include "sm_tokenizer.h"
+#include "tokenizer_internal.h"
 
-#include "json_internal.h"
-#include "sm_half.h"
 #include "unicode_internal.h"
 
 #include <math.h>
@@ -20,44 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { KIND_NORMAL = 0, KIND_BYTE, KIND_CONTROL };
-
-#define MAX_PIECE 4096 /* bytes of one piece, and sentencepiece's max_token_length cap */
-
-struct sm_tok_merge {
-    int32_t a, b;  /* left and right token, a = -1: empty slot */
-    int32_t rank;
-    int32_t out;   /* the merged token */
-};
-
-typedef struct {
-    int32_t id;
-    uint32_t start, len; /* bytes buf[start .. start + len) */
-    int32_t prev, next;  /* -1 at the ends */
-    bool fixed;          /* byte fallback: never merges */
-} sym;
-
-typedef struct {
-    float pri;
-    int32_t left, right;
-    uint32_t len; /* bytes of the merged pair, to detect stale candidates */
-    int32_t id;
-} cand;
-
-struct sm_tok_work {
-    unsigned char *buf; /* (SM_TOK_SEGMENT + 1) a segment, with the prefixed space */
-    sym *syms;          /* (SM_TOK_SEGMENT + 1) */
-    cand *heap;         /* (3 * (SM_TOK_SEGMENT + 1)) */
-    size_t n_heap;
-};
-
 /* ------------------------------------------------------------ hashing */
 
 static uint32_t hash_bytes(const void *p, size_t n) {
     return (uint32_t)sm_hash_bytes(p, n);
 }
 
-static uint32_t hash_pair(int32_t a, int32_t b) {
+uint32_t sm_tok_hash_pair(int32_t a, int32_t b) {
     uint64_t x = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
@@ -65,7 +33,7 @@ static uint32_t hash_pair(int32_t a, int32_t b) {
     return (uint32_t)x;
 }
 
-static uint32_t table_size(size_t n) {
+uint32_t sm_tok_table_size(size_t n) {
     uint32_t sz = 16;
     while (sz < 2 * n) sz <<= 1;
     return sz;
@@ -77,7 +45,7 @@ static const char *piece_of(const sm_tokenizer *t, int32_t id, size_t *len) {
 }
 
 /* The normal piece with these bytes, or -1. */
-static int32_t map_find(const sm_tokenizer *t, const void *p, size_t n) {
+int32_t sm_tok_map_find(const sm_tokenizer *t, const void *p, size_t n) {
     for (uint32_t i = hash_bytes(p, n) & t->map_mask;; i = (i + 1) & t->map_mask) {
         int32_t id = t->map[i];
         if (id < 0) return -1;
@@ -88,26 +56,26 @@ static int32_t map_find(const sm_tokenizer *t, const void *p, size_t n) {
 }
 
 /* Indexes every normal piece; the first of equal pieces wins. */
-static sm_status build_map(sm_tokenizer *t, sm_error *err) {
-    t->map_mask = table_size((size_t)t->n_vocab) - 1;
+sm_status sm_tok_build_map(sm_tokenizer *t, sm_error *err) {
+    t->map_mask = sm_tok_table_size((size_t)t->n_vocab) - 1;
     t->map = malloc(((size_t)t->map_mask + 1) * sizeof *t->map);
     if (!t->map) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the vocabulary");
     memset(t->map, 0xff, ((size_t)t->map_mask + 1) * sizeof *t->map);
     for (int32_t id = 0; id < t->n_vocab; id++) {
         size_t n;
         const char *p = piece_of(t, id, &n);
-        if (t->kind[id] != KIND_NORMAL || n == 0 || map_find(t, p, n) >= 0) continue;
+        if (t->kind[id] != KIND_NORMAL || n == 0 || sm_tok_map_find(t, p, n) >= 0) continue;
         uint32_t i = hash_bytes(p, n) & t->map_mask;
         while (t->map[i] >= 0) i = (i + 1) & t->map_mask;
         t->map[i] = id;
     }
     for (int b = 0; b < 256; b++)
-        if (t->byte_id[b] < 0) t->byte_id[b] = map_find(t, &(unsigned char){(unsigned char)b}, 1);
+        if (t->byte_id[b] < 0) t->byte_id[b] = sm_tok_map_find(t, &(unsigned char){(unsigned char)b}, 1);
     return SM_OK;
 }
 
-static const sm_tok_merge *merge_find(const sm_tokenizer *t, int32_t a, int32_t b) {
-    for (uint32_t i = hash_pair(a, b) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
+const sm_tok_merge *sm_tok_merge_find(const sm_tokenizer *t, int32_t a, int32_t b) {
+    for (uint32_t i = sm_tok_hash_pair(a, b) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
         const sm_tok_merge *m = &t->merges[i];
         if (m->a < 0) return NULL;
         if (m->a == a && m->b == b) return m;
@@ -153,11 +121,11 @@ static void try_pair(const sm_tokenizer *t, sm_tok_work *w, int32_t l, int32_t r
     cand c = {.left = l, .right = r, .len = a->len + b->len};
     if (t->type == SM_TOKENIZER_SENTENCEPIECE) {
         if (a->fixed || b->fixed) return;
-        c.id = map_find(t, w->buf + a->start, c.len);
+        c.id = sm_tok_map_find(t, w->buf + a->start, c.len);
         if (c.id < 0) return;
         c.pri = t->score[c.id];
     } else {
-        const sm_tok_merge *m = merge_find(t, a->id, b->id);
+        const sm_tok_merge *m = sm_tok_merge_find(t, a->id, b->id);
         if (!m) return;
         c.id = m->out;
         c.pri = -(float)m->rank;
@@ -200,7 +168,7 @@ static void merge_and_emit(const sm_tokenizer *t, sm_tok_work *w, size_t n, sink
 /* ---------------------------------------------------------- UTF-8 */
 
 /* One code point at s (n > 0 bytes left); an invalid byte is its own unit, cp = -1. */
-static size_t utf8_next(const unsigned char *s, size_t n, int32_t *cp) {
+size_t sm_tok_utf8_next(const unsigned char *s, size_t n, int32_t *cp) {
     unsigned c = s[0];
     size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
                 : (c & 0xF8) == 0xF0 ? 4 : 0;
@@ -264,8 +232,8 @@ static void sp_segment(const sm_tokenizer *t, const unsigned char *s, size_t n, 
     memcpy(w->buf + nb, s, n);
     for (size_t i = 0; i < n;) {
         int32_t cp;
-        size_t cl = utf8_next(s + i, n - i, &cp);
-        int32_t id = map_find(t, s + i, cl);
+        size_t cl = sm_tok_utf8_next(s + i, n - i, &cp);
+        int32_t id = sm_tok_map_find(t, s + i, cl);
         if (id >= 0) {
             w->syms[ns++] = (sym){.id = id, .start = (uint32_t)(nb + i), .len = (uint32_t)cl};
         } else { /* byte fallback; the unknown token if there is no byte piece */
@@ -323,21 +291,21 @@ static size_t gpt2_word(const unsigned char *s, size_t n, size_t i) {
             return i + 3;
     }
     int32_t cp;
-    size_t j = i, l = utf8_next(s + i, n - i, &cp);
+    size_t j = i, l = sm_tok_utf8_next(s + i, n - i, &cp);
     char c = uclass(cp);
     if (cp == ' ' && i + 1 < n) {
         int32_t cp2;
-        utf8_next(s + i + 1, n - i - 1, &cp2);
+        sm_tok_utf8_next(s + i + 1, n - i - 1, &cp2);
         char c2 = uclass(cp2);
         if (c2 != 'S') { /* the optional space of a letter, number or other run */
             j = i + 1;
             c = c2;
-            l = utf8_next(s + j, n - j, &cp);
+            l = sm_tok_utf8_next(s + j, n - j, &cp);
         }
     }
     if (c != 'S') {
         while (j < n) {
-            l = utf8_next(s + j, n - j, &cp);
+            l = sm_tok_utf8_next(s + j, n - j, &cp);
             if (uclass(cp) != c) break;
             j += l;
         }
@@ -346,7 +314,7 @@ static size_t gpt2_word(const unsigned char *s, size_t n, size_t i) {
     /* white space: all of it at the end of the text, else all but its last character */
     size_t last = j;
     while (j < n) {
-        l = utf8_next(s + j, n - j, &cp);
+        l = sm_tok_utf8_next(s + j, n - j, &cp);
         if (uclass(cp) != 'S') break;
         last = j;
         j += l;
@@ -460,376 +428,4 @@ const char *sm_tokenizer_piece_after(const sm_tokenizer *t, int32_t prev, int32_
         p++;
     }
     return p;
-}
-
-/* ------------------------------------------------------------ loading */
-
-static sm_status alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_error *err) {
-    t->n_vocab = (int)n;
-    t->text = malloc(text_bytes ? text_bytes : 1);
-    t->off = calloc(n + 1, sizeof *t->off);
-    t->kind = calloc(n, 1);
-    bool scored = t->type == SM_TOKENIZER_SENTENCEPIECE;
-    t->score = scored ? calloc(n, sizeof *t->score) : NULL;
-    t->work = calloc(1, sizeof *t->work);
-    if (t->work) {
-        t->work->buf = malloc(SM_TOK_SEGMENT + 1);
-        t->work->syms = malloc((SM_TOK_SEGMENT + 1) * sizeof(sym));
-        t->work->heap = malloc(3 * (SM_TOK_SEGMENT + 1) * sizeof(cand));
-    }
-    if (!t->text || !t->off || !t->kind || (scored && !t->score) || !t->work || !t->work->buf ||
-        !t->work->syms || !t->work->heap)
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
-    return SM_OK;
-}
-
-/* "<0xNN>" -> 0..255; -1 if p is not shaped like a byte piece; -2 if it is but malformed. */
-static int byte_piece(const char *p, size_t n) {
-    if (n < 4 || memcmp(p, "<0x", 3) != 0 || p[n - 1] != '>') return -1;
-    if (n != 6) return -2;
-    int v = 0;
-    for (int i = 3; i < 5; i++) {
-        char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-              : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return -2;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-/*
-** llama2.c's tokenizer.bin: i32 max_token_length, then per token f32 score,
-** i32 length, the bytes. The token count is what the file holds.
-*/
-static sm_status load_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const char *path,
-                                    sm_error *err) {
-    char *buf;
-    size_t len;
-    sm_status st = sm_read_file(path, SM_TOK_FILE_MAX, &buf, &len, err);
-    if (st) return st;
-    const unsigned char *p = (const unsigned char *)buf;
-    size_t n = 0, at = 4, text_bytes = 0;
-    int32_t max_len = len >= 4 ? (int32_t)sm_read_u32le(p) : 0;
-    if (len < 4) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu bytes, too short for a tokenizer", path, len);
-        goto done;
-    }
-    if (max_len < 1 || max_len > MAX_PIECE) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: max_token_length is %d, expected 1 to %d", path,
-                          max_len, MAX_PIECE);
-        goto done;
-    }
-    /* first pass: count and check every entry */
-    while (at < len) {
-        if (len - at < 8) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: truncated at token %zu (byte %zu)", path, n,
-                              at);
-            goto done;
-        }
-        int32_t l = (int32_t)sm_read_u32le(p + at + 4);
-        float score = sm_bits_to_f32(sm_read_u32le(p + at));
-        if (l < 0 || l > max_len) {
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: token %zu has length %d, expected 0 to max_token_length %d",
-                              path, n, l, max_len);
-            goto done;
-        }
-        if (!isfinite(score)) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: token %zu has a score that is not finite",
-                              path, n);
-            goto done;
-        }
-        if ((size_t)l > len - at - 8) {
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: truncated in token %zu (%d bytes announced, %zu left)", path, n,
-                              l, len - at - 8);
-            goto done;
-        }
-        at += 8 + (size_t)l;
-        text_bytes += (size_t)l;
-        n++;
-    }
-    if (n == 0 || n > (size_t)cfg->n_vocab) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu tokens; the model's vocabulary (n_vocab) is %d",
-                          path, n, cfg->n_vocab);
-        goto done;
-    }
-    if (cfg->tok_bos >= (int32_t)n || cfg->tok_eos >= (int32_t)n) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu tokens, but the config's bos/eos is %d/%d",
-                          path, n, cfg->tok_bos, cfg->tok_eos);
-        goto done;
-    }
-    if ((st = alloc_tables(t, n, text_bytes, err))) goto done;
-    at = 4;
-    size_t o = 0;
-    for (size_t id = 0; id < n; id++) {
-        size_t l = sm_read_u32le(p + at + 4);
-        t->score[id] = sm_bits_to_f32(sm_read_u32le(p + at));
-        const char *piece = buf + at + 8;
-        at += 8 + l;
-        t->off[id] = (uint32_t)o;
-        int b = byte_piece(piece, l);
-        if (b == -2) {
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: token %zu \"%.*s\" is not a valid byte token <0xNN>", path, id,
-                              (int)(l < 16 ? l : 16), piece);
-            goto done;
-        }
-        if (b >= 0) {
-            t->kind[id] = KIND_BYTE;
-            if (t->byte_id[b] < 0) t->byte_id[b] = (int32_t)id;
-            t->text[o++] = (char)b;
-        } else {
-            if ((int32_t)id == cfg->tok_bos || (int32_t)id == cfg->tok_eos ||
-                (l == 5 && memcmp(piece, "<unk>", 5) == 0))
-                t->kind[id] = KIND_CONTROL;
-            memcpy(t->text + o, piece, l);
-            o += l;
-        }
-    }
-    t->off[n] = (uint32_t)o;
-    if ((st = build_map(t, err))) goto done;
-    t->space_id = map_find(t, " ", 1);
-done:
-    free(buf);
-    return st;
-}
-
-/* GPT-2's bytes <-> printable code points: 256 characters stand for the 256 bytes. */
-static void byte_alphabet(int32_t cp_of[256]) {
-    int extra = 0;
-    for (int b = 0; b < 256; b++) {
-        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-        cp_of[b] = printable ? b : 256 + extra++;
-    }
-}
-
-/* A vocab.json / merges.txt token text -> its bytes in out (at least n bytes); -1 if invalid. */
-static long unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, char *out) {
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        int32_t cp;
-        i += utf8_next((const unsigned char *)s + i, n - i, &cp);
-        if (cp < 0 || cp >= 324 || byte_of_cp[cp] < 0) return -1;
-        out[o++] = (char)byte_of_cp[cp];
-    }
-    return (long)o;
-}
-
-/*
-** Every multi-byte token of a BPE vocabulary must be made by some merge,
-** else encoding can never produce it and ids come out byte by byte: an
-** empty or truncated merges.txt. Control tokens (bos/eos) and added tokens
-** written <...> are exempt.
-*/
-static sm_status check_reachable(const sm_tokenizer *t, size_t n, const char *vocab_path,
-                                 const char *merges_path, sm_error *err) {
-    bool *made = calloc(n, sizeof *made);
-    if (!made) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
-    for (size_t i = 0; i <= t->merge_mask; i++)
-        if (t->merges[i].a >= 0) made[t->merges[i].out] = true;
-    size_t lost = 0, first = 0;
-    for (size_t id = 0; id < n; id++) {
-        const char *s = t->text + t->off[id];
-        size_t len = t->off[id + 1] - t->off[id];
-        bool added = len >= 3 && s[0] == '<' && s[len - 1] == '>';
-        if (len > 1 && !made[id] && t->kind[id] != KIND_CONTROL && !added && !lost++) first = id;
-    }
-    free(made);
-    if (!lost) return SM_OK;
-    size_t fl = t->off[first + 1] - t->off[first];
-    return sm_error_set(err, SM_ERR_FORMAT,
-                        "%s: %zu multi-byte tokens of %s (the first: id %zu, \"%.*s\") are made "
-                        "by no merge; the merges are missing or cut short",
-                        merges_path, lost, vocab_path, first, (int)(fl < 40 ? fl : 40),
-                        t->text + t->off[first]);
-}
-
-static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vocab_path,
-                           const char *merges_path, sm_error *err) {
-    int32_t cp_of[256], byte_of_cp[324];
-    byte_alphabet(cp_of);
-    for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of[b]] = b;
-
-    char *buf = NULL, *mbuf = NULL;
-    size_t len, mlen;
-    cJSON *root = NULL;
-    sm_status st = sm_read_file(vocab_path, SM_TOK_FILE_MAX, &buf, &len, err);
-    if (st) return st;
-    if ((st = sm_json_parse_strict(buf, len, vocab_path, &root, err))) goto done;
-    if (!cJSON_IsObject(root)) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: expected an object of token -> id", vocab_path);
-        goto done;
-    }
-    size_t n = (size_t)cJSON_GetArraySize(root), text_bytes = 0;
-    if (n == 0 || n > (size_t)cfg->n_vocab) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu tokens; the model's vocabulary (n_vocab) is %d",
-                          vocab_path, n, cfg->n_vocab);
-        goto done;
-    }
-    for (const cJSON *e = root->child; e; e = e->next) text_bytes += strlen(e->string);
-    if ((st = alloc_tables(t, n, text_bytes, err))) goto done;
-    /* ids must be exactly 0..n-1; pieces are laid out in id order */
-    const cJSON **by_id = calloc(n, sizeof *by_id);
-    if (!by_id) {
-        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
-        goto done;
-    }
-    for (const cJSON *e = root->child; e && !st; e = e->next) {
-        double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (d < 0 || d >= (double)n || d != floor(d) || by_id[(size_t)d])
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: token \"%.40s\" has id %s; ids must be 0 to %zu, each once",
-                              vocab_path, e->string, cJSON_IsNumber(e) ? "out of range or repeated" : "that is not a number", n - 1);
-        else
-            by_id[(size_t)d] = e;
-    }
-    size_t o = 0;
-    for (size_t id = 0; id < n && !st; id++) {
-        const char *s = by_id[id]->string;
-        size_t sl = strlen(s);
-        t->off[id] = (uint32_t)o;
-        long bl = sl > MAX_PIECE ? -1 : unalphabet(byte_of_cp, s, sl, t->text + o);
-        if (bl <= 0)
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: token %zu \"%.40s\" is empty, too long or has a character "
-                              "outside GPT-2's byte alphabet",
-                              vocab_path, id, s);
-        else
-            o += (size_t)bl;
-    }
-    t->off[n] = (uint32_t)o;
-    free(by_id);
-    if (st) goto done;
-    for (int k = 0; k < 2; k++) {
-        int32_t id = k ? cfg->tok_eos : cfg->tok_bos;
-        if (id >= (int32_t)n) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu tokens, but the config's %s is %d",
-                              vocab_path, n, k ? "eos" : "bos", id);
-            goto done;
-        }
-        if (id >= 0) t->kind[id] = KIND_CONTROL;
-    }
-    if ((st = build_map(t, err))) goto done;
-    for (int b = 0; b < 256; b++)
-        if (t->byte_id[b] < 0) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: no token for byte 0x%02X", vocab_path, b);
-            goto done;
-        }
-
-    /* merges.txt: "#version" line, then "LEFT RIGHT" per line, best first */
-    if ((st = sm_read_file(merges_path, SM_TOK_FILE_MAX, &mbuf, &mlen, err))) goto done;
-    size_t lines = 1;
-    for (size_t i = 0; i < mlen; i++) lines += mbuf[i] == '\n';
-    t->merge_mask = table_size(lines) - 1;
-    t->merges = malloc(((size_t)t->merge_mask + 1) * sizeof *t->merges);
-    if (!t->merges) {
-        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory for the merges");
-        goto done;
-    }
-    for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].a = -1;
-    int32_t rank = 0;
-    size_t line = 0;
-    char tmp[2 * MAX_PIECE];
-    for (size_t at = 0; at < mlen;) {
-        line++;
-        char *eol = memchr(mbuf + at, '\n', mlen - at);
-        size_t e = eol ? (size_t)(eol - mbuf) : mlen, ll = e - at;
-        char *ln = mbuf + at;
-        at = e + 1;
-        if (ll && ln[ll - 1] == '\r') ll--;
-        if (ll == 0 || (line == 1 && ll >= 8 && memcmp(ln, "#version", 8) == 0)) continue;
-        char *sp = memchr(ln, ' ', ll);
-        long la = -1, lb = -1;
-        if (sp && sp > ln && (size_t)(sp - ln) < MAX_PIECE && ll - (size_t)(sp - ln) - 1 < MAX_PIECE &&
-            !memchr(sp + 1, ' ', ll - (size_t)(sp - ln) - 1)) {
-            la = unalphabet(byte_of_cp, ln, (size_t)(sp - ln), tmp);
-            if (la > 0) lb = unalphabet(byte_of_cp, sp + 1, ll - (size_t)(sp - ln) - 1, tmp + la);
-        }
-        if (la <= 0 || lb <= 0) {
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: line %zu: expected two tokens separated by one space",
-                              merges_path, line);
-            goto done;
-        }
-        int32_t a = map_find(t, tmp, (size_t)la), b = map_find(t, tmp + la, (size_t)lb);
-        int32_t m = map_find(t, tmp, (size_t)(la + lb));
-        if (a < 0 || b < 0 || m < 0) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: line %zu: merge \"%.*s\" names an unknown %s",
-                              merges_path, line, (int)(ll < 60 ? ll : 60), ln,
-                              a < 0 || b < 0 ? "token" : "merged token (not in the vocabulary)");
-            goto done;
-        }
-        if (merge_find(t, a, b)) continue; /* a repeated merge keeps its first rank */
-        uint32_t i = hash_pair(a, b) & t->merge_mask;
-        while (t->merges[i].a >= 0) i = (i + 1) & t->merge_mask;
-        t->merges[i] = (sm_tok_merge){a, b, rank++, m};
-    }
-    st = check_reachable(t, n, vocab_path, merges_path, err);
-done:
-    cJSON_Delete(root);
-    free(buf);
-    free(mbuf);
-    return st;
-}
-
-static sm_status join(char *out, size_t cap, const char *dir, const char *file, sm_error *err) {
-    if ((size_t)snprintf(out, cap, "%s/%s", dir ? dir : ".", file) >= cap)
-        return sm_error_set(err, SM_ERR_IO, "cannot open '%s/%s': path too long", dir, file);
-    return SM_OK;
-}
-
-sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *dir,
-                            sm_error *err) {
-    memset(t, 0, sizeof *t);
-    t->type = cfg->tokenizer;
-    t->bos = t->eos = t->space_id = -1;
-    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
-    if (cfg->tokenizer == SM_TOKENIZER_BYTE) {
-        t->n_vocab = 256;
-        for (int i = 0; i < 256; i++) t->bytes[i] = (char)i;
-        if (cfg->n_vocab < t->n_vocab)
-            return sm_error_set(err, SM_ERR_FORMAT,
-                                "config.json: n_vocab is %d but the byte tokenizer needs %d ids",
-                                cfg->n_vocab, t->n_vocab);
-        return SM_OK;
-    }
-    char p0[4400], p1[4400];
-    sm_status st;
-    if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
-        if (!(st = join(p0, sizeof p0, dir, cfg->tok_file[0], err)))
-            st = load_sentencepiece(t, cfg, p0, err);
-        t->add_bos = true;
-    } else if (cfg->tokenizer == SM_TOKENIZER_GPT2) {
-        if (!(st = join(p0, sizeof p0, dir, cfg->tok_file[0], err)) &&
-            !(st = join(p1, sizeof p1, dir, cfg->tok_file[1], err)))
-            st = load_gpt2(t, cfg, p0, p1, err);
-    } else {
-        st = sm_error_set(err, SM_ERR_UNSUPPORTED, "unsupported tokenizer");
-    }
-    t->bos = cfg->tok_bos;
-    t->eos = cfg->tok_eos;
-    if (st) sm_tokenizer_free(t);
-    return st;
-}
-
-void sm_tokenizer_free(sm_tokenizer *t) {
-    if (t->work) {
-        free(t->work->buf);
-        free(t->work->syms);
-        free(t->work->heap);
-        free(t->work);
-    }
-    free(t->text);
-    free(t->off);
-    free(t->score);
-    free(t->kind);
-    free(t->map);
-    free(t->merges);
-    sm_tokenizer_type type = t->type;
-    memset(t, 0, sizeof *t);
-    t->type = type;
-    t->bos = t->eos = -1;
 }
