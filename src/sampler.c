@@ -37,37 +37,6 @@ static inline int before(sm_candidate a, sm_candidate b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-/* Rearranges c[0..n) so that c[0..k) are the k best (unordered). */
-static void select_top(sm_candidate *c, size_t n, size_t k) {
-    size_t lo = 0, hi = n; /* the k-th best lies in [lo, hi) */
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        /* median of three as pivot, moved to lo */
-        sm_candidate a = c[lo], b = c[mid], d = c[hi - 1];
-        size_t pi = before(a, b) ? (before(b, d) ? mid : before(a, d) ? hi - 1 : lo)
-                                 : (before(a, d) ? lo : before(b, d) ? hi - 1 : mid);
-        sm_candidate t = c[lo];
-        c[lo] = c[pi];
-        c[pi] = t;
-        sm_candidate piv = c[lo];
-        size_t store = lo + 1;
-        for (size_t i = lo + 1; i < hi; i++)
-            if (before(c[i], piv)) {
-                t = c[i];
-                c[i] = c[store];
-                c[store] = t;
-                store++;
-            }
-        t = c[lo];
-        c[lo] = c[store - 1];
-        c[store - 1] = t; /* pivot now at store-1 */
-        size_t pos = store - 1;
-        if (pos == k - 1 || pos == k) return;
-        if (pos > k) hi = pos;
-        else lo = pos + 1;
-    }
-}
-
 static void sift_down(sm_candidate *c, size_t root, size_t n) {
     for (;;) {
         size_t child = 2 * root + 1;
@@ -80,6 +49,25 @@ static void sift_down(sm_candidate *c, size_t root, size_t n) {
         c[child] = t;
         root = child;
     }
+}
+
+/*
+** The k best of logits[0..V) into c[0..k), in heap order: one pass keeping
+** a heap of the best so far with the worst at its root, which a logit must
+** beat to get in. Past the first few hundred logits almost none does, so
+** the cost is about one comparison per logit (no copy of the vocabulary).
+*/
+static size_t select_top(sm_candidate *c, const float *logits, size_t V, size_t k) {
+    for (size_t i = 0; i < k; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
+    for (size_t i = k / 2; i-- > 0;) sift_down(c, i, k);
+    for (size_t i = k; i < V; i++) {
+        if (logits[i] < c[0].logit) continue; /* the common case */
+        sm_candidate x = {logits[i], (int32_t)i};
+        if (!before(x, c[0])) continue;
+        c[0] = x;
+        sift_down(c, 0, k);
+    }
+    return k;
 }
 
 /* Heapsort c[0..n) best first: the heap keeps the worst candidate at the root,
@@ -108,16 +96,18 @@ sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
     }
     float mx = logits[best], inv_t = 1.0f / s->p.temperature;
     sm_candidate *c = s->cand;
-    for (size_t i = 0; i < V; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
     size_t n = V;
     bool sorted = false;
-    if (s->p.top_k > 0 && (size_t)s->p.top_k < n) {
-        select_top(c, n, (size_t)s->p.top_k);
-        n = (size_t)s->p.top_k;
-    }
-    if (s->p.top_p < 1.0f) {
-        sort_best_first(c, n);
+    if (s->p.top_k > 0 && (size_t)s->p.top_k < V) {
+        n = select_top(c, logits, V, (size_t)s->p.top_k);
+        sort_best_first(c, n); /* the k best in one order whatever found them */
         sorted = true;
+    } else {
+        for (size_t i = 0; i < V; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
+        if (s->p.top_p < 1.0f) {
+            sort_best_first(c, n);
+            sorted = true;
+        }
     }
     /* probabilities (unnormalised) in place of logits */
     double total = 0.0;
@@ -125,7 +115,7 @@ sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
         c[i].logit = expf((c[i].logit - mx) * inv_t);
         total += c[i].logit;
     }
-    if (sorted) { /* nucleus: the shortest best-first prefix with mass >= top_p */
+    if (sorted && s->p.top_p < 1.0f) { /* nucleus: the shortest best-first prefix with mass >= top_p */
         double cum = 0.0, want = (double)s->p.top_p * total;
         size_t keep = n;
         for (size_t i = 0; i < n; i++) {
