@@ -132,6 +132,15 @@ static const float *row_f32(const sm_state *s, const sm_mat *w, size_t r, size_t
     return buf;
 }
 
+void sm_fwd_norm_next(sm_state *s, const float *g, const float *b, int ith, size_t r0, size_t r1) {
+    if (s->n <= SM_FWD_OWN_ROWS) {
+        sm_fwd_norm_rows(s, sm_fwd_xn(s, ith), s->x, g, b, 0, s->n);
+        return;
+    }
+    sm_fwd_norm_rows(s, s->xn, s->x, g, b, r0, r1);
+    sm_pool_barrier(s->pool);
+}
+
 void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
     const sm_model *m = s->m;
     const size_t C = (size_t)m->cfg.n_embd;
@@ -267,21 +276,23 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
     const sm_model *m = s->m;
     const size_t C = (size_t)m->cfg.n_embd, V = (size_t)m->cfg.n_vocab;
     size_t r0, r1, n0, n1;
+    bool own = s->n <= SM_FWD_OWN_ROWS; /* every thread normalises every row itself */
+    float *xn = sm_fwd_xn(s, ith);
     if (s->every_row) {
         sm_pool_split(s->n, 1, ith, nth, &r0, &r1);
-        sm_fwd_norm_rows(s, s->xn, s->x, g, b, r0, r1);
+        sm_fwd_norm_rows(s, xn, s->x, g, b, own ? 0 : r0, own ? s->n : r1);
     } else { /* the last row of each run, packed: row k for run k */
         sm_pool_split(s->n_runs, 1, ith, nth, &r0, &r1);
-        for (size_t k = r0; k < r1; k++) {
+        for (size_t k = own ? 0 : r0; k < (own ? s->n_runs : r1); k++) {
             const sm_run *ru = &s->runs[k];
-            norm_one(s, s->xn + k * C, s->x + (ru->start + ru->len - 1) * C, g, b);
+            norm_one(s, xn + k * C, s->x + (ru->start + ru->len - 1) * C, g, b);
         }
     }
-    sm_pool_barrier(s->pool);
+    if (!own) sm_pool_barrier(s->pool);
     sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
     /* every row, or each run's last row as a lone last token gets it */
     sm_matmul_fn mm = s->every_row ? s->k->matmul : s->k->matmul_rows;
     size_t rows = s->every_row ? s->n : s->n_runs;
     while (sm_fwd_next_cols(s, V, ith, nth, &n0, &n1))
-        mm(s->logits, s->xn, m->out_w.data, m->out_w.dt, NULL, rows, V, C, n0, n1, scr);
+        mm(s->logits, xn, m->out_w.data, m->out_w.dt, NULL, rows, V, C, n0, n1, scr);
 }

@@ -56,15 +56,17 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     size_t r0, r1, n0, n1;
 
     sm_pool_split(T, 1, ith, nth, &r0, &r1);
+    float *xn = sm_fwd_xn(s, ith);
     sm_fwd_embed(s, r0, r1);
-    sm_fwd_norm_rows(s, s->xn, s->x, m->layers[0].ln1_g, m->layers[0].ln1_b, r0, r1);
+    if (xn == s->xn) sm_fwd_norm_rows(s, xn, s->x, m->layers[0].ln1_g, m->layers[0].ln1_b, r0, r1);
     sm_pool_barrier(pool);
+    if (xn != s->xn) sm_fwd_norm_rows(s, xn, s->x, m->layers[0].ln1_g, m->layers[0].ln1_b, 0, T);
     sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
 
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
         while (sm_fwd_next_cols(s, C3, ith, nth, &n0, &n1))
-            mm(s->qkv, s->xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, C3, C, n0, n1, scr);
+            mm(s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, C3, C, n0, n1, scr);
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->qkv_w, C3, C);
 
@@ -76,12 +78,11 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->proj_w, C, C);
 
-        sm_fwd_norm_rows(s, s->xn, s->x, L->ln2_g, L->ln2_b, r0, r1);
-        sm_pool_barrier(pool);
+        sm_fwd_norm_next(s, L->ln2_g, L->ln2_b, ith, r0, r1);
         sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
 
         while (sm_fwd_next_cols(s, F, ith, nth, &n0, &n1)) {
-            mm(s->hid, s->xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
+            mm(s->hid, xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
             sm_fwd_prof(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: product, then */
             for (size_t t = 0; t < T; t++) gelu(s->hid + t * F + n0, n1 - n0);
             sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0); /* activation */
@@ -96,9 +97,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
         if (s->stop) return; /* every thread read the same answer after the barrier */
 
         if (l + 1 < c->n_layer) {
-            sm_fwd_norm_rows(s, s->xn, s->x, m->layers[l + 1].ln1_g, m->layers[l + 1].ln1_b, r0,
-                             r1);
-            sm_pool_barrier(pool);
+            sm_fwd_norm_next(s, m->layers[l + 1].ln1_g, m->layers[l + 1].ln1_b, ith, r0, r1);
             sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
         }
     }

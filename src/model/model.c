@@ -95,6 +95,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     size_t t0 = a->used;
     float *x = sm_arena_alloc(a, B * C, sizeof(float));
     float *xn = sm_arena_alloc(a, B * C, sizeof(float));
+    float *xn_own = sm_arena_alloc(a, (size_t)p->n_threads * SM_FWD_OWN_ROWS * C, sizeof(float));
     float *qkv = sm_arena_alloc(a, B * W, sizeof(float));
     float *att = sm_arena_alloc(a, B * Q, sizeof(float));
     float *tmp = sm_arena_alloc(a, B * C, sizeof(float));
@@ -129,7 +130,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->m = m;
     s->k = p->kernels;
     s->p = *p;
-    s->x = x, s->xn = xn, s->qkv = qkv, s->att = att, s->tmp = tmp, s->hid = hid, s->up = up;
+    s->x = x, s->xn = xn, s->xn_own = xn_own, s->qkv = qkv, s->att = att, s->tmp = tmp, s->hid = hid, s->up = up;
     s->rope_cos = rcos, s->rope_sin = rsin, s->rope_freq = rfreq;
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;

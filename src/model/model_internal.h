@@ -54,6 +54,7 @@ struct sm_state {
     sm_state_params p;
     float *x;      /* (B, C) residual stream */
     float *xn;     /* (B, C) normalised input of the next matmul */
+    float *xn_own; /* (n_threads, SM_FWD_OWN_ROWS, C) each thread's own copy, small calls */
     float *qkv;    /* (B, Q + 2 KV) */
     float *att;    /* (B, Q) attention output, heads concatenated */
     float *tmp;    /* (B, C) projection output before the residual add */
@@ -127,6 +128,28 @@ sm_matmul_fn sm_fwd_matmul(const sm_state *s);
 /* Rows [r0, r1) of out = norm(x) with (g, b): LayerNorm (gpt2) or RMSNorm (llama). */
 void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float *g,
                       const float *b, size_t r0, size_t r1);
+
+/*
+** Calls of up to SM_FWD_OWN_ROWS rows (decoding) normalise into a copy of
+** each thread's own: every thread computes all rows' norm itself, the same
+** arithmetic, so the products need no barrier to wait for the norm. Larger
+** calls split the rows over the threads into the shared xn, then meet.
+*/
+#define SM_FWD_OWN_ROWS 4
+
+/* The normalised input thread ith's products read in this call. */
+static inline float *sm_fwd_xn(const sm_state *s, int ith) {
+    return s->n <= SM_FWD_OWN_ROWS
+               ? s->xn_own + (size_t)ith * SM_FWD_OWN_ROWS * (size_t)s->m->cfg.n_embd
+               : s->xn;
+}
+
+/*
+** xn = norm(x) with (g, b) before the next products, once x is complete:
+** all rows into the thread's own copy (small calls), else rows [r0, r1) of
+** the shared xn and a barrier.
+*/
+void sm_fwd_norm_next(sm_state *s, const float *g, const float *b, int ith, size_t r0, size_t r1);
 
 /* Token (+ learned position) embeddings of rows [r0, r1). */
 void sm_fwd_embed(sm_state *s, size_t r0, size_t r1);
