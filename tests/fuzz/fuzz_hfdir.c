@@ -15,41 +15,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz_scratch.h"
 #include "sm_convert.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[64];
-
-static int put(const char *name, const void *p, size_t n) {
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = n ? fwrite(p, 1, n, f) : 0;
-    return fclose(f) == 0 && w == n ? 0 : -1;
-}
-
-/* The scratch directory goes when the process exits. */
-static void cleanup(void) {
-    char path[128];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    unlink(path);
-    rmdir(dir);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/sm-fuzz-hfdir-XXXXXX");
-        if (!mkdtemp(dir)) abort();
-        atexit(cleanup);
-    }
+    const char *dir = scratch_path("hfdir");
     const uint8_t *nul = memchr(data, 0, size);
     size_t jlen = nul ? (size_t)(nul - data) : size;
     const uint8_t *st = nul ? nul + 1 : data + size;
-    if (put("config.json", data, jlen) || put("model.safetensors", st, (size_t)(data + size - st)))
+    if (scratch_put("config.json", data, jlen) || scratch_put("model.safetensors", st, (size_t)(data + size - st)))
         return 0;
     char out[96];
     snprintf(out, sizeof out, "%s-out", dir);

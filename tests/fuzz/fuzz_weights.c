@@ -10,36 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_scratch.h"
 #include "sm_config.h"
 #include "sm_weights.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[64];
-
-static int put(const char *name, const void *p, size_t n) {
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = n ? fwrite(p, 1, n, f) : 0;
-    return fclose(f) == 0 && w == n ? 0 : -1;
-}
-
-/* The scratch directory goes when the process exits. */
-static void cleanup(void) {
-    char path[128];
-    snprintf(path, sizeof path, "%s/model.bin", dir);
-    unlink(path);
-    rmdir(dir);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/sm-fuzz-weights-XXXXXX");
-        if (!mkdtemp(dir)) abort();
-        atexit(cleanup);
-    }
+    const char *dir = scratch_path("weights");
     const uint8_t *nul = memchr(data, 0, size);
     size_t jlen = nul ? (size_t)(nul - data) : size;
     const uint8_t *bin = nul ? nul + 1 : data + size;
@@ -48,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sm_error err = {{0}};
     if (sm_config_parse(&cfg, (const char *)data, jlen, "fuzz/config.json", &err) != SM_OK)
         return 0;
-    if (put("model.bin", bin, blen) == 0) {
+    if (scratch_put("model.bin", bin, blen) == 0) {
         for (int mm = 0; mm < 2; mm++) {
             sm_weights w;
             if (sm_weights_open(&w, &cfg, dir, mm == 1, &err) == SM_OK) {
