@@ -187,7 +187,11 @@ model: $(BIN) $(CORPUS)
 $(BUILD)/bench_gemm: tests/tools/bench_gemm.c $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags openblas) -o $@ $^ $$(pkg-config --libs openblas) $(LDLIBS)
 
-bench: $(BIN)
+# Matrix-vector products against the read bandwidth (no dependency).
+$(BUILD)/bench_gemv: tests/tools/bench_gemv.c $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BIN) $(BUILD)/bench_gemv
 	@if pkg-config --exists openblas; then $(MAKE) --no-print-directory $(BUILD)/bench_gemm; \
 	else echo "OpenBLAS is not installed (apt-get install libopenblas-dev): no GEMM comparison"; fi
 	bash scripts/bench.sh $(BIN)

@@ -141,64 +141,58 @@ static void gemm(float *restrict out, const float *restrict x, const void *restr
 }
 
 /*
-** out[t, n..n+nw) for r token rows (r <= 2, nw <= 4; constants at every call
-** site, so the accumulators stay in the 16 registers): the weight rows (type
-** dt, widened in registers) are loaded once for all token rows. Each output
-** is one 8-lane dot product reduced the same way whatever r is, so a row's
-** result does not depend on how many rows share the pass (what batched
-** decoding relies on).
+** Matrix-vector products stream the weights one row at a time: the rows are
+** contiguous, so one row after another is a single sequential stream, which
+** the hardware prefetchers follow at full speed (four rows side by side are
+** four streams, and measured 20-30% slower on Zen; tests/tools/bench_gemv).
+** Each dot product keeps UN = 4 partial sums, chunk c of 8 weights going to
+** sum c % 4, reduced as (s0 + s1) + (s2 + s3) and then across lanes: the
+** same order whatever the number of token rows sharing the pass (what
+** batched decoding relies on: a row's result does not depend on its
+** neighbours).
 */
-static inline __attribute__((always_inline)) void
-dot_block(sm_dtype dt, size_t r, size_t nw, float *restrict out, size_t N,
-          const float *restrict x, const void *restrict w, const float *restrict bias, size_t K,
-          size_t kv, __m256i mt, int tail) {
-    __m256 a[2][4];
-    for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_setzero_ps();
-    _Pragma("GCC unroll 2") for (size_t k = 0; k < kv; k += 8) {
-        __m256 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = load_w(dt, w, j * K + k);
-        for (size_t i = 0; i < r; i++) {
-            __m256 xv = _mm256_loadu_ps(x + i * K + k);
-            for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
-        }
-    }
-    if (tail) {
-        __m256 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = load_w_tail(dt, w, j * K + kv, K - kv, mt);
-        for (size_t i = 0; i < r; i++) {
-            __m256 xv = _mm256_maskload_ps(x + i * K + kv, mt);
-            for (size_t j = 0; j < nw; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
-        }
-    }
-    for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < nw; j++)
-            out[i * N + j] = hsum(a[i][j]) + (bias ? bias[j] : 0.0f);
-}
+#define UN 4
 
-/* Token rows in pairs against the same 4 weight rows, which stay in L1. */
+/* out[t * N] for r token rows (r <= 2, a constant at every call site) against weight row w. */
 static inline __attribute__((always_inline)) void
-dot_rows(sm_dtype dt, size_t nw, float *restrict out, const float *restrict x,
-         const void *restrict w, const float *restrict bias, size_t T, size_t N, size_t K,
-         size_t kv, __m256i mt, int tail) {
-    size_t t = 0;
-    for (; t + 2 <= T; t += 2)
-        dot_block(dt, 2, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
-    if (t < T) dot_block(dt, 1, nw, out + t * N, N, x + t * K, w, bias, K, kv, mt, tail);
+dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
+          const void *restrict w, float bias, size_t K) {
+    __m256 a[2][UN];
+    for (size_t i = 0; i < r; i++)
+        for (size_t u = 0; u < UN; u++) a[i][u] = _mm256_setzero_ps();
+    size_t k = 0, c = 0;
+    for (; k + 8 * UN <= K; k += 8 * UN)
+        for (size_t u = 0; u < UN; u++) {
+            __m256 wv = load_w(dt, w, k + 8 * u);
+            for (size_t i = 0; i < r; i++)
+                a[i][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * K + k + 8 * u), a[i][u]);
+        }
+    for (; k + 8 <= K; k += 8, c++) { /* c < UN - 1 here */
+        __m256 wv = load_w(dt, w, k);
+        for (size_t i = 0; i < r; i++)
+            a[i][c] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * K + k), a[i][c]);
+    }
+    if (k < K) {
+        __m256i mt = tail_mask(K - k);
+        __m256 wv = load_w_tail(dt, w, k, K - k, mt);
+        for (size_t i = 0; i < r; i++)
+            a[i][c] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(x + i * K + k, mt), a[i][c]);
+    }
+    for (size_t i = 0; i < r; i++)
+        out[i * N] = hsum(_mm256_add_ps(_mm256_add_ps(a[i][0], a[i][1]),
+                                        _mm256_add_ps(a[i][2], a[i][3]))) + bias;
 }
 
 static inline __attribute__((always_inline)) void
 gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
         const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
-    __m256i mt = tail_mask(K % 8);
-    size_t kv = K - K % 8, n = n0;
-    int tail = K % 8 != 0;
-    for (; n + 4 <= n1; n += 4)
-        dot_rows(dt, 4, out + n, x, sm_kernels_elem(w, dt, n * K), bias ? bias + n : NULL, T, N,
-                 K, kv, mt, tail);
-    for (; n < n1; n++)
-        dot_rows(dt, 1, out + n, x, sm_kernels_elem(w, dt, n * K), bias ? bias + n : NULL, T, N,
-                 K, kv, mt, tail);
+    for (size_t n = n0; n < n1; n++) {
+        const void *wr = sm_kernels_elem(w, dt, n * K);
+        float b = bias ? bias[n] : 0.0f;
+        size_t t = 0;
+        for (; t + 2 <= T; t += 2) dot_block(dt, 2, out + t * N + n, N, x + t * K, wr, b, K);
+        if (t < T) dot_block(dt, 1, out + t * N + n, N, x + t * K, wr, b, K);
+    }
 }
 
 static void gemv(float *restrict out, const float *restrict x, const void *restrict w,

@@ -10,7 +10,7 @@
 ** registers and does 16 FMAs per 2 panel loads + 8 broadcasts; it prefetches
 ** its output tile before the k loop. f32 panels are packed by gathers down
 ** 16 weight rows at a time. No horizontal sums. T < 4, and matmul_rows for
-** any T: rows of w are streamed four at a time against up to four token
+** any T: rows of w are streamed one at a time against up to four token
 ** rows (matrix-vector, one dot product per output).
 ** f16 weights are widened in registers by vcvtph2ps, bf16 by a 16-bit shift;
 ** panels hold them widened.
@@ -26,7 +26,6 @@
 #define NR 32
 #define MR 8
 #define KC 256
-#define PF 128 /* floats ahead that matrix-vector products prefetch */
 
 static inline __mmask16 tail_mask(size_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
@@ -163,85 +162,79 @@ static void gemm(float *restrict out, const float *restrict x, const void *restr
 }
 
 /*
-** out[t, n..n+nw) for r token rows (r <= 4, nw <= 4; constants at every call
-** site, so the accumulators stay in registers): the weight rows (type dt,
-** widened in registers) are loaded once for all token rows. Each output is
-** one 16-lane dot product reduced the same way whatever r is, so a row's
-** result does not depend on how many rows share the pass (what batched
-** decoding relies on).
+** Matrix-vector products stream the weights one row at a time: the rows are
+** contiguous, so one row after another is a single sequential stream, which
+** the hardware prefetchers follow at full speed (several rows side by side
+** are several streams, measured slower; tests/tools/bench_gemv). Each dot
+** product keeps UN = 4 partial sums, chunk c of 16 weights going to sum
+** c % 4, reduced as (s0 + s1) + (s2 + s3) and then across lanes: the same
+** order whatever the number of token rows sharing the pass (what batched
+** decoding relies on: a row's result does not depend on its neighbours).
+*/
+#define UN 4
+
+/*
+** out[t * N] for r token rows (r <= 4, a constant at every call site)
+** against weight row w; pf, when not NULL, is the next weight row, which
+** this pass prefetches as it goes (the same offsets as it reads).
 */
 static inline __attribute__((always_inline)) void
-dot_block(sm_dtype dt, size_t r, size_t nw, const char *pf, size_t npf, float *restrict out,
-          size_t N, const float *restrict x, const void *restrict w,
-          const float *restrict bias, size_t K, size_t kv, __mmask16 mt) {
+dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
+          const void *restrict w, const char *pf, float bias, size_t K) {
     const size_t es = dt == SM_DTYPE_F32 ? 4 : 2;
-    __m512 a[4][4];
+    __m512 a[4][UN];
     for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_setzero_ps();
-    _Pragma("GCC unroll 2") for (size_t k = 0; k < kv; k += 16) {
-        __m512 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = load_w(dt, w, j * K + k);
-        for (size_t j = 0; j < npf; j++) _mm_prefetch(pf + (j * K + k) * es, _MM_HINT_T0);
-        for (size_t i = 0; i < r; i++) {
-            __m512 xv = _mm512_loadu_ps(x + i * K + k);
-            for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
+        for (size_t u = 0; u < UN; u++) a[i][u] = _mm512_setzero_ps();
+    size_t k = 0, c = 0;
+    for (; k + 16 * UN <= K; k += 16 * UN) {
+        if (pf)
+            for (size_t l = 0; l < 16 * UN * es; l += 64) _mm_prefetch(pf + k * es + l, _MM_HINT_T0);
+        for (size_t u = 0; u < UN; u++) {
+            __m512 wv = load_w(dt, w, k + 16 * u);
+            for (size_t i = 0; i < r; i++)
+                a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * K + k + 16 * u), a[i][u]);
         }
     }
-    if (mt) {
-        __m512 wv[4];
-        for (size_t j = 0; j < nw; j++) wv[j] = load_w_tail(dt, w, j * K + kv, K - kv, mt);
-        for (size_t i = 0; i < r; i++) {
-            __m512 xv = _mm512_maskz_loadu_ps(mt, x + i * K + kv);
-            for (size_t j = 0; j < nw; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
-        }
+    if (pf)
+        for (size_t l = k * es; l < K * es; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+    for (; k + 16 <= K; k += 16, c++) { /* c < UN - 1 here */
+        __m512 wv = load_w(dt, w, k);
+        for (size_t i = 0; i < r; i++)
+            a[i][c] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * K + k), a[i][c]);
+    }
+    if (k < K) {
+        __mmask16 mt = tail_mask(K - k);
+        __m512 wv = load_w_tail(dt, w, k, K - k, mt);
+        for (size_t i = 0; i < r; i++)
+            a[i][c] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mt, x + i * K + k), a[i][c]);
     }
     for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < nw; j++)
-            out[i * N + j] = _mm512_reduce_add_ps(a[i][j]) + (bias ? bias[j] : 0.0f);
+        out[i * N] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]),
+                                                        _mm512_add_ps(a[i][2], a[i][3]))) + bias;
 }
 
 /*
-** Token rows in blocks of 4 against the same 4 weight rows, which stay in
-** cache after the first block. Prefetching keeps memory busy while the
-** cached blocks compute: with one block it runs ahead in the rows in use;
-** with more, blocks 2 to 4 each pull in a share of the next 4 weight rows
-** (next_w, or NULL at the end), about one cache line per step.
+** Token rows in blocks of 4 against one weight row, which stays in L1 after
+** the first block. With more than one block, the second prefetches the next
+** weight row, so memory stays busy while the cached blocks compute.
 */
-static inline __attribute__((always_inline)) void
-dot_rows(sm_dtype dt, size_t nw, float *restrict out, const float *restrict x,
-         const void *restrict w, const void *next_w, const float *restrict bias, size_t T,
-         size_t N, size_t K, size_t kv, __mmask16 mt) {
-    /* later is used only when nb >= 2 */
-    size_t t = 0, nb = T > 4 ? T / 4 : 0, later = nb > 3 ? 3 : nb - 1;
-    for (size_t b = 0; b < nb; b++, t += 4) {
-        size_t r0 = 0, r1 = 0; /* next rows [r0, r1) this block prefetches */
-        if (next_w && b >= 1 && b <= later) r0 = (b - 1) * 4 / later, r1 = b * 4 / later;
-        dot_block(dt, 4, nw, next_w ? sm_kernels_elem(next_w, dt, r0 * K) : NULL, r1 - r0,
-                  out + t * N, N, x + t * K, w, bias, K, kv, mt);
-    }
-    const char *pf = (const char *)w + PF * 4;
-    size_t npf = t == 0 ? nw : 0;
-    switch (T - t) {
-    case 4: dot_block(dt, 4, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 3: dot_block(dt, 3, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 2: dot_block(dt, 2, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    case 1: dot_block(dt, 1, nw, pf, npf, out + t * N, N, x + t * K, w, bias, K, kv, mt); break;
-    default: break;
-    }
-}
-
 static inline __attribute__((always_inline)) void
 gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
         const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
-    __mmask16 mt = K % 16 ? tail_mask(K % 16) : 0;
-    size_t kv = K - K % 16, n = n0;
-    for (; n + 4 <= n1; n += 4)
-        dot_rows(dt, 4, out + n, x, sm_kernels_elem(w, dt, n * K),
-                 n + 8 <= n1 ? sm_kernels_elem(w, dt, (n + 4) * K) : NULL,
-                 bias ? bias + n : NULL, T, N, K, kv, mt);
-    for (; n < n1; n++)
-        dot_rows(dt, 1, out + n, x, sm_kernels_elem(w, dt, n * K), NULL, bias ? bias + n : NULL,
-                 T, N, K, kv, mt);
+    for (size_t n = n0; n < n1; n++) {
+        const void *wr = sm_kernels_elem(w, dt, n * K);
+        const char *next = n + 1 < n1 ? sm_kernels_elem(w, dt, (n + 1) * K) : NULL;
+        float b = bias ? bias[n] : 0.0f;
+        size_t t = 0;
+        for (; t + 4 <= T; t += 4)
+            dot_block(dt, 4, out + t * N + n, N, x + t * K, wr, t == 4 ? next : NULL, b, K);
+        switch (T - t) {
+        case 3: dot_block(dt, 3, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
+        case 2: dot_block(dt, 2, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
+        case 1: dot_block(dt, 1, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
+        default: break;
+        }
+    }
 }
 
 static void gemv(float *restrict out, const float *restrict x, const void *restrict w,

@@ -3,7 +3,7 @@
 ** for `make bench` (built only there, and only when OpenBLAS is installed;
 ** OpenBLAS is never linked into smallmind itself).
 **
-**   bench_gemm [THREADS...]        default: 1 2
+**   bench_gemm [--kernels TABLE] [THREADS...]   default: the best table; 1 2
 **
 ** Products are the model's: out (T, N) = x (T, K) . w (N, K)^T, f32. Shapes:
 ** the cubes 512^3 and 768^3, and the prefill products of the GPT-2-small
@@ -75,12 +75,18 @@ int main(int argc, char **argv) {
         {"seed qkv (256 tok)", 256, 768, 256},
         {"seed mlp down", 256, 256, 1024},
     };
-    int threads[8] = {1, 2}, nt = 2;
-    if (argc > 1) {
+    int threads[8] = {1, 2}, nt = 2, a = 1;
+    const char *table = NULL;
+    if (argc > 2 && strcmp(argv[1], "--kernels") == 0) table = argv[2], a = 3;
+    if (argc > a) {
         nt = 0;
-        for (int i = 1; i < argc && nt < 8; i++) threads[nt++] = atoi(argv[i]);
+        for (int i = a; i < argc && nt < 8; i++) threads[nt++] = atoi(argv[i]);
     }
-    const sm_kernels *k = sm_kernels_select(NULL);
+    const sm_kernels *k = sm_kernels_select(table);
+    if (!k) {
+        fprintf(stderr, "bench_gemm: --kernels: no table '%s' on this CPU\n", table);
+        return 2;
+    }
     printf("kernels %s; GFLOPS, best of %d after 0.3 s of warm-up\n", k->name, REPS);
     printf("%-28s %7s %12s %12s %8s %10s\n", "shape (T x N x K)", "threads", "smallmind", "OpenBLAS",
            "ratio", "max diff");

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Side by side with the peers: the rows of docs/performance.md's "beside
+# llama.cpp and llama2.c" table, each program run in turn within every
+# sample (interleaved, so a noisy moment of a shared machine hits all of
+# them), median of N samples. Benchmarks, not tests.
+#
+#   LLAMA_CPP=/path/llama.cpp/build/bin LLAMA2C=/path/llama2.c scripts/bench_peers.sh [ROWS...]
+#
+# LLAMA_CPP_AVX2 may name a second llama.cpp build made without AVX-512
+# (-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF), to set beside
+# smallmind's AVX2 table on a machine that has AVX-512.
+# The peers are yours to build (docs/performance.md says how and at which
+# commits); this script only runs them. Without them it prints smallmind's
+# figures alone. ROWS: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm
+# (default all). N (default 5), MD (model folder, default build/peer-models).
+set -eu
+BIN=${BIN:-build/smallmind}
+N=${N:-5}
+MD=${MD:-build/peer-models}
+LC=${LLAMA_CPP:-}
+LC2=${LLAMA_CPP_AVX2:-}
+L2=${LLAMA2C:-}
+SHARED=$(realpath ${SHARED:-../shared/models})
+PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3 )
+ROWS=${*:-l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm}
+mkdir -p $MD
+jget() { $PY -c 'import json,sys; r=json.load(sys.stdin); r=r[0] if isinstance(r,list) else r; print(round(r[sys.argv[1]], 1))' "$1"; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2); else print "-" }'; }
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs," \
+    "$(grep -ow -m1 avx512f /proc/cpuinfo || echo 'no AVX-512')"
+echo "$($BIN --version | head -1); llama.cpp: ${LC:-not given}; llama.cpp AVX2: ${LC2:-not given}; llama2.c: ${L2:-not given}"
+
+# Models: smallmind directories from sm_random_model.py; GGUF from
+# gguf_random.py (GPT-2) or llama.cpp's converter (the 15M Llama, from the
+# llama2.c checkpoint that llama2.c itself runs).
+mk() { local d=$MD/$1; shift; [ -f $d/config.json ] || $PY scripts/sm_random_model.py --out $d --force --seed 1 "$@" >/dev/null; }
+mkg() { local f=$MD/$1.gguf; shift; [ -f $f ] || $PY scripts/gguf_random.py --out $f --tokenizer $SHARED/tokenizers/gpt2 "$@"; }
+need_l15() {
+    [ -f $MD/s15.bin ] || $PY -c "
+import numpy as np, struct
+dim,hid,L,H,KVH,V,ctx=288,768,6,6,6,32000,256; hs=dim//H; r=np.random.default_rng(1)
+n=V*dim+L*dim+4*L*dim*dim+L*dim+3*L*dim*hid+dim+ctx*hs
+open('$MD/s15.bin','wb').write(struct.pack('<7i',dim,hid,L,H,KVH,V,ctx)+(r.standard_normal(n,dtype=np.float32)*0.05).tobytes())"
+    [ -f $MD/s15/config.json ] || $BIN convert $MD/s15.bin $MD/s15 --tokenizer $SHARED/tokenizers/llama2/tokenizer.bin >/dev/null
+    if [ -n "$LC" ] && [ ! -f $MD/s15.gguf ]; then
+        $LC/llama-convert-llama2c-to-ggml --copy-vocab-from-model $SHARED/llamacpp-vocab/ggml-vocab-llama-spm.gguf \
+            --llama2c-model $MD/s15.bin --llama2c-output-model $MD/s15.gguf >/dev/null 2>&1
+    fi
+}
+
+# One sample of each program: decode tokens/s from an empty context (the
+# first token excluded), 128 tokens.
+sm_dec() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json ${3:+--kernels $3} | jget decode_tokens_per_s; }
+lc_dec() { ${3:-$LC}/llama-bench -m $1 -p 0 -n 128 -t $2 -r 1 -o json 2>/dev/null | jget avg_ts; }
+# peers NAME ARGS: the llama.cpp builds given, each as one more program of the row
+lcs() { local f=$1; shift; [ -n "$LC" ] && P+=("$f $* $LC"); [ -n "$LC2" ] && P+=("$f $* $LC2"); return 0; }
+l2_dec() { (cd $L2 && OMP_NUM_THREADS=$2 ./run $1 -z $SHARED/tokenizers/llama2/tokenizer.bin -n 129 -t 0 -i "Once" 2>&1 >/dev/null |
+    sed -n 's/.*achieved tok\/s: \([0-9.]*\).*/\1/p'); }
+
+# row NAME GOAL: runs the sampler functions named after it, N samples
+# interleaved, and prints each program's median and samples.
+row() {
+    local name=$1 goal=$2; shift 2
+    local -a progs=("$@") ; declare -A got=()
+    for i in $(seq $N); do
+        for p in "${progs[@]}"; do got[$p]+=" $(eval "$p" || echo)"; done
+    done
+    printf '%s (goal: %s)\n' "$name" "$goal"
+    for p in "${progs[@]}"; do
+        printf '  %-58s median %8s   samples%s\n' "$p" "$(echo ${got[$p]} | median)" "${got[$p]}"
+    done
+}
+
+for r in $ROWS; do case $r in
+l15|l15-1t)
+    need_l15; t=2; [ $r = l15-1t ] && t=1
+    P=("sm_dec $MD/s15 $t" "sm_dec $MD/s15 $t avx2"); lcs lc_dec $MD/s15.gguf $t
+    [ -n "$L2" ] && P+=("l2_dec $(realpath $MD)/s15.bin $t")
+    row "decode, 15M Llama shape (6x288, vocab 32,000), f32, $t thread(s), tokens/s" ">= 1.3x the best peer" "${P[@]}" ;;
+seed)
+    mk seed-gpt2vocab --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 50257
+    P=("sm_dec $MD/seed-gpt2vocab 2" "sm_dec $MD/seed-gpt2vocab 2 avx2"); lcs lc_dec $MD/seed-gpt2vocab.gguf 2
+    [ -n "$LC$LC2" ] && mkg seed-gpt2vocab --layers 4 --heads 8 --embd 256 --ctx 256
+    row "decode, seed shape with GPT-2 vocabulary (4x256, vocab 50,257), f32, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
+gpt2-f16|gpt2-f32)
+    d=${r#gpt2-}; mk gpt2-small-$d --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --dtype $d
+    P=("sm_dec $MD/gpt2-small-$d 2" "sm_dec $MD/gpt2-small-$d 2 avx2"); lcs lc_dec $MD/gpt2-small-$d.gguf 2
+    [ -n "$LC$LC2" ] && mkg gpt2-small-$d --dtype $d
+    row "decode, GPT-2 small shape, $d, 2 threads, tokens/s" "f16: >= 1.3x llama.cpp; f32: >= 90% of the read bound" "${P[@]}" ;;
+prefill)
+    mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257
+    sm_pre() { $BIN bench -m $MD/gpt2-small-f32 -t 2 --prompt-tokens 512 -n 1 --reps 1 --json ${1:+--kernels $1} | jget prefill_tokens_per_s; }
+    lc_pre() { $1/llama-bench -m $MD/gpt2-small-f32.gguf -p 512 -n 0 -t 2 -r 1 -o json 2>/dev/null | jget avg_ts; }
+    P=("sm_pre" "sm_pre avx2"); lcs lc_pre
+    [ -n "$LC$LC2" ] && mkg gpt2-small-f32
+    row "prefill 512 tokens, GPT-2 small shape, f32, 2 threads, tokens/s" ">= 650" "${P[@]}" ;;
+batch)
+    mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257
+    # 16 records of 16 tokens (bytes of the byte tokenizer), 64 tokens each,
+    # decoded together; total generated tokens over the wall clock, load included.
+    for i in $(seq 16); do printf 'record %02d of the batch..\n' $i; done >$MD/prompts16.txt
+    sm_batch() {
+        local s e; s=$(date +%s.%N)
+        $BIN generate -m $MD/gpt2-small-f32 --batch $MD/prompts16.txt -n 64 --parallel 16 -t 2 --temp 0 -q \
+            ${1:+--kernels $1} >/dev/null
+        e=$(date +%s.%N); $PY -c "print(round(16 * 64 / ($e - $s), 1))"
+    }
+    lc_batch() { $1/llama-batched-bench -m $MD/gpt2-small-f32.gguf -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 2>/dev/null |
+        awk -F'|' '$2 ~ /^ *16 *$/ { gsub(/ /, "", $9); print $9 }'; }
+    P=("sm_batch" "sm_batch avx2"); lcs lc_batch
+    [ -n "$LC$LC2" ] && mkg gpt2-small-f32
+    row "16 prompts x 64 tokens together, GPT-2 small f32, 2 threads, total tokens/s" ">= 1.3x llama.cpp" "${P[@]}" ;;
+gemm)
+    G=$(dirname $BIN)/bench_gemm
+    if [ ! -x $G ]; then echo "gemm: $G is missing (make bench builds it when libopenblas-dev is installed)"; continue; fi
+    # each table beside OpenBLAS's kernels for the same instructions (what it
+    # picks on a CPU with them: Haswell's on Zen 1-3, SkylakeX's with AVX-512)
+    echo "GEMM 768^3, GFLOPS (build/bench_gemm, best of 15; goal >= 1.0x OpenBLAS)"
+    for k in avx512 avx2; do
+        c=SkylakeX; [ $k = avx2 ] && c=Haswell
+        OPENBLAS_CORETYPE=$c $G --kernels $k 1 2 2>/dev/null | grep -E '^768' |
+            awk -v k=$k -v c=$c '{ printf "  %-7s OpenBLAS %-8s threads %s  smallmind %7s  OpenBLAS %7s  ratio %s\n", k, c, $2, $3, $4, $5 }'
+    done ;;
+*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm)" >&2; exit 2 ;;
+esac; done

@@ -1,0 +1,119 @@
+/*
+** bench_gemv.c -- matrix-vector products (decode) against the read
+** bandwidth of the same threads over the same bytes. For each kernel table,
+** weight type and thread count: the product out = w . x of one token row
+** over shapes of the models `make bench` uses, the weights cycling through
+** copies that make a working set of about 256 MB (so every pass reads
+** memory, as decoding a model larger than the caches does), split across
+** the threads in the model's chunks. Prints GB/s and the share of the read
+** probe: the table's widest loads summing the same bytes (as sm_bench_read
+** does), its passes interleaved with the product's, medians of 9.
+**   bench_gemv [--kernels TABLE] [THREADS...]   default: every table; 1 2
+** A benchmark, not a test.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_base.h"
+#include "sm_kernels.h"
+#include "sm_pool.h"
+
+#define SET_BYTES (256.0 * 1024 * 1024)
+
+typedef struct {
+    const sm_kernels *k;
+    sm_dtype dt;
+    const char *w; /* copies of the matrix, back to back */
+    size_t copy_bytes, copies, cur;
+    float *out, *x;
+    size_t N, K, chunk;
+} job;
+
+/* The read probe over the same bytes: each thread sums its share of the copy. */
+static void rd_task(void *arg, int ith, int nth) {
+    job *j = arg;
+    size_t n = j->copy_bytes / 4, i0, i1;
+    sm_pool_split(n, 1024, ith, nth, &i0, &i1);
+    if (i0 < i1) j->out[64 * ith] = j->k->sum((const float *)(j->w + j->cur * j->copy_bytes) + i0, i1 - i0);
+}
+
+static void mv_task(void *arg, int ith, int nth) {
+    job *j = arg;
+    const void *w = j->w + j->cur * j->copy_bytes;
+    size_t n0, n1;
+    sm_pool_split(j->N, j->chunk, ith, nth, &n0, &n1);
+    if (n0 < n1) j->k->matmul(j->out, j->x, w, j->dt, NULL, 1, j->N, j->K, n0, n1, NULL);
+}
+
+int main(int argc, char **argv) {
+    static const struct {
+        const char *name;
+        size_t N, K;
+    } shapes[] = {
+        {"15M output 32000x288", 32000, 288}, {"15M ffn 768x288", 768, 288},
+        {"gpt2 qkv 2304x768", 2304, 768},     {"gpt2 down 768x3072", 768, 3072},
+        {"gpt2 output 50257x768", 50257, 768},
+    };
+    static const sm_dtype dts[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16};
+    static const char *const dtn[] = {"f32", "f16", "bf16"};
+    int threads[8] = {1, 2}, nt = 2, a = 1;
+    const char *table = NULL;
+    if (argc > 2 && strcmp(argv[1], "--kernels") == 0) table = argv[2], a = 3;
+    if (argc > a) {
+        nt = 0;
+        for (int i = a; i < argc && nt < 8; i++) threads[nt++] = atoi(argv[i]);
+    }
+    const sm_kernels *avail[8];
+    size_t na = sm_kernels_available(avail, 8);
+    if (table && !sm_kernels_select(table)) {
+        fprintf(stderr, "bench_gemv: --kernels: no table '%s' on this CPU\n", table);
+        return 2;
+    }
+    char *buf = aligned_alloc(64, (size_t)SET_BYTES + 4096);
+    float *x = aligned_alloc(64, 4096 * sizeof *x), *out = aligned_alloc(64, 65536 * sizeof *out);
+    /* out also takes the probe's per-thread sums (64 floats apart) */
+    if (!buf || !x || !out) return 1;
+    for (size_t i = 0; i < (size_t)SET_BYTES / 2; i++) ((uint16_t *)buf)[i] = (uint16_t)(0x3c00 + (i & 255));
+    for (size_t i = 0; i < 4096; i++) x[i] = (float)(i % 7) * 0.125f;
+    printf("GB/s of weights read by one-row products, median of 9 passes over a 256 MB set\n");
+    printf("%-8s %-4s %-7s %-24s %8s %8s %6s\n", "kernels", "type", "threads", "shape", "GB/s",
+           "read", "share");
+    for (size_t ki = 1; ki < na; ki++) { /* the SIMD tables */
+        const sm_kernels *k = avail[ki];
+        if (table && strcmp(k->name, table) != 0) continue;
+        for (int ti = 0; ti < nt; ti++) {
+            sm_pool *pool;
+            if (threads[ti] < 1 || sm_pool_create(&pool, threads[ti]) != SM_OK) return 1;
+            for (size_t di = 0; di < 3; di++)
+                for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+                    job j = {.k = k, .dt = dts[di], .w = buf, .out = out, .x = x,
+                             .N = shapes[si].N, .K = shapes[si].K, .chunk = 16};
+                    j.copy_bytes = (j.N * j.K * (dts[di] == SM_DTYPE_F32 ? 4 : 2) + 63) & ~(size_t)63;
+                    j.copies = (size_t)(SET_BYTES / (double)j.copy_bytes);
+                    if (j.copies < 1) j.copies = 1;
+                    double t[2][9];
+                    for (int rep = -1; rep < 9; rep++) /* product and probe interleaved */
+                        for (int p = 0; p < 2; p++) {
+                            double t0 = sm_time_now();
+                            for (j.cur = 0; j.cur < j.copies; j.cur++)
+                                sm_pool_run(pool, p ? rd_task : mv_task, &j);
+                            if (rep >= 0) t[p][rep] = sm_time_now() - t0;
+                        }
+                    for (int p = 0; p < 2; p++) /* insertion sorts for the medians */
+                        for (int i = 1; i < 9; i++)
+                            for (int q = i; q > 0 && t[p][q] < t[p][q - 1]; q--) {
+                                double s = t[p][q];
+                                t[p][q] = t[p][q - 1], t[p][q - 1] = s;
+                            }
+                    double bytes = (double)j.copies * (double)j.copy_bytes;
+                    double gbs = bytes / t[0][4] / 1e9, rd = bytes / t[1][4] / 1e9;
+                    printf("%-8s %-4s %-7d %-24s %8.1f %8.1f %5.0f%%\n", k->name, dtn[di],
+                           threads[ti], shapes[si].name, gbs, rd, 100 * gbs / rd);
+                }
+            sm_pool_free(pool);
+        }
+    }
+    free(buf), free(x), free(out);
+    return 0;
+}
