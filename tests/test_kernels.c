@@ -75,7 +75,8 @@ void test_kernels_matmul_rows(void) {
     const sm_kernels *ks[8];
     size_t nk = tables(ks);
     static const size_t Ts[] = {1, 2, 3, 4, 5, 7, 16, 17};
-    static const size_t Ks[] = {1, 15, 16, 17, 256, 257};
+    /* every way chunks fall into the four partial sums, with and without a tail */
+    static const size_t Ks[] = {1, 15, 16, 17, 61, 88, 181, 256, 257};
     unsigned long long s = 7;
     for (size_t i = 0; i < nk; i++)
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)

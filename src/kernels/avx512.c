@@ -257,11 +257,94 @@ static void matmul(float *restrict out, const float *restrict x, const void *res
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }
 
+/*
+** Batched decoding (matmul_rows, T > 4) is bound by arithmetic, not memory:
+** it wants several weight rows x several token rows per register block, so
+** each load feeds several FMAs. The dot products must still be summed
+** exactly as dot_block sums them (chunk g into partial sum g % UN, in
+** increasing g). So the tile takes one partial sum at a time: pass u runs
+** over chunks u, u + UN, ... for 4 weight rows x r token rows (16
+** accumulators, 16 FMAs per 8 loads), and the UN partial vectors of each
+** output are combined at the end in dot_block's order. The tile's rows stay
+** in L1/L2 across the passes. pf, when not NULL, is the next 4 weight rows,
+** which the tile prefetches at the offsets it reads.
+*/
+static inline __attribute__((always_inline)) void
+dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
+         const void *restrict w, const char *pf, const float *restrict bias, size_t K) {
+    enum { NW = 4 };
+    const size_t es = dt == SM_DTYPE_F32 ? 4 : 2, nf = K / 16;
+    const __mmask16 mt = tail_mask(K % 16);
+    __m512 part[4][NW][UN];
+    for (size_t u = 0; u < UN; u++) {
+        __m512 a[4][NW];
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_setzero_ps();
+        for (size_t g = u; g < nf; g += UN) {
+            __m512 wv[NW];
+            for (size_t j = 0; j < NW; j++) {
+                wv[j] = load_w(dt, w, j * K + 16 * g);
+                if (pf) _mm_prefetch(pf + (j * K + 16 * g) * es, _MM_HINT_T0);
+            }
+            for (size_t i = 0; i < r; i++) {
+                __m512 xv = _mm512_loadu_ps(x + i * K + 16 * g);
+                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
+            }
+        }
+        if (K % 16 && nf % UN == u) {
+            __m512 wv[NW];
+            for (size_t j = 0; j < NW; j++) wv[j] = load_w_tail(dt, w, j * K + 16 * nf, K % 16, mt);
+            for (size_t i = 0; i < r; i++) {
+                __m512 xv = _mm512_maskz_loadu_ps(mt, x + i * K + 16 * nf);
+                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
+            }
+        }
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < NW; j++) part[i][j][u] = a[i][j];
+    }
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < NW; j++)
+            out[i * N + j] = _mm512_reduce_add_ps(_mm512_add_ps(
+                                 _mm512_add_ps(part[i][j][0], part[i][j][1]),
+                                 _mm512_add_ps(part[i][j][2], part[i][j][3]))) +
+                             (bias ? bias[j] : 0.0f);
+}
+
+/* Blocks of 4 weight rows; the second token block of each prefetches the next 4 rows. */
+static inline __attribute__((always_inline)) void
+gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+           const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
+    size_t n = n0;
+    for (; n + 4 <= n1; n += 4) {
+        const void *wr = sm_kernels_elem(w, dt, n * K);
+        const char *next = n + 8 <= n1 ? sm_kernels_elem(w, dt, (n + 4) * K) : NULL;
+        const float *b = bias ? bias + n : NULL;
+        size_t t = 0;
+        for (; t + 4 <= T; t += 4)
+            dot_tile(dt, 4, out + t * N + n, N, x + t * K, wr, t == 4 ? next : NULL, b, K);
+        const char *pf = t == 4 ? next : NULL;
+        switch (T - t) {
+        case 3: dot_tile(dt, 3, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+        case 2: dot_tile(dt, 2, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+        case 1: dot_tile(dt, 1, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+        default: break;
+        }
+    }
+    if (n < n1) gemv_dt(dt, out, x, w, bias, T, N, K, n, n1);
+}
+
 static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
     (void)scratch;
-    gemv(out, x, w, wt, bias, T, N, K, n0, n1);
+    if (T <= 4)
+        gemv(out, x, w, wt, bias, T, N, K, n0, n1);
+    else if (wt == SM_DTYPE_F16)
+        gemv_tiles(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
+    else if (wt == SM_DTYPE_BF16)
+        gemv_tiles(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
+    else
+        gemv_tiles(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }
 
 static float hmax(const float *x, size_t n) {
