@@ -142,21 +142,25 @@ static void pack_f32(float *restrict panel, const float *restrict w, size_t K, s
 static void gemm(float *restrict out, const float *restrict x, const void *restrict w,
                  sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                  size_t n0, size_t n1, float *restrict panel) {
-    for (size_t n = n0; n < n1; n += NR) {
-        size_t nr = n1 - n < NR ? n1 - n : NR;
-        __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
-        const float *b = bias ? bias + n : NULL;
-        for (size_t k0 = 0; k0 < K; k0 += KC) {
-            size_t kc = K - k0 < KC ? K - k0 : KC;
-            if (dt == SM_DTYPE_F32 && K < ((size_t)1 << 26)) /* gather offsets fit 32 bits */
-                pack_f32(panel, w, K, n, nr, k0, kc);
-            else
-                sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
-            size_t t = 0;
-            for (; t + MR <= T; t += MR)
-                micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
-            for (; t < T; t++)
-                micro(1, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+    const size_t mc = sm_kernels_block_rows(KC, MR);
+    for (size_t t0 = 0; t0 < T; t0 += mc) { /* token rows in blocks that stay in L2 */
+        size_t t1 = T - t0 < mc ? T : t0 + mc;
+        for (size_t n = n0; n < n1; n += NR) {
+            size_t nr = n1 - n < NR ? n1 - n : NR;
+            __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
+            const float *b = bias ? bias + n : NULL;
+            for (size_t k0 = 0; k0 < K; k0 += KC) {
+                size_t kc = K - k0 < KC ? K - k0 : KC;
+                if (dt == SM_DTYPE_F32 && K < ((size_t)1 << 26)) /* gather offsets fit 32 bits */
+                    pack_f32(panel, w, K, n, nr, k0, kc);
+                else
+                    sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
+                size_t t = t0;
+                for (; t + MR <= t1; t += MR)
+                    micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+                for (; t < t1; t++)
+                    micro(1, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+            }
         }
     }
 }

@@ -5,7 +5,17 @@
 */
 #include "kernels_internal.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
+
+size_t sm_kernels_l2_bytes = 512 * 1024;
+
+/* The L2 size per core from the C library (glibc reads CPUID), kept if sane. */
+static void read_l2(void) {
+    long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (b >= 64 * 1024 && b <= 64L * 1024 * 1024) sm_kernels_l2_bytes = (size_t)b;
+}
 
 #ifdef SM_X86_KERNELS
 #include <cpuid.h>
@@ -31,6 +41,8 @@ const sm_kernels *sm_kernels_reference(void) {
 }
 
 size_t sm_kernels_available(const sm_kernels **out, size_t cap) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_l2);
     size_t n = 0;
     if (n < cap) out[n++] = &sm_kernels_scalar;
 #ifdef SM_X86_KERNELS

@@ -28,6 +28,19 @@ void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype
                            void (*widen)(float *restrict, const void *restrict, sm_dtype,
                                          size_t));
 
+/*
+** Bytes of L2 cache per core (512 KiB until sm_kernels_available has read
+** it at start-up). The packed products take token rows in blocks whose
+** KC-column slice fills half of it, so the rows a panel meets stay in L2.
+*/
+extern size_t sm_kernels_l2_bytes;
+
+/* Token rows per block for panels of kc columns and a micro-kernel of mr rows. */
+static inline size_t sm_kernels_block_rows(size_t kc, size_t mr) {
+    size_t mc = sm_kernels_l2_bytes / 2 / (kc * sizeof(float)) / mr * mr;
+    return mc < 4 * mr ? 4 * mr : mc;
+}
+
 /* Address of element i of a tensor of type dt. */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
     return (const char *)w + i * (dt == SM_DTYPE_F32 ? 4 : 2);
