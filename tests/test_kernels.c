@@ -9,6 +9,7 @@
 
 #include "sm_half.h"
 #include "sm_kernels.h"
+#include "kernels/kernels_internal.h"
 #include "test.h"
 
 static float *rnd(size_t n, unsigned long long *s, float scale) {
@@ -24,9 +25,13 @@ static size_t tables(const sm_kernels **k) {
 void test_kernels_matmul(void) {
     const sm_kernels *ks[8], *ref = sm_kernels_reference();
     size_t nk = tables(ks);
-    static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17};
+    /* a 64 KiB "L2" makes blocks of about 32 token rows, so T = 80 crosses two */
+    size_t l2 = sm_kernels_l2_bytes;
+    sm_kernels_l2_bytes = 64 * 1024;
+    static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17, 80};
     static const size_t Ns[] = {1, 3, 17, 33, 64, 255};
-    static const size_t Ks[] = {1, 3, 17, 255, 257, 513};
+    /* 64 and 296 (256 + 40) pack whole panels by 8 x 8 transposes */
+    static const size_t Ks[] = {1, 3, 17, 64, 255, 257, 296, 513};
     unsigned long long s = 1;
     for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
         for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
@@ -64,6 +69,7 @@ void test_kernels_matmul(void) {
                 }
                 free(x), free(w), free(bias), free(want), free(got);
             }
+    sm_kernels_l2_bytes = l2;
 }
 
 /*

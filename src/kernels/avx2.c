@@ -62,7 +62,11 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
       const float *restrict panel, size_t kc, const float *restrict bias, int first,
       __m256i m0, __m256i m1) {
     __m256 c0[MR], c1[MR];
-    for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm256_setzero_ps();
+    for (size_t i = 0; i < mr; i++) { /* the output tile, read at the end, on its way meanwhile */
+        _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
+        _mm_prefetch((const char *)(out + i * ldo + 15), _MM_HINT_T0);
+        c0[i] = c1[i] = _mm256_setzero_ps();
+    }
     for (size_t kk = 0; kk < kc; kk++) {
         __m256 b0 = _mm256_load_ps(panel + kk * NR);
         __m256 b1 = _mm256_load_ps(panel + kk * NR + 8);
@@ -121,24 +125,91 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
     }
 }
 
+/*
+** The micro-kernel for a full block of MR token rows and for one row, each
+** compiled on its own: inlined into gemm's loop nest, GCC ran out of
+** registers and kept an accumulator on the stack (half the speed).
+*/
+static __attribute__((noinline)) void
+micro_mr(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+         const float *restrict panel, size_t kc, const float *restrict bias, int first,
+         __m256i m0, __m256i m1) {
+    micro(MR, out, ldo, x, ldx, panel, kc, bias, first, m0, m1);
+}
+
+static __attribute__((noinline)) void
+micro_1(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+        const float *restrict panel, size_t kc, const float *restrict bias, int first,
+        __m256i m0, __m256i m1) {
+    micro(1, out, ldo, x, ldx, panel, kc, bias, first, m0, m1);
+}
+
+/*
+** Panel packing by 8 x 8 transposes in registers (16-bit rows widened as
+** they load): full panels whose width is a multiple of 8 columns, which is
+** every panel of the models' shapes; the rest goes through the plain-C
+** packer. Several times faster than copying element by element, or than
+** AVX-512 gathers on AMD; the AVX-512 table packs with it too
+** (kernels_internal.h).
+*/
+static inline __attribute__((always_inline)) void
+pack_dt(sm_dtype dt, float *restrict panel, const void *restrict w, size_t K, size_t n,
+        size_t width, size_t k0, size_t kc) {
+    for (size_t h = 0; h < width; h += 8)
+        for (size_t kk = 0; kk < kc; kk += 8) {
+            __m256 r[8], t[8], u[8];
+            for (size_t j = 0; j < 8; j++) r[j] = load_w(dt, w, (n + h + j) * K + k0 + kk);
+            for (size_t j = 0; j < 8; j += 2) {
+                t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+                t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+            }
+            for (size_t j = 0; j < 8; j += 4) {
+                u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+                u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+                u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+                u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+            }
+            for (size_t i = 0; i < 4; i++) {
+                _mm256_store_ps(panel + (kk + i) * width + h,
+                                _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+                _mm256_store_ps(panel + (kk + i + 4) * width + h,
+                                _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+            }
+        }
+}
+
+void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtype dt, size_t K,
+                          size_t n, size_t nr, size_t width, size_t k0, size_t kc) {
+    if (nr < width || width % 8 || kc % 8)
+        sm_kernels_pack_panel(panel, w, dt, K, n, nr, width, k0, kc, to_f32);
+    else if (dt == SM_DTYPE_F16)
+        pack_dt(SM_DTYPE_F16, panel, w, K, n, width, k0, kc);
+    else if (dt == SM_DTYPE_BF16)
+        pack_dt(SM_DTYPE_BF16, panel, w, K, n, width, k0, kc);
+    else
+        pack_dt(SM_DTYPE_F32, panel, w, K, n, width, k0, kc);
+}
+
 static void gemm(float *restrict out, const float *restrict x, const void *restrict w,
                  sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                  size_t n0, size_t n1, float *restrict panel) {
+    /* token rows in blocks whose KC-column slice of x stays in L2 while every
+       panel of this thread's columns passes over it */
     const size_t mc = sm_kernels_block_rows(KC, MR);
-    for (size_t t0 = 0; t0 < T; t0 += mc) { /* token rows in blocks that stay in L2 */
-        size_t t1 = T - t0 < mc ? T : t0 + mc;
-        for (size_t n = n0; n < n1; n += NR) {
-            size_t nr = n1 - n < NR ? n1 - n : NR;
-            __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
-            const float *b = bias ? bias + n : NULL;
-            for (size_t k0 = 0; k0 < K; k0 += KC) {
-                size_t kc = K - k0 < KC ? K - k0 : KC;
-                sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
+    for (size_t t0 = 0; t0 < T; t0 += mc) {
+        size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
+        for (size_t k0 = 0; k0 < K; k0 += KC) {
+            size_t kc = K - k0 < KC ? K - k0 : KC;
+            for (size_t n = n0; n < n1; n += NR) {
+                size_t nr = n1 - n < NR ? n1 - n : NR;
+                __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
+                const float *b = bias ? bias + n : NULL;
+                sm_kernels_pack_avx2(panel, w, dt, K, n, nr, NR, k0, kc);
                 size_t t = t0;
                 for (; t + MR <= t1; t += MR)
-                    micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+                    micro_mr(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
                 for (; t < t1; t++)
-                    micro(1, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+                    micro_1(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
             }
         }
     }

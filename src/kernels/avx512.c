@@ -8,8 +8,9 @@
 ** rows x KC = 256 columns, transposed so that one k step reads 32 contiguous
 ** weights; an MR = 8 tokens x NR micro-kernel keeps 16 accumulators in
 ** registers and does 16 FMAs per 2 panel loads + 8 broadcasts; it prefetches
-** its output tile before the k loop. f32 panels are packed by gathers down
-** 16 weight rows at a time. No horizontal sums. T < 4, and matmul_rows for
+** its output tile before the k loop. Panels are packed by 8 x 8 transposes
+** (sm_kernels_pack_avx2; gathers were a seventh of the GEMM's time on AMD
+** Zen 5). No horizontal sums. T < 4, and matmul_rows for
 ** any T: rows of w are streamed one at a time against up to four token
 ** rows (matrix-vector, one dot product per output).
 ** f16 weights are widened in registers by vcvtph2ps, bf16 by a 16-bit shift;
@@ -122,44 +123,44 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 }
 
 /*
-** Panel packing for f32 weights: rows n..n+nr-1 (nr <= NR), columns
-** k0..k0+kc-1 of w, transposed into panel (kc, NR) by gathers down 16 rows
-** at a time; rows past nr are zero.
+** The micro-kernel for a full block of MR token rows and for one row, each
+** compiled on its own: inlined into gemm's loop nest, GCC ran out of
+** registers and kept an accumulator on the stack (half the speed).
 */
-static void pack_f32(float *restrict panel, const float *restrict w, size_t K, size_t n,
-                     size_t nr, size_t k0, size_t kc) {
-    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)K));
-    for (size_t h = 0; h < NR; h += 16) {
-        __mmask16 m = tail_mask(nr > h ? nr - h : 0);
-        const float *base = w + (n + h) * K + k0;
-        for (size_t kk = 0; kk < kc; kk++)
-            _mm512_store_ps(panel + kk * NR + h,
-                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + kk, 4));
-    }
+static __attribute__((noinline)) void
+micro_mr(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+         const float *restrict panel, size_t kc, const float *restrict bias, int first,
+         __mmask16 m0, __mmask16 m1) {
+    micro(MR, out, ldo, x, ldx, panel, kc, bias, first, m0, m1);
+}
+
+static __attribute__((noinline)) void
+micro_1(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+        const float *restrict panel, size_t kc, const float *restrict bias, int first,
+        __mmask16 m0, __mmask16 m1) {
+    micro(1, out, ldo, x, ldx, panel, kc, bias, first, m0, m1);
 }
 
 static void gemm(float *restrict out, const float *restrict x, const void *restrict w,
                  sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                  size_t n0, size_t n1, float *restrict panel) {
+    /* token rows in blocks whose KC-column slice of x stays in L2 while every
+       panel of this thread's columns passes over it */
     const size_t mc = sm_kernels_block_rows(KC, MR);
-    for (size_t t0 = 0; t0 < T; t0 += mc) { /* token rows in blocks that stay in L2 */
-        size_t t1 = T - t0 < mc ? T : t0 + mc;
-        for (size_t n = n0; n < n1; n += NR) {
-            size_t nr = n1 - n < NR ? n1 - n : NR;
-            __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
-            const float *b = bias ? bias + n : NULL;
-            for (size_t k0 = 0; k0 < K; k0 += KC) {
-                size_t kc = K - k0 < KC ? K - k0 : KC;
-                if (dt == SM_DTYPE_F32 && K < ((size_t)1 << 26)) /* gather offsets fit 32 bits */
-                    pack_f32(panel, w, K, n, nr, k0, kc);
-                else
-                    sm_kernels_pack_panel(panel, w, dt, K, n, nr, NR, k0, kc, to_f32);
+    for (size_t t0 = 0; t0 < T; t0 += mc) {
+        size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
+        for (size_t k0 = 0; k0 < K; k0 += KC) {
+            size_t kc = K - k0 < KC ? K - k0 : KC;
+            for (size_t n = n0; n < n1; n += NR) {
+                size_t nr = n1 - n < NR ? n1 - n : NR;
+                __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
+                const float *b = bias ? bias + n : NULL;
+                sm_kernels_pack_avx2(panel, w, dt, K, n, nr, NR, k0, kc);
                 size_t t = t0;
                 for (; t + MR <= t1; t += MR)
-                    micro(MR, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+                    micro_mr(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
                 for (; t < t1; t++)
-                    micro(1, out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
+                    micro_1(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
             }
         }
     }

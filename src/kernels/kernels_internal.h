@@ -41,6 +41,14 @@ static inline size_t sm_kernels_block_rows(size_t kc, size_t mr) {
     return mc < 4 * mr ? 4 * mr : mc;
 }
 
+/*
+** The same packing, by 8 x 8 transposes with AVX2 (avx2.c) where nr ==
+** width, width % 8 == 0 and kc % 8 == 0, else by sm_kernels_pack_panel.
+** Only on CPUs with AVX2 (the AVX2 and AVX-512 tables).
+*/
+void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K,
+                          size_t n, size_t nr, size_t width, size_t k0, size_t kc);
+
 /* Address of element i of a tensor of type dt. */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
     return (const char *)w + i * (dt == SM_DTYPE_F32 ? 4 : 2);
