@@ -3,12 +3,15 @@
 #   1. memory bandwidth (STREAM-like triad, `smallmind bench`) on 1 and 2 threads;
 #   2. smallmind's matrix-matrix product against OpenBLAS sgemm (build/bench_gemm,
 #      when libopenblas-dev is installed) on 512^3, 768^3 and the models' shapes;
+#      matrix-vector products against a read probe (build/bench_gemv);
 #   3. for each model shape (random weights): decode tokens/s beside the bound
 #      memory bandwidth sets (bandwidth / weight bytes read per token), prefill,
 #      load and allocations per token, 2 threads; written to
 #      build/bench-models/decode.tsv for scripts/plot_decode.sh;
 #   4. every kernel table on the seed shape, 1 and 2 threads;
-#   5. training, and batched decoding.
+#   5. training, and batched decoding;
+#   6. the rows of docs/performance.md's side-by-side table (scripts/bench_peers.sh,
+#      3 samples; with the peers too when LLAMA_CPP / LLAMA2C name their builds).
 # Figures go to docs/performance.md by hand, with this command. Benchmarks,
 # not tests: nothing here asserts a time.
 #   scripts/bench.sh [BIN]
@@ -43,8 +46,18 @@ if [ -x $BDIR/bench_gemm ]; then
     if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
     echo "matrix-matrix products, out (T x N) = x (T x K) . w (N x K)^T, f32 (OpenBLAS core: ${OPENBLAS_CORETYPE:-auto})"
     $BDIR/bench_gemm 1 2 | sed 's/^/  /'
+    if grep -qw avx512f /proc/cpuinfo; then
+        echo "the AVX2 table beside OpenBLAS's AVX2 (Haswell) kernels, which it uses on Zen 1-3"
+        OPENBLAS_CORETYPE=Haswell $BDIR/bench_gemm --kernels avx2 1 2 | sed 's/^/  /'
+    fi
 else
     echo "no GEMM comparison: OpenBLAS is not installed (apt-get install libopenblas-dev; make bench builds it)"
+fi
+
+echo
+if [ -x $BDIR/bench_gemv ]; then
+    echo "matrix-vector products (decode) beside a read probe over the same bytes"
+    $BDIR/bench_gemv 1 2 | sed 's/^/  /'
 fi
 
 # The model shapes: name, generator arguments. Decode with a 128-token prompt;
@@ -131,3 +144,7 @@ for p in 1 16; do
 done
 cmp -s <(sed 's/"timing.*//' build/bench-models/batch-1.jsonl) <(sed 's/"timing.*//' build/bench-models/batch-16.jsonl) \
     && echo "    records identical at --parallel 1 and 16" || echo "    RECORDS DIFFER between --parallel 1 and 16"
+
+echo
+echo "the side-by-side rows (scripts/bench_peers.sh, 3 samples each)"
+N=${N:-3} BIN=$BIN bash scripts/bench_peers.sh | sed 's/^/  /'

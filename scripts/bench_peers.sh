@@ -51,6 +51,9 @@ open('$MD/s15.bin','wb').write(struct.pack('<7i',dim,hid,L,H,KVH,V,ctx)+(r.stand
 
 # One sample of each program: decode tokens/s from an empty context (the
 # first token excluded), 128 tokens.
+# The read bound `smallmind bench` measures beside it: read bandwidth over
+# the bytes of a decode step / those bytes (the ceiling for any program).
+sm_bound() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json | jget read_bound_tokens_per_s; }
 sm_dec() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json ${3:+--kernels $3} | jget decode_tokens_per_s; }
 lc_dec() { ${3:-$LC}/llama-bench -m $1 -p 0 -n 128 -t $2 -r 1 -o json 2>/dev/null | jget avg_ts; }
 # peers NAME ARGS: the llama.cpp builds given, each as one more program of the row
@@ -75,17 +78,17 @@ row() {
 for r in $ROWS; do case $r in
 l15|l15-1t)
     need_l15; t=2; [ $r = l15-1t ] && t=1
-    P=("sm_dec $MD/s15 $t" "sm_dec $MD/s15 $t avx2"); lcs lc_dec $MD/s15.gguf $t
+    P=("sm_dec $MD/s15 $t" "sm_dec $MD/s15 $t avx2" "sm_bound $MD/s15 $t"); lcs lc_dec $MD/s15.gguf $t
     [ -n "$L2" ] && P+=("l2_dec $(realpath $MD)/s15.bin $t")
     row "decode, 15M Llama shape (6x288, vocab 32,000), f32, $t thread(s), tokens/s" ">= 1.3x the best peer" "${P[@]}" ;;
 seed)
     mk seed-gpt2vocab --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 50257
-    P=("sm_dec $MD/seed-gpt2vocab 2" "sm_dec $MD/seed-gpt2vocab 2 avx2"); lcs lc_dec $MD/seed-gpt2vocab.gguf 2
+    P=("sm_dec $MD/seed-gpt2vocab 2" "sm_dec $MD/seed-gpt2vocab 2 avx2" "sm_bound $MD/seed-gpt2vocab 2"); lcs lc_dec $MD/seed-gpt2vocab.gguf 2
     [ -n "$LC$LC2" ] && mkg seed-gpt2vocab --layers 4 --heads 8 --embd 256 --ctx 256
     row "decode, seed shape with GPT-2 vocabulary (4x256, vocab 50,257), f32, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
 gpt2-f16|gpt2-f32)
     d=${r#gpt2-}; mk gpt2-small-$d --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --dtype $d
-    P=("sm_dec $MD/gpt2-small-$d 2" "sm_dec $MD/gpt2-small-$d 2 avx2"); lcs lc_dec $MD/gpt2-small-$d.gguf 2
+    P=("sm_dec $MD/gpt2-small-$d 2" "sm_dec $MD/gpt2-small-$d 2 avx2" "sm_bound $MD/gpt2-small-$d 2"); lcs lc_dec $MD/gpt2-small-$d.gguf 2
     [ -n "$LC$LC2" ] && mkg gpt2-small-$d --dtype $d
     row "decode, GPT-2 small shape, $d, 2 threads, tokens/s" "f16: >= 1.3x llama.cpp; f32: >= 90% of the read bound" "${P[@]}" ;;
 prefill)
