@@ -8,7 +8,9 @@
 ** the threads in the model's chunks. Prints GB/s and the share of the read
 ** probe: the table's widest loads summing the same bytes (as sm_bench_read
 ** does), its passes interleaved with the product's, medians of 9.
-**   bench_gemv [--kernels TABLE] [THREADS...]   default: every table; 1 2
+**   bench_gemv [--kernels TABLE] [--rows T] [THREADS...]
+** default: every table, T = 1 token row (up to 16: batched decoding), 1 and 2
+** threads.
 ** A benchmark, not a test.
 */
 #include <stdio.h>
@@ -27,7 +29,7 @@ typedef struct {
     const char *w; /* copies of the matrix, back to back */
     size_t copy_bytes, copies, cur;
     float *out, *x;
-    size_t N, K, chunk;
+    size_t N, K, chunk, T;
 } job;
 
 /* The read probe over the same bytes: each thread sums its share of the copy. */
@@ -43,7 +45,7 @@ static void mv_task(void *arg, int ith, int nth) {
     const void *w = j->w + j->cur * j->copy_bytes;
     size_t n0, n1;
     sm_pool_split(j->N, j->chunk, ith, nth, &n0, &n1);
-    if (n0 < n1) j->k->matmul(j->out, j->x, w, j->dt, NULL, 1, j->N, j->K, n0, n1, NULL);
+    if (n0 < n1) j->k->matmul_rows(j->out, j->x, w, j->dt, NULL, j->T, j->N, j->K, n0, n1, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -59,7 +61,16 @@ int main(int argc, char **argv) {
     static const char *const dtn[] = {"f32", "f16", "bf16"};
     int threads[8] = {1, 2}, nt = 2, a = 1;
     const char *table = NULL;
-    if (argc > 2 && strcmp(argv[1], "--kernels") == 0) table = argv[2], a = 3;
+    size_t T = 1;
+    for (;;) {
+        if (argc > a + 1 && strcmp(argv[a], "--kernels") == 0)
+            table = argv[a + 1], a += 2;
+        else if (argc > a + 1 && strcmp(argv[a], "--rows") == 0 && atoi(argv[a + 1]) >= 1 &&
+                 atoi(argv[a + 1]) <= 16)
+            T = (size_t)atoi(argv[a + 1]), a += 2;
+        else
+            break;
+    }
     if (argc > a) {
         nt = 0;
         for (int i = a; i < argc && nt < 8; i++) threads[nt++] = atoi(argv[i]);
@@ -71,14 +82,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     char *buf = aligned_alloc(64, (size_t)SET_BYTES + 4096);
-    float *x = aligned_alloc(64, 4096 * sizeof *x), *out = aligned_alloc(64, 65536 * sizeof *out);
+    float *x = aligned_alloc(64, 16 * 4096 * sizeof *x);
+    float *out = aligned_alloc(64, 16 * 65536 * sizeof *out);
     /* out also takes the probe's per-thread sums (64 floats apart) */
     if (!buf || !x || !out) return 1;
     for (size_t i = 0; i < (size_t)SET_BYTES / 2; i++) ((uint16_t *)buf)[i] = (uint16_t)(0x3c00 + (i & 255));
-    for (size_t i = 0; i < 4096; i++) x[i] = (float)(i % 7) * 0.125f;
-    printf("GB/s of weights read by one-row products, median of 9 passes over a 256 MB set\n");
-    printf("%-8s %-4s %-7s %-24s %8s %8s %6s\n", "kernels", "type", "threads", "shape", "GB/s",
-           "read", "share");
+    for (size_t i = 0; i < 16 * 4096; i++) x[i] = (float)(i % 7) * 0.125f;
+    printf("GB/s of weights read by %zu-row products (matmul_rows), median of 9 passes over a "
+           "256 MB set\n", T);
+    printf("%-8s %-4s %-7s %-24s %8s %8s %6s %8s\n", "kernels", "type", "threads", "shape", "GB/s",
+           "read", "share", "GFLOPS");
     for (size_t ki = 1; ki < na; ki++) { /* the SIMD tables */
         const sm_kernels *k = avail[ki];
         if (table && strcmp(k->name, table) != 0) continue;
@@ -88,7 +101,7 @@ int main(int argc, char **argv) {
             for (size_t di = 0; di < 3; di++)
                 for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
                     job j = {.k = k, .dt = dts[di], .w = buf, .out = out, .x = x,
-                             .N = shapes[si].N, .K = shapes[si].K, .chunk = 16};
+                             .N = shapes[si].N, .K = shapes[si].K, .chunk = 16, .T = T};
                     j.copy_bytes = (j.N * j.K * (dts[di] == SM_DTYPE_F32 ? 4 : 2) + 63) & ~(size_t)63;
                     j.copies = (size_t)(SET_BYTES / (double)j.copy_bytes);
                     if (j.copies < 1) j.copies = 1;
@@ -108,8 +121,9 @@ int main(int argc, char **argv) {
                             }
                     double bytes = (double)j.copies * (double)j.copy_bytes;
                     double gbs = bytes / t[0][4] / 1e9, rd = bytes / t[1][4] / 1e9;
-                    printf("%-8s %-4s %-7d %-24s %8.1f %8.1f %5.0f%%\n", k->name, dtn[di],
-                           threads[ti], shapes[si].name, gbs, rd, 100 * gbs / rd);
+                    double gfl = 2.0 * (double)T * (double)j.copies * (double)(j.N * j.K) / t[0][4] / 1e9;
+                    printf("%-8s %-4s %-7d %-24s %8.1f %8.1f %5.0f%% %8.1f\n", k->name, dtn[di],
+                           threads[ti], shapes[si].name, gbs, rd, 100 * gbs / rd, gfl);
                 }
             sm_pool_free(pool);
         }
