@@ -43,9 +43,12 @@ if [ -x $BDIR/bench_gemm ]; then
     # model ("Intel Xeon Processor") makes it fall back to Prescott (SSE3) kernels
     # at a fifth of its speed. Name the AVX-512 kernels when the CPU has AVX-512,
     # so the comparison is against OpenBLAS at its best.
-    if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
-    echo "matrix-matrix products, out (T x N) = x (T x K) . w (N x K)^T, f32 (OpenBLAS core: ${OPENBLAS_CORETYPE:-auto})"
-    $BDIR/bench_gemm 1 2 | sed 's/^/  /'
+    # (An OPENBLAS_CORETYPE already in the environment is overridden there:
+    # the AVX-512 table is set beside OpenBLAS's AVX-512 kernels.)
+    core=${OPENBLAS_CORETYPE:-}
+    grep -qw avx512f /proc/cpuinfo && core=SkylakeX
+    echo "matrix-matrix products, out (T x N) = x (T x K) . w (N x K)^T, f32 (OpenBLAS core: ${core:-auto})"
+    env ${core:+OPENBLAS_CORETYPE=$core} $BDIR/bench_gemm 1 2 | sed "s/^/  /"
     if grep -qw avx512f /proc/cpuinfo; then
         echo "the AVX2 table beside OpenBLAS's AVX2 (Haswell) kernels, which it uses on Zen 1-3"
         OPENBLAS_CORETYPE=Haswell $BDIR/bench_gemm --kernels avx2 1 2 | sed 's/^/  /'
