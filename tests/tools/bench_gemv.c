@@ -81,12 +81,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemv: --kernels: no table '%s' on this CPU\n", table);
         return 2;
     }
-    char *buf = aligned_alloc(64, (size_t)SET_BYTES + 4096);
+    /* the set, or one copy of the largest matrix if that is larger */
+    size_t set = (size_t)SET_BYTES;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        if (shapes[si].N * shapes[si].K * 4 > set) set = shapes[si].N * shapes[si].K * 4;
+    char *buf = aligned_alloc(64, set + 4096);
     float *x = aligned_alloc(64, 16 * 4096 * sizeof *x);
     float *out = aligned_alloc(64, 16 * 65536 * sizeof *out);
     /* out also takes the probe's per-thread sums (64 floats apart) */
     if (!buf || !x || !out) return 1;
-    for (size_t i = 0; i < (size_t)SET_BYTES / 2; i++) ((uint16_t *)buf)[i] = (uint16_t)(0x3c00 + (i & 255));
+    for (size_t i = 0; i < set / 2; i++) ((uint16_t *)buf)[i] = (uint16_t)(0x3c00 + (i & 255));
     for (size_t i = 0; i < 16 * 4096; i++) x[i] = (float)(i % 7) * 0.125f;
     printf("GB/s of weights read by %zu-row products (matmul_rows), median of 9 passes over a "
            "256 MB set\n", T);
