@@ -178,30 +178,20 @@ static void gemm(float *restrict out, const float *restrict x, const void *restr
 */
 #define UN 4
 
-/*
-** out[t * N] for r token rows (r <= 4, a constant at every call site)
-** against weight row w; pf, when not NULL, is the next weight row, which
-** this pass prefetches as it goes (the same offsets as it reads).
-*/
+/* out[t * N] for r token rows (r <= 4, a constant at every call site) against weight row w. */
 static inline __attribute__((always_inline)) void
 dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
-          const void *restrict w, const char *pf, float bias, size_t K) {
-    const size_t es = dt == SM_DTYPE_F32 ? 4 : 2;
+          const void *restrict w, float bias, size_t K) {
     __m512 a[4][UN];
     for (size_t i = 0; i < r; i++)
         for (size_t u = 0; u < UN; u++) a[i][u] = _mm512_setzero_ps();
     size_t k = 0, c = 0;
-    for (; k + 16 * UN <= K; k += 16 * UN) {
-        if (pf)
-            for (size_t l = 0; l < 16 * UN * es; l += 64) _mm_prefetch(pf + k * es + l, _MM_HINT_T0);
+    for (; k + 16 * UN <= K; k += 16 * UN)
         for (size_t u = 0; u < UN; u++) {
             __m512 wv = load_w(dt, w, k + 16 * u);
             for (size_t i = 0; i < r; i++)
                 a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * K + k + 16 * u), a[i][u]);
         }
-    }
-    if (pf)
-        for (size_t l = k * es; l < K * es; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
     for (; k + 16 <= K; k += 16, c++) { /* c < UN - 1 here */
         __m512 wv = load_w(dt, w, k);
         for (size_t i = 0; i < r; i++)
@@ -220,25 +210,21 @@ dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *res
 
 /*
 ** Token rows in blocks of 4 against one weight row, which stays in L1 after
-** the first block. With more than one block, the second prefetches the next
-** weight row, so memory stays busy while the cached blocks compute.
+** the first block. Decoding (T <= 4) makes one block; more rows come only
+** from the leftover (fewer than 4) weight rows of a tiled call (gemv_tiles).
 */
 static inline __attribute__((always_inline)) void
 gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
         const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     for (size_t n = n0; n < n1; n++) {
         const void *wr = sm_kernels_elem(w, dt, n * K);
-        const char *next = n + 1 < n1 ? sm_kernels_elem(w, dt, (n + 1) * K) : NULL;
         float b = bias ? bias[n] : 0.0f;
-        size_t t = 0;
-        for (; t + 4 <= T; t += 4)
-            dot_block(dt, 4, out + t * N + n, N, x + t * K, wr, t == 4 ? next : NULL, b, K);
-        switch (T - t) {
-        case 3: dot_block(dt, 3, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
-        case 2: dot_block(dt, 2, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
-        case 1: dot_block(dt, 1, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
-        default: break;
-        }
+        for (size_t t = 0; t < T; t += 4) switch (T - t) {
+            case 1: dot_block(dt, 1, out + t * N + n, N, x + t * K, wr, b, K); break;
+            case 2: dot_block(dt, 2, out + t * N + n, N, x + t * K, wr, b, K); break;
+            case 3: dot_block(dt, 3, out + t * N + n, N, x + t * K, wr, b, K); break;
+            default: dot_block(dt, 4, out + t * N + n, N, x + t * K, wr, b, K); break;
+            }
     }
 }
 
@@ -327,14 +313,14 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
         const void *wr = sm_kernels_elem(w, dt, n * K);
         const char *next = n + 12 <= n1 ? sm_kernels_elem(w, dt, (n + 8) * K) : NULL;
         const float *b = bias ? bias + n : NULL;
-        size_t t = 0;
-        for (; t + 4 <= T; t += 4)
-            dot_tile(dt, 4, out + t * N + n, N, x + t * K, wr, t == 0 ? next : NULL, b, K);
-        switch (T - t) {
-        case 3: dot_tile(dt, 3, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
-        case 2: dot_tile(dt, 2, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
-        case 1: dot_tile(dt, 1, out + t * N + n, N, x + t * K, wr, NULL, b, K); break;
-        default: break;
+        for (size_t t = 0; t < T; t += 4) {
+            const char *pf = t == 0 ? next : NULL; /* T > 4: the first block is whole */
+            switch (T - t) {
+            case 1: dot_tile(dt, 1, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+            case 2: dot_tile(dt, 2, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+            case 3: dot_tile(dt, 3, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+            default: dot_tile(dt, 4, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+            }
         }
     }
     if (n < n1) gemv_dt(dt, out, x, w, bias, T, N, K, n, n1);
