@@ -59,8 +59,7 @@ static inline __m256 exp8(__m256 x) {
 
 static inline __attribute__((always_inline)) void
 micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-      const float *restrict panel, size_t kc, const float *restrict bias, int first,
-      __m256i m0, __m256i m1) {
+      const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr) {
     __m256 c0[MR], c1[MR];
     for (size_t i = 0; i < mr; i++) { /* the output tile, read at the end, on its way meanwhile */
         _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
@@ -76,7 +75,9 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
         }
     }
-    for (size_t i = 0; i < mr; i++) {
+    /* the masks only now: live across the k loop, they cost registers */
+    const __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
         float *o = out + i * ldo;
         __m256 add0, add1;
         if (first) {
@@ -127,21 +128,19 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 
 /*
 ** The micro-kernel for a full block of MR token rows and for one row, each
-** compiled on its own: inlined into gemm's loop nest, GCC ran out of
-** registers and kept an accumulator on the stack (half the speed).
+** compiled on its own: inlined into the loop nest, GCC ran out of registers
+** and kept an accumulator on the stack (half the speed).
 */
-static __attribute__((noinline)) void
-micro_mr(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-         const float *restrict panel, size_t kc, const float *restrict bias, int first,
-         __m256i m0, __m256i m1) {
-    micro(MR, out, ldo, x, ldx, panel, kc, bias, first, m0, m1);
+static void micro_mr(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+                     const float *restrict panel, size_t kc, const float *restrict bias,
+                     int first, size_t nr) {
+    micro(MR, out, ldo, x, ldx, panel, kc, bias, first, nr);
 }
 
-static __attribute__((noinline)) void
-micro_1(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-        const float *restrict panel, size_t kc, const float *restrict bias, int first,
-        __m256i m0, __m256i m1) {
-    micro(1, out, ldo, x, ldx, panel, kc, bias, first, m0, m1);
+static void micro_1(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+                    const float *restrict panel, size_t kc, const float *restrict bias,
+                    int first, size_t nr) {
+    micro(1, out, ldo, x, ldx, panel, kc, bias, first, nr);
 }
 
 /*
@@ -190,30 +189,8 @@ void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtyp
         pack_dt(SM_DTYPE_F32, panel, w, K, n, width, k0, kc);
 }
 
-static void gemm(float *restrict out, const float *restrict x, const void *restrict w,
-                 sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
-                 size_t n0, size_t n1, float *restrict panel) {
-    /* token rows in blocks whose KC-column slice of x stays in L2 while every
-       panel of this thread's columns passes over it */
-    const size_t mc = sm_kernels_block_rows(KC, MR);
-    for (size_t t0 = 0; t0 < T; t0 += mc) {
-        size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
-        for (size_t k0 = 0; k0 < K; k0 += KC) {
-            size_t kc = K - k0 < KC ? K - k0 : KC;
-            for (size_t n = n0; n < n1; n += NR) {
-                size_t nr = n1 - n < NR ? n1 - n : NR;
-                __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
-                const float *b = bias ? bias + n : NULL;
-                sm_kernels_pack_avx2(panel, w, dt, K, n, nr, NR, k0, kc);
-                size_t t = t0;
-                for (; t + MR <= t1; t += MR)
-                    micro_mr(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
-                for (; t < t1; t++)
-                    micro_1(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, m0, m1);
-            }
-        }
-    }
-}
+static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, micro_1, sm_kernels_pack_avx2};
+
 
 /*
 ** Matrix-vector products stream the weights one row at a time: the rows are
@@ -285,7 +262,7 @@ static void matmul(float *restrict out, const float *restrict x, const void *res
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
     if (T >= 4)
-        gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_gemm(&gemm_kernel, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }

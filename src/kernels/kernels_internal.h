@@ -35,11 +35,32 @@ void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype
 */
 extern size_t sm_kernels_l2_bytes;
 
-/* Token rows per block for panels of kc columns and a micro-kernel of mr rows. */
-static inline size_t sm_kernels_block_rows(size_t kc, size_t mr) {
-    size_t mc = sm_kernels_l2_bytes / 2 / (kc * sizeof(float)) / mr * mr;
-    return mc < 4 * mr ? 4 * mr : mc;
-}
+/*
+** A table's micro-kernel: out rows i < mr (its own mr: a full block, or
+** one row), columns [0, nr), get x rows i (stride ldx) . panel (kc, the
+** table's NR) added, or on the first column slice the bias (NULL: zero)
+** plus the product written.
+*/
+typedef void (*sm_micro_fn)(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+                            const float *restrict panel, size_t kc, const float *restrict bias,
+                            int first, size_t nr);
+
+/* A table's packed product: its panel shape, micro-kernels and packer. */
+typedef struct {
+    size_t nr, mr, kc;     /* panel rows (outputs), tokens per full micro call, columns */
+    sm_micro_fn full, one; /* mr token rows; one token row */
+    void (*pack)(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K, size_t n,
+                 size_t nr, size_t width, size_t k0, size_t kc);
+} sm_gemm_kernel;
+
+/*
+** matmul for T >= 4 with a table's kernel (pack.c, plain C): token rows in
+** blocks that stay in L2, then kc-column slices, then the thread's panels,
+** each packed once per block and slice into panel (nr x kc floats).
+*/
+void sm_kernels_gemm(const sm_gemm_kernel *g, float *restrict out, const float *restrict x,
+                     const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
+                     size_t N, size_t K, size_t n0, size_t n1, float *restrict panel);
 
 /*
 ** The same packing, by 8 x 8 transposes with AVX2 (avx2.c) where nr ==

@@ -1,5 +1,7 @@
 /*
-** pack.c -- weight-panel packing for the matrix-matrix kernels (plain C).
+** pack.c -- weight-panel packing and the blocked loop of the packed
+** products, shared by the SIMD tables (plain C; the tables supply the
+** micro-kernels).
 */
 #include "kernels_internal.h"
 
@@ -19,4 +21,32 @@ void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype
     }
     for (size_t j = nr; j < width; j++)
         for (size_t kk = 0; kk < kc; kk++) dst[kk * width + j] = 0.0f;
+}
+
+/* Token rows per block: their kc-column slice of x fills half the L2. */
+static size_t block_rows(size_t kc, size_t mr) {
+    size_t mc = sm_kernels_l2_bytes / 2 / (kc * sizeof(float)) / mr * mr;
+    return mc < 4 * mr ? 4 * mr : mc;
+}
+
+void sm_kernels_gemm(const sm_gemm_kernel *g, float *restrict out, const float *restrict x,
+                     const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
+                     size_t N, size_t K, size_t n0, size_t n1, float *restrict panel) {
+    const size_t mc = block_rows(g->kc, g->mr);
+    for (size_t t0 = 0; t0 < T; t0 += mc) {
+        size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
+        for (size_t k0 = 0; k0 < K; k0 += g->kc) {
+            size_t kc = K - k0 < g->kc ? K - k0 : g->kc;
+            for (size_t n = n0; n < n1; n += g->nr) {
+                size_t nr = n1 - n < g->nr ? n1 - n : g->nr;
+                const float *b = bias ? bias + n : NULL;
+                g->pack(panel, w, dt, K, n, nr, g->nr, k0, kc);
+                size_t t = t0;
+                for (; t + g->mr <= t1; t += g->mr)
+                    g->full(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
+                for (; t < t1; t++)
+                    g->one(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
+            }
+        }
+    }
 }
