@@ -141,7 +141,8 @@ void sm_fwd_norm_next(sm_state *s, const float *g, const float *b, int ith, size
     sm_pool_barrier(s->pool);
 }
 
-void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
+/* Token (+ learned position) embeddings of rows [r0, r1), with their rotary angles. */
+static void embed(sm_state *s, size_t r0, size_t r1) {
     const sm_model *m = s->m;
     const size_t C = (size_t)m->cfg.n_embd;
     for (size_t g = 0; g < s->n_runs; g++) {
@@ -166,6 +167,17 @@ void sm_fwd_embed(sm_state *s, size_t r0, size_t r1) {
             for (size_t i = 0; i < C; i++) x[i] += p[i];
         }
     }
+}
+
+void sm_fwd_embed_norm(sm_state *s, const float *g, const float *b, int ith, size_t r0,
+                       size_t r1) {
+    embed(s, r0, r1);
+    if (s->n <= SM_FWD_OWN_ROWS) { /* every thread normalises all rows, once all are embedded */
+        sm_pool_barrier(s->pool);
+        sm_fwd_norm_rows(s, sm_fwd_xn(s, ith), s->x, g, b, 0, s->n);
+        return;
+    }
+    sm_fwd_norm_next(s, g, b, ith, r0, r1);
 }
 
 bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_t *n1) {

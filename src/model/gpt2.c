@@ -57,10 +57,7 @@ void sm_gpt2_forward_task(void *arg, int ith, int nth) {
 
     sm_pool_split(T, 1, ith, nth, &r0, &r1);
     float *xn = sm_fwd_xn(s, ith);
-    sm_fwd_embed(s, r0, r1);
-    if (xn == s->xn) sm_fwd_norm_rows(s, xn, s->x, m->layers[0].ln1_g, m->layers[0].ln1_b, r0, r1);
-    sm_pool_barrier(pool);
-    if (xn != s->xn) sm_fwd_norm_rows(s, xn, s->x, m->layers[0].ln1_g, m->layers[0].ln1_b, 0, T);
+    sm_fwd_embed_norm(s, m->layers[0].ln1_g, m->layers[0].ln1_b, ith, r0, r1);
     sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
 
     for (int l = 0; l < c->n_layer; l++) {

@@ -151,8 +151,13 @@ static inline float *sm_fwd_xn(const sm_state *s, int ith) {
 */
 void sm_fwd_norm_next(sm_state *s, const float *g, const float *b, int ith, size_t r0, size_t r1);
 
-/* Token (+ learned position) embeddings of rows [r0, r1). */
-void sm_fwd_embed(sm_state *s, size_t r0, size_t r1);
+/*
+** The forward pass's start: token (+ learned position) embeddings of rows
+** [r0, r1) by thread ith, then the
+** first layer's norm (g, b) of all rows into sm_fwd_xn, barriers included.
+*/
+void sm_fwd_embed_norm(sm_state *s, const float *g, const float *b, int ith, size_t r0,
+                       size_t r1);
 
 /*
 ** The next chunk [*n0, *n1) of the N output columns of a product, taken
