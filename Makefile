@@ -29,19 +29,21 @@ ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -Iinclude
              $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
 
-LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c \
+LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c src/quant.c \
            src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/unicode_tables.c src/sampler.c \
-           src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c \
+           src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c src/kernels/quant_ref.c \
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \
            src/convert/convert.c src/convert/convert_hf.c src/convert/hf_tokenizer.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
-LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
+LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx2_quant.c
 ARCH_DEFS := -DSM_X86_KERNELS
+# avx2_quant.c is built once more per vpdpbusd flavour (SM_QFLAVOUR).
+QFLAVOURS := $(BUILD)/src/kernels/avx2_quant_vnni.o $(BUILD)/src/kernels/avx2_quant_vnni512.o
 endif
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(QFLAVOURS)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
@@ -77,6 +79,13 @@ $(BUILD)/src/kernels/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/train/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/kernels/avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/src/kernels/avx512.o: ALL_CFLAGS += -mavx512f -mfma
+$(BUILD)/src/kernels/avx2_quant.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -DSM_QFLAVOUR=0
+$(BUILD)/src/kernels/avx2_quant_vnni.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -DSM_QFLAVOUR=1
+$(BUILD)/src/kernels/avx2_quant_vnni512.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavx512f -mavx512vl \
+                                                         -mavx512vnni -DSM_QFLAVOUR=2
+$(QFLAVOURS): $(BUILD)/src/kernels/avx2_quant_%.o: src/kernels/avx2_quant.c | $(DEPSOK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 # The binary counts its own allocations for `bench` (src/alloc_count.c).
 WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc

@@ -35,7 +35,8 @@ typedef struct sm_tensor_desc {
     sm_dtype dtype;
     int ndim;
     int64_t shape[SM_MAX_DIMS]; /* outermost first, row-major */
-    size_t nbytes;              /* product(shape) * dtype size, checked */
+    size_t nelem;               /* product(shape), checked */
+    size_t nbytes;              /* its bytes in dtype (whole blocks for the q types) */
     int file;                   /* index into sm_config.files */
     uint64_t offset;            /* byte offset in that file, 64-aligned */
 } sm_tensor_desc;
@@ -65,9 +66,12 @@ typedef struct sm_config {
     sm_tensor_desc *tensors; /* owned; freed by sm_config_free */
 } sm_config;
 
-size_t sm_dtype_size(sm_dtype t);
+/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0. */
+size_t sm_dtype_block(sm_dtype t);
+/* Bytes of n elements of type t (n a multiple of its block). */
+size_t sm_dtype_row_bytes(sm_dtype t, size_t n);
 const char *sm_dtype_name(sm_dtype t);
-/* The dtype named name ("f32", "f16", "bf16"), or SM_DTYPE_COUNT. */
+/* The dtype named name ("f32", "f16", "bf16", "q8_0", "q4_0"), or SM_DTYPE_COUNT. */
 sm_dtype sm_dtype_parse(const char *name);
 const char *sm_arch_name(sm_arch a);
 const char *sm_tokenizer_type_name(sm_tokenizer_type t);

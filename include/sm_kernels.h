@@ -12,7 +12,12 @@
 ** Layouts (row-major, float32 unless said):
 **   linear weights      w[N, K]      (out features, in features); f32, f16
 **                                    or bf16, widened to f32 in registers
-**                                    (exact), so every product and sum is f32
+**                                    (exact), so every product and sum is f32;
+**                                    or q8_0, q4_0 (sm_quant.h): with T < 4
+**                                    (and in matmul_rows) x is quantized to
+**                                    8-bit blocks and each block's integer
+**                                    dot product scaled, with T >= 4 weights
+**                                    are dequantized into the f32 panels
 **   activations         x[T, K]      one row per token
 **   key cache (a head)  kt[hs, ctx]  transposed: keys are columns, so
 **                                    Q.K^T is a broadcast-multiply product
@@ -62,7 +67,8 @@ typedef void (*sm_matmul_fn)(float *restrict out, const float *restrict x,
 typedef struct sm_kernels {
     const char *name;
 
-    /* Floats of per-thread scratch that matmul needs (packed weight panels). */
+    /* Floats of per-thread scratch that matmul needs for f32/f16/bf16 weights
+    ** (packed panels); see sm_kernels_scratch for quantized ones. */
     size_t matmul_scratch;
 
     /*
@@ -145,6 +151,13 @@ typedef struct sm_kernels {
 ** unknown or the CPU lacks the features.
 */
 const sm_kernels *sm_kernels_select(const char *name);
+
+/*
+** Floats of per-thread scratch that matmul and matmul_rows need for inputs
+** of K columns, any weight type (matmul_scratch, or room for quantized
+** activation rows if that is more).
+*/
+size_t sm_kernels_scratch(const sm_kernels *k, size_t K);
 
 /* The scalar reference table. */
 const sm_kernels *sm_kernels_reference(void);

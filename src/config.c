@@ -17,15 +17,20 @@
 
 static const struct {
     const char *name;
-    size_t size;
+    size_t block, bytes; /* elements per block and its bytes (1 and the size if not blocked) */
 } dtype_info[SM_DTYPE_COUNT] = {
-    [SM_DTYPE_F32] = {"f32", 4},
-    [SM_DTYPE_F16] = {"f16", 2},
-    [SM_DTYPE_BF16] = {"bf16", 2},
+    [SM_DTYPE_F32] = {"f32", 1, 4},   [SM_DTYPE_F16] = {"f16", 1, 2},
+    [SM_DTYPE_BF16] = {"bf16", 1, 2}, [SM_DTYPE_Q8_0] = {"q8_0", 32, 34},
+    [SM_DTYPE_Q4_0] = {"q4_0", 32, 18},
 };
 
-size_t sm_dtype_size(sm_dtype t) {
-    return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].size : 0;
+size_t sm_dtype_block(sm_dtype t) {
+    return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].block : 0;
+}
+
+size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
+    if ((unsigned)t >= SM_DTYPE_COUNT) return 0;
+    return n / dtype_info[t].block * dtype_info[t].bytes;
 }
 
 const char *sm_dtype_name(sm_dtype t) {
@@ -332,7 +337,8 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
     d->dtype = sm_dtype_parse(dtype);
     if (d->dtype == SM_DTYPE_COUNT)
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
-                            "%s: tensor %s has unknown dtype \"%s\" (known: f32, f16, bf16)",
+                            "%s: tensor %s has unknown dtype \"%s\" (known: f32, f16, bf16, "
+                            "q8_0, q4_0)",
                             pc->path, d->name, dtype);
 
     const cJSON *shape = get(pc, t, "shape", &st);
@@ -344,7 +350,7 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
         return FAIL(pc, "%s: tensor %s has %d dimensions, expected 1 to %d", pc->path,
                     d->name, nd, SM_MAX_DIMS);
     d->ndim = nd;
-    size_t bytes = sm_dtype_size(d->dtype);
+    size_t n = 1;
     int k = 0;
     for (const cJSON *e = shape->child; e; e = e->next, k++) {
         char key[160];
@@ -352,10 +358,16 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
         int64_t dim;
         if ((st = number_to_i64(pc, e, key, 1, INT32_MAX, &dim))) return st;
         d->shape[k] = dim;
-        if (!sm_size_mul(&bytes, bytes, (size_t)dim))
+        if (!sm_size_mul(&n, n, (size_t)dim))
             return FAIL(pc, "%s: tensor %s: shape product overflows", pc->path, d->name);
     }
-    d->nbytes = bytes;
+    size_t blk = sm_dtype_block(d->dtype), row = (size_t)d->shape[nd - 1];
+    if (row % blk)
+        return FAIL(pc, "%s: tensor %s: dtype %s needs rows of whole %zu-weight blocks, not %zu",
+                    pc->path, d->name, dtype, blk, row);
+    if (!sm_size_mul(&d->nbytes, n / blk, sm_dtype_row_bytes(d->dtype, blk)))
+        return FAIL(pc, "%s: tensor %s: shape product overflows", pc->path, d->name);
+    d->nelem = n;
 
     if ((st = get_string(pc, t, "file", &file))) return st;
     if (!plain_name(file))

@@ -100,7 +100,7 @@ edit_config("dim_negative", 9, "tok_embd.shape[1]\" is -3", lambda c: c["tensors
 edit_config("dim_overflow", 9, "shape product overflows", lambda c: c["tensors"][0].update(shape=[2 ** 31 - 1] * 4))
 # 10: too many dimensions; unknown dtype
 edit_config("dims_5", 10, "5 dimensions", lambda c: c["tensors"][0].update(shape=[1, 1, 1, 1, 1]))
-edit_config("dtype_unknown", 10, "unknown dtype \"q4_0\"", lambda c: c["tensors"][0].update(dtype="q4_0"))
+edit_config("dtype_unknown", 10, "unknown dtype \"q3_0\"", lambda c: c["tensors"][0].update(dtype="q3_0"))
 # a norm gain stored f16 (matrices may be 16-bit, vectors must be f32)
 rewrite("vector_f16", 10, "tensor ln_f.weight has dtype f16; vectors (norms, biases) must be f32",
         tensors=[(n, s, d[:len(d) // 2], "f16") if n == "ln_f.weight" else (n, s, d) for n, s, d in TENSORS])

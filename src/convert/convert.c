@@ -166,11 +166,12 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         d->ndim = t->cols ? 2 : 1;
         d->shape[0] = t->rows;
         d->shape[1] = t->cols;
-        d->nbytes = (size_t)t->rows * (size_t)(t->cols ? t->cols : 1) * sm_dtype_size(d->dtype);
+        d->nelem = (size_t)t->rows * (size_t)(t->cols ? t->cols : 1);
+        d->nbytes = (size_t)t->rows * sm_dtype_row_bytes(d->dtype, (size_t)(t->cols ? t->cols : 1));
         d->offset = off;
         off += (d->nbytes + 63) & ~(size_t)63;
         if ((size_t)t->cols > maxrow) maxrow = (size_t)t->cols;
-        info->params += d->nbytes / sm_dtype_size(d->dtype);
+        info->params += d->nelem;
     }
     info->n_tensors = pl->n;
     char path[4600], *json = NULL;

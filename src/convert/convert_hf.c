@@ -118,7 +118,7 @@ static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err)
             break;
         }
         x.ndim = cJSON_GetArraySize(sh);
-        size_t bytes = sm_dtype_size(x.dt);
+        size_t bytes = sm_dtype_row_bytes(x.dt, 1);
         bool ok = x.ndim >= 0 && x.ndim <= SM_MAX_DIMS;
         int k = 0;
         for (const cJSON *s = sh->child; ok && s; s = s->next, k++) {
@@ -374,7 +374,7 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
         st_tensor *wte = st_find(set, "transformer.wte.weight");
         if (!wte) wte = st_find(set, "wte.weight");
         if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
-        bool same = x->dt == wte->dt && memcmp(x->data, wte->data, (size_t)(V * C) * sm_dtype_size(x->dt)) == 0;
+        bool same = x->dt == wte->dt && memcmp(x->data, wte->data, (size_t)V * sm_dtype_row_bytes(x->dt, (size_t)C)) == 0;
         if (!same) {
             c->tied_output = false;
             sm_convert_add_whole(pl, "output.weight", V, C, x->data, x->dt, OP_COPY);

@@ -111,6 +111,10 @@ load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __m256i m) {
 
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     size_t i = 0;
+    if (sm_dtype_quantized(dt)) {
+        sm_qkernel_avx2->dequant(out, src, dt, n);
+        return;
+    }
     if (dt == SM_DTYPE_F32) {
         memcpy(out, src, n * sizeof *out);
         return;
@@ -179,7 +183,12 @@ pack_dt(sm_dtype dt, float *restrict panel, const void *restrict w, size_t K, si
 
 void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtype dt, size_t K,
                           size_t n, size_t nr, size_t width, size_t k0, size_t kc) {
-    if (nr < width || width % 8 || kc % 8)
+    if (nr == width && width % 8 == 0 && kc % 8 == 0 && width <= 32 && sm_dtype_quantized(dt)) {
+        float rows[32 * SM_PACK_KC_MAX]; /* the rows' slice dequantized, then transposed */
+        for (size_t j = 0; j < width; j++)
+            sm_qkernel_avx2->dequant(rows + j * kc, sm_kernels_elem(w, dt, (n + j) * K + k0), dt, kc);
+        pack_dt(SM_DTYPE_F32, panel, rows, kc, 0, width, 0, kc);
+    } else if (nr < width || width % 8 || kc % 8)
         sm_kernels_pack_panel(panel, w, dt, K, n, nr, width, k0, kc, to_f32);
     else if (dt == SM_DTYPE_F16)
         pack_dt(SM_DTYPE_F16, panel, w, K, n, width, k0, kc);
@@ -261,7 +270,9 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
 static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (T >= 4)
+    if (sm_dtype_quantized(wt) && T < 4)
+        sm_kernels_qmatmul(sm_qkernel_avx2, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (T >= 4)
         sm_kernels_gemm(&gemm_kernel, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
@@ -339,7 +350,10 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
 static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
-    (void)scratch;
+    if (sm_dtype_quantized(wt)) {
+        sm_kernels_qmatmul(sm_qkernel_avx2, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        return;
+    }
     if (T <= 2)
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
     else if (wt == SM_DTYPE_F16)

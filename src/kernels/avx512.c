@@ -108,6 +108,10 @@ load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __mmask16 m) {
 
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     size_t i = 0;
+    if (sm_dtype_quantized(dt)) {
+        sm_qkernel_avx512->dequant(out, src, dt, n);
+        return;
+    }
     if (dt == SM_DTYPE_F32) {
         memcpy(out, src, n * sizeof *out);
         return;
@@ -219,7 +223,9 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
 static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (T >= 4)
+    if (sm_dtype_quantized(wt) && T < 4)
+        sm_kernels_qmatmul(sm_qkernel_avx512, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (T >= 4)
         sm_kernels_gemm(&gemm_kernel, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
@@ -306,7 +312,10 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
 static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
-    (void)scratch;
+    if (sm_dtype_quantized(wt)) {
+        sm_kernels_qmatmul(sm_qkernel_avx512, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        return;
+    }
     if (T <= 4)
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
     else if (wt == SM_DTYPE_F16)

@@ -34,7 +34,45 @@ static int has_avx512(void) {
     __builtin_cpu_init();
     return has_avx2() && __builtin_cpu_supports("avx512f");
 }
+
+/* CPUID leaf 7: AVX-VNNI (subleaf 1, EAX bit 4); AVX512-VNNI (ECX bit 11) with VL (EBX bit 31). */
+static int has_avxvnni(void) {
+    unsigned a, b, c, d;
+    return has_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+}
+static int has_avx512vnni(void) {
+    unsigned a, b, c, d;
+    return has_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1) && (b >> 31 & 1);
+}
+
+const sm_qkernel *sm_qkernel_avx2 = &sm_qkernel_avx2_maddubs;
+const sm_qkernel *sm_qkernel_avx512 = &sm_qkernel_avx2_maddubs;
 #endif
+
+/* Once, before any table is handed out: cache sizes and the quantized kernels' flavour. */
+static void init(void) {
+    read_l2();
+#ifdef SM_X86_KERNELS
+    if (has_avxvnni()) sm_qkernel_avx2 = &sm_qkernel_avxvnni;
+    sm_qkernel_avx512 = has_avx512vnni() ? &sm_qkernel_avx512vnni : sm_qkernel_avx2;
+#endif
+}
+
+size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
+    size_t q = (SM_QX_BYTES(K) + sizeof(float) - 1) / sizeof(float);
+    return q > k->matmul_scratch ? q : k->matmul_scratch;
+}
+
+size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {
+    size_t n = 0;
+    if (n < cap) out[n++] = &sm_qkernel_scalar;
+#ifdef SM_X86_KERNELS
+    if (n < cap && has_avx2()) out[n++] = &sm_qkernel_avx2_maddubs;
+    if (n < cap && has_avxvnni()) out[n++] = &sm_qkernel_avxvnni;
+    if (n < cap && has_avx512vnni()) out[n++] = &sm_qkernel_avx512vnni;
+#endif
+    return n;
+}
 
 const sm_kernels *sm_kernels_reference(void) {
     return &sm_kernels_scalar;
@@ -42,7 +80,7 @@ const sm_kernels *sm_kernels_reference(void) {
 
 size_t sm_kernels_available(const sm_kernels **out, size_t cap) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, read_l2);
+    pthread_once(&once, init);
     size_t n = 0;
     if (n < cap) out[n++] = &sm_kernels_scalar;
 #ifdef SM_X86_KERNELS

@@ -6,6 +6,9 @@
 #define SM_KERNELS_INTERNAL_H
 
 #include "sm_kernels.h"
+#include "sm_quant.h"
+
+#include <stdint.h>
 
 extern const sm_kernels sm_kernels_scalar;
 #ifdef SM_X86_KERNELS
@@ -70,9 +73,82 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, float *restrict out, const float *
 void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K,
                           size_t n, size_t nr, size_t width, size_t k0, size_t kc);
 
-/* Address of element i of a tensor of type dt. */
+/* Address of element i of a tensor of type dt (for the q types, i starts a block). */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
-    return (const char *)w + i * (dt == SM_DTYPE_F32 ? 4 : 2);
+    if (dt == SM_DTYPE_F32) return (const char *)w + i * 4;
+    if (dt == SM_DTYPE_Q8_0) return (const char *)w + i / 32 * 34;
+    if (dt == SM_DTYPE_Q4_0) return (const char *)w + i / 32 * 18;
+    return (const char *)w + i * 2;
 }
+
+/*
+** Quantized weights (sm_quant.h) meet activations quantized the same way:
+** each row of x in blocks of SM_QK, an f32 scale d = amax / 127 per block
+** and values q = x / d rounded to nearest (ties to even), so a block's
+** product is d_w * d_x * (an exact integer dot product). A block holding a
+** NaN or infinity gets d = NaN and q = 0, so the products say so. Rows of
+** K: q (K int8), d (K / 32), and ds = d * (sum of the block's q), which
+** the types with a zero point (q4_0: w = d (q - 8)) need.
+*/
+typedef struct {
+    int8_t *q;
+    float *d, *ds;
+} sm_qx;
+
+/* Rows a quantized product takes per pass over the weights. */
+#define SM_QX_ROWS 4
+
+/* Bytes of SM_QX_ROWS quantized rows of K, laid out by sm_kernels_qx. */
+#define SM_QX_BYTES(K) (SM_QX_ROWS * ((K) + (K) / 4) + 64)
+
+/* The quantized-row buffers for K in scratch (SM_QX_BYTES(K), 64-byte aligned). */
+static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
+    int8_t *q = scratch;
+    float *d = (float *)(q + SM_QX_ROWS * K);
+    return (sm_qx){q, d, d + SM_QX_ROWS * (K / SM_QK)};
+}
+
+/*
+** An implementation of the quantized products for one instruction set.
+** quant_x quantizes rows 0..r-1 of x (stride K) into qx (row i at q + i K,
+** d + i K / 32, ds + i K / 32). gemv gives out[t, n] = x row t . w row n
+** (+ bias) for t < r <= SM_QX_ROWS and n0 <= n < n1 from those rows.
+** dequant is to_f32 for the q types.
+*/
+typedef struct {
+    const char *name;
+    void (*quant_x)(sm_qx qx, const float *restrict x, size_t r, size_t K);
+    void (*gemv)(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
+                 const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1);
+    void (*dequant)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
+} sm_qkernel;
+
+/* The plain-C reference (quant_ref.c). */
+extern const sm_qkernel sm_qkernel_scalar;
+
+#ifdef SM_X86_KERNELS
+/* avx2_quant.c, built once per flavour: vpmaddubsw, AVX-VNNI, AVX512-VNNI (256-bit). */
+extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
+
+/*
+** The best AVX2-level implementation this CPU runs (AVX-VNNI's vpdpbusd if
+** it has it, else vpmaddubsw), for the AVX2 table, and the best for the
+** AVX-512 table (AVX512-VNNI + VL if present, else the former); chosen
+** once, by sm_kernels_available.
+*/
+extern const sm_qkernel *sm_qkernel_avx2, *sm_qkernel_avx512;
+#endif
+
+/* Every implementation this CPU runs, scalar first (for tests); returns the count. */
+size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap);
+
+/*
+** matmul for quantized w through qk: rows of x quantized SM_QX_ROWS at a
+** time into scratch (SM_QX_BYTES(K)), each group one pass over w. Row t's
+** result is the same whatever T is.
+*/
+void sm_kernels_qmatmul(const sm_qkernel *qk, float *restrict out, const float *restrict x,
+                        const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
+                        size_t N, size_t K, size_t n0, size_t n1, void *restrict scratch);
 
 #endif

@@ -25,11 +25,28 @@ matmul_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void 
     }
 }
 
+/* Quantized w with T >= 4, as the SIMD tables do it: rows dequantized, f32 products. */
+static void matmul_deq(float *restrict out, const float *restrict x, const void *restrict w,
+                       sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
+                       size_t n0, size_t n1, float *restrict row) {
+    for (size_t n = n0; n < n1; n++) {
+        sm_quant_dequant(row, sm_kernels_elem(w, wt, n * K), wt, K);
+        for (size_t t = 0; t < T; t++) {
+            float s = 0.0f;
+            for (size_t k = 0; k < K; k++) s += x[t * K + k] * row[k];
+            out[t * N + n] = s + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
 static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    (void)scratch;
-    if (wt == SM_DTYPE_F16)
+    if (sm_dtype_quantized(wt) && T < 4)
+        sm_kernels_qmatmul(&sm_qkernel_scalar, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (sm_dtype_quantized(wt))
+        matmul_deq(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (wt == SM_DTYPE_F16)
         matmul_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
     else if (wt == SM_DTYPE_BF16)
         matmul_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
@@ -37,7 +54,21 @@ static void matmul(float *restrict out, const float *restrict x, const void *res
         matmul_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }
 
+/* Quantized w: every row as it is alone (quantized activations), whatever T is. */
+static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
+                        sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
+                        size_t n0, size_t n1, float *restrict scratch) {
+    if (sm_dtype_quantized(wt))
+        sm_kernels_qmatmul(&sm_qkernel_scalar, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else
+        matmul(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+}
+
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    if (sm_dtype_quantized(dt)) {
+        sm_quant_dequant(out, src, dt, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) out[i] = sm_elem_f32(src, dt, i);
 }
 
@@ -134,7 +165,7 @@ const sm_kernels sm_kernels_scalar = {
     .name = "scalar",
     .matmul_scratch = 0,
     .matmul = matmul,
-    .matmul_rows = matmul,
+    .matmul_rows = matmul_rows,
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,

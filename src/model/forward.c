@@ -122,7 +122,7 @@ void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float
 
 /* Row r of a matrix with C columns. */
 static const void *row_of(const sm_mat *w, size_t r, size_t C) {
-    return (const char *)w->data + r * C * sm_dtype_size(w->dt);
+    return (const char *)w->data + r * sm_dtype_row_bytes(w->dt, C);
 }
 
 /* Row r of w as f32: the row itself when w is f32, else widened into buf (C floats). */
@@ -252,7 +252,7 @@ static void prof_add(sm_state *s, sm_op op, double flops, double bytes) {
 /* A product of `rows` rows through w [N, K]: 2 flops per multiply-add, w read once. */
 static void prof_add_mm(sm_state *s, sm_op op, sm_mat w, size_t rows, size_t N, size_t K) {
     prof_add(s, op, 2.0 * (double)rows * (double)N * (double)K,
-             (double)N * (double)K * (double)sm_dtype_size(w.dt));
+             (double)N * (double)sm_dtype_row_bytes(w.dt, K));
 }
 
 void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes) {

@@ -10,6 +10,7 @@
 */
 #include "model_internal.h"
 #include "sm_half.h"
+#include "sm_quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -51,7 +52,14 @@ sm_status sm_model_check_weights(const sm_model *m, sm_error *err) {
     for (size_t i = 0; i < m->cfg.n_tensors; i++) {
         const sm_tensor_desc *d = &m->cfg.tensors[i];
         const void *x = m->w.data[i];
-        size_t n = d->nbytes / sm_dtype_size(d->dtype), bad = 0, first = 0;
+        size_t n = d->nelem, bad = 0, first = 0;
+        if (sm_dtype_quantized(d->dtype)) { /* the scales are its only floats */
+            size_t b = sm_quant_first_bad(x, d->dtype, n);
+            if (b < n / sm_dtype_block(d->dtype))
+                return sm_error_set(err, SM_ERR_FORMAT,
+                                    "tensor %s: block %zu has a NaN or infinite scale", d->name, b);
+            continue;
+        }
         for (size_t k = 0; k < n; k++)
             if (!isfinite(sm_elem_f32(x, d->dtype, k)) && bad++ == 0) first = k;
         if (bad)
@@ -67,7 +75,7 @@ sm_status sm_model_check_weights(const sm_model *m, sm_error *err) {
 size_t sm_model_params(const sm_model *m) {
     size_t n = 0;
     for (size_t i = 0; i < m->cfg.n_tensors; i++)
-        n += m->cfg.tensors[i].nbytes / sm_dtype_size(m->cfg.tensors[i].dtype);
+        n += m->cfg.tensors[i].nelem;
     return n;
 }
 
@@ -113,7 +121,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *kt = sm_arena_alloc(a, kv, sizeof(float));
     float *v = sm_arena_alloc(a, kv, sizeof(float));
     size_t t3 = a->used;
-    size_t per = p->kernels->matmul_scratch;
+    size_t kmax = C > F ? C : F; /* the widest input of any product */
+    size_t per = sm_kernels_scratch(p->kernels, kmax > Q ? kmax : Q);
     size_t att_scr = SM_ATTN_SCRATCH((size_t)c->head_dim, p->n_ctx);
     if (att_scr > per) per = att_scr;
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */

@@ -105,6 +105,7 @@ static size_t add_tensor(sm_trainer *t, size_t *at, const char *name, int64_t d0
     d->shape[0] = d0;
     d->shape[1] = d1;
     size_t n = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    d->nelem = n;
     d->nbytes = n * sizeof(float);
     d->file = 0;
     *at = (*at + 15) & ~(size_t)15; /* 64-byte aligned in the file as in memory */

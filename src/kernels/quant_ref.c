@@ -1,0 +1,87 @@
+/*
+** quant_ref.c -- the quantized products in plain C: the reference the SIMD
+** implementations are tested against (scalar table), and the driver that
+** feeds any implementation groups of quantized activation rows.
+*/
+#include "kernels_internal.h"
+
+#include "sm_half.h"
+
+#include <math.h>
+#include <string.h>
+
+static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
+    const size_t nb = K / SM_QK;
+    for (size_t i = 0; i < r; i++)
+        for (size_t b = 0; b < nb; b++) {
+            const float *xb = x + i * K + b * SM_QK;
+            int8_t *q = qx.q + i * K + b * SM_QK;
+            float amax = 0.0f;
+            int bad = 0, sum = 0;
+            for (int j = 0; j < SM_QK; j++) {
+                bad |= !isfinite(xb[j]);
+                amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
+            }
+            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            if (bad) {
+                memset(q, 0, SM_QK);
+                qx.d[i * nb + b] = qx.ds[i * nb + b] = NAN;
+                continue;
+            }
+            for (int j = 0; j < SM_QK; j++) {
+                q[j] = (int8_t)nearbyintf(xb[j] * id);
+                sum += q[j];
+            }
+            qx.d[i * nb + b] = d;
+            qx.ds[i * nb + b] = d * (float)sum;
+        }
+}
+
+/* Weights j of block b of a q row as integers (less the zero point: q4_0's 8). */
+static void block_ints(int *out, const void *row, sm_dtype dt, size_t b, float *d) {
+    if (dt == SM_DTYPE_Q8_0) {
+        const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
+        *d = sm_f16_to_f32(x->d);
+        for (int j = 0; j < SM_QK; j++) out[j] = x->qs[j];
+    } else {
+        const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b;
+        *d = sm_f16_to_f32(x->d);
+        for (int j = 0; j < SM_QK / 2; j++) {
+            out[j] = (x->qs[j] & 15) - 8;
+            out[j + SM_QK / 2] = (x->qs[j] >> 4) - 8;
+        }
+    }
+}
+
+static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
+                 const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
+    const size_t nb = K / SM_QK;
+    int wq[SM_QK];
+    for (size_t n = n0; n < n1; n++) {
+        const void *row = sm_kernels_elem(w, dt, n * K);
+        for (size_t i = 0; i < r; i++) {
+            float s = 0.0f, dw;
+            for (size_t b = 0; b < nb; b++) {
+                const int8_t *q = qx.q + i * K + b * SM_QK;
+                int dot = 0;
+                block_ints(wq, row, dt, b, &dw);
+                for (int j = 0; j < SM_QK; j++) dot += wq[j] * q[j];
+                s += dw * qx.d[i * nb + b] * (float)dot;
+            }
+            out[i * N + n] = s + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
+const sm_qkernel sm_qkernel_scalar = {"scalar", quant_x, gemv, sm_quant_dequant};
+
+void sm_kernels_qmatmul(const sm_qkernel *qk, float *restrict out, const float *restrict x,
+                        const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
+                        size_t N, size_t K, size_t n0, size_t n1, void *restrict scratch) {
+    sm_qx qx = sm_kernels_qx(scratch, K);
+    for (size_t t = 0; t < T; t += SM_QX_ROWS) {
+        size_t r = T - t < SM_QX_ROWS ? T - t : SM_QX_ROWS;
+        qk->quant_x(qx, x + t * K, r, K);
+        qk->gemv(out + t * N, qx, r, w, dt, bias, N, K, n0, n1);
+    }
+}

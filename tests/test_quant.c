@@ -1,0 +1,273 @@
+/*
+** Quantized weights: every implementation of the quantized products (the
+** vpmaddubsw and vpdpbusd flavours this CPU runs) against the plain-C
+** reference, and the reference against double-precision sums of the
+** dequantized values; every table's matmul on q8_0 / q4_0 weights.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_config.h"
+#include "sm_half.h"
+#include "sm_kernels.h"
+#include "sm_quant.h"
+#include "kernels/kernels_internal.h"
+#include "test.h"
+
+static const sm_dtype QT[] = {SM_DTYPE_Q8_0, SM_DTYPE_Q4_0};
+
+static void *xalloc(size_t bytes) {
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+static float *rndf(size_t n, unsigned long long *s, float scale) {
+    float *p = xalloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = test_rand(s) * scale;
+    return p;
+}
+
+/* N rows of K random weights quantized to dt, and their exact dequantization in deq. */
+static void *rndq(sm_dtype dt, size_t N, size_t K, unsigned long long *s, float **deq) {
+    float *w = rndf(N * K, s, 1);
+    size_t rb = sm_dtype_row_bytes(dt, K);
+    unsigned char *q = xalloc(N * rb);
+    for (size_t n = 0; n < N; n++) sm_quant_quantize(q + n * rb, w + n * K, dt, K);
+    for (size_t n = 0; n < N; n++) sm_quant_dequant(w + n * K, q + n * rb, dt, K);
+    *deq = w;
+    return q;
+}
+
+/* Random blocks of every byte pattern (finite scales): each dequant is sm_quant_dequant. */
+void test_quant_dequant(void) {
+    const sm_qkernel *qk[8];
+    size_t nq = sm_kernels_qavailable(qk, 8);
+    unsigned long long s = 11;
+    for (size_t t = 0; t < 2; t++) {
+        sm_dtype dt = QT[t];
+        size_t nb = 64, bb = sm_dtype_row_bytes(dt, SM_QK);
+        unsigned char *q = xalloc(nb * bb);
+        for (size_t i = 0; i < nb * bb; i++) q[i] = (unsigned char)(test_rand(&s) * 128 + 128);
+        for (size_t b = 0; b < nb; b++) { /* scales: random finite f16, some subnormal or zero */
+            uint16_t d = sm_f32_to_f16(test_rand(&s) * (b % 7 == 0 ? 1e-6f : 0.1f));
+            if (b == 5) d = 0;
+            memcpy(q + b * bb, &d, 2);
+        }
+        float *want = rndf(nb * SM_QK, &s, 0), *got = rndf(nb * SM_QK, &s, 0);
+        sm_quant_dequant(want, q, dt, nb * SM_QK);
+        for (size_t i = 0; i < nq; i++) {
+            qk[i]->dequant(got, q, dt, nb * SM_QK);
+            CHECKF(memcmp(got, want, nb * SM_QK * sizeof(float)) == 0, "%s dequant %s differs",
+                   qk[i]->name, sm_dtype_name(dt));
+        }
+        const sm_kernels *ks[8];
+        size_t nk = sm_kernels_available(ks, 8);
+        for (size_t i = 0; i < nk; i++) {
+            ks[i]->to_f32(got, q, dt, nb * SM_QK);
+            CHECKF(memcmp(got, want, nb * SM_QK * sizeof(float)) == 0, "%s to_f32 %s differs",
+                   ks[i]->name, sm_dtype_name(dt));
+        }
+        /* the reference itself, on hand-made blocks: w = d q (q8_0), d (q - 8) (q4_0) */
+        unsigned char blk[34] = {0};
+        uint16_t d = sm_f32_to_f16(0.5f);
+        memcpy(blk, &d, 2);
+        blk[2] = dt == SM_DTYPE_Q8_0 ? 0x83 : 0x2F; /* q8: -125; q4: low 15, high 2 */
+        sm_quant_dequant(got, blk, dt, SM_QK);
+        if (dt == SM_DTYPE_Q8_0)
+            CHECKF(got[0] == -62.5f && got[1] == 0.0f, "q8_0 reference: %g %g", got[0], got[1]);
+        else
+            CHECKF(got[0] == 3.5f && got[16] == -3.0f && got[1] == -4.0f,
+                   "q4_0 reference: %g %g %g", got[0], got[16], got[1]);
+        free(q), free(want), free(got);
+    }
+}
+
+/* quant_x of every flavour is bit for bit the reference's, ties, zeros and non-finite blocks included. */
+void test_quant_activations(void) {
+    const sm_qkernel *qk[8];
+    size_t nq = sm_kernels_qavailable(qk, 8);
+    const size_t K = 256, r = SM_QX_ROWS;
+    unsigned long long s = 12;
+    float *x = rndf(r * K, &s, 3);
+    for (size_t j = 32; j < 64; j++) x[j] = 0.0f;                    /* a zero block */
+    for (size_t j = 64; j < 96; j++) x[j] = (float)((int)j - 80) * 0.25f; /* x / d: ties */
+    x[64] = 63.5f;
+    x[100] = NAN, x[140] = INFINITY, x[200] = -INFINITY;
+    void *a = xalloc(SM_QX_BYTES(K)), *b = xalloc(SM_QX_BYTES(K));
+    memset(a, 0, SM_QX_BYTES(K));
+    sm_qx want = sm_kernels_qx(a, K);
+    qk[0]->quant_x(want, x, r, K);
+    CHECK(isnan(want.d[3]) && isnan(want.d[4]) && isnan(want.d[6]) && want.d[1] == 0.0f);
+    CHECKF(want.q[64] == 127 && want.d[2] == 63.5f / 127.0f, "tie block: q %d d %g", want.q[64],
+           want.d[2]);
+    for (size_t i = 1; i < nq; i++) {
+        memset(b, 0x55, SM_QX_BYTES(K));
+        sm_qx got = sm_kernels_qx(b, K);
+        qk[i]->quant_x(got, x, r, K);
+        CHECKF(memcmp(got.q, want.q, r * K) == 0, "%s quant_x: values differ", qk[i]->name);
+        for (size_t j = 0; j < r * K / SM_QK; j++) {
+            int same_d = got.d[j] == want.d[j] || (isnan(got.d[j]) && isnan(want.d[j]));
+            int same_s = got.ds[j] == want.ds[j] || (isnan(got.ds[j]) && isnan(want.ds[j]));
+            CHECKF(same_d && same_s, "%s quant_x block %zu: d %g ds %g, want %g %g", qk[i]->name,
+                   j, got.d[j], got.ds[j], want.d[j], want.ds[j]);
+        }
+    }
+    free(x), free(a), free(b);
+}
+
+/*
+** gemv: the reference equals a double-precision sum of dequantized weights
+** times dequantized activations (d q), within the rounding of its f32 sums;
+** every flavour equals the reference within the same bound.
+*/
+void test_quant_gemv(void) {
+    const sm_qkernel *qk[8];
+    size_t nq = sm_kernels_qavailable(qk, 8);
+    static const size_t Ks[] = {32, 64, 96, 288, 1024};
+    unsigned long long s = 13;
+    for (size_t t = 0; t < 2; t++)
+        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
+            for (size_t r = 1; r <= SM_QX_ROWS; r++) {
+                sm_dtype dt = QT[t];
+                size_t K = Ks[c], N = 19, n0 = 2, n1 = 17, nb = K / SM_QK;
+                float *deq, *x = rndf(r * K, &s, 2), *bias = rndf(N, &s, 1);
+                void *w = rndq(dt, N, K, &s, &deq);
+                void *buf = xalloc(SM_QX_BYTES(K));
+                sm_qx qx = sm_kernels_qx(buf, K);
+                qk[0]->quant_x(qx, x, r, K);
+                float *want = rndf(r * N, &s, 0), *got = rndf(r * N, &s, 0);
+                qk[0]->gemv(want, qx, r, w, dt, bias, N, K, n0, n1);
+                for (size_t i = 0; i < r; i++)
+                    for (size_t n = n0; n < n1; n++) {
+                        double e = bias[n], mag = fabs(bias[n]);
+                        for (size_t k = 0; k < K; k++) {
+                            double xv = (double)qx.d[i * nb + k / SM_QK] * qx.q[i * K + k];
+                            e += xv * deq[n * K + k], mag += fabs(xv * deq[n * K + k]);
+                        }
+                        double tol = 1e-5 * mag + 1e-6;
+                        CHECKF(fabs(want[i * N + n] - e) <= tol,
+                               "scalar gemv %s K=%zu row %zu col %zu: %g vs %g", sm_dtype_name(dt),
+                               K, i, n, want[i * N + n], e);
+                        for (size_t f = 1; f < nq; f++) {
+                            got[i * N + n] = 12345.0f;
+                            qk[f]->gemv(got, qx, r, w, dt, bias, N, K, n0, n1);
+                            CHECKF(fabs(got[i * N + n] - want[i * N + n]) <= tol,
+                                   "%s gemv %s K=%zu r=%zu row %zu col %zu: %g vs %g",
+                                   qk[f]->name, sm_dtype_name(dt), K, r, i, n, got[i * N + n],
+                                   want[i * N + n]);
+                        }
+                    }
+                free(deq), free(x), free(bias), free(w), free(buf), free(want), free(got);
+            }
+}
+
+/*
+** Every table's matmul on quantized weights: T < 4 is within rounding of the
+** scalar table's; T >= 4 (weights dequantized into the f32 panels) is bit
+** for bit the same table's matmul on the dequantized f32 weights; columns
+** outside [n0, n1) untouched. matmul_rows gives each row exactly its T = 1
+** result.
+*/
+void test_quant_matmul(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = sm_kernels_available(ks, 8);
+    static const size_t Ts[] = {1, 2, 3, 4, 5, 9, 17};
+    static const size_t Ks[] = {32, 96, 256, 288, 544};
+    unsigned long long s = 14;
+    for (size_t t = 0; t < 2; t++)
+        for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                sm_dtype dt = QT[t];
+                size_t T = Ts[a], K = Ks[c], N = 70, n0 = 5, n1 = 67;
+                float *deq, *x = rndf(T * K, &s, 1), *bias = rndf(N, &s, 1);
+                void *w = rndq(dt, N, K, &s, &deq);
+                float *want = rndf(T * N, &s, 0), *got = rndf(T * N, &s, 0);
+                float *one = rndf(N, &s, 0);
+                float *rs = rndf(sm_kernels_scratch(ref, K), &s, 0);
+                ref->matmul(want, x, w, dt, bias, T, N, K, n0, n1, rs);
+                for (size_t i = 0; i < nk; i++) {
+                    float *scr = rndf(sm_kernels_scratch(ks[i], K), &s, 0);
+                    for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
+                    ks[i]->matmul(got, x, w, dt, bias, T, N, K, n0, n1, scr);
+                    if (T >= 4) {
+                        ks[i]->matmul(want, x, deq, SM_DTYPE_F32, bias, T, N, K, n0, n1, scr);
+                        for (size_t r = 0; r < T; r++)
+                            CHECKF(memcmp(got + r * N + n0, want + r * N + n0,
+                                          (n1 - n0) * sizeof(float)) == 0,
+                                   "%s matmul %s T=%zu K=%zu row %zu: not the f32 product of the "
+                                   "dequantized weights", ks[i]->name, sm_dtype_name(dt), T, K, r);
+                    }
+                    for (size_t r = 0; r < T; r++)
+                        for (size_t n = 0; n < N; n++) {
+                            float g = got[r * N + n];
+                            if (n < n0 || n >= n1) {
+                                CHECKF(g == 12345.0f, "%s matmul %s wrote column %zu",
+                                       ks[i]->name, sm_dtype_name(dt), n);
+                                continue;
+                            }
+                            double mag = fabs(bias[n]);
+                            for (size_t k = 0; k < K; k++) mag += fabs(x[r * K + k] * deq[n * K + k]);
+                            /* activations at 8 bits: each off by at most half a step, amax / 254 */
+                            double tol = T < 4 ? 0.01 * mag + 1e-5 : 1e-5 * mag + 1e-6;
+                            CHECKF(fabs(g - want[r * N + n]) <= tol,
+                                   "%s matmul %s T=%zu K=%zu [%zu,%zu]: %g vs %g", ks[i]->name,
+                                   sm_dtype_name(dt), T, K, r, n, g, want[r * N + n]);
+                        }
+                    ks[i]->matmul_rows(got, x, w, dt, bias, T, N, K, n0, n1, scr);
+                    for (size_t r = 0; r < T; r++) {
+                        ks[i]->matmul(one, x + r * K, w, dt, bias, 1, N, K, n0, n1, scr);
+                        CHECKF(memcmp(got + r * N + n0, one + n0, (n1 - n0) * sizeof(float)) == 0,
+                               "%s matmul_rows %s T=%zu K=%zu: row %zu differs from the row alone",
+                               ks[i]->name, sm_dtype_name(dt), T, K, r);
+                    }
+                    free(scr);
+                }
+                free(deq), free(x), free(bias), free(w), free(want), free(got), free(one), free(rs);
+            }
+}
+
+/*
+** The quantizer: dequantize(quantize(w)) within half a level of w; no block
+** worse than plain rounding with the plain scale (amax / 127 for q8_0, the
+** signed extreme over -8 for q4_0), with that scale rounded to f16 too;
+** non-finite weights refused, naming the block.
+*/
+void test_quant_quantizer(void) {
+    unsigned long long s = 15;
+    const size_t nb = 256, n = nb * SM_QK;
+    float *w = rndf(n, &s, 1), *back = rndf(n, &s, 0);
+    for (size_t i = 0; i < n; i++) w[i] = w[i] * w[i] * w[i] * (float)(1 + i % 5); /* heavy tails */
+    for (size_t t = 0; t < 2; t++) {
+        sm_dtype dt = QT[t];
+        unsigned char *q = xalloc(sm_dtype_row_bytes(dt, n));
+        CHECK(sm_quant_quantize(q, w, dt, n) == nb);
+        sm_quant_dequant(back, q, dt, n);
+        double ours = 0, plain = 0;
+        for (size_t b = 0; b < nb; b++) {
+            const float *x = w + b * SM_QK;
+            float m = 0;
+            for (int j = 0; j < SM_QK; j++)
+                if (fabsf(x[j]) > fabsf(m)) m = x[j];
+            float d = sm_f16_to_f32(sm_f32_to_f16(dt == SM_DTYPE_Q8_0 ? fabsf(m) / 127 : m / -8));
+            double eo = 0, ep = 0;
+            for (int j = 0; j < SM_QK; j++) {
+                double l = nearbyint(x[j] / d);
+                l = dt == SM_DTYPE_Q8_0 ? fmin(fmax(l, -128), 127) : fmin(fmax(l, -8), 7);
+                ep += (x[j] - l * d) * (x[j] - l * d);
+                eo += (x[j] - back[b * SM_QK + j]) * (x[j] - back[b * SM_QK + j]);
+            }
+            CHECKF(eo <= ep * (1 + 1e-5) + 1e-12, "%s block %zu: error %g, plain rounding %g",
+                   sm_dtype_name(dt), b, eo, ep);
+            ours += eo, plain += ep;
+        }
+        CHECKF(ours < plain, "%s: total error %g not below plain rounding's %g", sm_dtype_name(dt),
+               ours, plain);
+        w[77] = NAN;
+        CHECK(sm_quant_quantize(q, w, dt, n) == 77 / SM_QK);
+        w[77] = 1e30f; /* too large for an f16 scale */
+        CHECK(sm_quant_quantize(q, w, dt, n) == 77 / SM_QK);
+        w[77] = 0.5f;
+        free(q);
+    }
+    free(w), free(back);
+}
