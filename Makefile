@@ -98,6 +98,9 @@ $(TESTBIN): $(LIB_OBJ) $(TEST_OBJ)
 $(BUILD)/dump_logits: $(BUILD)/tests/tools/dump_logits.o $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/quant_tool: $(BUILD)/tests/tools/quant_tool.o $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/dump_grads: $(BUILD)/tests/tools/dump_grads.o $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -143,7 +146,7 @@ fuzz:
 	  fi; \
 	done
 
-test: $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/dump_grads $(BUILD)/alloc_count.so $(TM)/.done
+test: $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/alloc_count.so $(TM)/.done
 	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.

@@ -11,11 +11,14 @@
 **       tokenizer.bin) if given, else vocab.json + merges.txt, else
 **       tokenizer.json (byte-level BPE with GPT-2's pattern, or
 **       SentencePiece-style BPE with byte fallback; see hf_tokenizer.c).
+**   a smallmind directory, to change the type of its matrices (quantize).
 ** Every header, count, shape and offset is checked against the file sizes
 ** before it is used. Matrices (embeddings and linear layers) are written in
 ** the dtype asked for (f32, f16 or bf16, rounded to nearest even; a weight
-** past f16's range is an error, not an infinity), vectors (norms, biases)
-** as f32. The output is written to a temporary sibling and renamed into
+** past f16's range is an error, not an infinity; q8_0 or q4_0, sm_quant.h,
+** with q4_0's output layer at q8_0, GPT-2's position embedding left as it
+** is, and matrices whose rows are not whole blocks left in their source
+** type, counted in sm_convert_info), vectors (norms, biases) as f32. The output is written to a temporary sibling and renamed into
 ** place, so it is complete or absent.
 */
 #ifndef SM_CONVERT_H
@@ -34,6 +37,8 @@ typedef struct sm_convert_info {
     size_t n_tensors;
     size_t params;
     size_t bytes;      /* of model.bin */
+    size_t n_kept;     /* matrices left in their source type: rows not whole blocks */
+    char kept[128];    /* the first of them */
 } sm_convert_info;
 
 /* Converts src (a file or a directory) into the new directory out (which must not exist). */

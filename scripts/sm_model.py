@@ -21,6 +21,9 @@ import os
 import struct
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sm_quant  # noqa: E402
+
 MAGIC = b"SMWEIGHT"
 HEADER = 64
 DTYPES = {"f32": ("<f4", 4), "f16": ("<f2", 2), "bf16": ("<u2", 2)}  # bf16: the top half of an f32
@@ -34,7 +37,8 @@ def _np():
 def write_model(out_dir, config, tensors, file_name="model.bin"):
     """Writes config (a dict without "tensors") and tensors as a model
     directory. Each tensor is (name, shape, data_bytes) for f32, or
-    (name, shape, data_bytes, dtype) with dtype "f32", "f16" or "bf16"."""
+    (name, shape, data_bytes, dtype) with dtype "f32", "f16", "bf16" or a
+    quantized type of sm_quant (data: its blocks)."""
     os.makedirs(out_dir, exist_ok=True)
     manifest = []
     offset = HEADER
@@ -49,7 +53,8 @@ def write_model(out_dir, config, tensors, file_name="model.bin"):
             n = 1
             for d in shape:
                 n *= d
-            assert len(data) == DTYPES[dtype][1] * n, name
+            size = sm_quant.row_bytes(dtype, n) if dtype in sm_quant.BLOCK else DTYPES[dtype][1] * n
+            assert len(data) == size, name
             manifest.append({"name": name, "dtype": dtype, "shape": list(shape),
                              "file": file_name, "offset": offset})
             f.write(data)
@@ -77,8 +82,16 @@ def read_model(model_dir):
                 files[fn] = f.read()
             if files[fn][:8] != MAGIC:
                 raise ValueError(f"{fn}: not a smallmind weight file")
-        dt, size = DTYPES[t["dtype"]]
         n = math.prod(t["shape"])
+        if t["dtype"] in sm_quant.BLOCK:  # rows of whole blocks, dequantized as float32
+            nb = sm_quant.row_bytes(t["dtype"], n)
+            raw = files[fn][t["offset"]:t["offset"] + nb]
+            if len(raw) != nb:
+                raise ValueError(f"{fn}: tensor {t['name']} is truncated")
+            a = sm_quant.dequantize(t["dtype"], raw, n)
+            tensors[t["name"]] = a.astype(np.float64).reshape(t["shape"])
+            continue
+        dt, size = DTYPES[t["dtype"]]
         raw = files[fn][t["offset"]:t["offset"] + n * size]
         if len(raw) != n * size:
             raise ValueError(f"{fn}: tensor {t['name']} is truncated")

@@ -104,6 +104,15 @@ edit_config("dtype_unknown", 10, "unknown dtype \"q3_0\"", lambda c: c["tensors"
 # a norm gain stored f16 (matrices may be 16-bit, vectors must be f32)
 rewrite("vector_f16", 10, "tensor ln_f.weight has dtype f16; vectors (norms, biases) must be f32",
         tensors=[(n, s, d[:len(d) // 2], "f16") if n == "ln_f.weight" else (n, s, d) for n, s, d in TENSORS])
+# quantized: a vector (vectors must be f32), rows that are not whole blocks, a NaN scale
+rewrite("vector_q8_0", 10, "tensor ln_f.weight has dtype q8_0; vectors (norms, biases) must be f32",
+        tensors=[(n, s, (b"\0" * 34) * (len(d) // 128), "q8_0") if n == "ln_f.weight" else (n, s, d)
+                 for n, s, d in TENSORS])
+edit_config("q4_0_rows", 10, "tensor tok_embd: dtype q4_0 needs rows of whole 32-weight blocks, not 250",
+            lambda c: c["tensors"][0].update(dtype="q4_0", shape=[256, 250]))
+nan_blocks = (struct.pack("<H", 0x7E00) + b"\0" * 32) * (len(TENSORS[0][2]) // 128)
+rewrite("q8_0_scale_nan", 14, "NaN", cmd="generate",
+        tensors=[(TENSORS[0][0], TENSORS[0][1], nan_blocks, "q8_0")] + TENSORS[1:])
 # 11: absurd lengths and counts
 edit_config("name_huge", 11, "name must be 1 to 127 bytes", lambda c: c["tensors"][0].update(name="x" * 100000))
 edit_config("layers_huge", 11, "\"n_layer\" is 1.84467440737096e+19",

@@ -19,6 +19,7 @@ stage() {
 stage env SM_TEST_MODELS="$TM" "$B/test_runner"
 stage bash tests/test_fuzz_corpus.sh "$B"
 stage "$PY" tests/test_reference.py --bin "$B" --models "$TM"
+stage "$PY" tests/test_quant.py --bin "$B" --models "$TM" --shared "${SM_SHARED:-../shared}"
 stage "$PY" tests/test_train.py --bin "$B"
 stage "$PY" tests/test_tokenizers.py --bin "$B" --shared "${SM_SHARED:-../shared}"
 stage "$PY" tests/test_models.py --bin "$B" --shared "${SM_SHARED:-../shared}"

@@ -64,6 +64,7 @@ fails() {
 usage_case() { local want=$1; shift; fails 2 "usage: $*" "$want" "$@"; }
 usage_case "usage:" $BIN
 usage_case "unknown command 'frobnicate'" $BIN frobnicate
+usage_case "--dtype expects f32, f16, bf16, q8_0 or q4_0, got 'q5_9'" $BIN convert $M "$T/never" --dtype q5_9
 usage_case "unknown flag '--bogus'" $BIN generate -m $M -p x --bogus
 usage_case "unknown flag '-x'" $BIN generate -m $M -p x -x
 usage_case "-p needs a value" $BIN generate -m $M -p
@@ -254,6 +255,8 @@ fi
 if [ -z "${SM_SKIP_BAD_MODELS:-}" ] && [ -d "$T/bad/weights_nan" ]; then
     fails 1 "--check-weights: NaN tensor named" "tensor ln_f.bias: 256 of 256 weights are NaN or infinite" \
         $BIN info -m "$T/bad/weights_nan" --check-weights
+    fails 1 "--check-weights: NaN scale of a q8_0 tensor named" "tensor tok_embd: block 0 has a NaN or infinite scale" \
+        $BIN info -m "$T/bad/q8_0_scale_nan" --check-weights
 fi
 run $BIN generate -m $M -p "x" -n 3 --check-weights
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--check-weights: a finite model runs"; else bad "--check-weights" "rc=$rc $(cat "$T/err")"; fi

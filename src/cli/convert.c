@@ -1,12 +1,14 @@
 /*
-** convert.c -- `smallmind convert SRC OUT`: a llama2.c checkpoint or a
-** Hugging Face directory into a smallmind model directory (sm_convert does
+** convert.c -- `smallmind convert SRC OUT`: a llama2.c checkpoint, a
+** Hugging Face directory or a smallmind directory (to change the type of its
+** weights, e.g. quantize) into a smallmind model directory (sm_convert does
 ** the work; a signal stops it between tensors and leaves nothing behind).
 */
 #include "cli.h"
 
 #include <stdio.h>
 
+#include "sm_config.h"
 #include "sm_convert.h"
 
 int cli_convert(const cli_opts *o) {
@@ -24,6 +26,11 @@ int cli_convert(const cli_opts *o) {
     sm_status st = sm_convert(o->args[0], o->args[1], &co, &info, &err);
     if (st == SM_ERR_CANCELLED) return cli_interrupt_code();
     if (st) return cli_data_error(err.msg);
+    if (info.n_kept)
+        fprintf(stderr,
+                "smallmind: note: %zu matri%s kept in the source type (rows not whole "
+                "%s blocks), e.g. %s\n",
+                info.n_kept, info.n_kept == 1 ? "x" : "ces", sm_dtype_name(o->dtype), info.kept);
     if (!o->quiet)
         fprintf(stderr,
                 "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",

@@ -46,6 +46,8 @@ int cli_info(const cli_opts *o) {
            sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
            types, c->n_files, c->n_files == 1 ? "" : "s",
            o->no_mmap ? "read into memory" : "memory-mapped");
+    printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.model) /
+                                       (double)sm_model_params(r.model));
     printf("kernels:      %s\n", r.kernels->name);
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.sp.n_ctx,
            r.sp.max_batch, r.sp.n_threads, r.sp.n_threads == 1 ? "" : "s");

@@ -60,7 +60,8 @@ static const struct option_def {
     {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
      "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
     {"dtype", 0, true, CMD_CONVERT, O_DTYPE,
-     "    --dtype T          f32, f16 or bf16: type of the weight matrices written (default f32)"},
+     "    --dtype T          f32, f16, bf16, q8_0 or q4_0: type of the weight matrices written\n"
+     "                       (default f32; q4_0 keeps the output layer at q8_0)"},
     {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
      "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
     {"stop", 0, true, CMD_GENERATE, O_STOP,
@@ -304,7 +305,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_DTYPE:
         o->dtype = sm_dtype_parse(v);
         if (o->dtype == SM_DTYPE_COUNT)
-            return cli_usage_error(o, "%s expects f32, f16 or bf16, got '%s'", flag, v);
+            return cli_usage_error(o, "%s expects f32, f16, bf16, q8_0 or q4_0, got '%s'", flag, v);
         break;
     case O_SPECIAL: o->special = true; break;
     case O_COMPARE: o->compare = true; break;

@@ -20,6 +20,7 @@
 #include "json_internal.h"
 #include "sm_config.h"
 #include "sm_half.h"
+#include "sm_quant.h"
 #include "sm_tokenizer.h"
 #include "sm_weights.h"
 
@@ -63,6 +64,8 @@ static void plan_free(plan *pl) {
     free(pl->t);
     cJSON_Delete(pl->tok_json);
     sm_config_free(&pl->cfg);
+    sm_weights_close(&pl->src_w);
+    sm_config_free(&pl->src_cfg);
 }
 
 /* A new output tensor; its parts follow with add_part. Out of memory: pl->nomem, and a spare. */
@@ -113,6 +116,11 @@ static void part_row(const part *pt, int64_t r, float *out) {
         return;
     }
     int64_t sr = r;
+    if (sm_dtype_quantized(pt->dt)) { /* OP_COPY only: a smallmind directory's rows */
+        size_t rb = sm_dtype_row_bytes(pt->dt, (size_t)C);
+        sm_quant_dequant(out, pt->src + (size_t)r * rb, pt->dt, (size_t)C);
+        return;
+    }
     if (pt->op == OP_ROPE) { /* out row 2j <- source row j, 2j+1 <- j + hd/2, per head */
         int64_t hd = pt->head_dim, h = r / hd, d = r % hd;
         sr = h * hd + (d % 2 ? hd / 2 + d / 2 : d / 2);
@@ -149,6 +157,28 @@ static sm_status copy_file(const char *from, const char *to, sm_error *err) {
     return st;
 }
 
+/*
+** The type tensor t is written in: vectors f32; matrices the type asked for,
+** except that with q4_0 the output layer (or the token embedding it is tied
+** to) is q8_0, as quantizers keep it at higher precision; GPT-2's position
+** embedding stays in its source type (it is small); and a matrix whose
+** rows are not whole blocks stays in its source type (f16 if that is
+** quantized), counted in info.
+*/
+static sm_dtype out_dtype(const plan *pl, const otensor *t, sm_convert_info *info) {
+    if (!t->cols) return SM_DTYPE_F32;
+    sm_dtype dt = pl->dtype;
+    if (!sm_dtype_quantized(dt)) return dt;
+    if (strcmp(t->name, "pos_embd") == 0) return t->parts[0].dt; /* small; kept as it is */
+    bool out = strcmp(t->name, "output.weight") == 0 ||
+               (pl->cfg.tied_output && strcmp(t->name, "tok_embd") == 0);
+    if (out && dt == SM_DTYPE_Q4_0) dt = SM_DTYPE_Q8_0;
+    if ((size_t)t->cols % sm_dtype_block(dt) == 0) return dt;
+    if (info->n_kept++ == 0) snprintf(info->kept, sizeof info->kept, "%s", t->name);
+    sm_dtype src = t->parts[0].dt;
+    return sm_dtype_quantized(src) ? SM_DTYPE_F16 : src;
+}
+
 /* Writes the plan as a model directory into tmp: config.json, model.bin, tokenizer files. */
 static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm_error *err) {
     sm_config *c = &pl->cfg;
@@ -162,7 +192,7 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         const otensor *t = &pl->t[i];
         sm_tensor_desc *d = &c->tensors[i];
         snprintf(d->name, sizeof d->name, "%s", t->name);
-        d->dtype = t->cols ? pl->dtype : SM_DTYPE_F32;
+        d->dtype = out_dtype(pl, t, info);
         d->ndim = t->cols ? 2 : 1;
         d->shape[0] = t->rows;
         d->shape[1] = t->cols;
@@ -186,7 +216,7 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     FILE *f = fopen(path, "wb");
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     float *row = malloc(maxrow * sizeof *row);
-    uint16_t *half = malloc(maxrow * sizeof *half);
+    uint16_t *half = malloc(maxrow * sizeof *half); /* 16-bit or quantized row (<= 2 bytes/weight) */
     unsigned char hdr[SM_WEIGHTS_HEADER], zero[64] = {0};
     sm_weights_header(hdr);
     st = row && half ? write_all(f, hdr, sizeof hdr, path, err)
@@ -206,6 +236,17 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
                 part_row(pt, r, row);
                 if (dt == SM_DTYPE_F32) {
                     st = write_all(f, row, C * 4, path, err);
+                    continue;
+                }
+                if (sm_dtype_quantized(dt)) {
+                    size_t b = sm_quant_quantize(half, row, dt, C);
+                    if (b < C / SM_QK)
+                        st = sm_error_set(err, SM_ERR_INPUT,
+                                          "--dtype %s: tensor %s row %lld, block %zu: a NaN or "
+                                          "infinite weight, or one too large for an f16 scale",
+                                          sm_dtype_name(dt), t->name, (long long)orow, b);
+                    else
+                        st = write_all(f, half, sm_dtype_row_bytes(dt, C), path, err);
                     continue;
                 }
                 st = narrow_row(half, row, C, dt, t->name, orow, err);
@@ -381,6 +422,46 @@ static sm_status from_llama2c(plan *pl, const char *path, const sm_convert_opts 
     return SM_OK;
 }
 
+/* ----------------------------------------------------------- smallmind */
+
+/* Whether dir's config.json says "format": "smallmind" (else it is read as a Hugging Face one). */
+static bool is_smallmind_dir(const char *dir) {
+    char path[4400], *buf;
+    size_t len;
+    cJSON *j = NULL;
+    sm_error e;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (sm_read_file(path, 64u << 20, &buf, &len, &e)) return false;
+    bool yes = !sm_json_parse_strict(buf, len, path, &j, &e) &&
+               cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "format")) &&
+               strcmp(cJSON_GetObjectItemCaseSensitive(j, "format")->valuestring, "smallmind") == 0;
+    cJSON_Delete(j);
+    free(buf);
+    return yes;
+}
+
+/* A smallmind directory (to re-type its matrices): every tensor copied, the tokenizer files too. */
+static sm_status from_smallmind(plan *pl, const char *dir, sm_error *err) {
+    sm_config *s = &pl->src_cfg;
+    sm_status st = sm_config_load(s, dir, err);
+    if (!st) st = sm_weights_open(&pl->src_w, s, dir, true, err);
+    if (st) return st;
+    pl->cfg = *s;
+    pl->cfg.tensors = NULL;
+    pl->cfg.n_tensors = 0;
+    for (size_t i = 0; i < s->n_tensors; i++) {
+        const sm_tensor_desc *d = &s->tensors[i];
+        if (d->ndim > 2)
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has %d dimensions", dir,
+                                d->name, d->ndim);
+        sm_convert_add_whole(pl, d->name, d->shape[0], d->ndim == 2 ? d->shape[1] : 0,
+                             pl->src_w.data[i], d->dtype, OP_COPY);
+    }
+    for (int k = 0; k < 2; k++)
+        if (s->tok_file[k][0]) snprintf(pl->tok_src[k], sizeof pl->tok_src[k], "%s/%s", dir, s->tok_file[k]);
+    return SM_OK;
+}
+
 /* ------------------------------------------------------------- driver */
 
 sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
@@ -396,7 +477,11 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     pl.dtype = o->dtype;
     pl.cancel = o->cancel;
     sm_status st;
-    if (S_ISDIR(sb.st_mode)) {
+    if (S_ISDIR(sb.st_mode) && is_smallmind_dir(src)) {
+        pl.from_dir = true;
+        st = from_smallmind(&pl, src, err);
+        snprintf(info->source, sizeof info->source, "smallmind %s", sm_arch_name(pl.cfg.arch));
+    } else if (S_ISDIR(sb.st_mode)) {
         pl.from_dir = true;
         st = sm_convert_from_hf(&pl, src, o, err);
         snprintf(info->source, sizeof info->source, "Hugging Face %s",

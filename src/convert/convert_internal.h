@@ -10,6 +10,7 @@
 
 #include "sm_config.h"
 #include "sm_convert.h"
+#include "sm_weights.h"
 
 #define MAX_PARTS 3
 #define MAX_SHARDS SM_MAX_FILES
@@ -48,7 +49,9 @@ typedef struct {
     bool nomem;            /* a tensor could not be added (then `spare` took it) */
     sm_dtype dtype;        /* of the matrices written */
     const volatile int *cancel; /* polled per tensor written */
-    bool from_dir;         /* a Hugging Face directory (else a llama2.c checkpoint) */
+    bool from_dir;         /* a directory (else a llama2.c checkpoint) */
+    sm_config src_cfg;     /* a smallmind source directory's config and weights */
+    sm_weights src_w;
     otensor spare;
 } plan;
 
