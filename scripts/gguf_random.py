@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Write a GGUF v3 GPT-2 model of any shape with random weights, for llama.cpp.
+"""Write a GGUF v3 GPT-2 or Llama model of any shape with random weights, for llama.cpp.
 
 Benchmarks only: `make bench`'s shapes side by side with llama.cpp need the
 same shapes in llama.cpp's format. The GPT-2 vocabulary and merges come from
@@ -9,6 +9,11 @@ metadata, tensor descriptions, data aligned to 32 bytes.
 
     gguf_random.py --out F.gguf --tokenizer DIR --layers 12 --heads 12 --embd 768 \\
         --ctx 1024 [--dtype f16]
+    gguf_random.py --arch llama --out F.gguf --vocab-from VOCAB.gguf --layers 22 \\
+        --heads 32 --kv-heads 4 --embd 2048 --ff 5632 --ctx 2048 --dtype f16
+
+A Llama model takes its tokenizer from a vocabulary-only GGUF (llama.cpp's
+ggml-vocab-llama-spm.gguf): its tokenizer.* entries are copied as they are.
 """
 import argparse
 import json
@@ -42,10 +47,74 @@ def kv(key, vtype, value):
     return out + np.asarray(items, dtype="<i4").tobytes()
 
 
+def raw_tokenizer_kvs(path):
+    """The tokenizer.* key/value entries of a GGUF file, as raw bytes; and the vocabulary size."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip(f, vt):
+        if vt in sizes:
+            f.read(sizes[vt])
+        elif vt == T_STR:
+            (n,) = struct.unpack("<Q", f.read(8))
+            f.read(n)
+        else:
+            et, n = struct.unpack("<IQ", f.read(12))
+            for _ in range(n):
+                skip(f, et)
+            return n
+        return 0
+
+    out, V = [], 0
+    with open(path, "rb") as f:
+        _, _, _, nkv = struct.unpack("<4sIQQ", f.read(24))
+        for _ in range(nkv):
+            start = f.tell()
+            (kl,) = struct.unpack("<Q", f.read(8))
+            key = f.read(kl).decode()
+            (vt,) = struct.unpack("<I", f.read(4))
+            n = skip(f, vt)
+            if key == "tokenizer.ggml.tokens":
+                V = n
+            if key.startswith("tokenizer."):
+                end = f.tell()
+                f.seek(start)
+                out.append(f.read(end - start))
+    return out, V
+
+
+def llama(a, rng):
+    """Tensors and metadata of a Llama model (GGUF names; RMSNorm, SwiGLU, grouped KV heads)."""
+    toks, V = raw_tokenizer_kvs(a.vocab_from)
+    C, L, ff, hd = a.embd, a.layers, a.ff or 4 * a.embd, a.embd // a.heads
+    KV = hd * (a.kv_heads or a.heads)
+    tensors = [("token_embd.weight", (C, V), True), ("output_norm.weight", (C,), False),
+               ("output.weight", (C, V), True)]
+    for i in range(L):
+        p = f"blk.{i}."
+        tensors += [(p + "attn_norm.weight", (C,), False), (p + "attn_q.weight", (C, C), True),
+                    (p + "attn_k.weight", (C, KV), True), (p + "attn_v.weight", (C, KV), True),
+                    (p + "attn_output.weight", (C, C), True), (p + "ffn_norm.weight", (C,), False),
+                    (p + "ffn_gate.weight", (C, ff), True), (p + "ffn_down.weight", (ff, C), True),
+                    (p + "ffn_up.weight", (C, ff), True)]
+    meta = [kv("general.architecture", T_STR, "llama"), kv("general.name", T_STR, "random"),
+            kv("llama.context_length", T_U32, a.ctx), kv("llama.embedding_length", T_U32, C),
+            kv("llama.feed_forward_length", T_U32, ff), kv("llama.block_count", T_U32, L),
+            kv("llama.attention.head_count", T_U32, a.heads),
+            kv("llama.attention.head_count_kv", T_U32, a.kv_heads or a.heads),
+            kv("llama.rope.dimension_count", T_U32, hd),
+            kv("llama.attention.layer_norm_rms_epsilon", T_F32, 1e-5),
+            kv("general.alignment", T_U32, ALIGN)] + toks
+    return tensors, meta
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--tokenizer", required=True, help="directory with encoder.json and vocab.bpe")
+    ap.add_argument("--arch", default="gpt2", choices=["gpt2", "llama"])
+    ap.add_argument("--tokenizer", help="gpt2: directory with encoder.json and vocab.bpe")
+    ap.add_argument("--vocab-from", help="llama: a GGUF whose tokenizer.* entries are copied")
+    ap.add_argument("--kv-heads", type=int, default=0)
+    ap.add_argument("--ff", type=int, default=0)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--embd", type=int, default=768)
@@ -53,6 +122,10 @@ def main():
     ap.add_argument("--dtype", default="f32", choices=sorted(GGML_TYPE))
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
+    rng = np.random.default_rng(a.seed)
+    if a.arch == "llama":
+        write(a, rng, *llama(a, rng))
+        return
 
     with open(os.path.join(a.tokenizer, "encoder.json"), encoding="utf-8") as f:
         enc = json.load(f)
@@ -61,8 +134,7 @@ def main():
         tokens[i] = s
     with open(os.path.join(a.tokenizer, "vocab.bpe"), encoding="utf-8") as f:
         merges = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#version")]
-    V, C, L, ff = len(tokens), a.embd, a.layers, 4 * a.embd
-    rng = np.random.default_rng(a.seed)
+    V, C, L, ff = len(tokens), a.embd, a.layers, a.ff or 4 * a.embd
 
     # (name, shape as GGUF lists it: row length first, matrix?)
     tensors = [("token_embd.weight", (C, V), True), ("position_embd.weight", (C, a.ctx), False),
@@ -89,12 +161,17 @@ def main():
             kv("tokenizer.ggml.merges", T_ARR, (T_STR, merges)),
             kv("tokenizer.ggml.bos_token_id", T_U32, V - 1),
             kv("tokenizer.ggml.eos_token_id", T_U32, V - 1)]
+    write(a, rng, tensors, meta)
 
+
+def write(a, rng, tensors, meta):
+    """Random N(0, 0.02) weights (norm gains 1 + that) after the metadata and tensor descriptions."""
     infos, datas, off = [], [], 0
     for name, shape, matrix in tensors:
         dt = a.dtype if matrix else "f32"
         n = int(np.prod(shape))
-        x = rng.standard_normal(n).astype("<f4") * 0.02 + (1.0 if name.endswith("norm.weight") else 0)
+        x = rng.standard_normal(n, dtype=np.float32) * np.float32(0.02) + \
+            np.float32(1.0 if name.endswith("norm.weight") else 0)
         data = x.astype("<f2" if dt == "f16" else "<f4").tobytes()
         off += (-off) % ALIGN
         infos.append(gstr(name) + struct.pack("<I", len(shape)) +

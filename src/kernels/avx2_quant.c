@@ -8,9 +8,10 @@
 **                                 Cascade Lake, Zen 4)
 ** dispatch.c picks one from cpuid. vpmaddubsw multiplies unsigned by signed
 ** bytes with int16 pair sums, so q8_0 weights go in as |w| against x with
-** w's sign (|w| <= 128: a pair is at most 2 x 128 x 127, no saturation);
-** q4_0 nibbles (0..15) go in as they are and the zero point 8 comes off
-** per block as 8 d_w (d_x sum q_x).
+** w's sign (|w| <= 128: a pair is at most 2 x 128 x 127, no saturation).
+** Zero points cost nothing: q4_0's nibbles (0..15) go in as they are, and
+** vpdpbusd takes q8_0's bytes made unsigned (w + 128), each lane starting
+** from the zero point times minus its 4 activations' sum (sm_qx.s).
 **
 ** gemv streams one weight row at a time (one sequential stream, as the f32
 ** decode does) against up to SM_QX_ROWS token rows, two blocks per step into
@@ -37,14 +38,14 @@
 
 #define AI inline __attribute__((always_inline))
 
-/* Sums of each 4 adjacent u8 x s8 products, as 8 int32. */
-static AI __m256i dot_u8s8(__m256i u, __m256i s) {
+/* acc + the sums of each 4 adjacent u8 x s8 products, as 8 int32. */
+static AI __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
 #if SM_QFLAVOUR == 2
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+    return _mm256_dpbusd_epi32(acc, u, s);
 #elif SM_QFLAVOUR == 1
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
 #else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
 
@@ -53,13 +54,6 @@ static AI float hsum(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-static AI int hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
 }
 
 static AI float hmax(__m256 v) {
@@ -89,22 +83,25 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
                 bad = _mm256_or_ps(bad, _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
             }
             float amax = hmax(mx);
+            int32_t *s = qx.s + i * (K / 4) + b * (SM_QK / 4);
             if (_mm256_movemask_ps(bad) || amax > FLT_MAX) {
                 memset(q, 0, SM_QK);
-                qx.d[i * nb + b] = qx.ds[i * nb + b] = NAN;
+                memset(s, 0, SM_QK / 4 * sizeof *s);
+                qx.d[i * nb + b] = NAN;
                 continue;
             }
             float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             __m256 vid = _mm256_set1_ps(id);
             __m256i n[4];
             for (int j = 0; j < 4; j++) n[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
-            int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(n[0], n[1]),
-                                                _mm256_add_epi32(n[2], n[3])));
+            /* sums of 4: hadd twice gives them in the order 0 2 4 6 | 1 3 5 7 */
+            __m256i s4 = _mm256_hadd_epi32(_mm256_hadd_epi32(n[0], n[1]), _mm256_hadd_epi32(n[2], n[3]));
+            s4 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_permutevar8x32_epi32(s4, order));
+            _mm256_storeu_si256((__m256i *)s, s4);
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]),
                                            _mm256_packs_epi32(n[2], n[3]));
             _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, order));
             qx.d[i * nb + b] = d;
-            qx.ds[i * nb + b] = d * (float)sum;
         }
 }
 
@@ -114,38 +111,55 @@ static AI __m256i q4_bytes(const sm_block_q4_0 *x) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
 }
 
-/* out[i * N] = row . x row i (+ bias) for i < r (a constant where inlined). */
+/*
+** Block b of a row against x rows i < r: acc[i] += d_w d_x (integer dot
+** product). q4_0: nibbles as unsigned bytes, each lane starting from 8 s
+** (s = minus the sum of its 4 x values), so it ends at sum (q - 8) x.
+** q8_0 with vpdpbusd: w + 128 (w xor 0x80) as unsigned bytes, lanes from
+** 128 s; with vpmaddubsw, |w| against x with w's sign.
+*/
+static AI void qblock(sm_dtype dt, size_t r, __m256 *acc, sm_qx qx, size_t K, const void *row,
+                      size_t b) {
+    const size_t nb = K / SM_QK;
+    float dw;
+    __m256i u, wq = _mm256_setzero_si256();
+    if (dt == SM_DTYPE_Q8_0) {
+        const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
+        dw = f16(x->d);
+        wq = _mm256_loadu_si256((const __m256i *)x->qs);
+        u = SM_QFLAVOUR ? _mm256_xor_si256(wq, _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(wq, wq);
+    } else {
+        const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b;
+        dw = f16(x->d);
+        u = q4_bytes(x);
+    }
+    for (size_t i = 0; i < r; i++) {
+        const size_t bi = i * nb + b;
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK));
+        __m256i s = _mm256_loadu_si256((const __m256i *)(qx.s + bi * (SM_QK / 4)));
+        __m256i p;
+        if (dt == SM_DTYPE_Q8_0 && !SM_QFLAVOUR)
+            p = dot_u8s8(_mm256_setzero_si256(), u, _mm256_sign_epi8(xq, wq));
+        else
+            p = dot_u8s8(_mm256_slli_epi32(s, dt == SM_DTYPE_Q8_0 ? 7 : 3), u, xq);
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * qx.d[bi]), _mm256_cvtepi32_ps(p), acc[i]);
+    }
+}
+
+/* out[i * N] = row . x row i (+ bias) for i < r (a constant where inlined); blocks alternate
+** between two accumulators. */
 static AI void qrow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                     const void *restrict row, float bias) {
     const size_t nb = K / SM_QK;
-    __m256 acc[SM_QX_ROWS][2];
-    float off[SM_QX_ROWS];
-    for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps(), off[i] = 0.0f;
-    for (size_t b = 0; b < nb; b++) {
-        const size_t h = b & 1;
-        float dw;
-        __m256i u, wq = _mm256_setzero_si256();
-        if (dt == SM_DTYPE_Q8_0) {
-            const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
-            dw = f16(x->d);
-            wq = _mm256_loadu_si256((const __m256i *)x->qs);
-            u = _mm256_sign_epi8(wq, wq);
-        } else {
-            const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b;
-            dw = f16(x->d);
-            u = q4_bytes(x);
-        }
-        for (size_t i = 0; i < r; i++) {
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK));
-            __m256i p = dt == SM_DTYPE_Q8_0 ? dot_u8s8(u, _mm256_sign_epi8(xq, wq))
-                                            : dot_u8s8(u, xq);
-            __m256 sc = _mm256_set1_ps(dw * qx.d[i * nb + b]);
-            acc[i][h] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc[i][h]);
-            if (dt == SM_DTYPE_Q4_0) off[i] += dw * qx.ds[i * nb + b];
-        }
+    __m256 a0[SM_QX_ROWS], a1[SM_QX_ROWS];
+    for (size_t i = 0; i < r; i++) a0[i] = a1[i] = _mm256_setzero_ps();
+    size_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        qblock(dt, r, a0, qx, K, row, b);
+        qblock(dt, r, a1, qx, K, row, b + 1);
     }
-    for (size_t i = 0; i < r; i++)
-        out[i * N] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) - 8.0f * off[i] + bias;
+    if (b < nb) qblock(dt, r, a0, qx, K, row, b);
+    for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(a0[i], a1[i])) + bias;
 }
 
 static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,

@@ -87,31 +87,34 @@ static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) 
 ** and values q = x / d rounded to nearest (ties to even), so a block's
 ** product is d_w * d_x * (an exact integer dot product). A block holding a
 ** NaN or infinity gets d = NaN and q = 0, so the products say so. Rows of
-** K: q (K int8), d (K / 32), and ds = d * (sum of the block's q), which
-** the types with a zero point (q4_0: w = d (q - 8)) need.
+** K: q (K int8), d (K / 32), and s (K / 4 int32): minus the sum of each 4
+** consecutive q, which is what a 256-bit integer dot product's lane j holds
+** for bytes 4j..4j+3 of a block; lanes of weights with a zero point z
+** (q4_0's 8; q8_0's 128 when its bytes are made unsigned) start from z s.
 */
 typedef struct {
     int8_t *q;
-    float *d, *ds;
+    float *d;
+    int32_t *s;
 } sm_qx;
 
 /* Rows a quantized product takes per pass over the weights. */
 #define SM_QX_ROWS 4
 
 /* Bytes of SM_QX_ROWS quantized rows of K, laid out by sm_kernels_qx. */
-#define SM_QX_BYTES(K) (SM_QX_ROWS * ((K) + (K) / 4) + 64)
+#define SM_QX_BYTES(K) (SM_QX_ROWS * (2 * (K) + (K) / 8) + 64)
 
 /* The quantized-row buffers for K in scratch (SM_QX_BYTES(K), 64-byte aligned). */
 static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
     int8_t *q = scratch;
-    float *d = (float *)(q + SM_QX_ROWS * K);
-    return (sm_qx){q, d, d + SM_QX_ROWS * (K / SM_QK)};
+    int32_t *s = (int32_t *)(q + SM_QX_ROWS * K);
+    return (sm_qx){q, (float *)(s + SM_QX_ROWS * (K / 4)), s};
 }
 
 /*
 ** An implementation of the quantized products for one instruction set.
 ** quant_x quantizes rows 0..r-1 of x (stride K) into qx (row i at q + i K,
-** d + i K / 32, ds + i K / 32). gemv gives out[t, n] = x row t . w row n
+** d + i K / 32, s + i K / 4). gemv gives out[t, n] = x row t . w row n
 ** (+ bias) for t < r <= SM_QX_ROWS and n0 <= n < n1 from those rows.
 ** dequant is to_f32 for the q types.
 */

@@ -17,7 +17,8 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
             const float *xb = x + i * K + b * SM_QK;
             int8_t *q = qx.q + i * K + b * SM_QK;
             float amax = 0.0f;
-            int bad = 0, sum = 0;
+            int bad = 0;
+            int32_t *s = qx.s + i * (K / 4) + b * (SM_QK / 4);
             for (int j = 0; j < SM_QK; j++) {
                 bad |= !isfinite(xb[j]);
                 amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
@@ -25,15 +26,13 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
             float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             if (bad) {
                 memset(q, 0, SM_QK);
-                qx.d[i * nb + b] = qx.ds[i * nb + b] = NAN;
+                memset(s, 0, SM_QK / 4 * sizeof *s);
+                qx.d[i * nb + b] = NAN;
                 continue;
             }
-            for (int j = 0; j < SM_QK; j++) {
-                q[j] = (int8_t)nearbyintf(xb[j] * id);
-                sum += q[j];
-            }
+            for (int j = 0; j < SM_QK; j++) q[j] = (int8_t)nearbyintf(xb[j] * id);
+            for (int j = 0; j < SM_QK / 4; j++) s[j] = -(q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
             qx.d[i * nb + b] = d;
-            qx.ds[i * nb + b] = d * (float)sum;
         }
 }
 
