@@ -12,7 +12,11 @@
 # The peers are yours to build (docs/performance.md says how and at which
 # commits); this script only runs them. Without them it prints smallmind's
 # figures alone. ROWS: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm
-# (default all). N (default 5), MD (model folder, default build/peer-models).
+# (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
+# of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
+# gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0. Quantized GGUF files are made by the
+# given llama.cpp build's llama-quantize, ours by `smallmind convert --dtype`,
+# each from random weights of the same shape. N (default 5), MD (model folder, default build/peer-models).
 set -eu
 BIN=${BIN:-build/smallmind}
 N=${N:-5}
@@ -48,6 +52,31 @@ open('$MD/s15.bin','wb').write(struct.pack('<7i',dim,hid,L,H,KVH,V,ctx)+(r.stand
             --llama2c-model $MD/s15.bin --llama2c-output-model $MD/s15.gguf >/dev/null 2>&1
     fi
 }
+
+# The TinyLlama-1.1B shape (22 x 2048, ff 5632, 32 heads / 4 KV, vocab 32,000)
+# and GPT-2 small, quantized: ours from an f16 model, llama.cpp's from an f16 GGUF.
+need_q() { # need_q NAME QTYPE
+    local n=$1 q=$2
+    if [ $n = tl ]; then
+        mk tl-f16 --arch llama --layers 22 --heads 32 --kv-heads 4 --embd 2048 --ff 5632 --ctx 2048 \
+            --vocab 32000 --untied --no-bias --dtype f16
+        if [ -n "$LC" ] && [ ! -f $MD/tl-f16.gguf ]; then
+            $PY scripts/gguf_random.py --arch llama --out $MD/tl-f16.gguf --layers 22 --heads 32 --kv-heads 4 \
+                --embd 2048 --ff 5632 --ctx 2048 --dtype f16 \
+                --vocab-from $SHARED/llamacpp-vocab/ggml-vocab-llama-spm.gguf
+        fi
+    else
+        mk gpt2-small-f16 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 --dtype f16
+        [ -n "$LC" ] && mkg gpt2-small-f16 --dtype f16
+    fi
+    local src=$MD/$n-f16; [ $n = gpt2 ] && src=$MD/gpt2-small-f16
+    [ -f $MD/$n-$q/config.json ] || $BIN convert $src $MD/$n-$q --dtype $q -q
+    if [ -n "$LC" ] && [ ! -f $MD/$n-$q.gguf ]; then
+        $LC/llama-quantize $src.gguf $MD/$n-$q.gguf $q 2 >/dev/null 2>&1
+    fi
+}
+sm_pre() { $BIN bench -m $1 -t 2 --prompt-tokens $2 -n 1 --reps 1 --json ${3:+--kernels $3} | jget prefill_tokens_per_s; }
+lc_pre() { $3/llama-bench -m $1 -p $2 -n 0 -t 2 -r 1 -o json 2>/dev/null | jget avg_ts; }
 
 # One sample of each program: decode tokens/s from an empty context (the
 # first token excluded), 128 tokens.
@@ -93,9 +122,7 @@ gpt2-f16|gpt2-f32)
     row "decode, GPT-2 small shape, $d, 2 threads, tokens/s" "f16: >= 1.3x llama.cpp; f32: >= 90% of the read bound" "${P[@]}" ;;
 prefill)
     mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257
-    sm_pre() { $BIN bench -m $MD/gpt2-small-f32 -t 2 --prompt-tokens 512 -n 1 --reps 1 --json ${1:+--kernels $1} | jget prefill_tokens_per_s; }
-    lc_pre() { $1/llama-bench -m $MD/gpt2-small-f32.gguf -p 512 -n 0 -t 2 -r 1 -o json 2>/dev/null | jget avg_ts; }
-    P=("sm_pre" "sm_pre avx2"); lcs lc_pre
+    P=("sm_pre $MD/gpt2-small-f32 512" "sm_pre $MD/gpt2-small-f32 512 avx2"); lcs lc_pre $MD/gpt2-small-f32.gguf 512
     [ -n "$LC$LC2" ] && mkg gpt2-small-f32
     row "prefill 512 tokens, GPT-2 small shape, f32, 2 threads, tokens/s" ">= 650" "${P[@]}" ;;
 batch)
@@ -125,5 +152,22 @@ gemm)
         OPENBLAS_CORETYPE=$c $G --kernels $k 1 2 2>/dev/null | grep -E '^768' |
             awk -v k=$k -v c=$c '{ printf "  %-7s OpenBLAS %-8s threads %s  smallmind %7s  OpenBLAS %7s  ratio %s\n", k, c, $2, $3, $4, $5 }'
     done ;;
-*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm)" >&2; exit 2 ;;
+tl-q4_0|tl-q8_0|tl-q4_0-1t|tl-q8_0-1t)
+    q=${r#tl-}; q=${q%-1t}; t=2; [ ${r%-1t} != $r ] && t=1
+    need_q tl $q
+    P=("sm_dec $MD/tl-$q $t" "sm_dec $MD/tl-$q $t avx2" "sm_bound $MD/tl-$q $t"); lcs lc_dec $MD/tl-$q.gguf $t
+    row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0 >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
+tl-pre-q4_0|tl-pre-q8_0)
+    q=${r#tl-pre-}; need_q tl $q
+    P=("sm_pre $MD/tl-$q 128" "sm_pre $MD/tl-$q 128 avx2"); lcs lc_pre $MD/tl-$q.gguf 128
+    row "prefill 128 tokens, TinyLlama-1.1B shape, $q, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
+gpt2-q8_0|gpt2-q4_0)
+    q=${r#gpt2-}; need_q gpt2 $q
+    P=("sm_dec $MD/gpt2-$q 2" "sm_dec $MD/gpt2-$q 2 avx2" "sm_bound $MD/gpt2-$q 2"); lcs lc_dec $MD/gpt2-$q.gguf 2
+    row "decode, GPT-2 small shape, $q, 2 threads, tokens/s" "q8_0 >= 1.4x llama.cpp, q4_0 >= 1.5x" "${P[@]}" ;;
+gpt2-pre-q8_0)
+    need_q gpt2 q8_0
+    P=("sm_pre $MD/gpt2-q8_0 512" "sm_pre $MD/gpt2-q8_0 512 avx2"); lcs lc_pre $MD/gpt2-q8_0.gguf 512
+    row "prefill 512 tokens, GPT-2 small shape, q8_0, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
+*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done
