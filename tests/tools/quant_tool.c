@@ -37,6 +37,8 @@ int main(int argc, char **argv) {
         fclose(f);
         sm_quant_dequant(out, q, dt, n);
         fwrite(out, sizeof *out, n, stdout);
+        free(q);
+        free(out);
         return 0;
     }
     if (strcmp(argv[1], "quant") == 0 && argc == 3) {
@@ -48,6 +50,8 @@ int main(int argc, char **argv) {
         unsigned char *q = malloc(n / blk * bb + 1);
         if (!q || sm_quant_quantize(q, x, dt, n) != n / blk) return fail("cannot quantize");
         fwrite(q, 1, n / blk * bb, stdout);
+        free(q);
+        free(x);
         return 0;
     }
     return fail("usage: quant_tool dequant TYPE FILE OFFSET N | quant TYPE");
