@@ -8,6 +8,7 @@
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
+#include "avx2_reduce.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -23,20 +24,6 @@ static const int32_t mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 
 /* Lanes [0, min(n, 8)) set. */
 static inline __m256i tail_mask(size_t n) {
     return _mm256_loadu_si256((const __m256i *)(mask_table + 8 - (n >= 8 ? 8 : n)));
-}
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float hmax8(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 /* exp(x) to about 2 ulp; same reduction and polynomial as avx512.c. */

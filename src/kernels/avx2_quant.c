@@ -19,6 +19,7 @@
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
+#include "avx2_reduce.h"
 
 #include <immintrin.h>
 #include <float.h>
@@ -49,20 +50,6 @@ static AI __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
 #endif
 }
 
-static AI float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static AI float hmax(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static AI float f16(uint16_t h) {
     return _cvtsh_ss(h);
 }
@@ -82,7 +69,7 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
                 mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
                 bad = _mm256_or_ps(bad, _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
             }
-            float amax = hmax(mx);
+            float amax = hmax8(mx);
             int32_t *s = qx.s + i * (K / 4) + b * (SM_QK / 4);
             if (_mm256_movemask_ps(bad) || amax > FLT_MAX) {
                 memset(q, 0, SM_QK);

@@ -76,8 +76,8 @@ void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype 
 /* Address of element i of a tensor of type dt (for the q types, i starts a block). */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
     if (dt == SM_DTYPE_F32) return (const char *)w + i * 4;
-    if (dt == SM_DTYPE_Q8_0) return (const char *)w + i / 32 * 34;
-    if (dt == SM_DTYPE_Q4_0) return (const char *)w + i / 32 * 18;
+    if (dt == SM_DTYPE_Q8_0) return (const sm_block_q8_0 *)w + i / SM_QK;
+    if (dt == SM_DTYPE_Q4_0) return (const sm_block_q4_0 *)w + i / SM_QK;
     return (const char *)w + i * 2;
 }
 

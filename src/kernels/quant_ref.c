@@ -58,17 +58,17 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
     int wq[SM_QK];
     for (size_t n = n0; n < n1; n++) {
         const void *row = sm_kernels_elem(w, dt, n * K);
-        for (size_t i = 0; i < r; i++) {
-            float s = 0.0f, dw;
-            for (size_t b = 0; b < nb; b++) {
+        float s[SM_QX_ROWS] = {0}, dw;
+        for (size_t b = 0; b < nb; b++) { /* each block decoded once for the r rows */
+            block_ints(wq, row, dt, b, &dw);
+            for (size_t i = 0; i < r; i++) {
                 const int8_t *q = qx.q + i * K + b * SM_QK;
                 int dot = 0;
-                block_ints(wq, row, dt, b, &dw);
                 for (int j = 0; j < SM_QK; j++) dot += wq[j] * q[j];
-                s += dw * qx.d[i * nb + b] * (float)dot;
+                s[i] += dw * qx.d[i * nb + b] * (float)dot;
             }
-            out[i * N + n] = s + (bias ? bias[n] : 0.0f);
         }
+        for (size_t i = 0; i < r; i++) out[i * N + n] = s[i] + (bias ? bias[n] : 0.0f);
     }
 }
 
