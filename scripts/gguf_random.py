@@ -19,8 +19,12 @@ import argparse
 import json
 import os
 import struct
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sm_gguf  # noqa: E402
 
 ALIGN = 32
 T_U32, T_I32, T_F32, T_STR, T_ARR = 4, 5, 6, 8, 9
@@ -47,44 +51,11 @@ def kv(key, vtype, value):
     return out + np.asarray(items, dtype="<i4").tobytes()
 
 
-def raw_tokenizer_kvs(path):
-    """The tokenizer.* key/value entries of a GGUF file, as raw bytes; and the vocabulary size."""
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-
-    def skip(f, vt):
-        if vt in sizes:
-            f.read(sizes[vt])
-        elif vt == T_STR:
-            (n,) = struct.unpack("<Q", f.read(8))
-            f.read(n)
-        else:
-            et, n = struct.unpack("<IQ", f.read(12))
-            for _ in range(n):
-                skip(f, et)
-            return n
-        return 0
-
-    out, V = [], 0
-    with open(path, "rb") as f:
-        _, _, _, nkv = struct.unpack("<4sIQQ", f.read(24))
-        for _ in range(nkv):
-            start = f.tell()
-            (kl,) = struct.unpack("<Q", f.read(8))
-            key = f.read(kl).decode()
-            (vt,) = struct.unpack("<I", f.read(4))
-            n = skip(f, vt)
-            if key == "tokenizer.ggml.tokens":
-                V = n
-            if key.startswith("tokenizer."):
-                end = f.tell()
-                f.seek(start)
-                out.append(f.read(end - start))
-    return out, V
-
-
 def llama(a, rng):
     """Tensors and metadata of a Llama model (GGUF names; RMSNorm, SwiGLU, grouped KV heads)."""
-    toks, V = raw_tokenizer_kvs(a.vocab_from)
+    kvs = sm_gguf.read(a.vocab_from)[0]
+    toks = [raw for key, (_, raw) in kvs.items() if key.startswith("tokenizer.")]
+    V = len(kvs["tokenizer.ggml.tokens"][0])
     C, L, ff, hd = a.embd, a.layers, a.ff or 4 * a.embd, a.embd // a.heads
     KV = hd * (a.kv_heads or a.heads)
     tensors = [("token_embd.weight", (C, V), True), ("output_norm.weight", (C,), False),

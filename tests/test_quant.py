@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from tally import Tally  # noqa: E402
+import sm_gguf  # noqa: E402  (pure Python)
 
 TALLY = Tally("quant")
 report, skip = TALLY.report, TALLY.skip
@@ -61,7 +62,7 @@ def check_gguf(tool, shared, np, sm_quant):
         skip("llama.cpp's quantized files", f"{shared}/models/gguf is absent")
         return
     for path in files:
-        tensors = [t for t in sm_quant.gguf_tensors(path) if t["type"] in QTYPES]
+        tensors = [t for t in sm_gguf.read(path)[1] if t["type"] in QTYPES]
         if not tensors:
             continue
         bad = []
@@ -88,11 +89,11 @@ def check_quantizer(tool, shared, np, sm_quant):
     if not os.path.exists(src):
         skip("quantizer vs llama.cpp", f"{src} is absent")
         return
-    f32 = {t["name"]: t for t in sm_quant.gguf_tensors(src)}
+    f32 = {t["name"]: t for t in sm_gguf.read(src)[1]}
     for qtype in QTYPES:
         ref = os.path.join(base, f"stories260K-pad192-{qtype}-pure.gguf")
         ours = theirs = plain = 0.0
-        for t in sm_quant.gguf_tensors(ref):
+        for t in sm_gguf.read(ref)[1]:
             if t["type"] != qtype:
                 continue
             s = f32[t["name"]]
