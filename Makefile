@@ -77,6 +77,7 @@ $(BUILD)/%.o: %.c | $(DEPSOK)
 # Only the ISA files get -m flags; the kernels get -O3.
 $(BUILD)/src/kernels/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/train/%.o: ALL_CFLAGS += -O3
+$(BUILD)/src/quant.o: ALL_CFLAGS += -O3
 $(BUILD)/src/kernels/avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/src/kernels/avx512.o: ALL_CFLAGS += -mavx512f -mfma
 $(BUILD)/src/kernels/avx2_quant.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -DSM_QFLAVOUR=0

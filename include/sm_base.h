@@ -35,6 +35,9 @@ typedef enum {
     SM_DTYPE_BF16,
     SM_DTYPE_Q8_0,
     SM_DTYPE_Q4_0,
+    SM_DTYPE_Q4_K,
+    SM_DTYPE_Q5_K,
+    SM_DTYPE_Q6_K,
     SM_DTYPE_COUNT
 } sm_dtype;
 

@@ -66,12 +66,13 @@ typedef struct sm_config {
     sm_tensor_desc *tensors; /* owned; freed by sm_config_free */
 } sm_config;
 
-/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0. */
+/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types. */
 size_t sm_dtype_block(sm_dtype t);
 /* Bytes of n elements of type t (n a multiple of its block). */
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n);
 const char *sm_dtype_name(sm_dtype t);
-/* The dtype named name ("f32", "f16", "bf16", "q8_0", "q4_0"), or SM_DTYPE_COUNT. */
+/* The dtype named name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"),
+** or SM_DTYPE_COUNT. */
 sm_dtype sm_dtype_parse(const char *name);
 const char *sm_arch_name(sm_arch a);
 const char *sm_tokenizer_type_name(sm_tokenizer_type t);

@@ -1,11 +1,22 @@
 /*
 ** sm_quant.h -- block-quantized weights: GGUF's block layouts, plain C.
 **
-** A quantized row is a run of blocks; each block holds SM_QK weights (the q
-** types of this header) as small integers and an f16 scale d:
+** A quantized row is a run of blocks; each block holds SM_QK (32) or, for
+** the k types, SM_QK_K (256) weights as small integers with f16 scales:
 **   q8_0  34 bytes: d, then 32 int8 q;            w[i] = d * q[i]
 **   q4_0  18 bytes: d, then 16 bytes of nibbles;  byte j holds weight j in
 **         its low nibble and weight j + 16 in its high nibble, w = d * (q - 8)
+**   q4_k  144 bytes: d, dmin, 12 bytes of 6-bit scales sc[8] and mins m[8]
+**         (sm_quant_k4_scales), 128 bytes of nibbles. Sub-block j of 32
+**         weights: w = d sc[j] q - dmin m[j], q in 0..15; bytes 32c..32c+31
+**         hold sub-block 2c in their low nibbles, 2c + 1 in their high ones
+**   q5_k  176 bytes: as q4_k, with qh[32] before the nibbles: bit j of
+**         qh[l] is the fifth bit (16) of weight l of sub-block j
+**   q6_k  210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), int8
+**         sc[16], d last. Sub-block j of 16 weights: w = d sc[j] (q - 32),
+**         q in 0..63; each 128 weights take 64 bytes of ql and 32 of qh:
+**         weight 32 k + l (k < 4, l < 32) has low bits ql[l + 32 (k & 1)]
+**         (low nibble for k < 2, else high) and bits 2k, 2k + 1 of qh[l]
 ** (docs/model-format.md). These are the reference conversions the kernels
 ** are tested against, and the quantizer `convert --dtype` uses.
 */
@@ -18,6 +29,7 @@
 #include <stdint.h>
 
 #define SM_QK 32
+#define SM_QK_K 256
 
 typedef struct {
     uint16_t d;
@@ -29,24 +41,71 @@ typedef struct {
     uint8_t qs[SM_QK / 2];
 } sm_block_q4_0;
 
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[SM_QK_K / 2];
+} sm_block_q4_k;
+
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[SM_QK_K / 8];
+    uint8_t qs[SM_QK_K / 2];
+} sm_block_q5_k;
+
+typedef struct {
+    uint8_t ql[SM_QK_K / 2];
+    uint8_t qh[SM_QK_K / 4];
+    int8_t scales[SM_QK_K / 16];
+    uint16_t d;
+} sm_block_q6_k;
+
 _Static_assert(sizeof(sm_block_q8_0) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(sm_block_q4_0) == 18, "q4_0 block is 18 bytes");
+_Static_assert(sizeof(sm_block_q4_k) == 144, "q4_k block is 144 bytes");
+_Static_assert(sizeof(sm_block_q5_k) == 176, "q5_k block is 176 bytes");
+_Static_assert(sizeof(sm_block_q6_k) == 210, "q6_k block is 210 bytes");
+
+/*
+** The 6-bit scales sc[8] and mins m[8] of a q4_k / q5_k block from its 12
+** bytes: for j < 4, sc[j] and m[j] are the low 6 bits of bytes j and j + 4;
+** for j >= 4, the low 4 bits come from byte j + 4 (sc: its low nibble, m:
+** its high one) and the top 2 from the top bits of bytes j - 4 (sc) and j (m).
+*/
+static inline void sm_quant_k4_scales(const uint8_t s[12], uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        m[j] = s[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((s[j + 8] & 15) | ((s[j] >> 6) << 4));
+        m[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+    }
+}
+
+/* The inverse: 12 bytes from sc[8], m[8] (each < 64). */
+static inline void sm_quant_k4_pack(uint8_t s[12], const uint8_t sc[8], const uint8_t m[8]) {
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        s[j + 4] = (uint8_t)((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        s[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+}
 
 /* out (n) = the n weights at src (type dt, n a multiple of its block) as f32. */
 void sm_quant_dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
 
 /*
-** dst = src (n floats, a multiple of SM_QK) quantized to dt, block by block,
-** each block's scale chosen to minimise the block's squared error over a
-** set of candidates (see quant.c). Returns n / SM_QK, or the first block
-** that cannot be quantized (a NaN or infinite weight, or weights too large
-** for an f16 scale); dst is then incomplete.
+** dst = src (n floats, a multiple of dt's block) quantized to dt, block by
+** block, each block's scales chosen to minimise the block's squared error
+** by a search (see quant.c). Returns n / block, or the first block that
+** cannot be quantized (a NaN or infinite weight, or weights too large for
+** an f16 scale); dst is then incomplete.
 */
 size_t sm_quant_quantize(void *restrict dst, const float *restrict src, sm_dtype dt, size_t n);
 
 /*
-** The first block (of n weights at src) whose scale is NaN or infinite, or
-** n / block if none: a quantized tensor's only non-finite values.
+** The first block (of n weights at src) with a NaN or infinite scale (d, or
+** dmin), or n / block if none: a quantized tensor's only non-finite values.
 */
 size_t sm_quant_first_bad(const void *src, sm_dtype dt, size_t n);
 

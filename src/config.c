@@ -21,7 +21,8 @@ static const struct {
 } dtype_info[SM_DTYPE_COUNT] = {
     [SM_DTYPE_F32] = {"f32", 1, 4},   [SM_DTYPE_F16] = {"f16", 1, 2},
     [SM_DTYPE_BF16] = {"bf16", 1, 2}, [SM_DTYPE_Q8_0] = {"q8_0", 32, 34},
-    [SM_DTYPE_Q4_0] = {"q4_0", 32, 18},
+    [SM_DTYPE_Q4_0] = {"q4_0", 32, 18},   [SM_DTYPE_Q4_K] = {"q4_k", 256, 144},
+    [SM_DTYPE_Q5_K] = {"q5_k", 256, 176}, [SM_DTYPE_Q6_K] = {"q6_k", 256, 210},
 };
 
 size_t sm_dtype_block(sm_dtype t) {
@@ -338,7 +339,7 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
     if (d->dtype == SM_DTYPE_COUNT)
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
                             "%s: tensor %s has unknown dtype \"%s\" (known: f32, f16, bf16, "
-                            "q8_0, q4_0)",
+                            "q8_0, q4_0, q4_k, q5_k, q6_k)",
                             pc->path, d->name, dtype);
 
     const cJSON *shape = get(pc, t, "shape", &st);

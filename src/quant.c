@@ -17,7 +17,15 @@
 #include "sm_half.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
+
+/* nearbyintf in the default rounding mode (to nearest, ties to even), inline: |v| < 2^22 by adding
+** 1.5 x 2^23, which leaves no fraction bits; larger values are whole already. */
+static inline float rne(float v) {
+    return fabsf(v) < 4194304.0f ? (v + 12582912.0f) - 12582912.0f : v;
+}
 
 static float f16_round(float d) {
     return sm_f16_to_f32(sm_f32_to_f16(d));
@@ -27,7 +35,7 @@ static float f16_round(float d) {
 static float levels(int8_t *q, const float *x, float d, int lo, int hi, int z) {
     float id = d != 0.0f ? 1.0f / d : 0.0f, err = 0.0f;
     for (int i = 0; i < SM_QK; i++) {
-        float v = nearbyintf(x[i] * id);
+        float v = rne(x[i] * id);
         int l = v < (float)(lo - z) ? lo : v > (float)(hi - z) ? hi : (int)v + z;
         q[i] = (int8_t)(l - z);
         float e = x[i] - (float)q[i] * d;
@@ -73,7 +81,221 @@ static const float cand_q8[] = {127.0f, -128.0f, 126.5f, -127.5f};
 static const float cand_q4[] = {-8.0f, -8.5f, -8.25f, -7.75f, -7.5f, -7.25f, -7.0f,
                                 7.0f,  7.25f, 7.5f,   -6.75f, -6.5f};
 
+/*
+** The k types. Sub-block scales are found first, as floats, then stored as
+** 6-bit (q4_k, q5_k) or 8-bit (q6_k) multiples of the super-block's f16 d
+** (and dmin); the last step tries each sub-block's stored scale (and min)
+** one step either way, the levels re-chosen each time, and keeps the best.
+*/
+
+/* Squared error of n weights x on levels 0..nmax of w = a q - b (b >= 0), levels into L. */
+static float asym_levels(uint8_t *L, const float *x, int n, int nmax, float a, float b) {
+    float ia = a > 0.0f ? 1.0f / a : 0.0f, err = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float v = rne((x[i] + b) * ia);
+        int l = v < 0.0f ? 0 : v > (float)nmax ? nmax : (int)v;
+        L[i] = (uint8_t)l;
+        float e = a * (float)l - b - x[i];
+        err += e * e;
+    }
+    return err;
+}
+
+/*
+** The scale a >= 0 and offset b >= 0 (w = a q - b, q in 0..nmax) of 32
+** weights: for each candidate step (the range over nmax - 1 .. nmax + 1 in
+** tenths) the levels, then the least-squares a, b for those levels (b held
+** at 0 where it would turn negative); the fit with least error wins.
+*/
+static void fit_asym(const float *x, int nmax, float *a_out, float *b_out) {
+    float lo = x[0], hi = x[0];
+    for (int i = 1; i < 32; i++) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+    if (lo > 0.0f) lo = 0.0f;
+    *a_out = 0.0f, *b_out = -lo;
+    if (hi <= lo) return;
+    float best = INFINITY;
+    uint8_t L[32];
+    for (int t = -5; t <= 5; t++) {
+        float a = (hi - lo) / ((float)nmax + 0.2f * (float)t);
+        asym_levels(L, x, 32, nmax, a, -lo);
+        float sq = 0.0f, sqq = 0.0f, sx = 0.0f, sqx = 0.0f;
+        for (int i = 0; i < 32; i++) {
+            sq += L[i], sqq += (float)L[i] * L[i], sx += x[i], sqx += (float)L[i] * x[i];
+        }
+        float det = 32.0f * sqq - sq * sq, fa, fb;
+        if (det <= 0.0f) continue;
+        fa = (32.0f * sqx - sq * sx) / det;
+        fb = (sq * sqx - sqq * sx) / det; /* w = fa q - fb */
+        if (fb < 0.0f) fb = 0.0f, fa = sqq > 0.0f ? sqx / sqq : 0.0f;
+        if (fa < 0.0f) continue;
+        float e = asym_levels(L, x, 32, nmax, fa, fb);
+        if (e < best) best = e, *a_out = fa, *b_out = fb;
+    }
+}
+
+/* f16 d for values v[n] >= 0 stored as multiples 0..63; the largest maps to 63. */
+static float k_super(const float *v, int n) {
+    float mx = 0.0f;
+    for (int j = 0; j < n; j++) mx = v[j] > mx ? v[j] : mx;
+    return f16_round(mx / 63.0f);
+}
+
+static uint8_t k_mult(float v, float d, int hi) {
+    float r = d > 0.0f ? rne(v / d) : 0.0f;
+    return (uint8_t)(r < 0.0f ? 0 : r > (float)hi ? hi : (int)r);
+}
+
+/* Error of the super-block with d, dmin for sc, m (levels re-chosen, into L). */
+static float k45_error(uint8_t *L, const float *x, int nmax, float d, float dmin, const uint8_t *sc,
+                       const uint8_t *m) {
+    float e = 0.0f;
+    for (int j = 0; j < 8; j++)
+        e += asym_levels(L + 32 * j, x + 32 * j, 32, nmax, d * (float)sc[j], dmin * (float)m[j]);
+    return e;
+}
+
+/*
+** One q4_k / q5_k super-block (nmax 15 / 31): the f16 scales, 6-bit sc, m,
+** and levels L. Then d and dmin refitted by least squares for those sc, m and
+** levels (w = d sc q - dmin m is linear in them), kept if the error drops.
+*/
+static void quant_k45(const float *x, int nmax, uint16_t *dh, uint16_t *dminh, uint8_t *sc,
+                      uint8_t *m, uint8_t *L) {
+    float a[8], b[8];
+    for (int j = 0; j < 8; j++) fit_asym(x + 32 * j, nmax, &a[j], &b[j]);
+    float d = k_super(a, 8), dmin = k_super(b, 8);
+    uint8_t t[SM_QK_K];
+    for (int j = 0; j < 8; j++) {
+        int s0 = k_mult(a[j], d, 63), m0 = k_mult(b[j], dmin, 63);
+        float best = INFINITY;
+        for (int ds = -1; ds <= 1; ds++)
+            for (int dm = -1; dm <= 1; dm++) {
+                int s1 = s0 + ds, m1 = m0 + dm;
+                if (s1 < 0 || s1 > 63 || m1 < 0 || m1 > 63) continue;
+                float e = asym_levels(t, x + 32 * j, 32, nmax, d * (float)s1, dmin * (float)m1);
+                if (e < best) best = e, sc[j] = (uint8_t)s1, m[j] = (uint8_t)m1, memcpy(L + 32 * j, t, 32);
+            }
+    }
+    /* x ~ d u - dmin v with u = sc q, v = m: normal equations in (d, -dmin) */
+    float uu = 0.0f, uv = 0.0f, vv = 0.0f, ux = 0.0f, vx = 0.0f;
+    for (int i = 0; i < SM_QK_K; i++) {
+        float u = (float)(sc[i / 32] * L[i]), v = (float)m[i / 32];
+        uu += u * u, uv += u * v, vv += v * v, ux += u * x[i], vx += v * x[i];
+    }
+    float det = uu * vv - uv * uv, best = k45_error(t, x, nmax, d, dmin, sc, m);
+    if (det > 0.0f) {
+        float d2 = f16_round((ux * vv - vx * uv) / det), dmin2 = f16_round(-(uu * vx - uv * ux) / det);
+        if (d2 >= 0.0f && dmin2 >= 0.0f && k45_error(t, x, nmax, d2, dmin2, sc, m) < best) {
+            d = d2, dmin = dmin2;
+            memcpy(L, t, SM_QK_K);
+        }
+    }
+    *dh = sm_f32_to_f16(d), *dminh = sm_f32_to_f16(dmin);
+}
+
+/* Squared error of 16 weights on levels -32..31 of w = a q (levels + 32 into L). */
+static float sym_levels(uint8_t *L, const float *x, float a) {
+    float ia = a != 0.0f ? 1.0f / a : 0.0f, err = 0.0f;
+    for (int i = 0; i < 16; i++) {
+        float v = rne(x[i] * ia);
+        int l = v < -32.0f ? -32 : v > 31.0f ? 31 : (int)v;
+        L[i] = (uint8_t)(l + 32);
+        float e = a * (float)l - x[i];
+        err += e * e;
+    }
+    return err;
+}
+
+/* The scale of 16 weights on levels -32..31: candidates around m / -32 and m / 31, then least squares. */
+static float fit_sym(const float *x) {
+    float m = 0.0f;
+    for (int i = 0; i < 16; i++) m = fabsf(x[i]) > fabsf(m) ? x[i] : m;
+    if (m == 0.0f) return 0.0f;
+    float best = INFINITY, ba = 0.0f;
+    uint8_t L[16];
+    for (int t = -6; t <= 6; t++) {
+        float a = m / (-32.0f + 0.25f * (float)t);
+        sym_levels(L, x, a);
+        float sqq = 0.0f, sqx = 0.0f;
+        for (int i = 0; i < 16; i++) {
+            float q = (float)L[i] - 32.0f;
+            sqq += q * q, sqx += q * x[i];
+        }
+        float fa = sqq > 0.0f ? sqx / sqq : a;
+        float e = sym_levels(L, x, fa);
+        if (e < best) best = e, ba = fa;
+    }
+    return ba;
+}
+
+/* One q6_k super-block: the f16 d, int8 sc[16] and levels L (0..63). */
+static void quant_q6k(const float *x, uint16_t *dh, int8_t *sc, uint8_t *L) {
+    float a[16], am = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        a[j] = fit_sym(x + 16 * j);
+        am = fabsf(a[j]) > fabsf(am) ? a[j] : am;
+    }
+    float d = f16_round(am / -128.0f);
+    *dh = sm_f32_to_f16(d);
+    uint8_t t[16];
+    for (int j = 0; j < 16; j++) {
+        float r = d != 0.0f ? rne(a[j] / d) : 0.0f;
+        int s0 = r < -128.0f ? -128 : r > 127.0f ? 127 : (int)r;
+        float best = INFINITY;
+        for (int ds = -1; ds <= 1; ds++) {
+            int s1 = s0 + ds;
+            if (s1 < -128 || s1 > 127) continue;
+            float e = sym_levels(t, x + 16 * j, d * (float)s1);
+            if (e < best) best = e, sc[j] = (int8_t)s1, memcpy(L + 16 * j, t, 16);
+        }
+    }
+}
+
+/* Super-block b of a k type from x (256 weights); false if a weight is NaN or infinite or too large. */
+static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
+    uint8_t L[SM_QK_K];
+    for (int i = 0; i < SM_QK_K; i++)
+        if (!isfinite(x[i])) {
+            memset(dst, 0, sm_dtype_row_bytes(dt, SM_QK_K));
+            return false;
+        }
+    if (dt == SM_DTYPE_Q6_K) {
+        sm_block_q6_k *o = dst;
+        quant_q6k(x, &o->d, o->scales, L);
+        memset(o->ql, 0, sizeof o->ql);
+        memset(o->qh, 0, sizeof o->qh);
+        for (int i = 0; i < SM_QK_K; i++) {
+            int h = i / 128, k = i % 128 / 32, l = i % 32;
+            o->ql[64 * h + l + 32 * (k & 1)] |= (uint8_t)((L[i] & 15) << (k < 2 ? 0 : 4));
+            o->qh[32 * h + l] |= (uint8_t)((L[i] >> 4) << 2 * k);
+        }
+        return isfinite(sm_f16_to_f32(o->d));
+    }
+    sm_block_q4_k *o4 = dst; /* d, dmin, scales at the same offsets in q5_k */
+    sm_block_q5_k *o5 = dst;
+    uint8_t sc[8], m[8], *qs = dt == SM_DTYPE_Q4_K ? o4->qs : o5->qs;
+    quant_k45(x, dt == SM_DTYPE_Q4_K ? 15 : 31, &o4->d, &o4->dmin, sc, m, L);
+    sm_quant_k4_pack(o4->scales, sc, m);
+    if (dt == SM_DTYPE_Q5_K) memset(o5->qh, 0, sizeof o5->qh);
+    for (int j = 0; j < 8; j++)
+        for (int l = 0; l < 32; l++) {
+            uint8_t q = L[32 * j + l];
+            if (j & 1)
+                qs[32 * (j / 2) + l] |= (uint8_t)((q & 15) << 4);
+            else
+                qs[32 * (j / 2) + l] = q & 15;
+            if (dt == SM_DTYPE_Q5_K) o5->qh[l] |= (uint8_t)((q >> 4) << j);
+        }
+    return isfinite(sm_f16_to_f32(o4->d)) && isfinite(sm_f16_to_f32(o4->dmin));
+}
+
 size_t sm_quant_quantize(void *restrict dst, const float *restrict src, sm_dtype dt, size_t n) {
+    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K) {
+        size_t bytes = sm_dtype_row_bytes(dt, SM_QK_K);
+        for (size_t b = 0; b < n / SM_QK_K; b++)
+            if (!quantize_k((char *)dst + b * bytes, src + b * SM_QK_K, dt)) return b;
+        return n / SM_QK_K;
+    }
     int8_t q[SM_QK];
     for (size_t b = 0; b < n / SM_QK; b++) {
         uint16_t d;
@@ -93,7 +315,48 @@ size_t sm_quant_quantize(void *restrict dst, const float *restrict src, sm_dtype
     return n / SM_QK;
 }
 
+/* Weights of q4_k / q5_k block x (256): d sc q - dmin m, the product exact, one rounding. */
+static void dequant_k45(float *restrict out, const void *x, sm_dtype dt) {
+    const sm_block_q4_k *b4 = x;
+    const sm_block_q5_k *b5 = x;
+    const uint8_t *qs = dt == SM_DTYPE_Q4_K ? b4->qs : b5->qs;
+    uint8_t sc[8], m[8];
+    sm_quant_k4_scales(b4->scales, sc, m); /* d, dmin, scales: the same offsets in both */
+    float d = sm_f16_to_f32(b4->d), dmin = sm_f16_to_f32(b4->dmin);
+    for (int j = 0; j < 8; j++) {
+        float ds = d * (float)sc[j], dm = dmin * (float)m[j];
+        for (int l = 0; l < 32; l++) {
+            int q = j & 1 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
+            if (dt == SM_DTYPE_Q5_K) q += (b5->qh[l] >> j & 1) << 4;
+            float p = ds * (float)q;
+            out[32 * j + l] = p - dm;
+        }
+    }
+}
+
+/* Weights of q6_k block x (256): d sc (q - 32). */
+static void dequant_q6k(float *restrict out, const sm_block_q6_k *x) {
+    float d = sm_f16_to_f32(x->d);
+    for (int i = 0; i < SM_QK_K; i++) {
+        int h = i / 128, k = i % 128 / 32, l = i % 32;
+        int lo = x->ql[64 * h + l + 32 * (k & 1)] >> (k < 2 ? 0 : 4) & 15;
+        int q = lo | (x->qh[32 * h + l] >> 2 * k & 3) << 4;
+        out[i] = d * (float)(x->scales[i / 16] * (q - 32));
+    }
+}
+
 void sm_quant_dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K) {
+        size_t bytes = sm_dtype_row_bytes(dt, SM_QK_K);
+        for (size_t b = 0; b < n / SM_QK_K; b++, out += SM_QK_K) {
+            const void *x = (const char *)src + b * bytes;
+            if (dt == SM_DTYPE_Q6_K)
+                dequant_q6k(out, x);
+            else
+                dequant_k45(out, x, dt);
+        }
+        return;
+    }
     for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
         if (dt == SM_DTYPE_Q8_0) {
             const sm_block_q8_0 *x = (const sm_block_q8_0 *)src + b;
@@ -113,9 +376,13 @@ void sm_quant_dequant(float *restrict out, const void *restrict src, sm_dtype dt
 size_t sm_quant_first_bad(const void *src, sm_dtype dt, size_t n) {
     size_t nb = n / sm_dtype_block(dt), bytes = sm_dtype_row_bytes(dt, sm_dtype_block(dt));
     for (size_t b = 0; b < nb; b++) {
-        uint16_t d;
-        memcpy(&d, (const char *)src + b * bytes, sizeof d); /* every type starts with its f16 d */
-        if (!isfinite(sm_f16_to_f32(d))) return b;
+        const char *x = (const char *)src + b * bytes;
+        uint16_t d[2] = {0, 0};
+        if (dt == SM_DTYPE_Q6_K) /* d last */
+            memcpy(d, x + offsetof(sm_block_q6_k, d), sizeof d[0]);
+        else /* d first, then the k types' dmin */
+            memcpy(d, x, (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K ? 2 : 1) * sizeof d[0]);
+        if (!isfinite(sm_f16_to_f32(d[0])) || !isfinite(sm_f16_to_f32(d[1]))) return b;
     }
     return nb;
 }

@@ -34,7 +34,8 @@ import sm_gguf  # noqa: E402  (pure Python)
 
 TALLY = Tally("quant")
 report, skip = TALLY.report, TALLY.skip
-QTYPES = ("q8_0", "q4_0")
+QTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k")
+MIXES = ("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k")  # convert --dtype values tested on models
 
 
 def c_dequant(tool, qtype, path, offset, n, np):
@@ -81,6 +82,42 @@ def check_gguf(tool, shared, np, sm_quant):
         kinds = sorted({t["type"] for t in tensors})
         report(not bad, f"dequantize {os.path.basename(path)} ({len(tensors)} {'/'.join(kinds)} "
                "tensors) = NumPy bit for bit", f"differs: {bad[:3]}" if bad else "")
+    check_layout(shared, np, sm_quant)
+
+
+# Relative RMS error of each type on N(0, 0.02) weights, from llama-quantize's files here
+# (measured: q8_0 0.0054, q6_k 0.018, q5_k 0.036, q4_k 0.072). A misread layout (swapped nibbles,
+# scales or halves) is off by about 1.0 or more; 1.5 times the measured figure leaves room.
+LAYOUT_RMS = {"q8_0": 0.0081, "q6_k": 0.027, "q5_k": 0.055, "q4_k": 0.11}
+
+
+def check_layout(shared, np, sm_quant):
+    """The layout itself, not only agreement of two readings of it: every quantized tensor of
+    llama-rand-256-* dequantized (NumPy) is close to the same tensor of llama-rand-256-f16.gguf,
+    the weights llama-quantize started from."""
+    base = os.path.join(shared, "models", "gguf")
+    ref = os.path.join(base, "llama-rand-256-f16.gguf")
+    if not os.path.exists(ref):
+        skip("k-type layouts against the f16 originals", f"{ref} is absent")
+        return
+    orig = {t["name"]: t for t in sm_gguf.read(ref)[1]}
+    worst = {}
+    for path in sorted(glob.glob(os.path.join(base, "llama-rand-256-q*.gguf"))):
+        for t in sm_gguf.read(path)[1]:
+            if t["type"] not in LAYOUT_RMS:
+                continue
+            o = orig[t["name"]]
+            with open(ref, "rb") as f:
+                f.seek(o["offset"])
+                w = np.frombuffer(f.read(2 * o["n"]), dtype="<f2").astype(np.float64)
+            with open(path, "rb") as f:
+                f.seek(t["offset"])
+                q = sm_quant.dequantize(t["type"], f.read(sm_quant.row_bytes(t["type"], t["n"])), t["n"])
+            rel = float(np.sqrt(((q - w) ** 2).mean() / (w ** 2).mean()))
+            worst[t["type"]] = max(worst.get(t["type"], 0.0), rel)
+    for qt, rel in sorted(worst.items()):
+        report(rel <= LAYOUT_RMS[qt], f"{qt} tensors of llama.cpp's files, dequantized, match the "
+               "f16 weights they came from", f"worst relative RMS error {rel:.4f} (at most {LAYOUT_RMS[qt]})")
 
 
 def check_quantizer(tool, shared, np, sm_quant):
@@ -90,7 +127,7 @@ def check_quantizer(tool, shared, np, sm_quant):
         skip("quantizer vs llama.cpp", f"{src} is absent")
         return
     f32 = {t["name"]: t for t in sm_gguf.read(src)[1]}
-    for qtype in QTYPES:
+    for qtype in ("q8_0", "q4_0"):
         ref = os.path.join(base, f"stories260K-pad192-{qtype}-pure.gguf")
         ours = theirs = plain = 0.0
         for t in sm_gguf.read(ref)[1]:
@@ -115,12 +152,68 @@ def check_quantizer(tool, shared, np, sm_quant):
                f"plain {plain:.4e}")
 
 
+def check_quantizer_k(tool, shared, np, sm_quant):
+    """The k types: on llama-rand-256's weights (the f16 file), our squared error below that of
+    llama-quantize's q4_k_m / q5_k_m / q6_k files made from them, tensor type by tensor type."""
+    base = os.path.join(shared, "models", "gguf")
+    src = os.path.join(base, "llama-rand-256-f16.gguf")
+    if not os.path.exists(src):
+        skip("k quantizer vs llama.cpp", f"{src} is absent")
+        return
+    f16 = {t["name"]: t for t in sm_gguf.read(src)[1]}
+    tot = {}
+    for mix in ("q4_k_m", "q5_k_m", "q6_k"):
+        ref = os.path.join(base, f"llama-rand-256-{mix}.gguf")
+        for t in sm_gguf.read(ref)[1]:
+            if not t["type"].endswith("_k"):
+                continue
+            o = f16[t["name"]]
+            with open(src, "rb") as f:
+                f.seek(o["offset"])
+                w = np.frombuffer(f.read(2 * o["n"]), dtype="<f2").astype(np.float32)
+            with open(ref, "rb") as f:
+                f.seek(t["offset"])
+                lq = sm_quant.dequantize(t["type"], f.read(sm_quant.row_bytes(t["type"], t["n"])), t["n"])
+            mine = sm_quant.dequantize(t["type"], c_quant(tool, t["type"], w, np), t["n"])
+            w64 = w.astype(np.float64)
+            e = tot.setdefault(t["type"], [0.0, 0.0])
+            e[0] += float(((mine - w64) ** 2).sum())
+            e[1] += float(((lq - w64) ** 2).sum())
+    for qt, (ours, theirs) in sorted(tot.items()):
+        report(ours < theirs, f"{qt} quantizer on llama-rand-256: squared error below llama.cpp's",
+               f"ours {ours:.4e}, llama.cpp {theirs:.4e} ({ours / theirs:.3f}x)")
+
+
+def mix_types(cfg, mix):
+    """The type convert --dtype mix gives each tensor of cfg (the rules of sm_convert.h, written
+    again here): vectors and pos_embd f32; the tied embedding at q8_0 (q4_0) or q6_k (k types);
+    under q4_k_m / q5_k_m attn_qkv one type up and mlp_down at q6_k on layers i < n/8,
+    i >= 7n/8 or (i - n/8) % 3 == 2."""
+    n = cfg["n_layer"]
+    base = {"q4_k_m": "q4_k", "q5_k_m": "q5_k"}.get(mix, mix)
+    out = {}
+    for t in cfg["tensors"]:
+        name = t["name"]
+        if len(t["shape"]) == 1 or name == "pos_embd":
+            out[name] = "f32"
+        elif name == "tok_embd":
+            out[name] = "q8_0" if mix in ("q8_0", "q4_0") else "q6_k"
+        elif mix.endswith("_m") and name.endswith("attn_qkv.weight"):
+            out[name] = "q5_k" if base == "q4_k" else "q6_k"
+        elif mix.endswith("_m") and name.endswith("mlp_down.weight"):
+            i = int(name.split(".")[1])
+            out[name] = "q6_k" if i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2 else base
+        else:
+            out[name] = base
+    return out
+
+
 def check_models(a, np, sm_model, sm_quant):
     smallmind, dump, tool = (os.path.join(a.bin, x) for x in ("smallmind", "dump_logits", "quant_tool"))
     tmp = tempfile.mkdtemp(prefix="sm-quant-")
     src = os.path.join(a.models, "seed")
     toks = [(i * 37 + 11) % 256 for i in range(70)]
-    for qtype in QTYPES:
+    for qtype in MIXES:
         d = os.path.join(tmp, qtype)
         p = subprocess.run([smallmind, "convert", src, d, "--dtype", qtype, "-q"], capture_output=True)
         if p.returncode:
@@ -128,13 +221,10 @@ def check_models(a, np, sm_model, sm_quant):
             continue
         cfg, w = sm_model.read_model(d)
         kinds = {t["name"]: t["dtype"] for t in cfg["tensors"]}
-        want_out = "q8_0"  # tied embedding = output layer: kept at q8_0 under q4_0
-        want = {n: "f32" if len(t["shape"]) == 1 or n == "pos_embd" else
-                want_out if n == "tok_embd" else qtype
-                for n, t in ((t["name"], t) for t in cfg["tensors"])}
+        want = mix_types(cfg, qtype)
         wrong = {n: v for n, v in kinds.items() if v != want[n]}
-        report(not wrong, f"convert --dtype {qtype}: layers {qtype}, output layer {want_out}, "
-               "position embedding and vectors f32", str(wrong) if wrong else "")
+        report(not wrong, f"convert --dtype {qtype}: each tensor's type as the mix says "
+               f"({', '.join(sorted(set(want.values())))})", str(wrong) if wrong else "")
         bad = []
         for t in cfg["tensors"]:
             if t["dtype"] in QTYPES:
@@ -185,7 +275,7 @@ def check_kept(a):
         # 48-wide rows stay f32 (8 matrices); mlp_down's 192-wide rows are whole blocks
         wrong = [t["name"] for t in ts if t["dtype"] != ("q4_0" if len(t["shape"]) == 2 and
                  t["shape"][1] % 32 == 0 and t["name"] != "pos_embd" else "f32")]
-    report(not wrong and "note: 8 matrices kept in the source type (rows not whole q4_0 blocks), "
+    report(not wrong and "note: 8 matrices kept in the source type (rows not whole 32-weight blocks), "
            "e.g. tok_embd" in err, "convert --dtype q4_0 of a 48-wide model: 48-wide matrices kept "
            "f32, with a note", f"{err.strip()} {wrong}")
 
@@ -206,6 +296,7 @@ def main():
     tool = os.path.join(a.bin, "quant_tool")
     for check, args in ((check_gguf, (tool, a.shared, np, sm_quant)),
                         (check_quantizer, (tool, a.shared, np, sm_quant)),
+                        (check_quantizer_k, (tool, a.shared, np, sm_quant)),
                         (check_models, (a, np, sm_model, sm_quant)), (check_kept, (a,))):
         try:
             check(*args)

@@ -85,6 +85,7 @@ typedef struct {
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
+    bool mix_m;     /* --dtype q4_k_m / q5_k_m */
     bool compare;   /* bench --compare A.json B.json */
     bool special;
     const char *args[MAX_ARGS];

@@ -14,7 +14,7 @@
 int cli_convert(const cli_opts *o) {
     if (o->n_args != 2)
         return cli_usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
-    sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype,
+    sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype, .mix_m = o->mix_m,
                           .cancel = (const volatile int *)&cli_interrupted};
     sm_convert_info info;
     sm_error err = {{0}};
@@ -29,8 +29,13 @@ int cli_convert(const cli_opts *o) {
     if (info.n_kept)
         fprintf(stderr,
                 "smallmind: note: %zu matri%s kept in the source type (rows not whole "
-                "%s blocks), e.g. %s\n",
-                info.n_kept, info.n_kept == 1 ? "x" : "ces", sm_dtype_name(o->dtype), info.kept);
+                "32-weight blocks), e.g. %s\n",
+                info.n_kept, info.n_kept == 1 ? "x" : "ces", info.kept);
+    if (info.n_q8)
+        fprintf(stderr,
+                "smallmind: note: %zu matri%s written as q8_0 (rows not whole 256-weight %s "
+                "blocks), e.g. %s\n",
+                info.n_q8, info.n_q8 == 1 ? "x" : "ces", sm_dtype_name(o->dtype), info.q8);
     if (!o->quiet)
         fprintf(stderr,
                 "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",

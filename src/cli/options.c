@@ -7,6 +7,8 @@
 */
 #include "cli.h"
 
+#include "sm_convert.h"
+
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -60,8 +62,9 @@ static const struct option_def {
     {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
      "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
     {"dtype", 0, true, CMD_CONVERT, O_DTYPE,
-     "    --dtype T          f32, f16, bf16, q8_0 or q4_0: type of the weight matrices written\n"
-     "                       (default f32; q4_0 keeps the output layer at q8_0)"},
+     "    --dtype T          type of the weight matrices written: f32 (default), f16, bf16,\n"
+     "                       q8_0, q4_0 (output layer q8_0), q4_k_m, q5_k_m (output layer and\n"
+     "                       some down projections q6_k, Q/K/V one type up), q6_k, q4_k, q5_k"},
     {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
      "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
     {"stop", 0, true, CMD_GENERATE, O_STOP,
@@ -303,9 +306,9 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_CHECKW: o->check_weights = true; break;
     case O_TOKFILE: o->tokenizer = v; break;
     case O_DTYPE:
-        o->dtype = sm_dtype_parse(v);
-        if (o->dtype == SM_DTYPE_COUNT)
-            return cli_usage_error(o, "%s expects f32, f16, bf16, q8_0 or q4_0, got '%s'", flag, v);
+        if (!sm_convert_dtype_parse(v, &o->dtype, &o->mix_m))
+            return cli_usage_error(o, "%s expects f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, "
+                                      "q4_k or q5_k, got '%s'", flag, v);
         break;
     case O_SPECIAL: o->special = true; break;
     case O_COMPARE: o->compare = true; break;

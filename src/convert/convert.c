@@ -157,13 +157,41 @@ static sm_status copy_file(const char *from, const char *to, sm_error *err) {
     return st;
 }
 
+bool sm_convert_dtype_parse(const char *name, sm_dtype *dtype, bool *mix_m) {
+    *mix_m = strcmp(name, "q4_k_m") == 0 || strcmp(name, "q5_k_m") == 0;
+    if (*mix_m) {
+        *dtype = name[1] == '4' ? SM_DTYPE_Q4_K : SM_DTYPE_Q5_K;
+        return true;
+    }
+    *dtype = sm_dtype_parse(name);
+    return *dtype != SM_DTYPE_COUNT;
+}
+
+static bool is_k(sm_dtype dt) {
+    return dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K;
+}
+
+/* Whether layer i of n gets more bits in the "_m" mixes: the first and last eighth, every third between. */
+static bool more_bits(int i, int n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The layer of blk.N.<what>, or -1 if the name is not that. */
+static int layer_of(const char *name, const char *what) {
+    int l, end = 0;
+    if (sscanf(name, "blk.%d.%n", &l, &end) != 1 || !end) return -1;
+    return strcmp(name + end, what) == 0 ? l : -1;
+}
+
 /*
-** The type tensor t is written in: vectors f32; matrices the type asked for,
-** except that with q4_0 the output layer (or the token embedding it is tied
-** to) is q8_0, as quantizers keep it at higher precision; GPT-2's position
-** embedding stays in its source type (it is small); and a matrix whose
-** rows are not whole blocks stays in its source type (f16 if that is
-** quantized), counted in info.
+** The type tensor t is written in: vectors f32; matrices the type asked for
+** with the mixes of sm_convert.h (the output layer, or the token embedding
+** it is tied to, at q8_0 under q4_0 and q6_k under the k types, as
+** quantizers keep it at higher precision; the "_m" mixes' Q/K/V and down
+** projections); GPT-2's position embedding in its source type (it is
+** small); a k-type matrix whose rows are not whole 256-weight blocks at
+** q8_0, and a matrix whose rows are not whole 32-weight blocks in its source
+** type (f16 if that is quantized), each counted in info.
 */
 static sm_dtype out_dtype(const plan *pl, const otensor *t, sm_convert_info *info) {
     if (!t->cols) return SM_DTYPE_F32;
@@ -173,7 +201,17 @@ static sm_dtype out_dtype(const plan *pl, const otensor *t, sm_convert_info *inf
     bool out = strcmp(t->name, "output.weight") == 0 ||
                (pl->cfg.tied_output && strcmp(t->name, "tok_embd") == 0);
     if (out && dt == SM_DTYPE_Q4_0) dt = SM_DTYPE_Q8_0;
+    if (out && is_k(dt)) dt = SM_DTYPE_Q6_K;
+    if (pl->mix_m && layer_of(t->name, "attn_qkv.weight") >= 0)
+        dt = dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q5_K : SM_DTYPE_Q6_K;
+    int l = layer_of(t->name, "ffn_down.weight");
+    if (l < 0) l = layer_of(t->name, "mlp_down.weight");
+    if (pl->mix_m && l >= 0 && more_bits(l, pl->cfg.n_layer)) dt = SM_DTYPE_Q6_K;
     if ((size_t)t->cols % sm_dtype_block(dt) == 0) return dt;
+    if (is_k(dt) && (size_t)t->cols % SM_QK == 0) {
+        if (info->n_q8++ == 0) snprintf(info->q8, sizeof info->q8, "%s", t->name);
+        return SM_DTYPE_Q8_0;
+    }
     if (info->n_kept++ == 0) snprintf(info->kept, sizeof info->kept, "%s", t->name);
     sm_dtype src = t->parts[0].dt;
     return sm_dtype_quantized(src) ? SM_DTYPE_F16 : src;
@@ -240,7 +278,7 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
                 }
                 if (sm_dtype_quantized(dt)) {
                     size_t b = sm_quant_quantize(half, row, dt, C);
-                    if (b < C / SM_QK)
+                    if (b < C / sm_dtype_block(dt))
                         st = sm_error_set(err, SM_ERR_INPUT,
                                           "--dtype %s: tensor %s row %lld, block %zu: a NaN or "
                                           "infinite weight, or one too large for an f16 scale",
@@ -475,6 +513,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     plan pl;
     memset(&pl, 0, sizeof pl);
     pl.dtype = o->dtype;
+    pl.mix_m = o->mix_m;
     pl.cancel = o->cancel;
     sm_status st;
     if (S_ISDIR(sb.st_mode) && is_smallmind_dir(src)) {

@@ -74,7 +74,7 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
             if (_mm256_movemask_ps(bad) || amax > FLT_MAX) {
                 memset(q, 0, SM_QK);
                 memset(s, 0, SM_QK / 4 * sizeof *s);
-                qx.d[i * nb + b] = NAN;
+                qx.d[i * nb + b] = qx.xs[i * nb + b] = NAN;
                 continue;
             }
             float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -88,7 +88,11 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]),
                                            _mm256_packs_epi32(n[2], n[3]));
             _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, order));
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
             qx.d[i * nb + b] = d;
+            qx.xs[i * nb + b] = d * (float)-_mm_cvtsi128_si32(h);
         }
 }
 
@@ -149,31 +153,162 @@ static AI void qrow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx 
     for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(a0[i], a1[i])) + bias;
 }
 
+
+/*
+** The k types: a super-block's sub-block scales are applied in f32 per
+** 32-weight block, d sc_j d_x (q6_k: d d_x times sc per half-block of 16,
+** a lane vector), to an exact integer dot product, as for q4_0; q4_k / q5_k
+** mins come off once per super-block: dmin m_j times xs_j (d_x sum q) as
+** one 8-lane product. Levels go in unsigned (q4_k 0..15, q5_k 0..31,
+** q6_k 0..63 with lanes from 32 s for its zero point), so no flavour saturates.
+*/
+
+/* Bit j of each byte of qh moved to bit 4 (16), other bits clear. */
+static AI __m256i bit_to_16(__m256i qh, int j) {
+    __m256i v = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : _mm256_srli_epi16(qh, j - 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/* Bits 2k, 2k + 1 of each byte of qh moved to bits 4, 5 (16, 32), others clear. */
+static AI __m256i bits_to_48(__m256i qh, int k) {
+    __m256i v = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2)
+              : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    return _mm256_and_si256(v, _mm256_set1_epi8(48));
+}
+
+/* acc[i] += f[i][j] (the dot product of block j's levels u with x row i, lanes from init z s). */
+static AI void kblock(size_t r, __m256 *acc, const float f[][8], int j, __m256i u, sm_qx qx,
+                      size_t K, size_t b, int zshift, const __m256 *lanes) {
+    const size_t nb = K / SM_QK;
+    for (size_t i = 0; i < r; i++) {
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK));
+        __m256i z = _mm256_setzero_si256();
+        if (zshift)
+            z = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(qx.s + (i * nb + b) * (SM_QK / 4))), zshift);
+        __m256 p = _mm256_cvtepi32_ps(dot_u8s8(z, u, xq));
+        if (lanes) p = _mm256_mul_ps(p, *lanes);
+        acc[i] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f[i][j]), acc[i]);
+    }
+}
+
+/* Super-block sb of a q4_k / q5_k row against x rows i < r, into acc[i][2] (even, odd blocks). */
+static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t K,
+                        const void *row, size_t sb) {
+    const size_t nb = K / SM_QK, b0 = sb * 8;
+    const sm_block_q4_k *x4 = (const sm_block_q4_k *)row + sb;
+    const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + sb;
+    const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
+    const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
+    uint8_t sc[8], m[8];
+    sm_quant_k4_scales(hd->scales, sc, m);
+    __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(f16(hd->d)),
+                               _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+    __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(f16(hd->dmin)),
+                               _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m))));
+    float f[SM_QX_ROWS][8];
+    for (size_t i = 0; i < r; i++) {
+        _mm256_storeu_ps(f[i], _mm256_mul_ps(dsc, _mm256_loadu_ps(qx.d + i * nb + b0)));
+        acc[i][1] = _mm256_fnmadd_ps(dmv, _mm256_loadu_ps(qx.xs + i * nb + b0), acc[i][1]);
+    }
+    __m256i qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int c = 0; c < 4; c++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (dt == SM_DTYPE_Q5_K) {
+            lo = _mm256_or_si256(lo, bit_to_16(qh, 2 * c));
+            hi = _mm256_or_si256(hi, bit_to_16(qh, 2 * c + 1));
+        }
+        __m256 a0[SM_QX_ROWS], a1[SM_QX_ROWS];
+        for (size_t i = 0; i < r; i++) a0[i] = acc[i][0], a1[i] = acc[i][1];
+        kblock(r, a0, f, 2 * c, lo, qx, K, b0 + 2 * c, 0, NULL);
+        kblock(r, a1, f, 2 * c + 1, hi, qx, K, b0 + 2 * c + 1, 0, NULL);
+        for (size_t i = 0; i < r; i++) acc[i][0] = a0[i], acc[i][1] = a1[i];
+    }
+}
+
+/* Super-block sb of a q6_k row against x rows i < r, into acc[i][2]. */
+static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const void *row, size_t sb) {
+    const size_t nb = K / SM_QK, b0 = sb * 8;
+    const sm_block_q6_k *x = (const sm_block_q6_k *)row + sb;
+    __m256 d = _mm256_set1_ps(f16(x->d));
+    float f[SM_QX_ROWS][8];
+    for (size_t i = 0; i < r; i++) _mm256_storeu_ps(f[i], _mm256_mul_ps(d, _mm256_loadu_ps(qx.d + i * nb + b0)));
+    __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int h = 0; h < 2; h++) {
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        for (int k = 0; k < 4; k++) {
+            int j = 4 * h + k;
+            __m256i lo = k & 1 ? ql1 : ql0;
+            lo = _mm256_and_si256(k < 2 ? lo : _mm256_srli_epi16(lo, 4), m4);
+            __m256i u = _mm256_or_si256(lo, bits_to_48(qh, k));
+            /* lanes 0-3 (weights 0-15) scale sc[2j], lanes 4-7 sc[2j + 1] */
+            __m128i pick = _mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)(2 * j + 1), (char)(2 * j + 1),
+                                        (char)(2 * j + 1), (char)(2 * j + 1), (char)(2 * j),
+                                        (char)(2 * j), (char)(2 * j), (char)(2 * j));
+            __m256 lanes = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
+            __m256 a[SM_QX_ROWS];
+            for (size_t i = 0; i < r; i++) a[i] = acc[i][j & 1];
+            kblock(r, a, f, j, u, qx, K, b0 + j, 5, &lanes);
+            for (size_t i = 0; i < r; i++) acc[i][j & 1] = a[i];
+        }
+    }
+}
+
+static AI void krow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
+                    const void *restrict row, float bias) {
+    __m256 acc[SM_QX_ROWS][2];
+    for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < K / SM_QK_K; sb++) {
+        if (dt == SM_DTYPE_Q6_K)
+            ksuper6(r, acc, qx, K, row, sb);
+        else
+            ksuper45(dt, r, acc, qx, K, row, sb);
+    }
+    for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + bias;
+}
+
 static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
                        const void *restrict w, const float *restrict bias, size_t N, size_t K,
                        size_t n0, size_t n1) {
     for (size_t n = n0; n < n1; n++) {
         const void *row = sm_kernels_elem(w, dt, n * K);
         float b = bias ? bias[n] : 0.0f;
-        switch (r) {
-        case 1: qrow(dt, 1, out + n, N, qx, K, row, b); break;
-        case 2: qrow(dt, 2, out + n, N, qx, K, row, b); break;
-        case 3: qrow(dt, 3, out + n, N, qx, K, row, b); break;
-        default: qrow(dt, 4, out + n, N, qx, K, row, b); break;
-        }
+        if (dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_0) switch (r) {
+            case 1: qrow(dt, 1, out + n, N, qx, K, row, b); break;
+            case 2: qrow(dt, 2, out + n, N, qx, K, row, b); break;
+            case 3: qrow(dt, 3, out + n, N, qx, K, row, b); break;
+            default: qrow(dt, 4, out + n, N, qx, K, row, b); break;
+            }
+        else switch (r) {
+            case 1: krow(dt, 1, out + n, N, qx, K, row, b); break;
+            case 2: krow(dt, 2, out + n, N, qx, K, row, b); break;
+            case 3: krow(dt, 3, out + n, N, qx, K, row, b); break;
+            default: krow(dt, 4, out + n, N, qx, K, row, b); break;
+            }
     }
 }
 
 static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
                  const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
-    if (dt == SM_DTYPE_Q8_0)
-        gemv_dt(SM_DTYPE_Q8_0, out, qx, r, w, bias, N, K, n0, n1);
-    else
-        gemv_dt(SM_DTYPE_Q4_0, out, qx, r, w, bias, N, K, n0, n1);
+    switch (dt) {
+    case SM_DTYPE_Q8_0: gemv_dt(SM_DTYPE_Q8_0, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q4_0: gemv_dt(SM_DTYPE_Q4_0, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q4_K: gemv_dt(SM_DTYPE_Q4_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q5_K: gemv_dt(SM_DTYPE_Q5_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    default: gemv_dt(SM_DTYPE_Q6_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    }
 }
 
 /* Bit for bit sm_quant_dequant: one product d * q per weight. */
 static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    if (dt != SM_DTYPE_Q8_0 && dt != SM_DTYPE_Q4_0) {
+        sm_quant_dequant(out, src, dt, n);
+        return;
+    }
     for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
         __m128i q[4];
         float d;

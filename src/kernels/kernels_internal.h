@@ -75,10 +75,15 @@ void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype 
 
 /* Address of element i of a tensor of type dt (for the q types, i starts a block). */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
-    if (dt == SM_DTYPE_F32) return (const char *)w + i * 4;
-    if (dt == SM_DTYPE_Q8_0) return (const sm_block_q8_0 *)w + i / SM_QK;
-    if (dt == SM_DTYPE_Q4_0) return (const sm_block_q4_0 *)w + i / SM_QK;
-    return (const char *)w + i * 2;
+    switch (dt) {
+    case SM_DTYPE_F32: return (const char *)w + i * 4;
+    case SM_DTYPE_Q8_0: return (const sm_block_q8_0 *)w + i / SM_QK;
+    case SM_DTYPE_Q4_0: return (const sm_block_q4_0 *)w + i / SM_QK;
+    case SM_DTYPE_Q4_K: return (const sm_block_q4_k *)w + i / SM_QK_K;
+    case SM_DTYPE_Q5_K: return (const sm_block_q5_k *)w + i / SM_QK_K;
+    case SM_DTYPE_Q6_K: return (const sm_block_q6_k *)w + i / SM_QK_K;
+    default: return (const char *)w + i * 2;
+    }
 }
 
 /*
@@ -87,34 +92,38 @@ static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) 
 ** and values q = x / d rounded to nearest (ties to even), so a block's
 ** product is d_w * d_x * (an exact integer dot product). A block holding a
 ** NaN or infinity gets d = NaN and q = 0, so the products say so. Rows of
-** K: q (K int8), d (K / 32), and s (K / 4 int32): minus the sum of each 4
+** K: q (K int8), d (K / 32), s (K / 4 int32): minus the sum of each 4
 ** consecutive q, which is what a 256-bit integer dot product's lane j holds
 ** for bytes 4j..4j+3 of a block; lanes of weights with a zero point z
-** (q4_0's 8; q8_0's 128 when its bytes are made unsigned) start from z s.
+** (q4_0's 8; q8_0's 128 when its bytes are made unsigned; q6_k's 32) start
+** from z s; and xs (K / 32): d times the sum of the block's q, which the
+** k types' mins multiply (NaN with d).
 */
 typedef struct {
     int8_t *q;
     float *d;
     int32_t *s;
+    float *xs;
 } sm_qx;
 
 /* Rows a quantized product takes per pass over the weights. */
 #define SM_QX_ROWS 4
 
 /* Bytes of SM_QX_ROWS quantized rows of K, laid out by sm_kernels_qx. */
-#define SM_QX_BYTES(K) (SM_QX_ROWS * (2 * (K) + (K) / 8) + 64)
+#define SM_QX_BYTES(K) (SM_QX_ROWS * (2 * (K) + (K) / 4) + 64)
 
 /* The quantized-row buffers for K in scratch (SM_QX_BYTES(K), 64-byte aligned). */
 static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
     int8_t *q = scratch;
     int32_t *s = (int32_t *)(q + SM_QX_ROWS * K);
-    return (sm_qx){q, (float *)(s + SM_QX_ROWS * (K / 4)), s};
+    float *d = (float *)(s + SM_QX_ROWS * (K / 4));
+    return (sm_qx){q, d, s, d + SM_QX_ROWS * (K / SM_QK)};
 }
 
 /*
 ** An implementation of the quantized products for one instruction set.
 ** quant_x quantizes rows 0..r-1 of x (stride K) into qx (row i at q + i K,
-** d + i K / 32, s + i K / 4). gemv gives out[t, n] = x row t . w row n
+** d + i K / 32, s + i K / 4, xs + i K / 32). gemv gives out[t, n] = x row t . w row n
 ** (+ bias) for t < r <= SM_QX_ROWS and n0 <= n < n1 from those rows.
 ** dequant is to_f32 for the q types.
 */
