@@ -14,7 +14,8 @@
 # figures alone. ROWS: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm
 # (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
-# gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0. Quantized GGUF files are made by the
+# gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
+# tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m gpt2-q4_k_m. Quantized GGUF files are made by the
 # given llama.cpp build's llama-quantize, ours by `smallmind convert --dtype`,
 # each from random weights of the same shape. N (default 5), MD (model folder, default build/peer-models).
 set -eu
@@ -70,9 +71,9 @@ need_q() { # need_q NAME QTYPE
         [ -n "$LC" ] && mkg gpt2-small-f16 --dtype f16
     fi
     local src=$MD/$n-f16; [ $n = gpt2 ] && src=$MD/gpt2-small-f16
-    [ -f $MD/$n-$q/config.json ] || $BIN convert $src $MD/$n-$q --dtype $q -q
+    [ -f $MD/$n-$q/config.json ] || $BIN convert $src $MD/$n-$q --dtype $q -q -t 2
     if [ -n "$LC" ] && [ ! -f $MD/$n-$q.gguf ]; then
-        $LC/llama-quantize $src.gguf $MD/$n-$q.gguf $q 2 >/dev/null 2>&1
+        $LC/llama-quantize $src.gguf $MD/$n-$q.gguf ${q^^} 2 >/dev/null 2>&1
     fi
 }
 sm_pre() { $BIN bench -m $1 -t 2 --prompt-tokens $2 -n 1 --reps 1 --json ${3:+--kernels $3} | jget prefill_tokens_per_s; }
@@ -152,16 +153,16 @@ gemm)
         OPENBLAS_CORETYPE=$c $G --kernels $k 1 2 2>/dev/null | grep -E '^768' |
             awk -v k=$k -v c=$c '{ printf "  %-7s OpenBLAS %-8s threads %s  smallmind %7s  OpenBLAS %7s  ratio %s\n", k, c, $2, $3, $4, $5 }'
     done ;;
-tl-q4_0|tl-q8_0|tl-q4_0-1t|tl-q8_0-1t)
+tl-q4_0|tl-q8_0|tl-q4_k_m|tl-q5_k_m|tl-q6_k|tl-q4_0-1t|tl-q8_0-1t|tl-q4_k_m-1t)
     q=${r#tl-}; q=${q%-1t}; t=2; [ ${r%-1t} != $r ] && t=1
     need_q tl $q
     P=("sm_dec $MD/tl-$q $t" "sm_dec $MD/tl-$q $t avx2" "sm_bound $MD/tl-$q $t"); lcs lc_dec $MD/tl-$q.gguf $t
-    row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0 >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
-tl-pre-q4_0|tl-pre-q8_0)
+    row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0, q4_k_m >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
+tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m)
     q=${r#tl-pre-}; need_q tl $q
     P=("sm_pre $MD/tl-$q 128" "sm_pre $MD/tl-$q 128 avx2"); lcs lc_pre $MD/tl-$q.gguf 128
     row "prefill 128 tokens, TinyLlama-1.1B shape, $q, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
-gpt2-q8_0|gpt2-q4_0)
+gpt2-q8_0|gpt2-q4_0|gpt2-q4_k_m)
     q=${r#gpt2-}; need_q gpt2 $q
     P=("sm_dec $MD/gpt2-$q 2" "sm_dec $MD/gpt2-$q 2 avx2" "sm_bound $MD/gpt2-$q 2"); lcs lc_dec $MD/gpt2-$q.gguf 2
     row "decode, GPT-2 small shape, $q, 2 threads, tokens/s" "q8_0 >= 1.4x llama.cpp, q4_0 >= 1.5x" "${P[@]}" ;;
@@ -169,5 +170,5 @@ gpt2-pre-q8_0)
     need_q gpt2 q8_0
     P=("sm_pre $MD/gpt2-q8_0 512" "sm_pre $MD/gpt2-q8_0 512 avx2"); lcs lc_pre $MD/gpt2-q8_0.gguf 512
     row "prefill 512 tokens, GPT-2 small shape, q8_0, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done

@@ -49,7 +49,7 @@ static const struct option_def {
      "    --top-p P          keep the smallest set with mass P, 1 = off (default 0.95)"},
     {"seed", 's', true, CMD_GENERATE | CMD_TRAIN, O_SEED,
      "-s, --seed N           random seed (default 42, train 1337; -1 = a random seed)"},
-    {"threads", 't', true, CMD_RUN | CMD_TRAIN, O_THREADS,
+    {"threads", 't', true, CMD_RUN | CMD_TRAIN | CMD_CONVERT, O_THREADS,
      "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
     {"ctx-size", 'c', true, CMD_MODEL, O_CTX,
      "-c, --ctx-size N       context length (default and maximum: the model's)"},

@@ -20,6 +20,7 @@
 #include "json_internal.h"
 #include "sm_config.h"
 #include "sm_half.h"
+#include "sm_pool.h"
 #include "sm_quant.h"
 #include "sm_tokenizer.h"
 #include "sm_weights.h"
@@ -217,6 +218,76 @@ static sm_dtype out_dtype(const plan *pl, const otensor *t, sm_convert_info *inf
     return sm_dtype_quantized(src) ? SM_DTYPE_F16 : src;
 }
 
+/*
+** Quantizing is the slow part of a conversion (a scale search per block),
+** so rows go in chunks of about QCHUNK_BYTES of f32: gathered in order,
+** quantized by the pool's threads (each its own rows), written in order.
+*/
+#define QCHUNK_BYTES (8u << 20)
+#define QMAX_THREADS 64
+
+typedef struct {
+    sm_pool *pool;       /* NULL: one thread */
+    float *rows;         /* a chunk of rows, f32 */
+    unsigned char *out;  /* the chunk quantized */
+    size_t cap;          /* floats rows holds */
+    /* the current chunk */
+    size_t n, C, rb;
+    sm_dtype dt;
+    size_t bad_row[QMAX_THREADS], bad_block[QMAX_THREADS]; /* per thread; n: none */
+} qwriter;
+
+static void quant_rows(void *arg, int ith, int nth) {
+    qwriter *q = arg;
+    size_t b, e;
+    sm_pool_split(q->n, 1, ith, nth, &b, &e);
+    q->bad_row[ith] = q->n;
+    for (size_t r = b; r < e; r++) {
+        size_t k = sm_quant_quantize(q->out + r * q->rb, q->rows + r * q->C, q->dt, q->C);
+        if (k < q->C / sm_dtype_block(q->dt)) {
+            q->bad_row[ith] = r, q->bad_block[ith] = k;
+            return;
+        }
+    }
+}
+
+/* Rows [orow - n, orow) of tensor t, gathered in q: quantized and written. */
+static sm_status flush_quantized(qwriter *q, const otensor *t, int64_t orow, FILE *f,
+                                 const char *path, sm_error *err) {
+    if (!q->n) return SM_OK;
+    int nth = q->pool ? sm_pool_threads(q->pool) : 1;
+    if (q->pool)
+        sm_pool_run(q->pool, quant_rows, q);
+    else
+        quant_rows(q, 0, 1);
+    size_t bad = q->n, block = 0;
+    for (int i = 0; i < nth; i++)
+        if (q->bad_row[i] < bad) bad = q->bad_row[i], block = q->bad_block[i];
+    if (bad < q->n)
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "--dtype %s: tensor %s row %lld, block %zu: a NaN or infinite weight, "
+                            "or one too large for an f16 scale",
+                            sm_dtype_name(q->dt), t->name, (long long)(orow - (int64_t)q->n + (int64_t)bad), block);
+    sm_status st = write_all(f, q->out, q->n * q->rb, path, err);
+    q->n = 0;
+    return st;
+}
+
+/* Tensor t (rows of C) quantized to dt into f, a chunk of rows at a time. */
+static sm_status write_quantized(qwriter *q, const otensor *t, sm_dtype dt, size_t C, FILE *f,
+                                 const char *path, sm_error *err) {
+    q->n = 0, q->C = C, q->dt = dt, q->rb = sm_dtype_row_bytes(dt, C);
+    size_t per = q->cap / C;
+    int64_t orow = 0;
+    sm_status st = SM_OK;
+    for (int k = 0; k < t->n_parts && !st; k++)
+        for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++) {
+            part_row(&t->parts[k], r, q->rows + q->n * C);
+            if (++q->n == per) st = flush_quantized(q, t, orow + 1, f, path, err);
+        }
+    return st ? st : flush_quantized(q, t, orow, f, path, err);
+}
+
 /* Writes the plan as a model directory into tmp: config.json, model.bin, tokenizer files. */
 static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm_error *err) {
     sm_config *c = &pl->cfg;
@@ -254,7 +325,18 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     FILE *f = fopen(path, "wb");
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     float *row = malloc(maxrow * sizeof *row);
-    uint16_t *half = malloc(maxrow * sizeof *half); /* 16-bit or quantized row (<= 2 bytes/weight) */
+    uint16_t *half = malloc(maxrow * sizeof *half); /* a 16-bit row */
+    qwriter qw = {0};
+    if (sm_dtype_quantized(pl->dtype)) { /* a chunk holds at least one row */
+        qw.cap = QCHUNK_BYTES / sizeof(float) > maxrow ? QCHUNK_BYTES / sizeof(float) : maxrow;
+        qw.rows = malloc(qw.cap * sizeof *qw.rows);
+        qw.out = malloc(qw.cap * sizeof *qw.rows); /* quantized: < 4 bytes a weight */
+        if (pl->threads > 1 && sm_pool_create(&qw.pool, pl->threads)) qw.pool = NULL;
+        if (!qw.rows || !qw.out) {
+            free(row);
+            row = NULL;
+        }
+    }
     unsigned char hdr[SM_WEIGHTS_HEADER], zero[64] = {0};
     sm_weights_header(hdr);
     st = row && half ? write_all(f, hdr, sizeof hdr, path, err)
@@ -268,23 +350,13 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         size_t C = (size_t)(t->cols ? t->cols : 1);
         sm_dtype dt = c->tensors[i].dtype;
         int64_t orow = 0; /* output row, over the parts */
-        for (int k = 0; k < t->n_parts && !st; k++) {
+        if (sm_dtype_quantized(dt)) st = write_quantized(&qw, t, dt, C, f, path, err);
+        for (int k = 0; k < t->n_parts && !st && !sm_dtype_quantized(dt); k++) {
             const part *pt = &t->parts[k];
             for (int64_t r = 0; r < pt->rows && !st; r++, orow++) { /* a vector's rows are 1 wide */
                 part_row(pt, r, row);
                 if (dt == SM_DTYPE_F32) {
                     st = write_all(f, row, C * 4, path, err);
-                    continue;
-                }
-                if (sm_dtype_quantized(dt)) {
-                    size_t b = sm_quant_quantize(half, row, dt, C);
-                    if (b < C / sm_dtype_block(dt))
-                        st = sm_error_set(err, SM_ERR_INPUT,
-                                          "--dtype %s: tensor %s row %lld, block %zu: a NaN or "
-                                          "infinite weight, or one too large for an f16 scale",
-                                          sm_dtype_name(dt), t->name, (long long)orow, b);
-                    else
-                        st = write_all(f, half, sm_dtype_row_bytes(dt, C), path, err);
                     continue;
                 }
                 st = narrow_row(half, row, C, dt, t->name, orow, err);
@@ -296,6 +368,9 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     }
     free(row);
     free(half);
+    free(qw.rows);
+    free(qw.out);
+    if (qw.pool) sm_pool_free(qw.pool);
     if (fflush(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     if (fclose(f) != 0 && !st) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s'", path);
     info->bytes = off;
@@ -514,6 +589,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     memset(&pl, 0, sizeof pl);
     pl.dtype = o->dtype;
     pl.mix_m = o->mix_m;
+    pl.threads = o->threads > QMAX_THREADS ? QMAX_THREADS : o->threads;
     pl.cancel = o->cancel;
     sm_status st;
     if (S_ISDIR(sb.st_mode) && is_smallmind_dir(src)) {

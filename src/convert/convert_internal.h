@@ -49,6 +49,7 @@ typedef struct {
     bool nomem;            /* a tensor could not be added (then `spare` took it) */
     sm_dtype dtype;        /* of the matrices written */
     bool mix_m;            /* the "_m" mix of a k type */
+    int threads;           /* quantizing threads (<= 1: the caller's alone) */
     const volatile int *cancel; /* polled per tensor written */
     bool from_dir;         /* a directory (else a llama2.c checkpoint) */
     sm_config src_cfg;     /* a smallmind source directory's config and weights */

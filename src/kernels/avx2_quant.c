@@ -191,6 +191,22 @@ static AI void kblock(size_t r, __m256 *acc, const float f[][8], int j, __m256i 
     }
 }
 
+/*
+** The 8 scales and 8 mins of a q4_k / q5_k block (sm_quant_k4_scales) as f32
+** lanes, decoded in 32-bit words (no bytes through memory: a vector load of
+** bytes just stored one by one stalls store forwarding).
+*/
+static AI void k4_scales(const uint8_t *s12, __m256 *sc, __m256 *m) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s12, 4), memcpy(&u1, s12 + 4, 4), memcpy(&u2, s12 + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    __m128i v = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+    *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    *m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+}
+
 /* Super-block sb of a q4_k / q5_k row against x rows i < r, into acc[i][2] (even, odd blocks). */
 static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t K,
                         const void *row, size_t sb) {
@@ -199,12 +215,10 @@ static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_
     const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + sb;
     const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
     const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
-    uint8_t sc[8], m[8];
-    sm_quant_k4_scales(hd->scales, sc, m);
-    __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(f16(hd->d)),
-                               _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
-    __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(f16(hd->dmin)),
-                               _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m))));
+    __m256 scf, mf;
+    k4_scales(hd->scales, &scf, &mf);
+    __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(f16(hd->d)), scf);
+    __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(f16(hd->dmin)), mf);
     float f[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) {
         _mm256_storeu_ps(f[i], _mm256_mul_ps(dsc, _mm256_loadu_ps(qx.d + i * nb + b0)));
@@ -304,9 +318,72 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
 }
 
 /* Bit for bit sm_quant_dequant: one product d * q per weight. */
+/* 32 unsigned levels u as f32, each a * level - b (a * level exact, so the fused form rounds once, as
+** sm_quant_dequant's product then difference does). */
+static AI void store_levels(float *out, __m256i u, __m256 a, __m256 b) {
+    __m128i lo = _mm256_castsi256_si128(u), hi = _mm256_extracti128_si256(u, 1);
+    __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++)
+        _mm256_storeu_ps(out + 8 * k, _mm256_fmsub_ps(a, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(part[k])), b));
+}
+
+/* Super-blocks of a k type (bit for bit sm_quant_dequant). */
+static void dequant_k(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (size_t sb = 0; sb < n / SM_QK_K; sb++, out += SM_QK_K) {
+        if (dt == SM_DTYPE_Q6_K) {
+            const sm_block_q6_k *x = (const sm_block_q6_k *)src + sb;
+            __m256 d = _mm256_set1_ps(f16(x->d)), z = _mm256_set1_ps(32.0f);
+            for (int h = 0; h < 2; h++) {
+                __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                for (int k = 0; k < 4; k++) {
+                    int j = 4 * h + k;
+                    __m256i lo = k & 1 ? ql1 : ql0;
+                    lo = _mm256_and_si256(k < 2 ? lo : _mm256_srli_epi16(lo, 4), m4);
+                    __m256i u = _mm256_or_si256(lo, bits_to_48(qh, k));
+                    /* (q - 32) sc exact in f32 (|.| <= 4096; + 0 turns -0 into the integer's +0),
+                    ** then times d: one rounding */
+                    float buf[32];
+                    store_levels(buf, u, _mm256_set1_ps(1.0f), z);
+                    for (int half = 0; half < 2; half++) {
+                        __m256 sc = _mm256_set1_ps((float)x->scales[2 * j + half]);
+                        for (int c = 0; c < 2; c++)
+                            _mm256_storeu_ps(out + 32 * j + 16 * half + 8 * c,
+                                             _mm256_mul_ps(d, _mm256_add_ps(_mm256_mul_ps(sc, _mm256_loadu_ps(buf + 16 * half + 8 * c)),
+                                                                            _mm256_setzero_ps())));
+                    }
+                }
+            }
+            continue;
+        }
+        const sm_block_q4_k *x4 = (const sm_block_q4_k *)src + sb;
+        const sm_block_q5_k *x5 = (const sm_block_q5_k *)src + sb;
+        const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
+        const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
+        uint8_t sc[8], m[8];
+        sm_quant_k4_scales(hd->scales, sc, m);
+        float d = f16(hd->d), dmin = f16(hd->dmin);
+        __m256i qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (dt == SM_DTYPE_Q5_K) {
+                lo = _mm256_or_si256(lo, bit_to_16(qh, 2 * c));
+                hi = _mm256_or_si256(hi, bit_to_16(qh, 2 * c + 1));
+            }
+            int j = 2 * c;
+            store_levels(out + 32 * j, lo, _mm256_set1_ps(d * (float)sc[j]), _mm256_set1_ps(dmin * (float)m[j]));
+            store_levels(out + 32 * j + 32, hi, _mm256_set1_ps(d * (float)sc[j + 1]),
+                         _mm256_set1_ps(dmin * (float)m[j + 1]));
+        }
+    }
+}
+
 static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     if (dt != SM_DTYPE_Q8_0 && dt != SM_DTYPE_Q4_0) {
-        sm_quant_dequant(out, src, dt, n);
+        dequant_k(out, src, dt, n);
         return;
     }
     for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
