@@ -34,9 +34,9 @@ int cli_convert(const cli_opts *o) {
                 info.n_kept, info.n_kept == 1 ? "x" : "ces", info.kept);
     if (info.n_q8)
         fprintf(stderr,
-                "smallmind: note: %zu matri%s written as q8_0 (rows not whole 256-weight %s "
-                "blocks), e.g. %s\n",
-                info.n_q8, info.n_q8 == 1 ? "x" : "ces", sm_dtype_name(o->dtype), info.q8);
+                "smallmind: note: %zu matri%s written as q8_0 (rows not whole 256-weight blocks "
+                "of the k types), e.g. %s\n",
+                info.n_q8, info.n_q8 == 1 ? "x" : "ces", info.q8);
     if (!o->quiet)
         fprintf(stderr,
                 "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",
