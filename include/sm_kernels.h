@@ -33,14 +33,15 @@
 /*
 ** Attention streams keys in blocks of SM_ATTN_KBLOCK for groups of
 ** SM_ATTN_QGROUP queries (online softmax), so its per-thread scratch holds
-** one group's score block and output accumulators, plus one score row of
-** the context for the scalar reference: SM_ATTN_SCRATCH(head_dim, ctx)
-** floats, never T x T.
+** one group's score block and output accumulators, one key block and its
+** values widened to f32 (an f16 cache), plus one score row of the context
+** for the scalar reference: SM_ATTN_SCRATCH(head_dim, ctx) floats, never
+** T x T.
 */
 #define SM_ATTN_QGROUP 4
 #define SM_ATTN_KBLOCK 64
 #define SM_ATTN_SCRATCH(hs, ctx) \
-    ((ctx) + SM_ATTN_QGROUP * (SM_ATTN_KBLOCK + SM_ATTN_ACC_STRIDE(hs)))
+    ((ctx) + SM_ATTN_QGROUP * (SM_ATTN_KBLOCK + SM_ATTN_ACC_STRIDE(hs)) + 2 * SM_ATTN_KBLOCK * (hs))
 /* Floats per output accumulator row in that scratch: hs rounded up to 16. */
 #define SM_ATTN_ACC_STRIDE(hs) (((hs) + 15) & ~(size_t)15)
 
@@ -97,13 +98,16 @@ typedef struct sm_kernels {
     ** scale * Q.K^T over the unmasked keys only, times V. The scalar
     ** reference takes one query at a time over a whole score row; the SIMD
     ** tables stream blocks of keys (online softmax, see SM_ATTN_SCRATCH).
+    ** Keys and values are of type kvt: f32, or f16 (half the bytes to read;
+    ** each key block and its values are widened to f32 in the scratch, so
+    ** the result is that of the f32 widening of the cache).
     **   out (T rows, stride out_stride, hs used)  q (T rows, stride q_stride)
     **   kt: keys, blocked (sm_attn_key_index)  v (keys, hs)
     **   scores: SM_ATTN_SCRATCH(hs, pos + T) scratch
     */
-    void (*attention)(float *restrict out, const float *restrict q, const float *restrict kt,
-                      const float *restrict v, float *restrict scores, size_t T, size_t pos,
-                      size_t hs, size_t q_stride, size_t out_stride, float scale);
+    void (*attention)(float *restrict out, const float *restrict q, const void *restrict kt,
+                      const void *restrict v, sm_dtype kvt, float *restrict scores, size_t T,
+                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale);
 
     /* x (n) <- softmax(x), in place. n >= 1. */
     void (*softmax)(float *x, size_t n);

@@ -47,6 +47,7 @@ typedef struct sm_state_params {
     int n_threads;    /* threads of the pool the state will run on */
     const sm_kernels *kernels; /* the table forward uses (plan needs its scratch size) */
     size_t n_seq;     /* sequences with their own KV-cache, 1..SM_MAX_SEQ (0 = 1) */
+    sm_dtype kv_type; /* of the KV-cache: SM_DTYPE_F32 (as when zeroed) or SM_DTYPE_F16 */
 } sm_state_params;
 
 typedef struct sm_state_plan {

@@ -216,6 +216,11 @@ void test_kernels_to_f32(void) {
     free(all), free(want), free(got);
 }
 
+/*
+** Attention: every table against the scalar reference; and with an f16 KV
+** cache, every table (the reference too) bit for bit its own result on the
+** f32 widening of that cache (the caches here hold f16-exact values).
+*/
 void test_kernels_attention(void) {
     const sm_kernels *ks[8], *ref = sm_kernels_reference();
     size_t nk = tables(ks);
@@ -231,17 +236,33 @@ void test_kernels_attention(void) {
                 size_t hs = hss[a], T = Ts[b], pos = poss[c], ctx = pos + T + 3;
                 size_t qs = 3 * hs + 1, os = hs + 2, nsc = SM_ATTN_SCRATCH(hs, ctx);
                 float *q = rnd(T * qs, &s, 2), *keys = rnd(ctx * hs, &s, 2), *v = rnd(ctx * hs, &s, 1);
-                float *kt = rnd(hs * sm_attn_ctx_padded(ctx), &s, 0); /* blocked key cache */
+                size_t kn = hs * sm_attn_ctx_padded(ctx);
+                float *kt = rnd(kn, &s, 0); /* blocked key cache */
+                uint16_t *kt16 = calloc(kn, 2), *v16 = calloc(ctx * hs, 2);
+                for (size_t j = 0; j < ctx * hs; j++) {
+                    v16[j] = sm_f32_to_f16(v[j]);
+                    v[j] = sm_f16_to_f32(v16[j]);
+                }
                 for (size_t j = 0; j < ctx; j++)
-                    for (size_t d = 0; d < hs; d++) kt[sm_attn_key_index(j, d, hs)] = keys[j * hs + d];
+                    for (size_t d = 0; d < hs; d++) {
+                        size_t k = sm_attn_key_index(j, d, hs);
+                        kt16[k] = sm_f32_to_f16(keys[j * hs + d]);
+                        kt[k] = sm_f16_to_f32(kt16[k]);
+                    }
                 float *sc = rnd(nsc + 16, &s, 0); /* 16 guard floats after the scratch */
                 for (size_t j = 0; j < 16; j++) sc[nsc + j] = 4321.0f;
                 float *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
                 float scale = 1.0f / sqrtf((float)hs);
-                ref->attention(want, q, kt, v, sc, T, pos, hs, qs, os, scale);
-                for (size_t i = 1; i < nk; i++) {
-                    for (size_t j = 0; j < T * os; j++) got[j] = -777.0f;
-                    ks[i]->attention(got, q, kt, v, sc, T, pos, hs, qs, os, scale);
+                ref->attention(want, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale);
+                for (size_t i = 0; i < nk; i++) {
+                    float *w32 = rnd(T * os, &s, 0);
+                    for (size_t j = 0; j < T * os; j++) got[j] = w32[j] = -777.0f;
+                    ks[i]->attention(w32, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale);
+                    ks[i]->attention(got, q, kt16, v16, SM_DTYPE_F16, sc, T, pos, hs, qs, os, scale);
+                    CHECKF(memcmp(got, w32, T * os * sizeof *got) == 0,
+                           "%s attention hs=%zu T=%zu pos=%zu: the f16 cache is not its f32 widening",
+                           ks[i]->name, hs, T, pos);
+                    free(w32);
                     for (size_t j = 0; j < 16; j++)
                         CHECKF(sc[nsc + j] == 4321.0f, "%s attention wrote past its scratch",
                                ks[i]->name);
@@ -257,7 +278,8 @@ void test_kernels_attention(void) {
                                    ks[i]->name, hs, T, pos, t, d, g, want[t * os + d]);
                         }
                 }
-                free(q), free(keys), free(kt), free(v), free(sc), free(want), free(got);
+                free(q), free(keys), free(kt), free(v), free(sc), free(want), free(got), free(kt16),
+                    free(v16);
             }
 }
 

@@ -70,7 +70,8 @@ bool test_rig_open(test_rig *r, const char *name, int nth, const char *kern, boo
     }
     const sm_config *c = sm_model_config(r->m);
     r->V = (size_t)c->n_vocab;
-    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, sm_kernels_select(kern), nseq};
+    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, sm_kernels_select(kern), nseq,
+                              SM_DTYPE_F32};
     sm_state_plan plan;
     if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
         sm_arena_init(&r->arena, plan.total) || sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {

@@ -44,7 +44,7 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE
 } opt_id;
 
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
@@ -86,6 +86,7 @@ typedef struct {
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
     bool mix_m;     /* --dtype q4_k_m / q5_k_m */
+    sm_dtype kv_type; /* --kv-type (SM_DTYPE_F32 when zeroed) */
     bool compare;   /* bench --compare A.json B.json */
     bool special;
     const char *args[MAX_ARGS];

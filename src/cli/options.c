@@ -53,6 +53,8 @@ static const struct option_def {
      "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
     {"ctx-size", 'c', true, CMD_MODEL, O_CTX,
      "-c, --ctx-size N       context length (default and maximum: the model's)"},
+    {"kv-type", 0, true, CMD_MODEL, O_KVTYPE,
+     "    --kv-type T        f32 (default) or f16: type of the KV-cache (f16 halves its memory)"},
     {"kernels", 0, true, CMD_MODEL | CMD_TRAIN, O_KERNELS,
      "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
     {"check-weights", 0, false, CMD_MODEL, O_CHECKW,
@@ -309,6 +311,12 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
         if (!sm_convert_dtype_parse(v, &o->dtype, &o->mix_m))
             return cli_usage_error(o, "%s expects f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, "
                                       "q4_k or q5_k, got '%s'", flag, v);
+        break;
+    case O_KVTYPE:
+        o->kv_type = strcmp(v, "f32") == 0 ? SM_DTYPE_F32 : strcmp(v, "f16") == 0 ? SM_DTYPE_F16
+                                                                                : SM_DTYPE_COUNT;
+        if (o->kv_type == SM_DTYPE_COUNT)
+            return cli_usage_error(o, "%s expects f32 or f16, got '%s'", flag, v);
         break;
     case O_SPECIAL: o->special = true; break;
     case O_COMPARE: o->compare = true; break;

@@ -77,6 +77,7 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     r->sp.n_threads = (int)o->threads;
     r->sp.kernels = r->kernels;
     r->sp.n_seq = n_seq;
+    r->sp.kv_type = o->kv_type;
     if (sm_state_plan_bytes(r->model, &r->sp, &r->plan, &err)) goto fail_msg;
     if (spec->build_state) {
         if (sm_pool_create(&r->pool, (int)o->threads) != SM_OK) {

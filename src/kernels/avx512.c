@@ -455,12 +455,12 @@ static float online_softmax_row(float *s, size_t n, size_t nk, float *m, float *
     return corr;
 }
 
-static void attention(float *restrict out, const float *restrict q, const float *restrict kt,
-                      const float *restrict v, float *restrict scratch, size_t T, size_t pos,
-                      size_t hs, size_t q_stride, size_t out_stride, float scale) {
+static void attention(float *restrict out, const float *restrict q, const void *restrict kt,
+                      const void *restrict v, sm_dtype kvt, float *restrict scratch, size_t T,
+                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale) {
     const __m512 vs = _mm512_set1_ps(scale);
     const size_t as = SM_ATTN_ACC_STRIDE(hs);
-    float *p = scratch, *acc = scratch + GQ * KB;
+    float *p = scratch, *acc = scratch + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
     for (size_t t0 = 0; t0 < T; t0 += GQ) {
         size_t ni = T - t0 < GQ ? T - t0 : GQ, Lmax = pos + t0 + ni;
         const float *qr[GQ];
@@ -473,7 +473,15 @@ static void attention(float *restrict out, const float *restrict q, const float 
         memset(acc, 0, rows * as * sizeof *acc);
         for (size_t j0 = 0; j0 < Lmax; j0 += KB) {
             size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
-            const float *kb = kt + j0 * hs; /* this block's keys, (hs, KB) */
+            const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
+            if (kvt == SM_DTYPE_F16) { /* widened: each key row's nk valid entries, the values */
+                const uint16_t *k16 = (const uint16_t *)kt + j0 * hs;
+                for (size_t d = 0; d < hs; d++) to_f32(kw + d * KB, k16 + d * KB, SM_DTYPE_F16, nk);
+                to_f32(vw, (const uint16_t *)v + j0 * hs, SM_DTYPE_F16, nk * hs);
+                kb = kw, vb = vw;
+            } else {
+                kb = (const float *)kt + j0 * hs, vb = (const float *)v + j0 * hs;
+            }
             if (ni == 1) {
                 score_tile(1, 4, p, qr, kb, hs, 0, nk, vs);
             } else {
@@ -492,9 +500,9 @@ static void attention(float *restrict out, const float *restrict q, const float 
             }
             for (size_t d0 = 0; d0 < hs; d0 += 32) {
                 if (ni == 1)
-                    pv_tile(1, 4, acc, as, p, corr, v, hs, j0, nk, d0);
+                    pv_tile(1, 4, acc, as, p, corr, vb, hs, 0, nk, d0);
                 else
-                    pv_tile(4, 1, acc, as, p, corr, v, hs, j0, nk, d0);
+                    pv_tile(4, 1, acc, as, p, corr, vb, hs, 0, nk, d0);
             }
         }
         for (size_t i = 0; i < ni; i++) {

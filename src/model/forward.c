@@ -9,6 +9,7 @@
 ** results do not depend on the thread count or on timing.
 */
 #include "model_internal.h"
+#include "sm_half.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -216,8 +217,9 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
         for (size_t g = 0; g < s->n_runs; g++) {
             const sm_run *ru = &s->runs[g];
-            float *kt = s->kt + ru->seq * s->kv_seq_floats + layer_off + kh * hs * ctx;
-            float *vh = s->v + ru->seq * s->kv_seq_floats + layer_off + kh * ctx * hs;
+            const size_t kvb = s->p.kv_type == SM_DTYPE_F16 ? 2 : 4;
+            const size_t off = ru->seq * s->kv_seq_floats + layer_off + kh * hs * ctx;
+            char *kt = (char *)s->kt + off * kvb, *vh = (char *)s->v + off * kvb;
             float *qkv = s->qkv + ru->start * W;
             for (size_t t = 0; t < ru->len; t++) {
                 float *kr = qkv + t * W + Q + kh * hs;
@@ -230,12 +232,21 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                     for (size_t h = kh * group; h < (kh + 1) * group; h++)
                         K->rope(qkv + t * W + h * hs, cs, sn, hs);
                 }
-                for (size_t d = 0; d < hs; d++) kt[sm_attn_key_index(p, d, hs)] = kr[d];
-                memcpy(vh + p * hs, vr, hs * sizeof(float));
+                if (kvb == 2) { /* f16 cache: rounded to nearest even */
+                    uint16_t *k16 = (uint16_t *)(void *)kt, *v16 = (uint16_t *)(void *)vh + p * hs;
+                    for (size_t d = 0; d < hs; d++) {
+                        k16[sm_attn_key_index(p, d, hs)] = sm_f32_to_f16(kr[d]);
+                        v16[d] = sm_f32_to_f16(vr[d]);
+                    }
+                } else {
+                    float *k32 = (float *)(void *)kt;
+                    for (size_t d = 0; d < hs; d++) k32[sm_attn_key_index(p, d, hs)] = kr[d];
+                    memcpy((float *)(void *)vh + p * hs, vr, hs * sizeof(float));
+                }
             }
             for (size_t h = kh * group; h < (kh + 1) * group; h++)
-                K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, kt, vh, scr, ru->len,
-                             ru->pos, hs, W, Q, scale);
+                K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, kt, vh, s->p.kv_type,
+                             scr, ru->len, ru->pos, hs, W, Q, scale);
         }
     }
 }

@@ -118,8 +118,9 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     size_t t2 = a->used;
     size_t kv; /* all sequences' keys (or values); on overflow the arena reports it */
     if (!sm_size_mul(&kv, S, kv_floats(m, p->n_ctx))) kv = SIZE_MAX;
-    float *kt = sm_arena_alloc(a, kv, sizeof(float));
-    float *v = sm_arena_alloc(a, kv, sizeof(float));
+    size_t kvb = p->kv_type == SM_DTYPE_F16 ? 2 : 4;
+    void *kt = sm_arena_alloc(a, kv, kvb);
+    void *v = sm_arena_alloc(a, kv, kvb);
     size_t t3 = a->used;
     size_t kmax = C > F ? C : F; /* the widest input of any product */
     size_t per = sm_kernels_scratch(p->kernels, kmax > Q ? kmax : Q);
@@ -159,6 +160,9 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
     if (p->max_batch < 1 || p->max_batch > p->n_ctx)
         return sm_error_set(err, SM_ERR_INPUT, "batch size %zu is outside 1..%zu", p->max_batch,
                             p->n_ctx);
+    if (p->kv_type != SM_DTYPE_F32 && p->kv_type != SM_DTYPE_F16)
+        return sm_error_set(err, SM_ERR_INPUT, "KV-cache type %s; it is f32 or f16",
+                            sm_dtype_name(p->kv_type));
     if (p->n_seq > SM_MAX_SEQ)
         return sm_error_set(err, SM_ERR_INPUT, "%zu sequences; at most %d decode together",
                             p->n_seq, SM_MAX_SEQ);

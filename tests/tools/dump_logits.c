@@ -40,8 +40,10 @@ int main(int argc, char **argv) {
     }
     int nth = atoi(argv[3]);
     size_t chunk = strcmp(argv[4], "batch") == 0 ? T : strcmp(argv[4], "chunk") == 0 ? 5 : 1;
+    const char *kv = getenv("SM_KV_TYPE"); /* "f16": an f16 KV-cache */
     sm_state_params sp = {.n_ctx = (size_t)c->n_ctx, .max_batch = chunk, .all_logits = true,
-                          .n_threads = nth, .kernels = k};
+                          .n_threads = nth, .kernels = k,
+                          .kv_type = kv && strcmp(kv, "f16") == 0 ? SM_DTYPE_F16 : SM_DTYPE_F32};
     sm_state_plan plan;
     sm_pool *pool;
     sm_arena arena;
