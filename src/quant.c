@@ -93,7 +93,7 @@ static float asym_levels(uint8_t *L, const float *x, int n, int nmax, float a, f
     float ia = a > 0.0f ? 1.0f / a : 0.0f, err = 0.0f;
     for (int i = 0; i < n; i++) {
         float v = rne((x[i] + b) * ia);
-        int l = v < 0.0f ? 0 : v > (float)nmax ? nmax : (int)v;
+        int l = v >= 0.0f ? (v <= (float)nmax ? (int)v : nmax) : 0; /* NaN: 0 */
         L[i] = (uint8_t)l;
         float e = a * (float)l - b - x[i];
         err += e * e;
@@ -142,7 +142,7 @@ static float k_super(const float *v, int n) {
 
 static uint8_t k_mult(float v, float d, int hi) {
     float r = d > 0.0f ? rne(v / d) : 0.0f;
-    return (uint8_t)(r < 0.0f ? 0 : r > (float)hi ? hi : (int)r);
+    return (uint8_t)(r >= 0.0f ? (r <= (float)hi ? (int)r : hi) : 0);
 }
 
 /* Error of the super-block with d, dmin for sc, m (levels re-chosen, into L). */
@@ -159,22 +159,23 @@ static float k45_error(uint8_t *L, const float *x, int nmax, float d, float dmin
 ** and levels L. Then d and dmin refitted by least squares for those sc, m and
 ** levels (w = d sc q - dmin m is linear in them), kept if the error drops.
 */
-static void quant_k45(const float *x, int nmax, uint16_t *dh, uint16_t *dminh, uint8_t *sc,
+static bool quant_k45(const float *x, int nmax, uint16_t *dh, uint16_t *dminh, uint8_t *sc,
                       uint8_t *m, uint8_t *L) {
     float a[8], b[8];
     for (int j = 0; j < 8; j++) fit_asym(x + 32 * j, nmax, &a[j], &b[j]);
     float d = k_super(a, 8), dmin = k_super(b, 8);
+    *dh = sm_f32_to_f16(d), *dminh = sm_f32_to_f16(dmin);
+    if (!isfinite(d) || !isfinite(dmin)) return false; /* weights too large for f16 scales */
     uint8_t t[SM_QK_K];
     for (int j = 0; j < 8; j++) {
         int s0 = k_mult(a[j], d, 63), m0 = k_mult(b[j], dmin, 63);
         float best = INFINITY;
-        for (int ds = -1; ds <= 1; ds++)
-            for (int dm = -1; dm <= 1; dm++) {
-                int s1 = s0 + ds, m1 = m0 + dm;
-                if (s1 < 0 || s1 > 63 || m1 < 0 || m1 > 63) continue;
-                float e = asym_levels(t, x + 32 * j, 32, nmax, d * (float)s1, dmin * (float)m1);
-                if (e < best) best = e, sc[j] = (uint8_t)s1, m[j] = (uint8_t)m1, memcpy(L + 32 * j, t, 32);
-            }
+        for (int k = 0; k < 9; k++) { /* (s0, m0) first, kept unless a neighbour is better */
+            int s1 = s0 + (k % 3 == 2 ? 1 : -(k % 3)), m1 = m0 + (k / 3 == 2 ? 1 : -(k / 3));
+            if (s1 < 0 || s1 > 63 || m1 < 0 || m1 > 63) continue;
+            float e = asym_levels(t, x + 32 * j, 32, nmax, d * (float)s1, dmin * (float)m1);
+            if (k == 0 || e < best) best = e, sc[j] = (uint8_t)s1, m[j] = (uint8_t)m1, memcpy(L + 32 * j, t, 32);
+        }
     }
     /* x ~ d u - dmin v with u = sc q, v = m: normal equations in (d, -dmin) */
     float uu = 0.0f, uv = 0.0f, vv = 0.0f, ux = 0.0f, vx = 0.0f;
@@ -191,6 +192,7 @@ static void quant_k45(const float *x, int nmax, uint16_t *dh, uint16_t *dminh, u
         }
     }
     *dh = sm_f32_to_f16(d), *dminh = sm_f32_to_f16(dmin);
+    return true;
 }
 
 /* Squared error of 16 weights on levels -32..31 of w = a q (levels + 32 into L). */
@@ -198,7 +200,7 @@ static float sym_levels(uint8_t *L, const float *x, float a) {
     float ia = a != 0.0f ? 1.0f / a : 0.0f, err = 0.0f;
     for (int i = 0; i < 16; i++) {
         float v = rne(x[i] * ia);
-        int l = v < -32.0f ? -32 : v > 31.0f ? 31 : (int)v;
+        int l = v >= -32.0f ? (v <= 31.0f ? (int)v : 31) : -32; /* NaN: -32 */
         L[i] = (uint8_t)(l + 32);
         float e = a * (float)l - x[i];
         err += e * e;
@@ -228,8 +230,8 @@ static float fit_sym(const float *x) {
     return ba;
 }
 
-/* One q6_k super-block: the f16 d, int8 sc[16] and levels L (0..63). */
-static void quant_q6k(const float *x, uint16_t *dh, int8_t *sc, uint8_t *L) {
+/* One q6_k super-block: the f16 d, int8 sc[16] and levels L (0..63); false if d overflows f16. */
+static bool quant_q6k(const float *x, uint16_t *dh, int8_t *sc, uint8_t *L) {
     float a[16], am = 0.0f;
     for (int j = 0; j < 16; j++) {
         a[j] = fit_sym(x + 16 * j);
@@ -237,18 +239,20 @@ static void quant_q6k(const float *x, uint16_t *dh, int8_t *sc, uint8_t *L) {
     }
     float d = f16_round(am / -128.0f);
     *dh = sm_f32_to_f16(d);
+    if (!isfinite(d)) return false;
     uint8_t t[16];
     for (int j = 0; j < 16; j++) {
         float r = d != 0.0f ? rne(a[j] / d) : 0.0f;
-        int s0 = r < -128.0f ? -128 : r > 127.0f ? 127 : (int)r;
+        int s0 = r >= -128.0f ? (r <= 127.0f ? (int)r : 127) : -128;
         float best = INFINITY;
-        for (int ds = -1; ds <= 1; ds++) {
-            int s1 = s0 + ds;
+        for (int k = 0; k < 3; k++) { /* s0 first, kept unless a neighbour is better */
+            int s1 = s0 + (k == 2 ? 1 : -k);
             if (s1 < -128 || s1 > 127) continue;
             float e = sym_levels(t, x + 16 * j, d * (float)s1);
-            if (e < best) best = e, sc[j] = (int8_t)s1, memcpy(L + 16 * j, t, 16);
+            if (k == 0 || e < best) best = e, sc[j] = (int8_t)s1, memcpy(L + 16 * j, t, 16);
         }
     }
+    return true;
 }
 
 /* Super-block b of a k type from x (256 weights); false if a weight is NaN or infinite or too large. */
@@ -261,7 +265,7 @@ static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
         }
     if (dt == SM_DTYPE_Q6_K) {
         sm_block_q6_k *o = dst;
-        quant_q6k(x, &o->d, o->scales, L);
+        if (!quant_q6k(x, &o->d, o->scales, L)) return false;
         memset(o->ql, 0, sizeof o->ql);
         memset(o->qh, 0, sizeof o->qh);
         for (int i = 0; i < SM_QK_K; i++) {
@@ -274,7 +278,7 @@ static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
     sm_block_q4_k *o4 = dst; /* d, dmin, scales at the same offsets in q5_k */
     sm_block_q5_k *o5 = dst;
     uint8_t sc[8], m[8], *qs = dt == SM_DTYPE_Q4_K ? o4->qs : o5->qs;
-    quant_k45(x, dt == SM_DTYPE_Q4_K ? 15 : 31, &o4->d, &o4->dmin, sc, m, L);
+    if (!quant_k45(x, dt == SM_DTYPE_Q4_K ? 15 : 31, &o4->d, &o4->dmin, sc, m, L)) return false;
     sm_quant_k4_pack(o4->scales, sc, m);
     if (dt == SM_DTYPE_Q5_K) memset(o5->qh, 0, sizeof o5->qh);
     for (int j = 0; j < 8; j++)

@@ -113,6 +113,14 @@ edit_config("q4_0_rows", 10, "tensor tok_embd: dtype q4_0 needs rows of whole 32
 nan_blocks = (struct.pack("<H", 0x7E00) + b"\0" * 32) * (len(TENSORS[0][2]) // 128)
 rewrite("q8_0_scale_nan", 14, "NaN", cmd="generate",
         tensors=[(TENSORS[0][0], TENSORS[0][1], nan_blocks, "q8_0")] + TENSORS[1:])
+# the k types: q6_k's d is last in its block; q4_k's dmin (the second scale) infinite in block 3
+q6_nan = (b"\0" * 208 + struct.pack("<H", 0x7E00)) * (len(TENSORS[0][2]) // 1024)
+rewrite("q6_k_scale_nan", 14, "NaN", cmd="generate",
+        tensors=[(TENSORS[0][0], TENSORS[0][1], q6_nan, "q6_k")] + TENSORS[1:])
+q4k_inf = b"".join(b"\0\0" + struct.pack("<H", 0x7C00 if b == 3 else 0) + b"\0" * 140
+                   for b in range(len(TENSORS[0][2]) // 1024))
+rewrite("q4_k_dmin_inf", 14, "inf", cmd="generate",
+        tensors=[(TENSORS[0][0], TENSORS[0][1], q4k_inf, "q4_k")] + TENSORS[1:])
 # 11: absurd lengths and counts
 edit_config("name_huge", 11, "name must be 1 to 127 bytes", lambda c: c["tensors"][0].update(name="x" * 100000))
 edit_config("layers_huge", 11, "\"n_layer\" is 1.84467440737096e+19",

@@ -258,6 +258,10 @@ if [ -z "${SM_SKIP_BAD_MODELS:-}" ] && [ -d "$T/bad/weights_nan" ]; then
         $BIN info -m "$T/bad/weights_nan" --check-weights
     fails 1 "--check-weights: NaN scale of a q8_0 tensor named" "tensor tok_embd: block 0 has a NaN or infinite scale" \
         $BIN info -m "$T/bad/q8_0_scale_nan" --check-weights
+    fails 1 "--check-weights: NaN d of a q6_k tensor (last in its block)" "tensor tok_embd: block 0 has a NaN or infinite scale" \
+        $BIN info -m "$T/bad/q6_k_scale_nan" --check-weights
+    fails 1 "--check-weights: infinite dmin of a q4_k tensor" "tensor tok_embd: block 3 has a NaN or infinite scale" \
+        $BIN info -m "$T/bad/q4_k_dmin_inf" --check-weights
 fi
 run $BIN generate -m $M -p "x" -n 3 --check-weights
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--check-weights: a finite model runs"; else bad "--check-weights" "rc=$rc $(cat "$T/err")"; fi

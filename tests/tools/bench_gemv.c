@@ -8,8 +8,10 @@
 ** the threads in the model's chunks. Prints GB/s and the share of the read
 ** probe: the table's widest loads summing the same bytes (as sm_bench_read
 ** does), its passes interleaved with the product's, medians of 9.
-**   bench_gemv [--kernels TABLE] [--rows T] [THREADS...]
-** default: every table, T = 1 token row (up to 16: batched decoding), 1 and 2
+**   bench_gemv [--kernels TABLE] [--rows T] [--types LIST] [THREADS...]
+** default: every table, T = 1 token row (up to 16: batched decoding), types
+** f32,f16,bf16 (LIST may name the quantized ones too: q8_0,q4_0,q4_k,...;
+** shapes whose rows are not whole blocks of a type are skipped), 1 and 2
 ** threads.
 ** A benchmark, not a test.
 */
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "sm_base.h"
+#include "sm_config.h"
 #include "sm_kernels.h"
 #include "sm_pool.h"
 
@@ -30,6 +33,8 @@ typedef struct {
     size_t copy_bytes, copies, cur;
     float *out, *x;
     size_t N, K, chunk, T;
+    char *scratch;   /* per thread, scratch_bytes each (the quantized products') */
+    size_t scratch_bytes;
 } job;
 
 /* The read probe over the same bytes: each thread sums its share of the copy. */
@@ -45,7 +50,9 @@ static void mv_task(void *arg, int ith, int nth) {
     const void *w = j->w + j->cur * j->copy_bytes;
     size_t n0, n1;
     sm_pool_split(j->N, j->chunk, ith, nth, &n0, &n1);
-    if (n0 < n1) j->k->matmul_rows(j->out, j->x, w, j->dt, NULL, j->T, j->N, j->K, n0, n1, NULL);
+    if (n0 < n1)
+        j->k->matmul_rows(j->out, j->x, w, j->dt, NULL, j->T, j->N, j->K, n0, n1,
+                          (float *)(void *)(j->scratch + (size_t)ith * j->scratch_bytes));
 }
 
 int main(int argc, char **argv) {
@@ -55,10 +62,10 @@ int main(int argc, char **argv) {
     } shapes[] = {
         {"15M output 32000x288", 32000, 288}, {"15M ffn 768x288", 768, 288},
         {"gpt2 qkv 2304x768", 2304, 768},     {"gpt2 down 768x3072", 768, 3072},
-        {"gpt2 output 50257x768", 50257, 768},
+        {"gpt2 output 50257x768", 50257, 768}, {"1.1B ffn 5632x2048", 5632, 2048},
     };
-    static const sm_dtype dts[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16};
-    static const char *const dtn[] = {"f32", "f16", "bf16"};
+    sm_dtype dts[SM_DTYPE_COUNT] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16};
+    size_t ndt = 3;
     int threads[8] = {1, 2}, nt = 2, a = 1;
     const char *table = NULL;
     size_t T = 1;
@@ -68,7 +75,17 @@ int main(int argc, char **argv) {
         else if (argc > a + 1 && strcmp(argv[a], "--rows") == 0 && atoi(argv[a + 1]) >= 1 &&
                  atoi(argv[a + 1]) <= 16)
             T = (size_t)atoi(argv[a + 1]), a += 2;
-        else
+        else if (argc > a + 1 && strcmp(argv[a], "--types") == 0) {
+            ndt = 0;
+            for (char *tok = strtok(argv[a + 1], ","); tok && ndt < SM_DTYPE_COUNT; tok = strtok(NULL, ",")) {
+                dts[ndt] = sm_dtype_parse(tok);
+                if (dts[ndt++] == SM_DTYPE_COUNT) {
+                    fprintf(stderr, "bench_gemv: --types: unknown type '%s'\n", tok);
+                    return 2;
+                }
+            }
+            a += 2;
+        } else
             break;
     }
     if (argc > a) {
@@ -102,11 +119,16 @@ int main(int argc, char **argv) {
         for (int ti = 0; ti < nt; ti++) {
             sm_pool *pool;
             if (threads[ti] < 1 || sm_pool_create(&pool, threads[ti]) != SM_OK) return 1;
-            for (size_t di = 0; di < 3; di++)
+            for (size_t di = 0; di < ndt; di++)
                 for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+                    if (shapes[si].K % sm_dtype_block(dts[di])) continue;
                     job j = {.k = k, .dt = dts[di], .w = buf, .out = out, .x = x,
                              .N = shapes[si].N, .K = shapes[si].K, .chunk = 16, .T = T};
-                    j.copy_bytes = (j.N * j.K * (dts[di] == SM_DTYPE_F32 ? 4 : 2) + 63) & ~(size_t)63;
+                    /* 16-bit fill values 0x3cXX: every f16 scale of the q types is finite */
+                    j.copy_bytes = (j.N * sm_dtype_row_bytes(dts[di], j.K) + 63) & ~(size_t)63;
+                    j.scratch_bytes = (sm_kernels_scratch(k, j.K) * sizeof(float) + 63) & ~(size_t)63;
+                    j.scratch = aligned_alloc(64, (size_t)threads[ti] * j.scratch_bytes);
+                    if (!j.scratch) return 1;
                     j.copies = (size_t)(SET_BYTES / (double)j.copy_bytes);
                     if (j.copies < 1) j.copies = 1;
                     double t[2][9];
@@ -126,8 +148,10 @@ int main(int argc, char **argv) {
                     double bytes = (double)j.copies * (double)j.copy_bytes;
                     double gbs = bytes / t[0][4] / 1e9, rd = bytes / t[1][4] / 1e9;
                     double gfl = 2.0 * (double)T * (double)j.copies * (double)(j.N * j.K) / t[0][4] / 1e9;
-                    printf("%-8s %-4s %-7d %-24s %8.1f %8.1f %5.0f%% %8.1f\n", k->name, dtn[di],
-                           threads[ti], shapes[si].name, gbs, rd, 100 * gbs / rd, gfl);
+                    printf("%-8s %-4s %-7d %-24s %8.1f %8.1f %5.0f%% %8.1f\n", k->name,
+                           sm_dtype_name(dts[di]), threads[ti], shapes[si].name, gbs, rd,
+                           100 * gbs / rd, gfl);
+                    free(j.scratch);
                 }
             sm_pool_free(pool);
         }
