@@ -104,8 +104,9 @@ static float asym_levels(uint8_t *L, const float *x, int n, int nmax, float a, f
 /*
 ** The scale a >= 0 and offset b >= 0 (w = a q - b, q in 0..nmax) of 32
 ** weights: for each candidate step (the range over nmax - 1 .. nmax + 1 in
-** tenths) the levels, then the least-squares a, b for those levels (b held
-** at 0 where it would turn negative); the fit with least error wins.
+** fifths) the levels, then the least-squares a, b for those levels (b held
+** at 0 where it would turn negative), ranked by that fit's error on those
+** levels (from the sums, without another pass); the best fit wins.
 */
 static void fit_asym(const float *x, int nmax, float *a_out, float *b_out) {
     float lo = x[0], hi = x[0];
@@ -113,6 +114,7 @@ static void fit_asym(const float *x, int nmax, float *a_out, float *b_out) {
     if (lo > 0.0f) lo = 0.0f;
     *a_out = 0.0f, *b_out = -lo;
     if (hi <= lo) return;
+    *a_out = (hi - lo) / (float)nmax; /* plain, kept if no fit's error is finite (huge weights) */
     float best = INFINITY;
     uint8_t L[32];
     for (int t = -5; t <= 5; t++) {
@@ -128,7 +130,8 @@ static void fit_asym(const float *x, int nmax, float *a_out, float *b_out) {
         fb = (sq * sqx - sqq * sx) / det; /* w = fa q - fb */
         if (fb < 0.0f) fb = 0.0f, fa = sqq > 0.0f ? sqx / sqq : 0.0f;
         if (fa < 0.0f) continue;
-        float e = asym_levels(L, x, 32, nmax, fa, fb);
+        /* sum (fa q - fb - x)^2 less the constant sum x^2 */
+        float e = fa * fa * sqq + 32.0f * fb * fb - 2.0f * fa * sqx + 2.0f * fb * sx - 2.0f * fa * fb * sq;
         if (e < best) best = e, *a_out = fa, *b_out = fb;
     }
 }
@@ -213,7 +216,7 @@ static float fit_sym(const float *x) {
     float m = 0.0f;
     for (int i = 0; i < 16; i++) m = fabsf(x[i]) > fabsf(m) ? x[i] : m;
     if (m == 0.0f) return 0.0f;
-    float best = INFINITY, ba = 0.0f;
+    float best = INFINITY, ba = m / -32.0f; /* plain, kept if no fit's error is finite */
     uint8_t L[16];
     for (int t = -6; t <= 6; t++) {
         float a = m / (-32.0f + 0.25f * (float)t);
@@ -223,8 +226,8 @@ static float fit_sym(const float *x) {
             float q = (float)L[i] - 32.0f;
             sqq += q * q, sqx += q * x[i];
         }
-        float fa = sqq > 0.0f ? sqx / sqq : a;
-        float e = sym_levels(L, x, fa);
+        if (sqq <= 0.0f) continue;
+        float fa = sqx / sqq, e = -fa * sqx; /* the refit's error on these levels, less sum x^2 */
         if (e < best) best = e, ba = fa;
     }
     return ba;
