@@ -150,7 +150,7 @@ static AI void qblock(sm_dtype dt, size_t r, __m256 *acc, sm_qx qx, size_t K, co
 static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, size_t K,
                       const void *row, size_t b0) {
     const size_t nb = K / SM_QK;
-    const bool q8 = dt == SM_DTYPE_Q8_0, zp = !q8 || SM_QFLAVOUR;
+    const bool q8 = dt == SM_DTYPE_Q8_0, zp = !q8 || SM_QFLAVOUR != 0;
     const size_t bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
     const char *base = (const char *)row + b0 * bs;
     uint16_t h[8];
