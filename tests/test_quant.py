@@ -53,6 +53,16 @@ def c_quant(tool, qtype, w, np):
     return p.stdout
 
 
+def read_tensor(path, t, np, sm_quant):
+    """Tensor t (an sm_gguf description) of GGUF file path as float32: f16 widened, the
+    quantized types dequantized by NumPy."""
+    with open(path, "rb") as f:
+        f.seek(t["offset"])
+        if t["type"] == "f16":
+            return np.frombuffer(f.read(2 * t["n"]), dtype="<f2").astype(np.float32)
+        return sm_quant.dequantize(t["type"], f.read(sm_quant.row_bytes(t["type"], t["n"])), t["n"])
+
+
 def same_bits(a, b, np):
     return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
@@ -91,28 +101,32 @@ def check_gguf(tool, shared, np, sm_quant):
 LAYOUT_RMS = {"q8_0": 0.0081, "q6_k": 0.027, "q5_k": 0.055, "q4_k": 0.11}
 
 
+def f16_originals(shared, what):
+    """(folder, path, {name: tensor}) of llama-rand-256-f16.gguf, the weights llama.cpp's
+    llama-rand-256 files were quantized from; None (said as a skip of `what`) if absent."""
+    base = os.path.join(shared, "models", "gguf")
+    ref = os.path.join(base, "llama-rand-256-f16.gguf")
+    if not os.path.exists(ref):
+        skip(what, f"{ref} is absent")
+        return None
+    return base, ref, {t["name"]: t for t in sm_gguf.read(ref)[1]}
+
+
 def check_layout(shared, np, sm_quant):
     """The layout itself, not only agreement of two readings of it: every quantized tensor of
     llama-rand-256-* dequantized (NumPy) is close to the same tensor of llama-rand-256-f16.gguf,
     the weights llama-quantize started from."""
-    base = os.path.join(shared, "models", "gguf")
-    ref = os.path.join(base, "llama-rand-256-f16.gguf")
-    if not os.path.exists(ref):
-        skip("k-type layouts against the f16 originals", f"{ref} is absent")
+    found = f16_originals(shared, "k-type layouts against the f16 originals")
+    if not found:
         return
-    orig = {t["name"]: t for t in sm_gguf.read(ref)[1]}
+    base, ref, orig = found
     worst = {}
     for path in sorted(glob.glob(os.path.join(base, "llama-rand-256-q*.gguf"))):
         for t in sm_gguf.read(path)[1]:
             if t["type"] not in LAYOUT_RMS:
                 continue
-            o = orig[t["name"]]
-            with open(ref, "rb") as f:
-                f.seek(o["offset"])
-                w = np.frombuffer(f.read(2 * o["n"]), dtype="<f2").astype(np.float64)
-            with open(path, "rb") as f:
-                f.seek(t["offset"])
-                q = sm_quant.dequantize(t["type"], f.read(sm_quant.row_bytes(t["type"], t["n"])), t["n"])
+            w = read_tensor(ref, orig[t["name"]], np, sm_quant).astype(np.float64)
+            q = read_tensor(path, t, np, sm_quant)
             rel = float(np.sqrt(((q - w) ** 2).mean() / (w ** 2).mean()))
             worst[t["type"]] = max(worst.get(t["type"], 0.0), rel)
     for qt, rel in sorted(worst.items()):
@@ -155,25 +169,18 @@ def check_quantizer(tool, shared, np, sm_quant):
 def check_quantizer_k(tool, shared, np, sm_quant):
     """The k types: on llama-rand-256's weights (the f16 file), our squared error below that of
     llama-quantize's q4_k_m / q5_k_m / q6_k files made from them, tensor type by tensor type."""
-    base = os.path.join(shared, "models", "gguf")
-    src = os.path.join(base, "llama-rand-256-f16.gguf")
-    if not os.path.exists(src):
-        skip("k quantizer vs llama.cpp", f"{src} is absent")
+    found = f16_originals(shared, "k quantizer vs llama.cpp")
+    if not found:
         return
-    f16 = {t["name"]: t for t in sm_gguf.read(src)[1]}
+    base, src, f16 = found
     tot = {}
     for mix in ("q4_k_m", "q5_k_m", "q6_k"):
         ref = os.path.join(base, f"llama-rand-256-{mix}.gguf")
         for t in sm_gguf.read(ref)[1]:
             if not t["type"].endswith("_k"):
                 continue
-            o = f16[t["name"]]
-            with open(src, "rb") as f:
-                f.seek(o["offset"])
-                w = np.frombuffer(f.read(2 * o["n"]), dtype="<f2").astype(np.float32)
-            with open(ref, "rb") as f:
-                f.seek(t["offset"])
-                lq = sm_quant.dequantize(t["type"], f.read(sm_quant.row_bytes(t["type"], t["n"])), t["n"])
+            w = read_tensor(src, f16[t["name"]], np, sm_quant)
+            lq = read_tensor(ref, t, np, sm_quant)
             mine = sm_quant.dequantize(t["type"], c_quant(tool, t["type"], w, np), t["n"])
             w64 = w.astype(np.float64)
             e = tot.setdefault(t["type"], [0.0, 0.0])

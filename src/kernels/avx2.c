@@ -498,14 +498,7 @@ static void attention(float *restrict out, const float *restrict q, const void *
         for (size_t j0 = 0; j0 < Lmax; j0 += KB) {
             size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
             const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
-            if (kvt == SM_DTYPE_F16) { /* widened: each key row's nk valid entries, the values */
-                const uint16_t *k16 = (const uint16_t *)kt + j0 * hs;
-                for (size_t d = 0; d < hs; d++) to_f32(kw + d * KB, k16 + d * KB, SM_DTYPE_F16, nk);
-                to_f32(vw, (const uint16_t *)v + j0 * hs, SM_DTYPE_F16, nk * hs);
-                kb = kw, vb = vw;
-            } else {
-                kb = (const float *)kt + j0 * hs, vb = (const float *)v + j0 * hs;
-            }
+            sm_kernels_kv_block(&kb, &vb, kw, vw, kt, v, kvt, j0, nk, hs, to_f32);
             for (size_t j = 0; j < nk; j += ni == 1 ? 32 : 16) {
                 if (ni == 1)
                     score_tile(1, 4, p + j, qr, kb, hs, j, nk - j, vs);

@@ -219,6 +219,27 @@ static AI __m256i bits_to_48(__m256i qh, int k) {
     return _mm256_and_si256(v, _mm256_set1_epi8(48));
 }
 
+/* The levels of sub-blocks 2c (lo) and 2c + 1 (hi) of a q4_k / q5_k super-block (nibbles qs,
+** fifth bits qh), as unsigned bytes. */
+static AI void k45_pair(sm_dtype dt, const uint8_t *qs, __m256i qh, int c, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    *lo = _mm256_and_si256(v, m4), *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (dt == SM_DTYPE_Q5_K) {
+        *lo = _mm256_or_si256(*lo, bit_to_16(qh, 2 * c));
+        *hi = _mm256_or_si256(*hi, bit_to_16(qh, 2 * c + 1));
+    }
+}
+
+/* The 32 levels (0..63) of 32-weight block j (< 8) of q6_k super-block x, as unsigned bytes. */
+static AI __m256i q6_block(const sm_block_q6_k *x, int j) {
+    int h = j / 4, k = j % 4;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k & 1)));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+    lo = _mm256_and_si256(k < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
+    return _mm256_or_si256(lo, bits_to_48(qh, k));
+}
+
 /* acc[i] += f[i][j] (the dot product of block j's levels u with x row i, lanes from init z s). */
 static AI void kblock(size_t r, __m256 *acc, const float f[][8], int j, __m256i u, sm_qx qx,
                       size_t K, size_t b, int zshift, const __m256 *lanes) {
@@ -268,14 +289,9 @@ static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_
         acc[i][1] = _mm256_fnmadd_ps(dmv, _mm256_loadu_ps(qx.xs + i * nb + b0), acc[i][1]);
     }
     __m256i qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
-    const __m256i m4 = _mm256_set1_epi8(15);
     for (int c = 0; c < 4; c++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (dt == SM_DTYPE_Q5_K) {
-            lo = _mm256_or_si256(lo, bit_to_16(qh, 2 * c));
-            hi = _mm256_or_si256(hi, bit_to_16(qh, 2 * c + 1));
-        }
+        __m256i lo, hi;
+        k45_pair(dt, qs, qh, c, &lo, &hi);
         __m256 a0[SM_QX_ROWS], a1[SM_QX_ROWS];
         for (size_t i = 0; i < r; i++) a0[i] = acc[i][0], a1[i] = acc[i][1];
         kblock(r, a0, f, 2 * c, lo, qx, K, b0 + 2 * c, 0, NULL);
@@ -292,26 +308,17 @@ static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const voi
     float f[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) _mm256_storeu_ps(f[i], _mm256_mul_ps(d, _mm256_loadu_ps(qx.d + i * nb + b0)));
     __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (int h = 0; h < 2; h++) {
-        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
-        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-        for (int k = 0; k < 4; k++) {
-            int j = 4 * h + k;
-            __m256i lo = k & 1 ? ql1 : ql0;
-            lo = _mm256_and_si256(k < 2 ? lo : _mm256_srli_epi16(lo, 4), m4);
-            __m256i u = _mm256_or_si256(lo, bits_to_48(qh, k));
-            /* lanes 0-3 (weights 0-15) scale sc[2j], lanes 4-7 sc[2j + 1] */
-            __m128i pick = _mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)(2 * j + 1), (char)(2 * j + 1),
-                                        (char)(2 * j + 1), (char)(2 * j + 1), (char)(2 * j),
-                                        (char)(2 * j), (char)(2 * j), (char)(2 * j));
-            __m256 lanes = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
-            __m256 a[SM_QX_ROWS];
-            for (size_t i = 0; i < r; i++) a[i] = acc[i][j & 1];
-            kblock(r, a, f, j, u, qx, K, b0 + j, 5, &lanes);
-            for (size_t i = 0; i < r; i++) acc[i][j & 1] = a[i];
-        }
+    for (int j = 0; j < 8; j++) {
+        __m256i u = q6_block(x, j);
+        /* lanes 0-3 (weights 0-15) scale sc[2j], lanes 4-7 sc[2j + 1] */
+        __m128i pick = _mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)(2 * j + 1), (char)(2 * j + 1),
+                                    (char)(2 * j + 1), (char)(2 * j + 1), (char)(2 * j),
+                                    (char)(2 * j), (char)(2 * j), (char)(2 * j));
+        __m256 lanes = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
+        __m256 a[SM_QX_ROWS];
+        for (size_t i = 0; i < r; i++) a[i] = acc[i][j & 1];
+        kblock(r, a, f, j, u, qx, K, b0 + j, 5, &lanes);
+        for (size_t i = 0; i < r; i++) acc[i][j & 1] = a[i];
     }
 }
 
@@ -372,30 +379,21 @@ static AI void store_levels(float *out, __m256i u, __m256 a, __m256 b) {
 
 /* Super-blocks of a k type (bit for bit sm_quant_dequant). */
 static void dequant_k(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
-    const __m256i m4 = _mm256_set1_epi8(15);
     for (size_t sb = 0; sb < n / SM_QK_K; sb++, out += SM_QK_K) {
         if (dt == SM_DTYPE_Q6_K) {
             const sm_block_q6_k *x = (const sm_block_q6_k *)src + sb;
             __m256 d = _mm256_set1_ps(f16(x->d)), z = _mm256_set1_ps(32.0f);
-            for (int h = 0; h < 2; h++) {
-                __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
-                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-                for (int k = 0; k < 4; k++) {
-                    int j = 4 * h + k;
-                    __m256i lo = k & 1 ? ql1 : ql0;
-                    lo = _mm256_and_si256(k < 2 ? lo : _mm256_srli_epi16(lo, 4), m4);
-                    __m256i u = _mm256_or_si256(lo, bits_to_48(qh, k));
-                    /* (q - 32) sc exact in f32 (|.| <= 4096; + 0 turns -0 into the integer's +0),
-                    ** then times d: one rounding */
-                    float buf[32];
-                    store_levels(buf, u, _mm256_set1_ps(1.0f), z);
-                    for (int half = 0; half < 2; half++) {
-                        __m256 sc = _mm256_set1_ps((float)x->scales[2 * j + half]);
-                        for (int c = 0; c < 2; c++)
-                            _mm256_storeu_ps(out + 32 * j + 16 * half + 8 * c,
-                                             _mm256_mul_ps(d, _mm256_add_ps(_mm256_mul_ps(sc, _mm256_loadu_ps(buf + 16 * half + 8 * c)),
-                                                                            _mm256_setzero_ps())));
+            for (int j = 0; j < 8; j++) {
+                /* (q - 32) sc exact in f32 (|.| <= 4096; + 0 turns -0 into the integer's +0),
+                ** then times d: one rounding */
+                float buf[32];
+                store_levels(buf, q6_block(x, j), _mm256_set1_ps(1.0f), z);
+                for (int half = 0; half < 2; half++) {
+                    __m256 sc = _mm256_set1_ps((float)x->scales[2 * j + half]);
+                    for (int c = 0; c < 2; c++) {
+                        __m256 v = _mm256_mul_ps(sc, _mm256_loadu_ps(buf + 16 * half + 8 * c));
+                        _mm256_storeu_ps(out + 32 * j + 16 * half + 8 * c,
+                                         _mm256_mul_ps(d, _mm256_add_ps(v, _mm256_setzero_ps())));
                     }
                 }
             }
@@ -410,12 +408,8 @@ static void dequant_k(float *restrict out, const void *restrict src, sm_dtype dt
         float d = f16(hd->d), dmin = f16(hd->dmin);
         __m256i qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (dt == SM_DTYPE_Q5_K) {
-                lo = _mm256_or_si256(lo, bit_to_16(qh, 2 * c));
-                hi = _mm256_or_si256(hi, bit_to_16(qh, 2 * c + 1));
-            }
+            __m256i lo, hi;
+            k45_pair(dt, qs, qh, c, &lo, &hi);
             int j = 2 * c;
             store_levels(out + 32 * j, lo, _mm256_set1_ps(d * (float)sc[j]), _mm256_set1_ps(dmin * (float)m[j]));
             store_levels(out + 32 * j + 32, hi, _mm256_set1_ps(d * (float)sc[j + 1]),

@@ -73,6 +73,17 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, float *restrict out, const float *
 void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K,
                           size_t n, size_t nr, size_t width, size_t k0, size_t kc);
 
+/*
+** Key block j0 (nk keys) of a head's cache and its values as f32: *kb the
+** keys (hs, SM_ATTN_KBLOCK), *vb the values (nk, hs). An f32 cache is used
+** in place; an f16 one is widened by the table's `widen` into kw and vw
+** (the attention scratch). Plain C, shared by the SIMD attentions (pack.c).
+*/
+void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
+                         float *restrict vw, const void *kt, const void *v, sm_dtype kvt,
+                         size_t j0, size_t nk, size_t hs,
+                         void (*widen)(float *restrict, const void *restrict, sm_dtype, size_t));
+
 /* Address of element i of a tensor of type dt (for the q types, i starts a block). */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
     switch (dt) {

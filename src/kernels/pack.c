@@ -1,7 +1,7 @@
 /*
 ** pack.c -- weight-panel packing and the blocked loop of the packed
 ** products, shared by the SIMD tables (plain C; the tables supply the
-** micro-kernels).
+** micro-kernels), and the f16 KV-cache's widening for their attention.
 */
 #include "kernels_internal.h"
 
@@ -49,4 +49,18 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, float *restrict out, const float *
             }
         }
     }
+}
+
+void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
+                         float *restrict vw, const void *kt, const void *v, sm_dtype kvt,
+                         size_t j0, size_t nk, size_t hs,
+                         void (*widen)(float *restrict, const void *restrict, sm_dtype, size_t)) {
+    if (kvt != SM_DTYPE_F16) {
+        *kb = (const float *)kt + j0 * hs, *vb = (const float *)v + j0 * hs;
+        return;
+    }
+    const uint16_t *k16 = (const uint16_t *)kt + j0 * hs; /* each key row's nk valid entries */
+    for (size_t d = 0; d < hs; d++) widen(kw + d * SM_ATTN_KBLOCK, k16 + d * SM_ATTN_KBLOCK, kvt, nk);
+    widen(vw, (const uint16_t *)v + j0 * hs, kvt, nk * hs);
+    *kb = kw, *vb = vw;
 }
