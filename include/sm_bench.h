@@ -35,7 +35,7 @@ double sm_bench_read(sm_pool *pool, const sm_kernels *k, double bytes);
 */
 double sm_bench_weight_bytes(const sm_config *c);
 
-/* Bytes of keys and values one decoded token reads at context length ctx. */
-double sm_bench_kv_bytes(const sm_config *c, double ctx);
+/* Bytes of keys and values (of type kv_type, f32 or f16) one decoded token reads at context length ctx. */
+double sm_bench_kv_bytes(const sm_config *c, double ctx, sm_dtype kv_type);
 
 #endif

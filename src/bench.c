@@ -81,8 +81,9 @@ double sm_bench_read(sm_pool *pool, const sm_kernels *k, double bytes) {
     return bw;
 }
 
-double sm_bench_kv_bytes(const sm_config *c, double ctx) {
-    return 2.0 * (double)c->n_layer * (double)c->n_kv_head * (double)c->head_dim * 4.0 * ctx;
+double sm_bench_kv_bytes(const sm_config *c, double ctx, sm_dtype kv_type) {
+    double el = kv_type == SM_DTYPE_F16 ? 2.0 : 4.0;
+    return 2.0 * (double)c->n_layer * (double)c->n_kv_head * (double)c->head_dim * el * ctx;
 }
 
 double sm_bench_weight_bytes(const sm_config *c) {
