@@ -91,7 +91,17 @@ static inline void sm_quant_k4_pack(uint8_t s[12], const uint8_t sc[8], const ui
     }
 }
 
-/* out (n) = the n weights at src (type dt, n a multiple of its block) as f32. */
+/*
+** Block b (of 32 weights; the k types' super-blocks are 8 such blocks) of
+** the quantized row at row as w[j] = D ws[j] - M with integers ws: q8_0 q,
+** q4_0 q - 8 (D = d, M = 0); q4_k / q5_k sc q (D = d, M = dmin m of its
+** sub-block); q6_k sc (q - 32) (D = d, M = 0). Every D ws[j] is exact in
+** f32 (at most 24 significant bits), so a weight is rounded once.
+*/
+void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, float *D,
+                         float *M);
+
+/* out (n) = the n weights at src (type dt, n a multiple of its block) as f32: D ws - M. */
 void sm_quant_dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
 
 /*

@@ -322,61 +322,53 @@ size_t sm_quant_quantize(void *restrict dst, const float *restrict src, sm_dtype
     return n / SM_QK;
 }
 
-/* Weights of q4_k / q5_k block x (256): d sc q - dmin m, the product exact, one rounding. */
-static void dequant_k45(float *restrict out, const void *x, sm_dtype dt) {
-    const sm_block_q4_k *b4 = x;
-    const sm_block_q5_k *b5 = x;
-    const uint8_t *qs = dt == SM_DTYPE_Q4_K ? b4->qs : b5->qs;
-    uint8_t sc[8], m[8];
-    sm_quant_k4_scales(b4->scales, sc, m); /* d, dmin, scales: the same offsets in both */
-    float d = sm_f16_to_f32(b4->d), dmin = sm_f16_to_f32(b4->dmin);
-    for (int j = 0; j < 8; j++) {
-        float ds = d * (float)sc[j], dm = dmin * (float)m[j];
-        for (int l = 0; l < 32; l++) {
-            int q = j & 1 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
-            if (dt == SM_DTYPE_Q5_K) q += (b5->qh[l] >> j & 1) << 4;
-            float p = ds * (float)q;
-            out[32 * j + l] = p - dm;
+void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, float *D,
+                         float *M) {
+    *M = 0.0f;
+    if (dt == SM_DTYPE_Q8_0) {
+        const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
+        *D = sm_f16_to_f32(x->d);
+        for (int j = 0; j < SM_QK; j++) ws[j] = x->qs[j];
+    } else if (dt == SM_DTYPE_Q4_0) {
+        const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b;
+        *D = sm_f16_to_f32(x->d);
+        for (int j = 0; j < SM_QK / 2; j++) {
+            ws[j] = (x->qs[j] & 15) - 8;
+            ws[j + SM_QK / 2] = (x->qs[j] >> 4) - 8;
         }
-    }
-}
-
-/* Weights of q6_k block x (256): d sc (q - 32). */
-static void dequant_q6k(float *restrict out, const sm_block_q6_k *x) {
-    float d = sm_f16_to_f32(x->d);
-    for (int i = 0; i < SM_QK_K; i++) {
-        int h = i / 128, k = i % 128 / 32, l = i % 32;
-        int lo = x->ql[64 * h + l + 32 * (k & 1)] >> (k < 2 ? 0 : 4) & 15;
-        int q = lo | (x->qh[32 * h + l] >> 2 * k & 3) << 4;
-        out[i] = d * (float)(x->scales[i / 16] * (q - 32));
+    } else if (dt == SM_DTYPE_Q6_K) {
+        const sm_block_q6_k *x = (const sm_block_q6_k *)row + b / 8;
+        size_t h = b % 8 / 4, k = b % 4; /* 128-weight half, 32-weight quarter of it */
+        *D = sm_f16_to_f32(x->d);
+        for (int l = 0; l < SM_QK; l++) {
+            int lo = x->ql[64 * h + l + 32 * (k & 1)] >> (k < 2 ? 0 : 4) & 15;
+            int q = lo | (x->qh[32 * h + l] >> 2 * k & 3) << 4;
+            ws[l] = x->scales[2 * (b % 8) + l / 16] * (q - 32);
+        }
+    } else {
+        const sm_block_q4_k *x4 = (const sm_block_q4_k *)row + b / 8;
+        const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + b / 8;
+        const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
+        const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
+        size_t j = b % 8;
+        uint8_t sc[8], m[8];
+        sm_quant_k4_scales(hd->scales, sc, m); /* d, dmin, scales: the same offsets in both */
+        *D = sm_f16_to_f32(hd->d);
+        *M = sm_f16_to_f32(hd->dmin) * (float)m[j];
+        for (int l = 0; l < SM_QK; l++) {
+            int q = j & 1 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
+            if (dt == SM_DTYPE_Q5_K) q += (x5->qh[l] >> j & 1) << 4;
+            ws[l] = sc[j] * q;
+        }
     }
 }
 
 void sm_quant_dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
-    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K) {
-        size_t bytes = sm_dtype_row_bytes(dt, SM_QK_K);
-        for (size_t b = 0; b < n / SM_QK_K; b++, out += SM_QK_K) {
-            const void *x = (const char *)src + b * bytes;
-            if (dt == SM_DTYPE_Q6_K)
-                dequant_q6k(out, x);
-            else
-                dequant_k45(out, x, dt);
-        }
-        return;
-    }
+    int ws[SM_QK];
+    float D, M;
     for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
-        if (dt == SM_DTYPE_Q8_0) {
-            const sm_block_q8_0 *x = (const sm_block_q8_0 *)src + b;
-            float d = sm_f16_to_f32(x->d);
-            for (int i = 0; i < SM_QK; i++) out[i] = d * (float)x->qs[i];
-        } else {
-            const sm_block_q4_0 *x = (const sm_block_q4_0 *)src + b;
-            float d = sm_f16_to_f32(x->d);
-            for (int j = 0; j < SM_QK / 2; j++) {
-                out[j] = d * (float)((x->qs[j] & 15) - 8);
-                out[j + SM_QK / 2] = d * (float)((x->qs[j] >> 4) - 8);
-            }
-        }
+        sm_quant_block_ints(ws, src, dt, b, &D, &M);
+        for (int j = 0; j < SM_QK; j++) out[j] = D * (float)ws[j] - M; /* the product exact */
     }
 }
 

@@ -5,8 +5,6 @@
 */
 #include "kernels_internal.h"
 
-#include "sm_half.h"
-
 #include <math.h>
 #include <string.h>
 
@@ -41,51 +39,6 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
         }
 }
 
-/*
-** Block b (of 32 weights) of a quantized row as w[j] = D ws[j] - M with
-** integers ws: q8_0 q, q4_0 q - 8 (D = d, M = 0); q4_k / q5_k sc q
-** (D = d, M = dmin m of its sub-block); q6_k sc (q - 32) (D = d, M = 0).
-*/
-static void block_ints(int *ws, const void *row, sm_dtype dt, size_t b, float *D, float *M) {
-    *M = 0.0f;
-    if (dt == SM_DTYPE_Q8_0) {
-        const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
-        *D = sm_f16_to_f32(x->d);
-        for (int j = 0; j < SM_QK; j++) ws[j] = x->qs[j];
-    } else if (dt == SM_DTYPE_Q4_0) {
-        const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b;
-        *D = sm_f16_to_f32(x->d);
-        for (int j = 0; j < SM_QK / 2; j++) {
-            ws[j] = (x->qs[j] & 15) - 8;
-            ws[j + SM_QK / 2] = (x->qs[j] >> 4) - 8;
-        }
-    } else if (dt == SM_DTYPE_Q6_K) {
-        const sm_block_q6_k *x = (const sm_block_q6_k *)row + b / 8;
-        size_t h = b % 8 / 4, k = b % 4; /* 128-weight half, 32-weight quarter of it */
-        *D = sm_f16_to_f32(x->d);
-        for (int l = 0; l < SM_QK; l++) {
-            int lo = x->ql[64 * h + l + 32 * (k & 1)] >> (k < 2 ? 0 : 4) & 15;
-            int q = lo | (x->qh[32 * h + l] >> 2 * k & 3) << 4;
-            ws[l] = x->scales[2 * (b % 8) + l / 16] * (q - 32);
-        }
-    } else {
-        const sm_block_q4_k *x4 = (const sm_block_q4_k *)row + b / 8;
-        const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + b / 8;
-        const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
-        const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
-        size_t j = b % 8;
-        uint8_t sc[8], m[8];
-        sm_quant_k4_scales(hd->scales, sc, m); /* d, dmin, scales: the same offsets in both */
-        *D = sm_f16_to_f32(hd->d);
-        *M = sm_f16_to_f32(hd->dmin) * (float)m[j];
-        for (int l = 0; l < SM_QK; l++) {
-            int q = j & 1 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
-            if (dt == SM_DTYPE_Q5_K) q += (x5->qh[l] >> j & 1) << 4;
-            ws[l] = sc[j] * q;
-        }
-    }
-}
-
 static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
                  const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
     const size_t nb = K / SM_QK;
@@ -94,7 +47,7 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
         const void *row = sm_kernels_elem(w, dt, n * K);
         float s[SM_QX_ROWS] = {0}, D, M;
         for (size_t b = 0; b < nb; b++) { /* each block decoded once for the r rows */
-            block_ints(ws, row, dt, b, &D, &M);
+            sm_quant_block_ints(ws, row, dt, b, &D, &M);
             for (size_t i = 0; i < r; i++) {
                 const int8_t *q = qx.q + i * K + b * SM_QK;
                 int dot = 0;
