@@ -9,13 +9,15 @@
 ** dispatch.c picks one from cpuid. vpmaddubsw multiplies unsigned by signed
 ** bytes with int16 pair sums, so q8_0 weights go in as |w| against x with
 ** w's sign (|w| <= 128: a pair is at most 2 x 128 x 127, no saturation).
-** Zero points cost nothing: q4_0's nibbles (0..15) go in as they are, and
-** vpdpbusd takes q8_0's bytes made unsigned (w + 128), each lane starting
-** from the zero point times minus its 4 activations' sum (sm_qx.s).
+** Levels go in unsigned as they are stored (q4_0's nibbles 0..15; q8_0's
+** bytes made unsigned, w + 128, for vpdpbusd); a zero point z comes off as
+** z d_w times the activation block's scaled sum (sm_qx.xs), once per eight
+** blocks, or, where the scale changes within a block (q6_k's 16-weight halves),
+** from each lane's start at z times minus its 4 activations' sum (sm_qx.s).
 **
 ** gemv streams one weight row at a time (one sequential stream, as the f32
-** decode does) against up to SM_QX_ROWS token rows, two blocks per step into
-** two accumulators per row.
+** decode does) against up to SM_QX_ROWS token rows, blocks alternating
+** between two accumulators per row.
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
@@ -102,68 +104,40 @@ static AI __m256i q4_bytes(const sm_block_q4_0 *x) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
 }
 
-/*
-** Block b of a row against x rows i < r: acc[i] += d_w d_x (integer dot
-** product). q4_0: nibbles as unsigned bytes, each lane starting from 8 s
-** (s = minus the sum of its 4 x values), so it ends at sum (q - 8) x.
-** q8_0 with vpdpbusd: w + 128 (w xor 0x80) as unsigned bytes, lanes from
-** 128 s; with vpmaddubsw, |w| against x with w's sign.
-*/
-static AI void qblock(sm_dtype dt, size_t r, __m256 *acc, sm_qx qx, size_t K, const void *row,
-                      size_t b) {
-    const size_t nb = K / SM_QK;
-    float dw;
-    __m256i u, wq = _mm256_setzero_si256();
-    if (dt == SM_DTYPE_Q8_0) {
-        const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
-        dw = f16(x->d);
-        wq = _mm256_loadu_si256((const __m256i *)x->qs);
-        u = SM_QFLAVOUR ? _mm256_xor_si256(wq, _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(wq, wq);
-    } else {
-        const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b;
-        dw = f16(x->d);
-        u = q4_bytes(x);
-    }
-    for (size_t i = 0; i < r; i++) {
-        const size_t bi = i * nb + b;
-        __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK));
-        __m256i s = _mm256_loadu_si256((const __m256i *)(qx.s + bi * (SM_QK / 4)));
-        __m256i p;
-        if (dt == SM_DTYPE_Q8_0 && !SM_QFLAVOUR)
-            p = dot_u8s8(_mm256_setzero_si256(), u, _mm256_sign_epi8(xq, wq));
-        else
-            p = dot_u8s8(_mm256_slli_epi32(s, dt == SM_DTYPE_Q8_0 ? 7 : 3), u, xq);
-        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * qx.d[bi]), _mm256_cvtepi32_ps(p), acc[i]);
-    }
+/* n < 8 floats at p, zeros after (the last group of a row; nothing past it is read). */
+static AI __m256 load_head(const float *p, size_t n) {
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
 }
 
-/* out[i * N] = row . x row i (+ bias) for i < r (a constant where inlined); blocks alternate
-** between two accumulators. */
 /*
-** Blocks b0..b0+7 of a q8_0 / q4_0 row against x rows i < r: the eight f16
-** scales widened in one instruction and multiplied by the activations'
-** eight scales in one more; the zero point z (q4_0's 8, q8_0's 128 under
-** vpdpbusd) comes off once for the eight, as z d_w times xs (d_x sum q),
-** so each block's integer product starts from zero: about half the
-** instructions of qblock's per-block scale and lane set-up.
+** Blocks b0..b0+nbk-1 (nbk <= 8) of a q8_0 / q4_0 row against x rows i < r,
+** even blocks into a0, odd into a1: the f16 scales widened in one
+** instruction and multiplied by the activations' scales in one more; the
+** zero point z (q4_0's 8, q8_0's 128 under vpdpbusd; vpmaddubsw takes
+** q8_0 as |w| against x with w's sign, no zero point) comes off once for
+** the group, as z d_w times xs (d_x sum q), so each block's integer
+** product starts from zero.
 */
 static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, size_t K,
-                      const void *row, size_t b0) {
+                      const void *row, size_t b0, size_t nbk) {
     const size_t nb = K / SM_QK;
     const bool q8 = dt == SM_DTYPE_Q8_0, zp = !q8 || SM_QFLAVOUR != 0;
     const size_t bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
     const char *base = (const char *)row + b0 * bs;
-    uint16_t h[8];
-    for (int k = 0; k < 8; k++) memcpy(&h[k], base + (size_t)k * bs, sizeof h[k]);
+    uint16_t h[8] = {0};
+    for (size_t k = 0; k < nbk; k++) memcpy(&h[k], base + k * bs, sizeof h[k]);
     __m256 dw = _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
                                               (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
     __m256 dz = _mm256_mul_ps(dw, _mm256_set1_ps(q8 ? 128.0f : 8.0f));
     float f[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) {
-        _mm256_storeu_ps(f[i], _mm256_mul_ps(dw, _mm256_loadu_ps(qx.d + i * nb + b0)));
-        if (zp) a1[i] = _mm256_fnmadd_ps(dz, _mm256_loadu_ps(qx.xs + i * nb + b0), a1[i]);
+        const float *d = qx.d + i * nb + b0, *xs = qx.xs + i * nb + b0;
+        _mm256_storeu_ps(f[i], _mm256_mul_ps(dw, nbk == 8 ? _mm256_loadu_ps(d) : load_head(d, nbk)));
+        if (zp)
+            a1[i] = _mm256_fnmadd_ps(dz, nbk == 8 ? _mm256_loadu_ps(xs) : load_head(xs, nbk), a1[i]);
     }
-    for (int j = 0; j < 8; j++) {
+    for (size_t j = 0; j < nbk; j++) {
         __m256i u, wq = _mm256_setzero_si256();
         if (q8) {
             wq = _mm256_loadu_si256((const __m256i *)((const sm_block_q8_0 *)(const void *)base + j)->qs);
@@ -181,18 +155,15 @@ static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, s
     }
 }
 
+/* out[i * N] = row . x row i (+ bias) for i < r (a constant where inlined), eight blocks at a time. */
 static AI void qrow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                     const void *restrict row, float bias) {
     const size_t nb = K / SM_QK;
     __m256 a0[SM_QX_ROWS], a1[SM_QX_ROWS];
     for (size_t i = 0; i < r; i++) a0[i] = a1[i] = _mm256_setzero_ps();
     size_t b = 0;
-    for (; b + 8 <= nb; b += 8) qgroup(dt, r, a0, a1, qx, K, row, b);
-    for (; b + 2 <= nb; b += 2) {
-        qblock(dt, r, a0, qx, K, row, b);
-        qblock(dt, r, a1, qx, K, row, b + 1);
-    }
-    if (b < nb) qblock(dt, r, a0, qx, K, row, b);
+    for (; b + 8 <= nb; b += 8) qgroup(dt, r, a0, a1, qx, K, row, b, 8);
+    if (b < nb) qgroup(dt, r, a0, a1, qx, K, row, b, nb - b);
     for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(a0[i], a1[i])) + bias;
 }
 
@@ -367,7 +338,6 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
     }
 }
 
-/* Bit for bit sm_quant_dequant: one product d * q per weight. */
 /* 32 unsigned levels u as f32, each a * level - b (a * level exact, so the fused form rounds once, as
 ** sm_quant_dequant's product then difference does). */
 static AI void store_levels(float *out, __m256i u, __m256 a, __m256 b) {
@@ -418,6 +388,7 @@ static void dequant_k(float *restrict out, const void *restrict src, sm_dtype dt
     }
 }
 
+/* Bit for bit sm_quant_dequant: one product d * q per weight. */
 static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     if (dt != SM_DTYPE_Q8_0 && dt != SM_DTYPE_Q4_0) {
         dequant_k(out, src, dt, n);
