@@ -82,7 +82,7 @@ double sm_bench_read(sm_pool *pool, const sm_kernels *k, double bytes) {
 }
 
 double sm_bench_kv_bytes(const sm_config *c, double ctx, sm_dtype kv_type) {
-    double el = kv_type == SM_DTYPE_F16 ? 2.0 : 4.0;
+    double el = (double)sm_dtype_row_bytes(kv_type, 1);
     return 2.0 * (double)c->n_layer * (double)c->n_kv_head * (double)c->head_dim * el * ctx;
 }
 

@@ -213,12 +213,12 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim, half = hs / 2;
     const size_t layer_off = (size_t)l * KVH * hs * ctx; /* per head: keys blocked, values (ctx, hs) */
     const bool rope = c->arch == SM_ARCH_LLAMA;
+    const size_t kvb = sm_dtype_row_bytes(s->p.kv_type, 1); /* bytes per cached element */
     const float scale = 1.0f / sqrtf((float)hs);
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
         for (size_t g = 0; g < s->n_runs; g++) {
             const sm_run *ru = &s->runs[g];
-            const size_t kvb = s->p.kv_type == SM_DTYPE_F16 ? 2 : 4;
-            const size_t off = ru->seq * s->kv_seq_floats + layer_off + kh * hs * ctx;
+            const size_t off = ru->seq * s->kv_seq_elems + layer_off + kh * hs * ctx;
             char *kt = (char *)s->kt + off * kvb, *vh = (char *)s->v + off * kvb;
             float *qkv = s->qkv + ru->start * W;
             for (size_t t = 0; t < ru->len; t++) {
@@ -232,7 +232,7 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                     for (size_t h = kh * group; h < (kh + 1) * group; h++)
                         K->rope(qkv + t * W + h * hs, cs, sn, hs);
                 }
-                if (kvb == 2) { /* f16 cache: rounded to nearest even */
+                if (s->p.kv_type == SM_DTYPE_F16) { /* rounded to nearest even */
                     uint16_t *k16 = (uint16_t *)(void *)kt, *v16 = (uint16_t *)(void *)vh + p * hs;
                     for (size_t d = 0; d < hs; d++) {
                         k16[sm_attn_key_index(p, d, hs)] = sm_f32_to_f16(kr[d]);

@@ -79,7 +79,7 @@ size_t sm_model_params(const sm_model *m) {
     return n;
 }
 
-static size_t kv_floats(const sm_model *m, size_t n_ctx) {
+static size_t kv_elems(const sm_model *m, size_t n_ctx) {
     /* per K or V, one sequence; positions padded to whole key blocks */
     return (size_t)m->cfg.n_layer * m->kv_dim * sm_attn_ctx_padded(n_ctx);
 }
@@ -117,8 +117,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *logits = sm_arena_alloc(a, logit_rows * V, sizeof(float));
     size_t t2 = a->used;
     size_t kv; /* all sequences' keys (or values); on overflow the arena reports it */
-    if (!sm_size_mul(&kv, S, kv_floats(m, p->n_ctx))) kv = SIZE_MAX;
-    size_t kvb = p->kv_type == SM_DTYPE_F16 ? 2 : 4;
+    if (!sm_size_mul(&kv, S, kv_elems(m, p->n_ctx))) kv = SIZE_MAX;
+    size_t kvb = sm_dtype_row_bytes(p->kv_type, 1);
     void *kt = sm_arena_alloc(a, kv, kvb);
     void *v = sm_arena_alloc(a, kv, kvb);
     size_t t3 = a->used;
@@ -145,7 +145,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;
     s->scratch_floats = per;
-    s->kv_seq_floats = kv_floats(m, p->n_ctx);
+    s->kv_seq_elems = kv_elems(m, p->n_ctx);
     s->runs = runs;
     return s;
 }

@@ -66,7 +66,7 @@ struct sm_state {
     void *kt;      /* (n_seq, n_layer, n_kv_head, keys) keys, blocked (sm_attn_key_index) */
     void *v;       /* (n_seq, n_layer, n_kv_head, ctx, hs) values; ctx = n_ctx padded
                       to whole key blocks (sm_attn_ctx_padded); both of type p.kv_type */
-    size_t kv_seq_floats;  /* elements of one sequence's keys (or values) */
+    size_t kv_seq_elems;   /* elements of one sequence's keys (or values) */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
     /* the forward call in flight: n token rows in runs, each run the rows
