@@ -288,6 +288,24 @@ static sm_status write_quantized(qwriter *q, const otensor *t, sm_dtype dt, size
     return st ? st : flush_quantized(q, t, orow, f, path, err);
 }
 
+/* Tensor t (rows of C; a vector's rows are 1 wide) as f32, f16 or bf16 into f, through row and half. */
+static sm_status write_plain(const otensor *t, sm_dtype dt, size_t C, float *row, uint16_t *half,
+                             FILE *f, const char *path, sm_error *err) {
+    int64_t orow = 0; /* output row, over the parts */
+    sm_status st = SM_OK;
+    for (int k = 0; k < t->n_parts && !st; k++)
+        for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++) {
+            part_row(&t->parts[k], r, row);
+            if (dt == SM_DTYPE_F32) {
+                st = write_all(f, row, C * 4, path, err);
+                continue;
+            }
+            st = narrow_row(half, row, C, dt, t->name, orow, err);
+            if (!st) st = write_all(f, half, C * 2, path, err);
+        }
+    return st;
+}
+
 /* Writes the plan as a model directory into tmp: config.json, model.bin, tokenizer files. */
 static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm_error *err) {
     sm_config *c = &pl->cfg;
@@ -332,15 +350,12 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         qw.rows = malloc(qw.cap * sizeof *qw.rows);
         qw.out = malloc(qw.cap * sizeof *qw.rows); /* quantized: < 4 bytes a weight */
         if (pl->threads > 1 && sm_pool_create(&qw.pool, pl->threads)) qw.pool = NULL;
-        if (!qw.rows || !qw.out) {
-            free(row);
-            row = NULL;
-        }
     }
+    bool have = row && half && (!qw.cap || (qw.rows && qw.out));
     unsigned char hdr[SM_WEIGHTS_HEADER], zero[64] = {0};
     sm_weights_header(hdr);
-    st = row && half ? write_all(f, hdr, sizeof hdr, path, err)
-                     : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    st = have ? write_all(f, hdr, sizeof hdr, path, err)
+              : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < pl->n && !st; i++) {
         if (pl->cancel && *pl->cancel) {
             st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
@@ -349,20 +364,8 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         const otensor *t = &pl->t[i];
         size_t C = (size_t)(t->cols ? t->cols : 1);
         sm_dtype dt = c->tensors[i].dtype;
-        int64_t orow = 0; /* output row, over the parts */
-        if (sm_dtype_quantized(dt)) st = write_quantized(&qw, t, dt, C, f, path, err);
-        for (int k = 0; k < t->n_parts && !st && !sm_dtype_quantized(dt); k++) {
-            const part *pt = &t->parts[k];
-            for (int64_t r = 0; r < pt->rows && !st; r++, orow++) { /* a vector's rows are 1 wide */
-                part_row(pt, r, row);
-                if (dt == SM_DTYPE_F32) {
-                    st = write_all(f, row, C * 4, path, err);
-                    continue;
-                }
-                st = narrow_row(half, row, C, dt, t->name, orow, err);
-                if (!st) st = write_all(f, half, C * 2, path, err);
-            }
-        }
+        st = sm_dtype_quantized(dt) ? write_quantized(&qw, t, dt, C, f, path, err)
+                                    : write_plain(t, dt, C, row, half, f, path, err);
         size_t pad = (64 - c->tensors[i].nbytes % 64) % 64;
         if (!st && i + 1 < pl->n) st = write_all(f, zero, pad, path, err);
     }
