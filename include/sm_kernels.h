@@ -13,7 +13,7 @@
 **   linear weights      w[N, K]      (out features, in features); f32, f16
 **                                    or bf16, widened to f32 in registers
 **                                    (exact), so every product and sum is f32;
-**                                    or q8_0, q4_0 (sm_quant.h): with T < 4
+**                                    or a quantized type (sm_quant.h): with T < 4
 **                                    (and in matmul_rows) x is quantized to
 **                                    8-bit blocks and each block's integer
 **                                    dot product scaled, with T >= 4 weights

@@ -105,10 +105,11 @@ static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) 
 ** NaN or infinity gets d = NaN and q = 0, so the products say so. Rows of
 ** K: q (K int8), d (K / 32), s (K / 4 int32): minus the sum of each 4
 ** consecutive q, which is what a 256-bit integer dot product's lane j holds
-** for bytes 4j..4j+3 of a block; lanes of weights with a zero point z
-** (q4_0's 8; q8_0's 128 when its bytes are made unsigned; q6_k's 32) start
-** from z s; and xs (K / 32): d times the sum of the block's q, which the
-** k types' mins multiply (NaN with d).
+** for bytes 4j..4j+3 of a block, so lanes can start from a zero point z
+** times it where the scale changes within a block (q6_k's 32); and xs
+** (K / 32): d times the sum of the block's q, which zero points constant
+** over a block (q4_0's 8, q8_0's 128 when its bytes are made unsigned) and
+** the k types' mins multiply (NaN with d).
 */
 typedef struct {
     int8_t *q;
