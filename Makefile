@@ -35,10 +35,10 @@ LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c src/quan
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \
            src/convert/convert.c src/convert/convert_hf.c src/convert/hf_tokenizer.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
-LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx2_quant.c
+LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx2_quant.c src/kernels/avx2_qgemm.c
 ARCH_DEFS := -DSM_X86_KERNELS
-# avx2_quant.c is built once more per vpdpbusd flavour (SM_QFLAVOUR).
-QFLAVOURS := $(BUILD)/src/kernels/avx2_quant_vnni.o $(BUILD)/src/kernels/avx2_quant_vnni512.o
+# avx2_quant.c and avx2_qgemm.c are built once more per vpdpbusd flavour (SM_QFLAVOUR).
+QFLAVOURS := $(foreach f,quant qgemm,$(BUILD)/src/kernels/avx2_$(f)_vnni.o $(BUILD)/src/kernels/avx2_$(f)_vnni512.o)
 endif
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -80,11 +80,14 @@ $(BUILD)/src/train/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/quant.o: ALL_CFLAGS += -O3
 $(BUILD)/src/kernels/avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/src/kernels/avx512.o: ALL_CFLAGS += -mavx512f -mfma
-$(BUILD)/src/kernels/avx2_quant.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -DSM_QFLAVOUR=0
-$(BUILD)/src/kernels/avx2_quant_vnni.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -DSM_QFLAVOUR=1
-$(BUILD)/src/kernels/avx2_quant_vnni512.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavx512f -mavx512vl \
-                                                         -mavx512vnni -DSM_QFLAVOUR=2
-$(QFLAVOURS): $(BUILD)/src/kernels/avx2_quant_%.o: src/kernels/avx2_quant.c | $(DEPSOK)
+$(BUILD)/src/kernels/avx2_quant.o $(BUILD)/src/kernels/avx2_qgemm.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -DSM_QFLAVOUR=0
+$(BUILD)/src/kernels/avx2_%_vnni.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -DSM_QFLAVOUR=1
+$(BUILD)/src/kernels/avx2_%_vnni512.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavx512f -mavx512vl \
+                                                    -mavx512vnni -DSM_QFLAVOUR=2
+$(filter %_vnni.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni.o: src/kernels/avx2_%.c | $(DEPSOK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+$(filter %_vnni512.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni512.o: src/kernels/avx2_%.c | $(DEPSOK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 

@@ -13,11 +13,15 @@
 **   linear weights      w[N, K]      (out features, in features); f32, f16
 **                                    or bf16, widened to f32 in registers
 **                                    (exact), so every product and sum is f32;
-**                                    or a quantized type (sm_quant.h): with T < 4
-**                                    (and in matmul_rows) x is quantized to
-**                                    8-bit blocks and each block's integer
-**                                    dot product scaled, with T >= 4 weights
-**                                    are dequantized into the f32 panels
+**                                    or a quantized type (sm_quant.h): x is
+**                                    quantized to 8-bit blocks and each
+**                                    block's integer dot product scaled (T < 4
+**                                    and matmul_rows stream weight rows; T >= 4
+**                                    packs them in integer panels), except in
+**                                    the scalar table's T >= 4 and where a
+**                                    table lacks the integer product (q8_0
+**                                    without vpdpbusd): weights dequantized
+**                                    into the f32 panels
 **   activations         x[T, K]      one row per token
 **   key cache (a head)  kt[hs, ctx]  transposed: keys are columns, so
 **                                    Q.K^T is a broadcast-multiply product

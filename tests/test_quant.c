@@ -211,11 +211,79 @@ void test_quant_gemv(void) {
 }
 
 /*
-** Every table's matmul on quantized weights: T < 4 is within rounding of the
-** scalar table's; T >= 4 (weights dequantized into the f32 panels) is bit
-** for bit the same table's matmul on the dequantized f32 weights; columns
-** outside [n0, n1) untouched. matmul_rows gives each row exactly its T = 1
-** result.
+** The packed products (gemm): every output the scalar gemv's on the same
+** quantized activations within the rounding of the f32 sums (so within the
+** double-precision sum's bound), for token counts across the token block
+** (SM_QGEMM_MC), widths across the column slice (SM_QGEMM_KC) with a
+** shorter last slice, and row ranges that start and end inside panels;
+** columns outside [n0, n1) untouched; the same rows split in two calls
+** (two threads) give the same bits.
+*/
+void test_quant_gemm(void) {
+    const sm_qkernel *qk[8];
+    size_t nq = sm_kernels_qavailable(qk, 8), tested = 0;
+    static const size_t Ts[] = {4, 7, 33, 261}, Ks[] = {32, 544, 1056}, KKs[] = {256, 768, 1280};
+    unsigned long long s = 21;
+    for (size_t t = 0; t < NQT; t++)
+        for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+            for (size_t c = 0; c < 3; c++) {
+                sm_dtype dt = QT[t];
+                size_t T = Ts[a], K = sm_dtype_block(dt) == SM_QK ? Ks[c] : KKs[c];
+                size_t N = 77, n0 = 3, n1 = 74;
+                if (T > 33 && K > 600) continue; /* the long cases once each way */
+                float *deq, *x = rndf(T * K, &s, 2), *bias = rndf(N, &s, 1);
+                void *w = rndq(dt, N, K, &s, &deq);
+                void *qb = xalloc(SM_QX_BYTES(K));
+                void *scr = xalloc(SM_QGEMM_BYTES);
+                float *want = rndf(T * N, &s, 0), *got = rndf(T * N, &s, 0), *two = rndf(T * N, &s, 0);
+                sm_qx qx = sm_kernels_qx(qb, K);
+                double *mag = calloc(T * N, sizeof *mag);
+                for (size_t i = 0; i < T; i++) {
+                    qk[0]->quant_x(qx, x + i * K, 1, K);
+                    qk[0]->gemv(want + i * N, qx, 1, w, dt, bias, N, K, n0, n1);
+                    for (size_t n = n0; n < n1; n++) {
+                        mag[i * N + n] = fabs(bias[n]);
+                        for (size_t k = 0; k < K; k++)
+                            mag[i * N + n] += fabs((double)qx.d[k / SM_QK] * qx.q[k] * deq[n * K + k]);
+                    }
+                }
+                for (size_t f = 1; f < nq; f++) {
+                    if (!sm_kernels_qgemm_takes(qk[f], dt, T)) continue;
+                    tested++;
+                    for (size_t j = 0; j < T * N; j++) got[j] = two[j] = 12345.0f;
+                    qk[f]->gemm(got, x, w, dt, bias, T, N, K, n0, n1, scr);
+                    qk[f]->gemm(two, x, w, dt, bias, T, N, K, n0, 40, scr);
+                    qk[f]->gemm(two, x, w, dt, bias, T, N, K, 40, n1, scr);
+                    CHECKF(memcmp(got, two, T * N * sizeof *got) == 0,
+                           "%s gemm %s T=%zu K=%zu: rows split in two differ", qk[f]->name,
+                           sm_dtype_name(dt), T, K);
+                    for (size_t i = 0; i < T; i++)
+                        for (size_t n = 0; n < N; n++) {
+                            float g = got[i * N + n];
+                            if (n < n0 || n >= n1) {
+                                CHECKF(g == 12345.0f, "%s gemm %s wrote column %zu", qk[f]->name,
+                                       sm_dtype_name(dt), n);
+                                continue;
+                            }
+                            double tol = 2e-5 * mag[i * N + n] + 1e-6;
+                            CHECKF(fabs(g - want[i * N + n]) <= tol,
+                                   "%s gemm %s T=%zu K=%zu [%zu,%zu]: %g vs gemv %g", qk[f]->name,
+                                   sm_dtype_name(dt), T, K, i, n, g, want[i * N + n]);
+                        }
+                }
+                free(deq), free(x), free(bias), free(w), free(qb), free(scr), free(want), free(got);
+                free(two), free(mag);
+            }
+    if (nq > 1) CHECKF(tested > 0, "no packed product tested");
+}
+
+/*
+** Every table's matmul on quantized weights: T < 4 (quantized activations),
+** and T >= 4 where the table's packed product takes the type, is within
+** rounding of the scalar table's; other T >= 4 (weights dequantized into
+** the f32 panels) is bit for bit the same table's matmul on the dequantized
+** f32 weights; columns outside [n0, n1) untouched. matmul_rows gives each
+** row exactly its T = 1 result.
 */
 void test_quant_matmul(void) {
     const sm_kernels *ks[8], *ref = sm_kernels_reference();
@@ -238,7 +306,8 @@ void test_quant_matmul(void) {
                     float *scr = rndf(sm_kernels_scratch(ks[i], K), &s, 0);
                     for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
                     ks[i]->matmul(got, x, w, dt, bias, T, N, K, n0, n1, scr);
-                    if (T >= 4) {
+                    bool qgemm = sm_kernels_qgemm_takes(sm_kernels_qkernel(ks[i]), dt, T);
+                    if (T >= 4 && !qgemm) {
                         ks[i]->matmul(want, x, deq, SM_DTYPE_F32, bias, T, N, K, n0, n1, scr);
                         for (size_t r = 0; r < T; r++)
                             CHECKF(memcmp(got + r * N + n0, want + r * N + n0,
@@ -257,7 +326,7 @@ void test_quant_matmul(void) {
                             double mag = fabs(bias[n]);
                             for (size_t k = 0; k < K; k++) mag += fabs(x[r * K + k] * deq[n * K + k]);
                             /* activations at 8 bits: each off by at most half a step, amax / 254 */
-                            double tol = T < 4 ? 0.01 * mag + 1e-5 : 1e-5 * mag + 1e-6;
+                            double tol = T < 4 || qgemm ? 0.01 * mag + 1e-5 : 1e-5 * mag + 1e-6;
                             CHECKF(fabs(g - want[r * N + n]) <= tol,
                                    "%s matmul %s T=%zu K=%zu [%zu,%zu]: %g vs %g", ks[i]->name,
                                    sm_dtype_name(dt), T, K, r, n, g, want[r * N + n]);

@@ -8,13 +8,14 @@ format description) and against llama.cpp's own quantized files.
 - The quantizer: on the real stories260K weights (the f32 GGUF), the squared
   error of smallmind's quantization is below that of llama.cpp's file made
   from the same weights, and below NumPy's plain rounding.
-- The forward pass of converted q8_0 / q4_0 models against NumPy's float64
-  forward on the dequantized weights (every kernel table, 1 and 2 threads):
-  the prefill path dequantizes into f32 panels, so it is held to the f32
-  tolerance (1e-4); the decode path quantizes activations to 8 bits, each
-  off by at most amax/254 in its block of 32, which on these random models
-  moves logits by under 5% of their standard deviation (measured: 4.8% at
-  q8_0, 3.9% at q4_0); it is held to 10%. 1 and 2 threads bit-identical.
+- The forward pass of converted models against NumPy's float64 forward on
+  the dequantized weights (every kernel table, 1 and 2 threads): the scalar
+  table's prefill dequantizes into f32 products, so it is held to the f32
+  tolerance (1e-4); decode, and the SIMD tables' prefill (the packed integer
+  product), quantize activations to 8 bits, each off by at most amax/254 in
+  its block of 32, which on these random models moves logits by under 5% of
+  their standard deviation (measured: 3.3-4.8%); held to 10%. 1 and 2
+  threads bit-identical.
 
     test_quant.py --bin build --models build/test-models --shared ../shared
 """
@@ -257,7 +258,7 @@ def check_models(a, np, sm_model, sm_quant):
                     got = np.frombuffer(p.stdout, dtype="<f4").reshape(len(toks), -1)
                     results[(kern, mode, th)] = got
                     diff = float(np.abs(got - ref).max())
-                    tol = 1e-4 if mode == "batch" else 0.10 * spread
+                    tol = 1e-4 if mode == "batch" and kern == "scalar" else 0.10 * spread
                     report(diff <= tol, f"logits vs numpy {tag}",
                            f"max|diff| {diff:.2e} (tol {tol:.2e}, {diff / spread:.1%} of the spread)")
             if (kern, "step", 1) not in results:

@@ -257,7 +257,9 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
 static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (sm_dtype_quantized(wt) && T < 4)
+    if (sm_kernels_qgemm_takes(sm_qkernel_avx2, wt, T))
+        sm_qkernel_avx2->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (sm_dtype_quantized(wt) && T < 4)
         sm_kernels_qmatmul(sm_qkernel_avx2, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (T >= 4)
         sm_kernels_gemm(&gemm_kernel, out, x, w, wt, bias, T, N, K, n0, n1, scratch);

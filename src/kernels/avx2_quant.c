@@ -20,88 +20,15 @@
 ** between two accumulators per row.
 */
 #if defined(__x86_64__) || defined(__i386__)
-#include "kernels_internal.h"
-#include "avx2_reduce.h"
+#include "avx2_quant.h"
 
-#include <immintrin.h>
-#include <float.h>
-#include <math.h>
-#include <string.h>
-
-#if SM_QFLAVOUR == 2
-#define QNAME "avx512-vnni"
-#define QSYM sm_qkernel_avx512vnni
-#elif SM_QFLAVOUR == 1
-#define QNAME "avx-vnni"
-#define QSYM sm_qkernel_avxvnni
-#else
-#define QNAME "avx2"
-#define QSYM sm_qkernel_avx2_maddubs
-#endif
-
-#define AI inline __attribute__((always_inline))
-
-/* acc + the sums of each 4 adjacent u8 x s8 products, as 8 int32. */
-static AI __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
-#if SM_QFLAVOUR == 2
-    return _mm256_dpbusd_epi32(acc, u, s);
-#elif SM_QFLAVOUR == 1
-    return _mm256_dpbusd_avx_epi32(acc, u, s);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-#endif
-}
-
-static AI float f16(uint16_t h) {
-    return _cvtsh_ss(h);
-}
-
-/* Bit for bit quant_ref.c's quant_x: the same scale, product and rounding. */
+/* Bit for bit quant_ref.c's quant_x. */
 static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
     const size_t nb = K / SM_QK;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (size_t i = 0; i < r; i++)
-        for (size_t b = 0; b < nb; b++) {
-            const float *xb = x + i * K + b * SM_QK;
-            int8_t *q = qx.q + i * K + b * SM_QK;
-            __m256 v[4], mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-            for (int j = 0; j < 4; j++) {
-                v[j] = _mm256_loadu_ps(xb + 8 * j);
-                mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
-                bad = _mm256_or_ps(bad, _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
-            }
-            float amax = hmax8(mx);
-            int32_t *s = qx.s + i * (K / 4) + b * (SM_QK / 4);
-            if (_mm256_movemask_ps(bad) || amax > FLT_MAX) {
-                memset(q, 0, SM_QK);
-                memset(s, 0, SM_QK / 4 * sizeof *s);
-                qx.d[i * nb + b] = qx.xs[i * nb + b] = NAN;
-                continue;
-            }
-            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            __m256 vid = _mm256_set1_ps(id);
-            __m256i n[4];
-            for (int j = 0; j < 4; j++) n[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
-            /* sums of 4: hadd twice gives them in the order 0 2 4 6 | 1 3 5 7 */
-            __m256i s4 = _mm256_hadd_epi32(_mm256_hadd_epi32(n[0], n[1]), _mm256_hadd_epi32(n[2], n[3]));
-            s4 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_permutevar8x32_epi32(s4, order));
-            _mm256_storeu_si256((__m256i *)s, s4);
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]),
-                                           _mm256_packs_epi32(n[2], n[3]));
-            _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, order));
-            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-            qx.d[i * nb + b] = d;
-            qx.xs[i * nb + b] = d * (float)-_mm_cvtsi128_si32(h);
-        }
-}
-
-/* Block b of a q4_0 row as 32 unsigned bytes 0..15, in weight order. */
-static AI __m256i q4_bytes(const sm_block_q4_0 *x) {
-    __m128i b = _mm_loadu_si128((const __m128i *)x->qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+        for (size_t b = 0; b < nb; b++)
+            quant_block(x + i * K + b * SM_QK, qx.q + i * K + b * SM_QK,
+                        qx.s + i * (K / 4) + b * (SM_QK / 4), qx.d + i * nb + b, qx.xs + i * nb + b);
 }
 
 /* n < 8 floats at p, zeros after (the last group of a row; nothing past it is read). */
@@ -167,7 +94,6 @@ static AI void qrow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx 
     for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(a0[i], a1[i])) + bias;
 }
 
-
 /*
 ** The k types: a super-block's sub-block scales are applied in f32 per
 ** 32-weight block, d sc_j d_x (q6_k: d d_x times sc per half-block of 16,
@@ -176,40 +102,6 @@ static AI void qrow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx 
 ** one 8-lane product. Levels go in unsigned (q4_k 0..15, q5_k 0..31,
 ** q6_k 0..63 with lanes from 32 s for its zero point), so no flavour saturates.
 */
-
-/* Bit j of each byte of qh moved to bit 4 (16), other bits clear. */
-static AI __m256i bit_to_16(__m256i qh, int j) {
-    __m256i v = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : _mm256_srli_epi16(qh, j - 4);
-    return _mm256_and_si256(v, _mm256_set1_epi8(16));
-}
-
-/* Bits 2k, 2k + 1 of each byte of qh moved to bits 4, 5 (16, 32), others clear. */
-static AI __m256i bits_to_48(__m256i qh, int k) {
-    __m256i v = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2)
-              : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
-    return _mm256_and_si256(v, _mm256_set1_epi8(48));
-}
-
-/* The levels of sub-blocks 2c (lo) and 2c + 1 (hi) of a q4_k / q5_k super-block (nibbles qs,
-** fifth bits qh), as unsigned bytes. */
-static AI void k45_pair(sm_dtype dt, const uint8_t *qs, __m256i qh, int c, __m256i *lo, __m256i *hi) {
-    const __m256i m4 = _mm256_set1_epi8(15);
-    __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-    *lo = _mm256_and_si256(v, m4), *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    if (dt == SM_DTYPE_Q5_K) {
-        *lo = _mm256_or_si256(*lo, bit_to_16(qh, 2 * c));
-        *hi = _mm256_or_si256(*hi, bit_to_16(qh, 2 * c + 1));
-    }
-}
-
-/* The 32 levels (0..63) of 32-weight block j (< 8) of q6_k super-block x, as unsigned bytes. */
-static AI __m256i q6_block(const sm_block_q6_k *x, int j) {
-    int h = j / 4, k = j % 4;
-    __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k & 1)));
-    __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-    lo = _mm256_and_si256(k < 2 ? lo : _mm256_srli_epi16(lo, 4), _mm256_set1_epi8(15));
-    return _mm256_or_si256(lo, bits_to_48(qh, k));
-}
 
 /* acc[i] += f[i][j] (the dot product of block j's levels u with x row i, lanes from init z s). */
 static AI void kblock(size_t r, __m256 *acc, const float f[][8], int j, __m256i u, sm_qx qx,
@@ -224,22 +116,6 @@ static AI void kblock(size_t r, __m256 *acc, const float f[][8], int j, __m256i 
         if (lanes) p = _mm256_mul_ps(p, *lanes);
         acc[i] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f[i][j]), acc[i]);
     }
-}
-
-/*
-** The 8 scales and 8 mins of a q4_k / q5_k block (sm_quant_k4_scales) as f32
-** lanes, decoded in 32-bit words (no bytes through memory: a vector load of
-** bytes just stored one by one stalls store forwarding).
-*/
-static AI void k4_scales(const uint8_t *s12, __m256 *sc, __m256 *m) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s12, 4), memcpy(&u1, s12 + 4, 4), memcpy(&u2, s12 + 8, 4);
-    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
-    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
-    __m128i v = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
-    *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-    *m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
 }
 
 /* Super-block sb of a q4_k / q5_k row against x rows i < r, into acc[i][2] (even, odd blocks). */
@@ -418,6 +294,10 @@ static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, 
     }
 }
 
-const sm_qkernel QSYM = {QNAME, quant_x, gemv, dequant};
+/* The packed product takes q8_0 only with vpdpbusd (avx2_qgemm.c). */
+const sm_qkernel QSYM = {QNAME, quant_x, gemv, dequant, QGEMM,
+                         1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q5_K |
+                             1u << SM_DTYPE_Q6_K |
+                             (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 : 0u)};
 
 #endif

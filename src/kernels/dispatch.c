@@ -59,8 +59,18 @@ static void init(void) {
 }
 
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
-    size_t q = (SM_QX_BYTES(K) + sizeof(float) - 1) / sizeof(float);
+    size_t qb = SM_QX_BYTES(K) > SM_QGEMM_BYTES ? SM_QX_BYTES(K) : SM_QGEMM_BYTES;
+    size_t q = (qb + sizeof(float) - 1) / sizeof(float);
     return q > k->matmul_scratch ? q : k->matmul_scratch;
+}
+
+const sm_qkernel *sm_kernels_qkernel(const sm_kernels *k) {
+#ifdef SM_X86_KERNELS
+    if (k == &sm_kernels_avx2) return sm_qkernel_avx2;
+    if (k == &sm_kernels_avx512) return sm_qkernel_avx512;
+#endif
+    (void)k;
+    return &sm_qkernel_scalar;
 }
 
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {

@@ -133,11 +133,36 @@ static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
 }
 
 /*
+** The packed quantized product (prefill: many token rows against one pass
+** over the weights) works in blocks of SM_QGEMM_MC token rows and
+** SM_QGEMM_KC columns: a block's activations quantized as sm_qx does
+** (q, d, xs, and q6_k's half-block sums; SM_QGEMM_MC x SM_QGEMM_KC bytes
+** of levels, the slice that stays in L2),
+** and a panel of at most SM_QGEMM_NR weight rows over those columns,
+** unpacked to unsigned levels interleaved four bytes per row, with each
+** block's scale D and zero-point term M (w = D u - M) as floats (40 bytes
+** per row and block; the panel stays in L1). SM_QGEMM_BYTES is its scratch.
+*/
+#define SM_QGEMM_KC 512
+#define SM_QGEMM_MC 256
+#define SM_QGEMM_NR 32
+#define SM_QGEMM_BYTES \
+    (SM_QGEMM_NR * SM_QGEMM_KC / SM_QK * (40 + 8) + SM_QGEMM_NR * SM_QGEMM_KC + \
+     SM_QGEMM_MC * SM_QGEMM_KC / SM_QK * (SM_QK + 16) + 4 * 64)
+
+/* A packed quantized product: matmul's contract (T >= 4), scratch SM_QGEMM_BYTES. */
+typedef void sm_qgemm_fn(float *restrict out, const float *restrict x, const void *restrict w,
+                         sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
+                         size_t n0, size_t n1, void *restrict scratch);
+
+/*
 ** An implementation of the quantized products for one instruction set.
 ** quant_x quantizes rows 0..r-1 of x (stride K) into qx (row i at q + i K,
 ** d + i K / 32, s + i K / 4, xs + i K / 32). gemv gives out[t, n] = x row t . w row n
 ** (+ bias) for t < r <= SM_QX_ROWS and n0 <= n < n1 from those rows.
-** dequant is to_f32 for the q types.
+** dequant is to_f32 for the q types. gemm (NULL if none) is the packed
+** product for the types whose bit (1u << dt) is in gemm_types: each output
+** the same as gemv's up to the order of its f32 sums.
 */
 typedef struct {
     const char *name;
@@ -145,7 +170,14 @@ typedef struct {
     void (*gemv)(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
                  const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1);
     void (*dequant)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
+    sm_qgemm_fn *gemm;
+    unsigned gemm_types;
 } sm_qkernel;
+
+/* Whether qk's packed product takes T rows of weights of type dt. */
+static inline bool sm_kernels_qgemm_takes(const sm_qkernel *qk, sm_dtype dt, size_t T) {
+    return qk->gemm && T >= 4 && (qk->gemm_types >> dt & 1u);
+}
 
 /* The plain-C reference (quant_ref.c). */
 extern const sm_qkernel sm_qkernel_scalar;
@@ -153,6 +185,8 @@ extern const sm_qkernel sm_qkernel_scalar;
 #ifdef SM_X86_KERNELS
 /* avx2_quant.c, built once per flavour: vpmaddubsw, AVX-VNNI, AVX512-VNNI (256-bit). */
 extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
+/* Their packed products (avx2_qgemm.c, built per flavour; AVX512-VNNI's on 512-bit vectors). */
+sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni;
 
 /*
 ** The best AVX2-level implementation this CPU runs (AVX-VNNI's vpdpbusd if
@@ -162,6 +196,9 @@ extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_
 */
 extern const sm_qkernel *sm_qkernel_avx2, *sm_qkernel_avx512;
 #endif
+
+/* The implementation of the quantized products table k uses. */
+const sm_qkernel *sm_kernels_qkernel(const sm_kernels *k);
 
 /* Every implementation this CPU runs, scalar first (for tests); returns the count. */
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap);

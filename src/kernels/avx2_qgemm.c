@@ -1,0 +1,304 @@
+/*
+** avx2_qgemm.c -- the packed quantized product (sm_qkernel.gemm), built
+** once per flavour like avx2_quant.c: prefill's many token rows against
+** one pass over the weights, as integer dot products on 8-bit activations.
+**
+** A panel of GNR weight rows holds, per 32-weight block, the rows' levels
+** as unsigned bytes interleaved four at a time ([8 groups][GNR rows][4
+** bytes]), then the rows' block scales D and zero-point terms M as floats,
+** w = D u - M (q4_0: D = d, M = 8 d; q8_0: u = w + 128, M = 128 d; q4_k /
+** q5_k: D = d sc, M = dmin m). So one vector load is four columns of GV
+** rows, and one broadcast of four activation bytes feeds a dot product per
+** vector: int32 lanes are output rows, and a block's integer sums are
+** exact. Each block then adds D (d_x sum) - M xs per row and token, in f32.
+** q6_k's scale changes every 16 weights: its two halves keep separate
+** integer sums, each started from its zero point, -32 times the half's
+** activation sum (xz), and D, M hold the halves' scales d sc.
+**
+** The micro-kernel keeps GMR tokens x GNR rows of accumulators in
+** registers: AVX512-VNNI on 512-bit vectors (32 of them: 2 x 16 rows x 4
+** tokens of int32 and f32 sums), the 256-bit flavours on 8 rows (16
+** registers). vpmaddubsw's int16 pair sums would saturate on q8_0's
+** unsigned bytes (2 x 255 x 127), so that flavour leaves q8_0 to the
+** dequantizing path (gemm_types).
+**
+** Loops: token blocks of SM_QGEMM_MC, column slices of SM_QGEMM_KC (the
+** slice's activations quantized, then each panel packed once and met by
+** every token of the block). Each output's sums run in the same order
+** whatever the panel or token tile it falls in, so splitting the rows
+** between threads changes no bit.
+*/
+#if defined(__x86_64__) || defined(__i386__)
+#include "avx2_quant.h"
+
+#if SM_QFLAVOUR == 2
+enum { GV = 16, GNV = 2 };
+typedef __m512i gvi;
+typedef __m512 gvf;
+static AI gvi g_zero(void) { return _mm512_setzero_si512(); }
+static AI gvi g_dot(gvi a, gvi u, gvi s) { return _mm512_dpbusd_epi32(a, u, s); }
+static AI gvi g_bcast(int32_t v) { return _mm512_set1_epi32(v); }
+static AI gvi g_load(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
+static AI gvf g_cvt(gvi v) { return _mm512_cvtepi32_ps(v); }
+static AI gvf g_loadf(const float *p) { return _mm512_loadu_ps(p); }
+static AI void g_storef(float *p, gvf v) { _mm512_storeu_ps(p, v); }
+static AI gvf g_set1f(float v) { return _mm512_set1_ps(v); }
+static AI gvf g_zerof(void) { return _mm512_setzero_ps(); }
+static AI gvf g_mul(gvf a, gvf b) { return _mm512_mul_ps(a, b); }
+static AI gvf g_add(gvf a, gvf b) { return _mm512_add_ps(a, b); }
+static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return _mm512_fmadd_ps(a, b, c); }
+static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return _mm512_fnmadd_ps(a, b, c); }
+#else
+enum { GV = 8, GNV = 1 };
+typedef __m256i gvi;
+typedef __m256 gvf;
+static AI gvi g_zero(void) { return _mm256_setzero_si256(); }
+static AI gvi g_dot(gvi a, gvi u, gvi s) { return dot_u8s8(a, u, s); }
+static AI gvi g_bcast(int32_t v) { return _mm256_set1_epi32(v); }
+static AI gvi g_load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+static AI gvf g_cvt(gvi v) { return _mm256_cvtepi32_ps(v); }
+static AI gvf g_loadf(const float *p) { return _mm256_loadu_ps(p); }
+static AI void g_storef(float *p, gvf v) { _mm256_storeu_ps(p, v); }
+static AI gvf g_set1f(float v) { return _mm256_set1_ps(v); }
+static AI gvf g_zerof(void) { return _mm256_setzero_ps(); }
+static AI gvf g_mul(gvf a, gvf b) { return _mm256_mul_ps(a, b); }
+static AI gvf g_add(gvf a, gvf b) { return _mm256_add_ps(a, b); }
+static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return _mm256_fmadd_ps(a, b, c); }
+static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return _mm256_fnmadd_ps(a, b, c); }
+#endif
+
+enum {
+    GMR = 4,                          /* tokens per micro-kernel call */
+    GNR = GV * GNV,                   /* rows per panel */
+    GBS = 40 * GNR,                   /* bytes per packed block: levels, D, M */
+    KB = SM_QGEMM_KC / SM_QK,         /* blocks per column slice */
+};
+_Static_assert(GNR <= SM_QGEMM_NR, "panel wider than SM_QGEMM_NR");
+
+/*
+** nbk blocks of one weight row from `row` (its block or super-block at the
+** slice's start) as unsigned levels (dst, in weight order) and each block's
+** D and M.
+*/
+static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict M,
+                       const void *restrict row, sm_dtype dt, size_t nbk) {
+    if (dt == SM_DTYPE_Q6_K) {
+        for (size_t sb = 0; sb < nbk / 8; sb++) {
+            const sm_block_q6_k *x = (const sm_block_q6_k *)row + sb;
+            float d = f16(x->d);
+            for (int j = 0; j < 8; j++) {
+                _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * j), q6_block(x, j));
+                D[8 * sb + j] = d * (float)x->scales[2 * j];
+                M[8 * sb + j] = d * (float)x->scales[2 * j + 1];
+            }
+        }
+        return;
+    }
+    if (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0) {
+        for (size_t b = 0; b < nbk; b++) {
+            __m256i u;
+            float d;
+            if (dt == SM_DTYPE_Q4_0) {
+                const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b;
+                u = q4_bytes(x), d = f16(x->d), M[b] = 8.0f * d;
+            } else {
+                const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
+                u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_set1_epi8((char)0x80));
+                d = f16(x->d), M[b] = 128.0f * d;
+            }
+            D[b] = d;
+            _mm256_storeu_si256((__m256i *)(dst + SM_QK * b), u);
+        }
+        return;
+    }
+    for (size_t sb = 0; sb < nbk / 8; sb++) {
+        const sm_block_q4_k *x4 = (const sm_block_q4_k *)row + sb;
+        const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + sb;
+        const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
+        const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
+        __m256 scf, mf;
+        k4_scales(hd->scales, &scf, &mf);
+        _mm256_storeu_ps(D + 8 * sb, _mm256_mul_ps(_mm256_set1_ps(f16(hd->d)), scf));
+        _mm256_storeu_ps(M + 8 * sb, _mm256_mul_ps(_mm256_set1_ps(f16(hd->dmin)), mf));
+        __m256i qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i lo, hi;
+            k45_pair(dt, qs, qh, c, &lo, &hi);
+            _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + 64 * c), lo);
+            _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + 64 * c + 32), hi);
+        }
+    }
+}
+
+/* r[i] (8 int32 each) transposed: r[g] gets element g of every r[i]. */
+static AI void transpose8(__m256i r[8]) {
+    __m256i a[8], b[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/*
+** The panel of rows n..n+nr-1 (nr <= GNR; the rest zero) over nbk blocks
+** from column k0: rows unpacked into `rows` (GNR x SM_QGEMM_KC) and dm, then
+** interleaved by 8 x 8 transposes of four-byte groups.
+*/
+static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restrict dm,
+                 const void *restrict w, sm_dtype dt, size_t K, size_t n, size_t nr, size_t k0,
+                 size_t nbk) {
+    float *D = dm, *M = dm + GNR * KB;
+    for (size_t j = 0; j < GNR; j++) {
+        if (j < nr) {
+            unpack_row(rows + j * SM_QGEMM_KC, D + j * KB, M + j * KB,
+                       sm_kernels_elem(w, dt, (n + j) * K + k0), dt, nbk);
+        } else {
+            memset(rows + j * SM_QGEMM_KC, 0, nbk * SM_QK);
+            for (size_t b = 0; b < nbk; b++) D[j * KB + b] = M[j * KB + b] = 0.0f;
+        }
+    }
+    for (size_t b = 0; b < nbk; b++) {
+        uint8_t *pb = panel + b * GBS;
+        for (size_t j8 = 0; j8 < GNR; j8 += 8) {
+            __m256i r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = _mm256_loadu_si256((const __m256i *)(rows + (j8 + i) * SM_QGEMM_KC + SM_QK * b));
+            transpose8(r);
+            for (int g = 0; g < 8; g++) _mm256_storeu_si256((__m256i *)(pb + 4 * (g * GNR + j8)), r[g]);
+        }
+        float *pd = (float *)(void *)(pb + 32 * GNR);
+        for (size_t j = 0; j < GNR; j++) pd[j] = D[j * KB + b], pd[GNR + j] = M[j * KB + b];
+    }
+}
+
+/*
+** out rows i < r (stride N), columns < nr: plus (or, on the first slice,
+** bias plus) the products of token rows i (quantized levels xq, stride
+** SM_QGEMM_KC; scales xd and scaled sums xs, stride KB) with the panel's
+** nbk blocks.
+*/
+static AI void micro(bool q6, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
+                     const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
+                     const uint8_t *restrict panel, size_t nbk, const float *restrict bias,
+                     int first, size_t nr) {
+    gvf acc[GMR][GNV];
+    for (size_t i = 0; i < r; i++)
+        for (int v = 0; v < GNV; v++) acc[i][v] = g_zerof();
+    for (size_t b = 0; b < nbk; b++) {
+        const uint8_t *pb = panel + b * GBS;
+        gvi ia[GMR][GNV], ih[GMR][GNV]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
+        for (size_t i = 0; i < r; i++)
+            for (int v = 0; v < GNV; v++) ia[i][v] = q6 ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
+        for (int g = 0; g < 8; g++) {
+            if (q6 && g == 4)
+                for (size_t i = 0; i < r; i++)
+                    for (int v = 0; v < GNV; v++)
+                        ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
+            gvi wv[GNV];
+            for (int v = 0; v < GNV; v++) wv[v] = g_load(pb + 4 * (g * GNR + v * GV));
+            for (size_t i = 0; i < r; i++) {
+                int32_t x4;
+                memcpy(&x4, xq + i * SM_QGEMM_KC + SM_QK * b + 4 * g, 4);
+                gvi xb = g_bcast(x4);
+                for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xb);
+            }
+        }
+        const float *pd = (const float *)(const void *)(pb + 32 * GNR);
+        gvf D[GNV], M[GNV];
+        for (int v = 0; v < GNV; v++) D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV);
+        for (size_t i = 0; i < r; i++) {
+            gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
+            for (int v = 0; v < GNV; v++) {
+                if (q6) {
+                    gvf h = g_fmadd(g_cvt(ih[i][v]), D[v], g_mul(g_cvt(ia[i][v]), M[v]));
+                    acc[i][v] = g_fmadd(h, dx, acc[i][v]);
+                    continue;
+                }
+                acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
+                acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
+            }
+        }
+    }
+    for (size_t i = 0; i < r; i++)
+        for (int v = 0; v < GNV; v++) {
+            float *o = out + i * N + v * GV;
+            size_t c0 = (size_t)v * GV;
+            if (nr >= c0 + GV) {
+                gvf base = first ? (bias ? g_loadf(bias + c0) : g_zerof()) : g_loadf(o);
+                g_storef(o, g_add(acc[i][v], base));
+            } else if (nr > c0) {
+                float a[GV];
+                g_storef(a, acc[i][v]);
+                for (size_t l = 0; l < nr - c0; l++)
+                    o[l] = a[l] + (first ? (bias ? bias[c0 + l] : 0.0f) : o[l]);
+            }
+        }
+}
+
+static uint8_t *align64(uint8_t *p) {
+    return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
+void QGEMM(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
+           const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
+           void *restrict scratch) {
+    uint8_t *panel = align64(scratch);
+    uint8_t *rows = align64(panel + (size_t)KB * GBS);
+    float *dm = (float *)(void *)align64(rows + (size_t)GNR * SM_QGEMM_KC);
+    int8_t *xq = (int8_t *)align64((uint8_t *)(dm + 2 * GNR * KB));
+    float *xd = (float *)(void *)(xq + (size_t)SM_QGEMM_MC * SM_QGEMM_KC), *xs = xd + SM_QGEMM_MC * KB;
+    int32_t *xz = (int32_t *)(void *)(xs + SM_QGEMM_MC * KB);
+    const bool q6 = dt == SM_DTYPE_Q6_K;
+    for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
+        size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
+        for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
+            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            for (size_t t = t0; t < t1; t++)
+                for (size_t b = 0, i = t - t0; b < nbk; b++) {
+                    int32_t s4[SM_QK / 4]; /* minus each 4 levels' sum */
+                    quant_block(x + t * K + k0 + SM_QK * b, xq + i * SM_QGEMM_KC + SM_QK * b,
+                                q6 ? s4 : NULL, xd + i * KB + b, xs + i * KB + b);
+                    if (q6)
+                        for (int h = 0; h < 2; h++)
+                            xz[2 * (i * KB + b) + h] = 32 * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
+                }
+            for (size_t n = n0; n < n1; n += GNR) {
+                size_t nr = n1 - n < GNR ? n1 - n : GNR;
+                const float *bn = bias ? bias + n : NULL;
+                pack(panel, rows, dm, w, dt, K, n, nr, k0, nbk);
+                for (size_t t = t0; t < t1; t += GMR) {
+                    size_t i = t - t0;
+                    float *o = out + t * N + n;
+                    const int8_t *q = xq + i * SM_QGEMM_KC;
+                    const float *d = xd + i * KB, *s = xs + i * KB;
+                    const int32_t *z = xz + 2 * i * KB;
+                    size_t r = t1 - t < GMR ? t1 - t : GMR;
+                    if (q6) switch (r) {
+                        case 1: micro(true, 1, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        case 2: micro(true, 2, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        case 3: micro(true, 3, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        default: micro(true, GMR, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        }
+                    else switch (r) {
+                        case 1: micro(false, 1, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        case 2: micro(false, 2, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        case 3: micro(false, 3, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        default: micro(false, GMR, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        }
+                }
+            }
+        }
+    }
+}
+
+#endif
