@@ -112,15 +112,11 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
         return;
     }
     for (size_t sb = 0; sb < nbk / 8; sb++) {
-        const sm_block_q4_k *x4 = (const sm_block_q4_k *)row + sb;
-        const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + sb;
-        const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
-        const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
-        __m256 scf, mf;
-        k4_scales(hd->scales, &scf, &mf);
-        _mm256_storeu_ps(D + 8 * sb, _mm256_mul_ps(_mm256_set1_ps(f16(hd->d)), scf));
-        _mm256_storeu_ps(M + 8 * sb, _mm256_mul_ps(_mm256_set1_ps(f16(hd->dmin)), mf));
-        __m256i qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
+        __m256i qh;
+        __m256 dsc, dm;
+        const uint8_t *qs = k45_super(dt, row, sb, &qh, &dsc, &dm);
+        _mm256_storeu_ps(D + 8 * sb, dsc);
+        _mm256_storeu_ps(M + 8 * sb, dm);
         for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             k45_pair(dt, qs, qh, c, &lo, &hi);

@@ -122,20 +122,14 @@ static AI void kblock(size_t r, __m256 *acc, const float f[][8], int j, __m256i 
 static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t K,
                         const void *row, size_t sb) {
     const size_t nb = K / SM_QK, b0 = sb * 8;
-    const sm_block_q4_k *x4 = (const sm_block_q4_k *)row + sb;
-    const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + sb;
-    const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
-    const uint8_t *qs = dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
-    __m256 scf, mf;
-    k4_scales(hd->scales, &scf, &mf);
-    __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(f16(hd->d)), scf);
-    __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(f16(hd->dmin)), mf);
+    __m256i qh;
+    __m256 dsc, dmv;
+    const uint8_t *qs = k45_super(dt, row, sb, &qh, &dsc, &dmv);
     float f[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) {
         _mm256_storeu_ps(f[i], _mm256_mul_ps(dsc, _mm256_loadu_ps(qx.d + i * nb + b0)));
         acc[i][1] = _mm256_fnmadd_ps(dmv, _mm256_loadu_ps(qx.xs + i * nb + b0), acc[i][1]);
     }
-    __m256i qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
         __m256i lo, hi;
         k45_pair(dt, qs, qh, c, &lo, &hi);

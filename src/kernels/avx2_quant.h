@@ -104,6 +104,24 @@ static AI void k4_scales(const uint8_t *s12, __m256 *sc, __m256 *m) {
 }
 
 /*
+** Super-block sb of a q4_k / q5_k row: its nibbles (returned), fifth bits
+** (*qh; zero for q4_k) and the 8 sub-blocks' scales d sc (*dsc) and mins
+** dmin m (*dm) as f32 lanes.
+*/
+static AI const uint8_t *k45_super(sm_dtype dt, const void *row, size_t sb, __m256i *qh,
+                                   __m256 *dsc, __m256 *dm) {
+    const sm_block_q4_k *x4 = (const sm_block_q4_k *)row + sb;
+    const sm_block_q5_k *x5 = (const sm_block_q5_k *)row + sb;
+    const sm_block_q4_k *hd = dt == SM_DTYPE_Q4_K ? x4 : (const sm_block_q4_k *)(const void *)x5;
+    __m256 scf, mf;
+    k4_scales(hd->scales, &scf, &mf);
+    *dsc = _mm256_mul_ps(_mm256_set1_ps(f16(hd->d)), scf);
+    *dm = _mm256_mul_ps(_mm256_set1_ps(f16(hd->dmin)), mf);
+    *qh = dt == SM_DTYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
+    return dt == SM_DTYPE_Q4_K ? x4->qs : x5->qs;
+}
+
+/*
 ** Block xb (SM_QK floats) quantized: q = x / d rounded to nearest even, d =
 ** amax / 127; s (if not NULL) minus each 4 consecutive q's sum; *d and *xs
 ** (d times the sum of q). A NaN or infinity gives q = 0 and d = xs = NaN.
