@@ -29,7 +29,7 @@ ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -Iinclude
              $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
 
-LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/pool.c src/quant.c \
+LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/gguf.c src/gguf_config.c src/pool.c src/quant.c \
            src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/unicode_tables.c src/sampler.c \
            src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c src/kernels/quant_ref.c \
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \

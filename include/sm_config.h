@@ -64,6 +64,7 @@ typedef struct sm_config {
     char files[SM_MAX_FILES][SM_FILE_NAME_MAX];
     size_t n_tensors;
     sm_tensor_desc *tensors; /* owned; freed by sm_config_free */
+    const struct sm_gguf *gguf; /* the GGUF file this came from (borrowed; its tokenizer), or NULL */
 } sm_config;
 
 /* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types. */

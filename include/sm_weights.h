@@ -37,6 +37,13 @@ typedef struct sm_weights {
 sm_status sm_weights_open(sm_weights *w, const sm_config *cfg, const char *dir, bool use_mmap,
                           sm_error *err);
 
+/*
+** Weights used where they lie in `base`, the bytes of the one file every
+** tensor of cfg is in (a GGUF file, validated by its reader): nothing is
+** opened or mapped, and closing frees only the pointer table.
+*/
+sm_status sm_weights_in_place(sm_weights *w, const sm_config *cfg, const void *base, sm_error *err);
+
 /* Fills h with a version-1 weight-file header (magic, version, header size, zeros). */
 void sm_weights_header(unsigned char h[SM_WEIGHTS_HEADER]);
 

@@ -202,6 +202,15 @@ fail:
     return st;
 }
 
+sm_status sm_weights_in_place(sm_weights *w, const sm_config *cfg, const void *base, sm_error *err) {
+    memset(w, 0, sizeof *w);
+    w->cfg = cfg;
+    w->data = calloc(cfg->n_tensors ? cfg->n_tensors : 1, sizeof *w->data);
+    if (!w->data) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < cfg->n_tensors; i++) w->data[i] = (const char *)base + cfg->tensors[i].offset;
+    return SM_OK;
+}
+
 long sm_weights_find(const sm_weights *w, const char *name) {
     for (size_t i = 0; i < w->cfg->n_tensors; i++)
         if (strcmp(w->cfg->tensors[i].name, name) == 0) return (long)i;

@@ -53,9 +53,9 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
         fprintf(stderr, "smallmind: cannot open '%s': %s\n", o->model, strerror(errno));
         return EXIT_DATA;
     }
-    if (!S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "smallmind: cannot open '%s': not a directory (a model is a directory with config.json)\n",
-                o->model);
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "smallmind: cannot open '%s': not a directory or a file (a model is a "
+                "directory with config.json, or a GGUF file)\n", o->model);
         return EXIT_DATA;
     }
     cli_exit_now = 1; /* nothing to flush while loading: a signal exits at once */

@@ -9,11 +9,27 @@
 #include <string.h>
 
 #include "sm_config.h"
+#include "sm_gguf.h"
 
+#include <sys/stat.h>
+
+/* A model directory's config, or a GGUF file's (read, then closed: the tokenizer copies its tables). */
 static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) {
     sm_error err = {{0}};
-    if (sm_config_load(cfg, o->model, &err)) return cli_data_error(err.msg);
-    if (sm_tokenizer_init(tok, cfg, o->model, &err)) {
+    struct stat sb;
+    sm_gguf g = {0};
+    memset(cfg, 0, sizeof *cfg);
+    bool file = stat(o->model, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (file ? sm_gguf_open(&g, o->model, true, &err) || sm_gguf_config(cfg, &g, o->model, &err)
+             : sm_config_load(cfg, o->model, &err)) {
+        if (file) sm_config_free(cfg);
+        sm_gguf_close(&g);
+        return cli_data_error(err.msg);
+    }
+    sm_status st = sm_tokenizer_init(tok, cfg, o->model, &err);
+    cfg->gguf = NULL;
+    sm_gguf_close(&g);
+    if (st) {
         sm_config_free(cfg);
         return cli_data_error(err.msg);
     }

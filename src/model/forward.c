@@ -192,6 +192,25 @@ bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_
     return true;
 }
 
+void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size_t n1, float *scr) {
+    const sm_model *m = s->m;
+    const size_t T = s->n, C = (size_t)m->cfg.n_embd, W = m->q_dim + 2 * m->kv_dim;
+    const sm_matmul_fn mm = sm_fwd_matmul(s);
+    if (L->qkv_w.data) {
+        mm(s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, W, C, n0, n1, scr);
+        return;
+    }
+    /* each matrix's rows in [n0, n1), written at its columns of qkv (row stride W) */
+    const sm_mat *part[3] = {&L->q_w, &L->k_w, &L->v_w};
+    const size_t start[4] = {0, m->q_dim, m->q_dim + m->kv_dim, W};
+    for (int p = 0; p < 3; p++) {
+        size_t lo = n0 > start[p] ? n0 : start[p], hi = n1 < start[p + 1] ? n1 : start[p + 1];
+        if (lo < hi)
+            mm(s->qkv + start[p], xn, part[p]->data, part[p]->dt, NULL, T, W, C, lo - start[p],
+               hi - start[p], scr);
+    }
+}
+
 void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;

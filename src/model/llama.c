@@ -22,6 +22,9 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     m->q_dim = (size_t)c->n_head * (size_t)c->head_dim;
     m->kv_dim = (size_t)c->n_kv_head * (size_t)c->head_dim;
     int64_t Q = (int64_t)m->q_dim, W = (int64_t)(m->q_dim + 2 * m->kv_dim);
+    int64_t KV = (int64_t)m->kv_dim;
+    /* Q, K and V fused in one matrix (smallmind directories) or three (GGUF) */
+    bool fused = sm_weights_find(&m->w, "blk.0.attn_q.weight") < 0;
     const sm_bind_spec spec[] = {
         {"tok_embd", c->n_vocab, C, M(tok_embd), false, false},
         {"attn_norm.weight", C, 0, L(ln1_g), true, false},
@@ -33,7 +36,21 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
         {"ffn_down.weight", C, F, L(down_w), true, false},
         {"norm_f.weight", C, 0, M(lnf_g), false, false},
     };
-    return sm_bind_model(m, spec, sizeof spec / sizeof spec[0], err);
+    const sm_bind_spec apart[] = {
+        {"tok_embd", c->n_vocab, C, M(tok_embd), false, false},
+        {"attn_norm.weight", C, 0, L(ln1_g), true, false},
+        {"attn_q.weight", Q, C, L(q_w), true, false},
+        {"attn_k.weight", KV, C, L(k_w), true, false},
+        {"attn_v.weight", KV, C, L(v_w), true, false},
+        {"attn_out.weight", C, Q, L(proj_w), true, false},
+        {"ffn_norm.weight", C, 0, L(ln2_g), true, false},
+        {"ffn_gate.weight", F, C, L(gate_w), true, false},
+        {"ffn_up.weight", F, C, L(up_w), true, false},
+        {"ffn_down.weight", C, F, L(down_w), true, false},
+        {"norm_f.weight", C, 0, M(lnf_g), false, false},
+    };
+    if (fused) return sm_bind_model(m, spec, sizeof spec / sizeof spec[0], err);
+    return sm_bind_model(m, apart, sizeof apart / sizeof apart[0], err);
 }
 
 void sm_llama_forward_task(void *arg, int ith, int nth) {
@@ -55,9 +72,15 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
     for (int l = 0; l < c->n_layer; l++) {
         const sm_layer *L = &m->layers[l];
         while (sm_fwd_next_cols(s, W, ith, nth, &n0, &n1))
-            mm(s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, NULL, T, W, C, n0, n1, scr);
+            sm_fwd_qkv(s, L, xn, n0, n1, scr);
         sm_pool_barrier(pool);
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->qkv_w, W, C);
+        if (L->qkv_w.data) {
+            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->qkv_w, W, C);
+        } else {
+            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->q_w, Q, C);
+            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->k_w, m->kv_dim, C);
+            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->v_w, m->kv_dim, C);
+        }
 
         sm_fwd_attention(s, l, ith, scr);
         sm_pool_barrier(pool);

@@ -15,14 +15,23 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error *err) {
     *out = NULL;
     sm_model *m = calloc(1, sizeof *m);
     if (!m) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    sm_status st = sm_config_load(&m->cfg, dir, err);
-    if (st) goto fail;
-    if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
+    struct stat sb;
+    sm_status st;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a GGUF file, used in place */
+        if ((st = sm_gguf_open(&m->gguf, dir, use_mmap, err)) ||
+            (st = sm_gguf_config(&m->cfg, &m->gguf, dir, err)) ||
+            (st = sm_weights_in_place(&m->w, &m->cfg, m->gguf.base, err)))
+            goto fail;
+    } else {
+        if ((st = sm_config_load(&m->cfg, dir, err))) goto fail;
+        if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
+    }
     if ((st = m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_bind(m, err) : sm_gpt2_bind(m, err)))
         goto fail;
     *out = m;
@@ -37,6 +46,7 @@ void sm_model_free(sm_model *m) {
     free(m->layers);
     sm_weights_close(&m->w);
     sm_config_free(&m->cfg);
+    sm_gguf_close(&m->gguf);
     free(m);
 }
 

@@ -6,6 +6,7 @@
 
 #include "sm_model.h"
 #include "sm_weights.h"
+#include "sm_gguf.h"
 
 /* A weight matrix: its data, elements of type dt (f32, f16 or bf16). */
 typedef struct sm_mat {
@@ -20,7 +21,8 @@ typedef struct sm_mat {
 */
 typedef struct sm_layer {
     const float *ln1_g, *ln1_b;   /* (C), (C) or NULL */
-    sm_mat qkv_w;                 /* (Q + 2 KV, C): rows are q | k | v, heads contiguous */
+    sm_mat qkv_w;                 /* (Q + 2 KV, C): rows are q | k | v, heads contiguous; */
+    sm_mat q_w, k_w, v_w;         /* or data NULL and these: (Q, C), (KV, C), (KV, C) (GGUF) */
     const float *qkv_b;           /* (Q + 2 KV) */
     sm_mat proj_w;                /* (C, Q) */
     const float *proj_b;          /* (C) */
@@ -35,6 +37,7 @@ typedef struct sm_layer {
 struct sm_model {
     sm_config cfg;
     sm_weights w;
+    sm_gguf gguf;            /* the GGUF file the weights lie in (base NULL for a directory) */
     sm_mat tok_embd;         /* (V, C) */
     sm_mat pos_embd;         /* (n_ctx, C); data NULL for llama (rotary positions) */
     const float *lnf_g, *lnf_b; /* (C), (C) */
@@ -170,6 +173,12 @@ void sm_fwd_embed_norm(sm_state *s, const float *g, const float *b, int ith, siz
 bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_t *n1);
 
 /* x (T, C) += in (T, K) . w^T + b, by chunks of output columns. */
+/*
+** The Q, K, V product's output columns [n0, n1) of qkv (T, Q + 2 KV): from
+** the fused matrix (with its bias), or from the three matrices in turn.
+*/
+void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size_t n1, float *scr);
+
 void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr);
 

@@ -8,6 +8,7 @@
 
 #include "json_internal.h"
 #include "sm_half.h"
+#include "sm_gguf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -54,12 +55,9 @@ static int byte_piece(const char *p, size_t n) {
 ** llama2.c's tokenizer.bin: i32 max_token_length, then per token f32 score,
 ** i32 length, the bytes. The token count is what the file holds.
 */
-static sm_status load_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const char *path,
-                                    sm_error *err) {
-    char *buf;
-    size_t len;
-    sm_status st = sm_read_file(path, SM_TOK_FILE_MAX, &buf, &len, err);
-    if (st) return st;
+static sm_status parse_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const char *buf,
+                                     size_t len, const char *path, sm_error *err) {
+    sm_status st = SM_OK;
     const unsigned char *p = (const unsigned char *)buf;
     size_t n = 0, at = 4, text_bytes = 0;
     int32_t max_len = len >= 4 ? (int32_t)sm_read_u32le(p) : 0;
@@ -144,6 +142,16 @@ static sm_status load_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const
     if ((st = sm_tok_build_map(t, err))) goto done;
     t->space_id = sm_tok_map_find(t, " ", 1);
 done:
+    return st;
+}
+
+static sm_status load_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const char *path,
+                                    sm_error *err) {
+    char *buf;
+    size_t len;
+    sm_status st = sm_read_file(path, SM_TOK_FILE_MAX, &buf, &len, err);
+    if (st) return st;
+    st = parse_sentencepiece(t, cfg, buf, len, path, err);
     free(buf);
     return st;
 }
@@ -198,16 +206,101 @@ static sm_status check_reachable(const sm_tokenizer *t, size_t n, const char *vo
                         t->text + t->off[first]);
 }
 
-static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vocab_path,
-                           const char *merges_path, sm_error *err) {
+/*
+** A byte-level BPE's tables: n tokens (token id's text str[id], slen[id]
+** bytes, in GPT-2's byte alphabet) and the merges text (merges.txt's lines).
+** The paths name the sources in messages.
+*/
+static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
+                             const char *const *str, const size_t *slen, const char *vocab_path,
+                             const char *mbuf, size_t mlen, const char *merges_path, sm_error *err) {
     int32_t cp_of[256], byte_of_cp[324];
     byte_alphabet(cp_of);
     for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
     for (int b = 0; b < 256; b++) byte_of_cp[cp_of[b]] = b;
+    size_t text_bytes = 0;
+    for (size_t id = 0; id < n; id++) text_bytes += slen[id];
+    sm_status st = alloc_tables(t, n, text_bytes, err);
+    if (st) return st;
+    size_t o = 0;
+    for (size_t id = 0; id < n && !st; id++) {
+        const char *s = str[id];
+        size_t sl = slen[id];
+        t->off[id] = (uint32_t)o;
+        long bl = sl > MAX_PIECE ? -1 : unalphabet(byte_of_cp, s, sl, t->text + o);
+        if (bl <= 0)
+            st = sm_error_set(err, SM_ERR_FORMAT,
+                              "%s: token %zu \"%.*s\" is empty, too long or has a character "
+                              "outside GPT-2's byte alphabet",
+                              vocab_path, id, (int)(sl < 40 ? sl : 40), s);
+        else
+            o += (size_t)bl;
+    }
+    t->off[n] = (uint32_t)o;
+    if (st) return st;
+    for (int k = 0; k < 2; k++) {
+        int32_t id = k ? cfg->tok_eos : cfg->tok_bos;
+        if (id >= (int32_t)n)
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: %zu tokens, but the config's %s is %d",
+                                vocab_path, n, k ? "eos" : "bos", id);
+        if (id >= 0) t->kind[id] = KIND_CONTROL;
+    }
+    if ((st = sm_tok_build_map(t, err))) return st;
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] < 0)
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: no token for byte 0x%02X", vocab_path, b);
 
+    /* merges.txt: "#version" line, then "LEFT RIGHT" per line, best first */
+    size_t lines = 1;
+    for (size_t i = 0; i < mlen; i++) lines += mbuf[i] == '\n';
+    t->merge_mask = sm_tok_table_size(lines) - 1;
+    t->merges = malloc(((size_t)t->merge_mask + 1) * sizeof *t->merges);
+    if (!t->merges) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the merges");
+    for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].a = -1;
+    int32_t rank = 0;
+    size_t line = 0;
+    char tmp[2 * MAX_PIECE];
+    for (size_t at = 0; at < mlen;) {
+        line++;
+        const char *eol = memchr(mbuf + at, '\n', mlen - at);
+        size_t e = eol ? (size_t)(eol - mbuf) : mlen, ll = e - at;
+        const char *ln = mbuf + at;
+        at = e + 1;
+        if (ll && ln[ll - 1] == '\r') ll--;
+        if (ll == 0 || (line == 1 && ll >= 8 && memcmp(ln, "#version", 8) == 0)) continue;
+        const char *sp = memchr(ln, ' ', ll);
+        long la = -1, lb = -1;
+        if (sp && sp > ln && (size_t)(sp - ln) < MAX_PIECE && ll - (size_t)(sp - ln) - 1 < MAX_PIECE &&
+            !memchr(sp + 1, ' ', ll - (size_t)(sp - ln) - 1)) {
+            la = unalphabet(byte_of_cp, ln, (size_t)(sp - ln), tmp);
+            if (la > 0) lb = unalphabet(byte_of_cp, sp + 1, ll - (size_t)(sp - ln) - 1, tmp + la);
+        }
+        if (la <= 0 || lb <= 0)
+            return sm_error_set(err, SM_ERR_FORMAT,
+                                "%s: line %zu: expected two tokens separated by one space",
+                                merges_path, line);
+        int32_t a = sm_tok_map_find(t, tmp, (size_t)la), b = sm_tok_map_find(t, tmp + la, (size_t)lb);
+        int32_t m = sm_tok_map_find(t, tmp, (size_t)(la + lb));
+        if (a < 0 || b < 0 || m < 0)
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: line %zu: merge \"%.*s\" names an unknown %s",
+                                merges_path, line, (int)(ll < 60 ? ll : 60), ln,
+                                a < 0 || b < 0 ? "token" : "merged token (not in the vocabulary)");
+        if (sm_tok_merge_find(t, a, b)) continue; /* a repeated merge keeps its first rank */
+        uint32_t i = sm_tok_hash_pair(a, b) & t->merge_mask;
+        while (t->merges[i].a >= 0) i = (i + 1) & t->merge_mask;
+        t->merges[i] = (sm_tok_merge){a, b, rank++, m};
+    }
+    return check_reachable(t, n, vocab_path, merges_path, err);
+}
+
+/* GPT-2's vocab.json (token -> id, ids 0..n-1 each once) and merges.txt. */
+static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vocab_path,
+                           const char *merges_path, sm_error *err) {
     char *buf = NULL, *mbuf = NULL;
-    size_t len, mlen;
+    size_t len, mlen, n = 0;
     cJSON *root = NULL;
+    const char **str = NULL;
+    size_t *slen = NULL;
     sm_status st = sm_read_file(vocab_path, SM_TOK_FILE_MAX, &buf, &len, err);
     if (st) return st;
     if ((st = sm_json_parse_strict(buf, len, vocab_path, &root, err))) goto done;
@@ -215,115 +308,132 @@ static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vo
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: expected an object of token -> id", vocab_path);
         goto done;
     }
-    size_t n = (size_t)cJSON_GetArraySize(root), text_bytes = 0;
+    n = (size_t)cJSON_GetArraySize(root);
     if (n == 0 || n > (size_t)cfg->n_vocab) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu tokens; the model's vocabulary (n_vocab) is %d",
                           vocab_path, n, cfg->n_vocab);
         goto done;
     }
-    for (const cJSON *e = root->child; e; e = e->next) text_bytes += strlen(e->string);
-    if ((st = alloc_tables(t, n, text_bytes, err))) goto done;
-    /* ids must be exactly 0..n-1; pieces are laid out in id order */
-    const cJSON **by_id = calloc(n, sizeof *by_id);
-    if (!by_id) {
+    str = calloc(n, sizeof *str);
+    slen = calloc(n, sizeof *slen);
+    if (!str || !slen) {
         st = sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
         goto done;
     }
     for (const cJSON *e = root->child; e && !st; e = e->next) {
         double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (d < 0 || d >= (double)n || d != floor(d) || by_id[(size_t)d])
+        if (d < 0 || d >= (double)n || d != floor(d) || str[(size_t)d])
             st = sm_error_set(err, SM_ERR_FORMAT,
                               "%s: token \"%.40s\" has id %s; ids must be 0 to %zu, each once",
                               vocab_path, e->string, cJSON_IsNumber(e) ? "out of range or repeated" : "that is not a number", n - 1);
         else
-            by_id[(size_t)d] = e;
+            str[(size_t)d] = e->string, slen[(size_t)d] = strlen(e->string);
     }
-    size_t o = 0;
-    for (size_t id = 0; id < n && !st; id++) {
-        const char *s = by_id[id]->string;
-        size_t sl = strlen(s);
-        t->off[id] = (uint32_t)o;
-        long bl = sl > MAX_PIECE ? -1 : unalphabet(byte_of_cp, s, sl, t->text + o);
-        if (bl <= 0)
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: token %zu \"%.40s\" is empty, too long or has a character "
-                              "outside GPT-2's byte alphabet",
-                              vocab_path, id, s);
-        else
-            o += (size_t)bl;
-    }
-    t->off[n] = (uint32_t)o;
-    free(by_id);
-    if (st) goto done;
-    for (int k = 0; k < 2; k++) {
-        int32_t id = k ? cfg->tok_eos : cfg->tok_bos;
-        if (id >= (int32_t)n) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu tokens, but the config's %s is %d",
-                              vocab_path, n, k ? "eos" : "bos", id);
-            goto done;
-        }
-        if (id >= 0) t->kind[id] = KIND_CONTROL;
-    }
-    if ((st = sm_tok_build_map(t, err))) goto done;
-    for (int b = 0; b < 256; b++)
-        if (t->byte_id[b] < 0) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: no token for byte 0x%02X", vocab_path, b);
-            goto done;
-        }
-
-    /* merges.txt: "#version" line, then "LEFT RIGHT" per line, best first */
-    if ((st = sm_read_file(merges_path, SM_TOK_FILE_MAX, &mbuf, &mlen, err))) goto done;
-    size_t lines = 1;
-    for (size_t i = 0; i < mlen; i++) lines += mbuf[i] == '\n';
-    t->merge_mask = sm_tok_table_size(lines) - 1;
-    t->merges = malloc(((size_t)t->merge_mask + 1) * sizeof *t->merges);
-    if (!t->merges) {
-        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory for the merges");
-        goto done;
-    }
-    for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].a = -1;
-    int32_t rank = 0;
-    size_t line = 0;
-    char tmp[2 * MAX_PIECE];
-    for (size_t at = 0; at < mlen;) {
-        line++;
-        char *eol = memchr(mbuf + at, '\n', mlen - at);
-        size_t e = eol ? (size_t)(eol - mbuf) : mlen, ll = e - at;
-        char *ln = mbuf + at;
-        at = e + 1;
-        if (ll && ln[ll - 1] == '\r') ll--;
-        if (ll == 0 || (line == 1 && ll >= 8 && memcmp(ln, "#version", 8) == 0)) continue;
-        char *sp = memchr(ln, ' ', ll);
-        long la = -1, lb = -1;
-        if (sp && sp > ln && (size_t)(sp - ln) < MAX_PIECE && ll - (size_t)(sp - ln) - 1 < MAX_PIECE &&
-            !memchr(sp + 1, ' ', ll - (size_t)(sp - ln) - 1)) {
-            la = unalphabet(byte_of_cp, ln, (size_t)(sp - ln), tmp);
-            if (la > 0) lb = unalphabet(byte_of_cp, sp + 1, ll - (size_t)(sp - ln) - 1, tmp + la);
-        }
-        if (la <= 0 || lb <= 0) {
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: line %zu: expected two tokens separated by one space",
-                              merges_path, line);
-            goto done;
-        }
-        int32_t a = sm_tok_map_find(t, tmp, (size_t)la), b = sm_tok_map_find(t, tmp + la, (size_t)lb);
-        int32_t m = sm_tok_map_find(t, tmp, (size_t)(la + lb));
-        if (a < 0 || b < 0 || m < 0) {
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: line %zu: merge \"%.*s\" names an unknown %s",
-                              merges_path, line, (int)(ll < 60 ? ll : 60), ln,
-                              a < 0 || b < 0 ? "token" : "merged token (not in the vocabulary)");
-            goto done;
-        }
-        if (sm_tok_merge_find(t, a, b)) continue; /* a repeated merge keeps its first rank */
-        uint32_t i = sm_tok_hash_pair(a, b) & t->merge_mask;
-        while (t->merges[i].a >= 0) i = (i + 1) & t->merge_mask;
-        t->merges[i] = (sm_tok_merge){a, b, rank++, m};
-    }
-    st = check_reachable(t, n, vocab_path, merges_path, err);
+    if (!st && !(st = sm_read_file(merges_path, SM_TOK_FILE_MAX, &mbuf, &mlen, err)))
+        st = gpt2_tables(t, cfg, n, str, slen, vocab_path, mbuf, mlen, merges_path, err);
 done:
+    free(str);
+    free(slen);
     cJSON_Delete(root);
     free(buf);
     free(mbuf);
+    return st;
+}
+
+/*
+** A GGUF file's tokenizer (tokenizer.ggml.*). "llama": tokens, scores (and
+** token types: control ones become control pieces), SentencePiece's "\xe2\x96\x81"
+** for a space turned into the space, laid out as llama2.c's tokenizer.bin
+** and read by the same parser. "gpt2": tokens in GPT-2's byte alphabet and
+** merges "a b", read by the same tables as vocab.json + merges.txt, for the
+** pre-tokenizer GPT-2's pattern is (tokenizer.ggml.pre gpt-2 or default).
+*/
+static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf *g,
+                           const char *path, sm_error *err) {
+    const sm_gguf_kv *tok, *sc = NULL, *ty = NULL, *mg = NULL;
+    sm_status st = sm_gguf_array(g, "tokenizer.ggml.tokens", SM_GGUF_STRING, &tok, path, err);
+    if (st) return st;
+    size_t n = (size_t)tok->n;
+    if (n == 0 || n > (size_t)cfg->n_vocab)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %zu tokens; the "
+                            "model's vocabulary is %d", path, n, cfg->n_vocab);
+    if (sm_gguf_find(g, "tokenizer.ggml.token_type") &&
+        (st = sm_gguf_array(g, "tokenizer.ggml.token_type", SM_GGUF_I32, &ty, path, err)))
+        return st;
+    if (ty && ty->n != n)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: tokenizer.ggml.token_type has %llu entries for "
+                            "%zu tokens", path, (unsigned long long)ty->n, n);
+    char here[4300];
+    if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
+        if ((st = sm_gguf_array(g, "tokenizer.ggml.scores", SM_GGUF_F32, &sc, path, err))) return st;
+        if (sc->n != n)
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: tokenizer.ggml.scores has %llu entries for "
+                                "%zu tokens", path, (unsigned long long)sc->n, n);
+        size_t bytes = 4, maxl = 1, len;
+        const uint8_t *p = tok->val;
+        for (size_t i = 0; i < n; i++) sm_gguf_next_string(&p, &len), bytes += 8 + len;
+        char *buf = malloc(bytes);
+        if (!buf) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
+        size_t at = 4;
+        p = tok->val;
+        for (size_t i = 0; i < n; i++) {
+            const char *s = sm_gguf_next_string(&p, &len);
+            size_t o = at + 8;
+            for (size_t k = 0; k < len; k++) { /* U+2581 -> ' ' */
+                if (k + 2 < len && (uint8_t)s[k] == 0xE2 && (uint8_t)s[k + 1] == 0x96 &&
+                    (uint8_t)s[k + 2] == 0x81)
+                    buf[o++] = ' ', k += 2;
+                else
+                    buf[o++] = s[k];
+            }
+            memcpy(buf + at, sc->val + 4 * i, 4);
+            sm_write_u32le(buf + at + 4, (uint32_t)(o - at - 8));
+            if (o - at - 8 > maxl) maxl = o - at - 8;
+            at = o;
+        }
+        sm_write_u32le(buf, (uint32_t)(maxl < MAX_PIECE ? maxl : MAX_PIECE));
+        snprintf(here, sizeof here, "%s (tokenizer.ggml.tokens)", path);
+        st = parse_sentencepiece(t, cfg, buf, at, here, err);
+        free(buf);
+    } else {
+        const char *pre = "default";
+        size_t pl = 7;
+        bool found;
+        if ((st = sm_gguf_string(g, "tokenizer.ggml.pre", &pre, &pl, &found, path, err))) return st;
+        if (!((pl == 5 && memcmp(pre, "gpt-2", 5) == 0) || (pl == 7 && memcmp(pre, "default", 7) == 0)))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre %.*s is not supported "
+                                "(supported: gpt-2, default)", path, (int)(pl < 40 ? pl : 40), pre);
+        if ((st = sm_gguf_array(g, "tokenizer.ggml.merges", SM_GGUF_STRING, &mg, path, err))) return st;
+        const char **str = calloc(n, sizeof *str);
+        size_t *slen = calloc(n, sizeof *slen), mbytes = 1, len;
+        const uint8_t *p = mg->val;
+        for (uint64_t i = 0; i < mg->n; i++) sm_gguf_next_string(&p, &len), mbytes += len + 1;
+        char *mbuf = malloc(mbytes);
+        if (!str || !slen || !mbuf) {
+            free(str), free(slen), free(mbuf);
+            return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
+        }
+        p = tok->val;
+        for (size_t i = 0; i < n; i++) str[i] = sm_gguf_next_string(&p, &slen[i]);
+        size_t mlen = 0;
+        p = mg->val;
+        for (uint64_t i = 0; i < mg->n; i++) { /* "a b" lines, as merges.txt without "#version" */
+            const char *s = sm_gguf_next_string(&p, &len);
+            memcpy(mbuf + mlen, s, len);
+            mlen += len;
+            mbuf[mlen++] = '\n';
+        }
+        char mhere[4300];
+        snprintf(here, sizeof here, "%s (tokenizer.ggml.tokens)", path);
+        snprintf(mhere, sizeof mhere, "%s (tokenizer.ggml.merges)", path);
+        st = gpt2_tables(t, cfg, n, str, slen, here, mbuf, mlen, mhere, err);
+        free(str), free(slen), free(mbuf);
+    }
+    for (size_t i = 0; ty && !st && i < n; i++) /* control and unused tokens are never text */
+        if ((int32_t)sm_read_u32le(ty->val + 4 * i) == 3) t->kind[i] = KIND_CONTROL;
+    bool add = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE, found;
+    if (!st && !(st = sm_gguf_bool(g, "tokenizer.ggml.add_bos_token", &add, &found, path, err)))
+        t->add_bos = add && cfg->tok_bos >= 0;
     return st;
 }
 
@@ -350,7 +460,9 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
     }
     char p0[4400], p1[4400];
     sm_status st;
-    if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
+    if (cfg->gguf) {
+        st = load_gguf(t, cfg, cfg->gguf, dir, err);
+    } else if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
         if (!(st = join(p0, sizeof p0, dir, cfg->tok_file[0], err)))
             st = load_sentencepiece(t, cfg, p0, err);
         t->add_bos = true;

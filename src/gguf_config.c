@@ -1,0 +1,196 @@
+/*
+** gguf_config.c -- a GGUF file's metadata and tensor infos as an sm_config
+** (sm_gguf_config): the architecture's hyperparameters from the <arch>.*
+** keys, GGUF tensor names mapped to smallmind's, shapes outermost first,
+** offsets into the file itself, so the tensors are used where they lie.
+*/
+#include "sm_gguf.h"
+#include "sm_config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* GGUF's tensor names -> ours, per architecture (blk.N. prefixes kept). */
+static const char *const llama_names[][2] = {
+    {"token_embd.weight", "tok_embd"},       {"output_norm.weight", "norm_f.weight"},
+    {"output.weight", "output.weight"},      {"attn_norm.weight", "attn_norm.weight"},
+    {"attn_q.weight", "attn_q.weight"},      {"attn_k.weight", "attn_k.weight"},
+    {"attn_v.weight", "attn_v.weight"},      {"attn_qkv.weight", "attn_qkv.weight"},
+    {"attn_output.weight", "attn_out.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
+    {"ffn_gate.weight", "ffn_gate.weight"},  {"ffn_up.weight", "ffn_up.weight"},
+    {"ffn_down.weight", "ffn_down.weight"},
+};
+static const char *const gpt2_names[][2] = {
+    {"token_embd.weight", "tok_embd"},         {"position_embd.weight", "pos_embd"},
+    {"output_norm.weight", "ln_f.weight"},     {"output_norm.bias", "ln_f.bias"},
+    {"output.weight", "output.weight"},        {"attn_norm.weight", "ln1.weight"},
+    {"attn_norm.bias", "ln1.bias"},            {"attn_qkv.weight", "attn_qkv.weight"},
+    {"attn_qkv.bias", "attn_qkv.bias"},        {"attn_output.weight", "attn_out.weight"},
+    {"attn_output.bias", "attn_out.bias"},     {"ffn_norm.weight", "ln2.weight"},
+    {"ffn_norm.bias", "ln2.bias"},             {"ffn_up.weight", "mlp_up.weight"},
+    {"ffn_up.bias", "mlp_up.bias"},            {"ffn_down.weight", "mlp_down.weight"},
+    {"ffn_down.bias", "mlp_down.bias"},
+};
+
+/* Our name for GGUF tensor t, into out; false if the architecture has no such tensor. */
+static bool map_name(sm_arch arch, const sm_gguf_tensor *t, char out[SM_NAME_MAX]) {
+    char nm[SM_NAME_MAX];
+    memcpy(nm, t->name, t->name_len);
+    nm[t->name_len] = 0;
+    const char *rest = nm;
+    int layer = -1, used = 0;
+    if (sscanf(nm, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
+        rest = nm + used;
+    else
+        layer = -1;
+    bool llama = arch == SM_ARCH_LLAMA;
+    size_t n = llama ? sizeof llama_names / sizeof *llama_names : sizeof gpt2_names / sizeof *gpt2_names;
+    for (size_t i = 0; i < n; i++) {
+        const char *const *e = llama ? llama_names[i] : gpt2_names[i];
+        bool per_layer = strncmp(e[0], "attn_", 5) == 0 || strncmp(e[0], "ffn_", 4) == 0;
+        if (per_layer != (layer >= 0) || strcmp(rest, e[0]) != 0) continue;
+        if (layer >= 0)
+            snprintf(out, SM_NAME_MAX, "blk.%d.%s", layer, e[1]);
+        else
+            snprintf(out, SM_NAME_MAX, "%s", e[1]);
+        return true;
+    }
+    return false;
+}
+
+static sm_status int_key(const sm_gguf *g, const char *arch, const char *key, bool required,
+                         int64_t lo, int64_t hi, int dflt, int *out, const char *path, sm_error *err) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    int64_t v = dflt;
+    bool found;
+    sm_status st = sm_gguf_int(g, k, lo, hi, &v, &found, path, err);
+    if (st) return st;
+    if (!found && required) return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata %s is missing", path, k);
+    *out = (int)v;
+    return SM_OK;
+}
+
+sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_error *err) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->tok_bos = cfg->tok_eos = -1;
+    const char *a;
+    size_t al;
+    bool found;
+    sm_status st = sm_gguf_string(g, "general.architecture", &a, &al, &found, path, err);
+    if (st) return st;
+    if (!found) return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(al < 63 ? al : 63), a);
+    if (strcmp(arch, "llama") == 0)
+        cfg->arch = SM_ARCH_LLAMA;
+    else if (strcmp(arch, "gpt2") == 0)
+        cfg->arch = SM_ARCH_GPT2;
+    else
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "%s: architecture %s is not supported (supported: llama, gpt2)", path, arch);
+    bool llama = cfg->arch == SM_ARCH_LLAMA;
+    const sm_gguf_tensor *te = sm_gguf_tensor_find(g, "token_embd.weight");
+    if (!te || te->ndim != 2)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: tensor token_embd.weight is %s", path,
+                            te ? "not a matrix" : "missing");
+    if (te->ne[1] > (1 << 24))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: token_embd.weight has %llu rows (at most %d)",
+                            path, (unsigned long long)te->ne[1], 1 << 24);
+    cfg->n_vocab = (int)te->ne[1];
+    if ((st = int_key(g, arch, "embedding_length", true, 1, 65536, 0, &cfg->n_embd, path, err)) ||
+        (st = int_key(g, arch, "block_count", true, 1, 1024, 0, &cfg->n_layer, path, err)) ||
+        (st = int_key(g, arch, "context_length", true, 1, 1 << 20, 0, &cfg->n_ctx, path, err)) ||
+        (st = int_key(g, arch, "feed_forward_length", true, 1, 1 << 20, 0, &cfg->n_ff, path, err)) ||
+        (st = int_key(g, arch, "attention.head_count", true, 1, 1024, 0, &cfg->n_head, path, err)) ||
+        (st = int_key(g, arch, "attention.head_count_kv", false, 1, 1024, cfg->n_head, &cfg->n_kv_head,
+                      path, err)))
+        return st;
+    if ((int64_t)te->ne[0] != cfg->n_embd)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: token_embd.weight rows are %llu wide, but %s."
+                            "embedding_length is %d", path, (unsigned long long)te->ne[0], arch, cfg->n_embd);
+    if (cfg->n_embd % cfg->n_head)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %s.embedding_length %d is not a multiple of "
+                            "the %d heads", path, arch, cfg->n_embd, cfg->n_head);
+    int hd = cfg->n_embd / cfg->n_head, vd = 0, rd = 0;
+    if ((st = int_key(g, arch, "attention.key_length", false, 1, 4096, hd, &cfg->head_dim, path, err)) ||
+        (st = int_key(g, arch, "attention.value_length", false, 1, 4096, cfg->head_dim, &vd, path, err)) ||
+        (st = int_key(g, arch, "rope.dimension_count", false, 1, 4096, cfg->head_dim, &rd, path, err)))
+        return st;
+    if (vd != cfg->head_dim)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: %s.attention.value_length %d differs from "
+                            "the key length %d (not supported)", path, arch, vd, cfg->head_dim);
+    if (cfg->n_head % cfg->n_kv_head)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %s.attention.head_count %d is not a multiple of "
+                            "head_count_kv %d", path, arch, cfg->n_head, cfg->n_kv_head);
+    if (!llama && (cfg->n_kv_head != cfg->n_head || cfg->head_dim != hd))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a gpt2 model with grouped or resized heads "
+                            "(not supported)", path);
+    if (llama && (rd != cfg->head_dim || cfg->head_dim % 2))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: llama.rope.dimension_count %d with heads of %d "
+                            "(partial or odd rotary embeddings are not supported)", path, rd, cfg->head_dim);
+    char k[128];
+    const char *s;
+    size_t sl;
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    if ((st = sm_gguf_string(g, k, &s, &sl, &found, path, err))) return st;
+    if (found && !(sl == 4 && memcmp(s, "none", 4) == 0))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: %s %.*s is not supported", path, k,
+                            (int)(sl < 40 ? sl : 40), s);
+    double v = 10000.0;
+    snprintf(k, sizeof k, "%s.rope.freq_base", arch);
+    if ((st = sm_gguf_float(g, k, &v, NULL, path, err))) return st;
+    if (!(v >= 1 && v <= 1e12))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %g, expected 1 to 1e12", path, k, v);
+    cfg->rope_theta = (float)v;
+    v = 1e-5;
+    snprintf(k, sizeof k, "%s.attention.%s", arch, llama ? "layer_norm_rms_epsilon" : "layer_norm_epsilon");
+    if ((st = sm_gguf_float(g, k, &v, NULL, path, err))) return st;
+    if (!(v > 0 && v < 1))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %g, expected between 0 and 1", path, k, v);
+    cfg->norm_eps = (float)v;
+    cfg->activation = llama ? SM_ACT_SILU : SM_ACT_GELU_TANH;
+    cfg->bias = !llama;
+    cfg->tied_output = !sm_gguf_tensor_find(g, "output.weight");
+
+    /* the tokenizer: its kind and special ids (its tables are read by sm_tokenizer_init) */
+    if ((st = sm_gguf_string(g, "tokenizer.ggml.model", &s, &sl, &found, path, err))) return st;
+    if (!found)
+        cfg->tokenizer = SM_TOKENIZER_BYTE;
+    else if (sl == 5 && memcmp(s, "llama", 5) == 0)
+        cfg->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+    else if (sl == 4 && memcmp(s, "gpt2", 4) == 0)
+        cfg->tokenizer = SM_TOKENIZER_GPT2;
+    else
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model %.*s is not supported "
+                            "(supported: llama, gpt2)", path, (int)(sl < 40 ? sl : 40), s);
+    int64_t id;
+    if ((st = sm_gguf_int(g, "tokenizer.ggml.bos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
+    if (found) cfg->tok_bos = (int32_t)id;
+    if ((st = sm_gguf_int(g, "tokenizer.ggml.eos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
+    if (found) cfg->tok_eos = (int32_t)id;
+
+    /* tensors: every one mapped to a name of ours, shapes outermost first */
+    const char *slash = strrchr(path, '/');
+    snprintf(cfg->files[0], SM_FILE_NAME_MAX, "%s", slash ? slash + 1 : path);
+    cfg->n_files = 1;
+    cfg->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *cfg->tensors);
+    if (!cfg->tensors) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    cfg->n_tensors = g->n_tensors;
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const sm_gguf_tensor *t = &g->tensors[i];
+        sm_tensor_desc *d = &cfg->tensors[i];
+        if (!map_name(cfg->arch, t, d->name))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %.*s is not part of a %s model "
+                                "smallmind runs", path, (int)t->name_len, t->name, arch);
+        d->dtype = t->dtype;
+        d->ndim = t->ndim;
+        for (int j = 0; j < t->ndim; j++) d->shape[j] = (int64_t)t->ne[t->ndim - 1 - j];
+        d->nelem = t->nelem, d->nbytes = t->nbytes;
+        d->file = 0, d->offset = t->offset;
+    }
+    cfg->gguf = g;
+    return SM_OK;
+}
