@@ -121,7 +121,7 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py
 	@touch $@
 test-models: $(TM)/.done
 
-FUZZ_TARGETS := config weights tokenizer batch spm bpe hftok hfdir
+FUZZ_TARGETS := config weights tokenizer batch spm bpe hftok hfdir gguf
 FUZZ_SECONDS ?= 60
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 

@@ -124,6 +124,15 @@ static inline const char *sm_gguf_next_string(const uint8_t **p, size_t *len) {
 struct sm_config;
 sm_status sm_gguf_config(struct sm_config *cfg, const sm_gguf *g, const char *path, sm_error *err);
 
+/*
+** Only what a tokenizer needs (tokenize, detokenize): the tokenizer's kind,
+** special ids and n_vocab (token_embd's rows, else the token count), from
+** any GGUF file, a vocabulary-only one or an architecture smallmind does
+** not run included. cfg has no tensors.
+*/
+sm_status sm_gguf_vocab_config(struct sm_config *cfg, const sm_gguf *g, const char *path,
+                               sm_error *err);
+
 /* GGUF's name for ggml type t ("Q4_K", ...), or "unknown". */
 const char *sm_gguf_type_name(uint32_t t);
 

@@ -73,6 +73,44 @@ static sm_status int_key(const sm_gguf *g, const char *arch, const char *key, bo
     return SM_OK;
 }
 
+/* The tokenizer's kind and special ids (its tables are read by sm_tokenizer_init). */
+static sm_status tokenizer_kind(sm_config *cfg, const sm_gguf *g, const char *path, sm_error *err) {
+    const char *s;
+    size_t sl;
+    bool found;
+    sm_status st = sm_gguf_string(g, "tokenizer.ggml.model", &s, &sl, &found, path, err);
+    if (st) return st;
+    if (!found)
+        cfg->tokenizer = SM_TOKENIZER_BYTE;
+    else if (sl == 5 && memcmp(s, "llama", 5) == 0)
+        cfg->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+    else if (sl == 4 && memcmp(s, "gpt2", 4) == 0)
+        cfg->tokenizer = SM_TOKENIZER_GPT2;
+    else
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model %.*s is not supported "
+                            "(supported: llama, gpt2)", path, (int)(sl < 40 ? sl : 40), s);
+    int64_t id;
+    if ((st = sm_gguf_int(g, "tokenizer.ggml.bos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
+    if (found) cfg->tok_bos = (int32_t)id;
+    if ((st = sm_gguf_int(g, "tokenizer.ggml.eos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
+    if (found) cfg->tok_eos = (int32_t)id;
+    cfg->gguf = g;
+    return SM_OK;
+}
+
+sm_status sm_gguf_vocab_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_error *err) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->tok_bos = cfg->tok_eos = -1;
+    const sm_gguf_tensor *te = sm_gguf_tensor_find(g, "token_embd.weight");
+    const sm_gguf_kv *tok = sm_gguf_find(g, "tokenizer.ggml.tokens");
+    uint64_t n = te && te->ndim == 2 ? te->ne[1] : tok && tok->type == SM_GGUF_ARRAY ? tok->n : 0;
+    if (n == 0 || n > (1 << 24))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: no vocabulary (tokenizer.ggml.tokens) of 1 to %d "
+                            "tokens", path, 1 << 24);
+    cfg->n_vocab = (int)n;
+    return tokenizer_kind(cfg, g, path, err);
+}
+
 sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_error *err) {
     memset(cfg, 0, sizeof *cfg);
     cfg->tok_bos = cfg->tok_eos = -1;
@@ -155,22 +193,7 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     cfg->bias = !llama;
     cfg->tied_output = !sm_gguf_tensor_find(g, "output.weight");
 
-    /* the tokenizer: its kind and special ids (its tables are read by sm_tokenizer_init) */
-    if ((st = sm_gguf_string(g, "tokenizer.ggml.model", &s, &sl, &found, path, err))) return st;
-    if (!found)
-        cfg->tokenizer = SM_TOKENIZER_BYTE;
-    else if (sl == 5 && memcmp(s, "llama", 5) == 0)
-        cfg->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
-    else if (sl == 4 && memcmp(s, "gpt2", 4) == 0)
-        cfg->tokenizer = SM_TOKENIZER_GPT2;
-    else
-        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model %.*s is not supported "
-                            "(supported: llama, gpt2)", path, (int)(sl < 40 ? sl : 40), s);
-    int64_t id;
-    if ((st = sm_gguf_int(g, "tokenizer.ggml.bos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
-    if (found) cfg->tok_bos = (int32_t)id;
-    if ((st = sm_gguf_int(g, "tokenizer.ggml.eos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
-    if (found) cfg->tok_eos = (int32_t)id;
+    if ((st = tokenizer_kind(cfg, g, path, err))) return st;
 
     /* tensors: every one mapped to a name of ours, shapes outermost first */
     const char *slash = strrchr(path, '/');
@@ -191,6 +214,5 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
         d->nelem = t->nelem, d->nbytes = t->nbytes;
         d->file = 0, d->offset = t->offset;
     }
-    cfg->gguf = g;
     return SM_OK;
 }

@@ -44,7 +44,7 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE, O_NOBOS
 } opt_id;
 
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
@@ -89,6 +89,7 @@ typedef struct {
     sm_dtype kv_type; /* --kv-type (SM_DTYPE_F32 when zeroed) */
     bool compare;   /* bench --compare A.json B.json */
     bool special;
+    bool no_bos;   /* tokenize: no BOS even where the tokenizer adds one */
     const char *args[MAX_ARGS];
     size_t n_args;
 } cli_opts;

@@ -69,6 +69,8 @@ static const struct option_def {
      "                       some down projections q6_k, Q/K/V one type up), q6_k, q4_k, q5_k"},
     {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
      "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
+    {"no-bos", 0, false, CMD_TOKENIZE, O_NOBOS,
+     "    --no-bos           no BOS token first, even where the tokenizer adds one"},
     {"stop", 0, true, CMD_GENERATE, O_STOP,
      "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
     {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
@@ -319,6 +321,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
             return cli_usage_error(o, "%s expects f32 or f16, got '%s'", flag, v);
         break;
     case O_SPECIAL: o->special = true; break;
+    case O_NOBOS: o->no_bos = true; break;
     case O_COMPARE: o->compare = true; break;
     case O_HELP: o->help = true; break;
     case O_VERSION: o->version = true; break;

@@ -20,7 +20,7 @@ static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) 
     sm_gguf g = {0};
     memset(cfg, 0, sizeof *cfg);
     bool file = stat(o->model, &sb) == 0 && S_ISREG(sb.st_mode);
-    if (file ? sm_gguf_open(&g, o->model, true, &err) || sm_gguf_config(cfg, &g, o->model, &err)
+    if (file ? sm_gguf_open(&g, o->model, true, &err) || sm_gguf_vocab_config(cfg, &g, o->model, &err)
              : sm_config_load(cfg, o->model, &err)) {
         if (file) sm_config_free(cfg);
         sm_gguf_close(&g);
@@ -34,6 +34,7 @@ static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) 
         return cli_data_error(err.msg);
     }
     tok->parse_special = o->special;
+    if (o->no_bos) tok->add_bos = false;
     return 0;
 }
 

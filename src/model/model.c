@@ -13,6 +13,7 @@
 #include "sm_quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,8 +33,14 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
         if ((st = sm_config_load(&m->cfg, dir, err))) goto fail;
         if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
     }
-    if ((st = m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_bind(m, err) : sm_gpt2_bind(m, err)))
+    if ((st = m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_bind(m, err) : sm_gpt2_bind(m, err))) {
+        if (m->gguf.base) { /* say which file: the tensors are the GGUF file's */
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            sm_error_set(err, st, "%s: %s", dir, msg);
+        }
         goto fail;
+    }
     *out = m;
     return SM_OK;
 fail:
