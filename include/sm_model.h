@@ -31,6 +31,9 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
 void sm_model_free(sm_model *m);
 
 const sm_config *sm_model_config(const sm_model *m);
+
+/* The GGUF file the model was loaded from (its metadata), or NULL for a directory. */
+const struct sm_gguf *sm_model_gguf(const sm_model *m);
 size_t sm_model_params(const sm_model *m);
 
 /* SM_ERR_FORMAT naming the first tensor with a NaN or infinite weight. */

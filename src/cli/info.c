@@ -3,8 +3,10 @@
 ** types and the memory plan of a run (nothing is carved).
 */
 #include "cli.h"
+#include "sm_gguf.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 
 static void print_bytes(const char *label, size_t b) {
@@ -29,7 +31,33 @@ int cli_info(const cli_opts *o) {
     printf("activation %s, norm_eps %g, output layer %s, biases %s\n",
            sm_activation_name(c->activation), (double)c->norm_eps,
            c->tied_output ? "tied to the token embedding" : "separate", c->bias ? "yes" : "no");
-    printf("tokenizer:    %s (%d ids)\n", sm_tokenizer_type_name(c->tokenizer), r.tok.n_vocab);
+    if (c->arch == SM_ARCH_LLAMA)
+        printf("feed-forward %d, key/value heads %d, rope base %g\n", c->n_ff, c->n_kv_head,
+               (double)c->rope_theta);
+    printf("tokenizer:    %s (%d ids), bos %d, eos %d%s\n", sm_tokenizer_type_name(c->tokenizer),
+           r.tok.n_vocab, (int)c->tok_bos, (int)c->tok_eos, r.tok.add_bos ? ", adds BOS" : "");
+    const sm_gguf *g = sm_model_gguf(r.model);
+    if (g) { /* the metadata that matters beside what the lines above show */
+        printf("GGUF:         version %u, %zu tensors, %zu metadata entries, alignment %zu\n",
+               g->version, g->n_tensors, g->n_kv, g->alignment);
+        static const char *const keys[] = {"general.name", "general.file_type", "tokenizer.ggml.pre",
+                                           "general.quantization_version", "tokenizer.chat_template"};
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+            const sm_gguf_kv *kv = sm_gguf_find(g, keys[k]);
+            int64_t v;
+            const char *str;
+            size_t len;
+            if (!kv) continue;
+            if (sm_gguf_string(g, keys[k], &str, &len, NULL, o->model, &err) == SM_OK) {
+                if (k == 4)
+                    printf("  %-28s %zu bytes (for chat)\n", keys[k], len);
+                else
+                    printf("  %-28s %.*s\n", keys[k], (int)(len < 80 ? len : 80), str);
+            } else if (sm_gguf_int(g, keys[k], INT64_MIN, INT64_MAX, &v, NULL, o->model, &err) == SM_OK) {
+                printf("  %-28s %lld\n", keys[k], (long long)v);
+            }
+        }
+    }
     printf("parameters:   %zu\n", sm_model_params(r.model));
     char types[64] = "";
     size_t tl = 0;

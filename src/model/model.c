@@ -61,6 +61,10 @@ const sm_config *sm_model_config(const sm_model *m) {
     return &m->cfg;
 }
 
+const struct sm_gguf *sm_model_gguf(const sm_model *m) {
+    return m->gguf.base ? &m->gguf : NULL;
+}
+
 size_t sm_model_weight_bytes(const sm_model *m) {
     return sm_weights_bytes(&m->w);
 }
