@@ -62,6 +62,15 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
 void sm_tokenizer_free(sm_tokenizer *t);
 
 /*
+** Writes t into directory dir as smallmind's tokenizer files (what a config
+** names): sentencepiece as llama2.c's tokenizer.bin, gpt2 as vocab.json +
+** merges.txt (merges in rank order); names gets the file names (empty: no
+** file, the byte tokenizer). Loading them gives the same encodings.
+*/
+sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir,
+                            char names[2][SM_FILE_NAME_MAX], sm_error *err);
+
+/*
 ** Encodes text into out (capacity cap) and returns the number of tokens the
 ** whole text needs, which may exceed cap (then only cap were written).
 ** Texts longer than SM_TOK_SEGMENT bytes are merged in segments ending at a

@@ -67,6 +67,9 @@ static void plan_free(plan *pl) {
     sm_config_free(&pl->cfg);
     sm_weights_close(&pl->src_w);
     sm_config_free(&pl->src_cfg);
+    if (pl->tok_save) sm_tokenizer_free(pl->tok_save);
+    free(pl->tok_save);
+    sm_gguf_close(&pl->src_gguf);
 }
 
 /* A new output tensor; its parts follow with add_part. Out of memory: pl->nomem, and a spare. */
@@ -386,6 +389,10 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     if (!st && pl->tok_json)
         st = sm_hf_tok_write(pl->tok_json, pl->tok_json_path, c->tokenizer, tmp, c->tok_bos,
                              c->tok_eos, err);
+    if (!st && pl->tok_save) {
+        char saved[2][SM_FILE_NAME_MAX];
+        st = sm_tokenizer_save(pl->tok_save, tmp, saved, err);
+    }
     return st;
 }
 
@@ -578,6 +585,75 @@ static sm_status from_smallmind(plan *pl, const char *dir, sm_error *err) {
     return SM_OK;
 }
 
+/* ---------------------------------------------------------------- GGUF */
+
+/* Whether the file at path starts with GGUF's magic. */
+static bool is_gguf(const char *path) {
+    unsigned char h[4];
+    FILE *f = fopen(path, "rb");
+    bool yes = f && fread(h, 1, 4, f) == 4 && sm_gguf_magic(h, 4);
+    if (f) fclose(f);
+    return yes;
+}
+
+/*
+** A GGUF file: its tensors under smallmind's names (a Llama's separate Q, K
+** and V rows concatenated into the fused matrix), its tokenizer written as
+** smallmind's files.
+*/
+static sm_status from_gguf(plan *pl, const char *path, sm_error *err) {
+    sm_config *s = &pl->src_cfg;
+    sm_status st = sm_gguf_open(&pl->src_gguf, path, true, err);
+    if (!st) st = sm_gguf_config(s, &pl->src_gguf, path, err);
+    if (st) return st;
+    pl->cfg = *s;
+    pl->cfg.tensors = NULL, pl->cfg.n_tensors = 0, pl->cfg.gguf = NULL;
+    const unsigned char *base = pl->src_gguf.base;
+    for (size_t i = 0; i < s->n_tensors; i++) {
+        const sm_tensor_desc *d = &s->tensors[i];
+        const char *q = strstr(d->name, ".attn_q.weight");
+        if (strstr(d->name, ".attn_k.weight") || strstr(d->name, ".attn_v.weight")) continue;
+        if (d->ndim > 2)
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has %d dimensions", path,
+                                d->name, d->ndim);
+        if (!q) {
+            sm_convert_add_whole(pl, d->name, d->shape[0], d->ndim == 2 ? d->shape[1] : 0,
+                                 base + d->offset, d->dtype, OP_COPY);
+            continue;
+        }
+        char nm[SM_NAME_MAX];
+        const sm_tensor_desc *kv[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            snprintf(nm, sizeof nm, "%.*s.attn_%c.weight", (int)(q - d->name), d->name, k ? 'v' : 'k');
+            for (size_t j = 0; j < s->n_tensors; j++)
+                if (strcmp(s->tensors[j].name, nm) == 0) kv[k] = &s->tensors[j];
+            if (!kv[k] || kv[k]->ndim != 2 || kv[k]->shape[1] != d->shape[1])
+                return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %s", path, nm,
+                                    kv[k] ? "not a matrix as wide as the Q projection" : "missing");
+        }
+        snprintf(nm, sizeof nm, "%.*s.attn_qkv.weight", (int)(q - d->name), d->name);
+        otensor *t = sm_convert_add_tensor(pl, nm, d->shape[0] + kv[0]->shape[0] + kv[1]->shape[0],
+                                           d->shape[1]);
+        sm_convert_add_part(t, base + d->offset, d->dtype, d->shape[0], d->shape[1], OP_COPY, 0);
+        for (int k = 0; k < 2; k++)
+            sm_convert_add_part(t, base + kv[k]->offset, kv[k]->dtype, kv[k]->shape[0],
+                                kv[k]->shape[1], OP_COPY, 0);
+    }
+    if (s->tokenizer != SM_TOKENIZER_BYTE) {
+        if (!(pl->tok_save = calloc(1, sizeof *pl->tok_save)))
+            return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+        if ((st = sm_tokenizer_init(pl->tok_save, s, path, err))) {
+            free(pl->tok_save);
+            pl->tok_save = NULL;
+            return st;
+        }
+        bool spm = s->tokenizer == SM_TOKENIZER_SENTENCEPIECE;
+        snprintf(pl->cfg.tok_file[0], SM_FILE_NAME_MAX, "%s", spm ? "tokenizer.bin" : "vocab.json");
+        snprintf(pl->cfg.tok_file[1], SM_FILE_NAME_MAX, "%s", spm ? "" : "merges.txt");
+    }
+    return SM_OK;
+}
+
 /* ------------------------------------------------------------- driver */
 
 sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
@@ -604,6 +680,9 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         st = sm_convert_from_hf(&pl, src, o, err);
         snprintf(info->source, sizeof info->source, "Hugging Face %s",
                  pl.cfg.arch == SM_ARCH_LLAMA ? "llama" : "gpt2");
+    } else if (is_gguf(src)) {
+        st = from_gguf(&pl, src, err);
+        snprintf(info->source, sizeof info->source, "GGUF %s", sm_arch_name(pl.cfg.arch));
     } else {
         st = from_llama2c(&pl, src, o, err);
         snprintf(info->source, sizeof info->source, "llama2.c checkpoint");

@@ -11,6 +11,8 @@
 #include "sm_config.h"
 #include "sm_convert.h"
 #include "sm_weights.h"
+#include "sm_gguf.h"
+#include "sm_tokenizer.h"
 
 #define MAX_PARTS 3
 #define MAX_SHARDS SM_MAX_FILES
@@ -54,6 +56,8 @@ typedef struct {
     bool from_dir;         /* a directory (else a llama2.c checkpoint) */
     sm_config src_cfg;     /* a smallmind source directory's config and weights */
     sm_weights src_w;
+    sm_gguf src_gguf;      /* a GGUF source (base NULL otherwise) */
+    sm_tokenizer *tok_save; /* a tokenizer to write as the output's files (GGUF sources), or NULL */
     otensor spare;
 } plan;
 

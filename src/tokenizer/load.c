@@ -437,6 +437,120 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
     return st;
 }
 
+/* One piece of t as its tokenizer file spells it: byte tokens <0xNN>; into buf (cap >= 8). */
+static size_t piece_text(const sm_tokenizer *t, size_t id, char *buf, const char **out) {
+    const char *p = t->text + t->off[id];
+    size_t n = t->off[id + 1] - t->off[id];
+    if (t->kind[id] == KIND_BYTE) {
+        n = (size_t)snprintf(buf, 8, "<0x%02X>", (unsigned char)p[0]);
+        p = buf;
+    }
+    *out = p;
+    return n;
+}
+
+static int cmp_rank(const void *a, const void *b) {
+    const sm_tok_merge *x = *(const sm_tok_merge *const *)a, *y = *(const sm_tok_merge *const *)b;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir, char names[2][SM_FILE_NAME_MAX],
+                            sm_error *err) {
+    char path[4400];
+    names[0][0] = names[1][0] = 0;
+    if (t->type == SM_TOKENIZER_BYTE) return SM_OK;
+    size_t n = (size_t)t->n_vocab, bytes = 4;
+    char bb[8];
+    const char *p;
+    if (t->type == SM_TOKENIZER_SENTENCEPIECE) { /* llama2.c's tokenizer.bin */
+        uint32_t maxl = 1;
+        for (size_t id = 0; id < n; id++) {
+            size_t l = piece_text(t, id, bb, &p);
+            bytes += 8 + l;
+            if (l > maxl) maxl = (uint32_t)l;
+        }
+        char *buf = malloc(bytes);
+        if (!buf) return sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
+        sm_write_u32le(buf, maxl);
+        size_t at = 4;
+        for (size_t id = 0; id < n; id++) {
+            size_t l = piece_text(t, id, bb, &p);
+            sm_write_u32le(buf + at, sm_f32_to_bits(t->score[id]));
+            sm_write_u32le(buf + at + 4, (uint32_t)l);
+            memcpy(buf + at + 8, p, l);
+            at += 8 + l;
+        }
+        snprintf(names[0], SM_FILE_NAME_MAX, "tokenizer.bin");
+        snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
+        sm_status st = sm_write_file(path, (sm_piece[]){{buf, at}}, 1, err);
+        free(buf);
+        return st;
+    }
+    /* GPT-2's files: every piece and merge in the byte alphabet */
+    int32_t cp_of[256];
+    byte_alphabet(cp_of);
+    cJSON *vocab = cJSON_CreateObject();
+    const sm_tok_merge **ms = malloc(((size_t)t->merge_mask + 1) * sizeof *ms);
+    char *mtext = NULL, *enc = malloc(2 * MAX_PIECE + 8);
+    sm_status st = SM_OK;
+    if (!vocab || !ms || !enc) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
+    /* a piece's bytes as code points of the alphabet (at most 2 UTF-8 bytes each) */
+#define ENCODE(src, len, dst, dl)                                                   \
+    do {                                                                            \
+        dl = 0;                                                                     \
+        for (size_t k_ = 0; k_ < (len); k_++) {                                     \
+            int32_t c_ = cp_of[(unsigned char)(src)[k_]];                           \
+            if (c_ < 0x80) (dst)[dl++] = (char)c_;                                  \
+            else (dst)[dl++] = (char)(0xC0 | c_ >> 6), (dst)[dl++] = (char)(0x80 | (c_ & 0x3F)); \
+        }                                                                           \
+    } while (0)
+    for (size_t id = 0; id < n && !st; id++) {
+        size_t l = t->off[id + 1] - t->off[id], el;
+        ENCODE(t->text + t->off[id], l, enc, el);
+        enc[el] = 0;
+        if (!cJSON_AddItemToObject(vocab, enc, cJSON_CreateNumber((double)id)))
+            st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
+    }
+    size_t nm = 0, mbytes = 16;
+    for (size_t i = 0; !st && i <= t->merge_mask; i++)
+        if (t->merges[i].a >= 0) {
+            ms[nm++] = &t->merges[i];
+            mbytes += 2 * (t->off[t->merges[i].out + 1] - t->off[t->merges[i].out]) + 2;
+        }
+    if (!st && !(mtext = malloc(mbytes))) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
+    if (!st) {
+        qsort(ms, nm, sizeof *ms, cmp_rank);
+        size_t ml = (size_t)snprintf(mtext, mbytes, "#version: 0.2\n"), el;
+        for (size_t i = 0; i < nm; i++) {
+            int32_t ab[2] = {ms[i]->a, ms[i]->b};
+            for (int k = 0; k < 2; k++) {
+                ENCODE(t->text + t->off[ab[k]], t->off[ab[k] + 1] - t->off[ab[k]], mtext + ml, el);
+                ml += el;
+                mtext[ml++] = k ? '\n' : ' ';
+            }
+        }
+        char *json = cJSON_PrintUnformatted(vocab);
+        if (!json) {
+            st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
+        } else {
+            snprintf(names[0], SM_FILE_NAME_MAX, "vocab.json");
+            snprintf(names[1], SM_FILE_NAME_MAX, "merges.txt");
+            snprintf(path, sizeof path, "%s/vocab.json", dir);
+            st = sm_write_file(path, (sm_piece[]){{json, strlen(json)}}, 1, err);
+            snprintf(path, sizeof path, "%s/merges.txt", dir);
+            if (!st) st = sm_write_file(path, (sm_piece[]){{mtext, ml}}, 1, err);
+            free(json);
+        }
+    }
+#undef ENCODE
+    cJSON_Delete(vocab);
+    free(ms);
+    free(mtext);
+    free(enc);
+    (void)p;
+    return st;
+}
+
 static sm_status join(char *out, size_t cap, const char *dir, const char *file, sm_error *err) {
     if ((size_t)snprintf(out, cap, "%s/%s", dir ? dir : ".", file) >= cap)
         return sm_error_set(err, SM_ERR_IO, "cannot open '%s/%s': path too long", dir, file);
