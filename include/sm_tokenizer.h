@@ -61,6 +61,23 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
                             sm_error *err);
 void sm_tokenizer_free(sm_tokenizer *t);
 
+/* What a token is: text, a byte (<0xNN> pieces), or a control token never matched in text. */
+typedef enum { SM_TOK_NORMAL = 0, SM_TOK_BYTE, SM_TOK_CONTROL } sm_tok_kind;
+sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id);
+
+/*
+** A gpt2 tokenizer's merges in rank order (best first) as (left, right)
+** token ids into pairs (cap of them); returns how many it has.
+*/
+size_t sm_tokenizer_merges(const sm_tokenizer *t, int32_t (*pairs)[2], size_t cap);
+
+/*
+** n bytes in GPT-2's byte alphabet (each byte one printable code point:
+** printable bytes stand for themselves, the others from U+0100 on) as UTF-8
+** into out (room for 2 n bytes); returns the length.
+*/
+size_t sm_tokenizer_alphabet(const char *bytes, size_t n, char *out);
+
 /*
 ** Writes t into directory dir as smallmind's tokenizer files (what a config
 ** names): sentencepiece as llama2.c's tokenizer.bin, gpt2 as vocab.json +

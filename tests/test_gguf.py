@@ -209,6 +209,97 @@ def vocab_files(smbin, vdir):
                  "test texts", f"lines {bad[:5]}")
 
 
+def export_checks(smbin, tmp, shared, np):
+    """convert SRC OUT.gguf: the file read by scripts/sm_gguf.py has the source directory's
+    hyperparameters and every tensor's bytes (a Llama's fused Q/K/V as three row ranges); read by
+    smallmind it scores a text bit for bit as the directory does; with LLAMA_CPP (a llama.cpp
+    bin folder) set, llama.cpp's greedy text equals ours."""
+    srcs = [("models/default", "default", "And God said", [])]
+    s260 = os.path.join(shared, "models", "stories260K")
+    if os.path.isdir(s260):
+        srcs.append((os.path.join(s260, "stories260K.bin"), "s260", "Once upon a time",
+                     ["--tokenizer", os.path.join(s260, "tok512.bin")]))
+    else:
+        T.skip("export of stories260K", f"{s260} is absent")
+    for src, name, prompt, extra in srcs:
+        for dtype in ("f32", "q8_0", "q4_k_m"):
+            d = os.path.join(tmp, f"ex-{name}-{dtype}")
+            g = d + ".gguf"
+            p = run([smbin, "convert", src, d, "--dtype", dtype, "-q"] + extra)
+            q = run([smbin, "convert", src, g, "--dtype", dtype, "-q"] + extra)
+            if p.returncode or q.returncode:
+                report(False, f"export {name} {dtype}", (p.stderr + q.stderr).decode())
+                continue
+            with open(os.path.join(d, "config.json")) as f:
+                cfg = json.load(f)
+            m = meta(g)
+            arch = m["general.architecture"]
+            hp = {"block_count": cfg["n_layer"], "embedding_length": cfg["n_embd"],
+                  "context_length": cfg["n_ctx"], "attention.head_count": cfg["n_head"]}
+            same_meta = arch == cfg["architecture"] and all(m[f"{arch}.{k}"] == v for k, v in hp.items())
+            _, ts = sm_gguf.read(g)
+            by = {t["name"]: t for t in ts}
+            raw = open(g, "rb").read()
+            src_bin = open(os.path.join(d, "model.bin"), "rb").read()
+            rename = {"tok_embd": "token_embd.weight", "pos_embd": "position_embd.weight",
+                      "norm_f.weight": "output_norm.weight", "ln_f.weight": "output_norm.weight",
+                      "ln_f.bias": "output_norm.bias"}
+            per = {"attn_out": "attn_output", "ln1": "attn_norm", "ln2": "ffn_norm", "mlp_up": "ffn_up",
+                   "mlp_down": "ffn_down"}
+            bad = []
+            for t in cfg["tensors"]:
+                nm = t["name"]
+                data = src_bin[t["offset"]: t["offset"] + row_bytes(t)]
+                if nm in rename:
+                    nm = rename[nm]
+                elif nm.startswith("blk."):
+                    l, rest = nm.split(".", 2)[1], nm.split(".", 2)[2]
+                    base, suf = rest.rsplit(".", 1)
+                    nm = f"blk.{l}.{per.get(base, base)}.{suf}"
+                parts = [nm]
+                if arch == "llama" and nm.endswith("attn_qkv.weight"):
+                    parts = [nm.replace("attn_qkv", "attn_" + x) for x in "qkv"]
+                got = b""
+                for pn in parts:
+                    t2 = by.get(pn)
+                    if t2 is None:
+                        bad.append(pn + " missing")
+                        break
+                    got += raw[t2["offset"]: t2["offset"] + tensor_bytes(t2)]
+                if got != data:
+                    bad.append(nm)
+            report(same_meta and not bad, f"export {name} {dtype}: sm_gguf.py reads the directory's "
+                   f"hyperparameters and the bytes of all {len(cfg['tensors'])} tensors", str(bad[:4]))
+            text = "In the beginning God created the heaven and the earth. Once upon a time there was a cat."
+            a = run([smbin, "score", "-m", d, "--json", "-f", "-"], text.encode())
+            b = run([smbin, "score", "-m", g, "--json", "-f", "-"], text.encode())
+            report(a.returncode == 0 and a.stdout == b.stdout, f"export {name} {dtype}: score on the "
+                   "GGUF file = score on the directory, byte for byte", b.stderr.decode())
+            lc = os.environ.get("LLAMA_CPP")
+            if not lc:
+                continue
+            ours = run([smbin, "generate", "-m", g, "-p", prompt, "-n", "40", "--temp", "0"]).stdout
+            theirs = run([os.path.join(lc, "llama-cli"), "-m", g, "-p", prompt, "-n", "40", "--temp", "0",
+                          "-no-cnv", "-t", "2", "--no-display-prompt"]).stdout
+            report(ours.rstrip(b"\n") == theirs.rstrip(b"\n"), f"export {name} {dtype}: llama.cpp's greedy "
+                   "text = ours (40 tokens)", repr(ours[-40:]) + " vs " + repr(theirs[-40:]))
+    if not os.environ.get("LLAMA_CPP"):
+        T.skip("exported files in llama.cpp", "set LLAMA_CPP to a llama.cpp bin folder to run them there")
+
+
+def row_bytes(t):
+    n = 1
+    for k in t["shape"]:
+        n *= k
+    return sm_quant.row_bytes(t["dtype"], n) if t["dtype"] not in ("f32", "f16", "bf16") else \
+        n * (4 if t["dtype"] == "f32" else 2)
+
+
+def tensor_bytes(t):
+    ty = t["type"]
+    return sm_quant.row_bytes(ty, t["n"]) if ty not in ("f32", "f16", "bf16") else t["n"] * (4 if ty == "f32" else 2)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="build")
@@ -234,6 +325,8 @@ def main():
             logits_check(torch, np, smbin, os.path.join(tmp, "tiny-llama.gguf"), "the cat at the hat",
                          "tiny Llama GGUF (q8_0 attn_q, GQA 4/2)")
             logits_check(torch, np, smbin, tiny, "the cat sat on the hat", "tiny GPT-2 GGUF")
+    with tempfile.TemporaryDirectory() as tmp:
+        export_checks(smbin, tmp, a.shared, np)
     gdir = os.path.join(a.shared, "models", "gguf")
     if os.path.isdir(gdir):
         shared_models(smbin, gdir, torch, np)

@@ -662,8 +662,21 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     struct stat sb;
     if (stat(src, &sb) != 0)
         return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", src, strerror(errno));
+    size_t ol = strlen(out);
+    bool to_gguf = ol > 5 && strcmp(out + ol - 5, ".gguf") == 0;
     if (lstat(out, &(struct stat){0}) == 0)
-        return sm_error_set(err, SM_ERR_INPUT, "'%s' exists; convert writes a new directory", out);
+        return sm_error_set(err, SM_ERR_INPUT, "'%s' exists; convert writes a new %s", out,
+                            to_gguf ? "file" : "directory");
+    if (to_gguf) { /* a directory of the types asked for first, then that as GGUF */
+        char dir[4300];
+        if ((size_t)snprintf(dir, sizeof dir, "%s.dir-%ld", out, (long)getpid()) >= sizeof dir)
+            return sm_error_set(err, SM_ERR_INPUT, "output path '%s' is too long", out);
+        sm_remove_dir(dir);
+        sm_status st = sm_convert(src, dir, o, info, err);
+        if (!st) st = sm_export_gguf(dir, out, err);
+        sm_remove_dir(dir);
+        return st;
+    }
     plan pl;
     memset(&pl, 0, sizeof pl);
     pl.dtype = o->dtype;

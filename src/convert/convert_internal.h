@@ -70,6 +70,9 @@ void sm_convert_add_part(otensor *t, const unsigned char *src, sm_dtype dt, int6
 /* An output tensor made of one source tensor of the same shape. */
 void sm_convert_add_whole(plan *pl, const char *name, int64_t rows, int64_t cols,
                           const unsigned char *src, sm_dtype dt, int op);
+/* Writes smallmind directory dir as the GGUF v3 file out (export_gguf.c), complete or absent. */
+sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err);
+
 /* Plans the conversion of Hugging Face directory dir (config, weights, tokenizer). */
 sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err);
 

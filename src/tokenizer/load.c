@@ -454,6 +454,43 @@ static int cmp_rank(const void *a, const void *b) {
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+_Static_assert(KIND_BYTE == (int)SM_TOK_BYTE && KIND_CONTROL == (int)SM_TOK_CONTROL, "kinds as sm_tok_kind");
+
+sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id) {
+    if (t->type == SM_TOKENIZER_BYTE || id < 0 || id >= t->n_vocab) return SM_TOK_NORMAL;
+    return (sm_tok_kind)t->kind[id];
+}
+
+size_t sm_tokenizer_merges(const sm_tokenizer *t, int32_t (*pairs)[2], size_t cap) {
+    if (t->type != SM_TOKENIZER_GPT2 || !t->merges) return 0;
+    size_t n = 0;
+    for (size_t i = 0; i <= t->merge_mask; i++) n += t->merges[i].a >= 0;
+    if (!pairs || cap < n) return n;
+    const sm_tok_merge **ms = malloc((n ? n : 1) * sizeof *ms);
+    if (!ms) return 0;
+    size_t k = 0;
+    for (size_t i = 0; i <= t->merge_mask; i++)
+        if (t->merges[i].a >= 0) ms[k++] = &t->merges[i];
+    qsort(ms, n, sizeof *ms, cmp_rank);
+    for (size_t i = 0; i < n; i++) pairs[i][0] = ms[i]->a, pairs[i][1] = ms[i]->b;
+    free(ms);
+    return n;
+}
+
+size_t sm_tokenizer_alphabet(const char *bytes, size_t n, char *out) {
+    int32_t cp_of[256];
+    byte_alphabet(cp_of);
+    size_t o = 0;
+    for (size_t k = 0; k < n; k++) {
+        int32_t c = cp_of[(unsigned char)bytes[k]];
+        if (c < 0x80)
+            out[o++] = (char)c;
+        else
+            out[o++] = (char)(0xC0 | c >> 6), out[o++] = (char)(0x80 | (c & 0x3F));
+    }
+    return o;
+}
+
 sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir, char names[2][SM_FILE_NAME_MAX],
                             sm_error *err) {
     char path[4400];
@@ -487,48 +524,30 @@ sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir, char names[2
         return st;
     }
     /* GPT-2's files: every piece and merge in the byte alphabet */
-    int32_t cp_of[256];
-    byte_alphabet(cp_of);
+    size_t nm = sm_tokenizer_merges(t, NULL, 0), mbytes = 16;
+    int32_t (*pairs)[2] = malloc((nm ? nm : 1) * sizeof *pairs);
     cJSON *vocab = cJSON_CreateObject();
-    const sm_tok_merge **ms = malloc(((size_t)t->merge_mask + 1) * sizeof *ms);
     char *mtext = NULL, *enc = malloc(2 * MAX_PIECE + 8);
     sm_status st = SM_OK;
-    if (!vocab || !ms || !enc) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
-    /* a piece's bytes as code points of the alphabet (at most 2 UTF-8 bytes each) */
-#define ENCODE(src, len, dst, dl)                                                   \
-    do {                                                                            \
-        dl = 0;                                                                     \
-        for (size_t k_ = 0; k_ < (len); k_++) {                                     \
-            int32_t c_ = cp_of[(unsigned char)(src)[k_]];                           \
-            if (c_ < 0x80) (dst)[dl++] = (char)c_;                                  \
-            else (dst)[dl++] = (char)(0xC0 | c_ >> 6), (dst)[dl++] = (char)(0x80 | (c_ & 0x3F)); \
-        }                                                                           \
-    } while (0)
+    if (!vocab || !pairs || !enc || sm_tokenizer_merges(t, pairs, nm) != nm)
+        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
     for (size_t id = 0; id < n && !st; id++) {
-        size_t l = t->off[id + 1] - t->off[id], el;
-        ENCODE(t->text + t->off[id], l, enc, el);
+        size_t el = sm_tokenizer_alphabet(t->text + t->off[id], t->off[id + 1] - t->off[id], enc);
         enc[el] = 0;
         if (!cJSON_AddItemToObject(vocab, enc, cJSON_CreateNumber((double)id)))
             st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
     }
-    size_t nm = 0, mbytes = 16;
-    for (size_t i = 0; !st && i <= t->merge_mask; i++)
-        if (t->merges[i].a >= 0) {
-            ms[nm++] = &t->merges[i];
-            mbytes += 2 * (t->off[t->merges[i].out + 1] - t->off[t->merges[i].out]) + 2;
-        }
+    for (size_t i = 0; !st && i < nm; i++)
+        for (int k = 0; k < 2; k++) mbytes += 2 * (t->off[pairs[i][k] + 1] - t->off[pairs[i][k]]) + 1;
     if (!st && !(mtext = malloc(mbytes))) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
     if (!st) {
-        qsort(ms, nm, sizeof *ms, cmp_rank);
-        size_t ml = (size_t)snprintf(mtext, mbytes, "#version: 0.2\n"), el;
-        for (size_t i = 0; i < nm; i++) {
-            int32_t ab[2] = {ms[i]->a, ms[i]->b};
+        size_t ml = (size_t)snprintf(mtext, mbytes, "#version: 0.2\n");
+        for (size_t i = 0; i < nm; i++)
             for (int k = 0; k < 2; k++) {
-                ENCODE(t->text + t->off[ab[k]], t->off[ab[k] + 1] - t->off[ab[k]], mtext + ml, el);
-                ml += el;
+                int32_t id = pairs[i][k];
+                ml += sm_tokenizer_alphabet(t->text + t->off[id], t->off[id + 1] - t->off[id], mtext + ml);
                 mtext[ml++] = k ? '\n' : ' ';
             }
-        }
         char *json = cJSON_PrintUnformatted(vocab);
         if (!json) {
             st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the tokenizer");
@@ -542,12 +561,10 @@ sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir, char names[2
             free(json);
         }
     }
-#undef ENCODE
     cJSON_Delete(vocab);
-    free(ms);
+    free(pairs);
     free(mtext);
     free(enc);
-    (void)p;
     return st;
 }
 

@@ -1,0 +1,345 @@
+/*
+** export_gguf.c -- a smallmind model directory as a GGUF v3 file that
+** llama.cpp runs (sm_convert writes OUT.gguf this way, from a temporary
+** directory of the types asked for).
+**
+** Metadata: general.*, the architecture's hyperparameters under <arch>.*,
+** and the tokenizer as tokenizer.ggml.*: a SentencePiece-style vocabulary
+** as "llama" (spaces written as U+2581, byte pieces <0xNN>, scores, token
+** types), a byte-level BPE as "gpt2" (tokens and merges in GPT-2's byte
+** alphabet), the byte tokenizer as a "gpt2" vocabulary of its 256 bytes
+** and no merges (so every byte is its own token, id = byte). Tensors under
+** GGUF's names, dims innermost first, data 32-byte aligned, the bytes copied
+** as they are (smallmind's types are GGUF's, byte for byte); a Llama's fused
+** Q/K/V matrix is written as attn_q, attn_k and attn_v (row ranges); a tied
+** GPT-2 gets output.weight, a copy of the embedding (llama.cpp's gpt2
+** requires it).
+*/
+#include "convert_internal.h"
+
+#include "sm_gguf.h"
+#include "sm_half.h"
+#include "sm_tokenizer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+    bool nomem;
+} buf;
+
+static void put(buf *b, const void *p, size_t n) {
+    if (b->nomem) return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 1 << 16;
+        while (cap < b->n + n) cap *= 2;
+        unsigned char *q = realloc(b->p, cap);
+        if (!q) {
+            b->nomem = true;
+            return;
+        }
+        b->p = q, b->cap = cap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+static void put_u32(buf *b, uint32_t v) {
+    unsigned char x[4];
+    sm_write_u32le(x, v);
+    put(b, x, 4);
+}
+
+static void put_u64(buf *b, uint64_t v) {
+    unsigned char x[8];
+    sm_write_u64le(x, v);
+    put(b, x, 8);
+}
+
+static void put_str(buf *b, const char *s, size_t n) {
+    put_u64(b, n);
+    put(b, s, n);
+}
+
+static void key(buf *b, const char *k, uint32_t type) {
+    put_str(b, k, strlen(k));
+    put_u32(b, type);
+}
+
+static void kv_u32(buf *b, size_t *n, const char *k, uint32_t v) {
+    key(b, k, SM_GGUF_U32), put_u32(b, v), (*n)++;
+}
+
+static void kv_f32(buf *b, size_t *n, const char *k, float v) {
+    key(b, k, SM_GGUF_F32), put_u32(b, sm_f32_to_bits(v)), (*n)++;
+}
+
+static void kv_str(buf *b, size_t *n, const char *k, const char *v) {
+    key(b, k, SM_GGUF_STRING), put_str(b, v, strlen(v)), (*n)++;
+}
+
+static void kv_bool(buf *b, size_t *n, const char *k, bool v) {
+    unsigned char x = v;
+    key(b, k, SM_GGUF_BOOL), put(b, &x, 1), (*n)++;
+}
+
+static void arr_head(buf *b, size_t *n, const char *k, uint32_t elem, size_t count) {
+    key(b, k, SM_GGUF_ARRAY), put_u32(b, elem), put_u64(b, count), (*n)++;
+}
+
+/* n bytes as a GGUF string in GPT-2's byte alphabet. */
+static void put_alphabet(buf *b, const char *p, size_t n) {
+    char tmp[2 * 4096 + 8];
+    if (n > 4096) n = 4096; /* pieces are at most MAX_PIECE bytes */
+    put_str(b, tmp, sm_tokenizer_alphabet(p, n, tmp));
+}
+
+/* tokenizer.ggml.* from the loaded tokenizer. */
+static sm_status put_tokenizer(buf *b, size_t *n, const sm_tokenizer *t, const sm_config *c,
+                               sm_error *err) {
+    bool spm = t->type == SM_TOKENIZER_SENTENCEPIECE;
+    size_t V = t->type == SM_TOKENIZER_BYTE ? 256 : (size_t)t->n_vocab;
+    kv_str(b, n, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
+    kv_str(b, n, "tokenizer.ggml.pre", spm ? "default" : "gpt-2");
+    arr_head(b, n, "tokenizer.ggml.tokens", SM_GGUF_STRING, V);
+    for (size_t id = 0; id < V; id++) {
+        if (t->type == SM_TOKENIZER_BYTE) {
+            char ch = (char)id;
+            put_alphabet(b, &ch, 1);
+            continue;
+        }
+        const char *p = t->text + t->off[id];
+        size_t len = t->off[id + 1] - t->off[id];
+        if (!spm) {
+            put_alphabet(b, p, len);
+            continue;
+        }
+        char tmp[3 * 4096 + 8];
+        size_t o = 0;
+        if (sm_tokenizer_kind(t, (int32_t)id) == SM_TOK_BYTE) {
+            o = (size_t)snprintf(tmp, sizeof tmp, "<0x%02X>", (unsigned char)p[0]);
+        } else {
+            for (size_t k = 0; k < len && o + 3 < sizeof tmp; k++) {
+                if (p[k] == ' ') tmp[o++] = (char)0xE2, tmp[o++] = (char)0x96, tmp[o++] = (char)0x81;
+                else tmp[o++] = p[k];
+            }
+        }
+        put_str(b, tmp, o);
+    }
+    if (spm) {
+        arr_head(b, n, "tokenizer.ggml.scores", SM_GGUF_F32, V);
+        for (size_t id = 0; id < V; id++) put_u32(b, sm_f32_to_bits(t->score[id]));
+    }
+    arr_head(b, n, "tokenizer.ggml.token_type", SM_GGUF_I32, V);
+    for (size_t id = 0; id < V; id++) {
+        int ty = 1; /* normal */
+        sm_tok_kind kd = sm_tokenizer_kind(t, (int32_t)id);
+        if (kd == SM_TOK_BYTE) ty = 6;
+        if (kd == SM_TOK_CONTROL) {
+            size_t len = t->off[id + 1] - t->off[id];
+            ty = len == 5 && memcmp(t->text + t->off[id], "<unk>", 5) == 0 ? 2 : 3; /* unknown, control */
+        }
+        put_u32(b, (uint32_t)ty);
+    }
+    if (!spm) {
+        size_t nm = sm_tokenizer_merges(t, NULL, 0);
+        int32_t (*pairs)[2] = malloc((nm ? nm : 1) * sizeof *pairs);
+        if (!pairs || sm_tokenizer_merges(t, pairs, nm) != nm) {
+            free(pairs);
+            return sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the GGUF file");
+        }
+        arr_head(b, n, "tokenizer.ggml.merges", SM_GGUF_STRING, nm);
+        char line[4 * 4096 + 8];
+        for (size_t i = 0; i < nm; i++) { /* "A B" */
+            size_t l = 0;
+            for (int k = 0; k < 2; k++) {
+                int32_t id = pairs[i][k];
+                if (k) line[l++] = ' ';
+                l += sm_tokenizer_alphabet(t->text + t->off[id], t->off[id + 1] - t->off[id], line + l);
+            }
+            put_str(b, line, l);
+        }
+        free(pairs);
+    }
+    if (c->tok_bos >= 0) kv_u32(b, n, "tokenizer.ggml.bos_token_id", (uint32_t)c->tok_bos);
+    if (c->tok_eos >= 0) kv_u32(b, n, "tokenizer.ggml.eos_token_id", (uint32_t)c->tok_eos);
+    kv_bool(b, n, "tokenizer.ggml.add_bos_token", t->add_bos && c->tok_bos >= 0);
+    kv_bool(b, n, "tokenizer.ggml.add_eos_token", false);
+    return SM_OK;
+}
+
+static uint32_t ggml_type(sm_dtype dt) {
+    static const uint32_t map[SM_DTYPE_COUNT] = {0, 1, 30, 8, 2, 12, 13, 14};
+    return map[dt];
+}
+
+/* GGUF's name for our tensor (inverse of gguf_config.c's tables). */
+static void gguf_name(sm_arch arch, const char *ours, char out[SM_NAME_MAX]) {
+    static const char *const llama[][2] = {
+        {"tok_embd", "token_embd.weight"}, {"norm_f.weight", "output_norm.weight"},
+        {"attn_out.weight", "attn_output.weight"},
+    };
+    static const char *const gpt2[][2] = {
+        {"tok_embd", "token_embd.weight"}, {"pos_embd", "position_embd.weight"},
+        {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"},
+        {"ln1.weight", "attn_norm.weight"}, {"ln1.bias", "attn_norm.bias"},
+        {"attn_out.weight", "attn_output.weight"}, {"attn_out.bias", "attn_output.bias"},
+        {"ln2.weight", "ffn_norm.weight"}, {"ln2.bias", "ffn_norm.bias"},
+        {"mlp_up.weight", "ffn_up.weight"}, {"mlp_up.bias", "ffn_up.bias"},
+        {"mlp_down.weight", "ffn_down.weight"}, {"mlp_down.bias", "ffn_down.bias"},
+    };
+    int layer = -1, used = 0;
+    const char *rest = ours;
+    if (sscanf(ours, "blk.%d.%n", &layer, &used) == 1 && used > 0) rest = ours + used;
+    const char *const(*tab)[2] = arch == SM_ARCH_LLAMA ? llama : gpt2;
+    size_t nt = arch == SM_ARCH_LLAMA ? sizeof llama / sizeof *llama : sizeof gpt2 / sizeof *gpt2;
+    const char *g = rest;
+    for (size_t i = 0; i < nt; i++)
+        if (strcmp(rest, tab[i][0]) == 0) g = tab[i][1];
+    if (used > 0)
+        snprintf(out, SM_NAME_MAX, "blk.%d.%.100s", layer, g);
+    else
+        snprintf(out, SM_NAME_MAX, "%.120s", g);
+}
+
+typedef struct {
+    char name[SM_NAME_MAX];
+    int ndim;
+    uint64_t ne[2];
+    sm_dtype dt;
+    const unsigned char *data;
+    size_t nbytes, off;
+} gtensor;
+
+sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err) {
+    sm_config c;
+    sm_weights w;
+    sm_tokenizer tok;
+    memset(&w, 0, sizeof w);
+    memset(&tok, 0, sizeof tok);
+    sm_status st = sm_config_load(&c, dir, err);
+    if (st) return st;
+    gtensor *gt = calloc(c.n_tensors * 3 + 1, sizeof *gt);
+    buf b = {0};
+    FILE *f = NULL;
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
+    if (!gt) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    if (!st) st = sm_weights_open(&w, &c, dir, true, err);
+    if (!st) st = sm_tokenizer_init(&tok, &c, dir, err);
+    if (st) goto done;
+    bool llama = c.arch == SM_ARCH_LLAMA;
+    const char *arch = llama ? "llama" : "gpt2";
+    size_t nkv = 0, nt = 0;
+    char k[128];
+    kv_str(&b, &nkv, "general.architecture", arch);
+    kv_str(&b, &nkv, "general.name", "smallmind");
+    kv_u32(&b, &nkv, "general.alignment", 32);
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
+    kv_u32(&b, &nkv, KEY("context_length"), (uint32_t)c.n_ctx);
+    kv_u32(&b, &nkv, KEY("embedding_length"), (uint32_t)c.n_embd);
+    kv_u32(&b, &nkv, KEY("block_count"), (uint32_t)c.n_layer);
+    kv_u32(&b, &nkv, KEY("feed_forward_length"), (uint32_t)c.n_ff);
+    kv_u32(&b, &nkv, KEY("attention.head_count"), (uint32_t)c.n_head);
+    if (llama) {
+        kv_u32(&b, &nkv, KEY("attention.head_count_kv"), (uint32_t)c.n_kv_head);
+        kv_u32(&b, &nkv, KEY("attention.key_length"), (uint32_t)c.head_dim);
+        kv_u32(&b, &nkv, KEY("attention.value_length"), (uint32_t)c.head_dim);
+        kv_u32(&b, &nkv, KEY("rope.dimension_count"), (uint32_t)c.head_dim);
+        kv_f32(&b, &nkv, KEY("rope.freq_base"), c.rope_theta);
+        kv_f32(&b, &nkv, KEY("attention.layer_norm_rms_epsilon"), c.norm_eps);
+    } else {
+        kv_f32(&b, &nkv, KEY("attention.layer_norm_epsilon"), c.norm_eps);
+    }
+#undef KEY
+    if ((st = put_tokenizer(&b, &nkv, &tok, &c, err))) goto done;
+    if (!llama && c.activation != SM_ACT_GELU_TANH) {
+        st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a gpt2 model with activation %s has no GGUF "
+                          "form llama.cpp runs (gelu_tanh only)", dir, sm_activation_name(c.activation));
+        goto done;
+    }
+    size_t Q = (size_t)c.n_head * (size_t)c.head_dim, KV = (size_t)c.n_kv_head * (size_t)c.head_dim;
+    for (size_t i = 0; i < c.n_tensors; i++) {
+        const sm_tensor_desc *d = &c.tensors[i];
+        const unsigned char *data = w.data[i];
+        size_t cols = d->ndim == 2 ? (size_t)d->shape[1] : (size_t)d->shape[0];
+        size_t rb = sm_dtype_row_bytes(d->dtype, cols);
+        const char *qkv = strstr(d->name, "attn_qkv.weight");
+        if (llama && qkv) { /* rows q | k | v */
+            size_t rows[3] = {Q, KV, KV}, r0 = 0;
+            for (int p = 0; p < 3; p++) {
+                gtensor *g = &gt[nt++];
+                snprintf(g->name, sizeof g->name, "%.*sattn_%c.weight", (int)(qkv - d->name), d->name, "qkv"[p]);
+                g->ndim = 2, g->ne[0] = cols, g->ne[1] = rows[p], g->dt = d->dtype;
+                g->data = data + r0 * rb, g->nbytes = rows[p] * rb;
+                r0 += rows[p];
+            }
+            continue;
+        }
+        gtensor *g = &gt[nt++];
+        gguf_name(c.arch, d->name, g->name);
+        g->ndim = d->ndim, g->dt = d->dtype, g->data = data, g->nbytes = d->nbytes;
+        g->ne[0] = cols, g->ne[1] = d->ndim == 2 ? (uint64_t)d->shape[0] : 1;
+    }
+    if (!llama && c.tied_output) { /* llama.cpp's gpt2 requires output.weight: the embedding again */
+        for (size_t i = 0; i < nt; i++)
+            if (strcmp(gt[i].name, "token_embd.weight") == 0) {
+                gt[nt] = gt[i];
+                snprintf(gt[nt++].name, SM_NAME_MAX, "output.weight");
+                break;
+            }
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < nt; i++) {
+        gtensor *g = &gt[i];
+        off = (off + 31) & ~(size_t)31;
+        g->off = off;
+        off += g->nbytes;
+        put_str(&b, g->name, strlen(g->name));
+        put_u32(&b, (uint32_t)g->ndim);
+        for (int d = 0; d < g->ndim; d++) put_u64(&b, g->ne[d]);
+        put_u32(&b, ggml_type(g->dt));
+        put_u64(&b, g->off);
+    }
+    if (b.nomem) {
+        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the GGUF file");
+        goto done;
+    }
+    unlink(tmp);
+    if (!(f = fopen(tmp, "wb"))) {
+        st = sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        goto done;
+    }
+    unsigned char head[24], zero[32] = {0};
+    memcpy(head, "GGUF", 4);
+    sm_write_u32le(head + 4, 3);
+    sm_write_u64le(head + 8, nt);
+    sm_write_u64le(head + 16, nkv);
+    size_t at = 24 + b.n, pad = (32 - at % 32) % 32;
+    bool ok = fwrite(head, 1, 24, f) == 24 && fwrite(b.p, 1, b.n, f) == b.n && fwrite(zero, 1, pad, f) == pad;
+    size_t pos = 0;
+    for (size_t i = 0; i < nt && ok; i++) {
+        ok = fwrite(zero, 1, gt[i].off - pos, f) == gt[i].off - pos &&
+             fwrite(gt[i].data, 1, gt[i].nbytes, f) == gt[i].nbytes;
+        pos = gt[i].off + gt[i].nbytes;
+    }
+    if (fflush(f) != 0) ok = false;
+    if (fclose(f) != 0) ok = false;
+    f = NULL;
+    if (!ok) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    else if (rename(tmp, out) != 0)
+        st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
+done:
+    if (st) unlink(tmp);
+    free(b.p);
+    free(gt);
+    sm_tokenizer_free(&tok);
+    sm_weights_close(&w);
+    sm_config_free(&c);
+    return st;
+}
