@@ -32,7 +32,7 @@ static const struct option_def {
     const char *help; /* NULL for an alias */
 } options[] = {
     {"model", 'm', true, CMD_MODEL | CMD_TOKENS, O_MODEL,
-     "-m, --model DIR        model directory (default $SMALLMIND_MODEL, else models/default)"},
+     "-m, --model DIR        model directory or GGUF file (default $SMALLMIND_MODEL, else models/default)"},
     {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_PROMPT,
      "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
     {"file", 'f', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_FILE,
