@@ -33,7 +33,7 @@ LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/gguf.c src/gguf
            src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/unicode_tables.c src/sampler.c \
            src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c src/kernels/quant_ref.c \
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \
-           src/convert/convert.c src/convert/convert_hf.c src/convert/hf_tokenizer.c src/convert/export_gguf.c
+           src/convert/convert.c src/convert/convert_hf.c src/convert/hf_tokenizer.c src/convert/export_gguf.c src/convert/open_hf.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx2_quant.c src/kernels/avx2_qgemm.c
 ARCH_DEFS := -DSM_X86_KERNELS

@@ -65,6 +65,7 @@ typedef struct sm_config {
     size_t n_tensors;
     sm_tensor_desc *tensors; /* owned; freed by sm_config_free */
     const struct sm_gguf *gguf; /* the GGUF file this came from (borrowed; its tokenizer), or NULL */
+    const char *tok_dir;        /* where the tokenizer files are, if not the model directory */
 } sm_config;
 
 /* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types. */

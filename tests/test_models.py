@@ -158,11 +158,60 @@ def test_gpt2(torch, smbin, tmp, tiny, dtype):
     if not score_vs_torch(torch, smbin, out, text, lambda ids: gpt2_reference(torch, Wd, ids, L, H, 1e-5),
                           f"HF GPT-2 ({str(dtype)[6:]} safetensors)"):
         return
+    in_place(smbin, hf, out, text, f"HF GPT-2 ({str(dtype)[6:]})")
     if dtype != torch.float32:
         keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["auto"])
 
 
 DTYPES = {}  # torch dtype -> --dtype name, filled in main
+
+
+def in_place(smbin, hf, converted, text, label):
+    """-m on the Hugging Face directory itself scores the text byte for byte as its f32
+    conversion does (16-bit weights widen exactly; transposed and permuted tensors are
+    made once at load), and info says how many bytes were made."""
+    a = run([smbin, "score", "-m", hf, "--json", "-f", "-"], text.encode())
+    b = run([smbin, "score", "-m", converted, "--json", "-f", "-"], text.encode())
+    check(a.returncode == 0 and a.stdout == b.stdout, f"{label} run in place = its conversion, byte for byte",
+          a.stderr.decode())
+    p = run([smbin, "info", "-m", hf])
+    check(p.returncode == 0 and b"made at load:" in p.stdout, f"{label} in place: info says the bytes made at load",
+          p.stdout.decode()[-300:] + p.stderr.decode())
+
+
+def test_llama_hf_in_place(torch, smbin, tmp, tiny, dtype):
+    """A Llama directory with GPT-2's vocab.json + merges.txt, run in place (its Q and K rows
+    permuted and fused with V at load) against its conversion."""
+    g = torch.Generator().manual_seed(11)
+    L, H, KVH, C, F, V, ctx = 2, 4, 2, 32, 64, 50257, 64
+    hd = C // H
+    rnd = lambda *s: torch.randn(*s, generator=g) * 0.3
+    W = {"model.embed_tokens.weight": rnd(V, C), "model.norm.weight": 1 + rnd(C)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        W.update({p + "input_layernorm.weight": 1 + rnd(C), p + "post_attention_layernorm.weight": 1 + rnd(C),
+                  p + "self_attn.q_proj.weight": rnd(H * hd, C), p + "self_attn.k_proj.weight": rnd(KVH * hd, C),
+                  p + "self_attn.v_proj.weight": rnd(KVH * hd, C), p + "self_attn.o_proj.weight": rnd(C, H * hd),
+                  p + "mlp.gate_proj.weight": rnd(F, C), p + "mlp.up_proj.weight": rnd(F, C),
+                  p + "mlp.down_proj.weight": rnd(C, F)})
+    W = {k: v.to(dtype) for k, v in W.items()}
+    hf = os.path.join(tmp, f"hf-llama-gpt2tok-{str(dtype)[6:]}")
+    os.makedirs(hf)
+    write_safetensors(os.path.join(hf, "model.safetensors"), W, torch)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": L,
+                   "num_attention_heads": H, "num_key_value_heads": KVH, "max_position_embeddings": ctx,
+                   "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+                   "hidden_act": "silu", "bos_token_id": 50256, "eos_token_id": 50256}, f)
+    for n in ("vocab.json", "merges.txt"):
+        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+    out = hf + "-sm"
+    p = run([smbin, "convert", hf, out])
+    if p.returncode != 0:
+        check(False, f"convert HF Llama with GPT-2's tokenizer ({dtype})", p.stderr.decode())
+        return
+    in_place(smbin, hf, out, "Once upon a time, a little dog found a big red ball.",
+             f"HF Llama ({str(dtype)[6:]}, tied, GQA 4/2)")
 
 
 def keep_16bit(torch, smbin, hf, f32_out, name, text, kernels, extra=()):
@@ -499,6 +548,13 @@ def main():
                 ok = r.get("tokens_prompt") == 2 and r.get("tokens_generated", 0) >= 1
             check(ok, "tiny-gpt2 (HF directory, transformer. prefix, Conv1D, tied) converts and generates",
                   p.stderr.decode())
+            # run in place with only tokenizer.json beside it (written out to a private temporary
+            # directory at load, removed at exit)
+            tj = os.path.join(tmp, "tiny-tokjson")
+            os.makedirs(tj)
+            for n in ("config.json", "model.safetensors", "tokenizer.json"):
+                os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(tj, n))
+            in_place(smbin, tj, out, "Hello world, this is a test of the tokenizer.", "tiny-gpt2 (tokenizer.json only)")
         else:
             T.skip("tiny-gpt2", f"{tiny} is absent")
         try:
@@ -512,6 +568,7 @@ def main():
             if os.path.isdir(tiny):
                 for dt in (torch.float32, torch.bfloat16):
                     test_gpt2(torch, smbin, tmp, tiny, dt)
+                    test_llama_hf_in_place(torch, smbin, tmp, tiny, dt)
             else:
                 T.skip("HF GPT-2 reference", "needs tiny-gpt2's vocab.json and merges.txt")
             tokbin = os.path.join(s260, "tok512.bin")

@@ -74,6 +74,10 @@ int cli_info(const cli_opts *o) {
            sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
            types, c->n_files, c->n_files == 1 ? "" : "s",
            o->no_mmap ? "read into memory" : "memory-mapped");
+    if (sm_model_made_bytes(r.model))
+        printf("made at load: %zu bytes (%.2f MiB) of tensors transposed or permuted from the "
+               "source; the rest used in place\n", sm_model_made_bytes(r.model),
+               (double)sm_model_made_bytes(r.model) / (1 << 20));
     printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.model) /
                                        (double)sm_model_params(r.model));
     printf("kernels:      %s\n", r.kernels->name);

@@ -10,6 +10,7 @@
 
 #include "sm_config.h"
 #include "sm_gguf.h"
+#include "sm_convert.h"
 
 #include <sys/stat.h>
 
@@ -19,16 +20,20 @@ static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) 
     struct stat sb;
     sm_gguf g = {0};
     memset(cfg, 0, sizeof *cfg);
+    sm_hf_dir *hf = NULL;
     bool file = stat(o->model, &sb) == 0 && S_ISREG(sb.st_mode);
+    bool hfdir = !file && sm_convert_is_hf_dir(o->model);
     if (file ? sm_gguf_open(&g, o->model, true, &err) || sm_gguf_vocab_config(cfg, &g, o->model, &err)
-             : sm_config_load(cfg, o->model, &err)) {
+             : hfdir ? sm_convert_open_hf(o->model, false, &hf, cfg, NULL, NULL, &err)
+                     : sm_config_load(cfg, o->model, &err)) {
         if (file) sm_config_free(cfg);
         sm_gguf_close(&g);
         return cli_data_error(err.msg);
     }
     sm_status st = sm_tokenizer_init(tok, cfg, o->model, &err);
-    cfg->gguf = NULL;
+    cfg->gguf = NULL, cfg->tok_dir = NULL;
     sm_gguf_close(&g);
+    sm_convert_close_hf(hf);
     if (st) {
         sm_config_free(cfg);
         return cli_data_error(err.msg);

@@ -59,7 +59,7 @@ sm_status sm_convert_map(plan *pl, const char *path, mapped **out, sm_error *err
     return SM_OK;
 }
 
-static void plan_free(plan *pl) {
+void sm_convert_plan_free(plan *pl) {
     for (int i = 0; i < pl->n_maps; i++)
         if (pl->maps[i].p) munmap(pl->maps[i].p, pl->maps[i].n);
     free(pl->t);
@@ -112,7 +112,7 @@ static float load_elem(const unsigned char *p, sm_dtype dt, size_t i) {
 }
 
 /* Output row r of part pt (cols elements, or one element for vectors) into out. */
-static void part_row(const part *pt, int64_t r, float *out) {
+void sm_convert_part_row(const part *pt, int64_t r, float *out) {
     int64_t C = pt->cols ? pt->cols : 1;
     if (pt->op == OP_TRANSPOSE) { /* source is [cols, rows] */
         for (int64_t c = 0; c < C; c++)
@@ -285,7 +285,7 @@ static sm_status write_quantized(qwriter *q, const otensor *t, sm_dtype dt, size
     sm_status st = SM_OK;
     for (int k = 0; k < t->n_parts && !st; k++)
         for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++) {
-            part_row(&t->parts[k], r, q->rows + q->n * C);
+            sm_convert_part_row(&t->parts[k], r, q->rows + q->n * C);
             if (++q->n == per) st = flush_quantized(q, t, orow + 1, f, path, err);
         }
     return st ? st : flush_quantized(q, t, orow, f, path, err);
@@ -298,7 +298,7 @@ static sm_status write_plain(const otensor *t, sm_dtype dt, size_t C, float *row
     sm_status st = SM_OK;
     for (int k = 0; k < t->n_parts && !st; k++)
         for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++) {
-            part_row(&t->parts[k], r, row);
+            sm_convert_part_row(&t->parts[k], r, row);
             if (dt == SM_DTYPE_F32) {
                 st = write_all(f, row, C * 4, path, err);
                 continue;
@@ -547,20 +547,33 @@ static sm_status from_llama2c(plan *pl, const char *path, const sm_convert_opts 
 
 /* ----------------------------------------------------------- smallmind */
 
-/* Whether dir's config.json says "format": "smallmind" (else it is read as a Hugging Face one). */
-static bool is_smallmind_dir(const char *dir) {
+/* dir's config.json: 1 if it says "format": "smallmind", 2 if it has "model_type" and no "format" (Hugging Face), else 0. */
+static int config_kind(const char *dir) {
     char path[4400], *buf;
     size_t len;
     cJSON *j = NULL;
     sm_error e;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (sm_read_file(path, 64u << 20, &buf, &len, &e)) return false;
-    bool yes = !sm_json_parse_strict(buf, len, path, &j, &e) &&
-               cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "format")) &&
-               strcmp(cJSON_GetObjectItemCaseSensitive(j, "format")->valuestring, "smallmind") == 0;
+    if (sm_read_file(path, 64u << 20, &buf, &len, &e)) return 0;
+    int kind = 0;
+    if (!sm_json_parse_strict(buf, len, path, &j, &e) && cJSON_IsObject(j)) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
+        if (cJSON_IsString(f) && strcmp(f->valuestring, "smallmind") == 0)
+            kind = 1;
+        else if (!f && cJSON_GetObjectItemCaseSensitive(j, "model_type"))
+            kind = 2;
+    }
     cJSON_Delete(j);
     free(buf);
-    return yes;
+    return kind;
+}
+
+bool sm_convert_is_smallmind_dir(const char *dir) {
+    return config_kind(dir) == 1;
+}
+
+bool sm_convert_is_hf_dir(const char *dir) {
+    return config_kind(dir) == 2;
 }
 
 /* A smallmind directory (to re-type its matrices): every tensor copied, the tokenizer files too. */
@@ -684,7 +697,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     pl.threads = o->threads > QMAX_THREADS ? QMAX_THREADS : o->threads;
     pl.cancel = o->cancel;
     sm_status st;
-    if (S_ISDIR(sb.st_mode) && is_smallmind_dir(src)) {
+    if (S_ISDIR(sb.st_mode) && sm_convert_is_smallmind_dir(src)) {
         pl.from_dir = true;
         st = from_smallmind(&pl, src, err);
         snprintf(info->source, sizeof info->source, "smallmind %s", sm_arch_name(pl.cfg.arch));
@@ -705,18 +718,18 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     if (!st && (size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()) >= sizeof tmp)
         st = sm_error_set(err, SM_ERR_INPUT, "output path '%s' is too long", out);
     if (st) {
-        plan_free(&pl);
+        sm_convert_plan_free(&pl);
         return st;
     }
     sm_remove_dir(tmp);
     sm_remove_stale_tmp(out);
     if (mkdir(tmp, 0755) != 0) {
-        plan_free(&pl);
+        sm_convert_plan_free(&pl);
         return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
     }
     st = write_plan(&pl, tmp, info, err);
     if (!st && (st = check_output(tmp, err))) blame_source(err, tmp, &pl, src);
-    plan_free(&pl);
+    sm_convert_plan_free(&pl);
     if (!st && rename(tmp, out) != 0)
         st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
     if (st) sm_remove_dir(tmp);

@@ -70,6 +70,11 @@ void sm_convert_add_part(otensor *t, const unsigned char *src, sm_dtype dt, int6
 /* An output tensor made of one source tensor of the same shape. */
 void sm_convert_add_whole(plan *pl, const char *name, int64_t rows, int64_t cols,
                           const unsigned char *src, sm_dtype dt, int op);
+/* Frees what a plan holds (its mappings, tensors, sources). */
+void sm_convert_plan_free(plan *pl);
+/* Output row r of part pt (cols elements, or one element for vectors) as f32 into out. */
+void sm_convert_part_row(const part *pt, int64_t r, float *out);
+
 /* Writes smallmind directory dir as the GGUF v3 file out (export_gguf.c), complete or absent. */
 sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err);
 

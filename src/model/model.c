@@ -11,6 +11,7 @@
 #include "model_internal.h"
 #include "sm_half.h"
 #include "sm_quant.h"
+#include "sm_convert.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +30,11 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
             (st = sm_gguf_config(&m->cfg, &m->gguf, dir, err)) ||
             (st = sm_weights_in_place(&m->w, &m->cfg, m->gguf.base, err)))
             goto fail;
+    } else if (sm_convert_is_hf_dir(dir)) { /* a Hugging Face directory, as it is */
+        const void **data = NULL;
+        if ((st = sm_convert_open_hf(dir, true, &m->hf, &m->cfg, &data, &m->made_bytes, err))) goto fail;
+        m->w.cfg = &m->cfg;
+        m->w.data = data;
     } else {
         if ((st = sm_config_load(&m->cfg, dir, err))) goto fail;
         if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
@@ -54,6 +60,7 @@ void sm_model_free(sm_model *m) {
     sm_weights_close(&m->w);
     sm_config_free(&m->cfg);
     sm_gguf_close(&m->gguf);
+    sm_convert_close_hf(m->hf);
     free(m);
 }
 
@@ -63,6 +70,10 @@ const sm_config *sm_model_config(const sm_model *m) {
 
 const struct sm_gguf *sm_model_gguf(const sm_model *m) {
     return m->gguf.base ? &m->gguf : NULL;
+}
+
+size_t sm_model_made_bytes(const sm_model *m) {
+    return m->made_bytes;
 }
 
 size_t sm_model_weight_bytes(const sm_model *m) {

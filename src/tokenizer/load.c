@@ -591,6 +591,7 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
     }
     char p0[4400], p1[4400];
     sm_status st;
+    if (cfg->tok_dir) dir = cfg->tok_dir;
     if (cfg->gguf) {
         st = load_gguf(t, cfg, cfg->gguf, dir, err);
     } else if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
