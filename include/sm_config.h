@@ -56,7 +56,9 @@ typedef struct sm_config {
     int n_kv_head;    /* key/value heads; divides n_head (grouped-query attention) */
     int head_dim;     /* per head; n_head * head_dim need not equal n_embd */
     int n_ff;         /* MLP hidden width (gpt2 default 4 * n_embd) */
-    float rope_theta; /* rotary base; pairs (2i, 2i+1) of each head rotate together */
+    float rope_theta; /* rotary base; pairs (2i, 2i+1) of each head rotate together, */
+    bool rope_halves; /* or (i, i + head_dim/2), Q and K rows as Hugging Face stores them
+                         (a directory run in place; not written to config.json) */
     sm_tokenizer_type tokenizer;
     char tok_file[2][SM_FILE_NAME_MAX]; /* sentencepiece: [0]; gpt2: vocab, merges */
     int32_t tok_bos, tok_eos;           /* -1 when the tokenizer has none */

@@ -135,6 +135,13 @@ typedef struct sm_kernels {
     void (*rope)(float *restrict x, const float *restrict cs, const float *restrict sn,
                  size_t hs);
 
+    /*
+    ** The same rotation with pairs (i, i + hs/2): Hugging Face's "rotate
+    ** halves" layout, used where Q and K rows are taken unpermuted.
+    */
+    void (*rope_halves)(float *restrict x, const float *restrict cs, const float *restrict sn,
+                        size_t hs);
+
     /* x (n) <- gelu(x), tanh approximation / exact erf form, in place. */
     void (*gelu_tanh)(float *x, size_t n);
     void (*gelu_erf)(float *x, size_t n);

@@ -17,6 +17,7 @@
 """
 import argparse
 import json
+import re
 import os
 import struct
 import subprocess
@@ -210,8 +211,21 @@ def test_llama_hf_in_place(torch, smbin, tmp, tiny, dtype):
     if p.returncode != 0:
         check(False, f"convert HF Llama with GPT-2's tokenizer ({dtype})", p.stderr.decode())
         return
-    in_place(smbin, hf, out, "Once upon a time, a little dog found a big red ball.",
-             f"HF Llama ({str(dtype)[6:]}, tied, GQA 4/2)")
+    text = "Once upon a time, a little dog found a big red ball."
+    Wd = {k: v.double() for k, v in W.items()}
+    Wd["lm_head.weight"] = Wd["model.embed_tokens.weight"]
+    label = f"HF Llama ({str(dtype)[6:]}, tied, GQA 4/2) run in place (Q, K rotated by halves as stored)"
+    score_vs_torch(torch, smbin, hf, text, lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5,
+                                                                          10000.0), label)
+    score_vs_torch(torch, smbin, out, text, lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5,
+                                                                           10000.0), f"HF Llama ({str(dtype)[6:]}) converted (Q, K rows permuted into pairs)")
+    p = run([smbin, "info", "-m", hf])
+    made = re.search(rb"made at load: (\d+) bytes", p.stdout)
+    # f32: every tensor in place; bf16: only the norms, widened to f32 (the model takes f32 vectors)
+    want = 0 if dtype == torch.float32 else 4 * C * (2 * L + 1)
+    check(made is not None and int(made.group(1)) >= want and int(made.group(1)) < want + 64 * (2 * L + 1),
+          f"{label}: info says {made.group(1).decode() if made else '?'} bytes made at load (want {want} + padding)",
+          p.stdout.decode()[-400:])
 
 
 def keep_16bit(torch, smbin, hf, f32_out, name, text, kernels, extra=()):

@@ -480,6 +480,15 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error 
         TAKE(b, KV, C, k);
         snprintf(b, sizeof b, "layers.%lld.self_attn.v_proj.weight", (long long)l);
         TAKE(b, KV, C, v);
+        if (pl->in_place) { /* three matrices as stored; the forward rotates halves */
+            const st_tensor *qkv[3] = {x, k, v};
+            for (int j = 0; j < 3; j++) {
+                snprintf(d, sizeof d, "blk.%lld.attn_%c.weight", (long long)l, "qkv"[j]);
+                sm_convert_add_whole(pl, d, j ? KV : Q, C, qkv[j]->data, qkv[j]->dt, OP_COPY);
+            }
+            c->rope_halves = true;
+            continue;
+        }
         snprintf(d, sizeof d, "blk.%lld.attn_qkv.weight", (long long)l);
         t = sm_convert_add_tensor(pl, d, Q + 2 * KV, C);
         sm_convert_add_part(t, x->data, x->dt, Q, C, OP_ROPE, hd);

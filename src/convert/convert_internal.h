@@ -54,6 +54,8 @@ typedef struct {
     int threads;           /* quantizing threads (<= 1: the caller's alone) */
     const volatile int *cancel; /* polled per tensor written */
     bool from_dir;         /* a directory (else a llama2.c checkpoint) */
+    bool in_place;         /* planned to run (open_hf.c): a Llama's Q, K, V kept apart and
+                              unpermuted (cfg.rope_halves), so they are used where they lie */
     sm_config src_cfg;     /* a smallmind source directory's config and weights */
     sm_weights src_w;
     sm_gguf src_gguf;      /* a GGUF source (base NULL otherwise) */

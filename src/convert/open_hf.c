@@ -3,10 +3,10 @@
 ** the conversion plan convert_hf.c makes, without writing anything. A
 ** tensor that is one source tensor copied as it is, in f32, f16 or bf16,
 ** stored at an address aligned for its type, is used in place in the
-** mapped safetensors; the others (GPT-2's Conv1D weights, which need a
-** transpose; a Llama's Q and K rows, permuted from rotate-halves into
-** pairs and fused with V; 16-bit norms and biases, which the model takes
-** as f32; a misaligned tensor) are made once, into one heap block, in the
+** mapped safetensors (a Llama's Q, K and V too: kept apart, and rotated by
+** halves as stored, cfg->rope_halves); the others (GPT-2's Conv1D
+** weights, which need a transpose; 16-bit norms and biases, which the
+** model takes as f32; a misaligned tensor) are made once, into one heap block, in the
 ** source's type (vectors f32). A tokenizer.json is written as smallmind's
 ** tokenizer files into a private temporary directory, removed on close.
 */
@@ -70,6 +70,7 @@ sm_status sm_convert_open_hf(const char *dir, bool weights, sm_hf_dir **out, sm_
     sm_hf_dir *h = calloc(1, sizeof *h);
     if (!h) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     plan *pl = &h->pl;
+    pl->in_place = true;
     sm_convert_opts o = {0};
     sm_status st = sm_convert_from_hf(pl, dir, &o, err);
     if (!st && pl->nomem) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory planning %s", dir);

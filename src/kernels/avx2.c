@@ -664,6 +664,7 @@ const sm_kernels sm_kernels_avx2 = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
     .rope = rope,
+    .rope_halves = sm_kernels_rope_halves,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .to_f32 = to_f32,

@@ -84,6 +84,10 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
                          size_t j0, size_t nk, size_t hs,
                          void (*widen)(float *restrict, const void *restrict, sm_dtype, size_t));
 
+/* rope_halves in plain C (pack.c): contiguous halves, which the compiler vectorizes; every table's. */
+void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const float *restrict sn,
+                            size_t hs);
+
 /* Address of element i of a tensor of type dt (for the q types, i starts a block). */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
     switch (dt) {

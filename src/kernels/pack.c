@@ -64,3 +64,14 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
     widen(vw, (const uint16_t *)v + j0 * hs, kvt, nk * hs);
     *kb = kw, *vb = vw;
 }
+
+void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const float *restrict sn,
+                            size_t hs) {
+    const size_t h = hs / 2;
+    float *restrict lo = x, *restrict hi = x + h;
+    for (size_t i = 0; i < h; i++) {
+        float a = lo[i], b = hi[i];
+        lo[i] = a * cs[i] - b * sn[i];
+        hi[i] = a * sn[i] + b * cs[i];
+    }
+}

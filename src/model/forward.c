@@ -247,9 +247,11 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                 if (rope) {
                     size_t row = ru->start + t;
                     const float *cs = s->rope_cos + row * half, *sn = s->rope_sin + row * half;
-                    K->rope(kr, cs, sn, hs);
+                    void (*rot)(float *restrict, const float *restrict, const float *restrict,
+                                size_t) = c->rope_halves ? K->rope_halves : K->rope;
+                    rot(kr, cs, sn, hs);
                     for (size_t h = kh * group; h < (kh + 1) * group; h++)
-                        K->rope(qkv + t * W + h * hs, cs, sn, hs);
+                        rot(qkv + t * W + h * hs, cs, sn, hs);
                 }
                 if (s->p.kv_type == SM_DTYPE_F16) { /* rounded to nearest even */
                     uint16_t *k16 = (uint16_t *)(void *)kt, *v16 = (uint16_t *)(void *)vh + p * hs;
