@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """GGUF files run in place (issue 18), against independent expectations:
 
-- Malformed files (tests/make_gguf.py: one fault each in the header, the
+- Malformed files (scripts/make_gguf.py: one fault each in the header, the
   metadata, the tensor infos, the model's hyperparameters and tensors, the
   tokenizer): exit 1, one stderr line with the text the fault calls for,
   nothing on stdout.
@@ -18,8 +18,9 @@
 - ../shared/models/llamacpp-vocab: `tokenize --no-bos` equals every line of
   llama.cpp's expected ids for the pre-tokenizers smallmind has (llama-spm,
   gpt-2, phi-3); the others are refused naming tokenizer.ggml.pre.
-- tests/make_gguf.py's tiny Llama (a q8_0 matrix among f32) and GPT-2: the
-  same PyTorch check, and the GPT-2 merges applied as written.
+- scripts/make_gguf.py's tiny Llama (a q8_0 matrix among f32) and GPT-2: the
+  same PyTorch check, and the GPT-2 merges applied as written; the Llama as
+  a version-2 file scores as the version-3 one.
 
     test_gguf.py --bin build --shared ../shared
 """
@@ -314,9 +315,14 @@ def main():
         torch = None
         T.skip("PyTorch references", "torch is not importable (apt-get install python3-torch)")
     with tempfile.TemporaryDirectory() as tmp:
-        p = run([sys.executable, os.path.join(HERE, "make_gguf.py"), tmp])
+        p = run([sys.executable, os.path.join(HERE, "..", "scripts", "make_gguf.py"), tmp])
         report(p.returncode == 0, "make_gguf.py writes the test files", p.stderr.decode())
         bad_files(smbin, tmp)
+        v3, v2 = (os.path.join(tmp, f) for f in ("tiny-llama.gguf", "tiny-llama-v2.gguf"))
+        a3 = run([smbin, "score", "-m", v3, "--json", "-p", "the cat at the hat"])
+        a2 = run([smbin, "score", "-m", v2, "--json", "-p", "the cat at the hat"])
+        report(a3.returncode == 0 and a3.stdout == a2.stdout, "a GGUF version-2 file scores as the "
+               "same model in version 3", a2.stderr.decode())
         tiny = os.path.join(tmp, "tiny-gpt2.gguf")
         p = run([smbin, "tokenize", "-m", tiny, "-p", " the the"])
         report(p.stdout.decode().split() == ["258", "258"], "tiny GPT-2 GGUF: ' the' merges "

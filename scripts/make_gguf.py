@@ -7,7 +7,8 @@ Llama, one fault each, with the text smallmind's error line must contain.
     make_gguf.py OUT_DIR      -> OUT_DIR/*.gguf and OUT_DIR/faults.json
 
 faults.json maps each bad file to that text. The valid files also seed the
-fuzz corpus (tests/fuzz/corpus/gguf).
+fuzz corpus (tests/fuzz/corpus/gguf); tiny-llama-v2.gguf is the same Llama
+as a version-2 file (its layout is version 3's with 64-bit counts).
 """
 import json
 import os
@@ -223,6 +224,10 @@ def main():
     rng = lambda: np.random.default_rng(5)
     with open(os.path.join(out, "tiny-llama.gguf"), "wb") as f:
         f.write(llama(rng()).bytes())
+    m = llama(rng())
+    m.version = 2
+    with open(os.path.join(out, "tiny-llama-v2.gguf"), "wb") as f:
+        f.write(m.bytes())
     with open(os.path.join(out, "tiny-gpt2.gguf"), "wb") as f:
         f.write(gpt2(rng()).bytes())
     manifest = {}
