@@ -180,7 +180,8 @@ static sm_status parse_tensor(cursor *c, sm_gguf_tensor *t, size_t i) {
     size_t n = 1;
     for (uint32_t d = 0; d < nd; d++) {
         if ((st = u64(c, &t->ne[d], what))) return st;
-        if (t->ne[d] == 0 || t->ne[d] > INT64_MAX || !sm_size_mul(&n, n, (size_t)t->ne[d]))
+        if (t->ne[d] == 0 || t->ne[d] > INT64_MAX || !sm_size_mul(&n, n, (size_t)t->ne[d]) ||
+            n > (size_t)1 << 56) /* so every byte count below fits */
             return sm_error_set(c->err, SM_ERR_FORMAT,
                                 "%s: %s has dimension %u of %llu (zero, or too many elements)",
                                 c->path, what, d, (unsigned long long)t->ne[d]);
