@@ -100,6 +100,14 @@ sm_status sm_gguf_bool(const sm_gguf *g, const char *key, bool *out, bool *found
 sm_status sm_gguf_string(const sm_gguf *g, const char *key, const char **s, size_t *len,
                          bool *found, const char *path, sm_error *err);
 
+/*
+** A special token id (tokenizer.ggml.*_token_id): *id -1 when absent or the
+** "none" value (0xFFFFFFFF, as llama.cpp writes it), else 0..n_vocab-1 or
+** SM_ERR_FORMAT naming the key.
+*/
+sm_status sm_gguf_token_id(const sm_gguf *g, const char *key, int64_t n_vocab, int32_t *id,
+                           const char *path, sm_error *err);
+
 /* An array entry of element type `elem` (strings: SM_GGUF_STRING), else SM_ERR_FORMAT. */
 sm_status sm_gguf_array(const sm_gguf *g, const char *key, uint32_t elem, const sm_gguf_kv **kv,
                         const char *path, sm_error *err);

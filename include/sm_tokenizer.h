@@ -34,7 +34,9 @@ typedef struct sm_tokenizer {
     sm_tokenizer_type type;
     int n_vocab;        /* ids the tokenizer produces: 0..n_vocab-1 */
     int32_t bos, eos;   /* -1 when the tokenizer has none */
+    int32_t eot;        /* end of turn (GGUF tokenizer.ggml.eot_token_id), ends generation too; or -1 */
     bool add_bos;       /* encodings start with bos (sentencepiece) */
+    bool add_eos;       /* encodings end with eos (GGUF add_eos_token) */
     bool parse_special; /* encode turns the text of bos/eos tokens into their ids */
     char bytes[256];    /* byte tokenizer: piece of id i is bytes + i, length 1 */
     /* sentencepiece and gpt2, built at load (owned) */

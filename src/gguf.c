@@ -436,3 +436,17 @@ sm_status sm_gguf_array(const sm_gguf *g, const char *key, uint32_t elem, const 
     }
     return SM_OK;
 }
+
+sm_status sm_gguf_token_id(const sm_gguf *g, const char *key, int64_t n_vocab, int32_t *id,
+                           const char *path, sm_error *err) {
+    int64_t v;
+    bool found;
+    *id = -1;
+    sm_status st = sm_gguf_int(g, key, -1, UINT32_MAX, &v, &found, path, err);
+    if (st || !found || v == -1 || v == UINT32_MAX) return st;
+    if (v >= n_vocab)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata %s is %lld, expected 0 to %lld", path, key,
+                            (long long)v, (long long)n_vocab - 1);
+    *id = (int32_t)v;
+    return SM_OK;
+}

@@ -89,11 +89,9 @@ static sm_status tokenizer_kind(sm_config *cfg, const sm_gguf *g, const char *pa
     else
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model %.*s is not supported "
                             "(supported: llama, gpt2)", path, (int)(sl < 40 ? sl : 40), s);
-    int64_t id;
-    if ((st = sm_gguf_int(g, "tokenizer.ggml.bos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
-    if (found) cfg->tok_bos = (int32_t)id;
-    if ((st = sm_gguf_int(g, "tokenizer.ggml.eos_token_id", 0, cfg->n_vocab - 1, &id, &found, path, err))) return st;
-    if (found) cfg->tok_eos = (int32_t)id;
+    if ((st = sm_gguf_token_id(g, "tokenizer.ggml.bos_token_id", cfg->n_vocab, &cfg->tok_bos, path, err)) ||
+        (st = sm_gguf_token_id(g, "tokenizer.ggml.eos_token_id", cfg->n_vocab, &cfg->tok_eos, path, err)))
+        return st;
     cfg->gguf = g;
     return SM_OK;
 }

@@ -210,6 +210,31 @@ def vocab_files(smbin, vdir):
                  "test texts", f"lines {bad[:5]}")
 
 
+def eot_check(smbin, tmp, np):
+    """tokenizer.ggml.eot_token_id ends generation like EOS: a tiny Llama whose output layer is
+    zero (every logit 0, so greedy picks token 0) generates 5 tokens, and with eot_token_id 0
+    none, finishing at "eos"; add_eos_token appends EOS to an encoding."""
+    import make_gguf
+    out = {}
+    for name, extra in (("plain", []), ("eot", [("tokenizer.ggml.eot_token_id", make_gguf.U32, 0),
+                                                ("tokenizer.ggml.add_eos_token", make_gguf.BOOL, True)])):
+        m = make_gguf.llama(np.random.default_rng(5))
+        next(t for t in m.tensors if t["name"] == "output.weight")["data"] = \
+            bytes(len(next(t for t in m.tensors if t["name"] == "output.weight")["data"]))
+        m.meta += extra
+        path = os.path.join(tmp, f"zero-{name}.gguf")
+        with open(path, "wb") as f:
+            f.write(m.bytes())
+        p = run([smbin, "generate", "-m", path, "-p", "the cat", "-n", "5", "--temp", "0", "--json"])
+        out[name] = json.loads(p.stdout) if p.returncode == 0 else {"err": p.stderr.decode()}
+        out[name + "-ids"] = run([smbin, "tokenize", "-m", path, "-p", "the cat"]).stdout.split()
+    report(out["plain"].get("tokens_generated") == 5 and out["eot"].get("tokens_generated") == 0 and
+           out["eot"].get("finish_reason") == "eos", "eot_token_id ends generation (5 tokens without it, "
+           "none with it)", str(out))
+    report(out["eot-ids"] == out["plain-ids"] + [b"2"], "add_eos_token appends EOS (2) to an encoding",
+           str(out["eot-ids"]))
+
+
 def export_checks(smbin, tmp, shared, np):
     """convert SRC OUT.gguf: the file read by scripts/sm_gguf.py has the source directory's
     hyperparameters and every tensor's bytes (a Llama's fused Q/K/V as three row ranges); read by
@@ -323,6 +348,7 @@ def main():
         a2 = run([smbin, "score", "-m", v2, "--json", "-p", "the cat at the hat"])
         report(a3.returncode == 0 and a3.stdout == a2.stdout, "a GGUF version-2 file scores as the "
                "same model in version 3", a2.stderr.decode())
+        eot_check(smbin, tmp, np)
         tiny = os.path.join(tmp, "tiny-gpt2.gguf")
         p = run([smbin, "tokenize", "-m", tiny, "-p", " the the"])
         report(p.stdout.decode().split() == ["258", "258"], "tiny GPT-2 GGUF: ' the' merges "

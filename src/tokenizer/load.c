@@ -431,9 +431,18 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
     }
     for (size_t i = 0; ty && !st && i < n; i++) /* control and unused tokens are never text */
         if ((int32_t)sm_read_u32le(ty->val + 4 * i) == 3) t->kind[i] = KIND_CONTROL;
-    bool add = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE, found;
+    bool add = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE, found, eos_add = false;
     if (!st && !(st = sm_gguf_bool(g, "tokenizer.ggml.add_bos_token", &add, &found, path, err)))
         t->add_bos = add && cfg->tok_bos >= 0;
+    if (!st && !(st = sm_gguf_bool(g, "tokenizer.ggml.add_eos_token", &eos_add, &found, path, err)))
+        t->add_eos = eos_add && cfg->tok_eos >= 0;
+    /* the other special ids must name tokens; end-of-turn also ends generation */
+    static const char *const ids[] = {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.unknown_token_id",
+                                      "tokenizer.ggml.padding_token_id"};
+    for (int k = 0; k < 3 && !st; k++) {
+        int32_t id;
+        if (!(st = sm_gguf_token_id(g, ids[k], (int64_t)n, &id, path, err)) && k == 0) t->eot = id;
+    }
     return st;
 }
 
@@ -578,7 +587,7 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
                             sm_error *err) {
     memset(t, 0, sizeof *t);
     t->type = cfg->tokenizer;
-    t->bos = t->eos = t->space_id = -1;
+    t->bos = t->eos = t->eot = t->space_id = -1;
     for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
     if (cfg->tokenizer == SM_TOKENIZER_BYTE) {
         t->n_vocab = 256;
@@ -627,5 +636,5 @@ void sm_tokenizer_free(sm_tokenizer *t) {
     sm_tokenizer_type type = t->type;
     memset(t, 0, sizeof *t);
     t->type = type;
-    t->bos = t->eos = -1;
+    t->bos = t->eos = t->eot = -1;
 }

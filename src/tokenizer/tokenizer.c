@@ -400,7 +400,8 @@ size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_
         i = start - 1;
     }
     encode_plain(t, s + start, len - start, first && len > start, &k);
-    return k.n; /* an empty text has no tokens unless the tokenizer adds BOS */
+    if (t->add_eos && t->eos >= 0) emit(&k, t->eos);
+    return k.n; /* an empty text has no tokens unless the tokenizer adds BOS (or EOS) */
 }
 
 const char *sm_tokenizer_piece(const sm_tokenizer *t, int32_t id, size_t *len) {
