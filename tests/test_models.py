@@ -122,6 +122,19 @@ def gpt2_reference(torch, W, ids, L, H, eps):
     return x @ W["wte.weight"].T
 
 
+def with_gpt2_tokenizer_converted(smbin, tiny, hf, label):
+    """Links tiny-gpt2's vocab.json and merges.txt into hf, converts it to hf-sm: that path, or None
+    (the failure reported under label)."""
+    for n in ("vocab.json", "merges.txt"):
+        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+    out = hf + "-sm"
+    p = run([smbin, "convert", hf, out])
+    if p.returncode != 0:
+        check(False, label, p.stderr.decode())
+        return None
+    return out
+
+
 def test_gpt2(torch, smbin, tmp, tiny, dtype):
     g = torch.Generator().manual_seed(5)
     L, H, C, V, ctx = 2, 4, 64, 50257, 128
@@ -147,12 +160,8 @@ def test_gpt2(torch, smbin, tmp, tiny, dtype):
         json.dump({"model_type": "gpt2", "n_embd": C, "n_layer": L, "n_head": H, "n_positions": ctx,
                    "vocab_size": V, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
                    "n_inner": None, "eos_token_id": 50256}, f)
-    for n in ("vocab.json", "merges.txt"):
-        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
-    out = hf + "-sm"
-    p = run([smbin, "convert", hf, out])
-    if p.returncode != 0:
-        check(False, f"convert HF GPT-2 ({dtype})", p.stderr.decode())
+    out = with_gpt2_tokenizer_converted(smbin, tiny, hf, f"convert HF GPT-2 ({dtype})")
+    if not out:
         return
     text = "The quick brown fox jumps over the lazy dog. Über naïve café 123!"
     Wd = {k: v.double() for k, v in W.items()}
@@ -183,19 +192,9 @@ def in_place(smbin, hf, converted, text, label):
 def test_llama_hf_in_place(torch, smbin, tmp, tiny, dtype):
     """A Llama directory with GPT-2's vocab.json + merges.txt, run in place (its Q and K rows
     permuted and fused with V at load) against its conversion."""
-    g = torch.Generator().manual_seed(11)
     L, H, KVH, C, F, V, ctx = 2, 4, 2, 32, 64, 50257, 64
     hd = C // H
-    rnd = lambda *s: torch.randn(*s, generator=g) * 0.3
-    W = {"model.embed_tokens.weight": rnd(V, C), "model.norm.weight": 1 + rnd(C)}
-    for l in range(L):
-        p = f"model.layers.{l}."
-        W.update({p + "input_layernorm.weight": 1 + rnd(C), p + "post_attention_layernorm.weight": 1 + rnd(C),
-                  p + "self_attn.q_proj.weight": rnd(H * hd, C), p + "self_attn.k_proj.weight": rnd(KVH * hd, C),
-                  p + "self_attn.v_proj.weight": rnd(KVH * hd, C), p + "self_attn.o_proj.weight": rnd(C, H * hd),
-                  p + "mlp.gate_proj.weight": rnd(F, C), p + "mlp.up_proj.weight": rnd(F, C),
-                  p + "mlp.down_proj.weight": rnd(C, F)})
-    W = {k: v.to(dtype) for k, v in W.items()}
+    W = llama_hf_weights(torch, 11, L, H, KVH, hd, C, F, V, dtype, tied=True)
     hf = os.path.join(tmp, f"hf-llama-gpt2tok-{str(dtype)[6:]}")
     os.makedirs(hf)
     write_safetensors(os.path.join(hf, "model.safetensors"), W, torch)
@@ -204,12 +203,8 @@ def test_llama_hf_in_place(torch, smbin, tmp, tiny, dtype):
                    "num_attention_heads": H, "num_key_value_heads": KVH, "max_position_embeddings": ctx,
                    "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
                    "hidden_act": "silu", "bos_token_id": 50256, "eos_token_id": 50256}, f)
-    for n in ("vocab.json", "merges.txt"):
-        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
-    out = hf + "-sm"
-    p = run([smbin, "convert", hf, out])
-    if p.returncode != 0:
-        check(False, f"convert HF Llama with GPT-2's tokenizer ({dtype})", p.stderr.decode())
+    out = with_gpt2_tokenizer_converted(smbin, tiny, hf, f"convert HF Llama with GPT-2's tokenizer ({dtype})")
+    if not out:
         return
     text = "Once upon a time, a little dog found a big red ball."
     Wd = {k: v.double() for k, v in W.items()}
@@ -285,11 +280,13 @@ def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta):
     return x @ W["lm_head.weight"].T
 
 
-def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
-    g = torch.Generator().manual_seed(9)
-    L, H, KVH, hd, C, F, V, ctx = 2, 4, 2, 16, 48, 96, 512, 128  # head_dim * heads != hidden
+def llama_hf_weights(torch, seed, L, H, KVH, hd, C, F, V, dtype, tied):
+    """Random Hugging Face Llama tensors (N(0, 0.3^2), norms 1 + that) under HF's names, as dtype."""
+    g = torch.Generator().manual_seed(seed)
     rnd = lambda *s: torch.randn(*s, generator=g) * 0.3
-    W = {"model.embed_tokens.weight": rnd(V, C), "model.norm.weight": 1 + rnd(C), "lm_head.weight": rnd(V, C)}
+    W = {"model.embed_tokens.weight": rnd(V, C), "model.norm.weight": 1 + rnd(C)}
+    if not tied:
+        W["lm_head.weight"] = rnd(V, C)
     for l in range(L):
         p = f"model.layers.{l}."
         W.update({p + "input_layernorm.weight": 1 + rnd(C), p + "post_attention_layernorm.weight": 1 + rnd(C),
@@ -297,7 +294,12 @@ def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
                   p + "self_attn.v_proj.weight": rnd(KVH * hd, C), p + "self_attn.o_proj.weight": rnd(C, H * hd),
                   p + "mlp.gate_proj.weight": rnd(F, C), p + "mlp.up_proj.weight": rnd(F, C),
                   p + "mlp.down_proj.weight": rnd(C, F)})
-    W = {k: v.to(dtype) for k, v in W.items()}
+    return {k: v.to(dtype) for k, v in W.items()}
+
+
+def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
+    L, H, KVH, hd, C, F, V, ctx = 2, 4, 2, 16, 48, 96, 512, 128  # head_dim * heads != hidden
+    W = llama_hf_weights(torch, 9, L, H, KVH, hd, C, F, V, dtype, tied=False)
     hf = os.path.join(tmp, f"hf-llama-{str(dtype)[6:]}")
     os.makedirs(hf)
     # two shards with an index, as large checkpoints come

@@ -23,34 +23,26 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     m->kv_dim = (size_t)c->n_kv_head * (size_t)c->head_dim;
     int64_t Q = (int64_t)m->q_dim, W = (int64_t)(m->q_dim + 2 * m->kv_dim);
     int64_t KV = (int64_t)m->kv_dim;
-    /* Q, K and V fused in one matrix (smallmind directories) or three (GGUF) */
+    /* Q, K and V fused in one matrix (smallmind directories) or three (GGUF, Hugging Face) */
     bool fused = sm_weights_find(&m->w, "blk.0.attn_q.weight") < 0;
-    const sm_bind_spec spec[] = {
-        {"tok_embd", c->n_vocab, C, M(tok_embd), false, false},
-        {"attn_norm.weight", C, 0, L(ln1_g), true, false},
-        {"attn_qkv.weight", W, C, L(qkv_w), true, false},
-        {"attn_out.weight", C, Q, L(proj_w), true, false},
-        {"ffn_norm.weight", C, 0, L(ln2_g), true, false},
-        {"ffn_gate.weight", F, C, L(gate_w), true, false},
-        {"ffn_up.weight", F, C, L(up_w), true, false},
-        {"ffn_down.weight", C, F, L(down_w), true, false},
-        {"norm_f.weight", C, 0, M(lnf_g), false, false},
-    };
-    const sm_bind_spec apart[] = {
-        {"tok_embd", c->n_vocab, C, M(tok_embd), false, false},
-        {"attn_norm.weight", C, 0, L(ln1_g), true, false},
-        {"attn_q.weight", Q, C, L(q_w), true, false},
-        {"attn_k.weight", KV, C, L(k_w), true, false},
-        {"attn_v.weight", KV, C, L(v_w), true, false},
-        {"attn_out.weight", C, Q, L(proj_w), true, false},
-        {"ffn_norm.weight", C, 0, L(ln2_g), true, false},
-        {"ffn_gate.weight", F, C, L(gate_w), true, false},
-        {"ffn_up.weight", F, C, L(up_w), true, false},
-        {"ffn_down.weight", C, F, L(down_w), true, false},
-        {"norm_f.weight", C, 0, M(lnf_g), false, false},
-    };
-    if (fused) return sm_bind_model(m, spec, sizeof spec / sizeof spec[0], err);
-    return sm_bind_model(m, apart, sizeof apart / sizeof apart[0], err);
+    sm_bind_spec spec[11];
+    size_t n = 0;
+    spec[n++] = (sm_bind_spec){"tok_embd", c->n_vocab, C, M(tok_embd), false, false};
+    spec[n++] = (sm_bind_spec){"attn_norm.weight", C, 0, L(ln1_g), true, false};
+    if (fused) {
+        spec[n++] = (sm_bind_spec){"attn_qkv.weight", W, C, L(qkv_w), true, false};
+    } else {
+        spec[n++] = (sm_bind_spec){"attn_q.weight", Q, C, L(q_w), true, false};
+        spec[n++] = (sm_bind_spec){"attn_k.weight", KV, C, L(k_w), true, false};
+        spec[n++] = (sm_bind_spec){"attn_v.weight", KV, C, L(v_w), true, false};
+    }
+    spec[n++] = (sm_bind_spec){"attn_out.weight", C, Q, L(proj_w), true, false};
+    spec[n++] = (sm_bind_spec){"ffn_norm.weight", C, 0, L(ln2_g), true, false};
+    spec[n++] = (sm_bind_spec){"ffn_gate.weight", F, C, L(gate_w), true, false};
+    spec[n++] = (sm_bind_spec){"ffn_up.weight", F, C, L(up_w), true, false};
+    spec[n++] = (sm_bind_spec){"ffn_down.weight", C, F, L(down_w), true, false};
+    spec[n++] = (sm_bind_spec){"norm_f.weight", C, 0, M(lnf_g), false, false};
+    return sm_bind_model(m, spec, n, err);
 }
 
 void sm_llama_forward_task(void *arg, int ith, int nth) {
