@@ -59,6 +59,8 @@ typedef struct sm_config {
     float rope_theta; /* rotary base; pairs (2i, 2i+1) of each head rotate together, */
     bool rope_halves; /* or (i, i + head_dim/2), Q and K rows as Hugging Face stores them
                          (a directory run in place; not written to config.json) */
+    bool qkv_bias;    /* llama family: biases on the Q, K and V projections (Qwen 2; run
+                         in place, not written to config.json) */
     sm_tokenizer_type tokenizer;
     char tok_file[2][SM_FILE_NAME_MAX]; /* sentencepiece: [0]; gpt2: vocab, merges */
     int32_t tok_bos, tok_eos;           /* -1 when the tokenizer has none */

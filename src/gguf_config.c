@@ -20,7 +20,8 @@ static const char *const llama_names[][2] = {
     {"attn_v.weight", "attn_v.weight"},      {"attn_qkv.weight", "attn_qkv.weight"},
     {"attn_output.weight", "attn_out.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
     {"ffn_gate.weight", "ffn_gate.weight"},  {"ffn_up.weight", "ffn_up.weight"},
-    {"ffn_down.weight", "ffn_down.weight"},
+    {"ffn_down.weight", "ffn_down.weight"},  {"attn_q.bias", "attn_q.bias"},
+    {"attn_k.bias", "attn_k.bias"},          {"attn_v.bias", "attn_v.bias"},
 };
 static const char *const gpt2_names[][2] = {
     {"token_embd.weight", "tok_embd"},         {"position_embd.weight", "pos_embd"},
@@ -120,13 +121,17 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     if (!found) return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(al < 63 ? al : 63), a);
-    if (strcmp(arch, "llama") == 0)
+    if (strcmp(arch, "llama") == 0 || strcmp(arch, "qwen2") == 0)
         cfg->arch = SM_ARCH_LLAMA;
     else if (strcmp(arch, "gpt2") == 0)
         cfg->arch = SM_ARCH_GPT2;
     else
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "%s: architecture %s is not supported (supported: llama, gpt2)", path, arch);
+                            "%s: architecture %s is not supported (supported: llama, qwen2, gpt2)", path,
+                            arch);
+    /* qwen2: Q and K rows as Hugging Face stores them (pairs i, i + hd/2), biases on Q, K, V */
+    cfg->rope_halves = strcmp(arch, "qwen2") == 0;
+    cfg->qkv_bias = cfg->rope_halves && sm_gguf_tensor_find(g, "blk.0.attn_q.bias");
     bool llama = cfg->arch == SM_ARCH_LLAMA;
     const sm_gguf_tensor *te = sm_gguf_tensor_find(g, "token_embd.weight");
     if (!te || te->ndim != 2)
@@ -165,8 +170,9 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a gpt2 model with grouped or resized heads "
                             "(not supported)", path);
     if (llama && (rd != cfg->head_dim || cfg->head_dim % 2))
-        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: llama.rope.dimension_count %d with heads of %d "
-                            "(partial or odd rotary embeddings are not supported)", path, rd, cfg->head_dim);
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: %s.rope.dimension_count %d with heads of %d "
+                            "(partial or odd rotary embeddings are not supported)", path, arch, rd,
+                            cfg->head_dim);
     char k[128];
     const char *s;
     size_t sl;
@@ -203,7 +209,9 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     for (size_t i = 0; i < g->n_tensors; i++) {
         const sm_gguf_tensor *t = &g->tensors[i];
         sm_tensor_desc *d = &cfg->tensors[i];
-        if (!map_name(cfg->arch, t, d->name))
+        bool qkv_b = t->name_len > 12 && memcmp(t->name + t->name_len - 5, ".bias", 5) == 0 &&
+                     cfg->arch == SM_ARCH_LLAMA && !cfg->qkv_bias;
+        if (qkv_b || !map_name(cfg->arch, t, d->name))
             return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %.*s is not part of a %s model "
                                 "smallmind runs", path, (int)t->name_len, t->name, arch);
         d->dtype = t->dtype;

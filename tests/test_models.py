@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from st_file import gpt2_shapes, safetensors_bytes, zeros  # noqa: E402
 from tally import Tally  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 T = Tally("models")
 TOL = 1e-4
 
@@ -223,6 +224,88 @@ def test_llama_hf_in_place(torch, smbin, tmp, tiny, dtype):
           p.stdout.decode()[-400:])
 
 
+def test_qwen2(torch, smbin, tmp, tiny, dtype):
+    """Qwen 2 (issue 19's first family): a Llama with biases on Q, K and V, rope base 1e6, tied
+    output, Q and K rotated by halves as Hugging Face stores them. A random Hugging Face directory
+    run in place, and a GGUF file (llama.cpp's qwen2 layout: the same tensors under GGUF's names,
+    unpermuted) written from the same weights, against PyTorch."""
+    L, H, KVH, C, F, V, ctx = 2, 4, 2, 32, 64, 50257, 64
+    hd = C // H
+    W = llama_hf_weights(torch, 13, L, H, KVH, hd, C, F, V, dtype, tied=True)
+    g = torch.Generator().manual_seed(14)
+    for l in range(L):
+        for n, r in (("q", H * hd), ("k", KVH * hd), ("v", KVH * hd)):
+            W[f"model.layers.{l}.self_attn.{n}_proj.bias"] = (torch.randn(r, generator=g) * 0.3).to(dtype)
+    hf = os.path.join(tmp, f"hf-qwen2-{str(dtype)[6:]}")
+    os.makedirs(hf)
+    write_safetensors(os.path.join(hf, "model.safetensors"), W, torch)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump({"model_type": "qwen2", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": L,
+                   "num_attention_heads": H, "num_key_value_heads": KVH, "max_position_embeddings": ctx,
+                   "vocab_size": V, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True,
+                   "hidden_act": "silu", "use_sliding_window": False, "bos_token_id": 50256,
+                   "eos_token_id": 50256}, f)
+    for n in ("vocab.json", "merges.txt"):
+        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+    text = "Once upon a time, a little dog found a big red ball."
+    Wd = {k: v.double() for k, v in W.items()}
+    Wd["lm_head.weight"] = Wd["model.embed_tokens.weight"]
+    ref = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-6, 1000000.0)
+    score_vs_torch(torch, smbin, hf, text, ref, f"HF Qwen 2 ({str(dtype)[6:]}, Q/K/V biases, tied) run in place")
+    p = run([smbin, "convert", hf, hf + "-sm"])
+    check(p.returncode == 1 and b"does not convert to a smallmind directory yet" in p.stderr,
+          "HF Qwen 2 convert: refused by name (it runs in place)", p.stderr.decode())
+    qtok = os.path.join(os.path.dirname(tiny), "tokenizers", "qwen2_5", "tokenizer.json")
+    if os.path.exists(qtok):  # its real tokenizer.json beside vocab.json: GPT-2's pattern is not Qwen's
+        os.symlink(os.path.abspath(qtok), os.path.join(hf, "tokenizer.json"))
+        p = run([smbin, "generate", "-m", hf, "-p", "x", "-n", "1"])
+        check(p.returncode == 1 and b"tokenizer.json" in p.stderr and p.stderr.count(b"\n") == 1,
+              "HF Qwen 2 with Qwen 2.5's tokenizer.json: refused, naming it (its pre-tokenizer arrives "
+              "with PCRE2), not run with GPT-2's pattern", p.stderr.decode())
+        os.unlink(os.path.join(hf, "tokenizer.json"))
+    # the same model as a GGUF qwen2 file
+    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+    import make_gguf as mg
+    with open(os.path.join(tiny, "vocab.json"), encoding="utf-8") as f:
+        enc = json.load(f)
+    toks = [None] * len(enc)
+    for t, i in enc.items():
+        toks[i] = t
+    with open(os.path.join(tiny, "merges.txt"), encoding="utf-8") as f:
+        merges = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#version")]
+    meta = [("general.architecture", mg.STR, "qwen2"), ("qwen2.context_length", mg.U32, ctx),
+            ("qwen2.embedding_length", mg.U32, C), ("qwen2.feed_forward_length", mg.U32, F),
+            ("qwen2.block_count", mg.U32, L), ("qwen2.attention.head_count", mg.U32, H),
+            ("qwen2.attention.head_count_kv", mg.U32, KVH), ("qwen2.rope.freq_base", mg.F32, 1000000.0),
+            ("qwen2.attention.layer_norm_rms_epsilon", mg.F32, 1e-6), ("tokenizer.ggml.model", mg.STR, "gpt2"),
+            ("tokenizer.ggml.pre", mg.STR, "gpt-2"), ("tokenizer.ggml.tokens", mg.ARR, (mg.STR, toks)),
+            ("tokenizer.ggml.merges", mg.ARR, (mg.STR, merges)),
+            ("tokenizer.ggml.bos_token_id", mg.U32, 50256), ("tokenizer.ggml.eos_token_id", mg.U32, 50256)]
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    per = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+           "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+           "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+    for n in "qkv":
+        per[f"self_attn.{n}_proj.weight"] = f"attn_{n}.weight"
+        per[f"self_attn.{n}_proj.bias"] = f"attn_{n}.bias"
+    tensors = []
+    gtype = {torch.float32: 0, torch.bfloat16: 30, torch.float16: 1}
+    for k, v in W.items():
+        if k in names:
+            gn = names[k]
+        else:
+            l, rest = k.split(".")[2], ".".join(k.split(".")[3:])
+            gn = f"blk.{l}.{per[rest]}"
+        vec = v.dim() == 1
+        t = v.float() if vec else v  # vectors f32, as llama.cpp writes them
+        raw = (t.contiguous().view(torch.int16) if t.dtype != torch.float32 else t.contiguous()).numpy().tobytes()
+        tensors.append({"name": gn, "dims": tuple(t.shape[::-1]), "type": 0 if vec else gtype[t.dtype], "data": raw})
+    gpath = hf + ".gguf"
+    with open(gpath, "wb") as f:
+        f.write(mg.Model(meta, tensors).bytes())
+    score_vs_torch(torch, smbin, gpath, text, ref, f"GGUF qwen2 ({str(dtype)[6:]}) in place")
+
+
 def keep_16bit(torch, smbin, hf, f32_out, name, text, kernels, extra=()):
     """A 16-bit source converted with --dtype keeping it: matrices stored 16-bit
     (vectors f32), model.bin about half the f32 one, and score and greedy
@@ -266,9 +349,10 @@ def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta):
     for l in range(L):
         p = f"model.layers.{l}."
         h = rms(torch, x, W[p + "input_layernorm.weight"], eps)
-        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)
-        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, KVH, hd).transpose(0, 1)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, KVH, hd).transpose(0, 1)
+        b = lambda n: W.get(p + f"self_attn.{n}_proj.bias", 0.0)  # Qwen 2's Q, K, V biases
+        q = (h @ W[p + "self_attn.q_proj.weight"].T + b("q")).view(T, H, hd).transpose(0, 1)
+        k = (h @ W[p + "self_attn.k_proj.weight"].T + b("k")).view(T, KVH, hd).transpose(0, 1)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T + b("v")).view(T, KVH, hd).transpose(0, 1)
         q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
         k, v = k.repeat_interleave(H // KVH, 0), v.repeat_interleave(H // KVH, 0)
         a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
@@ -585,6 +669,7 @@ def main():
                 for dt in (torch.float32, torch.bfloat16):
                     test_gpt2(torch, smbin, tmp, tiny, dt)
                     test_llama_hf_in_place(torch, smbin, tmp, tiny, dt)
+                    test_qwen2(torch, smbin, tmp, tiny, dt)
             else:
                 T.skip("HF GPT-2 reference", "needs tiny-gpt2's vocab.json and merges.txt")
             tokbin = os.path.join(s260, "tok512.bin")

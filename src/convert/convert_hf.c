@@ -258,6 +258,27 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
         snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", o->tokenizer);
         return SM_OK;
     }
+    char j[4400];
+    snprintf(j, sizeof j, "%s/tokenizer.json", dir);
+    if (access(v, F_OK) == 0 && access(m, F_OK) == 0 && access(j, F_OK) == 0) {
+        /* vocab.json + merges.txt are read with GPT-2's pattern: only when tokenizer.json
+           (which names the real pre-tokenizer, e.g. Qwen's) says that is what the model uses */
+        char *jb;
+        size_t jl;
+        cJSON *root = NULL;
+        sm_tokenizer_type ty;
+        sm_status st = sm_read_file(j, SM_TOK_FILE_MAX, &jb, &jl, err);
+        if (!st) {
+            st = sm_json_parse_strict(jb, jl, j, &root, err);
+            free(jb);
+        }
+        if (!st) st = sm_hf_tok_kind(root, j, &ty, err);
+        if (!st && ty != SM_TOKENIZER_GPT2)
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: not a GPT-2-style tokenizer, but %s has vocab.json "
+                              "and merges.txt", j, dir);
+        cJSON_Delete(root);
+        if (st) return st;
+    }
     if (access(v, F_OK) == 0 && access(m, F_OK) == 0) {
         c->tokenizer = SM_TOKENIZER_GPT2;
         snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
@@ -392,7 +413,8 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
     return SM_OK;
 }
 
-static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
+/* A Llama-family directory: Llama, or Qwen 2 (biases on Q, K and V; run in place only). */
+static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, bool qwen2, sm_error *err) {
     int64_t C, L, H, KVH, hd, F, ctx, V, bos, eos;
     sm_status st;
     char cp[4200];
@@ -429,6 +451,16 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error 
     if (abias || mbias)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s: attention_bias / mlp_bias are not supported", cp);
+    if (qwen2) {
+        bool sliding;
+        if ((st = hf_bool(hc, cp, "use_sliding_window", false, &sliding, err))) return st;
+        if (sliding)
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: use_sliding_window true is not supported yet", cp);
+        if (!pl->in_place)
+            return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                                "%s: a qwen2 model does not convert to a smallmind directory yet; run "
+                                "the directory as it is (-m DIR)", cp);
+    }
     const char *act = hf_str(hc, "hidden_act", &bad);
     if (bad) return sm_error_set(err, SM_ERR_FORMAT, "%s: \"hidden_act\" must be a string", cp);
     if (*act && strcmp(act, "silu") != 0)
@@ -485,8 +517,14 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, sm_error 
             for (int j = 0; j < 3; j++) {
                 snprintf(d, sizeof d, "blk.%lld.attn_%c.weight", (long long)l, "qkv"[j]);
                 sm_convert_add_whole(pl, d, j ? KV : Q, C, qkv[j]->data, qkv[j]->dt, OP_COPY);
+                if (!qwen2) continue;
+                snprintf(a, sizeof a, "layers.%lld.self_attn.%c_proj.bias", (long long)l, "qkv"[j]);
+                TAKE(a, j ? KV : Q, 0, x);
+                snprintf(d, sizeof d, "blk.%lld.attn_%c.bias", (long long)l, "qkv"[j]);
+                sm_convert_add_whole(pl, d, j ? KV : Q, 0, x->data, x->dt, OP_COPY);
             }
             c->rope_halves = true;
+            c->qkv_bias = qwen2;
             continue;
         }
         snprintf(d, sizeof d, "blk.%lld.attn_qkv.weight", (long long)l);
@@ -525,13 +563,15 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     bool bad = false;
     const char *type = hf_str(hc, "model_type", &bad);
     bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
+    bool qwen2 = strcmp(type, "qwen2") == 0;
+    llama = llama || qwen2;
     if (bad) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: \"model_type\" must be a string", path);
         goto done;
     }
     if (!gpt2 && !llama) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED,
-                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama)", path,
+                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama, qwen2)", path,
                           type);
         goto done;
     }
@@ -575,7 +615,7 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
         }
     }
     if (st) goto done;
-    st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, err);
+    st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, qwen2, err);
     if (!st) st = plan_tokenizer(pl, dir, o, err);
     for (size_t i = 0; !st && i < set.n; i++)
         if (!set.t[i].used)

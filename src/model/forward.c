@@ -202,11 +202,12 @@ void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size
     }
     /* each matrix's rows in [n0, n1), written at its columns of qkv (row stride W) */
     const sm_mat *part[3] = {&L->q_w, &L->k_w, &L->v_w};
+    const float *bias[3] = {L->q_b, L->k_b, L->v_b};
     const size_t start[4] = {0, m->q_dim, m->q_dim + m->kv_dim, W};
     for (int p = 0; p < 3; p++) {
         size_t lo = n0 > start[p] ? n0 : start[p], hi = n1 < start[p + 1] ? n1 : start[p + 1];
         if (lo < hi)
-            mm(s->qkv + start[p], xn, part[p]->data, part[p]->dt, NULL, T, W, C, lo - start[p],
+            mm(s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], T, W, C, lo - start[p],
                hi - start[p], scr);
     }
 }

@@ -25,7 +25,7 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     int64_t KV = (int64_t)m->kv_dim;
     /* Q, K and V fused in one matrix (smallmind directories) or three (GGUF, Hugging Face) */
     bool fused = sm_weights_find(&m->w, "blk.0.attn_q.weight") < 0;
-    sm_bind_spec spec[11];
+    sm_bind_spec spec[14];
     size_t n = 0;
     spec[n++] = (sm_bind_spec){"tok_embd", c->n_vocab, C, M(tok_embd), false, false};
     spec[n++] = (sm_bind_spec){"attn_norm.weight", C, 0, L(ln1_g), true, false};
@@ -35,6 +35,11 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
         spec[n++] = (sm_bind_spec){"attn_q.weight", Q, C, L(q_w), true, false};
         spec[n++] = (sm_bind_spec){"attn_k.weight", KV, C, L(k_w), true, false};
         spec[n++] = (sm_bind_spec){"attn_v.weight", KV, C, L(v_w), true, false};
+        if (c->qkv_bias) {
+            spec[n++] = (sm_bind_spec){"attn_q.bias", Q, 0, L(q_b), true, false};
+            spec[n++] = (sm_bind_spec){"attn_k.bias", KV, 0, L(k_b), true, false};
+            spec[n++] = (sm_bind_spec){"attn_v.bias", KV, 0, L(v_b), true, false};
+        }
     }
     spec[n++] = (sm_bind_spec){"attn_out.weight", C, Q, L(proj_w), true, false};
     spec[n++] = (sm_bind_spec){"ffn_norm.weight", C, 0, L(ln2_g), true, false};

@@ -23,6 +23,7 @@ typedef struct sm_layer {
     const float *ln1_g, *ln1_b;   /* (C), (C) or NULL */
     sm_mat qkv_w;                 /* (Q + 2 KV, C): rows are q | k | v, heads contiguous; */
     sm_mat q_w, k_w, v_w;         /* or data NULL and these: (Q, C), (KV, C), (KV, C) (GGUF) */
+    const float *q_b, *k_b, *v_b; /* their biases (qkv_bias), else NULL */
     const float *qkv_b;           /* (Q + 2 KV) */
     sm_mat proj_w;                /* (C, Q) */
     const float *proj_b;          /* (C) */
