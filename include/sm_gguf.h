@@ -21,7 +21,7 @@
 #ifndef SM_GGUF_H
 #define SM_GGUF_H
 
-#include "sm_base.h"
+#include "sm_config.h"
 
 /* GGUF metadata value types. */
 enum {
@@ -129,8 +129,7 @@ static inline const char *sm_gguf_next_string(const uint8_t **p, size_t *len) {
 ** kind and special ids, and every tensor under smallmind's name with its
 ** offset in the file (file 0). cfg->gguf borrows g, which must outlive it.
 */
-struct sm_config;
-sm_status sm_gguf_config(struct sm_config *cfg, const sm_gguf *g, const char *path, sm_error *err);
+sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_error *err);
 
 /*
 ** Only what a tokenizer needs (tokenize, detokenize): the tokenizer's kind,
@@ -138,8 +137,20 @@ sm_status sm_gguf_config(struct sm_config *cfg, const sm_gguf *g, const char *pa
 ** any GGUF file, a vocabulary-only one or an architecture smallmind does
 ** not run included. cfg has no tensors.
 */
-sm_status sm_gguf_vocab_config(struct sm_config *cfg, const sm_gguf *g, const char *path,
+sm_status sm_gguf_vocab_config(sm_config *cfg, const sm_gguf *g, const char *path,
                                sm_error *err);
+
+/*
+** A tensor's name in the other convention, for c's architecture (and Q/K/V
+** biases if c has them): GGUF's ("blk.0.attn_output.weight") -> ours
+** ("blk.0.attn_out.weight") with to_ours, else ours -> GGUF's. False if
+** the architecture has no such tensor.
+*/
+bool sm_gguf_tensor_name(const sm_config *c, const char *name, bool to_ours,
+                         char out[SM_NAME_MAX]);
+
+/* The ggml type of dtype dt (GGUF's numbering). */
+uint32_t sm_gguf_type_of(sm_dtype dt);
 
 /* GGUF's name for ggml type t ("Q4_K", ...), or "unknown". */
 const char *sm_gguf_type_name(uint32_t t);

@@ -26,19 +26,18 @@ const char *sm_gguf_type_name(uint32_t t) {
     return t < sizeof type_names / sizeof *type_names ? type_names[t] : "unknown";
 }
 
+/* The ggml type of each sm_dtype, in sm_dtype order. */
+static const uint32_t ggml_types[SM_DTYPE_COUNT] = {0, 1, 30, 8, 2, 12, 13, 14};
+
+uint32_t sm_gguf_type_of(sm_dtype dt) {
+    return ggml_types[dt];
+}
+
 /* smallmind's dtype for ggml type t, or SM_DTYPE_COUNT. */
 static sm_dtype dtype_of(uint32_t t) {
-    switch (t) {
-    case 0: return SM_DTYPE_F32;
-    case 1: return SM_DTYPE_F16;
-    case 30: return SM_DTYPE_BF16;
-    case 8: return SM_DTYPE_Q8_0;
-    case 2: return SM_DTYPE_Q4_0;
-    case 12: return SM_DTYPE_Q4_K;
-    case 13: return SM_DTYPE_Q5_K;
-    case 14: return SM_DTYPE_Q6_K;
-    default: return SM_DTYPE_COUNT;
-    }
+    int d = 0;
+    while (d < SM_DTYPE_COUNT && ggml_types[d] != t) d++;
+    return (sm_dtype)d;
 }
 
 bool sm_gguf_magic(const void *p, size_t n) {

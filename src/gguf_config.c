@@ -12,50 +12,55 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* GGUF's tensor names -> ours, per architecture (blk.N. prefixes kept). */
-static const char *const llama_names[][2] = {
-    {"token_embd.weight", "tok_embd"},       {"output_norm.weight", "norm_f.weight"},
-    {"output.weight", "output.weight"},      {"attn_norm.weight", "attn_norm.weight"},
-    {"attn_q.weight", "attn_q.weight"},      {"attn_k.weight", "attn_k.weight"},
-    {"attn_v.weight", "attn_v.weight"},      {"attn_qkv.weight", "attn_qkv.weight"},
-    {"attn_output.weight", "attn_out.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
-    {"ffn_gate.weight", "ffn_gate.weight"},  {"ffn_up.weight", "ffn_up.weight"},
-    {"ffn_down.weight", "ffn_down.weight"},  {"attn_q.bias", "attn_q.bias"},
-    {"attn_k.bias", "attn_k.bias"},          {"attn_v.bias", "attn_v.bias"},
+/*
+** GGUF's tensor names and ours, per architecture (after any "blk.N."
+** prefix); entries marked qkv_bias exist only in a model with Q/K/V biases.
+*/
+typedef struct {
+    const char *gguf, *ours;
+    bool qkv_bias;
+} name_pair;
+static const name_pair llama_names[] = {
+    {"token_embd.weight", "tok_embd", 0},        {"output_norm.weight", "norm_f.weight", 0},
+    {"output.weight", "output.weight", 0},       {"attn_norm.weight", "attn_norm.weight", 0},
+    {"attn_q.weight", "attn_q.weight", 0},       {"attn_k.weight", "attn_k.weight", 0},
+    {"attn_v.weight", "attn_v.weight", 0},       {"attn_qkv.weight", "attn_qkv.weight", 0},
+    {"attn_output.weight", "attn_out.weight", 0}, {"ffn_norm.weight", "ffn_norm.weight", 0},
+    {"ffn_gate.weight", "ffn_gate.weight", 0},   {"ffn_up.weight", "ffn_up.weight", 0},
+    {"ffn_down.weight", "ffn_down.weight", 0},   {"attn_q.bias", "attn_q.bias", 1},
+    {"attn_k.bias", "attn_k.bias", 1},           {"attn_v.bias", "attn_v.bias", 1},
 };
-static const char *const gpt2_names[][2] = {
-    {"token_embd.weight", "tok_embd"},         {"position_embd.weight", "pos_embd"},
-    {"output_norm.weight", "ln_f.weight"},     {"output_norm.bias", "ln_f.bias"},
-    {"output.weight", "output.weight"},        {"attn_norm.weight", "ln1.weight"},
-    {"attn_norm.bias", "ln1.bias"},            {"attn_qkv.weight", "attn_qkv.weight"},
-    {"attn_qkv.bias", "attn_qkv.bias"},        {"attn_output.weight", "attn_out.weight"},
-    {"attn_output.bias", "attn_out.bias"},     {"ffn_norm.weight", "ln2.weight"},
-    {"ffn_norm.bias", "ln2.bias"},             {"ffn_up.weight", "mlp_up.weight"},
-    {"ffn_up.bias", "mlp_up.bias"},            {"ffn_down.weight", "mlp_down.weight"},
-    {"ffn_down.bias", "mlp_down.bias"},
+static const name_pair gpt2_names[] = {
+    {"token_embd.weight", "tok_embd", 0},         {"position_embd.weight", "pos_embd", 0},
+    {"output_norm.weight", "ln_f.weight", 0},     {"output_norm.bias", "ln_f.bias", 0},
+    {"output.weight", "output.weight", 0},        {"attn_norm.weight", "ln1.weight", 0},
+    {"attn_norm.bias", "ln1.bias", 0},            {"attn_qkv.weight", "attn_qkv.weight", 0},
+    {"attn_qkv.bias", "attn_qkv.bias", 0},        {"attn_output.weight", "attn_out.weight", 0},
+    {"attn_output.bias", "attn_out.bias", 0},     {"ffn_norm.weight", "ln2.weight", 0},
+    {"ffn_norm.bias", "ln2.bias", 0},             {"ffn_up.weight", "mlp_up.weight", 0},
+    {"ffn_up.bias", "mlp_up.bias", 0},            {"ffn_down.weight", "mlp_down.weight", 0},
+    {"ffn_down.bias", "mlp_down.bias", 0},
 };
 
-/* Our name for GGUF tensor t, into out; false if the architecture has no such tensor. */
-static bool map_name(sm_arch arch, const sm_gguf_tensor *t, char out[SM_NAME_MAX]) {
-    char nm[SM_NAME_MAX];
-    memcpy(nm, t->name, t->name_len);
-    nm[t->name_len] = 0;
-    const char *rest = nm;
+bool sm_gguf_tensor_name(const sm_config *c, const char *name, bool to_ours, char out[SM_NAME_MAX]) {
+    const char *rest = name;
     int layer = -1, used = 0;
-    if (sscanf(nm, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
-        rest = nm + used;
+    if (sscanf(name, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
+        rest = name + used;
     else
         layer = -1;
-    bool llama = arch == SM_ARCH_LLAMA;
+    bool llama = c->arch == SM_ARCH_LLAMA;
     size_t n = llama ? sizeof llama_names / sizeof *llama_names : sizeof gpt2_names / sizeof *gpt2_names;
     for (size_t i = 0; i < n; i++) {
-        const char *const *e = llama ? llama_names[i] : gpt2_names[i];
-        bool per_layer = strncmp(e[0], "attn_", 5) == 0 || strncmp(e[0], "ffn_", 4) == 0;
-        if (per_layer != (layer >= 0) || strcmp(rest, e[0]) != 0) continue;
+        const name_pair *e = llama ? &llama_names[i] : &gpt2_names[i];
+        const char *from = to_ours ? e->gguf : e->ours, *to = to_ours ? e->ours : e->gguf;
+        bool per_layer = strncmp(e->gguf, "attn_", 5) == 0 || strncmp(e->gguf, "ffn_", 4) == 0;
+        if (per_layer != (layer >= 0) || strcmp(rest, from) != 0 || (e->qkv_bias && !c->qkv_bias))
+            continue;
         if (layer >= 0)
-            snprintf(out, SM_NAME_MAX, "blk.%d.%s", layer, e[1]);
+            snprintf(out, SM_NAME_MAX, "blk.%d.%s", layer, to);
         else
-            snprintf(out, SM_NAME_MAX, "%s", e[1]);
+            snprintf(out, SM_NAME_MAX, "%s", to);
         return true;
     }
     return false;
@@ -209,9 +214,9 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     for (size_t i = 0; i < g->n_tensors; i++) {
         const sm_gguf_tensor *t = &g->tensors[i];
         sm_tensor_desc *d = &cfg->tensors[i];
-        bool qkv_b = t->name_len > 12 && memcmp(t->name + t->name_len - 5, ".bias", 5) == 0 &&
-                     cfg->arch == SM_ARCH_LLAMA && !cfg->qkv_bias;
-        if (qkv_b || !map_name(cfg->arch, t, d->name))
+        char nm[SM_NAME_MAX];
+        snprintf(nm, sizeof nm, "%.*s", (int)t->name_len, t->name);
+        if (!sm_gguf_tensor_name(cfg, nm, true, d->name))
             return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %.*s is not part of a %s model "
                                 "smallmind runs", path, (int)t->name_len, t->name, arch);
         d->dtype = t->dtype;

@@ -173,40 +173,6 @@ static sm_status put_tokenizer(buf *b, size_t *n, const sm_tokenizer *t, const s
     return SM_OK;
 }
 
-static uint32_t ggml_type(sm_dtype dt) {
-    static const uint32_t map[SM_DTYPE_COUNT] = {0, 1, 30, 8, 2, 12, 13, 14};
-    return map[dt];
-}
-
-/* GGUF's name for our tensor (inverse of gguf_config.c's tables). */
-static void gguf_name(sm_arch arch, const char *ours, char out[SM_NAME_MAX]) {
-    static const char *const llama[][2] = {
-        {"tok_embd", "token_embd.weight"}, {"norm_f.weight", "output_norm.weight"},
-        {"attn_out.weight", "attn_output.weight"},
-    };
-    static const char *const gpt2[][2] = {
-        {"tok_embd", "token_embd.weight"}, {"pos_embd", "position_embd.weight"},
-        {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"},
-        {"ln1.weight", "attn_norm.weight"}, {"ln1.bias", "attn_norm.bias"},
-        {"attn_out.weight", "attn_output.weight"}, {"attn_out.bias", "attn_output.bias"},
-        {"ln2.weight", "ffn_norm.weight"}, {"ln2.bias", "ffn_norm.bias"},
-        {"mlp_up.weight", "ffn_up.weight"}, {"mlp_up.bias", "ffn_up.bias"},
-        {"mlp_down.weight", "ffn_down.weight"}, {"mlp_down.bias", "ffn_down.bias"},
-    };
-    int layer = -1, used = 0;
-    const char *rest = ours;
-    if (sscanf(ours, "blk.%d.%n", &layer, &used) == 1 && used > 0) rest = ours + used;
-    const char *const(*tab)[2] = arch == SM_ARCH_LLAMA ? llama : gpt2;
-    size_t nt = arch == SM_ARCH_LLAMA ? sizeof llama / sizeof *llama : sizeof gpt2 / sizeof *gpt2;
-    const char *g = rest;
-    for (size_t i = 0; i < nt; i++)
-        if (strcmp(rest, tab[i][0]) == 0) g = tab[i][1];
-    if (used > 0)
-        snprintf(out, SM_NAME_MAX, "blk.%d.%.100s", layer, g);
-    else
-        snprintf(out, SM_NAME_MAX, "%.120s", g);
-}
-
 typedef struct {
     char name[SM_NAME_MAX];
     int ndim;
@@ -282,7 +248,10 @@ sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err) {
             continue;
         }
         gtensor *g = &gt[nt++];
-        gguf_name(c.arch, d->name, g->name);
+        if (!sm_gguf_tensor_name(&c, d->name, false, g->name)) {
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has no GGUF name", dir, d->name);
+            goto done;
+        }
         g->ndim = d->ndim, g->dt = d->dtype, g->data = data, g->nbytes = d->nbytes;
         g->ne[0] = cols, g->ne[1] = d->ndim == 2 ? (uint64_t)d->shape[0] : 1;
     }
@@ -303,7 +272,7 @@ sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err) {
         put_str(&b, g->name, strlen(g->name));
         put_u32(&b, (uint32_t)g->ndim);
         for (int d = 0; d < g->ndim; d++) put_u64(&b, g->ne[d]);
-        put_u32(&b, ggml_type(g->dt));
+        put_u32(&b, sm_gguf_type_of(g->dt));
         put_u64(&b, g->off);
     }
     if (b.nomem) {
