@@ -292,20 +292,24 @@ static sm_status write_quantized(qwriter *q, const otensor *t, sm_dtype dt, size
 }
 
 /* Tensor t (rows of C; a vector's rows are 1 wide) as f32, f16 or bf16 into f, through row and half. */
+sm_status sm_convert_plain_row(const otensor *t, int k, int64_t r, int64_t orow, sm_dtype dt,
+                               float *row, void *out, sm_error *err) {
+    sm_convert_part_row(&t->parts[k], r, row);
+    size_t C = (size_t)(t->cols ? t->cols : 1);
+    if (dt != SM_DTYPE_F32) return narrow_row(out, row, C, dt, t->name, orow, err);
+    if (out != row) memcpy(out, row, C * sizeof *row);
+    return SM_OK;
+}
+
 static sm_status write_plain(const otensor *t, sm_dtype dt, size_t C, float *row, uint16_t *half,
                              FILE *f, const char *path, sm_error *err) {
     int64_t orow = 0; /* output row, over the parts */
     sm_status st = SM_OK;
+    void *out = dt == SM_DTYPE_F32 ? (void *)row : (void *)half;
     for (int k = 0; k < t->n_parts && !st; k++)
-        for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++) {
-            sm_convert_part_row(&t->parts[k], r, row);
-            if (dt == SM_DTYPE_F32) {
-                st = write_all(f, row, C * 4, path, err);
-                continue;
-            }
-            st = narrow_row(half, row, C, dt, t->name, orow, err);
-            if (!st) st = write_all(f, half, C * 2, path, err);
-        }
+        for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++)
+            if (!(st = sm_convert_plain_row(t, k, r, orow, dt, row, out, err)))
+                st = write_all(f, out, C * sm_dtype_row_bytes(dt, 1), path, err);
     return st;
 }
 

@@ -76,6 +76,13 @@ void sm_convert_add_whole(plan *pl, const char *name, int64_t rows, int64_t cols
 void sm_convert_plan_free(plan *pl);
 /* Output row r of part pt (cols elements, or one element for vectors) as f32 into out. */
 void sm_convert_part_row(const part *pt, int64_t r, float *out);
+/*
+** Row r of part k of t in dt (f32, f16 or bf16) into out, through row (f32,
+** the row's length; out may be row itself for f32); orow, its row in t,
+** names it when a weight is past f16's range.
+*/
+sm_status sm_convert_plain_row(const otensor *t, int k, int64_t r, int64_t orow, sm_dtype dt,
+                               float *row, void *out, sm_error *err);
 
 /* Writes smallmind directory dir as the GGUF v3 file out (export_gguf.c), complete or absent. */
 sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err);

@@ -12,7 +12,6 @@
 */
 #include "convert_internal.h"
 
-#include "sm_half.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,21 +45,16 @@ static bool in_place(const otensor *t) {
            (uintptr_t)p->src % elem_bytes(p->dt) == 0;
 }
 
-/* Tensor t made into dst (rows x cols of dt): each part's rows through f32 (exact both ways). */
-static void make(const otensor *t, sm_dtype dt, unsigned char *dst, float *row) {
-    size_t C = (size_t)(t->cols ? t->cols : 1), o = 0;
-    for (int k = 0; k < t->n_parts; k++)
-        for (int64_t r = 0; r < t->parts[k].rows; r++) {
-            sm_convert_part_row(&t->parts[k], r, row);
-            for (size_t c = 0; c < C; c++, o++) {
-                if (dt == SM_DTYPE_F32) {
-                    memcpy(dst + 4 * o, &row[c], 4);
-                } else {
-                    uint16_t h = dt == SM_DTYPE_F16 ? sm_f32_to_f16(row[c]) : sm_f32_to_bf16(row[c]);
-                    memcpy(dst + 2 * o, &h, 2);
-                }
-            }
-        }
+/* Tensor t made into dst (rows x cols of dt) by convert's row writer (exact: the values are
+** 16-bit or f32 sources' own). */
+static sm_status make(const otensor *t, sm_dtype dt, unsigned char *dst, float *row, sm_error *err) {
+    size_t rb = (size_t)(t->cols ? t->cols : 1) * elem_bytes(dt);
+    int64_t orow = 0;
+    sm_status st = SM_OK;
+    for (int k = 0; k < t->n_parts && !st; k++)
+        for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++)
+            st = sm_convert_plain_row(t, k, r, orow, dt, row, dst + (size_t)orow * rb, err);
+    return st;
 }
 
 sm_status sm_convert_open_hf(const char *dir, bool weights, sm_hf_dir **out, sm_config *cfg,
@@ -119,7 +113,10 @@ sm_status sm_convert_open_hf(const char *dir, bool weights, sm_hf_dir **out, sm_
             d[i] = t->parts[0].src;
             continue;
         }
-        make(t, cfg->tensors[i].dtype, h->block + at, row);
+        if ((st = make(t, cfg->tensors[i].dtype, h->block + at, row, err))) {
+            free(row), free(d);
+            goto fail;
+        }
         d[i] = h->block + at;
         at += (cfg->tensors[i].nbytes + 63) & ~(size_t)63;
     }
