@@ -31,41 +31,34 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include "avx2_quant.h"
 
+/* The vector type of the flavour: 512-bit for AVX512-VNNI, else 256-bit; VOP(op) its intrinsic. */
 #if SM_QFLAVOUR == 2
 enum { GV = 16, GNV = 2 };
 typedef __m512i gvi;
 typedef __m512 gvf;
+#define VOP(op) _mm512_##op
 static AI gvi g_zero(void) { return _mm512_setzero_si512(); }
 static AI gvi g_dot(gvi a, gvi u, gvi s) { return _mm512_dpbusd_epi32(a, u, s); }
-static AI gvi g_bcast(int32_t v) { return _mm512_set1_epi32(v); }
 static AI gvi g_load(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
-static AI gvf g_cvt(gvi v) { return _mm512_cvtepi32_ps(v); }
-static AI gvf g_loadf(const float *p) { return _mm512_loadu_ps(p); }
-static AI void g_storef(float *p, gvf v) { _mm512_storeu_ps(p, v); }
-static AI gvf g_set1f(float v) { return _mm512_set1_ps(v); }
-static AI gvf g_zerof(void) { return _mm512_setzero_ps(); }
-static AI gvf g_mul(gvf a, gvf b) { return _mm512_mul_ps(a, b); }
-static AI gvf g_add(gvf a, gvf b) { return _mm512_add_ps(a, b); }
-static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return _mm512_fmadd_ps(a, b, c); }
-static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return _mm512_fnmadd_ps(a, b, c); }
 #else
 enum { GV = 8, GNV = 1 };
 typedef __m256i gvi;
 typedef __m256 gvf;
+#define VOP(op) _mm256_##op
 static AI gvi g_zero(void) { return _mm256_setzero_si256(); }
 static AI gvi g_dot(gvi a, gvi u, gvi s) { return dot_u8s8(a, u, s); }
-static AI gvi g_bcast(int32_t v) { return _mm256_set1_epi32(v); }
 static AI gvi g_load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
-static AI gvf g_cvt(gvi v) { return _mm256_cvtepi32_ps(v); }
-static AI gvf g_loadf(const float *p) { return _mm256_loadu_ps(p); }
-static AI void g_storef(float *p, gvf v) { _mm256_storeu_ps(p, v); }
-static AI gvf g_set1f(float v) { return _mm256_set1_ps(v); }
-static AI gvf g_zerof(void) { return _mm256_setzero_ps(); }
-static AI gvf g_mul(gvf a, gvf b) { return _mm256_mul_ps(a, b); }
-static AI gvf g_add(gvf a, gvf b) { return _mm256_add_ps(a, b); }
-static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return _mm256_fmadd_ps(a, b, c); }
-static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return _mm256_fnmadd_ps(a, b, c); }
 #endif
+static AI gvi g_bcast(int32_t v) { return VOP(set1_epi32)(v); }
+static AI gvf g_cvt(gvi v) { return VOP(cvtepi32_ps)(v); }
+static AI gvf g_loadf(const float *p) { return VOP(loadu_ps)(p); }
+static AI void g_storef(float *p, gvf v) { VOP(storeu_ps)(p, v); }
+static AI gvf g_set1f(float v) { return VOP(set1_ps)(v); }
+static AI gvf g_zerof(void) { return VOP(setzero_ps)(); }
+static AI gvf g_mul(gvf a, gvf b) { return VOP(mul_ps)(a, b); }
+static AI gvf g_add(gvf a, gvf b) { return VOP(add_ps)(a, b); }
+static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return VOP(fmadd_ps)(a, b, c); }
+static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return VOP(fnmadd_ps)(a, b, c); }
 
 enum {
     GMR = 4,                          /* tokens per micro-kernel call */
