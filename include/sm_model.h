@@ -33,10 +33,11 @@ void sm_model_free(sm_model *m);
 const sm_config *sm_model_config(const sm_model *m);
 
 /*
-** Bytes of weights made at load for a Hugging Face directory (tensors that
-** needed a transpose or permutation); 0 when every tensor is used in place.
+** Whether the model is a Hugging Face directory run in place; *made_bytes
+** then gets the bytes of weights made at load (tensors that needed a
+** transpose, or widening), 0 when every tensor is used in place.
 */
-size_t sm_model_made_bytes(const sm_model *m);
+bool sm_model_hf_made(const sm_model *m, size_t *made_bytes);
 
 /* The GGUF file the model was loaded from (its metadata), or NULL for a directory. */
 const struct sm_gguf *sm_model_gguf(const sm_model *m);

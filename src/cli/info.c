@@ -4,7 +4,6 @@
 */
 #include "cli.h"
 #include "sm_gguf.h"
-#include "sm_convert.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -75,10 +74,10 @@ int cli_info(const cli_opts *o) {
            sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
            types, c->n_files, c->n_files == 1 ? "" : "s",
            o->no_mmap ? "read into memory" : "memory-mapped");
-    if (sm_model_made_bytes(r.model) || sm_convert_is_hf_dir(o->model))
+    size_t made;
+    if (sm_model_hf_made(r.model, &made))
         printf("made at load: %zu bytes (%.2f MiB) of tensors transposed or widened from the "
-               "source; the rest used in place\n", sm_model_made_bytes(r.model),
-               (double)sm_model_made_bytes(r.model) / (1 << 20));
+               "source; the rest used in place\n", made, (double)made / (1 << 20));
     printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.model) /
                                        (double)sm_model_params(r.model));
     printf("kernels:      %s\n", r.kernels->name);

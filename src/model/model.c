@@ -72,8 +72,9 @@ const struct sm_gguf *sm_model_gguf(const sm_model *m) {
     return m->gguf.base ? &m->gguf : NULL;
 }
 
-size_t sm_model_made_bytes(const sm_model *m) {
-    return m->made_bytes;
+bool sm_model_hf_made(const sm_model *m, size_t *made_bytes) {
+    *made_bytes = m->made_bytes;
+    return m->hf != NULL;
 }
 
 size_t sm_model_weight_bytes(const sm_model *m) {
