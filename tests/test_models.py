@@ -190,20 +190,26 @@ def in_place(smbin, hf, converted, text, label):
           p.stdout.decode()[-300:] + p.stderr.decode())
 
 
+def write_llama_family_dir(torch, hf, W, model_type, L, H, KVH, C, F, V, ctx, eps, theta, **extra):
+    """A Hugging Face Llama-family directory: W as model.safetensors, a tied config.json
+    (GPT-2's bos/eos ids, for the tokenizer the tests link beside it)."""
+    os.makedirs(hf)
+    write_safetensors(os.path.join(hf, "model.safetensors"), W, torch)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump({"model_type": model_type, "hidden_size": C, "intermediate_size": F, "num_hidden_layers": L,
+                   "num_attention_heads": H, "num_key_value_heads": KVH, "max_position_embeddings": ctx,
+                   "vocab_size": V, "rms_norm_eps": eps, "rope_theta": theta, "tie_word_embeddings": True,
+                   "hidden_act": "silu", "bos_token_id": 50256, "eos_token_id": 50256, **extra}, f)
+
+
 def test_llama_hf_in_place(torch, smbin, tmp, tiny, dtype):
-    """A Llama directory with GPT-2's vocab.json + merges.txt, run in place (its Q and K rows
-    permuted and fused with V at load) against its conversion."""
+    """A Llama directory with GPT-2's vocab.json + merges.txt, run in place (Q, K and V as stored,
+    rotated by halves) and converted (rows permuted into pairs), both against PyTorch."""
     L, H, KVH, C, F, V, ctx = 2, 4, 2, 32, 64, 50257, 64
     hd = C // H
     W = llama_hf_weights(torch, 11, L, H, KVH, hd, C, F, V, dtype, tied=True)
     hf = os.path.join(tmp, f"hf-llama-gpt2tok-{str(dtype)[6:]}")
-    os.makedirs(hf)
-    write_safetensors(os.path.join(hf, "model.safetensors"), W, torch)
-    with open(os.path.join(hf, "config.json"), "w") as f:
-        json.dump({"model_type": "llama", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": L,
-                   "num_attention_heads": H, "num_key_value_heads": KVH, "max_position_embeddings": ctx,
-                   "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
-                   "hidden_act": "silu", "bos_token_id": 50256, "eos_token_id": 50256}, f)
+    write_llama_family_dir(torch, hf, W, "llama", L, H, KVH, C, F, V, ctx, 1e-5, 10000.0)
     out = with_gpt2_tokenizer_converted(smbin, tiny, hf, f"convert HF Llama with GPT-2's tokenizer ({dtype})")
     if not out:
         return
@@ -237,14 +243,8 @@ def test_qwen2(torch, smbin, tmp, tiny, dtype):
         for n, r in (("q", H * hd), ("k", KVH * hd), ("v", KVH * hd)):
             W[f"model.layers.{l}.self_attn.{n}_proj.bias"] = (torch.randn(r, generator=g) * 0.3).to(dtype)
     hf = os.path.join(tmp, f"hf-qwen2-{str(dtype)[6:]}")
-    os.makedirs(hf)
-    write_safetensors(os.path.join(hf, "model.safetensors"), W, torch)
-    with open(os.path.join(hf, "config.json"), "w") as f:
-        json.dump({"model_type": "qwen2", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": L,
-                   "num_attention_heads": H, "num_key_value_heads": KVH, "max_position_embeddings": ctx,
-                   "vocab_size": V, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True,
-                   "hidden_act": "silu", "use_sliding_window": False, "bos_token_id": 50256,
-                   "eos_token_id": 50256}, f)
+    write_llama_family_dir(torch, hf, W, "qwen2", L, H, KVH, C, F, V, ctx, 1e-6, 1000000.0,
+                           use_sliding_window=False)
     for n in ("vocab.json", "merges.txt"):
         os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
     text = "Once upon a time, a little dog found a big red ball."
