@@ -1,6 +1,7 @@
 # smallmind -- build, test and run.
 #
-#   make            build build/smallmind (installs libcjson-dev via apt when run as root)
+#   make            build build/smallmind (installs libcjson-dev, libpcre2-dev and libutf8proc-dev
+#                   via apt when run as root)
 #   make run        build, then generate from the default model
 #   make test       unit tests, NumPy reference checks and CLI tests
 #   make asan       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -21,16 +22,19 @@ DESTDIR ?=
 PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 ARCH    := $(shell uname -m)
 
+# Libraries found with pkg-config (their Debian packages in DEBS, installed as root by make).
+PKGS    := libcjson libpcre2-8 libutf8proc
+DEBS    := libcjson-dev libpcre2-dev libutf8proc-dev pkg-config
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
            -Wformat=2 -Wvla
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -Iinclude -Isrc \
-             $(shell pkg-config --cflags libcjson 2>/dev/null)
-LDLIBS  = $(shell pkg-config --libs libcjson 2>/dev/null) -lpthread -lm
+             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
 LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/gguf.c src/gguf_config.c src/pool.c src/quant.c \
-           src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/unicode_tables.c src/sampler.c \
+           src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/pretok.c src/tokenizer/hf.c src/tokenizer/unicode_tables.c src/sampler.c \
            src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c src/kernels/quant_ref.c \
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \
            src/convert/convert.c src/convert/convert_hf.c src/convert/hf_tokenizer.c src/convert/export_gguf.c src/convert/open_hf.c
@@ -55,15 +59,15 @@ DEPSOK   := $(BUILD)/.deps-ok
 
 all: $(BIN)
 
-# libcjson-dev (and pkg-config) are the only build dependencies.
+# The build dependencies: the libraries in PKGS (cJSON, PCRE2, utf8proc) and pkg-config.
 $(DEPSOK):
 	@mkdir -p $(BUILD)
-	@if ! pkg-config --exists libcjson 2>/dev/null; then \
+	@if ! pkg-config --exists $(PKGS) 2>/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing libcjson-dev and pkg-config with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libcjson-dev pkg-config >/dev/null || exit 1; \
+	    echo "installing $(DEBS) with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBS) >/dev/null || exit 1; \
 	  else \
-	    echo "smallmind needs cJSON: sudo apt-get install libcjson-dev pkg-config" >&2; exit 1; \
+	    echo "smallmind needs: sudo apt-get install $(DEBS)" >&2; exit 1; \
 	  fi; \
 	fi
 	@touch $@

@@ -18,6 +18,7 @@
 #define SM_MAX_DIMS 4
 #define SM_MAX_TENSORS 65536
 #define SM_MAX_FILES 16
+#define SM_MAX_STOP 8 /* end-of-generation ids besides eos */
 #define SM_NAME_MAX 128
 #define SM_FILE_NAME_MAX 128
 #define SM_CONFIG_MAX_BYTES (64u << 20) /* config.json larger than this is refused */
@@ -27,7 +28,8 @@ typedef enum { SM_ACT_GELU_TANH = 0, SM_ACT_GELU_ERF, SM_ACT_SILU } sm_activatio
 typedef enum {
     SM_TOKENIZER_BYTE = 0,      /* 256 ids, id = byte */
     SM_TOKENIZER_SENTENCEPIECE, /* scored pieces with byte fallback (llama2.c tokenizer.bin) */
-    SM_TOKENIZER_GPT2           /* byte-level BPE (vocab.json + merges.txt) */
+    SM_TOKENIZER_GPT2,          /* byte-level BPE (vocab.json + merges.txt) */
+    SM_TOKENIZER_HF             /* a Hugging Face tokenizer.json as it is */
 } sm_tokenizer_type;
 
 typedef struct sm_tensor_desc {
@@ -61,9 +63,15 @@ typedef struct sm_config {
                          (a directory run in place; not written to config.json) */
     bool qkv_bias;    /* llama family: biases on the Q, K and V projections (Qwen 2; run
                          in place, not written to config.json) */
+    bool qk_norm;     /* llama family: RMSNorm over each head of Q and K before RoPE (Qwen 3) */
+    /* rotary scaling of type llama3 (Llama 3.1/3.2): rope_factor 0 for none */
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int rope_orig_ctx;
     sm_tokenizer_type tokenizer;
-    char tok_file[2][SM_FILE_NAME_MAX]; /* sentencepiece: [0]; gpt2: vocab, merges */
+    char tok_file[2][SM_FILE_NAME_MAX]; /* sentencepiece, huggingface: [0]; gpt2: vocab, merges */
     int32_t tok_bos, tok_eos;           /* -1 when the tokenizer has none */
+    int32_t tok_stop[SM_MAX_STOP];      /* more ids that end generation (an eos_token_id list) */
+    int n_stop;
     int n_files;
     char files[SM_MAX_FILES][SM_FILE_NAME_MAX];
     size_t n_tensors;

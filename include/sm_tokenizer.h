@@ -13,6 +13,15 @@
 **                  pre-tokenizer pattern splits the text (Unicode classes
 **                  from generated tables), then each word's bytes merge by
 **                  merge rank.
+**   huggingface    a Hugging Face tokenizer.json read as it is: BPE over
+**                  bytes or characters (byte fallback), its normalizers
+**                  (NFC, NFKC, replace, prepend), pre-tokenizer (regex
+**                  splits with PCRE2, ByteLevel, Digits, Metaspace), added
+**                  tokens, ignore_merges and post-processor. A GGUF "gpt2"
+**                  vocabulary with its tokenizer.ggml.pre runs on the same
+**                  machinery.
+** Added tokens (special ones when parse_special is set) are matched in the
+** text first, leftmost and then longest.
 ** Any input bytes are representable (invalid UTF-8 goes through as bytes)
 ** and decoding returns the exact bytes of each token. Work memory is
 ** allocated when the tokenizer is loaded: encoding never allocates.
@@ -29,12 +38,17 @@
 
 typedef struct sm_tok_work sm_tok_work;
 typedef struct sm_tok_merge sm_tok_merge;
+typedef struct sm_tok_pre sm_tok_pre;
 
 typedef struct sm_tokenizer {
     sm_tokenizer_type type;
     int n_vocab;        /* ids the tokenizer produces: 0..n_vocab-1 */
     int32_t bos, eos;   /* -1 when the tokenizer has none */
     int32_t eot;        /* end of turn (GGUF tokenizer.ggml.eot_token_id), ends generation too; or -1 */
+    int32_t stop[SM_MAX_STOP]; /* more ids that end generation: the config's eos list, and the
+                                  control tokens written as ends of turn (<|eot_id|>, <|im_end|>,
+                                  <end_of_turn>, <|end|>, <|eom_id|>) */
+    int n_stop;
     bool add_bos;       /* encodings start with bos (sentencepiece) */
     bool add_eos;       /* encodings end with eos (GGUF add_eos_token) */
     bool parse_special; /* encode turns the text of bos/eos tokens into their ids */
@@ -51,6 +65,21 @@ typedef struct sm_tokenizer {
     int32_t byte_id[256]; /* the token of each single byte (-1: none) */
     int32_t space_id;     /* sentencepiece: the " " piece, prefixed to the text */
     sm_tok_work *work;    /* encode's scratch */
+    /* ranked-merge BPE (gpt2 and huggingface kinds) */
+    sm_tok_pre *pre;      /* normalizers and pre-tokenizer steps (owned) */
+    bool byte_level;      /* words start as bytes (GPT-2's alphabet); else as characters,
+                             with <0xNN> byte fallback or unk for those not in the vocabulary */
+    bool ignore_merges;   /* a word that is a token is that token (Llama 3) */
+    bool space_prefix;    /* sentencepiece: a space before the text (false: Gemma) */
+    int32_t unk;          /* character-level: the unknown token, or -1 */
+    char *shown;          /* pieces as decoding shows them where that differs from text */
+    uint32_t *shown_off;  /* (n_vocab + 1), like off; NULL with shown */
+    /* added tokens (control and user pieces), matched in text before anything else */
+    int32_t *added_map;   /* open-addressed: text -> id */
+    uint32_t added_mask;
+    uint64_t added_len[256]; /* bit l - 1: some added token of l <= 64 bytes starts with this byte */
+    int32_t *added_long;  /* the added tokens longer than 64 bytes */
+    size_t n_added_long;
 } sm_tokenizer;
 
 /*
@@ -98,6 +127,9 @@ sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir,
 */
 size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_t *out,
                            size_t cap);
+
+/* Whether generating id ends the text: eos, eot or one of stop. */
+bool sm_tokenizer_is_end(const sm_tokenizer *t, int32_t id);
 
 /* The bytes of token id (not NUL-terminated); length 0 for ids it lacks and control tokens. */
 const char *sm_tokenizer_piece(const sm_tokenizer *t, int32_t id, size_t *len);

@@ -196,7 +196,7 @@ def faults():
     add("tensor_name_twice", lambda m: m.tensors[2].update(name="output_norm.weight", dims=(32,)), "tensor name output_norm.weight appears twice")
     add("truncated", lambda m: setattr(m, "tail", len(m.bytes()) // 20), "truncated in")
     add("no_architecture", lambda m: drop_meta(m, "general.architecture"), "general.architecture is missing")
-    add("architecture_qwen3", lambda m: set_meta(m, "general.architecture", STR, "qwen3"), "architecture qwen3 is not supported")
+    add("architecture_mamba", lambda m: set_meta(m, "general.architecture", STR, "mamba"), "architecture mamba is not supported")
     add("no_block_count", lambda m: drop_meta(m, "llama.block_count"), "llama.block_count is missing")
     add("head_count_string", lambda m: set_meta(m, "llama.attention.head_count", STR, "4"), "llama.attention.head_count is a string, expected an integer")
     add("block_count_zero", lambda m: set_meta(m, "llama.block_count", U32, 0), "llama.block_count is 0, expected 1 to 1024")

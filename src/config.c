@@ -45,8 +45,8 @@ sm_dtype sm_dtype_parse(const char *name) {
 }
 
 const char *sm_tokenizer_type_name(sm_tokenizer_type t) {
-    static const char *const types[] = {"byte", "sentencepiece", "gpt2"};
-    return (unsigned)t <= SM_TOKENIZER_GPT2 ? types[t] : "?";
+    static const char *const types[] = {"byte", "sentencepiece", "gpt2", "huggingface"};
+    return (unsigned)t <= SM_TOKENIZER_HF ? types[t] : "?";
 }
 
 const char *sm_arch_name(sm_arch a) {
@@ -285,8 +285,8 @@ static sm_status parse_tokenizer(pctx *pc, const cJSON *root, sm_config *cfg) {
         cfg->tokenizer = SM_TOKENIZER_BYTE;
         return check_keys(pc, tok, "tokenizer", byte_keys);
     }
-    if (strcmp(type, "sentencepiece") == 0) {
-        cfg->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
+    if (strcmp(type, "sentencepiece") == 0 || strcmp(type, "huggingface") == 0) {
+        cfg->tokenizer = type[0] == 's' ? SM_TOKENIZER_SENTENCEPIECE : SM_TOKENIZER_HF;
         if ((st = check_keys(pc, tok, "tokenizer", sp_keys)) ||
             (st = tok_file(pc, tok, "file", cfg->tok_file[0])))
             return st;
@@ -299,7 +299,7 @@ static sm_status parse_tokenizer(pctx *pc, const cJSON *root, sm_config *cfg) {
     } else {
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
                             "%s: unsupported tokenizer.type \"%s\" (supported: byte, "
-                            "sentencepiece, gpt2)",
+                            "sentencepiece, gpt2, huggingface)",
                             pc->path, type);
     }
     if ((st = tok_id(pc, tok, "bos", &cfg->tok_bos)) || (st = tok_id(pc, tok, "eos", &cfg->tok_eos)))
@@ -578,7 +578,7 @@ static bool add_heads(cJSON *root, const sm_config *c) {
 static bool add_tokenizer(cJSON *tok, const sm_config *c) {
     bool ok = cJSON_AddStringToObject(tok, "type", sm_tokenizer_type_name(c->tokenizer));
     if (c->tokenizer == SM_TOKENIZER_BYTE) return ok;
-    if (c->tokenizer == SM_TOKENIZER_SENTENCEPIECE)
+    if (c->tokenizer == SM_TOKENIZER_SENTENCEPIECE || c->tokenizer == SM_TOKENIZER_HF)
         ok = ok && cJSON_AddStringToObject(tok, "file", c->tok_file[0]);
     else
         ok = ok && cJSON_AddStringToObject(tok, "vocab", c->tok_file[0]) &&

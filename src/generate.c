@@ -91,7 +91,7 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
                             "stopping (check the weights)",
                             q->stats.n_prompt + q->stats.n_generated);
     }
-    if (next == q->tok->eos || next == q->tok->bos || next == q->tok->eot) {
+    if (sm_tokenizer_is_end(q->tok, next) || next == q->tok->bos) {
         seq_end(q, SM_FINISH_EOS);
         return SM_OK;
     }

@@ -14,11 +14,13 @@
 
 /*
 ** GGUF's tensor names and ours, per architecture (after any "blk.N."
-** prefix); entries marked qkv_bias exist only in a model with Q/K/V biases.
+** prefix); entries marked NEED_BIAS exist only in a model with Q/K/V
+** biases, NEED_NORM only in one with Q/K norms.
 */
+enum { NEED_BIAS = 1, NEED_NORM = 2 };
 typedef struct {
     const char *gguf, *ours;
-    bool qkv_bias;
+    int needs;
 } name_pair;
 static const name_pair llama_names[] = {
     {"token_embd.weight", "tok_embd", 0},        {"output_norm.weight", "norm_f.weight", 0},
@@ -29,6 +31,9 @@ static const name_pair llama_names[] = {
     {"ffn_gate.weight", "ffn_gate.weight", 0},   {"ffn_up.weight", "ffn_up.weight", 0},
     {"ffn_down.weight", "ffn_down.weight", 0},   {"attn_q.bias", "attn_q.bias", 1},
     {"attn_k.bias", "attn_k.bias", 1},           {"attn_v.bias", "attn_v.bias", 1},
+    {"attn_q_norm.weight", "attn_q_norm.weight", NEED_NORM},
+    {"attn_k_norm.weight", "attn_k_norm.weight", NEED_NORM},
+    {"rope_freqs.weight", "rope_freqs", 0},
 };
 static const name_pair gpt2_names[] = {
     {"token_embd.weight", "tok_embd", 0},         {"position_embd.weight", "pos_embd", 0},
@@ -55,7 +60,8 @@ bool sm_gguf_tensor_name(const sm_config *c, const char *name, bool to_ours, cha
         const name_pair *e = llama ? &llama_names[i] : &gpt2_names[i];
         const char *from = to_ours ? e->gguf : e->ours, *to = to_ours ? e->ours : e->gguf;
         bool per_layer = strncmp(e->gguf, "attn_", 5) == 0 || strncmp(e->gguf, "ffn_", 4) == 0;
-        if (per_layer != (layer >= 0) || strcmp(rest, from) != 0 || (e->qkv_bias && !c->qkv_bias))
+        if (per_layer != (layer >= 0) || strcmp(rest, from) != 0 ||
+            (e->needs == NEED_BIAS && !c->qkv_bias) || (e->needs == NEED_NORM && !c->qk_norm))
             continue;
         if (layer >= 0)
             snprintf(out, SM_NAME_MAX, "blk.%d.%s", layer, to);
@@ -126,17 +132,20 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     if (!found) return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(al < 63 ? al : 63), a);
-    if (strcmp(arch, "llama") == 0 || strcmp(arch, "qwen2") == 0)
+    bool qwen = strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
+    if (strcmp(arch, "llama") == 0 || qwen)
         cfg->arch = SM_ARCH_LLAMA;
     else if (strcmp(arch, "gpt2") == 0)
         cfg->arch = SM_ARCH_GPT2;
     else
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "%s: architecture %s is not supported (supported: llama, qwen2, gpt2)", path,
+                            "%s: architecture %s is not supported (supported: llama, qwen2, qwen3, gpt2)", path,
                             arch);
-    /* qwen2: Q and K rows as Hugging Face stores them (pairs i, i + hd/2), biases on Q, K, V */
-    cfg->rope_halves = strcmp(arch, "qwen2") == 0;
-    cfg->qkv_bias = cfg->rope_halves && sm_gguf_tensor_find(g, "blk.0.attn_q.bias");
+    /* qwen2/3: Q and K rows as Hugging Face stores them (pairs i, i + hd/2); qwen2 has biases on
+       Q, K, V, qwen3 norms each head of Q and K */
+    cfg->rope_halves = qwen;
+    cfg->qkv_bias = qwen && sm_gguf_tensor_find(g, "blk.0.attn_q.bias");
+    cfg->qk_norm = qwen && sm_gguf_tensor_find(g, "blk.0.attn_q_norm.weight");
     bool llama = cfg->arch == SM_ARCH_LLAMA;
     const sm_gguf_tensor *te = sm_gguf_tensor_find(g, "token_embd.weight");
     if (!te || te->ndim != 2)

@@ -16,8 +16,8 @@
   1e-4 (it computes in f32 on the dequantized weights), the SIMD tables to
   0.05 (they round activations to 8 bits for quantized weights).
 - ../shared/models/llamacpp-vocab: `tokenize --no-bos` equals every line of
-  llama.cpp's expected ids for the pre-tokenizers smallmind has (llama-spm,
-  gpt-2, phi-3); the others are refused naming tokenizer.ggml.pre.
+  llama.cpp's expected ids for each vocabulary (llama-spm, gpt-2, phi-3,
+  deepseek-llm, falcon, starcoder: their tokenizer.ggml.pre regex splits).
 - scripts/make_gguf.py's tiny Llama (a q8_0 matrix among f32) and GPT-2: the
   same PyTorch check, and the GPT-2 merges applied as written; the Llama as
   a version-2 file scores as the version-3 one.
@@ -194,13 +194,6 @@ def vocab_files(smbin, vdir):
             continue
         texts = open(path + ".inp", encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
         outs = open(path + ".out").read().split("\n")
-        if name in ("deepseek-llm", "falcon", "starcoder"):
-            p = run([smbin, "tokenize", "-m", path, "-p", "x"])
-            err = p.stderr.decode()
-            report(p.returncode == 1 and f"tokenizer.ggml.pre {name} is not supported" in err,
-                     f"vocab {name}: refused, naming tokenizer.ggml.pre (its pre-tokenizer comes with "
-                     "issue 19)", err)
-            continue
         bad = []
         for i, text in enumerate(texts[: len(outs)]):
             p = run([smbin, "tokenize", "-m", path, "--no-bos", "-p", text])

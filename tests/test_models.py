@@ -259,11 +259,19 @@ def test_qwen2(torch, smbin, tmp, tiny, dtype):
     if os.path.exists(qtok):  # its real tokenizer.json beside vocab.json: GPT-2's pattern is not Qwen's
         os.symlink(os.path.abspath(qtok), os.path.join(hf, "tokenizer.json"))
         p = run([smbin, "generate", "-m", hf, "-p", "x", "-n", "1"])
-        check(p.returncode == 1 and b"tokenizer.json" in p.stderr and p.stderr.count(b"\n") == 1,
-              "HF Qwen 2 with Qwen 2.5's tokenizer.json: refused, naming it (its pre-tokenizer arrives "
-              "with PCRE2), not run with GPT-2's pattern", p.stderr.decode())
+        check(p.returncode == 1 and b"tokenizer.json: 151665 tokens" in p.stderr and p.stderr.count(b"\n") == 1,
+              "HF Qwen 2 with Qwen 2.5's tokenizer.json beside vocab.json: tokenizer.json is the one read "
+              "(refused here, naming it: 151,665 tokens for 50,257 rows), not GPT-2's pattern", p.stderr.decode())
         os.unlink(os.path.join(hf, "tokenizer.json"))
-    # the same model as a GGUF qwen2 file
+    gguf_family(torch, smbin, W, tiny, "qwen2", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-6, 1000000.0, text, ref,
+                f"GGUF qwen2 ({str(dtype)[6:]}) in place")
+
+
+def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, theta, text, ref, label,
+                meta=(), extra=()):
+    """W (Hugging Face names) written as a GGUF file of llama.cpp's layout for arch (Q and K rows
+    permuted into rotary pairs for llama, as its converter does; as stored for qwen2/qwen3), with
+    tiny-gpt2's tokenizer and extra tensors (GGUF names), scored against ref."""
     sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
     import make_gguf as mg
     with open(os.path.join(tiny, "vocab.json"), encoding="utf-8") as f:
@@ -273,37 +281,130 @@ def test_qwen2(torch, smbin, tmp, tiny, dtype):
         toks[i] = t
     with open(os.path.join(tiny, "merges.txt"), encoding="utf-8") as f:
         merges = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#version")]
-    meta = [("general.architecture", mg.STR, "qwen2"), ("qwen2.context_length", mg.U32, ctx),
-            ("qwen2.embedding_length", mg.U32, C), ("qwen2.feed_forward_length", mg.U32, F),
-            ("qwen2.block_count", mg.U32, L), ("qwen2.attention.head_count", mg.U32, H),
-            ("qwen2.attention.head_count_kv", mg.U32, KVH), ("qwen2.rope.freq_base", mg.F32, 1000000.0),
-            ("qwen2.attention.layer_norm_rms_epsilon", mg.F32, 1e-6), ("tokenizer.ggml.model", mg.STR, "gpt2"),
-            ("tokenizer.ggml.pre", mg.STR, "gpt-2"), ("tokenizer.ggml.tokens", mg.ARR, (mg.STR, toks)),
-            ("tokenizer.ggml.merges", mg.ARR, (mg.STR, merges)),
-            ("tokenizer.ggml.bos_token_id", mg.U32, 50256), ("tokenizer.ggml.eos_token_id", mg.U32, 50256)]
+    md = [("general.architecture", mg.STR, arch), (f"{arch}.context_length", mg.U32, ctx),
+          (f"{arch}.embedding_length", mg.U32, C), (f"{arch}.feed_forward_length", mg.U32, F),
+          (f"{arch}.block_count", mg.U32, L), (f"{arch}.attention.head_count", mg.U32, H),
+          (f"{arch}.attention.head_count_kv", mg.U32, KVH), (f"{arch}.rope.freq_base", mg.F32, theta),
+          (f"{arch}.attention.layer_norm_rms_epsilon", mg.F32, eps), ("tokenizer.ggml.model", mg.STR, "gpt2"),
+          ("tokenizer.ggml.pre", mg.STR, "gpt-2"), ("tokenizer.ggml.tokens", mg.ARR, (mg.STR, toks)),
+          ("tokenizer.ggml.merges", mg.ARR, (mg.STR, merges)),
+          ("tokenizer.ggml.bos_token_id", mg.U32, 50256), ("tokenizer.ggml.eos_token_id", mg.U32, 50256)]
+    md += list(meta)
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
     per = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
            "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-           "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+           "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+           "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
     for n in "qkv":
         per[f"self_attn.{n}_proj.weight"] = f"attn_{n}.weight"
         per[f"self_attn.{n}_proj.bias"] = f"attn_{n}.bias"
     tensors = []
     gtype = {torch.float32: 0, torch.bfloat16: 30, torch.float16: 1}
-    for k, v in W.items():
+    for k, v in list(W.items()) + list(extra):
+        if arch == "llama" and k.endswith(("q_proj.weight", "k_proj.weight")):  # llama.cpp's permute:
+            n = H if k.endswith("q_proj.weight") else KVH                      # halves -> pairs
+            v = v.reshape(n, 2, v.shape[0] // n // 2, v.shape[1]).swapaxes(1, 2).reshape(v.shape)
         if k in names:
             gn = names[k]
-        else:
+        elif k.startswith("model.layers."):
             l, rest = k.split(".")[2], ".".join(k.split(".")[3:])
             gn = f"blk.{l}.{per[rest]}"
+        else:
+            gn = k  # already GGUF's name (rope_freqs.weight)
         vec = v.dim() == 1
         t = v.float() if vec else v  # vectors f32, as llama.cpp writes them
         raw = (t.contiguous().view(torch.int16) if t.dtype != torch.float32 else t.contiguous()).numpy().tobytes()
         tensors.append({"name": gn, "dims": tuple(t.shape[::-1]), "type": 0 if vec else gtype[t.dtype], "data": raw})
-    gpath = hf + ".gguf"
     with open(gpath, "wb") as f:
-        f.write(mg.Model(meta, tensors).bytes())
-    score_vs_torch(torch, smbin, gpath, text, ref, f"GGUF qwen2 ({str(dtype)[6:]}) in place")
+        f.write(mg.Model(md, tensors).bytes())
+    score_vs_torch(torch, smbin, gpath, text, ref, label)
+
+
+def llama3_scaled_inv(torch, hd, theta, factor, low, high, octx):
+    """Llama 3.1's rope_scaling (rope_type llama3), from Meta's description: wavelengths shorter than
+    octx / high kept, longer than octx / low divided by factor, between them blended."""
+    import math
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    out = []
+    for f in inv.tolist():
+        wave = 2 * math.pi / f
+        if wave < octx / high:
+            out.append(f)
+        elif wave > octx / low:
+            out.append(f / factor)
+        else:
+            sm = (octx / wave - low) / (high - low)
+            out.append((1 - sm) * f / factor + sm * f)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def test_llama3_qwen3(torch, smbin, tmp, tiny, dtype):
+    """Llama 3.x (rope_scaling llama3, an eos_token_id list, tied) and Qwen 3 (RMSNorm over each head
+    of Q and K before RoPE, head_dim not hidden / heads, rope base 1e6): random Hugging Face directories
+    run in place and GGUF files from the same weights (llama: rope_freqs.weight holding the factors, as
+    llama.cpp's converter writes them; qwen3: attn_q_norm / attn_k_norm), against PyTorch."""
+    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+    import make_gguf as mg
+    L, H, KVH, C, F, V, ctx = 2, 4, 2, 32, 64, 50257, 64
+    text = "Once upon a time, a little dog found a big red ball."
+    tag = str(dtype)[6:]
+    # Llama 3: head 8 so the four frequencies fall in all three bands of the scaling
+    hd, theta, sc = C // H, 500000.0, dict(factor=8.0, low=1.0, high=4.0, octx=8192)
+    W = llama_hf_weights(torch, 21, L, H, KVH, hd, C, F, V, dtype, tied=True)
+    hf = os.path.join(tmp, f"hf-llama3-{tag}")
+    write_llama_family_dir(torch, hf, W, "llama", L, H, KVH, C, F, V, ctx, 1e-5, theta,
+                           eos_token_id=[50256, 13, 11],
+                           rope_scaling={"rope_type": "llama3", "factor": sc["factor"], "low_freq_factor": sc["low"],
+                                         "high_freq_factor": sc["high"],
+                                         "original_max_position_embeddings": sc["octx"]})
+    for n in ("vocab.json", "merges.txt"):
+        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+    Wd = {k: v.double() for k, v in W.items()}
+    Wd["lm_head.weight"] = Wd["model.embed_tokens.weight"]
+    inv = llama3_scaled_inv(torch, hd, theta, **sc)
+    ref = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, theta, inv=inv)
+    score_vs_torch(torch, smbin, hf, text, ref, f"HF Llama 3 ({tag}, rope_scaling llama3, tied) run in place")
+    # generation stops at any id of the eos list: with the reference's greedy next token in it
+    # (not first), greedy generate ends at once
+    toks, _ = score(smbin, hf, text, "auto")
+    if toks:
+        nxt = int(ref(torch.tensor([t["id"] for t in toks]))[-1].argmax())
+        with open(os.path.join(hf, "config.json")) as f:
+            hc = json.load(f)
+        for eos, want in (([50256], "length"), ([50256, 7, nxt], "eos")):
+            hc["eos_token_id"] = eos
+            with open(os.path.join(hf, "config.json"), "w") as f:
+                json.dump(hc, f)
+            p = run([smbin, "generate", "-m", hf, "-p", text, "-n", "3", "--temp", "0", "--json"])
+            j = json.loads(p.stdout) if p.returncode == 0 else {}
+            check(j.get("finish_reason") == want and j.get("tokens_generated") == (3 if want == "length" else 0),
+                  f"HF Llama 3: eos_token_id {eos} (greedy next {nxt}): finish {want}",
+                  p.stdout.decode()[:200] + p.stderr.decode())
+    base = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    factors = (base / inv).float()  # llama.cpp's rope_freqs.weight: frequencies divided by these
+    gguf_family(torch, smbin, W, tiny, "llama", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-5, theta, text, ref,
+                f"GGUF llama ({tag}) with rope_freqs.weight (Llama 3.1's scaling) in place",
+                extra=[("rope_freqs.weight", factors)])
+    # Qwen 3: head_dim 16 with hidden 32 and 4 heads (Q is 64 wide)
+    hd = 16
+    W = llama_hf_weights(torch, 23, L, H, KVH, hd, C, F, V, dtype, tied=True)
+    g = torch.Generator().manual_seed(24)
+    for l in range(L):
+        for n in "qk":
+            W[f"model.layers.{l}.self_attn.{n}_norm.weight"] = (1 + torch.randn(hd, generator=g) * 0.3).to(dtype)
+    hf = os.path.join(tmp, f"hf-qwen3-{tag}")
+    write_llama_family_dir(torch, hf, W, "qwen3", L, H, KVH, C, F, V, ctx, 1e-6, 1000000.0, head_dim=hd,
+                           use_sliding_window=False, attention_bias=False)
+    for n in ("vocab.json", "merges.txt"):
+        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+    Wd = {k: v.double() for k, v in W.items()}
+    Wd["lm_head.weight"] = Wd["model.embed_tokens.weight"]
+    ref = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-6, 1000000.0)
+    score_vs_torch(torch, smbin, hf, text, ref, f"HF Qwen 3 ({tag}, Q/K norms, head_dim 16 x 4 heads over "
+                   "hidden 32, tied) run in place")
+    gguf_family(torch, smbin, W, tiny, "qwen3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-6, 1000000.0, text, ref,
+                f"GGUF qwen3 ({tag}) in place", meta=[("qwen3.attention.key_length", mg.U32, hd),
+                                                     ("qwen3.attention.value_length", mg.U32, hd)])
 
 
 def keep_16bit(torch, smbin, hf, f32_out, name, text, kernels, extra=()):
@@ -337,11 +438,13 @@ def rms(torch, x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta):
-    """Hugging Face's Llama: rotate_half on q/k as stored by HF."""
+def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta, inv=None):
+    """Hugging Face's Llama: rotate_half on q/k as stored by HF; inv: the rotary frequencies
+    (rope_scaling), else theta's; Qwen 3's q_norm / k_norm over each head when W has them."""
     x = W["model.embed_tokens.weight"][ids]
     T = len(ids)
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    if inv is None:
+        inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
     ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
     cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
     rot = lambda t: torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], -1)
@@ -353,6 +456,8 @@ def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta):
         q = (h @ W[p + "self_attn.q_proj.weight"].T + b("q")).view(T, H, hd).transpose(0, 1)
         k = (h @ W[p + "self_attn.k_proj.weight"].T + b("k")).view(T, KVH, hd).transpose(0, 1)
         v = (h @ W[p + "self_attn.v_proj.weight"].T + b("v")).view(T, KVH, hd).transpose(0, 1)
+        if p + "self_attn.q_norm.weight" in W:
+            q, k = rms(torch, q, W[p + "self_attn.q_norm.weight"], eps), rms(torch, k, W[p + "self_attn.k_norm.weight"], eps)
         q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
         k, v = k.repeat_interleave(H // KVH, 0), v.repeat_interleave(H // KVH, 0)
         a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
@@ -549,8 +654,6 @@ def bad_conversions(smbin, tmp):
                                                              "merges": ["a b"]}, **model)}, **kw))
     tok_cases = [
         ("tokjson_unigram", tj({"type": "Unigram"}), "model.type \"Unigram\" is not supported"),
-        ("tokjson_llama3", tj({}, pre_tokenizer={"type": "Sequence", "pretokenizers": []}),
-         "pre_tokenizer Sequence is not GPT-2's byte-level pattern"),
         ("tokjson_unknown_merge", tj({"merges": ["a b", "a zz"]}), "model.merges[1] names \"zz\", which is not in"),
         ("tokjson_merge_result", tj({"vocab": {"a": 0, "b": 1, "ba": 2}, "merges": ["a b"]}),
          "model.merges[0] makes \"ab\", which is not in the vocabulary"),
@@ -558,10 +661,29 @@ def bad_conversions(smbin, tmp):
         ("tokjson_id_twice", tj({"vocab": {"a": 0, "b": 1, "ab": 1}}), "id 1 is both \"b\" and \"ab\""),
         ("tokjson_id_string", tj({"vocab": {"a": "0"}}), "model.vocab[\"a\"] must be a whole number"),
         ("tokjson_truncated", tj({})[:-7], "tokenizer.json: invalid JSON at line 1"),
-        ("tokjson_spm_no_space", tj({"byte_fallback": True}), "a byte-fallback BPE whose normalizer"),
     ]
+    # tokenizer.json files read as they are (neither GPT-2's nor SentencePiece's shape)
+    split = lambda pat: {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pat}, "behavior": "Isolated", "invert": False}, bl]}
+    tok_cases += [
+        ("tokjson_whitespace", tj({}, pre_tokenizer={"type": "Whitespace"}),
+         "pre_tokenizer type \"Whitespace\" is not supported"),
+        ("tokjson_bad_regex", tj({}, pre_tokenizer=split("(?i:'s|\\p{L}+")),
+         "pattern \"(?i:'s|\\p{L}+\" at offset"),
+        ("tokjson_lowercase", tj({}, normalizer={"type": "Lowercase"}),
+         "normalizer type \"Lowercase\" is not supported"),
+        ("tokjson_hf_merge", tj({"merges": ["a b", "b a"]}, pre_tokenizer=split("\\p{L}+")),
+         "model.merges[1] \"b\" + \"a\" names a token not in the vocabulary"),
+        ("tokjson_two_bos", tj({}, pre_tokenizer=split("\\p{L}+"), post_processor={
+            "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "a"}}, {"SpecialToken": {"id": "a"}},
+                                                     {"Sequence": {"id": "A"}}],
+            "special_tokens": {"a": {"id": "a", "ids": [0], "tokens": ["a"]}}}),
+         "post_processor adds more than one token before the text"),
+    ]
+    g2t = dict(g2z, bos_token_id=0, eos_token_id=1)
     for name, text, want in tok_cases:
-        d = hf_dir(name, g2z, zero_st)
+        d = hf_dir(name, g2t if name in ("tokjson_whitespace", "tokjson_bad_regex", "tokjson_lowercase",
+                                         "tokjson_hf_merge", "tokjson_two_bos") else g2z, zero_st)
         with open(os.path.join(d, "tokenizer.json"), "w") as f:
             f.write(text)
         expect_convert_fail(smbin, [d], d + "-out", name, os.path.join(d, "tokenizer.json"), want)
@@ -670,6 +792,7 @@ def main():
                     test_gpt2(torch, smbin, tmp, tiny, dt)
                     test_llama_hf_in_place(torch, smbin, tmp, tiny, dt)
                     test_qwen2(torch, smbin, tmp, tiny, dt)
+                    test_llama3_qwen3(torch, smbin, tmp, tiny, dt)
             else:
                 T.skip("HF GPT-2 reference", "needs tiny-gpt2's vocab.json and merges.txt")
             tokbin = os.path.join(s260, "tok512.bin")

@@ -8,8 +8,21 @@
 over tests/fixtures/tokenizer_reference.json (made by
 scripts/tokenizer_reference.mjs): ASCII, accents, combining marks, CJK,
 emoji, digits, whitespace runs, code and empty input. Decoding the ids
-gives the text back. The tokenizer files come from ../shared; without it
-these cases are skipped, saying so.
+gives the text back.
+- the real tokenizer.json files of Llama 3, Qwen 2.5, Qwen 3, Gemma 3 and
+  Mistral Nemo (Tekken), read as they are (type huggingface: regex splits
+  with PCRE2, NFC, ignore_merges, added tokens, byte fallback without a
+  prefix space), against transformers.js over
+  tests/fixtures/hf_tokenizer_reference.json (made by
+  scripts/hf_tokenizer_reference.mjs: English, code, digit runs of 1-12,
+  whitespace runs, CRLF, composed and decomposed accents, CJK, Arabic,
+  Hindi, emoji with ZWJ, special-token text, empty input); decoding gives
+  the text back (NFC for Qwen, special tokens not shown);
+- GPT-2's and Llama 2's tokenizer.json read as they are, GPT-2's pattern
+  also spelled so that PCRE2 runs it instead of the hand-written splitter,
+  against the same npm references as above.
+The tokenizer files come from ../shared; without it these cases are
+skipped, saying so.
 
     tests/test_tokenizers.py --bin build [--shared ../shared]
 """
@@ -104,6 +117,13 @@ def hf_llama_tokenizer_json(tokbin, metaspace):
         tj.update(normalizer={"type": "Sequence", "normalizers": [
             {"type": "Prepend", "prepend": "\u2581"},
             {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}, pre_tokenizer=None)
+    tj["post_processor"] = {"type": "TemplateProcessing",  # BOS first, as Llama 2's file has it
+                            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                       {"Sequence": {"id": "A", "type_id": 0}}],
+                            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    tj["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+        {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
     return tj
 
 
@@ -140,6 +160,64 @@ def check_ids(smbin, d, fixtures, key, label, empty):
             if back != fx["text"].encode() + b"\n":
                 bad.append(f"{fx['text']!r} decodes to {back!r}")
     check(not bad, f"{label} on {len(fixtures)} texts, and decodes back", "; ".join(bad[:3]))
+
+
+HF_TOKENIZERS = {"llama3": 128256, "qwen2_5": 151936, "qwen3": 151936, "gemma3": 262208,
+                 "mistral_nemo": 131072}
+
+
+def hf_reference(smbin, tmp, tok, here):
+    """Each real tokenizer.json, read as it is, = transformers.js on the fixture texts."""
+    import unicodedata
+    with open(os.path.join(here, "fixtures", "hf_tokenizer_reference.json"), encoding="utf-8") as f:
+        ref = json.load(f)
+    for name, n_vocab in HF_TOKENIZERS.items():
+        src = os.path.join(tok, name, "tokenizer.json")
+        if not os.path.exists(src):
+            T.skip(f"{name} tokenizer.json", f"{src} is absent")
+            continue
+        d = model_dir(tmp, "hf-" + name, n_vocab, {"type": "huggingface", "file": "tokenizer.json"},
+                      [(src, "tokenizer.json")])
+        with open(src, encoding="utf-8") as f:
+            specials = sorted((a["content"] for a in json.load(f)["added_tokens"] if a["special"]),
+                              key=len, reverse=True)
+        bad, back_bad = [], []
+        for text, want in zip(ref["texts"], ref["ids"][name]):
+            p = run([smbin, "tokenize", "-m", d, "--special", "-f", "-"], text.encode())
+            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
+            if got != want:
+                bad.append(f"{text[:40]!r}: {str(got)[:120]} want {want[:20]}")
+                continue
+            shown = unicodedata.normalize("NFC", text) if name.startswith("qwen") else text
+            for sp in specials:  # special tokens decode to nothing
+                shown = shown.replace(sp, "")
+            back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
+            if got and back != shown.encode() + b"\n":
+                back_bad.append(f"{text[:40]!r} decodes to {back[:60]!r}")
+        check(not bad, f"{name} tokenizer.json = transformers.js on all {len(ref['texts'])} texts",
+              "; ".join(bad[:3]))
+        check(not back_bad, f"{name}: every encoding decodes back to its text", "; ".join(back_bad[:3]))
+
+
+def gpt2_via_pcre(smbin, tmp, tiny, fixtures):
+    """tiny-gpt2's tokenizer.json read as it is: with its ByteLevel pre-tokenizer (the hand-written
+    splitter), and with GPT-2's pattern spelled as a Split regex PCRE2 runs; both = gpt-3-encoder."""
+    with open(os.path.join(tiny, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    spelled = ("(?:'s|'t|'re|'ve|'m|'ll|'d)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
+               "\\s+(?!\\S)|\\s+")
+    for label, pre in (("ByteLevel (hand-written splitter)", tj["pre_tokenizer"]),
+                       ("Split regex with PCRE2", {"type": "Sequence", "pretokenizers": [
+                           {"type": "Split", "pattern": {"Regex": spelled}, "behavior": "Isolated",
+                            "invert": False},
+                           {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]})):
+        tj["pre_tokenizer"] = pre
+        d = os.path.join(tmp, "gpt2-json-" + label.split()[0])
+        os.makedirs(d)
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(tj, f, ensure_ascii=False)
+        model_dir_config(d, 50257, {"type": "huggingface", "file": "tokenizer.json", "eos": 50256})
+        check_ids(smbin, d, fixtures, "gpt2", f"GPT-2 tokenizer.json as it is, {label} = gpt-3-encoder", [])
 
 
 def bad_tokenizer_files(smbin, tmp):
@@ -268,6 +346,9 @@ def main():
                         open(os.path.join(tiny, "merges.txt"), "rb") as f2:
                     check(f1.read() == f2.read(), "tokenizer.json's merges written as merges.txt = tiny-gpt2's merges.txt")
                 gpt2_dirs.append(("from tokenizer.json", g + "-sm"))
+        if os.path.isdir(tiny):
+            gpt2_via_pcre(smbin, tmp, tiny, fixtures)
+        hf_reference(smbin, tmp, tok, here)
         for label, d in gpt2_dirs:  # GPT-2 adds no BOS: an empty text has no tokens, as gpt-3-encoder says
             check_ids(smbin, d, fixtures, "gpt2", f"GPT-2 BPE ({label}) = gpt-3-encoder", [])
         llama_bin = os.path.join(tok, "llama2", "tokenizer.bin")
@@ -288,6 +369,14 @@ def main():
                 if p.returncode == 0:
                     check_ids(smbin, hd + "-sm", fixtures, "llama",
                               f"Llama 2 from tokenizer.json ({style}) = llama-tokenizer-js", [1])
+                # and read as it is: ranked merges over characters, byte fallback, "▁" shown as " "
+                nd = os.path.join(tmp, f"hf-llama-native-{int(meta)}")
+                os.makedirs(nd)
+                os.symlink(os.path.join(hd, "tokenizer.json"), os.path.join(nd, "tokenizer.json"))
+                model_dir_config(nd, 32000, {"type": "huggingface", "file": "tokenizer.json", "bos": 1,
+                                             "eos": 2})
+                check_ids(smbin, nd, fixtures, "llama",
+                          f"Llama 2 tokenizer.json as it is ({style}) = llama-tokenizer-js", [1])
         else:
             T.skip("Llama 2 tokenizer", f"{llama_bin} is absent")
     return T.close()

@@ -259,6 +259,7 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
         return SM_OK;
     }
     char j[4400];
+    sm_tokenizer_type ty = SM_TOKENIZER_GPT2;
     snprintf(j, sizeof j, "%s/tokenizer.json", dir);
     if (access(v, F_OK) == 0 && access(m, F_OK) == 0 && access(j, F_OK) == 0) {
         /* vocab.json + merges.txt are read with GPT-2's pattern: only when tokenizer.json
@@ -266,20 +267,16 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
         char *jb;
         size_t jl;
         cJSON *root = NULL;
-        sm_tokenizer_type ty;
         sm_status st = sm_read_file(j, SM_TOK_FILE_MAX, &jb, &jl, err);
         if (!st) {
             st = sm_json_parse_strict(jb, jl, j, &root, err);
             free(jb);
         }
         if (!st) st = sm_hf_tok_kind(root, j, &ty, err);
-        if (!st && ty != SM_TOKENIZER_GPT2)
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: not a GPT-2-style tokenizer, but %s has vocab.json "
-                              "and merges.txt", j, dir);
         cJSON_Delete(root);
         if (st) return st;
     }
-    if (access(v, F_OK) == 0 && access(m, F_OK) == 0) {
+    if (access(v, F_OK) == 0 && access(m, F_OK) == 0 && (access(j, F_OK) != 0 || ty == SM_TOKENIZER_GPT2)) {
         c->tokenizer = SM_TOKENIZER_GPT2;
         snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
         snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
@@ -300,7 +297,12 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
     free(buf);
     if (!st) st = sm_hf_tok_kind(pl->tok_json, pl->tok_json_path, &c->tokenizer, err);
     if (st) return st;
-    if (c->tokenizer == SM_TOKENIZER_GPT2) {
+    if (c->tokenizer == SM_TOKENIZER_HF) { /* read as it is: copied, or used in place */
+        cJSON_Delete(pl->tok_json);
+        pl->tok_json = NULL;
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.json");
+        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", pl->tok_json_path);
+    } else if (c->tokenizer == SM_TOKENIZER_GPT2) {
         snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
         snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
     } else {
@@ -414,8 +416,61 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
 }
 
 /* A Llama-family directory: Llama, or Qwen 2 (biases on Q, K and V; run in place only). */
-static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, bool qwen2, sm_error *err) {
-    int64_t C, L, H, KVH, hd, F, ctx, V, bos, eos;
+/* eos_token_id: one id, or a list (Llama 3.1: end of text, of message, of turn) */
+static sm_status hf_eos(const cJSON *hc, const char *cp, int64_t V, sm_config *c, sm_error *err) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(hc, "eos_token_id");
+    if (!cJSON_IsArray(e)) {
+        int64_t eos;
+        sm_status st = hf_int(hc, cp, "eos_token_id", 2, 0, V - 1, &eos, err);
+        c->tok_eos = (int32_t)eos;
+        return st;
+    }
+    int n = 0;
+    for (const cJSON *x = e->child; x; x = x->next, n++) {
+        double d = cJSON_IsNumber(x) ? x->valuedouble : -1;
+        if (d != floor(d) || d < 0 || d >= (double)V || n > SM_MAX_STOP)
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: \"eos_token_id\" must be an id from 0 to %lld or "
+                                "a list of at most %d", cp, (long long)V - 1, SM_MAX_STOP + 1);
+        if (n == 0) c->tok_eos = (int32_t)d;
+        else c->tok_stop[c->n_stop++] = (int32_t)d;
+    }
+    if (n == 0) return sm_error_set(err, SM_ERR_FORMAT, "%s: \"eos_token_id\" is an empty list", cp);
+    return SM_OK;
+}
+
+/* rope_scaling: none, "default", or "llama3" (its four numbers); other kinds refused by name. */
+static sm_status hf_rope_scaling(const cJSON *hc, const char *cp, sm_config *c, sm_error *err) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(hc, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) return SM_OK;
+    bool bad = false;
+    const char *ty = hf_str(rs, "rope_type", &bad);
+    if (!*ty) ty = hf_str(rs, "type", &bad);
+    if (bad || !cJSON_IsObject(rs))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: rope_scaling must be an object with a rope_type", cp);
+    if (strcmp(ty, "default") == 0) return SM_OK;
+    if (strcmp(ty, "llama3") != 0)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: rope_scaling type \"%.20s\" is not supported "
+                            "(supported: llama3)", cp, ty);
+    double f, lo, hi;
+    int64_t octx;
+    sm_status st;
+    if ((st = hf_real(rs, cp, "factor", -1, 1, 1e6, &f, err)) ||
+        (st = hf_real(rs, cp, "low_freq_factor", -1, 1e-6, 1e6, &lo, err)) ||
+        (st = hf_real(rs, cp, "high_freq_factor", -1, 1e-6, 1e6, &hi, err)) ||
+        (st = hf_int(rs, cp, "original_max_position_embeddings", -1, 1, 1 << 24, &octx, err)))
+        return st;
+    if (f < 1 || lo < 1e-6 || hi <= lo)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: rope_scaling needs factor >= 1 and high_freq_factor > "
+                            "low_freq_factor > 0", cp);
+    c->rope_factor = (float)f, c->rope_low_freq = (float)lo, c->rope_high_freq = (float)hi;
+    c->rope_orig_ctx = (int)octx;
+    return SM_OK;
+}
+
+static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const char *type, sm_error *err) {
+    bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
+    bool mistral = strcmp(type, "mistral") == 0;
+    int64_t C, L, H, KVH, hd, F, ctx, V, bos;
     sm_status st;
     char cp[4200];
     snprintf(cp, sizeof cp, "%s/config.json", set->where);
@@ -435,11 +490,8 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, bool qwen
         (st = hf_int(hc, cp, "max_position_embeddings", 2048, 1, 1 << 20, &ctx, err)) ||
         (st = hf_int(hc, cp, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
         (st = hf_int(hc, cp, "bos_token_id", 1, 0, V - 1, &bos, err)) ||
-        (st = hf_int(hc, cp, "eos_token_id", 2, 0, V - 1, &eos, err)))
+        (st = hf_eos(hc, cp, V, &pl->cfg, err)) || (st = hf_rope_scaling(hc, cp, &pl->cfg, err)))
         return st;
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(hc, "rope_scaling");
-    if (rs && !cJSON_IsNull(rs))
-        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: rope_scaling is not supported yet", cp);
     bool abias, mbias, tied, bad = false;
     double eps, theta;
     if ((st = hf_bool(hc, cp, "attention_bias", false, &abias, err)) ||
@@ -451,16 +503,21 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, bool qwen
     if (abias || mbias)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s: attention_bias / mlp_bias are not supported", cp);
-    if (qwen2) {
-        bool sliding;
-        if ((st = hf_bool(hc, cp, "use_sliding_window", false, &sliding, err))) return st;
-        if (sliding)
-            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: use_sliding_window true is not supported yet", cp);
+    if (qwen2 || qwen3 || mistral) {
+        bool sliding = mistral;
+        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(hc, "sliding_window");
+        if (!mistral && (st = hf_bool(hc, cp, "use_sliding_window", false, &sliding, err))) return st;
+        if (sliding && sw && !cJSON_IsNull(sw))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: sliding_window attention is not supported yet",
+                                cp);
         if (!pl->in_place)
             return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                                "%s: a qwen2 model does not convert to a smallmind directory yet; run "
-                                "the directory as it is (-m DIR)", cp);
+                                "%s: a %s model does not convert to a smallmind directory yet; run "
+                                "the directory as it is (-m DIR)", cp, type);
     }
+    if (pl->cfg.rope_factor > 0 && !pl->in_place)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a model with rope_scaling does not convert to a "
+                            "smallmind directory yet; run the directory as it is (-m DIR)", cp);
     const char *act = hf_str(hc, "hidden_act", &bad);
     if (bad) return sm_error_set(err, SM_ERR_FORMAT, "%s: \"hidden_act\" must be a string", cp);
     if (*act && strcmp(act, "silu") != 0)
@@ -476,7 +533,8 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, bool qwen
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
     c->activation = SM_ACT_SILU, c->bias = false;
-    c->tok_bos = (int32_t)bos, c->tok_eos = (int32_t)eos;
+    c->tok_bos = (int32_t)bos;
+    c->qk_norm = qwen3;
 
     const char *pre = "model.";
     int64_t Q = H * hd, KV = KVH * hd;
@@ -523,6 +581,12 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, bool qwen
                 snprintf(d, sizeof d, "blk.%lld.attn_%c.bias", (long long)l, "qkv"[j]);
                 sm_convert_add_whole(pl, d, j ? KV : Q, 0, x->data, x->dt, OP_COPY);
             }
+            for (int j = 0; qwen3 && j < 2; j++) { /* each head of Q and K normalised */
+                snprintf(a, sizeof a, "layers.%lld.self_attn.%c_norm.weight", (long long)l, "qk"[j]);
+                TAKE(a, hd, 0, x);
+                snprintf(d, sizeof d, "blk.%lld.attn_%c_norm.weight", (long long)l, "qk"[j]);
+                sm_convert_add_whole(pl, d, hd, 0, x->data, x->dt, OP_COPY);
+            }
             c->rope_halves = true;
             c->qkv_bias = qwen2;
             continue;
@@ -563,15 +627,17 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     bool bad = false;
     const char *type = hf_str(hc, "model_type", &bad);
     bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
-    bool qwen2 = strcmp(type, "qwen2") == 0;
-    llama = llama || qwen2;
+    bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
+    bool mistral = strcmp(type, "mistral") == 0;
+    llama = llama || qwen2 || qwen3 || mistral;
     if (bad) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: \"model_type\" must be a string", path);
         goto done;
     }
     if (!gpt2 && !llama) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED,
-                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama, qwen2)", path,
+                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama, mistral, qwen2, "
+                          "qwen3)", path,
                           type);
         goto done;
     }
@@ -615,7 +681,7 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
         }
     }
     if (st) goto done;
-    st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, qwen2, err);
+    st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, type, err);
     if (!st) st = plan_tokenizer(pl, dir, o, err);
     for (size_t i = 0; !st && i < set.n; i++)
         if (!set.t[i].used)

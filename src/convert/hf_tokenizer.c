@@ -212,6 +212,11 @@ static bool spm_metaspace(const cJSON *pre) {
            !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space"));
 }
 
+/* At most one added token (GPT-2's <|endoftext|>): GPT-2's files hold no others. */
+static bool added_plain(const cJSON *root) {
+    return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "added_tokens")) <= 1;
+}
+
 sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type *type,
                          sm_error *err) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -229,26 +234,18 @@ sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type 
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
     bool has_pre = pre && !cJSON_IsNull(pre), has_norm = norm && !cJSON_IsNull(norm);
+    /* what maps exactly onto llama2.c's tokenizer.bin or GPT-2's files is written as those;
+       everything else is read as it is (SM_TOKENIZER_HF) */
+    *type = SM_TOKENIZER_HF;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"))) {
-        if (!(spm_normalizer(norm) && !has_pre) && !(spm_metaspace(pre) && !has_norm))
-            return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                                "%s: a byte-fallback BPE whose normalizer and pre_tokenizer are not "
-                                "SentencePiece's (\"▁\" for spaces, one prefixed) is not supported",
-                                path);
-        *type = SM_TOKENIZER_SENTENCEPIECE;
+        if ((spm_normalizer(norm) && !has_pre) || (spm_metaspace(pre) && !has_norm))
+            *type = SM_TOKENIZER_SENTENCEPIECE;
         return SM_OK;
     }
-    if (!is_type(pre, "ByteLevel") || cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "use_regex")))
-        return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "%s: pre_tokenizer %s is not GPT-2's byte-level pattern (Llama 3, "
-                            "SmolLM2 and others split text differently); not supported yet",
-                            path, jstr(pre, "type") ? jstr(pre, "type") : "(none)");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space")))
-        return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "%s: pre_tokenizer.add_prefix_space true is not supported", path);
-    if (has_norm)
-        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: normalizer %s is not supported", path,
-                            jstr(norm, "type") ? jstr(norm, "type") : "(unknown)");
+    if (!is_type(pre, "ByteLevel") || cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "use_regex")) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space")) || has_norm ||
+        !added_plain(root))
+        return SM_OK;
     *type = SM_TOKENIZER_GPT2;
     return SM_OK;
 }

@@ -233,6 +233,7 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim, half = hs / 2;
     const size_t layer_off = (size_t)l * KVH * hs * ctx; /* per head: keys blocked, values (ctx, hs) */
     const bool rope = c->arch == SM_ARCH_LLAMA;
+    const sm_layer *L = &m->layers[l];
     const size_t kvb = sm_dtype_row_bytes(s->p.kv_type, 1); /* bytes per cached element */
     const float scale = 1.0f / sqrtf((float)hs);
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
@@ -245,6 +246,15 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                 float *kr = qkv + t * W + Q + kh * hs;
                 const float *vr = kr + m->kv_dim;
                 size_t p = ru->pos + t;
+                if (L->q_norm) { /* Qwen 3: each head of Q and K RMS-normalised first */
+                    K->rmsnorm(scr, kr, L->k_norm, hs, c->norm_eps); /* scr: free until attention */
+                    memcpy(kr, scr, hs * sizeof *kr);
+                    for (size_t h = kh * group; h < (kh + 1) * group; h++) {
+                        float *qr = qkv + t * W + h * hs;
+                        K->rmsnorm(scr, qr, L->q_norm, hs, c->norm_eps);
+                        memcpy(qr, scr, hs * sizeof *qr);
+                    }
+                }
                 if (rope) {
                     size_t row = ru->start + t;
                     const float *cs = s->rope_cos + row * half, *sn = s->rope_sin + row * half;

@@ -25,7 +25,7 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     int64_t KV = (int64_t)m->kv_dim;
     /* Q, K and V fused in one matrix (smallmind directories) or three (GGUF, Hugging Face) */
     bool fused = sm_weights_find(&m->w, "blk.0.attn_q.weight") < 0;
-    sm_bind_spec spec[14];
+    sm_bind_spec spec[18];
     size_t n = 0;
     spec[n++] = (sm_bind_spec){"tok_embd", c->n_vocab, C, M(tok_embd), false, false};
     spec[n++] = (sm_bind_spec){"attn_norm.weight", C, 0, L(ln1_g), true, false};
@@ -41,12 +41,18 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
             spec[n++] = (sm_bind_spec){"attn_v.bias", KV, 0, L(v_b), true, false};
         }
     }
+    if (c->qk_norm) {
+        spec[n++] = (sm_bind_spec){"attn_q_norm.weight", c->head_dim, 0, L(q_norm), true, false};
+        spec[n++] = (sm_bind_spec){"attn_k_norm.weight", c->head_dim, 0, L(k_norm), true, false};
+    }
     spec[n++] = (sm_bind_spec){"attn_out.weight", C, Q, L(proj_w), true, false};
     spec[n++] = (sm_bind_spec){"ffn_norm.weight", C, 0, L(ln2_g), true, false};
     spec[n++] = (sm_bind_spec){"ffn_gate.weight", F, C, L(gate_w), true, false};
     spec[n++] = (sm_bind_spec){"ffn_up.weight", F, C, L(up_w), true, false};
     spec[n++] = (sm_bind_spec){"ffn_down.weight", C, F, L(down_w), true, false};
     spec[n++] = (sm_bind_spec){"norm_f.weight", C, 0, M(lnf_g), false, false};
+    if (sm_weights_find(&m->w, "rope_freqs") >= 0) /* GGUF: Llama 3.1's scaling as divisors */
+        spec[n++] = (sm_bind_spec){"rope_freqs", c->head_dim / 2, 0, M(rope_div), false, false};
     return sm_bind_model(m, spec, n, err);
 }
 

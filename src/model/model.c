@@ -218,8 +218,21 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
 static void rope_freqs(sm_state *s) {
     const sm_config *c = &s->m->cfg;
     size_t hs = (size_t)c->head_dim, half = hs / 2;
-    for (size_t i = 0; i < half; i++)
-        s->rope_freq[i] = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)hs);
+    for (size_t i = 0; i < half; i++) {
+        double f = 1.0 / pow((double)c->rope_theta, (double)(2 * i) / (double)hs);
+        if (c->rope_factor > 0) { /* llama3: long wavelengths slowed by factor, short ones kept */
+            double wave = 2 * M_PI / f, ctx = (double)c->rope_orig_ctx;
+            double lo = ctx / c->rope_low_freq, hi = ctx / c->rope_high_freq;
+            if (wave > lo) {
+                f /= c->rope_factor;
+            } else if (wave >= hi) {
+                double sm = (ctx / wave - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+                f = (1 - sm) * f / c->rope_factor + sm * f;
+            }
+        }
+        if (s->m->rope_div) f /= s->m->rope_div[i]; /* GGUF rope_freqs.weight */
+        s->rope_freq[i] = (float)f;
+    }
 }
 
 sm_status sm_state_init(sm_state **out, const sm_model *m, const sm_state_params *p,

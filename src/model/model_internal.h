@@ -24,6 +24,7 @@ typedef struct sm_layer {
     sm_mat qkv_w;                 /* (Q + 2 KV, C): rows are q | k | v, heads contiguous; */
     sm_mat q_w, k_w, v_w;         /* or data NULL and these: (Q, C), (KV, C), (KV, C) (GGUF) */
     const float *q_b, *k_b, *v_b; /* their biases (qkv_bias), else NULL */
+    const float *q_norm, *k_norm; /* (head_dim) RMSNorm of each head (qk_norm), else NULL */
     const float *qkv_b;           /* (Q + 2 KV) */
     sm_mat proj_w;                /* (C, Q) */
     const float *proj_b;          /* (C) */
@@ -46,6 +47,7 @@ struct sm_model {
     const float *lnf_g, *lnf_b; /* (C), (C) */
     sm_mat out_w;            /* (V, C): tok_embd when tied */
     sm_layer *layers;        /* (n_layer) */
+    const float *rope_div;   /* (head_dim / 2) GGUF rope_freqs.weight: frequencies divided by it */
     size_t q_dim, kv_dim;    /* n_head * head_dim, n_kv_head * head_dim */
 };
 

@@ -17,7 +17,7 @@
 
 /* ------------------------------------------------------------ loading */
 
-static sm_status alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_error *err) {
+sm_status sm_tok_alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_error *err) {
     t->n_vocab = (int)n;
     t->text = malloc(text_bytes ? text_bytes : 1);
     t->off = calloc(n + 1, sizeof *t->off);
@@ -110,7 +110,7 @@ static sm_status parse_sentencepiece(sm_tokenizer *t, const sm_config *cfg, cons
                           path, n, cfg->tok_bos, cfg->tok_eos);
         goto done;
     }
-    if ((st = alloc_tables(t, n, text_bytes, err))) goto done;
+    if ((st = sm_tok_alloc_tables(t, n, text_bytes, err))) goto done;
     at = 4;
     size_t o = 0;
     for (size_t id = 0; id < n; id++) {
@@ -157,7 +157,7 @@ static sm_status load_sentencepiece(sm_tokenizer *t, const sm_config *cfg, const
 }
 
 /* GPT-2's bytes <-> printable code points: 256 characters stand for the 256 bytes. */
-static void byte_alphabet(int32_t cp_of[256]) {
+void sm_tok_byte_alphabet(int32_t cp_of[256]) {
     int extra = 0;
     for (int b = 0; b < 256; b++) {
         bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
@@ -166,7 +166,7 @@ static void byte_alphabet(int32_t cp_of[256]) {
 }
 
 /* A vocab.json / merges.txt token text -> its bytes in out (at least n bytes); -1 if invalid. */
-static long unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, char *out) {
+long sm_tok_unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, char *out) {
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         int32_t cp;
@@ -193,7 +193,7 @@ static sm_status check_reachable(const sm_tokenizer *t, size_t n, const char *vo
     for (size_t id = 0; id < n; id++) {
         const char *s = t->text + t->off[id];
         size_t len = t->off[id + 1] - t->off[id];
-        bool added = len >= 3 && s[0] == '<' && s[len - 1] == '>';
+        bool added = (len >= 3 && s[0] == '<' && s[len - 1] == '>') || t->kind[id] == KIND_USER;
         if (len > 1 && !made[id] && t->kind[id] != KIND_CONTROL && !added && !lost++) first = id;
     }
     free(made);
@@ -212,22 +212,25 @@ static sm_status check_reachable(const sm_tokenizer *t, size_t n, const char *vo
 ** The paths name the sources in messages.
 */
 static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
-                             const char *const *str, const size_t *slen, const char *vocab_path,
-                             const char *mbuf, size_t mlen, const char *merges_path, sm_error *err) {
+                             const char *const *str, const size_t *slen, const uint8_t *raw,
+                             const char *vocab_path, const char *mbuf, size_t mlen,
+                             const char *merges_path, sm_error *err) {
     int32_t cp_of[256], byte_of_cp[324];
-    byte_alphabet(cp_of);
+    sm_tok_byte_alphabet(cp_of);
     for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
     for (int b = 0; b < 256; b++) byte_of_cp[cp_of[b]] = b;
     size_t text_bytes = 0;
     for (size_t id = 0; id < n; id++) text_bytes += slen[id];
-    sm_status st = alloc_tables(t, n, text_bytes, err);
+    sm_status st = sm_tok_alloc_tables(t, n, text_bytes, err);
     if (st) return st;
     size_t o = 0;
     for (size_t id = 0; id < n && !st; id++) {
         const char *s = str[id];
         size_t sl = slen[id];
         t->off[id] = (uint32_t)o;
-        long bl = sl > MAX_PIECE ? -1 : unalphabet(byte_of_cp, s, sl, t->text + o);
+        long bl = sl > MAX_PIECE ? -1 : sm_tok_unalphabet(byte_of_cp, s, sl, t->text + o);
+        if (raw && raw[id] && sl && sl <= MAX_PIECE) /* an added token: its text as it is */
+            memcpy(t->text + o, s, sl), bl = (long)sl;
         if (bl <= 0)
             st = sm_error_set(err, SM_ERR_FORMAT,
                               "%s: token %zu \"%.*s\" is empty, too long or has a character "
@@ -246,9 +249,8 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
         if (id >= 0) t->kind[id] = KIND_CONTROL;
     }
     if ((st = sm_tok_build_map(t, err))) return st;
-    for (int b = 0; b < 256; b++)
-        if (t->byte_id[b] < 0)
-            return sm_error_set(err, SM_ERR_FORMAT, "%s: no token for byte 0x%02X", vocab_path, b);
+    for (size_t id = 0; raw && id < n; id++) /* GGUF types: 3 control, 4 user-defined */
+        if (raw[id]) t->kind[id] = raw[id] == 3 ? KIND_CONTROL : KIND_USER;
 
     /* merges.txt: "#version" line, then "LEFT RIGHT" per line, best first */
     size_t lines = 1;
@@ -272,8 +274,8 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
         long la = -1, lb = -1;
         if (sp && sp > ln && (size_t)(sp - ln) < MAX_PIECE && ll - (size_t)(sp - ln) - 1 < MAX_PIECE &&
             !memchr(sp + 1, ' ', ll - (size_t)(sp - ln) - 1)) {
-            la = unalphabet(byte_of_cp, ln, (size_t)(sp - ln), tmp);
-            if (la > 0) lb = unalphabet(byte_of_cp, sp + 1, ll - (size_t)(sp - ln) - 1, tmp + la);
+            la = sm_tok_unalphabet(byte_of_cp, ln, (size_t)(sp - ln), tmp);
+            if (la > 0) lb = sm_tok_unalphabet(byte_of_cp, sp + 1, ll - (size_t)(sp - ln) - 1, tmp + la);
         }
         if (la <= 0 || lb <= 0)
             return sm_error_set(err, SM_ERR_FORMAT,
@@ -330,7 +332,10 @@ static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vo
             str[(size_t)d] = e->string, slen[(size_t)d] = strlen(e->string);
     }
     if (!st && !(st = sm_read_file(merges_path, SM_TOK_FILE_MAX, &mbuf, &mlen, err)))
-        st = gpt2_tables(t, cfg, n, str, slen, vocab_path, mbuf, mlen, merges_path, err);
+        st = gpt2_tables(t, cfg, n, str, slen, NULL, vocab_path, mbuf, mlen, merges_path, err);
+    for (int b = 0; b < 256 && !st; b++) /* GPT-2's files have every byte (GGUF files may not) */
+        if (t->byte_id[b] < 0)
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: no token for byte 0x%02X", vocab_path, b);
 done:
     free(str);
     free(slen);
@@ -399,19 +404,24 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
         const char *pre = "default";
         size_t pl = 7;
         bool found;
-        if ((st = sm_gguf_string(g, "tokenizer.ggml.pre", &pre, &pl, &found, path, err))) return st;
-        if (!((pl == 5 && memcmp(pre, "gpt-2", 5) == 0) || (pl == 7 && memcmp(pre, "default", 7) == 0)))
-            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre %.*s is not supported "
-                                "(supported: gpt-2, default)", path, (int)(pl < 40 ? pl : 40), pre);
-        if ((st = sm_gguf_array(g, "tokenizer.ggml.merges", SM_GGUF_STRING, &mg, path, err))) return st;
+        if ((st = sm_gguf_string(g, "tokenizer.ggml.pre", &pre, &pl, &found, path, err)) ||
+            (st = sm_tok_pre_new(&t->pre, err)) ||
+            (st = sm_tok_pre_named(t->pre, pre, pl, &t->ignore_merges, path, err)) ||
+            (st = sm_gguf_array(g, "tokenizer.ggml.merges", SM_GGUF_STRING, &mg, path, err)))
+            return st;
         const char **str = calloc(n, sizeof *str);
         size_t *slen = calloc(n, sizeof *slen), mbytes = 1, len;
+        uint8_t *raw = calloc(n, 1);
         const uint8_t *p = mg->val;
         for (uint64_t i = 0; i < mg->n; i++) sm_gguf_next_string(&p, &len), mbytes += len + 1;
         char *mbuf = malloc(mbytes);
-        if (!str || !slen || !mbuf) {
-            free(str), free(slen), free(mbuf);
+        if (!str || !slen || !mbuf || !raw) {
+            free(str), free(slen), free(mbuf), free(raw);
             return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
+        }
+        for (size_t i = 0; ty && i < n; i++) {
+            int32_t k = (int32_t)sm_read_u32le(ty->val + 4 * i);
+            raw[i] = k == 3 || k == 4 ? (uint8_t)k : 0;
         }
         p = tok->val;
         for (size_t i = 0; i < n; i++) str[i] = sm_gguf_next_string(&p, &slen[i]);
@@ -426,12 +436,14 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
         char mhere[4300];
         snprintf(here, sizeof here, "%s (tokenizer.ggml.tokens)", path);
         snprintf(mhere, sizeof mhere, "%s (tokenizer.ggml.merges)", path);
-        st = gpt2_tables(t, cfg, n, str, slen, here, mbuf, mlen, mhere, err);
-        free(str), free(slen), free(mbuf);
+        st = gpt2_tables(t, cfg, n, str, slen, raw, here, mbuf, mlen, mhere, err);
+        free(str), free(slen), free(mbuf), free(raw);
     }
     for (size_t i = 0; ty && !st && i < n; i++) /* control and unused tokens are never text */
         if ((int32_t)sm_read_u32le(ty->val + 4 * i) == 3) t->kind[i] = KIND_CONTROL;
     bool add = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE, found, eos_add = false;
+    if (!st && cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE)
+        st = sm_gguf_bool(g, "tokenizer.ggml.add_space_prefix", &t->space_prefix, &found, path, err);
     if (!st && !(st = sm_gguf_bool(g, "tokenizer.ggml.add_bos_token", &add, &found, path, err)))
         t->add_bos = add && cfg->tok_bos >= 0;
     if (!st && !(st = sm_gguf_bool(g, "tokenizer.ggml.add_eos_token", &eos_add, &found, path, err)))
@@ -465,6 +477,14 @@ static int cmp_rank(const void *a, const void *b) {
 
 _Static_assert(KIND_BYTE == (int)SM_TOK_BYTE && KIND_CONTROL == (int)SM_TOK_CONTROL, "kinds as sm_tok_kind");
 
+bool sm_tokenizer_is_end(const sm_tokenizer *t, int32_t id) {
+    if (id < 0) return false;
+    if (id == t->eos || id == t->eot) return true;
+    for (int i = 0; i < t->n_stop; i++)
+        if (t->stop[i] == id) return true;
+    return false;
+}
+
 sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id) {
     if (t->type == SM_TOKENIZER_BYTE || id < 0 || id >= t->n_vocab) return SM_TOK_NORMAL;
     return (sm_tok_kind)t->kind[id];
@@ -488,7 +508,7 @@ size_t sm_tokenizer_merges(const sm_tokenizer *t, int32_t (*pairs)[2], size_t ca
 
 size_t sm_tokenizer_alphabet(const char *bytes, size_t n, char *out) {
     int32_t cp_of[256];
-    byte_alphabet(cp_of);
+    sm_tok_byte_alphabet(cp_of);
     size_t o = 0;
     for (size_t k = 0; k < n; k++) {
         int32_t c = cp_of[(unsigned char)bytes[k]];
@@ -600,6 +620,9 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
     }
     char p0[4400], p1[4400];
     sm_status st;
+    t->unk = -1;
+    t->space_prefix = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE;
+    t->byte_level = cfg->tokenizer == SM_TOKENIZER_GPT2;
     if (cfg->tok_dir) dir = cfg->tok_dir;
     if (cfg->gguf) {
         st = load_gguf(t, cfg, cfg->gguf, dir, err);
@@ -609,13 +632,34 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
         t->add_bos = true;
     } else if (cfg->tokenizer == SM_TOKENIZER_GPT2) {
         if (!(st = join(p0, sizeof p0, dir, cfg->tok_file[0], err)) &&
-            !(st = join(p1, sizeof p1, dir, cfg->tok_file[1], err)))
-            st = load_gpt2(t, cfg, p0, p1, err);
+            !(st = join(p1, sizeof p1, dir, cfg->tok_file[1], err)) &&
+            !(st = load_gpt2(t, cfg, p0, p1, err)) && !(st = sm_tok_pre_new(&t->pre, err)))
+            st = sm_tok_pre_step(t->pre, SM_STEP_GPT2, SM_SPLIT_ISOLATED, false, NULL, 0, false, p0, err);
+    } else if (cfg->tokenizer == SM_TOKENIZER_HF) {
+        if (!(st = join(p0, sizeof p0, dir, cfg->tok_file[0], err)))
+            st = sm_tok_load_hf(t, cfg, p0, err);
     } else {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED, "unsupported tokenizer");
     }
-    t->bos = cfg->tok_bos;
-    t->eos = cfg->tok_eos;
+    if (cfg->tokenizer != SM_TOKENIZER_HF) { /* a tokenizer.json names its own (post-processor) */
+        t->bos = cfg->tok_bos;
+        t->eos = cfg->tok_eos;
+    }
+    for (int i = 0; !st && i < cfg->n_stop && t->n_stop < SM_MAX_STOP; i++)
+        if (cfg->tok_stop[i] >= 0 && cfg->tok_stop[i] < t->n_vocab) t->stop[t->n_stop++] = cfg->tok_stop[i];
+    if (!st && t->type != SM_TOKENIZER_BYTE) { /* ends of turn by their text, as llama.cpp finds them */
+        static const char *const ends[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<end_of_turn>",
+                                           "<|end|>"};
+        for (int32_t id = 0; id < t->n_vocab && t->n_stop < SM_MAX_STOP; id++) {
+            size_t l = t->off[id + 1] - t->off[id];
+            for (size_t k = 0; t->kind[id] == KIND_CONTROL && k < sizeof ends / sizeof *ends; k++)
+                if (l == strlen(ends[k]) && memcmp(t->text + t->off[id], ends[k], l) == 0 &&
+                    !sm_tokenizer_is_end(t, id))
+                    t->stop[t->n_stop++] = id;
+        }
+    }
+    /* added tokens are matched in text; tokenizer.bin spells BOS/EOS "\n<s>\n" (see encode) */
+    if (!st && (cfg->gguf || cfg->tokenizer != SM_TOKENIZER_SENTENCEPIECE)) st = sm_tok_index_added(t, err);
     if (st) sm_tokenizer_free(t);
     return st;
 }
@@ -633,6 +677,11 @@ void sm_tokenizer_free(sm_tokenizer *t) {
     free(t->kind);
     free(t->map);
     free(t->merges);
+    sm_tok_pre_free(t->pre);
+    free(t->shown);
+    free(t->shown_off);
+    free(t->added_map);
+    free(t->added_long);
     sm_tokenizer_type type = t->type;
     memset(t, 0, sizeof *t);
     t->type = type;

@@ -119,8 +119,8 @@ static void try_pair(const sm_tokenizer *t, sm_tok_work *w, int32_t l, int32_t r
     if (l < 0 || r < 0) return;
     const sym *a = &w->syms[l], *b = &w->syms[r];
     cand c = {.left = l, .right = r, .len = a->len + b->len};
-    if (t->type == SM_TOKENIZER_SENTENCEPIECE) {
-        if (a->fixed || b->fixed) return;
+    if (a->fixed || b->fixed) return;
+    if (!t->merges) {
         c.id = sm_tok_map_find(t, w->buf + a->start, c.len);
         if (c.id < 0) return;
         c.pri = t->score[c.id];
@@ -140,6 +140,7 @@ typedef struct {
 } sink;
 
 static void emit(sink *k, int32_t id) {
+    if (id < 0) return;
     if (k->n < k->cap) k->out[k->n] = id;
     k->n++;
 }
@@ -252,111 +253,74 @@ static void sp_segment(const sm_tokenizer *t, const unsigned char *s, size_t n, 
     merge_and_emit(t, w, ns, k);
 }
 
-/* ------------------------------------------------------------- gpt2 */
+/* ---------------------------------------------------- ranked-merge BPE */
 
-static char uclass(int32_t cp) {
-    if (cp < 0) return 'O';
-    const struct {
-        const sm_urange *r;
-        size_t n;
-        char c;
-    } cls[] = {{sm_uni_letter, sm_uni_letter_len, 'L'},
-               {sm_uni_number, sm_uni_number_len, 'N'},
-               {sm_uni_space, sm_uni_space_len, 'S'}};
-    for (size_t k = 0; k < 3; k++) {
-        size_t lo = 0, hi = cls[k].n;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if ((uint32_t)cp > cls[k].r[mid].hi)
-                lo = mid + 1;
-            else if ((uint32_t)cp < cls[k].r[mid].lo)
-                hi = mid;
-            else
-                return cls[k].c;
-        }
-    }
-    return 'O';
-}
+/* One word of a ranked-merge BPE: its bytes (byte-level) or characters (else) merged. */
+typedef struct {
+    const sm_tokenizer *t;
+    sink *k;
+} word_ctx;
 
-/*
-** End of the pre-token starting at i, as GPT-2's pattern
-**   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-** matches it (first alternative that matches, each greedy).
-*/
-static size_t gpt2_word(const unsigned char *s, size_t n, size_t i) {
-    if (s[i] == '\'' && i + 1 < n) {
-        unsigned char a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
-        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
-            return i + 3;
-    }
-    int32_t cp;
-    size_t j = i, l = sm_tok_utf8_next(s + i, n - i, &cp);
-    char c = uclass(cp);
-    if (cp == ' ' && i + 1 < n) {
-        int32_t cp2;
-        sm_tok_utf8_next(s + i + 1, n - i - 1, &cp2);
-        char c2 = uclass(cp2);
-        if (c2 != 'S') { /* the optional space of a letter, number or other run */
-            j = i + 1;
-            c = c2;
-            l = sm_tok_utf8_next(s + j, n - j, &cp);
-        }
-    }
-    if (c != 'S') {
-        while (j < n) {
-            l = sm_tok_utf8_next(s + j, n - j, &cp);
-            if (uclass(cp) != c) break;
-            j += l;
-        }
-        return j;
-    }
-    /* white space: all of it at the end of the text, else all but its last character */
-    size_t last = j;
-    while (j < n) {
-        l = sm_tok_utf8_next(s + j, n - j, &cp);
-        if (uclass(cp) != 'S') break;
-        last = j;
-        j += l;
-    }
-    if (j == n || last == i) return j;
-    return last;
-}
-
-static void gpt2_span(const sm_tokenizer *t, const unsigned char *s, size_t n, sink *k) {
+static void bpe_word(void *vc, const unsigned char *s, size_t n) {
+    word_ctx *c = vc;
+    const sm_tokenizer *t = c->t;
     sm_tok_work *w = t->work;
-    for (size_t i = 0; i < n;) {
-        size_t e = gpt2_word(s, n, i);
-        while (i < e) { /* a word longer than a segment is cut at a character boundary */
-            size_t m = segment_end(s + i, e - i);
-            memcpy(w->buf, s + i, m);
-            for (size_t b = 0; b < m; b++) {
-                int32_t id = t->byte_id[s[i + b]];
-                w->syms[b] = (sym){.id = id >= 0 ? id : 0, .start = (uint32_t)b, .len = 1,
-                                   .prev = (int32_t)b - 1, .next = b + 1 < m ? (int32_t)b + 1 : -1};
-            }
-            merge_and_emit(t, w, m, k);
-            i += m;
+    if (t->ignore_merges) {
+        int32_t id = sm_tok_map_find(t, s, n);
+        if (id >= 0) {
+            emit(c->k, id);
+            return;
         }
+    }
+    for (size_t i = 0; i < n;) { /* a word longer than a segment is cut at a character boundary */
+        size_t m = segment_end(s + i, n - i), ns = 0;
+        memcpy(w->buf, s + i, m);
+        if (t->byte_level) {
+            for (size_t b = 0; b < m; b++) { /* a byte without a token is dropped (llama.cpp) */
+                int32_t id = t->byte_id[s[i + b]];
+                w->syms[ns++] = (sym){.id = id, .start = (uint32_t)b, .len = 1, .fixed = id < 0};
+            }
+        } else {
+            for (size_t j = 0; j < m;) {
+                int32_t cp;
+                size_t cl = sm_tok_utf8_next(s + i + j, m - j, &cp);
+                int32_t id = sm_tok_map_find(t, s + i + j, cl);
+                if (id >= 0) {
+                    w->syms[ns++] = (sym){.id = id, .start = (uint32_t)j, .len = (uint32_t)cl};
+                } else if (t->byte_id[s[i + j]] >= 0) { /* byte fallback */
+                    for (size_t b = 0; b < cl; b++) {
+                        int32_t bid = t->byte_id[s[i + j + b]];
+                        w->syms[ns++] = (sym){.id = bid >= 0 ? bid : (t->unk >= 0 ? t->unk : 0),
+                                              .start = (uint32_t)(j + b), .len = 1, .fixed = true};
+                    }
+                } else if (t->unk >= 0) { /* unknown: consecutive ones are one unk */
+                    if (!(ns && w->syms[ns - 1].fixed && w->syms[ns - 1].id == t->unk))
+                        w->syms[ns++] = (sym){.id = t->unk, .start = (uint32_t)j, .len = (uint32_t)cl,
+                                              .fixed = true};
+                    else
+                        w->syms[ns - 1].len += (uint32_t)cl;
+                }
+                j += cl;
+            }
+        }
+        for (size_t b = 0; b < ns; b++) {
+            w->syms[b].prev = (int32_t)b - 1;
+            w->syms[b].next = b + 1 < ns ? (int32_t)b + 1 : -1;
+        }
+        merge_and_emit(t, w, ns, c->k);
+        i += m;
     }
 }
 
 /* --------------------------------------------------------- encoding */
 
-/* The special token whose text starts at s, or -1; *n its length. */
-static int32_t special_at(const sm_tokenizer *t, const char *s, size_t left, size_t *n) {
+/* llama2.c's tokenizer.bin spells BOS and EOS "\n<s>\n": text "<s>" and "</s>" stand for them. */
+static int32_t spm_special_at(const sm_tokenizer *t, const char *s, size_t left, size_t *n) {
     const int32_t ids[2] = {t->bos, t->eos};
     for (int k = 0; k < 2; k++) {
-        if (ids[k] < 0) continue;
-        const char *p;
-        size_t l;
-        if (t->type == SM_TOKENIZER_SENTENCEPIECE) {
-            p = k == 0 ? "<s>" : "</s>";
-            l = strlen(p);
-        } else {
-            p = piece_of(t, ids[k], &l);
-        }
-        if (l && l <= left && memcmp(s, p, l) == 0) {
+        const char *p = k == 0 ? "<s>" : "</s>";
+        size_t l = strlen(p);
+        if (ids[k] >= 0 && l <= left && memcmp(s, p, l) == 0) {
             *n = l;
             return ids[k];
         }
@@ -364,16 +328,96 @@ static int32_t special_at(const sm_tokenizer *t, const char *s, size_t left, siz
     return -1;
 }
 
-/* Encodes s[0..n) without special tokens; prefix: sentencepiece's leading space. */
-static void encode_plain(const sm_tokenizer *t, const unsigned char *s, size_t n, bool prefix,
+static bool added_ok(const sm_tokenizer *t, int32_t id) {
+    return t->kind[id] == KIND_USER || (t->parse_special && t->kind[id] == KIND_CONTROL);
+}
+
+static int32_t added_find(const sm_tokenizer *t, const char *p, size_t n) {
+    for (uint32_t i = (uint32_t)sm_hash_bytes(p, n) & t->added_mask;; i = (i + 1) & t->added_mask) {
+        int32_t id = t->added_map[i];
+        if (id < 0) return -1;
+        size_t l;
+        const char *q = piece_of(t, id, &l);
+        if (l == n && memcmp(q, p, n) == 0) return id;
+    }
+}
+
+/* The added token whose text starts at s (the longest), or -1; *n its length. */
+static int32_t added_at(const sm_tokenizer *t, const char *s, size_t left, size_t *n) {
+    if (t->type == SM_TOKENIZER_SENTENCEPIECE && !t->added_map) return spm_special_at(t, s, left, n);
+    if (!t->added_map) return -1;
+    for (size_t k = 0; k < t->n_added_long; k++) { /* over 64 bytes: few, tried first (longest) */
+        int32_t id = t->added_long[k];
+        size_t l;
+        const char *p = piece_of(t, id, &l);
+        if (l <= left && memcmp(s, p, l) == 0 && added_ok(t, id)) {
+            *n = l;
+            return id;
+        }
+    }
+    uint64_t lens = t->added_len[(unsigned char)s[0]];
+    while (lens) {
+        int b = 63 - __builtin_clzll(lens);
+        size_t l = (size_t)b + 1;
+        lens &= ~(1ull << b);
+        if (l > left) continue;
+        int32_t id = added_find(t, s, l);
+        if (id >= 0 && added_ok(t, id)) {
+            *n = l;
+            return id;
+        }
+    }
+    return -1;
+}
+
+sm_status sm_tok_index_added(sm_tokenizer *t, sm_error *err) {
+    size_t n = 0, nl = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        size_t l = t->off[id + 1] - t->off[id];
+        if ((t->kind[id] == KIND_CONTROL || t->kind[id] == KIND_USER) && l) n++, nl += l > 64;
+    }
+    memset(t->added_len, 0, sizeof t->added_len);
+    if (!n) return SM_OK;
+    t->added_mask = sm_tok_table_size(n) - 1;
+    t->added_map = malloc(((size_t)t->added_mask + 1) * sizeof *t->added_map);
+    t->added_long = malloc((nl ? nl : 1) * sizeof *t->added_long);
+    if (!t->added_map || !t->added_long) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the added tokens");
+    memset(t->added_map, 0xff, ((size_t)t->added_mask + 1) * sizeof *t->added_map);
+    t->n_added_long = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        size_t l;
+        const char *p = piece_of(t, id, &l);
+        if (!(t->kind[id] == KIND_CONTROL || t->kind[id] == KIND_USER) || !l) continue;
+        if (l > 64) { /* kept longest first */
+            size_t k = t->n_added_long++;
+            while (k > 0 && t->off[t->added_long[k - 1] + 1] - t->off[t->added_long[k - 1]] < l)
+                t->added_long[k] = t->added_long[k - 1], k--;
+            t->added_long[k] = id;
+            continue;
+        }
+        if (added_find(t, p, l) >= 0) continue; /* the first of equal texts wins */
+        uint32_t i = (uint32_t)sm_hash_bytes(p, l) & t->added_mask;
+        while (t->added_map[i] >= 0) i = (i + 1) & t->added_mask;
+        t->added_map[i] = id;
+        t->added_len[(unsigned char)p[0]] |= 1ull << (l - 1);
+    }
+    return SM_OK;
+}
+
+/*
+** Encodes s[0..n), text without added tokens; start: it begins the text
+** (sentencepiece's leading space, a normalizer's prepend).
+*/
+static void encode_plain(const sm_tokenizer *t, const unsigned char *s, size_t n, bool start,
                          sink *k) {
-    if (t->type == SM_TOKENIZER_GPT2) {
-        gpt2_span(t, s, n, k);
+    if (t->pre) {
+        word_ctx c = {t, k};
+        sm_tok_pre_run(t->pre, s, n, start, bpe_word, &c);
         return;
     }
     for (size_t i = 0; i < n;) {
         size_t m = segment_end(s + i, n - i);
-        sp_segment(t, s + i, m, prefix && i == 0, k);
+        sp_segment(t, s + i, m, start && t->space_prefix && i == 0, k);
         i += m;
     }
 }
@@ -388,18 +432,20 @@ size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_
     if (t->add_bos && t->bos >= 0) emit(&k, t->bos);
     const unsigned char *s = (const unsigned char *)text;
     size_t start = 0;
-    bool first = true;
-    for (size_t i = 0; t->parse_special && i < len; i++) {
+    /* sentencepiece prefixes its space to the first text; a pre-tokenizer is told whether
+       the text it gets starts the whole text */
+    bool first = true, scan = t->added_map || (!t->pre && t->parse_special);
+    for (size_t i = 0; scan && i < len; i++) {
         size_t sl;
-        int32_t id = special_at(t, text + i, len - i, &sl);
+        int32_t id = added_at(t, text + i, len - i, &sl);
         if (id < 0) continue;
-        encode_plain(t, s + start, i - start, first && i > start, &k);
+        if (i > start) encode_plain(t, s + start, i - start, t->pre ? start == 0 : first, &k);
         first = first && i == start;
         emit(&k, id);
         start = i + sl;
         i = start - 1;
     }
-    encode_plain(t, s + start, len - start, first && len > start, &k);
+    if (len > start) encode_plain(t, s + start, len - start, t->pre ? start == 0 : first, &k);
     if (t->add_eos && t->eos >= 0) emit(&k, t->eos);
     return k.n; /* an empty text has no tokens unless the tokenizer adds BOS (or EOS) */
 }
@@ -417,13 +463,17 @@ const char *sm_tokenizer_piece(const sm_tokenizer *t, int32_t id, size_t *len) {
         *len = 0;
         return "";
     }
+    if (t->shown) {
+        *len = t->shown_off[id + 1] - t->shown_off[id];
+        return t->shown + t->shown_off[id];
+    }
     return piece_of(t, id, len);
 }
 
 const char *sm_tokenizer_piece_after(const sm_tokenizer *t, int32_t prev, int32_t id,
                                      size_t *len) {
     const char *p = sm_tokenizer_piece(t, id, len);
-    if (t->type == SM_TOKENIZER_SENTENCEPIECE && prev >= 0 && prev == t->bos && *len &&
+    if (t->space_prefix && prev >= 0 && prev == t->bos && *len &&
         p[0] == ' ') {
         (*len)--;
         p++;

@@ -8,7 +8,9 @@
 
 #include "sm_tokenizer.h"
 
-enum { KIND_NORMAL = 0, KIND_BYTE, KIND_CONTROL };
+/* KIND_USER: an added token that is not special; matched in text before
+   pre-tokenizing, shown as text, never made by merges. */
+enum { KIND_NORMAL = 0, KIND_BYTE, KIND_CONTROL, KIND_USER };
 
 #define MAX_PIECE 4096 /* bytes of one piece, and sentencepiece's max_token_length cap */
 
@@ -38,6 +40,45 @@ struct sm_tok_work {
     cand *heap;         /* (3 * (SM_TOK_SEGMENT + 1)) */
     size_t n_heap;
 };
+
+/* ------------------------------------------------ pre-tokenizer (pretok.c) */
+enum { SM_NORM_NFC = 1, SM_NORM_NFKC, SM_NORM_NFD, SM_NORM_NFKD, SM_NORM_REPLACE, SM_NORM_PREPEND };
+enum { SM_STEP_REGEX = 1, SM_STEP_GPT2, SM_STEP_DIGITS };
+enum { SM_SPLIT_ISOLATED = 0, SM_SPLIT_REMOVED, SM_SPLIT_MERGED_PREV, SM_SPLIT_MERGED_NEXT,
+       SM_SPLIT_CONTIGUOUS };
+typedef void (*sm_tok_word_fn)(void *ctx, const unsigned char *w, size_t n);
+
+sm_status sm_tok_pre_new(sm_tok_pre **out, sm_error *err);
+void sm_tok_pre_free(sm_tok_pre *p);
+/* Appends a normalizer: SM_NORM_REPLACE str -> to, SM_NORM_PREPEND str, or a Unicode form. */
+sm_status sm_tok_pre_norm(sm_tok_pre *p, int op, const char *str, size_t ns, const char *to,
+                          size_t nt, bool only_start, const char *where, sm_error *err);
+/* Appends a step: a regex (PCRE2 syntax; literal: a plain string) splitting by behavior,
+   GPT-2's pattern (isolated), or ASCII digits (individual: one by one). */
+sm_status sm_tok_pre_step(sm_tok_pre *p, int kind, int behavior, bool individual,
+                          const char *pattern, size_t plen, bool literal, const char *where,
+                          sm_error *err);
+/* A space before a span's text that does not start with one (ByteLevel add_prefix_space). */
+void sm_tok_pre_prefix_space(sm_tok_pre *p);
+bool sm_tok_pre_has_steps(const sm_tok_pre *p);
+/* Normalizes and splits s[0..n) (any bytes; text_start: the span starts the text) and
+   calls word for each word, in order. Never allocates. */
+void sm_tok_pre_run(sm_tok_pre *p, const unsigned char *s, size_t n, bool text_start,
+                    sm_tok_word_fn word, void *ctx);
+/* The steps tokenizer.ggml.pre name stands for (llama.cpp's names); SM_ERR_UNSUPPORTED if unknown. */
+sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *ignore_merges,
+                           const char *where, sm_error *err);
+
+/* ------------------------------------------------ loading (load.c, hf.c) */
+sm_status sm_tok_alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_error *err);
+/* GPT-2's byte alphabet: the code point standing for each byte. */
+void sm_tok_byte_alphabet(int32_t cp_of[256]);
+/* Token text in the byte alphabet -> its bytes (out: n bytes at least); -1 if not in it. */
+long sm_tok_unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, char *out);
+/* Reads a Hugging Face tokenizer.json (BPE: byte-level or with byte fallback). */
+sm_status sm_tok_load_hf(sm_tokenizer *t, const sm_config *cfg, const char *path, sm_error *err);
+/* Indexes the added tokens (KIND_CONTROL and KIND_USER pieces) for matching in text. */
+sm_status sm_tok_index_added(sm_tokenizer *t, sm_error *err);
 
 uint32_t sm_tok_hash_pair(int32_t a, int32_t b);
 /* A power of two of at least 2n slots (open addressing). */

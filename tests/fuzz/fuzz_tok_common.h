@@ -14,11 +14,11 @@
 #include "sm_tokenizer.h"
 
 static char tok_dir[64];
-static const char *const tok_files[] = {"tokenizer.bin", "vocab.json", "merges.txt"};
+static const char *const tok_files[] = {"tokenizer.bin", "vocab.json", "merges.txt", "tokenizer.json"};
 
 static void tok_cleanup(void) {
     char path[128];
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "%s/%s", tok_dir, tok_files[i]);
         unlink(path);
     }
@@ -47,7 +47,8 @@ static inline sm_status tok_load(sm_tokenizer *t, sm_tokenizer_type type) {
     bool sp = type == SM_TOKENIZER_SENTENCEPIECE;
     cfg.tok_bos = sp ? 1 : -1;
     cfg.tok_eos = sp ? 2 : -1;
-    snprintf(cfg.tok_file[0], sizeof cfg.tok_file[0], "%s", sp ? tok_files[0] : tok_files[1]);
+    snprintf(cfg.tok_file[0], sizeof cfg.tok_file[0], "%s",
+             type == SM_TOKENIZER_HF ? tok_files[3] : sp ? tok_files[0] : tok_files[1]);
     snprintf(cfg.tok_file[1], sizeof cfg.tok_file[1], "%s", tok_files[2]);
     sm_error err = {{0}};
     return sm_tokenizer_init(t, &cfg, tok_dir, &err);

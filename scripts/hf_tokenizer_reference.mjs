@@ -1,0 +1,77 @@
+// Writes tests/fixtures/hf_tokenizer_reference.json: the token ids
+// transformers.js (npm @huggingface/transformers, the JavaScript port of
+// Hugging Face tokenizers) gives for the fixture texts with each real
+// tokenizer.json in ../shared/models/tokenizers, as encode(text) does
+// (special tokens in the text recognised, the post-processor's BOS added).
+// Run where the package is installed (it needs no network; --ignore-scripts
+// skips onnxruntime's download, which tokenizers do not use):
+//   npm install --ignore-scripts @huggingface/transformers
+//   node scripts/hf_tokenizer_reference.mjs [../shared]
+import { createRequire } from "module";
+import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, existsSync } from "fs";
+import { tmpdir } from "os";
+import { join } from "path";
+
+const require = createRequire(process.cwd() + "/");
+const { AutoTokenizer, env } = await import(require.resolve("@huggingface/transformers"));
+const shared = process.argv[2] || "../shared";
+const src = join(shared, "models", "tokenizers");
+
+// name -> [directory under src, tokenizer_config.json file name]
+const tokenizers = {
+  llama3: ["llama3", "tokenizer_config.llama3_2.json"],
+  qwen2_5: ["qwen2_5", "tokenizer_config.json"],
+  qwen3: ["qwen3", "tokenizer_config.json"],
+  gemma3: ["gemma3", "tokenizer_config.json"],
+  mistral_nemo: ["mistral_nemo", "tokenizer_config.json"],
+};
+
+const digits = [];
+for (let n = 1; n <= 12; n++) digits.push("x" + "1234567890".repeat(2).slice(0, n) + " " + "9".repeat(n) + "y");
+
+const texts = [
+  "",
+  "Hello, world!",
+  "The quick brown fox jumps over the lazy dog.",
+  "I'm sure they'll say it's fine; we've done what you'd do. I'M SURE THEY'LL SAY IT'S FINE",
+  "def f(x):\n    return x ** 2  # square\n\nif __name__ == '__main__':\n    print(f(3))\n",
+  "for (int i = 0; i < n; i++) { a[i] = b[i] * 2; } // C\n\tif (x) return -1;",
+  "<html><body class=\"a-b\">x &amp; y</body></html>",
+  "Numbers 0 1 12 123 1234 3.14159 1,000,000 ٣٤٥ ½ ２０２４",
+  ...digits,
+  "spaces:  two,   three,\tTab\t\ttabs\n\nnewlines \n trailing   ",
+  "   leading spaces and a run     before punctuation     !",
+  "a  b   c    d     e\n\n\n\nf \t \n g",
+  "line one\r\nline two\r\n\r\nend\r\n",
+  "Café, naïve, façade, résumé, Ångström, Øre, Tiếng Việt",
+  "cafe\u0301 e\u0301le\u0300ve n\u0303 a\u0308\u0304 Tie\u0302\u0301ng Vie\u0323\u0302t",
+  "日本語のテキストと中文字符，还有한국어. 我喜欢吃苹果。東京は日本の首都です。",
+  "مرحبا بالعالم، كيف حالك؟ ١٢٣",
+  "नमस्ते दुनिया, आप कैसे हैं? १२३",
+  "Emoji: 😀👍🏽 🇫🇷 👨‍👩‍👧 ❤️ 👩‍💻 👨‍👩‍👧‍👦 🏳️‍🌈 👍🏿",
+  "Ελληνικά και Русский текст, עברית",
+  "\u00a0non-breaking\u00a0spaces\u2003em space\u3000ideographic",
+  "ﬁ ligature, ｆｕｌｌｗｉｄｔｈ, ① ² ㎏",
+  "<|begin_of_text|>Hello<|eot_id|><|im_start|>user\nhi<|im_end|>\n<start_of_turn>model\nok<end_of_turn>[INST] q [/INST]</s><s><|endoftext|><think>\n</think>",
+  "<tool_call>{\"name\": \"f\"}</tool_call> <|fim_prefix|>a<|fim_suffix|>",
+  "a\n",
+  " ",
+  "x",
+  "\n",
+  "🦙.cpp w048 7tuijk dsdfhu нещо на Бълг ied 4 ½ months",
+];
+
+env.allowRemoteModels = false;
+const work = mkdtempSync(join(tmpdir(), "hf-tok-ref-"));
+env.localModelPath = work;
+const out = { texts, ids: {} };
+for (const [name, [dir, cfg]] of Object.entries(tokenizers)) {
+  if (!existsSync(join(src, dir, "tokenizer.json"))) throw new Error(`${src}/${dir}/tokenizer.json is absent`);
+  mkdirSync(join(work, name));
+  copyFileSync(join(src, dir, "tokenizer.json"), join(work, name, "tokenizer.json"));
+  copyFileSync(join(src, dir, cfg), join(work, name, "tokenizer_config.json"));
+  const tok = await AutoTokenizer.from_pretrained(name);
+  out.ids[name] = texts.map((t) => tok.encode(t));
+}
+writeFileSync("tests/fixtures/hf_tokenizer_reference.json", JSON.stringify(out) + "\n");
+console.log(`wrote ${texts.length} texts x ${Object.keys(tokenizers).length} tokenizers`);

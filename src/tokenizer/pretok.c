@@ -1,0 +1,537 @@
+/*
+** pretok.c -- what happens to text before BPE merges it: normalizers
+** (Unicode NFC/NFKC/NFD/NFKD from utf8proc, literal replace, prepend) and
+** pre-tokenizer steps that cut it into words (a regex split with PCRE2,
+** GPT-2's pattern by hand, ASCII digits), as a Hugging Face tokenizer.json
+** or a GGUF tokenizer.ggml.pre names them.
+**
+** A plain span of text (no added tokens in it) goes through in chunks of at
+** most CHUNK bytes cut after a newline that a letter or digit follows (a
+** word boundary of every pattern here), else at a character boundary.
+** Invalid UTF-8 bytes are words of their own (the regex engine and utf8proc
+** take only valid text). Each chunk is normalized op by op into one of two
+** buffers, then each step turns the list of spans into the next list; the
+** last list's spans are the words. All of that memory is allocated once in
+** sm_tok_pre_new: running never allocates (PCRE2 JIT runs on its stack; the
+** interpreter keeps its frames in the match data after the first call).
+*/
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "tokenizer_internal.h"
+
+#include "unicode_internal.h"
+
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#define CHUNK 16384        /* input bytes normalized at once */
+#define NB_CAP (4 * CHUNK) /* bytes of a normalized chunk; a larger result halves the chunk */
+#define MAX_OPS 8
+#define MAX_STEPS 8
+
+typedef struct {
+    uint8_t op;      /* SM_NORM_* */
+    bool only_start; /* prepend: only to the span that starts the text (Metaspace "first") */
+    char *str, *to;  /* replace: str -> to; prepend: str */
+    size_t ns, nt;
+} norm_op;
+
+typedef struct {
+    uint8_t kind;     /* SM_STEP_* */
+    uint8_t behavior; /* SM_SPLIT_* */
+    bool individual;  /* digits: each digit alone */
+    pcre2_code *re;
+    pcre2_match_data *md;
+} step;
+
+typedef struct {
+    uint32_t start, len;
+} span;
+
+struct sm_tok_pre {
+    norm_op op[MAX_OPS];
+    int n_op;
+    step st[MAX_STEPS];
+    int n_st;
+    bool prefix_space; /* ByteLevel add_prefix_space: a space before text not starting with one */
+    int32_t *cps;      /* NB_CAP code points of a chunk being normalized */
+    unsigned char *nb[2];
+    span *sp[2];       /* NB_CAP + 1 each */
+};
+
+sm_status sm_tok_pre_new(sm_tok_pre **out, sm_error *err) {
+    sm_tok_pre *p = calloc(1, sizeof *p);
+    if (p) {
+        p->cps = malloc(NB_CAP * sizeof *p->cps);
+        for (int i = 0; i < 2; i++) {
+            p->nb[i] = malloc(NB_CAP);
+            p->sp[i] = malloc((NB_CAP + 1) * sizeof(span));
+        }
+    }
+    *out = p;
+    if (!p || !p->cps || !p->nb[0] || !p->nb[1] || !p->sp[0] || !p->sp[1])
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the pre-tokenizer");
+    return SM_OK;
+}
+
+void sm_tok_pre_free(sm_tok_pre *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_op; i++) free(p->op[i].str), free(p->op[i].to);
+    for (int i = 0; i < p->n_st; i++) {
+        pcre2_match_data_free(p->st[i].md);
+        pcre2_code_free(p->st[i].re);
+    }
+    free(p->cps);
+    for (int i = 0; i < 2; i++) free(p->nb[i]), free(p->sp[i]);
+    free(p);
+}
+
+static char *dup_bytes(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n), d[n] = 0;
+    return d;
+}
+
+sm_status sm_tok_pre_norm(sm_tok_pre *p, int op, const char *str, size_t ns, const char *to,
+                          size_t nt, bool only_start, const char *where, sm_error *err) {
+    if (p->n_op == MAX_OPS)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d normalizers", where, MAX_OPS);
+    if (op == SM_NORM_REPLACE && ns == 0)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: Replace of an empty string", where);
+    norm_op *o = &p->op[p->n_op];
+    *o = (norm_op){.op = (uint8_t)op, .only_start = only_start, .ns = ns, .nt = nt};
+    if ((str && !(o->str = dup_bytes(str, ns))) || (to && !(o->to = dup_bytes(to, nt))))
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the normalizer");
+    p->n_op++;
+    return SM_OK;
+}
+
+void sm_tok_pre_prefix_space(sm_tok_pre *p) { p->prefix_space = true; }
+
+bool sm_tok_pre_has_steps(const sm_tok_pre *p) { return p->n_st > 0; }
+
+sm_status sm_tok_pre_step(sm_tok_pre *p, int kind, int behavior, bool individual,
+                          const char *pattern, size_t plen, bool literal, const char *where,
+                          sm_error *err) {
+    if (p->n_st == MAX_STEPS)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d pre-tokenizer steps", where,
+                            MAX_STEPS);
+    step *s = &p->st[p->n_st];
+    *s = (step){.kind = (uint8_t)kind, .behavior = (uint8_t)behavior, .individual = individual};
+    if (kind == SM_STEP_REGEX) {
+        int code;
+        PCRE2_SIZE at;
+        uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_DOLLAR_ENDONLY);
+        s->re = pcre2_compile((PCRE2_SPTR)pattern, plen, opts, &code, &at, NULL);
+        if (!s->re) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(code, msg, sizeof msg);
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: pattern \"%.60s\" at offset %zu: %s", where,
+                                pattern, (size_t)at, (const char *)msg);
+        }
+        pcre2_jit_compile(s->re, PCRE2_JIT_COMPLETE); /* the interpreter runs where JIT cannot */
+        s->md = pcre2_match_data_create_from_pattern(s->re, NULL);
+        if (!s->md) {
+            pcre2_code_free(s->re);
+            return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the pre-tokenizer");
+        }
+    }
+    p->n_st++;
+    return SM_OK;
+}
+
+/* ------------------------------------------------------- GPT-2's pattern */
+
+static char uclass(int32_t cp) {
+    if (cp < 0) return 'O';
+    if (cp < 0x80) { /* ASCII without a search */
+        if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return 'L';
+        if (cp >= '0' && cp <= '9') return 'N';
+        if (cp == ' ' || (cp >= '\t' && cp <= '\r')) return 'S';
+        return 'O';
+    }
+    const struct {
+        const sm_urange *r;
+        size_t n;
+        char c;
+    } cls[] = {{sm_uni_letter, sm_uni_letter_len, 'L'},
+               {sm_uni_number, sm_uni_number_len, 'N'},
+               {sm_uni_space, sm_uni_space_len, 'S'}};
+    for (size_t k = 0; k < 3; k++) {
+        size_t lo = 0, hi = cls[k].n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if ((uint32_t)cp > cls[k].r[mid].hi)
+                lo = mid + 1;
+            else if ((uint32_t)cp < cls[k].r[mid].lo)
+                hi = mid;
+            else
+                return cls[k].c;
+        }
+    }
+    return 'O';
+}
+
+/*
+** End of the word starting at i, as GPT-2's pattern
+**   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+** matches it (first alternative that matches, each greedy).
+*/
+static size_t gpt2_word(const unsigned char *s, size_t n, size_t i) {
+    if (s[i] == '\'' && i + 1 < n) {
+        unsigned char a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+            return i + 3;
+    }
+    int32_t cp;
+    size_t j = i, l = sm_tok_utf8_next(s + i, n - i, &cp);
+    char c = uclass(cp);
+    if (cp == ' ' && i + 1 < n) {
+        int32_t cp2;
+        sm_tok_utf8_next(s + i + 1, n - i - 1, &cp2);
+        char c2 = uclass(cp2);
+        if (c2 != 'S') { /* the optional space of a letter, number or other run */
+            j = i + 1;
+            c = c2;
+            l = sm_tok_utf8_next(s + j, n - j, &cp);
+        }
+    }
+    if (c != 'S') {
+        while (j < n) {
+            l = sm_tok_utf8_next(s + j, n - j, &cp);
+            if (uclass(cp) != c) break;
+            j += l;
+        }
+        return j;
+    }
+    /* white space: all of it at the end of the text, else all but its last character */
+    size_t last = j;
+    while (j < n) {
+        l = sm_tok_utf8_next(s + j, n - j, &cp);
+        if (uclass(cp) != 'S') break;
+        last = j;
+        j += l;
+    }
+    if (j == n || last == i) return j;
+    return last;
+}
+
+/* ----------------------------------------------------------- splitting */
+
+typedef struct {
+    span *v;
+    size_t n;
+} list;
+
+static void push(list *l, size_t start, size_t end) {
+    if (end > start) l->v[l->n++] = (span){(uint32_t)start, (uint32_t)(end - start)};
+}
+
+/*
+** The matches [ms, me) of one span split it by behavior: isolated (gaps and
+** matches each a span), removed (gaps only), merged with the previous (each
+** match ends a span), with the next (each match starts one), contiguous
+** (isolated, adjacent matches joined).
+*/
+typedef struct {
+    list *out;
+    size_t base, last, cut; /* cut: where the span being built starts */
+    int behavior;
+    bool prev_match;        /* contiguous: the last span pushed was a match ending at last */
+} splitter;
+
+static void on_match(splitter *z, size_t ms, size_t me) {
+    size_t b = z->base;
+    switch (z->behavior) {
+    case SM_SPLIT_ISOLATED:
+        push(z->out, b + z->last, b + ms);
+        push(z->out, b + ms, b + me);
+        break;
+    case SM_SPLIT_REMOVED:
+        push(z->out, b + z->last, b + ms);
+        break;
+    case SM_SPLIT_MERGED_PREV:
+        push(z->out, b + z->cut, b + me);
+        z->cut = me;
+        break;
+    case SM_SPLIT_MERGED_NEXT:
+        push(z->out, b + z->cut, b + ms);
+        z->cut = ms;
+        break;
+    default: /* contiguous */
+        if (z->prev_match && ms == z->last) {
+            z->out->v[z->out->n - 1].len += (uint32_t)(me - ms);
+        } else {
+            push(z->out, b + z->last, b + ms);
+            push(z->out, b + ms, b + me);
+        }
+        z->prev_match = true;
+        z->last = me;
+        return;
+    }
+    z->prev_match = false;
+    z->last = me;
+}
+
+static void on_end(splitter *z, size_t len) {
+    int bh = z->behavior;
+    size_t from = bh == SM_SPLIT_MERGED_PREV || bh == SM_SPLIT_MERGED_NEXT ? z->cut : z->last;
+    push(z->out, z->base + from, z->base + len);
+}
+
+static void split_span(step *st, const unsigned char *buf, span in, list *out) {
+    const unsigned char *s = buf + in.start;
+    size_t n = in.len;
+    splitter z = {.out = out, .base = in.start, .behavior = st->behavior};
+    if (st->kind == SM_STEP_GPT2) {
+        for (size_t i = 0; i < n;) {
+            size_t e = gpt2_word(s, n, i);
+            on_match(&z, i, e);
+            i = e;
+        }
+    } else if (st->kind == SM_STEP_DIGITS) {
+        for (size_t i = 0; i < n;) {
+            if (s[i] < '0' || s[i] > '9') {
+                i++;
+                continue;
+            }
+            size_t e = i + 1;
+            while (!st->individual && e < n && s[e] >= '0' && s[e] <= '9') e++;
+            on_match(&z, i, e);
+            i = e;
+        }
+    } else {
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
+        for (size_t off = 0; off < n;) {
+            int rc = pcre2_match(st->re, s, n, off, PCRE2_NO_UTF_CHECK, st->md, NULL);
+            if (rc < 0) break; /* no more matches (or a match limit: the rest stays one span) */
+            size_t ms = ov[0], me = ov[1];
+            if (me <= ms) { /* an empty match splits nothing: go on one character later */
+                int32_t cp;
+                off = ms + sm_tok_utf8_next(s + ms, n - ms, &cp);
+                continue;
+            }
+            on_match(&z, ms, me);
+            off = me;
+        }
+    }
+    on_end(&z, n);
+}
+
+/* ----------------------------------------------------------- normalizing */
+
+static size_t put_cp(unsigned char *o, int32_t c) {
+    return (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)o);
+}
+
+/* Applies the ops to s[0..n) (valid UTF-8); the result in *out. false: larger than NB_CAP. */
+static bool normalize(sm_tok_pre *p, const unsigned char *s, size_t n, bool first,
+                      bool text_start, const unsigned char **out, size_t *on) {
+    const unsigned char *cur = s;
+    size_t len = n;
+    int w = 0;
+    for (int k = 0; k < p->n_op; k++) {
+        const norm_op *o = &p->op[k];
+        unsigned char *d = p->nb[w];
+        size_t m = 0;
+        if (o->op == SM_NORM_PREPEND) {
+            if (!first || len == 0 || (o->only_start && !text_start)) continue;
+            if (len + o->ns > NB_CAP) return false;
+            memcpy(d, o->str, o->ns);
+            memcpy(d + o->ns, cur, len);
+            m = o->ns + len;
+        } else if (o->op == SM_NORM_REPLACE) {
+            for (size_t i = 0; i < len;) {
+                if (len - i >= o->ns && memcmp(cur + i, o->str, o->ns) == 0) {
+                    if (m + o->nt > NB_CAP) return false;
+                    memcpy(d + m, o->to, o->nt);
+                    m += o->nt;
+                    i += o->ns;
+                } else {
+                    if (m == NB_CAP) return false;
+                    d[m++] = cur[i++];
+                }
+            }
+        } else {
+            utf8proc_option_t f = UTF8PROC_STABLE;
+            f |= o->op == SM_NORM_NFC || o->op == SM_NORM_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
+            if (o->op == SM_NORM_NFKC || o->op == SM_NORM_NFKD) f |= UTF8PROC_COMPAT;
+            utf8proc_ssize_t c = utf8proc_decompose_custom(cur, (utf8proc_ssize_t)len, p->cps, NB_CAP,
+                                                           f, NULL, NULL);
+            if (c < 0 || c > NB_CAP) return false;
+            c = utf8proc_normalize_utf32(p->cps, c, f);
+            if (c < 0) return false;
+            for (utf8proc_ssize_t i = 0; i < c; i++) {
+                if (m + 4 > NB_CAP) return false;
+                m += put_cp(d + m, p->cps[i]);
+            }
+        }
+        cur = d;
+        len = m;
+        w ^= 1;
+    }
+    *out = cur;
+    *on = len;
+    return true;
+}
+
+/* Where to end a chunk of s[0..n): after a newline a letter or digit follows, else at a character. */
+static size_t chunk_end(const unsigned char *s, size_t n, size_t max) {
+    if (n <= max) return n;
+    for (size_t i = max; i > max / 2; i--)
+        if (s[i - 1] == '\n' && ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z')) return i;
+    size_t i = max;
+    while (i > 1 && (s[i] & 0xC0) == 0x80) i--;
+    return i;
+}
+
+/* Normalizes and splits one chunk (valid UTF-8) and hands each word on. */
+static bool run_chunk(sm_tok_pre *p, const unsigned char *s, size_t n, bool first,
+                      bool text_start, sm_tok_word_fn word, void *ctx) {
+    const unsigned char *t;
+    size_t tn;
+    if (p->prefix_space && first && n && s[0] != ' ') {
+        if (n + 1 > NB_CAP) return false;
+        p->nb[1][0] = ' '; /* nb[1]: normalize's first op writes nb[0] */
+        memcpy(p->nb[1] + 1, s, n);
+        s = p->nb[1];
+        n++;
+    }
+    if (!normalize(p, s, n, first, text_start, &t, &tn)) return false;
+    list a = {p->sp[0], 0}, b = {p->sp[1], 0};
+    push(&a, 0, tn);
+    for (int k = 0; k < p->n_st; k++) {
+        b.n = 0;
+        for (size_t i = 0; i < a.n; i++) split_span(&p->st[k], t, a.v[i], &b);
+        list x = a;
+        a = b;
+        b = x;
+    }
+    for (size_t i = 0; i < a.n; i++) word(ctx, t + a.v[i].start, a.v[i].len);
+    return true;
+}
+
+void sm_tok_pre_run(sm_tok_pre *p, const unsigned char *s, size_t n, bool text_start,
+                    sm_tok_word_fn word, void *ctx) {
+    size_t i = 0;
+    bool first = true;
+    while (i < n) {
+        size_t v = i; /* the run of valid UTF-8 from i */
+        while (v < n) {
+            int32_t cp;
+            size_t l = sm_tok_utf8_next(s + v, n - v, &cp);
+            if (cp < 0) break;
+            v += l;
+        }
+        for (size_t max = CHUNK; i < v;) {
+            size_t e = chunk_end(s + i, v - i, max);
+            if (run_chunk(p, s + i, e, first, text_start, word, ctx)) {
+                first = false;
+                i += e;
+                max = CHUNK;
+            } else if (e > 4) {
+                max = e / 2; /* the normalized text outgrew its buffer: a smaller chunk */
+            } else {
+                word(ctx, s + i, e); /* cannot happen for valid UTF-8 (one character fits) */
+                i += e;
+            }
+        }
+        if (i < n) { /* an invalid byte is a word of its own */
+            word(ctx, s + i, 1);
+            i++;
+            first = false;
+        }
+    }
+}
+
+/* ---------------------------------------------------- tokenizer.ggml.pre */
+
+#define GPT2_RE NULL /* GPT-2's pattern: the hand-written step */
+#define LLAMA3_RE                                                                               \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+/*
+** The pre-tokenizers GGUF files name (llama.cpp's tokenizer.ggml.pre
+** values), each as its list of isolating regex splits, applied in order to
+** the pieces the previous one left. Patterns as the models' tokenizer.json
+** files give them.
+*/
+static const struct {
+    const char *names; /* '|'-separated */
+    bool ignore_merges;
+    int n;
+    const char *re[6];
+} named[] = {
+    {"gpt-2|phi-2|mpt|olmo|jais|roberta-bpe|gigachat", false, 1, {GPT2_RE}},
+    {"default", false, 3,
+     {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+"}},
+    {"llama3|llama-v3|llama-bpe|falcon3|dbrx|smaug-bpe", true, 1, {LLAMA3_RE}},
+    {"qwen2|deepseek-r1-qwen|stablelm2", false, 1,
+     {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+      "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"smollm|starcoder|refact|command-r|codeshell|exaone|minerva-7b", false, 2, {"\\p{N}", GPT2_RE}},
+    {"falcon", false, 3,
+     {"[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2_RE, "[0-9][0-9][0-9]"}},
+    {"deepseek-llm", false, 6,
+     {"[\\r\\n]",
+      "\\s?[A-Za-z\xc2\xb5\xc3\x80-\xc3\x96\xc3\x98-\xc3\xb6\xc3\xb8-\xc6\xba\xc6\xbc-\xc6\xbf\xc7\x84-"
+      "\xca\x93\xca\x95-\xca\xaf\xcd\xb0-\xcd\xb3\xcd\xb6\xcd\xb7\xcd\xbb-\xcd\xbd\xcd\xbf\xce\x86\xce"
+      "\x88-\xce\x8a\xce\x8c\xce\x8e-\xce\xa1\xce\xa3-\xcf\xb5\xcf\xb7-\xd2\x81\xd2\x8a-\xd4\xaf\xd4\xb1-"
+      "\xd5\x96\xe1\x82\xa0-\xe1\x83\x85\xe1\x8e\xa0-\xe1\x8f\xb5\xe1\x8f\xb8-\xe1\x8f\xbd\xe1\xb2\x90-"
+      "\xe1\xb2\xba\xe1\xb2\xbd-\xe1\xb2\xbf\xe1\xb4\x80-\xe1\xb4\xab\xe1\xb5\xab-\xe1\xb5\xb7\xe1\xb5"
+      "\xb9-\xe1\xb6\x9a\xe1\xb8\x80-\xe1\xbc\x95\xe1\xbc\x98-\xe1\xbc\x9d\xe1\xbc\xa0-\xe1\xbd\x85\xe1"
+      "\xbd\x88-\xe1\xbd\x8d\xe1\xbd\x90-\xe1\xbd\x97\xe1\xbd\x99\xe1\xbd\x9b\xe1\xbd\x9d\xe1\xbd\x9f-"
+      "\xe1\xbd\xbd\xe1\xbe\x80-\xe1\xbe\xb4\xe1\xbe\xb6-\xe1\xbe\xbc\xe1\xbe\xbe\xe1\xbf\x82-\xe1\xbf"
+      "\x84\xe1\xbf\x86-\xe1\xbf\x8c\xe1\xbf\x90-\xe1\xbf\x93\xe1\xbf\x96-\xe1\xbf\x9b\xe1\xbf\xa0-\xe1"
+      "\xbf\xac\xe1\xbf\xb2-\xe1\xbf\xb4\xe1\xbf\xb6-\xe1\xbf\xbc\xe2\x84\x82\xe2\x84\x87\xe2\x84\x8a-"
+      "\xe2\x84\x93\xe2\x84\x95\xe2\x84\x99-\xe2\x84\x9d\xe2\x84\xa4\xe2\x84\xa6\xe2\x84\xa8\xe2\x84"
+      "\xaa-\xe2\x84\xad\xe2\x84\xaf-\xe2\x84\xb4\xe2\x84\xb9\xe2\x84\xbc-\xe2\x84\xbf\xe2\x85\x85-\xe2"
+      "\x85\x89\xe2\x85\x8e\xe2\x86\x83\xe2\x86\x84\xe2\xb0\x80-\xe2\xb1\xbb\xe2\xb1\xbe-\xe2\xb3\xa4"
+      "\xe2\xb3\xab-\xe2\xb3\xae\xe2\xb3\xb2\xe2\xb3\xb3\xea\x99\x80-\xea\x99\xad\xea\x9a\x80-\xea\x9a"
+      "\x9b\xea\x9c\xa2-\xea\x9d\xaf\xea\x9d\xb1-\xea\x9e\x87\xea\x9e\x8b-\xea\x9e\x8e\xea\xad\xb0-\xea"
+      "\xae\xbf\xef\xac\x80-\xef\xac\x86\xef\xac\x93-\xef\xac\x97\xef\xbc\xa1-\xef\xbc\xba\xef\xbd\x81-"
+      "\xef\xbd\x9a\xf0\x90\x90\x80-\xf0\x90\x91\x8f\xf0\x90\x92\xb0-\xf0\x90\x93\x93\xf0\x90\x93\x98-"
+      "\xf0\x90\x93\xbb\xf0\x90\xb2\x80-\xf0\x90\xb2\xb2\xf0\x90\xb3\x80-\xf0\x90\xb3\xb2\xf0\x91\xa2"
+      "\xa0-\xf0\x91\xa3\x9f\xf0\x9e\xa4\x80-\xf0\x9e\xa5\x83]+",
+      "\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-\xe2\x80\x9f\xe3\x80"
+      "\x80-\xe3\x80\x82]+",
+      "\\s+$",
+      "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+",
+      "\\p{N}+"}},
+    {"tekken", true, 1,
+     {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+      "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+};
+
+static bool name_in(const char *names, const char *s, size_t n) {
+    for (const char *p = names;;) {
+        const char *e = strchr(p, '|');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && memcmp(p, s, n) == 0) return true;
+        if (!e) return false;
+        p = e + 1;
+    }
+}
+
+sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *ignore_merges,
+                           const char *where, sm_error *err) {
+    for (size_t k = 0; k < sizeof named / sizeof named[0]; k++) {
+        if (!name_in(named[k].names, name, n)) continue;
+        *ignore_merges = named[k].ignore_merges;
+        sm_status st = SM_OK;
+        for (int i = 0; i < named[k].n && !st; i++) {
+            const char *re = named[k].re[i];
+            st = re ? sm_tok_pre_step(p, SM_STEP_REGEX, SM_SPLIT_ISOLATED, false, re, strlen(re), false,
+                                      where, err)
+                    : sm_tok_pre_step(p, SM_STEP_GPT2, SM_SPLIT_ISOLATED, false, NULL, 0, false, where, err);
+        }
+        return st;
+    }
+    return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre %.*s is not supported", where,
+                        (int)(n < 40 ? n : 40), name);
+}
