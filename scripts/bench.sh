@@ -11,7 +11,8 @@
 #   4. every kernel table on the seed shape, 1 and 2 threads;
 #   5. training, and batched decoding;
 #   6. the rows of docs/performance.md's side-by-side table (scripts/bench_peers.sh,
-#      3 samples; with the peers too when LLAMA_CPP / LLAMA2C name their builds).
+#      3 samples; with the peers too when LLAMA_CPP / LLAMA2C name their builds);
+#   7. tokenizers encoding 1 MB (scripts/bench_tokenizer.sh).
 # Figures go to docs/performance.md by hand, with this command. Benchmarks,
 # not tests: nothing here asserts a time.
 #   scripts/bench.sh [BIN]
@@ -151,3 +152,7 @@ cmp -s <(sed 's/"timing.*//' build/bench-models/batch-1.jsonl) <(sed 's/"timing.
 echo
 echo "the side-by-side rows (scripts/bench_peers.sh, 3 samples each)"
 N=${N:-3} BIN=$BIN bash scripts/bench_peers.sh | sed 's/^/  /'
+
+echo
+echo "tokenizers: tokens/s encoding 1 MB (scripts/bench_tokenizer.sh, 3 samples)"
+N=${N:-3} bash scripts/bench_tokenizer.sh $BIN | sed 's/^/  /'

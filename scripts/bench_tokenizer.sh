@@ -32,10 +32,11 @@ for name, text in (("english", eng), ("mixed", mix)):
 def mdir(name, n_vocab, tokenizer, files):
     d = os.path.join(t, name); os.makedirs(d)
     for s, n in files: os.symlink(os.path.abspath(s), os.path.join(d, n))
-    json.dump({"arch": "gpt2", "n_layer": 1, "n_head": 1, "n_embd": 64, "n_ctx": 8, "n_vocab": n_vocab,
-               "norm_eps": 1e-5, "activation": "gelu_tanh", "tied_output": True, "bias": False,
-               "tokenizer": tokenizer, "dtype": "f32", "files": [], "tensors": {}},
-              open(os.path.join(d, "config.json"), "w"))
+    json.dump({"format": "smallmind", "format_version": 1, "architecture": "gpt2", "n_layer": 1,
+               "n_head": 1, "n_embd": 64, "n_ctx": 64, "n_vocab": n_vocab, "norm_eps": 1e-5,
+               "activation": "gelu_tanh", "tied_output": True, "bias": False, "tokenizer": tokenizer,
+               "tensors": [{"name": "unused", "dtype": "f32", "shape": [1], "file": "model.bin",
+                            "offset": 64}]}, open(os.path.join(d, "config.json"), "w"))
 if os.path.isdir(tiny):
     mdir("gpt2-hand", 50257, {"type": "gpt2", "vocab": "vocab.json", "merges": "merges.txt", "eos": 50256},
          [(os.path.join(tiny, "vocab.json"), "vocab.json"), (os.path.join(tiny, "merges.txt"), "merges.txt")])
