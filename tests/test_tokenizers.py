@@ -197,6 +197,29 @@ def hf_reference(smbin, tmp, tok, here):
         check(not bad, f"{name} tokenizer.json = transformers.js on all {len(ref['texts'])} texts",
               "; ".join(bad[:3]))
         check(not back_bad, f"{name}: every encoding decodes back to its text", "; ".join(back_bad[:3]))
+        if name in ("llama3", "qwen2_5", "gemma3"):
+            encode_allocations(smbin, os.path.dirname(smbin), d, name, ref["texts"], tmp)
+
+
+def encode_allocations(smbin, bindir, d, name, texts, tmp):
+    """Encoding allocates nothing per call: heap allocations (LD_PRELOAD counter) of `tokenize -f`
+    on 100 KB and on 400 KB of the mixed fixture text (24 and 96 chunks of the pre-tokenizer) differ
+    only by the CLI's own doubling buffers (at most 4)."""
+    so = os.path.join(bindir, "alloc_count.so")
+    if os.environ.get("SM_SKIP_ALLOC") or not os.path.exists(so):
+        T.skip(f"{name}: allocations while encoding", "no LD_PRELOAD counter in this build")
+        return
+    counts = []
+    for n in (100000, 400000):
+        src, out = os.path.join(tmp, f"text-{n}"), os.path.join(tmp, f"allocs-{name}-{n}")
+        with open(src, "wb") as f:  # cut at n bytes, a partial last character dropped
+            f.write(("\n".join(texts) * 1000).encode()[:n].decode("utf-8", "ignore").encode())
+        subprocess.run([smbin, "tokenize", "-m", d, "-f", src], env=dict(os.environ, SM_ALLOC_OUT=out,
+                       LD_PRELOAD=os.path.abspath(so)), capture_output=True, timeout=120)
+        counts.append(int(open(out).read().split()[-1]) if os.path.exists(out) else -1)
+    check(min(counts) > 0 and 0 <= counts[1] - counts[0] <= 4,
+          f"{name}: encoding 100 KB and 400 KB makes {counts[0]} and {counts[1]} allocations (load and CLI "
+          "buffers only)", str(counts))
 
 
 def gpt2_via_pcre(smbin, tmp, tiny, fixtures):
