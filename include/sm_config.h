@@ -64,9 +64,14 @@ typedef struct sm_config {
     bool qkv_bias;    /* llama family: biases on the Q, K and V projections (Qwen 2; run
                          in place, not written to config.json) */
     bool qk_norm;     /* llama family: RMSNorm over each head of Q and K before RoPE (Qwen 3) */
+    bool gate_up;     /* llama family: gate and up one matrix ffn_gate_up.weight (2 n_ff, C),
+                         rows gate | up (a phi3 GGUF) */
     /* rotary scaling of type llama3 (Llama 3.1/3.2): rope_factor 0 for none */
     float rope_factor, rope_low_freq, rope_high_freq;
     int rope_orig_ctx;
+    /* sliding-window attention: a query sees its last sliding_window keys (0: all), on every
+       layer, or with swa_pattern N > 0 on all but each N-th (Gemma 3: 5 local, 1 global) */
+    int sliding_window, swa_pattern;
     sm_tokenizer_type tokenizer;
     char tok_file[2][SM_FILE_NAME_MAX]; /* sentencepiece, huggingface: [0]; gpt2: vocab, merges */
     int32_t tok_bos, tok_eos;           /* -1 when the tokenizer has none */
@@ -79,6 +84,12 @@ typedef struct sm_config {
     const struct sm_gguf *gguf; /* the GGUF file this came from (borrowed; its tokenizer), or NULL */
     const char *tok_dir;        /* where the tokenizer files are, if not the model directory */
 } sm_config;
+
+/* The window layer l attends over (0: the whole context). */
+static inline size_t sm_config_window(const sm_config *c, int l) {
+    if (!c->sliding_window || (c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0)) return 0;
+    return (size_t)c->sliding_window;
+}
 
 /* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types. */
 size_t sm_dtype_block(sm_dtype t);

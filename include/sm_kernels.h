@@ -98,7 +98,12 @@ typedef struct sm_kernels {
 
     /*
     ** Causal attention of one head for T queries at positions pos..pos+T-1
-    ** over keys 0..pos+T-1, which must already be in kt and v: softmax of
+    ** over keys 0..pos+T-1, which must already be in kt and v (with window
+    ** > 0, the query at position p sees only keys p - window + 1 .. p:
+    ** sliding-window attention; blocks of keys before every query's window
+    ** are skipped; with ring > 0, a multiple of SM_ATTN_KBLOCK, position j
+    ** is held in slot j % ring of kt and v, a cache of ring positions that
+    ** only a window needs): softmax of
     ** scale * Q.K^T over the unmasked keys only, times V. The scalar
     ** reference takes one query at a time over a whole score row; the SIMD
     ** tables stream blocks of keys (online softmax, see SM_ATTN_SCRATCH).
@@ -111,7 +116,8 @@ typedef struct sm_kernels {
     */
     void (*attention)(float *restrict out, const float *restrict q, const void *restrict kt,
                       const void *restrict v, sm_dtype kvt, float *restrict scores, size_t T,
-                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale);
+                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale,
+                      size_t window, size_t ring);
 
     /* x (n) <- softmax(x), in place. n >= 1. */
     void (*softmax)(float *x, size_t n);

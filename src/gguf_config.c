@@ -17,7 +17,7 @@
 ** prefix); entries marked NEED_BIAS exist only in a model with Q/K/V
 ** biases, NEED_NORM only in one with Q/K norms.
 */
-enum { NEED_BIAS = 1, NEED_NORM = 2 };
+enum { NEED_BIAS = 1, NEED_NORM = 2, NEED_GATE_UP = 4, NEED_SPLIT = 8 };
 typedef struct {
     const char *gguf, *ours;
     int needs;
@@ -28,7 +28,9 @@ static const name_pair llama_names[] = {
     {"attn_q.weight", "attn_q.weight", 0},       {"attn_k.weight", "attn_k.weight", 0},
     {"attn_v.weight", "attn_v.weight", 0},       {"attn_qkv.weight", "attn_qkv.weight", 0},
     {"attn_output.weight", "attn_out.weight", 0}, {"ffn_norm.weight", "ffn_norm.weight", 0},
-    {"ffn_gate.weight", "ffn_gate.weight", 0},   {"ffn_up.weight", "ffn_up.weight", 0},
+    {"ffn_gate.weight", "ffn_gate.weight", NEED_SPLIT},
+    {"ffn_up.weight", "ffn_up.weight", NEED_SPLIT},
+    {"ffn_up.weight", "ffn_gate_up.weight", NEED_GATE_UP}, /* phi3: gate | up */
     {"ffn_down.weight", "ffn_down.weight", 0},   {"attn_q.bias", "attn_q.bias", 1},
     {"attn_k.bias", "attn_k.bias", 1},           {"attn_v.bias", "attn_v.bias", 1},
     {"attn_q_norm.weight", "attn_q_norm.weight", NEED_NORM},
@@ -61,7 +63,8 @@ bool sm_gguf_tensor_name(const sm_config *c, const char *name, bool to_ours, cha
         const char *from = to_ours ? e->gguf : e->ours, *to = to_ours ? e->ours : e->gguf;
         bool per_layer = strncmp(e->gguf, "attn_", 5) == 0 || strncmp(e->gguf, "ffn_", 4) == 0;
         if (per_layer != (layer >= 0) || strcmp(rest, from) != 0 ||
-            (e->needs == NEED_BIAS && !c->qkv_bias) || (e->needs == NEED_NORM && !c->qk_norm))
+            (e->needs == NEED_BIAS && !c->qkv_bias) || (e->needs == NEED_NORM && !c->qk_norm) ||
+            (e->needs == NEED_GATE_UP && !c->gate_up) || (e->needs == NEED_SPLIT && c->gate_up))
             continue;
         if (layer >= 0)
             snprintf(out, SM_NAME_MAX, "blk.%d.%s", layer, to);
@@ -133,17 +136,19 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(al < 63 ? al : 63), a);
     bool qwen = strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
-    if (strcmp(arch, "llama") == 0 || qwen)
+    bool phi3 = strcmp(arch, "phi3") == 0;
+    if (strcmp(arch, "llama") == 0 || qwen || phi3)
         cfg->arch = SM_ARCH_LLAMA;
     else if (strcmp(arch, "gpt2") == 0)
         cfg->arch = SM_ARCH_GPT2;
     else
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "%s: architecture %s is not supported (supported: llama, qwen2, qwen3, gpt2)", path,
+                            "%s: architecture %s is not supported (supported: llama, phi3, qwen2, qwen3, gpt2)", path,
                             arch);
     /* qwen2/3: Q and K rows as Hugging Face stores them (pairs i, i + hd/2); qwen2 has biases on
        Q, K, V, qwen3 norms each head of Q and K */
-    cfg->rope_halves = qwen;
+    cfg->rope_halves = qwen || phi3; /* phi3: fused Q|K|V, rotated by halves; gate|up fused */
+    cfg->gate_up = phi3;
     cfg->qkv_bias = qwen && sm_gguf_tensor_find(g, "blk.0.attn_q.bias");
     cfg->qk_norm = qwen && sm_gguf_tensor_find(g, "blk.0.attn_q_norm.weight");
     bool llama = cfg->arch == SM_ARCH_LLAMA;
@@ -201,6 +206,9 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     if (!(v >= 1 && v <= 1e12))
         return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %g, expected 1 to 1e12", path, k, v);
     cfg->rope_theta = (float)v;
+    if ((st = int_key(g, arch, "attention.sliding_window", false, 0, 1 << 24, 0, &cfg->sliding_window,
+                      path, err)))
+        return st;
     v = 1e-5;
     snprintf(k, sizeof k, "%s.attention.%s", arch, llama ? "layer_norm_rms_epsilon" : "layer_norm_epsilon");
     if ((st = sm_gguf_float(g, k, &v, NULL, path, err))) return st;

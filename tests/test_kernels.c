@@ -229,11 +229,14 @@ void test_kernels_attention(void) {
     static const size_t hss[] = {1, 3, 16, 17, 32, 64, 80};
     static const size_t Ts[] = {1, 3, 4, 17, 33, 70};
     static const size_t poss[] = {0, 1, 5, 40, 130};
+    /* sliding windows: none, one key, inside a block, a block, across blocks */
+    static const size_t wins[] = {0, 1, 5, 64, 100};
     unsigned long long s = 2;
     for (size_t a = 0; a < sizeof hss / sizeof *hss; a++)
         for (size_t b = 0; b < sizeof Ts / sizeof *Ts; b++)
-            for (size_t c = 0; c < sizeof poss / sizeof *poss; c++) {
-                size_t hs = hss[a], T = Ts[b], pos = poss[c], ctx = pos + T + 3;
+            for (size_t c = 0; c < sizeof poss / sizeof *poss * 5; c++) {
+                size_t hs = hss[a], T = Ts[b], pos = poss[c / 5], ctx = pos + T + 3, win = wins[c % 5];
+                if (win && (hs % 16 == 1 || b % 2)) continue; /* windows: a subset keeps the time */
                 size_t qs = 3 * hs + 1, os = hs + 2, nsc = SM_ATTN_SCRATCH(hs, ctx);
                 float *q = rnd(T * qs, &s, 2), *keys = rnd(ctx * hs, &s, 2), *v = rnd(ctx * hs, &s, 1);
                 size_t kn = hs * sm_attn_ctx_padded(ctx);
@@ -253,12 +256,12 @@ void test_kernels_attention(void) {
                 for (size_t j = 0; j < 16; j++) sc[nsc + j] = 4321.0f;
                 float *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
                 float scale = 1.0f / sqrtf((float)hs);
-                ref->attention(want, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale);
+                ref->attention(want, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, 0);
                 for (size_t i = 0; i < nk; i++) {
                     float *w32 = rnd(T * os, &s, 0);
                     for (size_t j = 0; j < T * os; j++) got[j] = w32[j] = -777.0f;
-                    ks[i]->attention(w32, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale);
-                    ks[i]->attention(got, q, kt16, v16, SM_DTYPE_F16, sc, T, pos, hs, qs, os, scale);
+                    ks[i]->attention(w32, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, 0);
+                    ks[i]->attention(got, q, kt16, v16, SM_DTYPE_F16, sc, T, pos, hs, qs, os, scale, win, 0);
                     CHECKF(memcmp(got, w32, T * os * sizeof *got) == 0,
                            "%s attention hs=%zu T=%zu pos=%zu: the f16 cache is not its f32 widening",
                            ks[i]->name, hs, T, pos);
@@ -274,13 +277,53 @@ void test_kernels_attention(void) {
                                 continue;
                             }
                             CHECKF(fabsf(g - want[t * os + d]) <= 2e-5f,
-                                   "%s attention hs=%zu T=%zu pos=%zu [%zu,%zu]: %g vs %g",
-                                   ks[i]->name, hs, T, pos, t, d, g, want[t * os + d]);
+                                   "%s attention hs=%zu T=%zu pos=%zu window=%zu [%zu,%zu]: %g vs %g",
+                                   ks[i]->name, hs, T, pos, win, t, d, g, want[t * os + d]);
                         }
                 }
                 free(q), free(keys), free(kt), free(v), free(sc), free(want), free(got), free(kt16),
                     free(v16);
             }
+}
+
+/*
+** A sliding-window cache kept as a ring (position j in slot j % ring) gives
+** what the whole cache gives, for every table: the ring holds the window plus
+** the call's rows, padded to key blocks, and slots of older positions hold
+** other (finite) keys that the window masks.
+*/
+void test_kernels_attention_ring(void) {
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = tables(ks);
+    ks[nk++] = ref;
+    unsigned long long s = 12;
+    static const size_t cases[][4] = {/* hs, T, pos, window */
+                                      {16, 1, 300, 64}, {17, 5, 200, 40}, {32, 33, 130, 100},
+                                      {64, 70, 500, 128}, {8, 1, 1000, 1}, {16, 4, 63, 64}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        size_t hs = cases[c][0], T = cases[c][1], pos = cases[c][2], win = cases[c][3];
+        size_t ctx = pos + T, ring = sm_attn_ctx_padded(win + T - 1), qs = hs, os = hs;
+        float *q = rnd(T * qs, &s, 2), *keys = rnd(ctx * hs, &s, 2), *v = rnd(ctx * hs, &s, 1);
+        float *kt = rnd(hs * sm_attn_ctx_padded(ctx), &s, 0), *rk = rnd(hs * ring, &s, 0);
+        float *rv = rnd(ring * hs, &s, 0);
+        for (size_t j = 0; j < ctx; j++) /* later positions overwrite earlier ones in the ring */
+            for (size_t d = 0; d < hs; d++) {
+                kt[sm_attn_key_index(j, d, hs)] = keys[j * hs + d];
+                rk[sm_attn_key_index(j % ring, d, hs)] = keys[j * hs + d];
+                rv[(j % ring) * hs + d] = v[j * hs + d];
+            }
+        float *sc = rnd(SM_ATTN_SCRATCH(hs, ctx), &s, 0), *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
+        float scale = 1.0f / sqrtf((float)hs);
+        ref->attention(want, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, 0);
+        for (size_t i = 0; i < nk; i++) {
+            ks[i]->attention(got, q, rk, rv, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, ring);
+            float worst = 0;
+            for (size_t j = 0; j < T * os; j++) worst = fmaxf(worst, fabsf(got[j] - want[j]));
+            CHECKF(worst <= 2e-5f, "%s attention ring %zu (hs %zu, T %zu, pos %zu, window %zu): off by %g",
+                   ks[i]->name, ring, hs, T, pos, win, worst);
+        }
+        free(q), free(keys), free(v), free(kt), free(rk), free(rv), free(sc), free(want), free(got);
+    }
 }
 
 void test_kernels_softmax(void) {

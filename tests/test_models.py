@@ -290,11 +290,14 @@ def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, t
           ("tokenizer.ggml.merges", mg.ARR, (mg.STR, merges)),
           ("tokenizer.ggml.bos_token_id", mg.U32, 50256), ("tokenizer.ggml.eos_token_id", mg.U32, 50256)]
     md += list(meta)
-    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
     per = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
            "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
            "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-           "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
+           "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+           # phi3: fused as llama.cpp keeps them (gate | up under ffn_up)
+           "self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}
     for n in "qkv":
         per[f"self_attn.{n}_proj.weight"] = f"attn_{n}.weight"
         per[f"self_attn.{n}_proj.bias"] = f"attn_{n}.bias"
@@ -336,6 +339,66 @@ def llama3_scaled_inv(torch, hd, theta, factor, low, high, octx):
             sm = (octx / wave - low) / (high - low)
             out.append((1 - sm) * f / factor + sm * f)
     return torch.tensor(out, dtype=torch.float64)
+
+
+def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
+    """Mistral (a Llama with sliding_window) and Phi-3 (Q, K, V in one qkv_proj, gate and up in one
+    gate_up_proj, sliding_window, untied): random Hugging Face directories run in place against
+    PyTorch with the window's mask. The text is 300+ tokens over a window of 16 and a context of
+    1024, so score's 128-row calls write into a ring of 192 positions per windowed layer and wrap
+    it; generate's (576 positions) wraps in a 696-token greedy continuation checked step by step;
+    info shows the smaller cache."""
+    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+    import make_gguf as mg
+    L, H, KVH, C, F, V, ctx, win = 2, 4, 2, 32, 64, 50257, 1024, 16
+    hd, tag = C // H, str(dtype)[6:]
+    text = " ".join(["Once upon a time, a little dog found a big red ball in the park."] * 22)
+    for fam, seed in (("mistral", 31), ("phi3", 33)):
+        W = llama_hf_weights(torch, seed, L, H, KVH, hd, C, F, V, dtype, tied=fam == "mistral")
+        Wd = {k: v.double() for k, v in W.items()}
+        if fam == "phi3":  # the same weights fused as Phi-3 stores them
+            for l in range(L):
+                p = f"model.layers.{l}."
+                W[p + "self_attn.qkv_proj.weight"] = torch.cat([W.pop(p + f"self_attn.{n}_proj.weight") for n in "qkv"])
+                W[p + "mlp.gate_up_proj.weight"] = torch.cat([W.pop(p + f"mlp.{n}_proj.weight") for n in ("gate", "up")])
+        else:
+            Wd["lm_head.weight"] = Wd["model.embed_tokens.weight"]
+        hf = os.path.join(tmp, f"hf-{fam}-{tag}")
+        write_llama_family_dir(torch, hf, W, fam, L, H, KVH, C, F, V, ctx, 1e-5, 10000.0, sliding_window=win,
+                               tie_word_embeddings=fam == "mistral", rope_scaling=None)
+        for n in ("vocab.json", "merges.txt"):
+            os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+        ref = lambda ids, Wd=Wd: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 10000.0, window=win)
+        score_vs_torch(torch, smbin, hf, text, ref, f"HF {fam} ({tag}, sliding window {win}, "
+                       f"{'fused qkv_proj and gate_up_proj, untied' if fam == 'phi3' else 'tied'}) run in place, "
+                       "300+ tokens through a ring cache")
+        if fam == "phi3":  # llama.cpp's phi3 GGUF: attn_qkv and ffn_up (gate | up) fused, window in metadata
+            gguf_family(torch, smbin, W, tiny, "phi3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-5, 10000.0, text,
+                        ref, f"GGUF phi3 ({tag}, fused attn_qkv and ffn_up, sliding window) in place",
+                        meta=[("phi3.attention.sliding_window", mg.U32, win)])
+    # the cache of a windowed layer holds its window plus a call's rows (512 for info), not the context
+    kvb = lambda d: int(re.search(rb"kv-cache +(\d+) bytes", run([smbin, "info", "-m", d]).stdout).group(1))
+    full = 2 * L * KVH * hd * ctx * 4
+    got = kvb(hf)
+    check(abs(got - 2 * L * KVH * hd * 576 * 4) < 4096,
+          f"HF {fam}: info's KV-cache is {got} bytes: 576 positions a layer (window 16 + 511 rows, padded), "
+          f"not the context's {full}")
+    # greedy decoding past the ring's wrap (576 positions) = the reference's greedy choice at every
+    # step; the reference takes the last 2 (window - 1) + 1 tokens, all a 2-layer windowed model sees
+    # (RoPE is relative)
+    prompt = "Once upon a time"
+    ids = [int(x) for x in run([smbin, "tokenize", "-m", hf, "-p", prompt]).stdout.split()]
+    seen = 2 * (win - 1) + 1
+    while len(ids) < 700:
+        ids.append(int(ref(torch.tensor(ids[-seen:]))[-1].argmax()))
+    want = run([smbin, "detokenize", "-m", hf] + [str(i) for i in ids]).stdout
+    p = run([smbin, "generate", "-m", hf, "-p", prompt, "-n", str(700 - 4), "--temp", "0"])
+    got = prompt.encode() + p.stdout
+    same = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+    check(p.returncode == 0 and got.rstrip(b"\n") == want.rstrip(b"\n"),
+          f"HF {fam}: greedy generate of 696 tokens (the ring wraps at 576) = the reference's greedy choices",
+          f"first difference at byte {same} of {len(want)}: {got[same:same + 40]!r} vs {want[same:same + 40]!r} "
+          + p.stderr.decode()[-200:])
 
 
 def test_llama3_qwen3(torch, smbin, tmp, tiny, dtype):
@@ -438,7 +501,7 @@ def rms(torch, x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta, inv=None):
+def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta, inv=None, window=0):
     """Hugging Face's Llama: rotate_half on q/k as stored by HF; inv: the rotary frequencies
     (rope_scaling), else theta's; Qwen 3's q_norm / k_norm over each head when W has them."""
     x = W["model.embed_tokens.weight"][ids]
@@ -449,6 +512,8 @@ def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta, inv=None):
     cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
     rot = lambda t: torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], -1)
     mask = torch.full((T, T), float("-inf")).triu(1).double()
+    if window:  # sliding window: query i sees keys i - window + 1 .. i
+        mask = mask + torch.full((T, T), float("-inf")).tril(-window).double()
     for l in range(L):
         p = f"model.layers.{l}."
         h = rms(torch, x, W[p + "input_layernorm.weight"], eps)
@@ -793,6 +858,7 @@ def main():
                     test_llama_hf_in_place(torch, smbin, tmp, tiny, dt)
                     test_qwen2(torch, smbin, tmp, tiny, dt)
                     test_llama3_qwen3(torch, smbin, tmp, tiny, dt)
+                    test_mistral_phi3(torch, smbin, tmp, tiny, dt)
             else:
                 T.skip("HF GPT-2 reference", "needs tiny-gpt2's vocab.json and merges.txt")
             tokbin = os.path.join(s260, "tok512.bin")

@@ -469,7 +469,7 @@ static sm_status hf_rope_scaling(const cJSON *hc, const char *cp, sm_config *c, 
 
 static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const char *type, sm_error *err) {
     bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
-    bool mistral = strcmp(type, "mistral") == 0;
+    bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
     int64_t C, L, H, KVH, hd, F, ctx, V, bos;
     sm_status st;
     char cp[4200];
@@ -493,7 +493,11 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
         (st = hf_eos(hc, cp, V, &pl->cfg, err)) || (st = hf_rope_scaling(hc, cp, &pl->cfg, err)))
         return st;
     bool abias, mbias, tied, bad = false;
-    double eps, theta;
+    double eps, theta, prf;
+    if ((st = hf_real(hc, cp, "partial_rotary_factor", 1.0, 0, 1, &prf, err))) return st;
+    if (prf != 1.0)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported (RoPE "
+                            "over whole heads only)", cp, prf);
     if ((st = hf_bool(hc, cp, "attention_bias", false, &abias, err)) ||
         (st = hf_bool(hc, cp, "mlp_bias", false, &mbias, err)) ||
         (st = hf_real(hc, cp, "rms_norm_eps", 1e-6, 1e-30, 0.999, &eps, err)) ||
@@ -503,13 +507,18 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
     if (abias || mbias)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s: attention_bias / mlp_bias are not supported", cp);
-    if (qwen2 || qwen3 || mistral) {
-        bool sliding = mistral;
+    if (qwen2 || qwen3 || mistral || phi3) {
+        bool sliding = mistral || phi3;
         const cJSON *sw = cJSON_GetObjectItemCaseSensitive(hc, "sliding_window");
-        if (!mistral && (st = hf_bool(hc, cp, "use_sliding_window", false, &sliding, err))) return st;
-        if (sliding && sw && !cJSON_IsNull(sw))
-            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: sliding_window attention is not supported yet",
-                                cp);
+        if (!sliding && (st = hf_bool(hc, cp, "use_sliding_window", false, &sliding, err))) return st;
+        if (sliding && sw && !cJSON_IsNull(sw)) {
+            int64_t w;
+            if (qwen2 || qwen3) /* Qwen's applies from max_window_layers on: not yet */
+                return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: use_sliding_window true is not supported "
+                                    "yet", cp);
+            if ((st = hf_int(hc, cp, "sliding_window", -1, 1, 1 << 24, &w, err))) return st;
+            pl->cfg.sliding_window = (int)w; /* every layer: each query sees its last w keys */
+        }
         if (!pl->in_place)
             return sm_error_set(err, SM_ERR_UNSUPPORTED,
                                 "%s: a %s model does not convert to a smallmind directory yet; run "
@@ -557,12 +566,34 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
     };
     for (int64_t l = 0; l < L; l++) {
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+            if (phi3 && map[i].rows == 'F') continue; /* gate and up: one matrix, below */
             int64_t r = map[i].rows == 'C' ? C : map[i].rows == 'F' ? F : Q;
             int64_t cc = !map[i].cols ? 0 : map[i].cols == 'C' ? C : map[i].cols == 'F' ? F : Q;
             snprintf(a, sizeof a, "layers.%lld.%s", (long long)l, map[i].from);
             snprintf(d, sizeof d, "blk.%lld.%s", (long long)l, map[i].to);
             TAKE(a, r, cc, x);
             sm_convert_add_whole(pl, d, r, cc, x->data, x->dt, OP_COPY);
+        }
+        if (phi3) { /* Phi-3: gate and up one matrix, rows gate | up */
+            snprintf(a, sizeof a, "layers.%lld.mlp.gate_up_proj.weight", (long long)l);
+            TAKE(a, 2 * F, C, x);
+            size_t rb = sm_dtype_row_bytes(x->dt, (size_t)C);
+            snprintf(d, sizeof d, "blk.%lld.ffn_gate.weight", (long long)l);
+            sm_convert_add_whole(pl, d, F, C, x->data, x->dt, OP_COPY);
+            snprintf(d, sizeof d, "blk.%lld.ffn_up.weight", (long long)l);
+            sm_convert_add_whole(pl, d, F, C, x->data + rb * (size_t)F, x->dt, OP_COPY);
+        }
+        if (phi3) { /* Phi-3: Q, K, V one matrix, rows q | k | v; in place as three row ranges */
+            snprintf(a, sizeof a, "layers.%lld.self_attn.qkv_proj.weight", (long long)l);
+            TAKE(a, Q + 2 * KV, C, x);
+            size_t rb = sm_dtype_row_bytes(x->dt, (size_t)C);
+            for (int j = 0; j < 3; j++) {
+                snprintf(d, sizeof d, "blk.%lld.attn_%c.weight", (long long)l, "qkv"[j]);
+                sm_convert_add_whole(pl, d, j ? KV : Q, C, x->data + rb * (size_t)(j ? Q + (j - 1) * KV : 0),
+                                     x->dt, OP_COPY);
+            }
+            c->rope_halves = true;
+            continue;
         }
         snprintf(a, sizeof a, "layers.%lld.self_attn.q_proj.weight", (long long)l);
         TAKE(a, Q, C, x);
@@ -628,16 +659,16 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     const char *type = hf_str(hc, "model_type", &bad);
     bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
     bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
-    bool mistral = strcmp(type, "mistral") == 0;
-    llama = llama || qwen2 || qwen3 || mistral;
+    bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
+    llama = llama || qwen2 || qwen3 || mistral || phi3;
     if (bad) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: \"model_type\" must be a string", path);
         goto done;
     }
     if (!gpt2 && !llama) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED,
-                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama, mistral, qwen2, "
-                          "qwen3)", path,
+                          "%s: model_type \"%s\" is not supported (supported: gpt2, llama, mistral, phi3, "
+                          "qwen2, qwen3)", path,
                           type);
         goto done;
     }

@@ -467,13 +467,14 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
 }
 
 /*
-** Row s (nk scores, the first n of them this query's keys) becomes the
-** probabilities exp(s - m_new), zeros after n; updates m and l and returns
+** Row s (nk scores, those in [a, n) this query's keys) becomes the
+** probabilities exp(s - m_new), zeros outside; updates m and l and returns
 ** the factor exp(m_old - m_new) for the accumulator.
 */
-static float online_softmax_row(float *s, size_t n, size_t nk, float *m, float *l) {
-    float mnew = fmaxf(*m, vmax(s, n));
-    float sum = exp_sum(s, n, mnew);
+static float online_softmax_row(float *s, size_t a, size_t n, size_t nk, float *m, float *l) {
+    float mnew = fmaxf(*m, vmax(s + a, n - a));
+    float sum = exp_sum(s + a, n - a, mnew);
+    memset(s, 0, a * sizeof *s);
     memset(s + n, 0, (nk - n) * sizeof *s);
     float corr = expf(*m - mnew); /* 0 for the first block (m_old = -inf) */
     *l = *l * corr + sum;
@@ -483,7 +484,8 @@ static float online_softmax_row(float *s, size_t n, size_t nk, float *m, float *
 
 static void attention(float *restrict out, const float *restrict q, const void *restrict kt,
                       const void *restrict v, sm_dtype kvt, float *restrict scratch, size_t T,
-                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale) {
+                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale,
+                      size_t window, size_t ring) {
     const __m256 vs = _mm256_set1_ps(scale);
     const size_t as = SM_ATTN_ACC_STRIDE(hs);
     float *p = scratch, *acc = scratch + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
@@ -497,10 +499,12 @@ static void attention(float *restrict out, const float *restrict q, const void *
         }
         size_t rows = ni == 1 ? 1 : GQ; /* rows of p and acc the tiles read */
         memset(acc, 0, rows * as * sizeof *acc);
-        for (size_t j0 = 0; j0 < Lmax; j0 += KB) {
+        /* the first block any query of the group sees (sliding window) */
+        size_t L0 = pos + t0 + 1, first = window && L0 > window ? (L0 - window) / KB * KB : 0;
+        for (size_t j0 = first; j0 < Lmax; j0 += KB) {
             size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
             const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
-            sm_kernels_kv_block(&kb, &vb, kw, vw, kt, v, kvt, j0, nk, hs, to_f32);
+            sm_kernels_kv_block(&kb, &vb, kw, vw, kt, v, kvt, ring ? j0 % ring : j0, nk, hs, to_f32);
             for (size_t j = 0; j < nk; j += ni == 1 ? 32 : 16) {
                 if (ni == 1)
                     score_tile(1, 4, p + j, qr, kb, hs, j, nk - j, vs);
@@ -509,12 +513,14 @@ static void attention(float *restrict out, const float *restrict q, const void *
             }
             for (size_t i = 0; i < rows; i++) {
                 size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
-                if (i >= ni || n == 0) { /* no keys here: probabilities 0, accumulator kept */
+                size_t lo = window && L > window ? L - window : 0, a = lo > j0 ? lo - j0 : 0;
+                if (a > n) a = n;
+                if (i >= ni || n == a) { /* no keys here: probabilities 0, accumulator kept */
                     memset(p + i * KB, 0, KB * sizeof *p);
                     corr[i] = 1.0f;
                     continue;
                 }
-                corr[i] = online_softmax_row(p + i * KB, n, nk, &m[i], &l[i]);
+                corr[i] = online_softmax_row(p + i * KB, a, n, nk, &m[i], &l[i]);
             }
             for (size_t d0 = 0; d0 < hs; d0 += 16) {
                 if (ni == 1)

@@ -227,13 +227,14 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const sm_model *m = s->m;
     const sm_config *c = &m->cfg;
     const sm_kernels *K = s->k;
-    const size_t hs = (size_t)c->head_dim, ctx = sm_attn_ctx_padded(s->p.n_ctx);
+    const size_t hs = (size_t)c->head_dim, ctx = s->kv_len[l], ring = s->kv_ring[l];
     const size_t KVH = (size_t)c->n_kv_head;
     const size_t group = (size_t)(c->n_head / c->n_kv_head);
     const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim, half = hs / 2;
-    const size_t layer_off = (size_t)l * KVH * hs * ctx; /* per head: keys blocked, values (ctx, hs) */
+    const size_t layer_off = s->kv_off[l]; /* per head: keys blocked, values (ctx, hs) */
     const bool rope = c->arch == SM_ARCH_LLAMA;
     const sm_layer *L = &m->layers[l];
+    const size_t window = sm_config_window(c, l);
     const size_t kvb = sm_dtype_row_bytes(s->p.kv_type, 1); /* bytes per cached element */
     const float scale = 1.0f / sqrtf((float)hs);
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
@@ -245,7 +246,7 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
             for (size_t t = 0; t < ru->len; t++) {
                 float *kr = qkv + t * W + Q + kh * hs;
                 const float *vr = kr + m->kv_dim;
-                size_t p = ru->pos + t;
+                size_t p = ring ? (ru->pos + t) % ring : ru->pos + t; /* its slot */
                 if (L->q_norm) { /* Qwen 3: each head of Q and K RMS-normalised first */
                     K->rmsnorm(scr, kr, L->k_norm, hs, c->norm_eps); /* scr: free until attention */
                     memcpy(kr, scr, hs * sizeof *kr);
@@ -278,7 +279,7 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
             }
             for (size_t h = kh * group; h < (kh + 1) * group; h++)
                 K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, kt, vh, s->p.kv_type,
-                             scr, ru->len, ru->pos, hs, W, Q, scale);
+                             scr, ru->len, ru->pos, hs, W, Q, scale, window, ring);
         }
     }
 }

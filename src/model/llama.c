@@ -47,13 +47,23 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     }
     spec[n++] = (sm_bind_spec){"attn_out.weight", C, Q, L(proj_w), true, false};
     spec[n++] = (sm_bind_spec){"ffn_norm.weight", C, 0, L(ln2_g), true, false};
-    spec[n++] = (sm_bind_spec){"ffn_gate.weight", F, C, L(gate_w), true, false};
-    spec[n++] = (sm_bind_spec){"ffn_up.weight", F, C, L(up_w), true, false};
+    if (c->gate_up) { /* one (2F, C) matrix: up_w is its second half, set below */
+        spec[n++] = (sm_bind_spec){"ffn_gate_up.weight", 2 * F, C, L(gate_w), true, false};
+    } else {
+        spec[n++] = (sm_bind_spec){"ffn_gate.weight", F, C, L(gate_w), true, false};
+        spec[n++] = (sm_bind_spec){"ffn_up.weight", F, C, L(up_w), true, false};
+    }
     spec[n++] = (sm_bind_spec){"ffn_down.weight", C, F, L(down_w), true, false};
     spec[n++] = (sm_bind_spec){"norm_f.weight", C, 0, M(lnf_g), false, false};
     if (sm_weights_find(&m->w, "rope_freqs") >= 0) /* GGUF: Llama 3.1's scaling as divisors */
         spec[n++] = (sm_bind_spec){"rope_freqs", c->head_dim / 2, 0, M(rope_div), false, false};
-    return sm_bind_model(m, spec, n, err);
+    sm_status st = sm_bind_model(m, spec, n, err);
+    for (int l = 0; !st && c->gate_up && l < c->n_layer; l++) {
+        sm_layer *ly = &m->layers[l];
+        ly->up_w = (sm_mat){(const char *)ly->gate_w.data + (size_t)F * sm_dtype_row_bytes(ly->gate_w.dt, (size_t)C),
+                            ly->gate_w.dt};
+    }
+    return st;
 }
 
 void sm_llama_forward_task(void *arg, int ith, int nth) {

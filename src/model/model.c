@@ -112,9 +112,22 @@ size_t sm_model_params(const sm_model *m) {
     return n;
 }
 
-static size_t kv_elems(const sm_model *m, size_t n_ctx) {
-    /* per K or V, one sequence; positions padded to whole key blocks */
-    return (size_t)m->cfg.n_layer * m->kv_dim * sm_attn_ctx_padded(n_ctx);
+/*
+** Positions layer l's cache holds: the context padded to whole key blocks,
+** or for a sliding-window layer, when fewer, its window plus the rows one
+** call may add (they are written before they are attended), padded: a ring.
+*/
+static size_t kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows) {
+    size_t full = sm_attn_ctx_padded(n_ctx), w = sm_config_window(&m->cfg, l);
+    size_t ring = w ? sm_attn_ctx_padded(w + rows - 1) : full;
+    return ring < full ? ring : full;
+}
+
+static size_t kv_elems(const sm_model *m, size_t n_ctx, size_t rows) {
+    /* per K or V, one sequence */
+    size_t n = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) n += m->kv_dim * kv_len(m, l, n_ctx, rows);
+    return n;
 }
 
 static size_t n_seq(const sm_state_params *p) {
@@ -150,7 +163,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *logits = sm_arena_alloc(a, logit_rows * V, sizeof(float));
     size_t t2 = a->used;
     size_t kv; /* all sequences' keys (or values); on overflow the arena reports it */
-    if (!sm_size_mul(&kv, S, kv_elems(m, p->n_ctx))) kv = SIZE_MAX;
+    if (!sm_size_mul(&kv, S, kv_elems(m, p->n_ctx, B))) kv = SIZE_MAX;
     size_t kvb = sm_dtype_row_bytes(p->kv_type, 1);
     void *kt = sm_arena_alloc(a, kv, kvb);
     void *v = sm_arena_alloc(a, kv, kvb);
@@ -162,6 +175,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
+    size_t NL = (size_t)c->n_layer;
+    size_t *kv_lay = sm_arena_alloc(a, 3 * NL, sizeof(size_t));
     size_t t4 = a->used;
     plan->total = t4 - mark;
     plan->activations = t1 - t0;
@@ -178,7 +193,14 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;
     s->scratch_floats = per;
-    s->kv_seq_elems = kv_elems(m, p->n_ctx);
+    s->kv_seq_elems = kv_elems(m, p->n_ctx, B);
+    s->kv_off = kv_lay, s->kv_len = kv_lay + NL, s->kv_ring = kv_lay + 2 * NL;
+    for (size_t l = 0, off = 0; l < NL; l++) {
+        s->kv_len[l] = kv_len(m, (int)l, p->n_ctx, B);
+        s->kv_ring[l] = s->kv_len[l] < sm_attn_ctx_padded(p->n_ctx) ? s->kv_len[l] : 0;
+        s->kv_off[l] = off;
+        off += m->kv_dim * s->kv_len[l];
+    }
     s->runs = runs;
     return s;
 }
