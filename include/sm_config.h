@@ -72,6 +72,12 @@ typedef struct sm_config {
     /* sliding-window attention: a query sees its last sliding_window keys (0: all), on every
        layer, or with swa_pattern N > 0 on all but each N-th (Gemma 3: 5 local, 1 global) */
     int sliding_window, swa_pattern;
+    /* Gemma 3: embeddings times embd_scale (sqrt(n_embd); 0: none), attention scores times
+       attn_scale (query_pre_attn_scalar^-1/2; 0: head_dim^-1/2), windowed layers rotated with
+       rope_local_theta (0: rope_theta), and a norm after attention and after the MLP (on their
+       outputs, before the residual add); with activation gelu_tanh the MLP is gated by GELU */
+    float embd_scale, attn_scale, rope_local_theta;
+    bool post_norms;
     sm_tokenizer_type tokenizer;
     char tok_file[2][SM_FILE_NAME_MAX]; /* sentencepiece, huggingface: [0]; gpt2: vocab, merges */
     int32_t tok_bos, tok_eos;           /* -1 when the tokenizer has none */

@@ -1,14 +1,15 @@
 // Writes tests/fixtures/hf_tokenizer_reference.json: the token ids
 // transformers.js (npm @huggingface/transformers, the JavaScript port of
 // Hugging Face tokenizers) gives for the fixture texts with each real
-// tokenizer.json in ../shared/models/tokenizers, as encode(text) does
+// tokenizer.json in ../shared/models/tokenizers (and a SmolLM2-style one, see below), as
+// encode(text) does
 // (special tokens in the text recognised, the post-processor's BOS added).
 // Run where the package is installed (it needs no network; --ignore-scripts
 // skips onnxruntime's download, which tokenizers do not use):
 //   npm install --ignore-scripts @huggingface/transformers
 //   node scripts/hf_tokenizer_reference.mjs [../shared]
 import { createRequire } from "module";
-import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, existsSync } from "fs";
+import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, existsSync, readFileSync } from "fs";
 import { tmpdir } from "os";
 import { join } from "path";
 
@@ -65,11 +66,31 @@ env.allowRemoteModels = false;
 const work = mkdtempSync(join(tmpdir(), "hf-tok-ref-"));
 env.localModelPath = work;
 const out = { texts, ids: {} };
-for (const [name, [dir, cfg]] of Object.entries(tokenizers)) {
-  if (!existsSync(join(src, dir, "tokenizer.json"))) throw new Error(`${src}/${dir}/tokenizer.json is absent`);
-  mkdirSync(join(work, name));
-  copyFileSync(join(src, dir, "tokenizer.json"), join(work, name, "tokenizer.json"));
-  copyFileSync(join(src, dir, cfg), join(work, name, "tokenizer_config.json"));
+// SmolLM2's tokenizer.json is not among the test files: its pre-tokenizer (digits one by one,
+// then GPT-2's ByteLevel) and its chat tokens on tiny-gpt2's vocabulary, as the tests build it
+// (tests/test_tokenizers.py smollm_like)
+{
+  const tj = JSON.parse(readFileSync(join(shared, "models", "tiny-gpt2", "tokenizer.json"), "utf8"));
+  tj.pre_tokenizer = { type: "Sequence", pretokenizers: [
+    { type: "Digits", individual_digits: true },
+    { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true }] };
+  tj.added_tokens.push({ id: 50257, content: "<|im_start|>", single_word: false, lstrip: false, rstrip: false,
+                         normalized: false, special: true },
+                       { id: 50258, content: "<|im_end|>", single_word: false, lstrip: false, rstrip: false,
+                         normalized: false, special: true });
+  mkdirSync(join(work, "smollm_like"));
+  writeFileSync(join(work, "smollm_like", "tokenizer.json"), JSON.stringify(tj));
+  writeFileSync(join(work, "smollm_like", "tokenizer_config.json"), JSON.stringify({ tokenizer_class: "GPT2Tokenizer" }));
+  tokenizers.smollm_like = null;
+}
+for (const [name, entry] of Object.entries(tokenizers)) {
+  if (entry) {
+    const [dir, cfg] = entry;
+    if (!existsSync(join(src, dir, "tokenizer.json"))) throw new Error(`${src}/${dir}/tokenizer.json is absent`);
+    mkdirSync(join(work, name));
+    copyFileSync(join(src, dir, "tokenizer.json"), join(work, name, "tokenizer.json"));
+    copyFileSync(join(src, dir, cfg), join(work, name, "tokenizer_config.json"));
+  }
   const tok = await AutoTokenizer.from_pretrained(name);
   out.ids[name] = texts.map((t) => tok.encode(t));
 }

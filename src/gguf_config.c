@@ -17,7 +17,7 @@
 ** prefix); entries marked NEED_BIAS exist only in a model with Q/K/V
 ** biases, NEED_NORM only in one with Q/K norms.
 */
-enum { NEED_BIAS = 1, NEED_NORM = 2, NEED_GATE_UP = 4, NEED_SPLIT = 8 };
+enum { NEED_BIAS = 1, NEED_NORM = 2, NEED_GATE_UP = 4, NEED_SPLIT = 8, NEED_POST = 16 };
 typedef struct {
     const char *gguf, *ours;
     int needs;
@@ -36,6 +36,8 @@ static const name_pair llama_names[] = {
     {"attn_q_norm.weight", "attn_q_norm.weight", NEED_NORM},
     {"attn_k_norm.weight", "attn_k_norm.weight", NEED_NORM},
     {"rope_freqs.weight", "rope_freqs", 0},
+    {"post_attention_norm.weight", "attn_post_norm.weight", NEED_POST}, /* gemma3 */
+    {"post_ffw_norm.weight", "ffn_post_norm.weight", NEED_POST},
 };
 static const name_pair gpt2_names[] = {
     {"token_embd.weight", "tok_embd", 0},         {"position_embd.weight", "pos_embd", 0},
@@ -61,10 +63,12 @@ bool sm_gguf_tensor_name(const sm_config *c, const char *name, bool to_ours, cha
     for (size_t i = 0; i < n; i++) {
         const name_pair *e = llama ? &llama_names[i] : &gpt2_names[i];
         const char *from = to_ours ? e->gguf : e->ours, *to = to_ours ? e->ours : e->gguf;
-        bool per_layer = strncmp(e->gguf, "attn_", 5) == 0 || strncmp(e->gguf, "ffn_", 4) == 0;
+        bool per_layer = strncmp(e->gguf, "attn_", 5) == 0 || strncmp(e->gguf, "ffn_", 4) == 0 ||
+                         strncmp(e->gguf, "post_", 5) == 0;
         if (per_layer != (layer >= 0) || strcmp(rest, from) != 0 ||
             (e->needs == NEED_BIAS && !c->qkv_bias) || (e->needs == NEED_NORM && !c->qk_norm) ||
-            (e->needs == NEED_GATE_UP && !c->gate_up) || (e->needs == NEED_SPLIT && c->gate_up))
+            (e->needs == NEED_GATE_UP && !c->gate_up) || (e->needs == NEED_SPLIT && c->gate_up) ||
+            (e->needs == NEED_POST && !c->post_norms))
             continue;
         if (layer >= 0)
             snprintf(out, SM_NAME_MAX, "blk.%d.%s", layer, to);
@@ -136,21 +140,26 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(al < 63 ? al : 63), a);
     bool qwen = strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
-    bool phi3 = strcmp(arch, "phi3") == 0;
-    if (strcmp(arch, "llama") == 0 || qwen || phi3)
+    bool phi3 = strcmp(arch, "phi3") == 0, gemma = strcmp(arch, "gemma3") == 0;
+    if (strcmp(arch, "llama") == 0 || qwen || phi3 || gemma)
         cfg->arch = SM_ARCH_LLAMA;
     else if (strcmp(arch, "gpt2") == 0)
         cfg->arch = SM_ARCH_GPT2;
     else
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
-                            "%s: architecture %s is not supported (supported: llama, phi3, qwen2, qwen3, gpt2)", path,
+                            "%s: architecture %s is not supported (supported: llama, gemma3, phi3, qwen2, qwen3, "
+                            "gpt2)", path,
                             arch);
     /* qwen2/3: Q and K rows as Hugging Face stores them (pairs i, i + hd/2); qwen2 has biases on
        Q, K, V, qwen3 norms each head of Q and K */
-    cfg->rope_halves = qwen || phi3; /* phi3: fused Q|K|V, rotated by halves; gate|up fused */
+    cfg->rope_halves = qwen || phi3 || gemma; /* phi3: fused Q|K|V, rotated by halves; gate|up fused */
     cfg->gate_up = phi3;
+    /* gemma3 as llama.cpp runs it: norm gains stored as 1 + w, Q/K norms, norms after attention and
+       the MLP, GELU-gated MLP, embeddings times sqrt(n_embd), a window on 5 layers of 6 with rope
+       base 10000 there */
+    cfg->post_norms = gemma;
     cfg->qkv_bias = qwen && sm_gguf_tensor_find(g, "blk.0.attn_q.bias");
-    cfg->qk_norm = qwen && sm_gguf_tensor_find(g, "blk.0.attn_q_norm.weight");
+    cfg->qk_norm = gemma || (qwen && sm_gguf_tensor_find(g, "blk.0.attn_q_norm.weight"));
     bool llama = cfg->arch == SM_ARCH_LLAMA;
     const sm_gguf_tensor *te = sm_gguf_tensor_find(g, "token_embd.weight");
     if (!te || te->ndim != 2)
@@ -209,13 +218,17 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     if ((st = int_key(g, arch, "attention.sliding_window", false, 0, 1 << 24, 0, &cfg->sliding_window,
                       path, err)))
         return st;
+    if (gemma) {
+        cfg->swa_pattern = 6, cfg->rope_local_theta = 10000.0f;
+        cfg->embd_scale = sqrtf((float)cfg->n_embd), cfg->attn_scale = 1.0f / sqrtf((float)cfg->head_dim);
+    }
     v = 1e-5;
     snprintf(k, sizeof k, "%s.attention.%s", arch, llama ? "layer_norm_rms_epsilon" : "layer_norm_epsilon");
     if ((st = sm_gguf_float(g, k, &v, NULL, path, err))) return st;
     if (!(v > 0 && v < 1))
         return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %g, expected between 0 and 1", path, k, v);
     cfg->norm_eps = (float)v;
-    cfg->activation = llama ? SM_ACT_SILU : SM_ACT_GELU_TANH;
+    cfg->activation = llama && !gemma ? SM_ACT_SILU : SM_ACT_GELU_TANH;
     cfg->bias = !llama;
     cfg->tied_output = !sm_gguf_tensor_find(g, "output.weight");
 

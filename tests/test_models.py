@@ -252,6 +252,7 @@ def test_qwen2(torch, smbin, tmp, tiny, dtype):
     Wd["lm_head.weight"] = Wd["model.embed_tokens.weight"]
     ref = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-6, 1000000.0)
     score_vs_torch(torch, smbin, hf, text, ref, f"HF Qwen 2 ({str(dtype)[6:]}, Q/K/V biases, tied) run in place")
+    greedy_vs_torch(torch, smbin, hf, ref, f"HF Qwen 2 ({str(dtype)[6:]}) run in place")
     p = run([smbin, "convert", hf, hf + "-sm"])
     check(p.returncode == 1 and b"does not convert to a smallmind directory yet" in p.stderr,
           "HF Qwen 2 convert: refused by name (it runs in place)", p.stderr.decode())
@@ -267,8 +268,24 @@ def test_qwen2(torch, smbin, tmp, tiny, dtype):
                 f"GGUF qwen2 ({str(dtype)[6:]}) in place")
 
 
+def greedy_vs_torch(torch, smbin, model, ref, label, n=24, seen=None):
+    """Cached decoding: `generate --temp 0` continues a prompt with the reference's greedy choice
+    at every step (the reference recomputes the whole text, or its last `seen` tokens)."""
+    prompt = "Once upon a time"
+    ids = [int(x) for x in run([smbin, "tokenize", "-m", model, "-p", prompt]).stdout.split()]
+    start = len(ids)
+    while len(ids) < start + n and (len(ids) == start or ids[-1] != 50256):
+        ids.append(int(ref(torch.tensor(ids[-seen:] if seen else ids))[-1].argmax()))
+    gen = [i for i in ids[start:] if i != 50256]
+    want = run([smbin, "detokenize", "-m", model] + [str(i) for i in gen]).stdout.rstrip(b"\n")
+    p = run([smbin, "generate", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0"])
+    got = p.stdout.rstrip(b"\n")
+    check(p.returncode == 0 and got == want, f"{label}: greedy decoding of {len(ids) - start} tokens = the "
+          "reference's choices", f"{got[:80]!r} vs {want[:80]!r} {p.stderr.decode()[-200:]}")
+
+
 def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, theta, text, ref, label,
-                meta=(), extra=()):
+                meta=(), extra=(), pre="gpt-2", added=()):
     """W (Hugging Face names) written as a GGUF file of llama.cpp's layout for arch (Q and K rows
     permuted into rotary pairs for llama, as its converter does; as stored for qwen2/qwen3), with
     tiny-gpt2's tokenizer and extra tensors (GGUF names), scored against ref."""
@@ -281,12 +298,15 @@ def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, t
         toks[i] = t
     with open(os.path.join(tiny, "merges.txt"), encoding="utf-8") as f:
         merges = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#version")]
+    types = [1] * len(toks) + [3] * len(added)  # added: special (control) tokens after the vocabulary
+    toks += list(added)
     md = [("general.architecture", mg.STR, arch), (f"{arch}.context_length", mg.U32, ctx),
           (f"{arch}.embedding_length", mg.U32, C), (f"{arch}.feed_forward_length", mg.U32, F),
           (f"{arch}.block_count", mg.U32, L), (f"{arch}.attention.head_count", mg.U32, H),
           (f"{arch}.attention.head_count_kv", mg.U32, KVH), (f"{arch}.rope.freq_base", mg.F32, theta),
           (f"{arch}.attention.layer_norm_rms_epsilon", mg.F32, eps), ("tokenizer.ggml.model", mg.STR, "gpt2"),
-          ("tokenizer.ggml.pre", mg.STR, "gpt-2"), ("tokenizer.ggml.tokens", mg.ARR, (mg.STR, toks)),
+          ("tokenizer.ggml.pre", mg.STR, pre), ("tokenizer.ggml.tokens", mg.ARR, (mg.STR, toks)),
+          ("tokenizer.ggml.token_type", mg.ARR, (mg.I32, types)),
           ("tokenizer.ggml.merges", mg.ARR, (mg.STR, merges)),
           ("tokenizer.ggml.bos_token_id", mg.U32, 50256), ("tokenizer.ggml.eos_token_id", mg.U32, 50256)]
     md += list(meta)
@@ -301,6 +321,11 @@ def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, t
     for n in "qkv":
         per[f"self_attn.{n}_proj.weight"] = f"attn_{n}.weight"
         per[f"self_attn.{n}_proj.bias"] = f"attn_{n}.bias"
+    if arch == "gemma3":  # its norms around attention and the MLP, stored as 1 + w (llama.cpp's converter)
+        per.update({"post_attention_layernorm.weight": "post_attention_norm.weight",
+                    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+                    "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
+        W = {k: (v.float() + 1 if k.endswith("norm.weight") else v) for k, v in W.items()}
     tensors = []
     gtype = {torch.float32: 0, torch.bfloat16: 30, torch.float16: 1}
     for k, v in list(W.items()) + list(extra):
@@ -321,6 +346,7 @@ def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, t
     with open(gpath, "wb") as f:
         f.write(mg.Model(md, tensors).bytes())
     score_vs_torch(torch, smbin, gpath, text, ref, label)
+    greedy_vs_torch(torch, smbin, gpath, ref, label)
 
 
 def llama3_scaled_inv(torch, hd, theta, factor, low, high, octx):
@@ -372,6 +398,7 @@ def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
         score_vs_torch(torch, smbin, hf, text, ref, f"HF {fam} ({tag}, sliding window {win}, "
                        f"{'fused qkv_proj and gate_up_proj, untied' if fam == 'phi3' else 'tied'}) run in place, "
                        "300+ tokens through a ring cache")
+        greedy_vs_torch(torch, smbin, hf, ref, f"HF {fam} ({tag}) run in place")
         if fam == "phi3":  # llama.cpp's phi3 GGUF: attn_qkv and ffn_up (gate | up) fused, window in metadata
             gguf_family(torch, smbin, W, tiny, "phi3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-5, 10000.0, text,
                         ref, f"GGUF phi3 ({tag}, fused attn_qkv and ffn_up, sliding window) in place",
@@ -401,6 +428,138 @@ def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
           + p.stderr.decode()[-200:])
 
 
+def gemma3_reference(torch, W, ids, L, H, KVH, hd, eps, theta, local, win, pat, qscalar):
+    """Gemma 3's text model from its description: embeddings times sqrt(hidden); RMSNorm gains
+    1 + w; norms before and after attention and the MLP; per-head Q/K norms before RoPE (halves);
+    scores times query_pre_attn_scalar^-1/2; a window of win keys and rope base `local` on all layers
+    but each pat-th (those: full attention, base theta); GELU(tanh)-gated MLP; tied output."""
+    E = W["model.embed_tokens.weight"]
+    T, C = len(ids), E.shape[1]
+    x = E[ids] * C ** 0.5
+    nrm = lambda t, w: t * torch.rsqrt((t * t).mean(-1, keepdim=True) + eps) * (1 + w)
+    rot = lambda t: torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], -1)
+    for l in range(L):
+        p = f"model.layers.{l}."
+        sliding = (l + 1) % pat != 0
+        inv = 1.0 / ((local if sliding else theta) ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+        ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+        cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+        mask = torch.full((T, T), float("-inf")).triu(1).double()
+        if sliding:
+            mask = mask + torch.full((T, T), float("-inf")).tril(-win).double()
+        h = nrm(x, W[p + "input_layernorm.weight"])
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)
+        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, KVH, hd).transpose(0, 1)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, KVH, hd).transpose(0, 1)
+        q, k = nrm(q, W[p + "self_attn.q_norm.weight"]), nrm(k, W[p + "self_attn.k_norm.weight"])
+        q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
+        k, v = k.repeat_interleave(H // KVH, 0), v.repeat_interleave(H // KVH, 0)
+        a = torch.softmax(q @ k.transpose(1, 2) * qscalar ** -0.5 + mask, -1) @ v
+        o = a.transpose(0, 1).reshape(T, H * hd) @ W[p + "self_attn.o_proj.weight"].T
+        x = x + nrm(o, W[p + "post_attention_layernorm.weight"])
+        h = nrm(x, W[p + "pre_feedforward_layernorm.weight"])
+        g = torch.nn.functional.gelu(h @ W[p + "mlp.gate_proj.weight"].T, approximate="tanh")
+        m = (g * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+        x = x + nrm(m, W[p + "post_feedforward_layernorm.weight"])
+    return nrm(x, W["model.norm.weight"]) @ E.T
+
+
+def test_gemma3(torch, smbin, tmp, tiny, dtype):
+    """Gemma 3 (text): a random gemma3_text Hugging Face directory run in place (norm gains made
+    1 + w at load) and the same weights as llama.cpp's gemma3 GGUF (gains stored 1 + w, pattern 6
+    and local base 10000 fixed, scale head_dim^-1/2), against PyTorch over 370 tokens: windowed
+    layers go through a ring cache; 6 layers, the last one global."""
+    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+    import make_gguf as mg
+    L, H, KVH, hd, C, F, V, ctx, win = 6, 4, 1, 16, 32, 64, 50257, 1024, 16
+    tag = str(dtype)[6:]
+    text = " ".join(["Once upon a time, a little dog found a big red ball in the park."] * 22)
+    g = torch.Generator().manual_seed(41)
+    rnd = lambda *sh: torch.randn(*sh, generator=g) * 0.3
+    W = {"model.embed_tokens.weight": rnd(V, C), "model.norm.weight": rnd(C)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        W.update({p + n: rnd(C) for n in ("input_layernorm.weight", "post_attention_layernorm.weight",
+                                           "pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight")})
+        W.update({p + "self_attn.q_norm.weight": rnd(hd), p + "self_attn.k_norm.weight": rnd(hd),
+                  p + "self_attn.q_proj.weight": rnd(H * hd, C), p + "self_attn.k_proj.weight": rnd(KVH * hd, C),
+                  p + "self_attn.v_proj.weight": rnd(KVH * hd, C), p + "self_attn.o_proj.weight": rnd(C, H * hd),
+                  p + "mlp.gate_proj.weight": rnd(F, C), p + "mlp.up_proj.weight": rnd(F, C),
+                  p + "mlp.down_proj.weight": rnd(C, F)})
+    W = {k: v.to(dtype) for k, v in W.items()}
+    Wd = {k: v.double() for k, v in W.items()}
+    hf = os.path.join(tmp, f"hf-gemma3-{tag}")
+    os.makedirs(hf)
+    write_safetensors(os.path.join(hf, "model.safetensors"), W, torch)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump({"model_type": "gemma3_text", "hidden_size": C, "intermediate_size": F, "num_hidden_layers": L,
+                   "num_attention_heads": H, "num_key_value_heads": KVH, "head_dim": hd,
+                   "max_position_embeddings": ctx, "vocab_size": V, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                   "rope_local_base_freq": 10000.0, "sliding_window": win, "sliding_window_pattern": 6,
+                   "query_pre_attn_scalar": 24, "hidden_activation": "gelu_pytorch_tanh", "rope_scaling": None,
+                   "final_logit_softcapping": None, "attn_logit_softcapping": None,
+                   "bos_token_id": 50256, "eos_token_id": 50256}, f)
+    for n in ("vocab.json", "merges.txt"):
+        os.symlink(os.path.abspath(os.path.join(tiny, n)), os.path.join(hf, n))
+    ref = lambda qs: lambda ids: gemma3_reference(torch, Wd, ids, L, H, KVH, hd, 1e-6, 1000000.0, 10000.0, win, 6, qs)
+    score_vs_torch(torch, smbin, hf, text, ref(24), f"HF Gemma 3 ({tag}, 5 windowed layers + 1 global, Q/K "
+                   "norms, post norms, GELU gate, query_pre_attn_scalar 24) run in place")
+    greedy_vs_torch(torch, smbin, hf, ref(24), f"HF Gemma 3 ({tag}) run in place")
+    gguf_family(torch, smbin, W, tiny, "gemma3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-6, 1000000.0, text, ref(hd),
+                f"GGUF gemma3 ({tag}) in place", meta=[("gemma3.attention.key_length", mg.U32, hd),
+                                                      ("gemma3.attention.value_length", mg.U32, hd),
+                                                      ("gemma3.attention.sliding_window", mg.U32, win)])
+    cfgp = os.path.join(hf, "config.json")
+    with open(cfgp) as f:
+        hc = json.load(f)
+    for key, val, want in (("final_logit_softcapping", 30.0, "final_logit_softcapping is not supported"),
+                           ("model_type", "gemma3", "with a vision tower")):
+        bad = dict(hc, **{key: val})
+        with open(cfgp, "w") as f:
+            json.dump(bad, f)
+        p = run([smbin, "generate", "-m", hf, "-p", "x", "-n", "1"])
+        check(p.returncode == 1 and want.encode() in p.stderr and p.stderr.count(b"\n") == 1,
+              f"HF Gemma 3 with {key} {val!r}: refused by name", p.stderr.decode())
+    with open(cfgp, "w") as f:
+        json.dump(hc, f)
+
+
+def test_smollm2(torch, smbin, tmp, tiny, dtype):
+    """SmolLM2: the Llama architecture (tied, GQA 3/1, rope base 100000) with its tokenizer.json
+    (digits one by one before GPT-2's ByteLevel, chat tokens added; built on tiny-gpt2's vocabulary
+    as tests/test_tokenizers.py does), run in place; and as a GGUF llama file with
+    tokenizer.ggml.pre smollm. Both against PyTorch, and both tokenize digits as transformers.js."""
+    L, H, KVH, C, F, V, ctx, theta = 2, 3, 1, 24, 64, 50259, 64, 100000.0
+    hd, tag = C // H, str(dtype)[6:]
+    W = llama_hf_weights(torch, 51, L, H, KVH, hd, C, F, V, dtype, tied=True)
+    hf = os.path.join(tmp, f"hf-smollm2-{tag}")
+    write_llama_family_dir(torch, hf, W, "llama", L, H, KVH, C, F, V, ctx, 1e-5, theta)
+    with open(os.path.join(tiny, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    chat = ["<|im_start|>", "<|im_end|>"]
+    for i, c in enumerate(chat):
+        tj["added_tokens"].append({"id": 50257 + i, "content": c, "single_word": False, "lstrip": False,
+                                   "rstrip": False, "normalized": False, "special": True})
+    with open(os.path.join(hf, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    text = "In 2024, 1,234 dogs found 56 red balls; 7 of them were 12.5 cm wide."
+    Wd = {k: v.double() for k, v in W.items()}
+    Wd["lm_head.weight"] = Wd["model.embed_tokens.weight"]
+    ref = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, theta)
+    score_vs_torch(torch, smbin, hf, text, ref, f"HF SmolLM2 ({tag}, its tokenizer.json, tied, GQA 3/1) run in place")
+    greedy_vs_torch(torch, smbin, hf, ref, f"HF SmolLM2 ({tag}) run in place")
+    gguf_family(torch, smbin, W, tiny, "llama", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-5, theta, text, ref,
+                f"GGUF llama with tokenizer.ggml.pre smollm ({tag}) in place", pre="smollm", added=chat)
+    want = [87, 16, 17, 220, 24, 24, 88]  # transformers.js (tests/fixtures/hf_tokenizer_reference.json)
+    for m in (hf, hf + ".gguf"):
+        got = run([smbin, "tokenize", "-m", m, "-p", "x12 99y"]).stdout.split()
+        check([int(x) for x in got] == want, f"SmolLM2 {'GGUF' if m.endswith('.gguf') else 'tokenizer.json'}: "
+              f"\"x12 99y\" is {want} (digits one by one), as transformers.js says", str(got))
+
+
 def test_llama3_qwen3(torch, smbin, tmp, tiny, dtype):
     """Llama 3.x (rope_scaling llama3, an eos_token_id list, tied) and Qwen 3 (RMSNorm over each head
     of Q and K before RoPE, head_dim not hidden / heads, rope base 1e6): random Hugging Face directories
@@ -427,6 +586,7 @@ def test_llama3_qwen3(torch, smbin, tmp, tiny, dtype):
     inv = llama3_scaled_inv(torch, hd, theta, **sc)
     ref = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, theta, inv=inv)
     score_vs_torch(torch, smbin, hf, text, ref, f"HF Llama 3 ({tag}, rope_scaling llama3, tied) run in place")
+    greedy_vs_torch(torch, smbin, hf, ref, f"HF Llama 3 ({tag}) run in place")
     # generation stops at any id of the eos list: with the reference's greedy next token in it
     # (not first), greedy generate ends at once
     toks, _ = score(smbin, hf, text, "auto")
@@ -465,6 +625,7 @@ def test_llama3_qwen3(torch, smbin, tmp, tiny, dtype):
     ref = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-6, 1000000.0)
     score_vs_torch(torch, smbin, hf, text, ref, f"HF Qwen 3 ({tag}, Q/K norms, head_dim 16 x 4 heads over "
                    "hidden 32, tied) run in place")
+    greedy_vs_torch(torch, smbin, hf, ref, f"HF Qwen 3 ({tag}) run in place")
     gguf_family(torch, smbin, W, tiny, "qwen3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-6, 1000000.0, text, ref,
                 f"GGUF qwen3 ({tag}) in place", meta=[("qwen3.attention.key_length", mg.U32, hd),
                                                      ("qwen3.attention.value_length", mg.U32, hd)])
@@ -859,6 +1020,8 @@ def main():
                     test_qwen2(torch, smbin, tmp, tiny, dt)
                     test_llama3_qwen3(torch, smbin, tmp, tiny, dt)
                     test_mistral_phi3(torch, smbin, tmp, tiny, dt)
+                    test_gemma3(torch, smbin, tmp, tiny, dt)
+                    test_smollm2(torch, smbin, tmp, tiny, dt)
             else:
                 T.skip("HF GPT-2 reference", "needs tiny-gpt2's vocab.json and merges.txt")
             tokbin = os.path.join(s260, "tok512.bin")

@@ -12,7 +12,8 @@ gives the text back.
 - the real tokenizer.json files of Llama 3, Qwen 2.5, Qwen 3, Gemma 3 and
   Mistral Nemo (Tekken), read as they are (type huggingface: regex splits
   with PCRE2, NFC, ignore_merges, added tokens, byte fallback without a
-  prefix space), against transformers.js over
+  prefix space), and SmolLM2's pre-tokenizer (digits one by one) on
+  tiny-gpt2's vocabulary, against transformers.js over
   tests/fixtures/hf_tokenizer_reference.json (made by
   scripts/hf_tokenizer_reference.mjs: English, code, digit runs of 1-12,
   whitespace runs, CRLF, composed and decomposed accents, CJK, Arabic,
@@ -166,13 +167,36 @@ HF_TOKENIZERS = {"llama3": 128256, "qwen2_5": 151936, "qwen3": 151936, "gemma3":
                  "mistral_nemo": 131072}
 
 
+def smollm_like(tok, tmp):
+    """SmolLM2's pre-tokenizer (digits one by one, then GPT-2's ByteLevel) and chat tokens on
+    tiny-gpt2's vocabulary, as scripts/hf_tokenizer_reference.mjs builds it (SmolLM2's own
+    tokenizer.json is not among the test files); the path of the file, or a missing one."""
+    tiny = os.path.join(os.path.dirname(tok), "tiny-gpt2", "tokenizer.json")
+    out = os.path.join(tmp, "smollm_like.json")
+    if not os.path.exists(tiny):
+        return tiny
+    with open(tiny, encoding="utf-8") as f:
+        tj = json.load(f)
+    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    for i, c in ((50257, "<|im_start|>"), (50258, "<|im_end|>")):
+        tj["added_tokens"].append({"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                                   "normalized": False, "special": True})
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    return out
+
+
 def hf_reference(smbin, tmp, tok, here):
     """Each real tokenizer.json, read as it is, = transformers.js on the fixture texts."""
     import unicodedata
     with open(os.path.join(here, "fixtures", "hf_tokenizer_reference.json"), encoding="utf-8") as f:
         ref = json.load(f)
-    for name, n_vocab in HF_TOKENIZERS.items():
+    for name, n_vocab in list(HF_TOKENIZERS.items()) + [("smollm_like", 50259)]:
         src = os.path.join(tok, name, "tokenizer.json")
+        if name == "smollm_like":
+            src = smollm_like(tok, tmp)
         if not os.path.exists(src):
             T.skip(f"{name} tokenizer.json", f"{src} is absent")
             continue
@@ -220,6 +244,76 @@ def encode_allocations(smbin, bindir, d, name, texts, tmp):
     check(min(counts) > 0 and 0 <= counts[1] - counts[0] <= 4,
           f"{name}: encoding 100 KB and 400 KB makes {counts[0]} and {counts[1]} allocations (load and CLI "
           "buffers only)", str(counts))
+
+
+def gguf_vocab(tj, ref_empty, spm):
+    """A vocabulary-only GGUF's tokenizer.ggml.* from a tokenizer.json, as llama.cpp's converter
+    lays it out: tokens by id (byte-level pieces in GPT-2's alphabet, added tokens as written; for
+    SentencePiece-style, scores falling with the rank of the first merge making each piece), token
+    types (3 special, 4 other added, 6 <0xNN>), merges "a b"; BOS added when transformers.js adds it
+    (its encoding of empty text)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    import make_gguf as mg
+    vocab, added = tj["model"]["vocab"], {a["id"]: a for a in tj["added_tokens"]}
+    n = max(list(vocab.values()) + list(added)) + 1
+    toks = [None] * n
+    for t, i in vocab.items():
+        toks[i] = t
+    for i, a in added.items():
+        toks[i] = a["content"]
+    types = [3 if i in added and added[i]["special"] else 4 if i in added else 1 for i in range(n)]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    meta = [("general.architecture", mg.STR, "llama"), ("tokenizer.ggml.tokens", mg.ARR, (mg.STR, toks))]
+    if spm:
+        first = {}
+        for r, m in enumerate(merges):
+            first.setdefault(m.replace(" ", ""), r)
+        scores = [-float(first.get(t, len(merges))) for t in toks]
+        types = [6 if t.startswith("<0x") and len(t) == 6 and types[i] == 1 else types[i] for i, t in enumerate(toks)]
+        meta += [("tokenizer.ggml.model", mg.STR, "llama"), ("tokenizer.ggml.scores", mg.ARR, (mg.F32, scores)),
+                 ("tokenizer.ggml.add_space_prefix", mg.BOOL, False)]
+    else:
+        meta += [("tokenizer.ggml.model", mg.STR, "gpt2"), ("tokenizer.ggml.merges", mg.ARR, (mg.STR, merges))]
+    meta += [("tokenizer.ggml.token_type", mg.ARR, (mg.I32, types)),
+             ("tokenizer.ggml.add_bos_token", mg.BOOL, bool(ref_empty))]
+    if ref_empty:
+        meta.append(("tokenizer.ggml.bos_token_id", mg.U32, ref_empty[0]))
+    return mg, meta
+
+
+def gguf_same_as_hf(smbin, tmp, tok, here):
+    """The same vocabularies as GGUF files with llama.cpp's tokenizer.ggml.pre names (llama-bpe, qwen2,
+    tekken) and Gemma's as a SentencePiece vocabulary without the prefix space: tokenize = the
+    transformers.js ids of the tokenizer.json files. llama.cpp's qwen2 pre-tokenizer applies no NFC,
+    so for Qwen the texts NFC changes are left out."""
+    import unicodedata
+    with open(os.path.join(here, "fixtures", "hf_tokenizer_reference.json"), encoding="utf-8") as f:
+        ref = json.load(f)
+    for name, pre in (("llama3", "llama-bpe"), ("qwen2_5", "qwen2"), ("qwen3", "qwen2"),
+                      ("mistral_nemo", "tekken"), ("gemma3", None)):
+        src = os.path.join(tok, name, "tokenizer.json")
+        if not os.path.exists(src):
+            T.skip(f"{name} as GGUF", f"{src} is absent")
+            continue
+        with open(src, encoding="utf-8") as f:
+            tj = json.load(f)
+        mg, meta = gguf_vocab(tj, ref["ids"][name][ref["texts"].index("")], pre is None)
+        if pre:
+            meta.append(("tokenizer.ggml.pre", mg.STR, pre))
+        path = os.path.join(tmp, f"vocab-{name}.gguf")
+        with open(path, "wb") as f:
+            f.write(mg.Model(meta, []).bytes())
+        bad, n = [], 0
+        for text, want in zip(ref["texts"], ref["ids"][name]):
+            if name.startswith("qwen") and unicodedata.normalize("NFC", text) != text:
+                continue
+            n += 1
+            p = run([smbin, "tokenize", "-m", path, "--special", "-f", "-"], text.encode())
+            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
+            if got != want:
+                bad.append(f"{text[:30]!r}: {str(got)[:100]} want {want[:12]}")
+        label = f"tokenizer.ggml.pre {pre}" if pre else "SentencePiece, add_space_prefix false"
+        check(not bad, f"{name} as a GGUF vocabulary ({label}) = transformers.js on {n} texts", "; ".join(bad[:3]))
 
 
 def gpt2_via_pcre(smbin, tmp, tiny, fixtures):
@@ -372,6 +466,7 @@ def main():
         if os.path.isdir(tiny):
             gpt2_via_pcre(smbin, tmp, tiny, fixtures)
         hf_reference(smbin, tmp, tok, here)
+        gguf_same_as_hf(smbin, tmp, tok, here)
         for label, d in gpt2_dirs:  # GPT-2 adds no BOS: an empty text has no tokens, as gpt-3-encoder says
             check_ids(smbin, d, fixtures, "gpt2", f"GPT-2 BPE ({label}) = gpt-3-encoder", [])
         llama_bin = os.path.join(tok, "llama2", "tokenizer.bin")

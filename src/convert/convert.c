@@ -130,6 +130,8 @@ void sm_convert_part_row(const part *pt, int64_t r, float *out) {
         sr = h * hd + (d % 2 ? hd / 2 + d / 2 : d / 2);
     }
     for (int64_t c = 0; c < C; c++) out[c] = load_elem(pt->src, pt->dt, (size_t)(sr * C + c));
+    if (pt->op == OP_PLUS1)
+        for (int64_t c = 0; c < C; c++) out[c] += 1.0f;
 }
 
 /* row (n floats) narrowed to dt (f16 or bf16) into out; a finite weight f16 cannot hold is an error. */

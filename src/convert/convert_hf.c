@@ -467,9 +467,54 @@ static sm_status hf_rope_scaling(const cJSON *hc, const char *cp, sm_config *c, 
     return SM_OK;
 }
 
+/*
+** Gemma 3's text model: embeddings times sqrt(hidden), attention scaled by
+** query_pre_attn_scalar, a window on all layers but each
+** sliding_window_pattern-th (or as layer_types lists them) with its own
+** rope base, norms after attention and the MLP. Logit soft-capping refused.
+*/
+static sm_status hf_gemma(const cJSON *hc, const char *cp, int64_t L, sm_config *c, sm_error *err) {
+    int64_t C, w, pat;
+    double qs, local;
+    sm_status st;
+    static const char *const caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(hc, caps[i]);
+        if (x && !cJSON_IsNull(x))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: %s is not supported", cp, caps[i]);
+    }
+    if ((st = hf_int(hc, cp, "hidden_size", -1, 1, 65536, &C, err)) ||
+        (st = hf_int(hc, cp, "sliding_window", 4096, 1, 1 << 24, &w, err)) ||
+        (st = hf_int(hc, cp, "sliding_window_pattern", 6, 1, 1024, &pat, err)) ||
+        (st = hf_real(hc, cp, "query_pre_attn_scalar", 256, 1, 1e6, &qs, err)) ||
+        (st = hf_real(hc, cp, "rope_local_base_freq", 10000.0, 1, 1e12, &local, err)))
+        return st;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(hc, "layer_types");
+    if (cJSON_IsArray(lt)) { /* the pattern the list follows: full attention on each pat-th layer */
+        int64_t i = 0, first_full = -1;
+        for (const cJSON *e = lt->child; e; e = e->next, i++)
+            if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0 && first_full < 0) first_full = i;
+        pat = first_full >= 0 ? first_full + 1 : L + 1;
+        i = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, i++) {
+            bool full = (i + 1) % pat == 0;
+            if (!cJSON_IsString(e) || strcmp(e->valuestring, full ? "full_attention" : "sliding_attention") != 0)
+                return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: layer_types[%lld] breaks the pattern of one "
+                                    "full_attention layer in %lld (not supported)", cp, (long long)i, (long long)pat);
+        }
+        if (i != L) return sm_error_set(err, SM_ERR_FORMAT, "%s: layer_types has %lld entries for %lld layers",
+                                        cp, (long long)i, (long long)L);
+    }
+    c->sliding_window = (int)w, c->swa_pattern = (int)pat;
+    c->embd_scale = sqrtf((float)C), c->attn_scale = (float)(1.0 / sqrt(qs));
+    c->rope_local_theta = (float)local, c->post_norms = true;
+    return SM_OK;
+}
+
 static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const char *type, sm_error *err) {
     bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
     bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
+    bool gemma = strcmp(type, "gemma3_text") == 0;
     int64_t C, L, H, KVH, hd, F, ctx, V, bos;
     sm_status st;
     char cp[4200];
@@ -489,7 +534,7 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
         (st = hf_int(hc, cp, "intermediate_size", -1, 1, 1 << 20, &F, err)) ||
         (st = hf_int(hc, cp, "max_position_embeddings", 2048, 1, 1 << 20, &ctx, err)) ||
         (st = hf_int(hc, cp, "vocab_size", -1, 1, 1 << 24, &V, err)) ||
-        (st = hf_int(hc, cp, "bos_token_id", 1, 0, V - 1, &bos, err)) ||
+        (st = hf_int(hc, cp, "bos_token_id", gemma ? 2 : 1, 0, V - 1, &bos, err)) ||
         (st = hf_eos(hc, cp, V, &pl->cfg, err)) || (st = hf_rope_scaling(hc, cp, &pl->cfg, err)))
         return st;
     bool abias, mbias, tied, bad = false;
@@ -502,12 +547,13 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
         (st = hf_bool(hc, cp, "mlp_bias", false, &mbias, err)) ||
         (st = hf_real(hc, cp, "rms_norm_eps", 1e-6, 1e-30, 0.999, &eps, err)) ||
         (st = hf_real(hc, cp, "rope_theta", 10000.0, 1, 1e12, &theta, err)) ||
-        (st = hf_bool(hc, cp, "tie_word_embeddings", false, &tied, err)))
+        (st = hf_bool(hc, cp, "tie_word_embeddings", gemma, &tied, err)))
         return st;
     if (abias || mbias)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s: attention_bias / mlp_bias are not supported", cp);
-    if (qwen2 || qwen3 || mistral || phi3) {
+    if (gemma && (st = hf_gemma(hc, cp, L, &pl->cfg, err))) return st;
+    if (qwen2 || qwen3 || mistral || phi3 || gemma) {
         bool sliding = mistral || phi3;
         const cJSON *sw = cJSON_GetObjectItemCaseSensitive(hc, "sliding_window");
         if (!sliding && (st = hf_bool(hc, cp, "use_sliding_window", false, &sliding, err))) return st;
@@ -527,9 +573,9 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
     if (pl->cfg.rope_factor > 0 && !pl->in_place)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a model with rope_scaling does not convert to a "
                             "smallmind directory yet; run the directory as it is (-m DIR)", cp);
-    const char *act = hf_str(hc, "hidden_act", &bad);
+    const char *act = hf_str(hc, gemma ? "hidden_activation" : "hidden_act", &bad);
     if (bad) return sm_error_set(err, SM_ERR_FORMAT, "%s: \"hidden_act\" must be a string", cp);
-    if (*act && strcmp(act, "silu") != 0)
+    if (gemma ? *act && strcmp(act, "gelu_pytorch_tanh") != 0 : *act && strcmp(act, "silu") != 0)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported", cp, act);
     if (H % KVH || hd % 2)
         return sm_error_set(err, SM_ERR_FORMAT,
@@ -541,9 +587,10 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
     c->head_dim = (int)hd, c->n_ff = (int)F, c->n_ctx = (int)ctx, c->n_vocab = (int)V;
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
-    c->activation = SM_ACT_SILU, c->bias = false;
+    c->activation = gemma ? SM_ACT_GELU_TANH : SM_ACT_SILU, c->bias = false;
     c->tok_bos = (int32_t)bos;
-    c->qk_norm = qwen3;
+    c->qk_norm = qwen3 || gemma;
+    const int norm_op = gemma ? OP_PLUS1 : OP_COPY; /* Gemma's RMSNorm gains are 1 + w */
 
     const char *pre = "model.";
     int64_t Q = H * hd, KV = KVH * hd;
@@ -571,8 +618,16 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
             int64_t cc = !map[i].cols ? 0 : map[i].cols == 'C' ? C : map[i].cols == 'F' ? F : Q;
             snprintf(a, sizeof a, "layers.%lld.%s", (long long)l, map[i].from);
             snprintf(d, sizeof d, "blk.%lld.%s", (long long)l, map[i].to);
+            if (gemma && strcmp(map[i].to, "ffn_norm.weight") == 0) /* its post-attention norm */
+                snprintf(d, sizeof d, "blk.%lld.attn_post_norm.weight", (long long)l);
             TAKE(a, r, cc, x);
-            sm_convert_add_whole(pl, d, r, cc, x->data, x->dt, OP_COPY);
+            sm_convert_add_whole(pl, d, r, cc, x->data, x->dt, cc ? OP_COPY : norm_op);
+        }
+        for (int j = 0; gemma && j < 2; j++) { /* the MLP's norms before and after it */
+            snprintf(a, sizeof a, "layers.%lld.%s_feedforward_layernorm.weight", (long long)l, j ? "post" : "pre");
+            snprintf(d, sizeof d, "blk.%lld.%s.weight", (long long)l, j ? "ffn_post_norm" : "ffn_norm");
+            TAKE(a, C, 0, x);
+            sm_convert_add_whole(pl, d, C, 0, x->data, x->dt, OP_PLUS1);
         }
         if (phi3) { /* Phi-3: gate and up one matrix, rows gate | up */
             snprintf(a, sizeof a, "layers.%lld.mlp.gate_up_proj.weight", (long long)l);
@@ -612,11 +667,11 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
                 snprintf(d, sizeof d, "blk.%lld.attn_%c.bias", (long long)l, "qkv"[j]);
                 sm_convert_add_whole(pl, d, j ? KV : Q, 0, x->data, x->dt, OP_COPY);
             }
-            for (int j = 0; qwen3 && j < 2; j++) { /* each head of Q and K normalised */
+            for (int j = 0; c->qk_norm && j < 2; j++) { /* each head of Q and K normalised */
                 snprintf(a, sizeof a, "layers.%lld.self_attn.%c_norm.weight", (long long)l, "qk"[j]);
                 TAKE(a, hd, 0, x);
                 snprintf(d, sizeof d, "blk.%lld.attn_%c_norm.weight", (long long)l, "qk"[j]);
-                sm_convert_add_whole(pl, d, hd, 0, x->data, x->dt, OP_COPY);
+                sm_convert_add_whole(pl, d, hd, 0, x->data, x->dt, norm_op);
             }
             c->rope_halves = true;
             c->qkv_bias = qwen2;
@@ -629,7 +684,7 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
         sm_convert_add_part(t, v->data, v->dt, KV, C, OP_COPY, 0);
     }
     TAKE("norm.weight", C, 0, x);
-    sm_convert_add_whole(pl, "norm_f.weight", C, 0, x->data, x->dt, OP_COPY);
+    sm_convert_add_whole(pl, "norm_f.weight", C, 0, x->data, x->dt, norm_op);
     c->tied_output = tied;
     st_tensor *head = st_find(set, "lm_head.weight");
     if (!c->tied_output || head) {
@@ -660,7 +715,13 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
     bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
     bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
-    llama = llama || qwen2 || qwen3 || mistral || phi3;
+    bool gemma3 = strcmp(type, "gemma3_text") == 0;
+    llama = llama || qwen2 || qwen3 || mistral || phi3 || gemma3;
+    if (strcmp(type, "gemma3") == 0) {
+        st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: model_type \"gemma3\" (with a vision tower) is not "
+                          "supported; the text-only models (gemma3_text: 270M, 1B) are", path);
+        goto done;
+    }
     if (bad) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: \"model_type\" must be a string", path);
         goto done;
@@ -668,7 +729,7 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     if (!gpt2 && !llama) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED,
                           "%s: model_type \"%s\" is not supported (supported: gpt2, llama, mistral, phi3, "
-                          "qwen2, qwen3)", path,
+                          "qwen2, qwen3, gemma3_text)", path,
                           type);
         goto done;
     }

@@ -17,7 +17,7 @@
 #define MAX_PARTS 3
 #define MAX_SHARDS SM_MAX_FILES
 
-enum { OP_COPY, OP_TRANSPOSE, OP_ROPE };
+enum { OP_COPY, OP_TRANSPOSE, OP_ROPE, OP_PLUS1 /* 1 + w: Gemma's norm gains */ };
 
 typedef struct {
     const unsigned char *src;

@@ -154,6 +154,8 @@ static void embed(sm_state *s, size_t r0, size_t r1) {
             const sm_mat *te = &m->tok_embd, *pe = &m->pos_embd;
             float *x = s->x + t * C;
             s->k->to_f32(x, row_of(te, (size_t)s->tokens[t], C), te->dt, C);
+            if (m->cfg.embd_scale > 0)
+                for (size_t i = 0; i < C; i++) x[i] *= m->cfg.embd_scale;
             if (s->rope_freq) { /* this row's rotary angles, as the table had them */
                 size_t half = (size_t)m->cfg.head_dim / 2;
                 float pos = (float)(ru->pos + t - ru->start);
@@ -161,6 +163,11 @@ static void embed(sm_state *s, size_t r0, size_t r1) {
                     float a = pos * s->rope_freq[i];
                     s->rope_cos[t * half + i] = cosf(a);
                     s->rope_sin[t * half + i] = sinf(a);
+                }
+                for (size_t i = 0; s->rope_freq_l && i < half; i++) {
+                    float a = pos * s->rope_freq_l[i];
+                    s->rope_cos_l[t * half + i] = cosf(a);
+                    s->rope_sin_l[t * half + i] = sinf(a);
                 }
             }
             if (!pe->data) continue;
@@ -223,6 +230,20 @@ void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float 
     }
 }
 
+void sm_fwd_residual_matmul_norm(sm_state *s, const float *in, sm_mat w, const float *g, size_t K,
+                                 int ith, int nth, float *scr) {
+    const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
+    size_t n0, n1, r0, r1;
+    while (sm_fwd_next_cols(s, C, ith, nth, &n0, &n1))
+        sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, NULL, T, C, K, n0, n1, scr);
+    sm_pool_barrier(s->pool); /* whole rows before their norm */
+    sm_pool_split(T, 1, ith, nth, &r0, &r1);
+    for (size_t t = r0; t < r1; t++) {
+        norm_one(s, scr, s->tmp + t * C, g, NULL);
+        for (size_t i = 0; i < C; i++) s->x[t * C + i] += scr[i];
+    }
+}
+
 void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const sm_model *m = s->m;
     const sm_config *c = &m->cfg;
@@ -236,7 +257,7 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const sm_layer *L = &m->layers[l];
     const size_t window = sm_config_window(c, l);
     const size_t kvb = sm_dtype_row_bytes(s->p.kv_type, 1); /* bytes per cached element */
-    const float scale = 1.0f / sqrtf((float)hs);
+    const float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hs);
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
         for (size_t g = 0; g < s->n_runs; g++) {
             const sm_run *ru = &s->runs[g];
@@ -258,7 +279,9 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                 }
                 if (rope) {
                     size_t row = ru->start + t;
-                    const float *cs = s->rope_cos + row * half, *sn = s->rope_sin + row * half;
+                    const bool lw = window && s->rope_cos_l; /* a windowed layer's own base */
+                    const float *cs = (lw ? s->rope_cos_l : s->rope_cos) + row * half;
+                    const float *sn = (lw ? s->rope_sin_l : s->rope_sin) + row * half;
                     void (*rot)(float *restrict, const float *restrict, const float *restrict,
                                 size_t) = c->rope_halves ? K->rope_halves : K->rope;
                     rot(kr, cs, sn, hs);

@@ -25,7 +25,7 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     int64_t KV = (int64_t)m->kv_dim;
     /* Q, K and V fused in one matrix (smallmind directories) or three (GGUF, Hugging Face) */
     bool fused = sm_weights_find(&m->w, "blk.0.attn_q.weight") < 0;
-    sm_bind_spec spec[18];
+    sm_bind_spec spec[20];
     size_t n = 0;
     spec[n++] = (sm_bind_spec){"tok_embd", c->n_vocab, C, M(tok_embd), false, false};
     spec[n++] = (sm_bind_spec){"attn_norm.weight", C, 0, L(ln1_g), true, false};
@@ -47,6 +47,10 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     }
     spec[n++] = (sm_bind_spec){"attn_out.weight", C, Q, L(proj_w), true, false};
     spec[n++] = (sm_bind_spec){"ffn_norm.weight", C, 0, L(ln2_g), true, false};
+    if (c->post_norms) {
+        spec[n++] = (sm_bind_spec){"attn_post_norm.weight", C, 0, L(attn_post), true, false};
+        spec[n++] = (sm_bind_spec){"ffn_post_norm.weight", C, 0, L(ffn_post), true, false};
+    }
     if (c->gate_up) { /* one (2F, C) matrix: up_w is its second half, set below */
         spec[n++] = (sm_bind_spec){"ffn_gate_up.weight", 2 * F, C, L(gate_w), true, false};
     } else {
@@ -99,7 +103,10 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
         sm_pool_barrier(pool);
         sm_fwd_prof_attention(s, ith);
 
-        sm_fwd_residual_matmul(s, s->att, L->proj_w, NULL, Q, ith, nth, scr);
+        if (L->attn_post) /* Gemma: the attention output normalised before it is added */
+            sm_fwd_residual_matmul_norm(s, s->att, L->proj_w, L->attn_post, Q, ith, nth, scr);
+        else
+            sm_fwd_residual_matmul(s, s->att, L->proj_w, NULL, Q, ith, nth, scr);
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->proj_w, C, Q);
 
@@ -111,15 +118,26 @@ void sm_llama_forward_task(void *arg, int ith, int nth) {
             mm(s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
             mm(s->up, xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
             sm_fwd_prof(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: products, then */
-            for (size_t t = 0; t < T; t++)
-                s->k->swiglu(s->hid + t * F + n0, s->up + t * F + n0, n1 - n0);
+            for (size_t t = 0; t < T; t++) {
+                float *h = s->hid + t * F + n0;
+                const float *u = s->up + t * F + n0;
+                if (c->activation == SM_ACT_GELU_TANH) { /* Gemma: GELU-gated */
+                    s->k->gelu_tanh(h, n1 - n0);
+                    for (size_t i = 0; i < n1 - n0; i++) h[i] *= u[i];
+                } else {
+                    s->k->swiglu(h, u, n1 - n0);
+                }
+            }
             sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0); /* activation */
         }
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->gate_w, F, C);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
 
-        sm_fwd_residual_matmul(s, s->hid, L->down_w, NULL, F, ith, nth, scr);
+        if (L->ffn_post)
+            sm_fwd_residual_matmul_norm(s, s->hid, L->down_w, L->ffn_post, F, ith, nth, scr);
+        else
+            sm_fwd_residual_matmul(s, s->hid, L->down_w, NULL, F, ith, nth, scr);
         sm_fwd_poll_cancel(s, ith);
         sm_pool_barrier(pool);
         sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->down_w, C, F);

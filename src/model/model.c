@@ -159,6 +159,10 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *rcos = llama ? sm_arena_alloc(a, B * half, sizeof(float)) : NULL;
     float *rsin = llama ? sm_arena_alloc(a, B * half, sizeof(float)) : NULL;
     float *rfreq = llama ? sm_arena_alloc(a, half, sizeof(float)) : NULL;
+    bool local = llama && c->rope_local_theta > 0;
+    float *lcos = local ? sm_arena_alloc(a, B * half, sizeof(float)) : NULL;
+    float *lsin = local ? sm_arena_alloc(a, B * half, sizeof(float)) : NULL;
+    float *lfreq = local ? sm_arena_alloc(a, half, sizeof(float)) : NULL;
     size_t t1 = a->used;
     float *logits = sm_arena_alloc(a, logit_rows * V, sizeof(float));
     size_t t2 = a->used;
@@ -172,6 +176,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     size_t per = sm_kernels_scratch(p->kernels, kmax > Q ? kmax : Q);
     size_t att_scr = SM_ATTN_SCRATCH((size_t)c->head_dim, p->n_ctx);
     if (att_scr > per) per = att_scr;
+    if (C > per) per = C; /* a row normalised in the scratch (post norms) */
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
@@ -190,6 +195,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->p = *p;
     s->x = x, s->xn = xn, s->xn_own = xn_own, s->qkv = qkv, s->att = att, s->tmp = tmp, s->hid = hid, s->up = up;
     s->rope_cos = rcos, s->rope_sin = rsin, s->rope_freq = rfreq;
+    s->rope_cos_l = lcos, s->rope_sin_l = lsin, s->rope_freq_l = lfreq;
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;
     s->scratch_floats = per;
@@ -254,6 +260,8 @@ static void rope_freqs(sm_state *s) {
         }
         if (s->m->rope_div) f /= s->m->rope_div[i]; /* GGUF rope_freqs.weight */
         s->rope_freq[i] = (float)f;
+        if (s->rope_freq_l) /* windowed layers: their own base, unscaled */
+            s->rope_freq_l[i] = (float)(1.0 / pow((double)c->rope_local_theta, (double)(2 * i) / (double)hs));
     }
 }
 

@@ -25,6 +25,7 @@ typedef struct sm_layer {
     sm_mat q_w, k_w, v_w;         /* or data NULL and these: (Q, C), (KV, C), (KV, C) (GGUF) */
     const float *q_b, *k_b, *v_b; /* their biases (qkv_bias), else NULL */
     const float *q_norm, *k_norm; /* (head_dim) RMSNorm of each head (qk_norm), else NULL */
+    const float *attn_post, *ffn_post; /* (C) norms of the attention and MLP outputs (post_norms) */
     const float *qkv_b;           /* (Q + 2 KV) */
     sm_mat proj_w;                /* (C, Q) */
     const float *proj_b;          /* (C) */
@@ -70,6 +71,8 @@ struct sm_state {
     float *up;     /* (B, F) llama: the up projection beside the gate in hid */
     float *rope_cos, *rope_sin; /* (B, head_dim / 2) llama: the rotary angles of each row */
     float *rope_freq;           /* (head_dim / 2) llama: rotary frequencies */
+    float *rope_cos_l, *rope_sin_l, *rope_freq_l; /* the same for windowed layers with their own
+                                                     base (rope_local_theta), else NULL */
     float *logits; /* (B or 1, V) */
     void *kt;      /* (n_seq, n_layer, n_kv_head, keys) keys, blocked (sm_attn_key_index) */
     void *v;       /* (n_seq, n_layer, n_kv_head, ctx, hs) values; ctx = n_ctx padded
@@ -188,6 +191,10 @@ bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_
 */
 void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size_t n1, float *scr);
 
+/* x += norm(in . w^T) with gain g (Gemma's post-attention and post-MLP norms); ends after a
+   barrier's worth of rows: each thread adds its own rows (sm_pool_split). */
+void sm_fwd_residual_matmul_norm(sm_state *s, const float *in, sm_mat w, const float *g, size_t K,
+                                 int ith, int nth, float *scr);
 void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr);
 

@@ -439,8 +439,12 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
         st = gpt2_tables(t, cfg, n, str, slen, raw, here, mbuf, mlen, mhere, err);
         free(str), free(slen), free(mbuf), free(raw);
     }
-    for (size_t i = 0; ty && !st && i < n; i++) /* control and unused tokens are never text */
-        if ((int32_t)sm_read_u32le(ty->val + 4 * i) == 3) t->kind[i] = KIND_CONTROL;
+    for (size_t i = 0; ty && !st && i < n; i++) { /* control tokens are never text; user-defined
+                                                      ones are matched in it before merging */
+        int32_t k = (int32_t)sm_read_u32le(ty->val + 4 * i);
+        if (k == 3) t->kind[i] = KIND_CONTROL;
+        if (k == 4 && t->kind[i] == KIND_NORMAL && t->off[i + 1] > t->off[i]) t->kind[i] = KIND_USER;
+    }
     bool add = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE, found, eos_add = false;
     if (!st && cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE)
         st = sm_gguf_bool(g, "tokenizer.ggml.add_space_prefix", &t->space_prefix, &found, path, err);
