@@ -403,6 +403,20 @@ def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
             gguf_family(torch, smbin, W, tiny, "phi3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-5, 10000.0, text,
                         ref, f"GGUF phi3 ({tag}, fused attn_qkv and ffn_up, sliding window) in place",
                         meta=[("phi3.attention.sliding_window", mg.U32, win)])
+    # Phi-3.5 / the 128k Phi-3 variants scale RoPE with longrope; Phi-4-mini rotates part of a head
+    cfgp = os.path.join(hf, "config.json")
+    with open(cfgp) as f:
+        hc = json.load(f)
+    for key, val, want in (("rope_scaling", {"type": "longrope", "short_factor": [1.0] * (hd // 2),
+                                             "long_factor": [1.0] * (hd // 2)}, 'rope_scaling type "longrope"'),
+                           ("partial_rotary_factor", 0.75, "partial_rotary_factor 0.75 is not supported")):
+        with open(cfgp, "w") as f:
+            json.dump(dict(hc, **{key: val}), f)
+        p = run([smbin, "generate", "-m", hf, "-p", "x", "-n", "1"])
+        check(p.returncode == 1 and want.encode() in p.stderr and p.stderr.count(b"\n") == 1,
+              f"HF phi3 with {key}: refused by name", p.stderr.decode())
+    with open(cfgp, "w") as f:
+        json.dump(hc, f)
     # the cache of a windowed layer holds its window plus a call's rows (512 for info), not the context
     kvb = lambda d: int(re.search(rb"kv-cache +(\d+) bytes", run([smbin, "info", "-m", d]).stdout).group(1))
     full = 2 * L * KVH * hd * ctx * 4
