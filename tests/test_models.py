@@ -49,8 +49,8 @@ def write_safetensors(path, tensors, torch):
         f.write(safetensors_bytes([(n, names[t.dtype], t.shape, raw(t.contiguous())) for n, t in tensors.items()]))
 
 
-def score(smbin, model, text, kernels="auto"):
-    p = run([smbin, "score", "-m", model, "--json", "--kernels", kernels, "-f", "-"], text.encode())
+def score(smbin, model, text, kernels="auto", extra=()):
+    p = run([smbin, "score", "-m", model, "--json", "--kernels", kernels, "-f", "-"] + list(extra), text.encode())
     if p.returncode != 0:
         return None, p.stderr.decode(errors="replace")
     r = json.loads(p.stdout)
@@ -88,10 +88,10 @@ def compare(torch, logits, toks):
     return worst
 
 
-def score_vs_torch(torch, smbin, model, text, reference, label, kernels="auto"):
+def score_vs_torch(torch, smbin, model, text, reference, label, kernels="auto", extra=()):
     """Every token's log-probability from `score` = the PyTorch logits reference(ids) to TOL.
     False when score itself failed."""
-    toks, err = score(smbin, model, text, kernels)
+    toks, err = score(smbin, model, text, kernels, extra)
     if toks is None:
         check(False, f"score: {label}", err)
         return False
@@ -268,9 +268,15 @@ def test_qwen2(torch, smbin, tmp, tiny, dtype):
                 f"GGUF qwen2 ({str(dtype)[6:]}) in place")
 
 
-def greedy_vs_torch(torch, smbin, model, ref, label, n=24, seen=None):
-    """Cached decoding: `generate --temp 0` continues a prompt with the reference's greedy choice
-    at every step (the reference recomputes the whole text, or its last `seen` tokens)."""
+def greedy_vs_torch(torch, smbin, model, ref, label, n=24, seen=None, reps=3):
+    """Cached decoding: `score --ubatch-size 1` (each token one forward call through the KV-cache,
+    the matrix-vector path generation takes; with reps 7, 104 tokens, past a windowed layer's
+    64-position ring; else 45, within the small models' context of 64) gives every
+    log-probability within TOL of the reference, and `generate --temp 0` continues a prompt with the
+    reference's greedy choice at every step (the reference recomputes the whole text, or its last
+    `seen` tokens)."""
+    text = " ".join(["The little dog ran to the big red ball, and it was happy."] * reps)
+    score_vs_torch(torch, smbin, model, text, ref, f"{label}, decoded token by token", extra=["--ubatch-size", "1"])
     prompt = "Once upon a time"
     ids = [int(x) for x in run([smbin, "tokenize", "-m", model, "-p", prompt]).stdout.split()]
     start = len(ids)
@@ -285,7 +291,7 @@ def greedy_vs_torch(torch, smbin, model, ref, label, n=24, seen=None):
 
 
 def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, theta, text, ref, label,
-                meta=(), extra=(), pre="gpt-2", added=()):
+                meta=(), extra=(), pre="gpt-2", added=(), reps=3):
     """W (Hugging Face names) written as a GGUF file of llama.cpp's layout for arch (Q and K rows
     permuted into rotary pairs for llama, as its converter does; as stored for qwen2/qwen3), with
     tiny-gpt2's tokenizer and extra tensors (GGUF names), scored against ref."""
@@ -346,7 +352,7 @@ def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, t
     with open(gpath, "wb") as f:
         f.write(mg.Model(md, tensors).bytes())
     score_vs_torch(torch, smbin, gpath, text, ref, label)
-    greedy_vs_torch(torch, smbin, gpath, ref, label)
+    greedy_vs_torch(torch, smbin, gpath, ref, label, reps=reps)
 
 
 def llama3_scaled_inv(torch, hd, theta, factor, low, high, octx):
@@ -398,11 +404,11 @@ def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
         score_vs_torch(torch, smbin, hf, text, ref, f"HF {fam} ({tag}, sliding window {win}, "
                        f"{'fused qkv_proj and gate_up_proj, untied' if fam == 'phi3' else 'tied'}) run in place, "
                        "300+ tokens through a ring cache")
-        greedy_vs_torch(torch, smbin, hf, ref, f"HF {fam} ({tag}) run in place")
+        greedy_vs_torch(torch, smbin, hf, ref, f"HF {fam} ({tag}) run in place", reps=7)
         if fam == "phi3":  # llama.cpp's phi3 GGUF: attn_qkv and ffn_up (gate | up) fused, window in metadata
             gguf_family(torch, smbin, W, tiny, "phi3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-5, 10000.0, text,
                         ref, f"GGUF phi3 ({tag}, fused attn_qkv and ffn_up, sliding window) in place",
-                        meta=[("phi3.attention.sliding_window", mg.U32, win)])
+                        meta=[("phi3.attention.sliding_window", mg.U32, win)], reps=7)
     # Phi-3.5 / the 128k Phi-3 variants scale RoPE with longrope; Phi-4-mini rotates part of a head
     cfgp = os.path.join(hf, "config.json")
     with open(cfgp) as f:
@@ -518,11 +524,12 @@ def test_gemma3(torch, smbin, tmp, tiny, dtype):
     ref = lambda qs: lambda ids: gemma3_reference(torch, Wd, ids, L, H, KVH, hd, 1e-6, 1000000.0, 10000.0, win, 6, qs)
     score_vs_torch(torch, smbin, hf, text, ref(24), f"HF Gemma 3 ({tag}, 5 windowed layers + 1 global, Q/K "
                    "norms, post norms, GELU gate, query_pre_attn_scalar 24) run in place")
-    greedy_vs_torch(torch, smbin, hf, ref(24), f"HF Gemma 3 ({tag}) run in place")
+    greedy_vs_torch(torch, smbin, hf, ref(24), f"HF Gemma 3 ({tag}) run in place", reps=7)
     gguf_family(torch, smbin, W, tiny, "gemma3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-6, 1000000.0, text, ref(hd),
                 f"GGUF gemma3 ({tag}) in place", meta=[("gemma3.attention.key_length", mg.U32, hd),
                                                       ("gemma3.attention.value_length", mg.U32, hd),
-                                                      ("gemma3.attention.sliding_window", mg.U32, win)])
+                                                      ("gemma3.attention.sliding_window", mg.U32, win)],
+                reps=7)
     cfgp = os.path.join(hf, "config.json")
     with open(cfgp) as f:
         hc = json.load(f)

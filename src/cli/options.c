@@ -89,6 +89,9 @@ static const struct option_def {
      "    --stats            timing and token counts on stderr"},
     {"prompt-tokens", 0, true, CMD_BENCH, O_PTOK,
      "    --prompt-tokens N  prompt length (default 128)"},
+    {"ubatch-size", 0, true, CMD_SCORE, O_UBATCH,
+     "    --ubatch-size N    tokens per forward call (default 128; 1: each token decoded\n"
+     "                       through the KV-cache, as generation does)"},
     {"reps", 0, true, CMD_BENCH, O_REPS,
      "    --reps N           repetitions, best is reported (default 3)"},
     {"compare", 0, false, CMD_BENCH, O_COMPARE,
@@ -247,6 +250,10 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_PTOK:
         if (!cli_parse_long(v, 1, 1L << 20, &o->prompt_tokens))
             return cli_usage_error(o, "%s expects a whole number >= 1, got '%s'", flag, v);
+        break;
+    case O_UBATCH:
+        if (!cli_parse_long(v, 1, 4096, &o->ubatch))
+            return cli_usage_error(o, "%s expects a whole number from 1 to 4096, got '%s'", flag, v);
         break;
     case O_REPS:
         if (!cli_parse_long(v, 1, 1000, &o->reps))

@@ -19,7 +19,8 @@ int cli_score(const cli_opts *o) {
     sm_sampler_params spar = {0, 0, 1, 0};
     cli_runner r;
     /* all logits: (batch, vocab) floats; keep that under ~64 MB for big vocabularies */
-    cli_run_spec spec = {.all_logits = true, .max_batch = 128, .n_seq = 1, .sampling = &spar,
+    cli_run_spec spec = {.all_logits = true, .max_batch = o->ubatch ? (size_t)o->ubatch : 128, .n_seq = 1,
+                         .sampling = &spar,
                          .n_samplers = 1, .build_state = true};
     rc = cli_runner_init(&r, o, &spec);
     if (rc) {
