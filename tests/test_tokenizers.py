@@ -246,6 +246,32 @@ def encode_allocations(smbin, bindir, d, name, texts, tmp):
           "buffers only)", str(counts))
 
 
+def chat_text_ids(smbin, tmp, here):
+    """Conversations rendered by their chat templates (@huggingface/jinja's renderings in
+    tests/fixtures/chat_template_reference.json, by scripts/chat_template_reference.mjs) tokenize
+    (--special --no-bos: the template writes BOS itself) to transformers.js's
+    apply_chat_template(..., tokenize: true) ids, for every case with its tokenizer.json."""
+    with open(os.path.join(here, "fixtures", "chat_template_reference.json"), encoding="utf-8") as f:
+        ref = json.load(f)
+    by = {}
+    for c in ref["cases"]:
+        if isinstance(c.get("ids"), list):
+            by.setdefault(c["config"], []).append(c)
+    for config, cases in sorted(by.items()):
+        d = os.path.join(tmp, "hf-" + config.split("/")[0])
+        if not os.path.isdir(d):
+            T.skip(f"{config}: rendered conversations' ids", "its tokenizer.json is absent")
+            continue
+        bad = []
+        for c in cases:
+            p = run([smbin, "tokenize", "-m", d, "--special", "--no-bos", "-f", "-"], c["text"].encode())
+            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
+            if got != c["ids"]:
+                bad.append(f"{c['text'][:40]!r}: {str(got)[:80]} want {c['ids'][:10]}")
+        check(not bad, f"{config}: {len(cases)} rendered conversations tokenize to transformers.js's "
+              "apply_chat_template ids", "; ".join(bad[:2]))
+
+
 def gguf_vocab(tj, ref_empty, spm):
     """A vocabulary-only GGUF's tokenizer.ggml.* from a tokenizer.json, as llama.cpp's converter
     lays it out: tokens by id (byte-level pieces in GPT-2's alphabet, added tokens as written; for
@@ -467,6 +493,7 @@ def main():
             gpt2_via_pcre(smbin, tmp, tiny, fixtures)
         hf_reference(smbin, tmp, tok, here)
         gguf_same_as_hf(smbin, tmp, tok, here)
+        chat_text_ids(smbin, tmp, here)
         for label, d in gpt2_dirs:  # GPT-2 adds no BOS: an empty text has no tokens, as gpt-3-encoder says
             check_ids(smbin, d, fixtures, "gpt2", f"GPT-2 BPE ({label}) = gpt-3-encoder", [])
         llama_bin = os.path.join(tok, "llama2", "tokenizer.bin")
