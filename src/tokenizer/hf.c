@@ -58,6 +58,20 @@ static const char *pattern_of(const cJSON *o, bool *regex) {
     return s ? s : jstr(p, "Regex");
 }
 
+/* One part of the pipeline (normalizer, pre-tokenizer, post-processor, decoder), read into c. */
+typedef sm_status (*part_fn)(ctx *c, const cJSON *n, int depth);
+
+/* A Sequence of parts: each element of n[key] in turn (nesting bounded by the callers). */
+static sm_status sequence(ctx *c, const cJSON *n, const char *what, const char *key, part_fn fn,
+                          int depth) {
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(n, key);
+    if (!cJSON_IsArray(l))
+        return sm_error_set(c->err, SM_ERR_FORMAT, "%s: %s Sequence needs \"%s\"", c->path, what, key);
+    sm_status st = SM_OK;
+    for (const cJSON *e = l->child; e && !st; e = e->next) st = fn(c, e, depth + 1);
+    return st;
+}
+
 /* ----------------------------------------------------------- normalizer */
 
 static sm_status normalizer(ctx *c, const cJSON *n, int depth) {
@@ -79,14 +93,7 @@ static sm_status normalizer(ctx *c, const cJSON *n, int depth) {
         if (!s) return sm_error_set(c->err, SM_ERR_FORMAT, "%s: normalizer Prepend needs \"prepend\"", c->path);
         return sm_tok_pre_norm(p, SM_NORM_PREPEND, s, strlen(s), NULL, 0, false, c->path, c->err);
     }
-    if (is_type(n, "Sequence") && depth < 4) {
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        if (!cJSON_IsArray(l))
-            return sm_error_set(c->err, SM_ERR_FORMAT, "%s: normalizer Sequence needs \"normalizers\"", c->path);
-        sm_status st = SM_OK;
-        for (const cJSON *e = l->child; e && !st; e = e->next) st = normalizer(c, e, depth + 1);
-        return st;
-    }
+    if (is_type(n, "Sequence") && depth < 4) return sequence(c, n, "normalizer", "normalizers", normalizer, depth);
     return refuse(c, "normalizer", n);
 }
 
@@ -144,7 +151,8 @@ static sm_status pre_tokenizer(ctx *c, const cJSON *n, int depth) {
             if (sm_tok_pre_has_steps(p))
                 return sm_error_set(c->err, SM_ERR_UNSUPPORTED, "%s: pre_tokenizer ByteLevel with "
                                     "add_prefix_space after another step is not supported", c->path);
-            sm_tok_pre_prefix_space(p);
+            sm_status st = sm_tok_pre_norm(p, SM_NORM_PREFIX_SPACE, " ", 1, NULL, 0, false, c->path, c->err);
+            if (st) return st;
         }
         if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(n, "use_regex"))) return SM_OK;
         return sm_tok_pre_step(p, SM_STEP_GPT2, SM_SPLIT_ISOLATED, false, NULL, 0, false, c->path, c->err);
@@ -154,14 +162,7 @@ static sm_status pre_tokenizer(ctx *c, const cJSON *n, int depth) {
                                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, "individual_digits")),
                                NULL, 0, false, c->path, c->err);
     if (is_type(n, "Metaspace")) return metaspace(c, n);
-    if (is_type(n, "Sequence") && depth < 4) {
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(n, "pretokenizers");
-        if (!cJSON_IsArray(l))
-            return sm_error_set(c->err, SM_ERR_FORMAT, "%s: pre_tokenizer Sequence needs \"pretokenizers\"", c->path);
-        sm_status st = SM_OK;
-        for (const cJSON *e = l->child; e && !st; e = e->next) st = pre_tokenizer(c, e, depth + 1);
-        return st;
-    }
+    if (is_type(n, "Sequence") && depth < 4) return sequence(c, n, "pre_tokenizer", "pretokenizers", pre_tokenizer, depth);
     return refuse(c, "pre_tokenizer", n);
 }
 
@@ -208,13 +209,7 @@ static sm_status post_processor(ctx *c, const cJSON *n, int depth) {
                                 "text once", c->path);
         return SM_OK;
     }
-    if (is_type(n, "Sequence") && depth < 4) {
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(n, "processors");
-        sm_status st = SM_OK;
-        for (const cJSON *e = cJSON_IsArray(l) ? l->child : NULL; e && !st; e = e->next)
-            st = post_processor(c, e, depth + 1);
-        return st;
-    }
+    if (is_type(n, "Sequence") && depth < 4) return sequence(c, n, "post_processor", "processors", post_processor, depth);
     return refuse(c, "post_processor", n);
 }
 
@@ -250,13 +245,7 @@ static sm_status decoder(ctx *c, const cJSON *n, int depth) {
                                 : !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(n, "add_prefix_space"));
         return SM_OK;
     }
-    if (is_type(n, "Sequence") && depth < 4) {
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(n, "decoders");
-        sm_status st = SM_OK;
-        for (const cJSON *e = cJSON_IsArray(l) ? l->child : NULL; e && !st; e = e->next)
-            st = decoder(c, e, depth + 1);
-        return st;
-    }
+    if (is_type(n, "Sequence") && depth < 4) return sequence(c, n, "decoder", "decoders", decoder, depth);
     return refuse(c, "decoder", n);
 }
 
@@ -266,15 +255,6 @@ static int64_t id_of(const cJSON *x) {
     if (!cJSON_IsNumber(x)) return -1;
     double d = x->valuedouble;
     return d >= 0 && d < MAX_IDS && d == floor(d) ? (int64_t)d : -1;
-}
-
-/* "<0xNN>" -> 0..255, else -1. */
-static int byte_piece(const char *p) {
-    unsigned v;
-    char end;
-    if (strlen(p) != 6 || memcmp(p, "<0x", 3) != 0 || sscanf(p + 3, "%2x%c", &v, &end) != 2 || end != '>')
-        return -1;
-    return (int)v;
 }
 
 /* The vocabulary and added tokens as the tables: text by id, kinds, the map of the model's pieces. */
@@ -326,15 +306,13 @@ static sm_status tables(ctx *c, const cJSON *voc, const cJSON *added, bool fallb
             text_bytes += strlen(str[id]);
     }
     if (!st) st = sm_tok_alloc_tables(t, n, text_bytes, c->err);
-    int32_t cp_of[256], byte_of_cp[324];
-    sm_tok_byte_alphabet(cp_of);
-    for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of[b]] = b;
+    int32_t byte_of_cp[324];
+    sm_tok_byte_inverse(byte_of_cp);
     size_t o = 0;
     for (size_t id = 0; id < n && !st; id++) {
         const char *s = str[id];
         size_t sl = strlen(s);
-        int b = fallback ? byte_piece(s) : -1;
+        int b = fallback ? sm_tok_byte_piece(s, sl) : -1; /* < 0: not a byte piece */
         t->off[id] = (uint32_t)o;
         if (is_added[id] || (!c->byte_level && b < 0)) {
             memcpy(t->text + o, s, sl);
@@ -372,22 +350,16 @@ static int32_t side_id(ctx *c, const int32_t *byte_of_cp, const char *s, size_t 
 
 static sm_status merges(ctx *c, const cJSON *ml) {
     sm_tokenizer *t = c->t;
-    size_t n = ml ? (size_t)cJSON_GetArraySize(ml) : 0;
-    t->merge_mask = sm_tok_table_size(n) - 1;
-    t->merges = malloc(((size_t)t->merge_mask + 1) * sizeof *t->merges);
+    sm_status st = sm_tok_merges_new(t, ml ? (size_t)cJSON_GetArraySize(ml) : 0, c->err);
     char *buf = malloc(4 * MAX_PIECE);
-    if (!t->merges || !buf) {
+    if (st || !buf) {
         free(buf);
-        return sm_error_set(c->err, SM_ERR_NOMEM, "out of memory for the merges");
+        return st ? st : sm_error_set(c->err, SM_ERR_NOMEM, "out of memory for the merges");
     }
-    for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].a = -1;
-    int32_t cp_of[256], byte_of_cp[324];
-    sm_tok_byte_alphabet(cp_of);
-    for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of[b]] = b;
+    int32_t byte_of_cp[324];
+    sm_tok_byte_inverse(byte_of_cp);
     int32_t rank = 0;
     size_t k = 0;
-    sm_status st = SM_OK;
     for (const cJSON *e = ml ? ml->child : NULL; e && !st; e = e->next, k++) {
         const char *l = NULL, *r = NULL;
         size_t ll = 0, rl = 0;
@@ -416,10 +388,7 @@ static sm_status merges(ctx *c, const cJSON *ml) {
                               "a token not in the vocabulary", c->path, k, (int)(ll < 30 ? ll : 30), l, r);
             break;
         }
-        if (sm_tok_merge_find(t, a, b)) continue; /* a repeated merge keeps its first rank */
-        uint32_t i = sm_tok_hash_pair(a, b) & t->merge_mask;
-        while (t->merges[i].a >= 0) i = (i + 1) & t->merge_mask;
-        t->merges[i] = (sm_tok_merge){a, b, rank++, m};
+        if (sm_tok_merge_add(t, a, b, rank, m)) rank++; /* a repeated merge keeps its first rank */
     }
     free(buf);
     return st;
@@ -504,11 +473,7 @@ sm_status sm_tok_load_hf(sm_tokenizer *t, const sm_config *cfg, const char *path
         (st = merges(&c, cJSON_GetObjectItemCaseSensitive(model, "merges"))) ||
         (st = post_processor(&c, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), 0)))
         goto done;
-    if (unk && (t->unk = sm_tok_map_find(t, unk, strlen(unk))) < 0) {
-        for (int32_t id = 0; id < t->n_vocab && t->unk < 0; id++) /* unk is often an added token */
-            if (t->off[id + 1] - t->off[id] == strlen(unk) && memcmp(t->text + t->off[id], unk, strlen(unk)) == 0)
-                t->unk = id;
-    }
+    if (unk) t->unk = sm_tok_map_find(t, unk, strlen(unk)); /* the map holds added tokens too */
     if (c.mark_to_space && (st = shown_text(t, err))) goto done;
     t->space_prefix = c.strip_first;
     t->bos = c.prefix_id >= 0 ? c.prefix_id : cfg->tok_bos;

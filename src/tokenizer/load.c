@@ -36,8 +36,7 @@ sm_status sm_tok_alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_e
     return SM_OK;
 }
 
-/* "<0xNN>" -> 0..255; -1 if p is not shaped like a byte piece; -2 if it is but malformed. */
-static int byte_piece(const char *p, size_t n) {
+int sm_tok_byte_piece(const char *p, size_t n) {
     if (n < 4 || memcmp(p, "<0x", 3) != 0 || p[n - 1] != '>') return -1;
     if (n != 6) return -2;
     int v = 0;
@@ -119,7 +118,7 @@ static sm_status parse_sentencepiece(sm_tokenizer *t, const sm_config *cfg, cons
         const char *piece = buf + at + 8;
         at += 8 + l;
         t->off[id] = (uint32_t)o;
-        int b = byte_piece(piece, l);
+        int b = sm_tok_byte_piece(piece, l);
         if (b == -2) {
             st = sm_error_set(err, SM_ERR_FORMAT,
                               "%s: token %zu \"%.*s\" is not a valid byte token <0xNN>", path, id,
@@ -165,6 +164,13 @@ void sm_tok_byte_alphabet(int32_t cp_of[256]) {
     }
 }
 
+void sm_tok_byte_inverse(int32_t byte_of_cp[324]) {
+    int32_t cp_of[256];
+    sm_tok_byte_alphabet(cp_of);
+    for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
+    for (int b = 0; b < 256; b++) byte_of_cp[cp_of[b]] = b;
+}
+
 /* A vocab.json / merges.txt token text -> its bytes in out (at least n bytes); -1 if invalid. */
 long sm_tok_unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, char *out) {
     size_t o = 0;
@@ -180,11 +186,12 @@ long sm_tok_unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, c
 /*
 ** Every multi-byte token of a BPE vocabulary must be made by some merge,
 ** else encoding can never produce it and ids come out byte by byte: an
-** empty or truncated merges.txt. Control tokens (bos/eos) and added tokens
-** written <...> are exempt.
+** empty or truncated merges.txt. Control tokens (bos/eos), added tokens
+** written <...> and those raw marks (a GGUF file's control and user-defined
+** tokens) are exempt.
 */
-static sm_status check_reachable(const sm_tokenizer *t, size_t n, const char *vocab_path,
-                                 const char *merges_path, sm_error *err) {
+static sm_status check_reachable(const sm_tokenizer *t, size_t n, const uint8_t *raw,
+                                 const char *vocab_path, const char *merges_path, sm_error *err) {
     bool *made = calloc(n, sizeof *made);
     if (!made) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
     for (size_t i = 0; i <= t->merge_mask; i++)
@@ -193,7 +200,7 @@ static sm_status check_reachable(const sm_tokenizer *t, size_t n, const char *vo
     for (size_t id = 0; id < n; id++) {
         const char *s = t->text + t->off[id];
         size_t len = t->off[id + 1] - t->off[id];
-        bool added = (len >= 3 && s[0] == '<' && s[len - 1] == '>') || t->kind[id] == KIND_USER;
+        bool added = (len >= 3 && s[0] == '<' && s[len - 1] == '>') || (raw && raw[id]);
         if (len > 1 && !made[id] && t->kind[id] != KIND_CONTROL && !added && !lost++) first = id;
     }
     free(made);
@@ -215,10 +222,8 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
                              const char *const *str, const size_t *slen, const uint8_t *raw,
                              const char *vocab_path, const char *mbuf, size_t mlen,
                              const char *merges_path, sm_error *err) {
-    int32_t cp_of[256], byte_of_cp[324];
-    sm_tok_byte_alphabet(cp_of);
-    for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of[b]] = b;
+    int32_t byte_of_cp[324];
+    sm_tok_byte_inverse(byte_of_cp);
     size_t text_bytes = 0;
     for (size_t id = 0; id < n; id++) text_bytes += slen[id];
     sm_status st = sm_tok_alloc_tables(t, n, text_bytes, err);
@@ -248,17 +253,12 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
                                 vocab_path, n, k ? "eos" : "bos", id);
         if (id >= 0) t->kind[id] = KIND_CONTROL;
     }
-    if ((st = sm_tok_build_map(t, err))) return st;
-    for (size_t id = 0; raw && id < n; id++) /* GGUF types: 3 control, 4 user-defined */
-        if (raw[id]) t->kind[id] = raw[id] == 3 ? KIND_CONTROL : KIND_USER;
+    if ((st = sm_tok_build_map(t, err))) return st; /* added tokens too: merges may make them */
 
     /* merges.txt: "#version" line, then "LEFT RIGHT" per line, best first */
     size_t lines = 1;
     for (size_t i = 0; i < mlen; i++) lines += mbuf[i] == '\n';
-    t->merge_mask = sm_tok_table_size(lines) - 1;
-    t->merges = malloc(((size_t)t->merge_mask + 1) * sizeof *t->merges);
-    if (!t->merges) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the merges");
-    for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].a = -1;
+    if ((st = sm_tok_merges_new(t, lines, err))) return st;
     int32_t rank = 0;
     size_t line = 0;
     char tmp[2 * MAX_PIECE];
@@ -287,12 +287,9 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
             return sm_error_set(err, SM_ERR_FORMAT, "%s: line %zu: merge \"%.*s\" names an unknown %s",
                                 merges_path, line, (int)(ll < 60 ? ll : 60), ln,
                                 a < 0 || b < 0 ? "token" : "merged token (not in the vocabulary)");
-        if (sm_tok_merge_find(t, a, b)) continue; /* a repeated merge keeps its first rank */
-        uint32_t i = sm_tok_hash_pair(a, b) & t->merge_mask;
-        while (t->merges[i].a >= 0) i = (i + 1) & t->merge_mask;
-        t->merges[i] = (sm_tok_merge){a, b, rank++, m};
+        if (sm_tok_merge_add(t, a, b, rank, m)) rank++;
     }
-    return check_reachable(t, n, vocab_path, merges_path, err);
+    return check_reachable(t, n, raw, vocab_path, merges_path, err);
 }
 
 /* GPT-2's vocab.json (token -> id, ids 0..n-1 each once) and merges.txt. */

@@ -55,7 +55,6 @@ struct sm_tok_pre {
     int n_op;
     step st[MAX_STEPS];
     int n_st;
-    bool prefix_space; /* ByteLevel add_prefix_space: a space before text not starting with one */
     int32_t *cps;      /* NB_CAP code points of a chunk being normalized */
     unsigned char *nb[2];
     span *sp[2];       /* NB_CAP + 1 each */
@@ -107,8 +106,6 @@ sm_status sm_tok_pre_norm(sm_tok_pre *p, int op, const char *str, size_t ns, con
     p->n_op++;
     return SM_OK;
 }
-
-void sm_tok_pre_prefix_space(sm_tok_pre *p) { p->prefix_space = true; }
 
 bool sm_tok_pre_has_steps(const sm_tok_pre *p) { return p->n_st > 0; }
 
@@ -337,8 +334,10 @@ static bool normalize(sm_tok_pre *p, const unsigned char *s, size_t n, bool firs
         const norm_op *o = &p->op[k];
         unsigned char *d = p->nb[w];
         size_t m = 0;
-        if (o->op == SM_NORM_PREPEND) {
-            if (!first || len == 0 || (o->only_start && !text_start)) continue;
+        if (o->op == SM_NORM_PREPEND || o->op == SM_NORM_PREFIX_SPACE) {
+            if (!first || len == 0 || (o->only_start && !text_start) ||
+                (o->op == SM_NORM_PREFIX_SPACE && cur[0] == ' '))
+                continue;
             if (len + o->ns > NB_CAP) return false;
             memcpy(d, o->str, o->ns);
             memcpy(d + o->ns, cur, len);
@@ -378,7 +377,7 @@ static bool normalize(sm_tok_pre *p, const unsigned char *s, size_t n, bool firs
     return true;
 }
 
-/* Where to end a chunk of s[0..n): after a newline a letter or digit follows, else at a character. */
+/* Where to end a chunk of s[0..n): after a newline an ASCII letter follows, else at a character. */
 static size_t chunk_end(const unsigned char *s, size_t n, size_t max) {
     if (n <= max) return n;
     for (size_t i = max; i > max / 2; i--)
@@ -393,13 +392,6 @@ static bool run_chunk(sm_tok_pre *p, const unsigned char *s, size_t n, bool firs
                       bool text_start, sm_tok_word_fn word, void *ctx) {
     const unsigned char *t;
     size_t tn;
-    if (p->prefix_space && first && n && s[0] != ' ') {
-        if (n + 1 > NB_CAP) return false;
-        p->nb[1][0] = ' '; /* nb[1]: normalize's first op writes nb[0] */
-        memcpy(p->nb[1] + 1, s, n);
-        s = p->nb[1];
-        n++;
-    }
     if (!normalize(p, s, n, first, text_start, &t, &tn)) return false;
     list a = {p->sp[0], 0}, b = {p->sp[1], 0};
     push(&a, 0, tn);

@@ -25,7 +25,7 @@ static uint32_t hash_bytes(const void *p, size_t n) {
     return (uint32_t)sm_hash_bytes(p, n);
 }
 
-uint32_t sm_tok_hash_pair(int32_t a, int32_t b) {
+static uint32_t hash_pair(int32_t a, int32_t b) {
     uint64_t x = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
@@ -44,10 +44,22 @@ static const char *piece_of(const sm_tokenizer *t, int32_t id, size_t *len) {
     return t->text + t->off[id];
 }
 
-/* The normal piece with these bytes, or -1. */
-int32_t sm_tok_map_find(const sm_tokenizer *t, const void *p, size_t n) {
-    for (uint32_t i = hash_bytes(p, n) & t->map_mask;; i = (i + 1) & t->map_mask) {
-        int32_t id = t->map[i];
+/*
+** Open-addressed tables of ids keyed by their pieces' bytes (the vocabulary
+** map, the added tokens): at least 2n slots, -1 empty.
+*/
+static int32_t *text_table_new(size_t n, uint32_t *mask) {
+    *mask = sm_tok_table_size(n) - 1;
+    int32_t *tab = malloc(((size_t)*mask + 1) * sizeof *tab);
+    if (tab) memset(tab, 0xff, ((size_t)*mask + 1) * sizeof *tab);
+    return tab;
+}
+
+/* The id in tab whose piece is p[0..n), or -1. */
+static int32_t text_find(const sm_tokenizer *t, const int32_t *tab, uint32_t mask, const void *p,
+                         size_t n) {
+    for (uint32_t i = hash_bytes(p, n) & mask;; i = (i + 1) & mask) {
+        int32_t id = tab[i];
         if (id < 0) return -1;
         size_t l;
         const char *q = piece_of(t, id, &l);
@@ -55,27 +67,54 @@ int32_t sm_tok_map_find(const sm_tokenizer *t, const void *p, size_t n) {
     }
 }
 
+/* Adds id unless a piece of the same bytes is in tab already (the first wins); true if added. */
+static bool text_add(const sm_tokenizer *t, int32_t *tab, uint32_t mask, int32_t id) {
+    size_t n;
+    const char *p = piece_of(t, id, &n);
+    uint32_t i = hash_bytes(p, n) & mask;
+    for (; tab[i] >= 0; i = (i + 1) & mask) {
+        size_t l;
+        const char *q = piece_of(t, tab[i], &l);
+        if (l == n && memcmp(q, p, n) == 0) return false;
+    }
+    tab[i] = id;
+    return true;
+}
+
+/* The normal piece with these bytes, or -1. */
+int32_t sm_tok_map_find(const sm_tokenizer *t, const void *p, size_t n) {
+    return text_find(t, t->map, t->map_mask, p, n);
+}
+
 /* Indexes every normal piece; the first of equal pieces wins. */
 sm_status sm_tok_build_map(sm_tokenizer *t, sm_error *err) {
-    t->map_mask = sm_tok_table_size((size_t)t->n_vocab) - 1;
-    t->map = malloc(((size_t)t->map_mask + 1) * sizeof *t->map);
-    if (!t->map) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the vocabulary");
-    memset(t->map, 0xff, ((size_t)t->map_mask + 1) * sizeof *t->map);
-    for (int32_t id = 0; id < t->n_vocab; id++) {
-        size_t n;
-        const char *p = piece_of(t, id, &n);
-        if (t->kind[id] != KIND_NORMAL || n == 0 || sm_tok_map_find(t, p, n) >= 0) continue;
-        uint32_t i = hash_bytes(p, n) & t->map_mask;
-        while (t->map[i] >= 0) i = (i + 1) & t->map_mask;
-        t->map[i] = id;
-    }
+    if (!(t->map = text_table_new((size_t)t->n_vocab, &t->map_mask)))
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the vocabulary");
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->kind[id] == KIND_NORMAL && t->off[id + 1] > t->off[id]) text_add(t, t->map, t->map_mask, id);
     for (int b = 0; b < 256; b++)
         if (t->byte_id[b] < 0) t->byte_id[b] = sm_tok_map_find(t, &(unsigned char){(unsigned char)b}, 1);
     return SM_OK;
 }
 
+sm_status sm_tok_merges_new(sm_tokenizer *t, size_t n, sm_error *err) {
+    t->merge_mask = sm_tok_table_size(n) - 1;
+    t->merges = malloc(((size_t)t->merge_mask + 1) * sizeof *t->merges);
+    if (!t->merges) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the merges");
+    for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].a = -1;
+    return SM_OK;
+}
+
+bool sm_tok_merge_add(sm_tokenizer *t, int32_t a, int32_t b, int32_t rank, int32_t out) {
+    uint32_t i = hash_pair(a, b) & t->merge_mask;
+    for (; t->merges[i].a >= 0; i = (i + 1) & t->merge_mask)
+        if (t->merges[i].a == a && t->merges[i].b == b) return false;
+    t->merges[i] = (sm_tok_merge){a, b, rank, out};
+    return true;
+}
+
 const sm_tok_merge *sm_tok_merge_find(const sm_tokenizer *t, int32_t a, int32_t b) {
-    for (uint32_t i = sm_tok_hash_pair(a, b) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
+    for (uint32_t i = hash_pair(a, b) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
         const sm_tok_merge *m = &t->merges[i];
         if (m->a < 0) return NULL;
         if (m->a == a && m->b == b) return m;
@@ -332,16 +371,6 @@ static bool added_ok(const sm_tokenizer *t, int32_t id) {
     return t->kind[id] == KIND_USER || (t->parse_special && t->kind[id] == KIND_CONTROL);
 }
 
-static int32_t added_find(const sm_tokenizer *t, const char *p, size_t n) {
-    for (uint32_t i = (uint32_t)sm_hash_bytes(p, n) & t->added_mask;; i = (i + 1) & t->added_mask) {
-        int32_t id = t->added_map[i];
-        if (id < 0) return -1;
-        size_t l;
-        const char *q = piece_of(t, id, &l);
-        if (l == n && memcmp(q, p, n) == 0) return id;
-    }
-}
-
 /* The added token whose text starts at s (the longest), or -1; *n its length. */
 static int32_t added_at(const sm_tokenizer *t, const char *s, size_t left, size_t *n) {
     if (t->type == SM_TOKENIZER_SENTENCEPIECE && !t->added_map) return spm_special_at(t, s, left, n);
@@ -361,7 +390,7 @@ static int32_t added_at(const sm_tokenizer *t, const char *s, size_t left, size_
         size_t l = (size_t)b + 1;
         lens &= ~(1ull << b);
         if (l > left) continue;
-        int32_t id = added_find(t, s, l);
+        int32_t id = text_find(t, t->added_map, t->added_mask, s, l);
         if (id >= 0 && added_ok(t, id)) {
             *n = l;
             return id;
@@ -378,11 +407,9 @@ sm_status sm_tok_index_added(sm_tokenizer *t, sm_error *err) {
     }
     memset(t->added_len, 0, sizeof t->added_len);
     if (!n) return SM_OK;
-    t->added_mask = sm_tok_table_size(n) - 1;
-    t->added_map = malloc(((size_t)t->added_mask + 1) * sizeof *t->added_map);
+    t->added_map = text_table_new(n, &t->added_mask);
     t->added_long = malloc((nl ? nl : 1) * sizeof *t->added_long);
     if (!t->added_map || !t->added_long) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the added tokens");
-    memset(t->added_map, 0xff, ((size_t)t->added_mask + 1) * sizeof *t->added_map);
     t->n_added_long = 0;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         size_t l;
@@ -395,11 +422,8 @@ sm_status sm_tok_index_added(sm_tokenizer *t, sm_error *err) {
             t->added_long[k] = id;
             continue;
         }
-        if (added_find(t, p, l) >= 0) continue; /* the first of equal texts wins */
-        uint32_t i = (uint32_t)sm_hash_bytes(p, l) & t->added_mask;
-        while (t->added_map[i] >= 0) i = (i + 1) & t->added_mask;
-        t->added_map[i] = id;
-        t->added_len[(unsigned char)p[0]] |= 1ull << (l - 1);
+        if (text_add(t, t->added_map, t->added_mask, id)) /* the first of equal texts wins */
+            t->added_len[(unsigned char)p[0]] |= 1ull << (l - 1);
     }
     return SM_OK;
 }

@@ -42,7 +42,9 @@ struct sm_tok_work {
 };
 
 /* ------------------------------------------------ pre-tokenizer (pretok.c) */
-enum { SM_NORM_NFC = 1, SM_NORM_NFKC, SM_NORM_NFD, SM_NORM_NFKD, SM_NORM_REPLACE, SM_NORM_PREPEND };
+/* SM_NORM_PREFIX_SPACE: a prepend of " " unless the text starts with one (ByteLevel add_prefix_space) */
+enum { SM_NORM_NFC = 1, SM_NORM_NFKC, SM_NORM_NFD, SM_NORM_NFKD, SM_NORM_REPLACE, SM_NORM_PREPEND,
+       SM_NORM_PREFIX_SPACE };
 enum { SM_STEP_REGEX = 1, SM_STEP_GPT2, SM_STEP_DIGITS };
 enum { SM_SPLIT_ISOLATED = 0, SM_SPLIT_REMOVED, SM_SPLIT_MERGED_PREV, SM_SPLIT_MERGED_NEXT,
        SM_SPLIT_CONTIGUOUS };
@@ -50,7 +52,8 @@ typedef void (*sm_tok_word_fn)(void *ctx, const unsigned char *w, size_t n);
 
 sm_status sm_tok_pre_new(sm_tok_pre **out, sm_error *err);
 void sm_tok_pre_free(sm_tok_pre *p);
-/* Appends a normalizer: SM_NORM_REPLACE str -> to, SM_NORM_PREPEND str, or a Unicode form. */
+/* Appends a normalizer: SM_NORM_REPLACE str -> to, SM_NORM_PREPEND (or _PREFIX_SPACE) str to a
+   span's first chunk (only_start: only when the span starts the text), or a Unicode form. */
 sm_status sm_tok_pre_norm(sm_tok_pre *p, int op, const char *str, size_t ns, const char *to,
                           size_t nt, bool only_start, const char *where, sm_error *err);
 /* Appends a step: a regex (PCRE2 syntax; literal: a plain string) splitting by behavior,
@@ -58,8 +61,6 @@ sm_status sm_tok_pre_norm(sm_tok_pre *p, int op, const char *str, size_t ns, con
 sm_status sm_tok_pre_step(sm_tok_pre *p, int kind, int behavior, bool individual,
                           const char *pattern, size_t plen, bool literal, const char *where,
                           sm_error *err);
-/* A space before a span's text that does not start with one (ByteLevel add_prefix_space). */
-void sm_tok_pre_prefix_space(sm_tok_pre *p);
 bool sm_tok_pre_has_steps(const sm_tok_pre *p);
 /* Normalizes and splits s[0..n) (any bytes; text_start: the span starts the text) and
    calls word for each word, in order. Never allocates. */
@@ -71,8 +72,12 @@ sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *igno
 
 /* ------------------------------------------------ loading (load.c, hf.c) */
 sm_status sm_tok_alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_error *err);
-/* GPT-2's byte alphabet: the code point standing for each byte. */
+/* GPT-2's byte alphabet: the code point standing for each byte, and the byte of each code point
+   (-1 for those not in it). */
 void sm_tok_byte_alphabet(int32_t cp_of[256]);
+void sm_tok_byte_inverse(int32_t byte_of_cp[324]);
+/* "<0xNN>" -> 0..255; -1 if p is not shaped like a byte piece; -2 if it is but malformed. */
+int sm_tok_byte_piece(const char *p, size_t n);
 /* Token text in the byte alphabet -> its bytes (out: n bytes at least); -1 if not in it. */
 long sm_tok_unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, char *out);
 /* Reads a Hugging Face tokenizer.json (BPE: byte-level or with byte fallback). */
@@ -80,13 +85,17 @@ sm_status sm_tok_load_hf(sm_tokenizer *t, const sm_config *cfg, const char *path
 /* Indexes the added tokens (KIND_CONTROL and KIND_USER pieces) for matching in text. */
 sm_status sm_tok_index_added(sm_tokenizer *t, sm_error *err);
 
-uint32_t sm_tok_hash_pair(int32_t a, int32_t b);
 /* A power of two of at least 2n slots (open addressing). */
 uint32_t sm_tok_table_size(size_t n);
 /* The normal piece with these bytes, or -1. */
 int32_t sm_tok_map_find(const sm_tokenizer *t, const void *p, size_t n);
 /* Indexes every normal piece; the first of equal pieces wins. */
 sm_status sm_tok_build_map(sm_tokenizer *t, sm_error *err);
+/* An empty merge table for n merges. */
+sm_status sm_tok_merges_new(sm_tokenizer *t, size_t n, sm_error *err);
+/* Adds merge (a, b) -> out at rank unless (a, b) is there already (it keeps its first rank);
+   true if added. */
+bool sm_tok_merge_add(sm_tokenizer *t, int32_t a, int32_t b, int32_t rank, int32_t out);
 /* The merge of tokens (a, b), or NULL. */
 const sm_tok_merge *sm_tok_merge_find(const sm_tokenizer *t, int32_t a, int32_t b);
 /* The code point starting s[0..n) in *cp (-1 if invalid); returns its bytes (>= 1). */
