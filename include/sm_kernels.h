@@ -126,9 +126,8 @@ typedef struct sm_kernels {
     void (*layernorm)(float *restrict out, const float *restrict x, const float *restrict g,
                       const float *restrict b, size_t C, float eps);
 
-    /* out (C) = x / sqrt(mean(x^2) + eps) * g, for one row (RMSNorm). */
-    void (*rmsnorm)(float *restrict out, const float *restrict x, const float *restrict g,
-                    size_t C, float eps);
+    /* out (C) = x / sqrt(mean(x^2) + eps) * g, for one row (RMSNorm); out may be x (in place). */
+    void (*rmsnorm)(float *out, const float *x, const float *restrict g, size_t C, float eps);
 
     /* gate (n) <- silu(gate) * up = gate / (1 + exp(-gate)) * up (SwiGLU), in place. */
     void (*swiglu)(float *restrict gate, const float *restrict up, size_t n);

@@ -14,8 +14,9 @@
 
 /*
 ** GGUF's tensor names and ours, per architecture (after any "blk.N."
-** prefix); entries marked NEED_BIAS exist only in a model with Q/K/V
-** biases, NEED_NORM only in one with Q/K norms.
+** prefix); an entry with needs exists only in a model with those features
+** (sm_config flags: qkv_bias, qk_norm, gate_up, post_norms; NEED_SPLIT: gate
+** and up apart).
 */
 enum { NEED_BIAS = 1, NEED_NORM = 2, NEED_GATE_UP = 4, NEED_SPLIT = 8, NEED_POST = 16 };
 typedef struct {
@@ -31,8 +32,8 @@ static const name_pair llama_names[] = {
     {"ffn_gate.weight", "ffn_gate.weight", NEED_SPLIT},
     {"ffn_up.weight", "ffn_up.weight", NEED_SPLIT},
     {"ffn_up.weight", "ffn_gate_up.weight", NEED_GATE_UP}, /* phi3: gate | up */
-    {"ffn_down.weight", "ffn_down.weight", 0},   {"attn_q.bias", "attn_q.bias", 1},
-    {"attn_k.bias", "attn_k.bias", 1},           {"attn_v.bias", "attn_v.bias", 1},
+    {"ffn_down.weight", "ffn_down.weight", 0},   {"attn_q.bias", "attn_q.bias", NEED_BIAS},
+    {"attn_k.bias", "attn_k.bias", NEED_BIAS},   {"attn_v.bias", "attn_v.bias", NEED_BIAS},
     {"attn_q_norm.weight", "attn_q_norm.weight", NEED_NORM},
     {"attn_k_norm.weight", "attn_k_norm.weight", NEED_NORM},
     {"rope_freqs.weight", "rope_freqs", 0},
@@ -59,17 +60,15 @@ bool sm_gguf_tensor_name(const sm_config *c, const char *name, bool to_ours, cha
     else
         layer = -1;
     bool llama = c->arch == SM_ARCH_LLAMA;
+    int has = (c->qkv_bias ? NEED_BIAS : 0) | (c->qk_norm ? NEED_NORM : 0) | (c->post_norms ? NEED_POST : 0) |
+              (c->gate_up ? NEED_GATE_UP : NEED_SPLIT);
     size_t n = llama ? sizeof llama_names / sizeof *llama_names : sizeof gpt2_names / sizeof *gpt2_names;
     for (size_t i = 0; i < n; i++) {
         const name_pair *e = llama ? &llama_names[i] : &gpt2_names[i];
         const char *from = to_ours ? e->gguf : e->ours, *to = to_ours ? e->ours : e->gguf;
         bool per_layer = strncmp(e->gguf, "attn_", 5) == 0 || strncmp(e->gguf, "ffn_", 4) == 0 ||
                          strncmp(e->gguf, "post_", 5) == 0;
-        if (per_layer != (layer >= 0) || strcmp(rest, from) != 0 ||
-            (e->needs == NEED_BIAS && !c->qkv_bias) || (e->needs == NEED_NORM && !c->qk_norm) ||
-            (e->needs == NEED_GATE_UP && !c->gate_up) || (e->needs == NEED_SPLIT && c->gate_up) ||
-            (e->needs == NEED_POST && !c->post_norms))
-            continue;
+        if (per_layer != (layer >= 0) || strcmp(rest, from) != 0 || (e->needs & ~has)) continue;
         if (layer >= 0)
             snprintf(out, SM_NAME_MAX, "blk.%d.%s", layer, to);
         else

@@ -444,6 +444,14 @@ void test_kernels_llama_ops(void) {
                 CHECKF(fabsf(got[j] - want[j]) <= 1e-5f * (1 + fabsf(want[j])),
                        "%s rmsnorm C=%zu [%zu]: %g vs %g", ks[i]->name, C, j, got[j], want[j]);
         }
+        for (size_t i = 0; i < nk; i++) { /* in place (out = x), as the Q/K and post norms run it */
+            float *io = malloc(C * sizeof *io);
+            ks[i]->rmsnorm(got, x, g, C, 1e-5f);
+            memcpy(io, x, C * sizeof *io);
+            ks[i]->rmsnorm(io, io, g, C, 1e-5f);
+            CHECKF(memcmp(io, got, C * sizeof *io) == 0, "%s rmsnorm C=%zu in place differs", ks[i]->name, C);
+            free(io);
+        }
         for (size_t j = 0; j < C; j++) x[j] *= 4; /* gate values out to +-12 */
         memcpy(want, x, C * sizeof *x);
         ref->swiglu(want, u, C);

@@ -511,6 +511,18 @@ static sm_status hf_gemma(const cJSON *hc, const char *cp, int64_t L, sm_config 
     return SM_OK;
 }
 
+/* A fused matrix x (C columns) as n tensors blk.l.names[k].weight of rows[k] rows each, in order. */
+static void add_row_ranges(plan *pl, int64_t l, const st_tensor *x, int64_t C, const char *const *names,
+                           const int64_t *rows, int n) {
+    const unsigned char *at = x->data;
+    for (int k = 0; k < n; k++) {
+        char d[SM_NAME_MAX];
+        snprintf(d, sizeof d, "blk.%lld.%s.weight", (long long)l, names[k]);
+        sm_convert_add_whole(pl, d, rows[k], C, at, x->dt, OP_COPY);
+        at += sm_dtype_row_bytes(x->dt, (size_t)C) * (size_t)rows[k];
+    }
+}
+
 static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const char *type, sm_error *err) {
     bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
     bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
@@ -629,24 +641,14 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
             TAKE(a, C, 0, x);
             sm_convert_add_whole(pl, d, C, 0, x->data, x->dt, OP_PLUS1);
         }
-        if (phi3) { /* Phi-3: gate and up one matrix, rows gate | up */
+        if (phi3) { /* Phi-3: rows gate | up and q | k | v fused, used in place as row ranges */
+            static const char *const gu[] = {"ffn_gate", "ffn_up"}, *const qkv[] = {"attn_q", "attn_k", "attn_v"};
             snprintf(a, sizeof a, "layers.%lld.mlp.gate_up_proj.weight", (long long)l);
             TAKE(a, 2 * F, C, x);
-            size_t rb = sm_dtype_row_bytes(x->dt, (size_t)C);
-            snprintf(d, sizeof d, "blk.%lld.ffn_gate.weight", (long long)l);
-            sm_convert_add_whole(pl, d, F, C, x->data, x->dt, OP_COPY);
-            snprintf(d, sizeof d, "blk.%lld.ffn_up.weight", (long long)l);
-            sm_convert_add_whole(pl, d, F, C, x->data + rb * (size_t)F, x->dt, OP_COPY);
-        }
-        if (phi3) { /* Phi-3: Q, K, V one matrix, rows q | k | v; in place as three row ranges */
+            add_row_ranges(pl, l, x, C, gu, (const int64_t[]){F, F}, 2);
             snprintf(a, sizeof a, "layers.%lld.self_attn.qkv_proj.weight", (long long)l);
             TAKE(a, Q + 2 * KV, C, x);
-            size_t rb = sm_dtype_row_bytes(x->dt, (size_t)C);
-            for (int j = 0; j < 3; j++) {
-                snprintf(d, sizeof d, "blk.%lld.attn_%c.weight", (long long)l, "qkv"[j]);
-                sm_convert_add_whole(pl, d, j ? KV : Q, C, x->data + rb * (size_t)(j ? Q + (j - 1) * KV : 0),
-                                     x->dt, OP_COPY);
-            }
+            add_row_ranges(pl, l, x, C, qkv, (const int64_t[]){Q, KV, KV}, 3);
             c->rope_halves = true;
             continue;
         }

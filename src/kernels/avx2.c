@@ -562,8 +562,7 @@ static void layernorm(float *restrict out, const float *restrict x, const float 
     }
 }
 
-static void rmsnorm(float *restrict out, const float *restrict x, const float *restrict g,
-                    size_t C, float eps) {
+static void rmsnorm(float *out, const float *x, const float *restrict g, size_t C, float eps) {
     __m256 s = _mm256_setzero_ps();
     for (size_t i = 0; i < C; i += 8) {
         __m256 v = _mm256_maskload_ps(x + i, tail_mask(C - i));

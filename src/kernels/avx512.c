@@ -539,8 +539,7 @@ static void layernorm(float *restrict out, const float *restrict x, const float 
     }
 }
 
-static void rmsnorm(float *restrict out, const float *restrict x, const float *restrict g,
-                    size_t C, float eps) {
+static void rmsnorm(float *out, const float *x, const float *restrict g, size_t C, float eps) {
     __m512 s = _mm512_setzero_ps();
     for (size_t i = 0; i < C; i += 16) {
         __m512 v = _mm512_maskz_loadu_ps(tail_mask(C - i), x + i);

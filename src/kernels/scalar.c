@@ -120,8 +120,7 @@ static void layernorm(float *restrict out, const float *restrict x, const float 
     for (size_t i = 0; i < C; i++) out[i] = (x[i] - mean) * rstd * g[i] + (b ? b[i] : 0.0f);
 }
 
-static void rmsnorm(float *restrict out, const float *restrict x, const float *restrict g,
-                    size_t C, float eps) {
+static void rmsnorm(float *out, const float *x, const float *restrict g, size_t C, float eps) {
     float ss = 0.0f;
     for (size_t i = 0; i < C; i++) ss += x[i] * x[i];
     float r = 1.0f / sqrtf(ss / (float)C + eps);

@@ -142,6 +142,15 @@ void sm_fwd_norm_next(sm_state *s, const float *g, const float *b, int ith, size
     sm_pool_barrier(s->pool);
 }
 
+/* cos and sin of pos times each of the half rotary frequencies. */
+static void angles(float *cs, float *sn, const float *freq, float pos, size_t half) {
+    for (size_t i = 0; i < half; i++) {
+        float a = pos * freq[i];
+        cs[i] = cosf(a);
+        sn[i] = sinf(a);
+    }
+}
+
 /* Token (+ learned position) embeddings of rows [r0, r1), with their rotary angles. */
 static void embed(sm_state *s, size_t r0, size_t r1) {
     const sm_model *m = s->m;
@@ -156,19 +165,12 @@ static void embed(sm_state *s, size_t r0, size_t r1) {
             s->k->to_f32(x, row_of(te, (size_t)s->tokens[t], C), te->dt, C);
             if (m->cfg.embd_scale > 0)
                 for (size_t i = 0; i < C; i++) x[i] *= m->cfg.embd_scale;
-            if (s->rope_freq) { /* this row's rotary angles, as the table had them */
+            if (s->rope_freq) { /* this row's rotary angles, as the tables had them */
                 size_t half = (size_t)m->cfg.head_dim / 2;
                 float pos = (float)(ru->pos + t - ru->start);
-                for (size_t i = 0; i < half; i++) {
-                    float a = pos * s->rope_freq[i];
-                    s->rope_cos[t * half + i] = cosf(a);
-                    s->rope_sin[t * half + i] = sinf(a);
-                }
-                for (size_t i = 0; s->rope_freq_l && i < half; i++) {
-                    float a = pos * s->rope_freq_l[i];
-                    s->rope_cos_l[t * half + i] = cosf(a);
-                    s->rope_sin_l[t * half + i] = sinf(a);
-                }
+                angles(s->rope_cos + t * half, s->rope_sin + t * half, s->rope_freq, pos, half);
+                if (s->rope_freq_l) /* windowed layers' own base */
+                    angles(s->rope_cos_l + t * half, s->rope_sin_l + t * half, s->rope_freq_l, pos, half);
             }
             if (!pe->data) continue;
             const float *p = row_f32(s, pe, ru->pos + t - ru->start, C, s->tmp + t * C);
@@ -239,8 +241,9 @@ void sm_fwd_residual_matmul_norm(sm_state *s, const float *in, sm_mat w, const f
     sm_pool_barrier(s->pool); /* whole rows before their norm */
     sm_pool_split(T, 1, ith, nth, &r0, &r1);
     for (size_t t = r0; t < r1; t++) {
-        norm_one(s, scr, s->tmp + t * C, g, NULL);
-        for (size_t i = 0; i < C; i++) s->x[t * C + i] += scr[i];
+        float *y = s->tmp + t * C;
+        s->k->rmsnorm(y, y, g, C, s->m->cfg.norm_eps);
+        for (size_t i = 0; i < C; i++) s->x[t * C + i] += y[i];
     }
 }
 
@@ -248,7 +251,8 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const sm_model *m = s->m;
     const sm_config *c = &m->cfg;
     const sm_kernels *K = s->k;
-    const size_t hs = (size_t)c->head_dim, ctx = s->kv_len[l], ring = s->kv_ring[l];
+    const size_t hs = (size_t)c->head_dim, ctx = s->kv_len[l];
+    const size_t ring = ctx < sm_attn_ctx_padded(s->p.n_ctx) ? ctx : 0; /* a window's ring */
     const size_t KVH = (size_t)c->n_kv_head;
     const size_t group = (size_t)(c->n_head / c->n_kv_head);
     const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim, half = hs / 2;
@@ -268,14 +272,10 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                 float *kr = qkv + t * W + Q + kh * hs;
                 const float *vr = kr + m->kv_dim;
                 size_t p = ring ? (ru->pos + t) % ring : ru->pos + t; /* its slot */
-                if (L->q_norm) { /* Qwen 3: each head of Q and K RMS-normalised first */
-                    K->rmsnorm(scr, kr, L->k_norm, hs, c->norm_eps); /* scr: free until attention */
-                    memcpy(kr, scr, hs * sizeof *kr);
-                    for (size_t h = kh * group; h < (kh + 1) * group; h++) {
-                        float *qr = qkv + t * W + h * hs;
-                        K->rmsnorm(scr, qr, L->q_norm, hs, c->norm_eps);
-                        memcpy(qr, scr, hs * sizeof *qr);
-                    }
+                if (L->q_norm) { /* Qwen 3, Gemma 3: each head of Q and K RMS-normalised first */
+                    K->rmsnorm(kr, kr, L->k_norm, hs, c->norm_eps);
+                    for (size_t h = kh * group; h < (kh + 1) * group; h++)
+                        K->rmsnorm(qkv + t * W + h * hs, qkv + t * W + h * hs, L->q_norm, hs, c->norm_eps);
                 }
                 if (rope) {
                     size_t row = ru->start + t;

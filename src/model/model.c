@@ -176,12 +176,11 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     size_t per = sm_kernels_scratch(p->kernels, kmax > Q ? kmax : Q);
     size_t att_scr = SM_ATTN_SCRATCH((size_t)c->head_dim, p->n_ctx);
     if (att_scr > per) per = att_scr;
-    if (C > per) per = C; /* a row normalised in the scratch (post norms) */
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
     size_t NL = (size_t)c->n_layer;
-    size_t *kv_lay = sm_arena_alloc(a, 3 * NL, sizeof(size_t));
+    size_t *kv_lay = sm_arena_alloc(a, 2 * NL, sizeof(size_t));
     size_t t4 = a->used;
     plan->total = t4 - mark;
     plan->activations = t1 - t0;
@@ -200,10 +199,9 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->scratch = scratch;
     s->scratch_floats = per;
     s->kv_seq_elems = kv_elems(m, p->n_ctx, B);
-    s->kv_off = kv_lay, s->kv_len = kv_lay + NL, s->kv_ring = kv_lay + 2 * NL;
+    s->kv_off = kv_lay, s->kv_len = kv_lay + NL;
     for (size_t l = 0, off = 0; l < NL; l++) {
         s->kv_len[l] = kv_len(m, (int)l, p->n_ctx, B);
-        s->kv_ring[l] = s->kv_len[l] < sm_attn_ctx_padded(p->n_ctx) ? s->kv_len[l] : 0;
         s->kv_off[l] = off;
         off += m->kv_dim * s->kv_len[l];
     }
@@ -247,7 +245,7 @@ static void rope_freqs(sm_state *s) {
     const sm_config *c = &s->m->cfg;
     size_t hs = (size_t)c->head_dim, half = hs / 2;
     for (size_t i = 0; i < half; i++) {
-        double f = 1.0 / pow((double)c->rope_theta, (double)(2 * i) / (double)hs);
+        double e = (double)(2 * i) / (double)hs, f = 1.0 / pow((double)c->rope_theta, e);
         if (c->rope_factor > 0) { /* llama3: long wavelengths slowed by factor, short ones kept */
             double wave = 2 * M_PI / f, ctx = (double)c->rope_orig_ctx;
             double lo = ctx / c->rope_low_freq, hi = ctx / c->rope_high_freq;
@@ -261,7 +259,7 @@ static void rope_freqs(sm_state *s) {
         if (s->m->rope_div) f /= s->m->rope_div[i]; /* GGUF rope_freqs.weight */
         s->rope_freq[i] = (float)f;
         if (s->rope_freq_l) /* windowed layers: their own base, unscaled */
-            s->rope_freq_l[i] = (float)(1.0 / pow((double)c->rope_local_theta, (double)(2 * i) / (double)hs));
+            s->rope_freq_l[i] = (float)(1.0 / pow((double)c->rope_local_theta, e));
     }
 }
 

@@ -79,9 +79,8 @@ struct sm_state {
                       to whole key blocks (sm_attn_ctx_padded); both of type p.kv_type */
     size_t kv_seq_elems;   /* elements of one sequence's keys (or values) */
     size_t *kv_off;        /* (n_layer) where each layer's heads start in a sequence's cache */
-    size_t *kv_len;        /* (n_layer) positions each head of the layer holds (padded) */
-    size_t *kv_ring;       /* (n_layer) kv_len for a sliding-window layer holding fewer positions
-                              than the context (position p in slot p % ring), else 0 */
+    size_t *kv_len;        /* (n_layer) positions each head of the layer holds (padded); fewer
+                              than the context: a sliding-window layer's ring (p in slot p % len) */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
     /* the forward call in flight: n token rows in runs, each run the rows
