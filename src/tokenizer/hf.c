@@ -402,18 +402,8 @@ static sm_status shown_text(sm_tokenizer *t, sm_error *err) {
     if (!t->shown || !t->shown_off) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
     size_t o = 0;
     for (size_t id = 0; id < n; id++) {
-        t->shown_off[id] = (uint32_t)o;
-        const char *s = t->text + t->off[id];
-        size_t l = t->off[id + 1] - t->off[id];
-        for (size_t i = 0; i < l; i++) {
-            if (t->kind[id] != KIND_BYTE && i + 2 < l && (uint8_t)s[i] == 0xE2 &&
-                (uint8_t)s[i + 1] == 0x96 && (uint8_t)s[i + 2] == 0x81) {
-                t->shown[o++] = ' ';
-                i += 2;
-            } else {
-                t->shown[o++] = s[i];
-            }
-        }
+        t->shown_off[id] = (uint32_t)o; /* a byte piece is one byte: nothing to replace */
+        o += sm_tok_unmark(t->text + t->off[id], t->off[id + 1] - t->off[id], t->shown + o);
     }
     t->shown_off[n] = (uint32_t)o;
     return SM_OK;

@@ -164,6 +164,17 @@ void sm_tok_byte_alphabet(int32_t cp_of[256]) {
     }
 }
 
+size_t sm_tok_unmark(const char *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (k + 2 < n && (uint8_t)s[k] == 0xE2 && (uint8_t)s[k + 1] == 0x96 && (uint8_t)s[k + 2] == 0x81)
+            out[o++] = ' ', k += 2;
+        else
+            out[o++] = s[k];
+    }
+    return o;
+}
+
 void sm_tok_byte_inverse(int32_t byte_of_cp[324]) {
     int32_t cp_of[256];
     sm_tok_byte_alphabet(cp_of);
@@ -380,14 +391,7 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
         p = tok->val;
         for (size_t i = 0; i < n; i++) {
             const char *s = sm_gguf_next_string(&p, &len);
-            size_t o = at + 8;
-            for (size_t k = 0; k < len; k++) { /* U+2581 -> ' ' */
-                if (k + 2 < len && (uint8_t)s[k] == 0xE2 && (uint8_t)s[k + 1] == 0x96 &&
-                    (uint8_t)s[k + 2] == 0x81)
-                    buf[o++] = ' ', k += 2;
-                else
-                    buf[o++] = s[k];
-            }
+            size_t o = at + 8 + sm_tok_unmark(s, len, buf + at + 8);
             memcpy(buf + at, sc->val + 4 * i, 4);
             sm_write_u32le(buf + at + 4, (uint32_t)(o - at - 8));
             if (o - at - 8 > maxl) maxl = o - at - 8;

@@ -76,6 +76,8 @@ sm_status sm_tok_alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_e
    (-1 for those not in it). */
 void sm_tok_byte_alphabet(int32_t cp_of[256]);
 void sm_tok_byte_inverse(int32_t byte_of_cp[324]);
+/* s[0..n) with SentencePiece's space mark U+2581 as a space, into out (n bytes); its length. */
+size_t sm_tok_unmark(const char *s, size_t n, char *out);
 /* "<0xNN>" -> 0..255; -1 if p is not shaped like a byte piece; -2 if it is but malformed. */
 int sm_tok_byte_piece(const char *p, size_t n);
 /* Token text in the byte alphabet -> its bytes (out: n bytes at least); -1 if not in it. */
