@@ -1,6 +1,6 @@
 # smallmind -- build, test and run.
 #
-#   make            build build/smallmind (installs libcjson-dev, libpcre2-dev and libutf8proc-dev
+#   make            build build/smallmind (installs libcjson-dev, libpcre2-dev, libutf8proc-dev and libedit-dev
 #                   via apt when run as root)
 #   make run        build, then generate from the default model
 #   make test       unit tests, NumPy reference checks and CLI tests
@@ -23,8 +23,8 @@ PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pyth
 ARCH    := $(shell uname -m)
 
 # Libraries found with pkg-config (their Debian packages in DEBS, installed as root by make).
-PKGS    := libcjson libpcre2-8 libutf8proc
-DEBS    := libcjson-dev libpcre2-dev libutf8proc-dev pkg-config
+PKGS    := libcjson libpcre2-8 libutf8proc libedit
+DEBS    := libcjson-dev libpcre2-dev libutf8proc-dev libedit-dev pkg-config
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
            -Wformat=2 -Wvla
 OPT     ?= -O2
@@ -35,7 +35,8 @@ LDLIBS  = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
 LIB_SRC := src/base.c src/arena.c src/config.c src/weights.c src/gguf.c src/gguf_config.c src/pool.c src/quant.c \
            src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/pretok.c src/tokenizer/hf.c src/tokenizer/unicode_tables.c src/sampler.c \
-           src/generate.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c src/kernels/quant_ref.c \
+           src/generate.c src/chat.c src/template/parse.c src/template/value.c src/template/filters.c \
+           src/template/render.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c src/kernels/quant_ref.c \
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \
            src/convert/convert.c src/convert/convert_hf.c src/convert/hf_tokenizer.c src/convert/export_gguf.c src/convert/open_hf.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
@@ -125,7 +126,7 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py
 	@touch $@
 test-models: $(TM)/.done
 
-FUZZ_TARGETS := config weights tokenizer batch spm bpe hftok hfdir gguf
+FUZZ_TARGETS := config weights tokenizer batch spm bpe hftok hfdir gguf template
 FUZZ_SECONDS ?= 60
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 

@@ -5,7 +5,8 @@
 ** first non-blank byte is '{', a JSON object:
 **   {"id": ..., "prompt": "...", "max_tokens": N, "temperature": T,
 **    "top_k": K, "top_p": P, "seed": S, "stop": "..." or ["...", ...]}
-** where only "prompt" is required. Unknown keys and out-of-range values are
+** where only "prompt" is required, or "messages": [{"role": ..., "content":
+** ...}, ...] (OpenAI style, checked) instead, for the chat template. Unknown keys and out-of-range values are
 ** refused with a message naming the key.
 */
 #ifndef SM_BATCH_H
@@ -24,6 +25,7 @@ enum {
 typedef struct sm_batch_record {
     char id[SM_REC_ID_MAX]; /* the id as JSON text ("" when the record has none) */
     char *prompt;           /* decoded prompt, in the caller's buffer */
+    struct cJSON *messages; /* or a conversation (owned: cJSON_Delete it), else NULL */
     size_t prompt_len;
     unsigned set;           /* SM_REC_* bits of the fields the record gives */
     long max_tokens, top_k;

@@ -87,6 +87,10 @@ typedef struct sm_config {
     char files[SM_MAX_FILES][SM_FILE_NAME_MAX];
     size_t n_tensors;
     sm_tensor_desc *tensors; /* owned; freed by sm_config_free */
+    /* the chat template (Jinja text; owned, NULL: none): config.json's chat_template, a GGUF
+       file's tokenizer.chat_template, or tokenizer_config.json's beside a Hugging Face model,
+       whose bos_token and eos_token texts come with it (owned; NULL: the tokenizer's ids') */
+    char *chat_template, *chat_bos, *chat_eos;
     const struct sm_gguf *gguf; /* the GGUF file this came from (borrowed; its tokenizer), or NULL */
     const char *tok_dir;        /* where the tokenizer files are, if not the model directory */
 } sm_config;

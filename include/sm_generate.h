@@ -37,10 +37,13 @@ typedef struct sm_gen_params {
        that could still become a stop string is held back until it cannot. */
     const char *const *stop;
     size_t n_stop; /* 0..SM_STOP_MAX */
+    int32_t *ids;   /* if not NULL: the generated ids, the first ids_cap of them */
+    size_t ids_cap;
 } sm_gen_params;
 
 typedef struct sm_gen_stats {
     size_t n_prompt, n_generated;
+    size_t n_reused; /* of the prompt's tokens, those already in the cache (not prefilled) */
     double t_prefill, t_decode; /* seconds */
     sm_finish finish;
     bool context_full; /* with SM_FINISH_LENGTH: the context, not max_tokens, ended it */
@@ -122,5 +125,15 @@ sm_status sm_generate(sm_state *s, const sm_tokenizer *tok,
                       sm_sampler *smp, const int32_t *prompt, size_t n_prompt,
                       const sm_gen_params *gp, sm_emit_fn emit, void *user, sm_gen_stats *stats,
                       sm_error *err);
+
+/*
+** As sm_generate, on a cache that already holds prompt[0..n_cached) at
+** their positions (n_cached < n_prompt): only the rest is prefilled. A
+** conversation's turns reuse what the previous turns left in the cache.
+*/
+sm_status sm_generate_from(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
+                           const int32_t *prompt, size_t n_prompt, size_t n_cached,
+                           const sm_gen_params *gp, sm_emit_fn emit, void *user,
+                           sm_gen_stats *stats, sm_error *err);
 
 #endif

@@ -1,21 +1,33 @@
 /*
 ** sm_sampler.h -- choosing the next token from logits.
 **
-** Greedy (temperature 0), or temperature scaling with optional top-k and
-** top-p (nucleus) filtering, driven by an explicit, seeded RNG state: the
-** same seed and logits give the same tokens. Scratch comes from the arena at
-** init; sampling never allocates and does not modify the logits.
+** In this order: repetition penalties over the last repeat_last_n tokens
+** (llama.cpp's: a token seen c times has its logit divided by
+** repeat_penalty if positive, multiplied if not, then lowered by
+** c * frequency_penalty + presence_penalty), then greedy (temperature 0:
+** the argmax), or top-k, temperature, top-p (nucleus) and min-p (tokens
+** whose probability is below min_p times the top token's go), and a draw
+** from an explicit, seeded RNG state: the same seed, history and logits
+** give the same tokens. Scratch comes from the arena at init; sampling
+** never allocates and does not modify the logits.
 */
 #ifndef SM_SAMPLER_H
 #define SM_SAMPLER_H
 
 #include "sm_arena.h"
 
+#define SM_SAMPLER_MAX_LAST_N 4096 /* repeat_last_n at most */
+
 typedef struct sm_sampler_params {
     float temperature; /* 0 = greedy; > 0 */
     int top_k;         /* 0 = off */
     float top_p;       /* (0, 1]; 1 = off */
     uint64_t seed;
+    float min_p;             /* [0, 1]; 0 = off */
+    float repeat_penalty;    /* > 0; 1 (or 0, as zeroed) = off */
+    int repeat_last_n;       /* tokens the penalties look back over, 0..SM_SAMPLER_MAX_LAST_N */
+    float presence_penalty;  /* 0 = off */
+    float frequency_penalty; /* 0 = off */
 } sm_sampler_params;
 
 typedef struct sm_candidate {
@@ -28,14 +40,32 @@ typedef struct sm_sampler {
     uint64_t rng;
     size_t n_vocab;        /* ids considered: 0..n_vocab-1 */
     sm_candidate *cand;    /* (n_vocab) scratch */
+    float *work;           /* (n_vocab) penalized logits */
+    int32_t *count;        /* (n_vocab) times each id is in recent */
+    int32_t *recent;       /* (SM_SAMPLER_MAX_LAST_N) ring of the last tokens */
+    size_t n_recent, recent_at;
 } sm_sampler;
 
 /* Carves scratch for n_vocab candidates from arena (measuring arenas work too). */
 sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vocab,
                           sm_arena *arena);
 
-/* New parameters and seed for the next sequence; keeps the scratch. */
+/* New parameters and seed for the next sequence (the history is cleared); keeps the scratch. */
 void sm_sampler_reset(sm_sampler *s, const sm_sampler_params *p);
+
+/* The history becomes the last repeat_last_n of ids[0..n) (a sequence's prompt). */
+void sm_sampler_history(sm_sampler *s, const int32_t *ids, size_t n);
+
+/* Adds token id to the history the penalties look at (prompt tokens too, as llama.cpp does). */
+void sm_sampler_accept(sm_sampler *s, int32_t id);
+
+/*
+** The distribution sample draws from: *c points at the n candidates left
+** (returned), each with its unnormalised weight in .logit, best first when
+** top-k, top-p or min-p sorted them. Greedy gives the argmax alone with
+** weight 1. SM_ERR_RUNTIME as sample. For tests against a reference.
+*/
+sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate **c, size_t *n);
 
 /*
 ** Picks a token from logits (n_vocab). SM_ERR_RUNTIME if a logit is NaN or

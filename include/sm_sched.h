@@ -38,6 +38,8 @@ typedef struct sm_sched sm_sched;
 typedef struct sm_sched_request {
     const char *prompt; /* text, tokenized at submit (not kept) */
     size_t prompt_len;
+    const int32_t *ids; /* if not NULL: the prompt's tokens instead (n_ids; copied at submit) */
+    size_t n_ids;
     size_t max_tokens;           /* tokens to generate at most */
     sm_sampler_params sampling;
     const char *const *stop;     /* 0..SM_STOP_MAX strings of 1..SM_STOP_MAX_BYTES bytes; copied */

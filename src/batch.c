@@ -4,8 +4,10 @@
 #include "sm_batch.h"
 
 #include "json_internal.h"
+#include "sm_chat.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,6 +85,10 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
             memcpy(buf, v->valuestring, rec->prompt_len);
             rec->prompt = buf;
             have_prompt = true;
+        } else if (strcmp(k, "messages") == 0) {
+            if ((st = sm_chat_check_messages(v, "record", err))) return st;
+            if (!(rec->messages = cJSON_Duplicate(v, 1)))
+                return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
         } else if (strcmp(k, "max_tokens") == 0) {
             if (!(st = whole(v, k, 0, 1 << 30, &x, err))) rec->max_tokens = (long)x;
             rec->set |= SM_REC_MAX_TOKENS;
@@ -111,11 +117,14 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
             }
         } else {
             return sm_error_set(err, SM_ERR_INPUT,
-                                "unknown key \"%.64s\" (known: id, prompt, max_tokens, "
+                                "unknown key \"%.64s\" (known: id, prompt, messages, max_tokens, "
                                 "temperature, top_k, top_p, seed, stop)", k);
         }
     }
-    if (!st && !have_prompt) st = sm_error_set(err, SM_ERR_INPUT, "missing key \"prompt\"");
+    if (!st && have_prompt && rec->messages)
+        st = sm_error_set(err, SM_ERR_INPUT, "give \"prompt\" or \"messages\", not both");
+    if (!st && !have_prompt && !rec->messages)
+        st = sm_error_set(err, SM_ERR_INPUT, "missing key \"prompt\" (or \"messages\")");
     return st;
 }
 
@@ -135,5 +144,9 @@ sm_status sm_batch_parse(const char *line, size_t len, char *buf, sm_batch_recor
     if (st) return st;
     st = parse_object(root, buf, rec, err);
     cJSON_Delete(root);
+    if (st) {
+        cJSON_Delete(rec->messages);
+        rec->messages = NULL;
+    }
     return st;
 }

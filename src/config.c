@@ -455,7 +455,8 @@ static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
     static const char *const keys[] = {
         "format", "format_version", "architecture", "n_layer", "n_head", "n_embd",
         "n_ctx", "n_vocab", "norm_eps", "activation", "tied_output", "bias",
-        "tokenizer", "tensors", "n_kv_head", "head_dim", "n_ff", "rope_theta", NULL};
+        "tokenizer", "tensors", "n_kv_head", "head_dim", "n_ff", "rope_theta", "chat_template",
+        NULL};
     sm_status st = check_keys(pc, root, "", keys);
     if (st) return st;
 
@@ -516,6 +517,14 @@ static sm_status parse_root(pctx *pc, const cJSON *root, sm_config *cfg) {
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
                             "%s: \"bias\": true is not supported for llama models", pc->path);
     if ((st = parse_tokenizer(pc, root, cfg))) return st;
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    if (ct) {
+        if (!cJSON_IsString(ct) || !ct->valuestring[0])
+            return FAIL(pc, "%s: \"chat_template\" must be a non-empty string (a Jinja template)",
+                        pc->path);
+        if (!(cfg->chat_template = strdup(ct->valuestring)))
+            return sm_error_set(pc->err, SM_ERR_NOMEM, "out of memory");
+    }
 
     const cJSON *tensors = get(pc, root, "tensors", &st);
     if (!tensors) return st;
@@ -563,6 +572,9 @@ sm_status sm_config_load(sm_config *cfg, const char *dir, sm_error *err) {
 
 void sm_config_free(sm_config *cfg) {
     free(cfg->tensors);
+    free(cfg->chat_template);
+    free(cfg->chat_bos);
+    free(cfg->chat_eos);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -606,7 +618,9 @@ sm_status sm_config_to_json(const sm_config *cfg, char **out, sm_error *err) {
              cJSON_AddStringToObject(root, "activation", sm_activation_name(cfg->activation)) &&
              cJSON_AddBoolToObject(root, "tied_output", cfg->tied_output) &&
              cJSON_AddBoolToObject(root, "bias", cfg->bias) && add_heads(root, cfg) &&
-             add_tokenizer(tok, cfg);
+             add_tokenizer(tok, cfg) &&
+             (!cfg->chat_template ||
+              cJSON_AddStringToObject(root, "chat_template", cfg->chat_template));
         if (ok) {
             cJSON_AddItemToObject(root, "tokenizer", tok);
             tok = NULL;

@@ -95,6 +95,8 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
         seq_end(q, SM_FINISH_EOS);
         return SM_OK;
     }
+    sm_sampler_accept(q->smp, next);
+    if (gp->ids && q->stats.n_generated < gp->ids_cap) gp->ids[q->stats.n_generated] = next;
     q->stats.n_generated++;
     size_t len;
     const char *piece = sm_tokenizer_piece_after(q->tok, q->prev, next, &len);
@@ -141,6 +143,7 @@ sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampl
         if (m - 1 > q->pd.hold) q->pd.hold = m - 1;
     }
     q->done = gp->max_tokens == 0;
+    sm_sampler_history(smp, prompt, n_prompt);
     return SM_OK;
 }
 
@@ -153,13 +156,26 @@ sm_status sm_seq_begin(sm_seq *q, const float *logits, double t_prefill, sm_erro
 sm_status sm_generate(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
                       const int32_t *prompt, size_t n_prompt, const sm_gen_params *gp,
                       sm_emit_fn emit, void *user, sm_gen_stats *stats, sm_error *err) {
+    return sm_generate_from(s, tok, smp, prompt, n_prompt, 0, gp, emit, user, stats, err);
+}
+
+sm_status sm_generate_from(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp,
+                           const int32_t *prompt, size_t n_prompt, size_t n_cached,
+                           const sm_gen_params *gp, sm_emit_fn emit, void *user,
+                           sm_gen_stats *stats, sm_error *err) {
     sm_seq q;
     sm_status st = sm_seq_init(&q, sm_state_params_of(s)->n_ctx, tok, smp, prompt, n_prompt, gp,
                                emit, user, err);
     const float *logits = NULL;
     double t0 = sm_time_now();
+    if (!st && n_cached >= n_prompt)
+        st = sm_error_set(err, SM_ERR_INPUT, "nothing to prefill: %zu of %zu prompt tokens cached",
+                          n_cached, n_prompt);
+    q.stats.n_reused = n_cached;
     if (!st && !q.done) {
-        if ((st = sm_state_prefill(s, prompt, n_prompt, 0, &logits, err))) q.done = true;
+        if ((st = sm_state_prefill(s, prompt + n_cached, n_prompt - n_cached, n_cached, &logits,
+                                   err)))
+            q.done = true;
         else st = sm_seq_begin(&q, logits, sm_time_now() - t0, err);
     }
     while (!st && !q.done) {

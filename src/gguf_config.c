@@ -110,6 +110,14 @@ static sm_status tokenizer_kind(sm_config *cfg, const sm_gguf *g, const char *pa
     if ((st = sm_gguf_token_id(g, "tokenizer.ggml.bos_token_id", cfg->n_vocab, &cfg->tok_bos, path, err)) ||
         (st = sm_gguf_token_id(g, "tokenizer.ggml.eos_token_id", cfg->n_vocab, &cfg->tok_eos, path, err)))
         return st;
+    /* the chat template, kept as text (parsed when a chat needs it) */
+    if ((st = sm_gguf_string(g, "tokenizer.chat_template", &s, &sl, &found, path, err))) return st;
+    if (found && sl) {
+        if (memchr(s, 0, sl))
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: tokenizer.chat_template holds a NUL byte", path);
+        if (!(cfg->chat_template = strndup(s, sl)))
+            return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
     cfg->gguf = g;
     return SM_OK;
 }

@@ -64,7 +64,7 @@ static sm_sched *carve(sm_arena *a, const sm_state_params *sp, const sm_sched_pa
     int32_t *ct = sm_arena_alloc(a, call_rows, sizeof *ct);
     size_t *cs = sm_arena_alloc(a, call_rows, sizeof *cs);
     size_t *cp = sm_arena_alloc(a, call_rows, sizeof *cp);
-    sm_sampler_params sampling = {0, 0, 1, 0}; /* each request sets its own */
+    sm_sampler_params sampling = {.top_p = 1}; /* each request sets its own */
     for (size_t i = 0; i < n_slots; i++) {
         sm_sampler scratch;
         sm_sampler_init(slots ? &slots[i].smp : &scratch, &sampling, (size_t)p->tok->n_vocab, a);
@@ -130,8 +130,16 @@ static sm_status settle(sm_sched *s, slot *q, const char *msg, sm_error *err) {
 
 /* Readies q for r: the prompt in s->tokens (q->np of them), sampler and stops. */
 static sm_status start(sm_sched *s, slot *q, const sm_sched_request *r, sm_error *err) {
-    sm_status st = sm_prompt_encode(s->p.tok, r->prompt, r->prompt_len, s->n_ctx, r->max_tokens,
-                                    r->truncate, s->tokens, &q->np, &q->n_truncated, err);
+    sm_status st = SM_OK;
+    if (r->ids) { /* already tokens (a templated conversation) */
+        if (r->n_ids < 1 || r->n_ids > s->n_ctx)
+            return sm_error_set(err, SM_ERR_INPUT, "prompt is %zu tokens, context is %zu", r->n_ids,
+                                s->n_ctx);
+        memcpy(s->tokens, r->ids, r->n_ids * sizeof *r->ids);
+        q->np = r->n_ids, q->n_truncated = 0;
+    } else
+        st = sm_prompt_encode(s->p.tok, r->prompt, r->prompt_len, s->n_ctx, r->max_tokens,
+                              r->truncate, s->tokens, &q->np, &q->n_truncated, err);
     if (st) return st;
     if (r->n_stop > SM_STOP_MAX)
         return sm_error_set(err, SM_ERR_INPUT, "at most %d stop strings", SM_STOP_MAX);
@@ -144,7 +152,7 @@ static sm_status start(sm_sched *s, slot *q, const sm_sched_request *r, sm_error
         q->stops[i] = q->stop[i];
     }
     sm_sampler_reset(&q->smp, &r->sampling);
-    q->gp = (sm_gen_params){r->max_tokens, s->p.cancel, q->stops, r->n_stop};
+    q->gp = (sm_gen_params){r->max_tokens, s->p.cancel, q->stops, r->n_stop, NULL, 0};
     q->len = 0;
     return sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, s->tokens, q->np, &q->gp, collect, q,
                        err);

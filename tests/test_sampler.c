@@ -9,9 +9,12 @@ static sm_arena arena;
 
 static void make(sm_sampler *s, float temp, int k, float p, unsigned long long seed, size_t V) {
     sm_arena_free(&arena);
-    sm_arena_init(&arena, V * sizeof(sm_candidate) + 64);
-    sm_sampler_params sp = {temp, k, p, seed};
-    sm_sampler_init(s, &sp, V, &arena);
+    sm_sampler_params sp = {.temperature = temp, .top_k = k, .top_p = p, .seed = seed};
+    sm_arena meas;
+    sm_arena_measure(&meas);
+    sm_sampler_init(s, &sp, V, &meas);
+    sm_arena_init(&arena, meas.used);
+    CHECK(sm_sampler_init(s, &sp, V, &arena) == SM_OK);
 }
 
 void test_sampler_greedy_and_topk1(void) {

@@ -90,7 +90,7 @@ static void rig_close(rig *r) {
 /* What sm_generate gives spec alone on a one-sequence state (the CLI's single path). */
 static bool alone(rig *r, const req_spec *q, outcome *o) {
     memset(o, 0, sizeof *o);
-    sm_sampler_params spar = {q->temp, q->top_k, 1, q->seed};
+    sm_sampler_params spar = {.temperature = q->temp, .top_k = q->top_k, .top_p = 1, .seed = q->seed};
     sm_arena a;
     sm_arena meas;
     sm_arena_measure(&meas);
@@ -106,7 +106,7 @@ static bool alone(rig *r, const req_spec *q, outcome *o) {
         snprintf(o->error, sizeof o->error, "%s", err.msg);
     } else {
         const char *stops[1] = {q->stop};
-        sm_gen_params gp = {q->max_tokens, NULL, stops, q->stop ? 1 : 0};
+        sm_gen_params gp = {.max_tokens = q->max_tokens, .stop = stops, .n_stop = q->stop ? 1 : 0};
         if (sm_generate(r->base.s, &r->tok, &smp, toks, n, &gp, collect, o, &o->stats, &err))
             snprintf(o->error, sizeof o->error, "%s", err.msg);
     }
@@ -132,7 +132,7 @@ static sm_sched *sched_open(rig *r, book *b, sm_arena *a) {
 static sm_sched_request request(const req_spec *q, const char *const *stop, outcome *o) {
     return (sm_sched_request){.prompt = q->prompt, .prompt_len = strlen(q->prompt),
                               .max_tokens = q->max_tokens,
-                              .sampling = {q->temp, q->top_k, 1, q->seed},
+                              .sampling = {.temperature = q->temp, .top_k = q->top_k, .top_p = 1, .seed = q->seed},
                               .stop = stop, .n_stop = q->stop ? 1 : 0,
                               .truncate = q->truncate, .tag = o};
 }

@@ -32,7 +32,43 @@ typedef struct {
     size_t written; /* records written: the next to write is ready[written] */
     size_t failed, tokens;
     bool stop;      /* a write failed or the pipe closed */
+    /* records with "messages": the chat template, set up at the first of them */
+    int chat_state; /* 0 not yet, 1 ready, 2 failed (chat_err says why) */
+    sm_chat chat;
+    char chat_err[600];
+    int32_t *ids;   /* (n_ctx) a templated conversation's tokens */
 } batch;
+
+/* A record's conversation as tokens in b->ids (*n); NULL, or why it cannot be. */
+static const char *templated(batch *b, cli_runner *r, const cJSON *msgs, size_t *n,
+                             sm_error *err) {
+    if (!b->chat_state) {
+        /* cli_chat_setup prints; a record's error goes into its output instead */
+        char *text = NULL;
+        size_t len = 0;
+        sm_status st = b->o->chat_template
+                           ? sm_read_file(b->o->chat_template, 16u << 20, &text, &len, err) : SM_OK;
+        if (!st) st = sm_chat_init(&b->chat, sm_model_config(r->model), &r->tok, text, len,
+                                   b->o->chat_template, b->o->model, err);
+        free(text);
+        if (!st && !(b->ids = malloc(r->sp.n_ctx * sizeof *b->ids)))
+            st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+        b->chat_state = st ? 2 : 1;
+        snprintf(b->chat_err, sizeof b->chat_err, "%s", st ? err->msg : "");
+    }
+    if (b->chat_state == 2) return b->chat_err;
+    char *text;
+    size_t len;
+    if (sm_chat_render(&b->chat, msgs, true, NULL, &text, &len, err)) return err->msg;
+    *n = sm_chat_encode(&r->tok, text, len, b->ids, r->sp.n_ctx);
+    free(text);
+    if (*n > r->sp.n_ctx) {
+        snprintf(err->msg, sizeof err->msg, "the templated conversation is %zu tokens, context is %zu",
+                 *n, r->sp.n_ctx);
+        return err->msg;
+    }
+    return NULL;
+}
 
 /* The next line of buf from *at (newline and a trailing CR removed); false at the end. */
 static bool next_line(const char *buf, size_t len, size_t *at, const char **line, size_t *n) {
@@ -117,15 +153,18 @@ static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t 
     rec.id[0] = '\0';
     sm_status st = sm_batch_parse(line, n, pbuf, &rec, &err);
     memcpy(p->id, rec.id, sizeof p->id);
-    if (st) {
+    size_t n_ids = 0;
+    const char *why = st ? err.msg : rec.messages ? templated(b, r, rec.messages, &n_ids, &err) : NULL;
+    cJSON_Delete(rec.messages);
+    if (why) {
         p->used = false;
-        return format_record(b, p, err.msg, NULL) ? 0 : cli_data_error("out of memory for an output record");
+        return format_record(b, p, why, NULL) ? 0 : cli_data_error("out of memory for an output record");
     }
     sm_sched_request req = {.prompt = rec.prompt, .prompt_len = rec.prompt_len,
+                            .ids = n_ids ? b->ids : NULL, .n_ids = n_ids,
                             .max_tokens = rec.set & SM_REC_MAX_TOKENS ? (size_t)rec.max_tokens
                                                                       : (size_t)o->max_tokens,
-                            .sampling = {(float)o->temp, (int)o->top_k, (float)o->top_p,
-                                         cli_seed(o->seed)},
+                            .sampling = cli_sampling(o, cli_seed(o->seed)),
                             .truncate = o->truncate, .tag = p};
     if (rec.set & SM_REC_TEMPERATURE) req.sampling.temperature = (float)rec.temperature;
     if (rec.set & SM_REC_TOP_K) req.sampling.top_k = (int)rec.top_k;
@@ -135,6 +174,7 @@ static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t 
     req.n_stop = rec.set & SM_REC_STOP ? rec.n_stop : o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++)
         stops[i] = rec.set & SM_REC_STOP ? rec.stop[i] : o->stop[i];
+    if (n_ids && b->chat.stop[0] && req.n_stop < SM_STOP_MAX) stops[req.n_stop++] = b->chat.stop;
     req.stop = stops;
     if (sm_sched_submit(r->sched, &req, &err)) return cli_data_error(err.msg);
     return 0;
@@ -157,7 +197,7 @@ int cli_batch(const cli_opts *o) {
     batch b = {.o = o, .os = {.last_was_newline = true}};
     sm_sched_params sched = {.cancel = (const volatile int *)&cli_interrupted, .done = on_done,
                              .user = &b};
-    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, cli_seed(o->seed)};
+    sm_sampler_params spar = cli_sampling(o, cli_seed(o->seed));
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = P, .sampling = &spar, .sched = &sched,
                          .build_state = true};
@@ -202,6 +242,8 @@ int cli_batch(const cli_opts *o) {
     for (size_t i = 0; b.ready && i < todo; i++) free(b.ready[i]);
     free(b.ready), free(b.ready_len), free(b.pend), free(pbuf);
     free(input);
+    free(b.ids);
+    sm_chat_free(&b.chat);
     cli_runner_free(&r);
     if (!rc && cli_interrupted) rc = cli_interrupt_code();
     if (!rc && b.failed) rc = EXIT_DATA;

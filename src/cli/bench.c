@@ -136,7 +136,7 @@ int cli_bench(const cli_opts *o) {
         if (!o->compare) return cli_usage_error(o, "unexpected argument '%s'", o->args[0]);
         return bench_compare(o);
     }
-    sm_sampler_params spar = {0.8f, 40, 0.95f, 42};
+    sm_sampler_params spar = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42};
     cli_runner r;
     size_t P = (size_t)o->prompt_tokens;
     cli_run_spec spec = {.max_batch = P, .n_seq = 1, .sampling = &spar, .n_samplers = 1,

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "sm_base.h"
+#include "sm_chat.h"
 #include "sm_generate.h"
 #include "sm_model.h"
 #include "sm_sampler.h"
@@ -35,7 +36,7 @@
 
 enum {
     CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8, CMD_TRAIN = 16,
-    CMD_CONVERT = 32, CMD_TOKENIZE = 64, CMD_DETOKENIZE = 128
+    CMD_CONVERT = 32, CMD_TOKENIZE = 64, CMD_DETOKENIZE = 128, CMD_CHAT = 256, CMD_TEMPLATE = 512
 };
 
 typedef enum {
@@ -44,20 +45,26 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE, O_NOBOS
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE, O_NOBOS,
+    O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN,
+    O_IDS, O_COUNT_
 } opt_id;
 
-#define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH)
+#define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_CHAT)
 #define CMD_MODEL (CMD_RUN | CMD_INFO)              /* load the weights */
-#define CMD_TOKENS (CMD_TOKENIZE | CMD_DETOKENIZE) /* load only the tokenizer */
+#define CMD_TOKENS (CMD_TOKENIZE | CMD_DETOKENIZE | CMD_TEMPLATE) /* load only the tokenizer */
 #define CMD_ALL (CMD_MODEL | CMD_TOKENS | CMD_TRAIN | CMD_CONVERT)
+#define CMD_SAMPLE (CMD_GENERATE | CMD_CHAT) /* sampling flags */
+
+/* Whether flag id was on the command line. */
+#define CLI_GIVEN(o, id) (((o)->given[(id) / 64] >> ((id) % 64)) & 1)
 
 #define MAX_ARGS 4096 /* positional arguments (convert SRC OUT, detokenize IDS...) */
 
 typedef struct {
     unsigned cmd;
     const char *cmd_name;
-    uint64_t given; /* bit (1 << opt_id) for every flag on the command line */
+    uint64_t given[(O_COUNT_ + 63) / 64]; /* a bit per opt_id given on the command line */
     const char *model;
     const char *prompt, *file;
     long max_tokens;
@@ -91,6 +98,14 @@ typedef struct {
     bool compare;   /* bench --compare A.json B.json */
     bool special;
     bool no_bos;   /* tokenize: no BOS even where the tokenizer adds one */
+    /* chat */
+    bool chat;                 /* generate --chat: the prompt as a user message, templated */
+    const char *system;        /* --system: a system message first */
+    const char *chat_template; /* --chat-template FILE */
+    bool no_gen_prompt;        /* template --no-generation-prompt */
+    bool ids;                  /* template --ids: token ids instead of text */
+    double min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    long repeat_last_n;
     const char *args[MAX_ARGS];
     size_t n_args;
 } cli_opts;
@@ -184,6 +199,22 @@ typedef struct cli_run_spec {
 /* Loads o->model and builds what spec asks. Returns an exit code (0 = ready); on failure r is freed. */
 int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec);
 void cli_runner_free(cli_runner *r);
+/*
+** A model's config and tokenizer without its weights (a directory, a GGUF
+** file or a Hugging Face directory); --special and --no-bos applied.
+** Returns an exit code; on failure nothing is left to free.
+*/
+int cli_load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok);
+
+/* The sampling flags as sampler parameters. */
+sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed);
+
+/*
+** The chat template: --chat-template FILE, else the model's (cfg). Returns
+** an exit code; c is free-safe either way.
+*/
+int cli_chat_setup(const cli_opts *o, const sm_config *cfg, const sm_tokenizer *tok, sm_chat *c);
+
 /* Carves the run's buffers from a (a measuring arena plans them). */
 sm_status cli_runner_carve(cli_runner *r, const sm_sampler_params *spar, sm_arena *a,
                            sm_error *err);
@@ -198,6 +229,8 @@ int cli_bench(const cli_opts *o);
 int cli_train(const cli_opts *o);
 int cli_convert(const cli_opts *o);
 int cli_tokenize(const cli_opts *o);
+int cli_chat(const cli_opts *o);
+int cli_template(const cli_opts *o);
 int cli_detokenize(const cli_opts *o);
 
 /* Heap allocations the program's own code has made so far (alloc_count.c). */

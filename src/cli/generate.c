@@ -33,18 +33,50 @@ int cli_generate(const cli_opts *o) {
     int rc = cli_get_text(o, &text, &len, &owned);
     if (rc) return rc;
     uint64_t seed = cli_seed(o->seed);
-    sm_sampler_params spar = {(float)o->temp, (int)o->top_k, (float)o->top_p, seed};
+    sm_sampler_params spar = cli_sampling(o, seed);
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = 1, .sampling = &spar, .n_samplers = 1,
                          .build_state = true};
     rc = cli_runner_init(&r, o, &spec);
     size_t n = 0, dropped = 0;
     sm_error err = {{0}};
-    if (!rc && sm_prompt_encode(&r.tok, text, len, r.sp.n_ctx, (size_t)o->max_tokens,
-                                o->truncate, r.tokens, &n, &dropped, &err))
+    sm_chat chat = {0};
+    const char *stops[SM_STOP_MAX + 1];
+    size_t n_stop = o->n_stop;
+    memcpy(stops, o->stop, o->n_stop * sizeof *stops);
+    if (!rc && o->chat) { /* the prompt as a user message (after --system), templated */
+        rc = cli_chat_setup(o, sm_model_config(r.model), &r.tok, &chat);
+        cJSON *msgs = cJSON_CreateArray(), *m;
+        if (!rc && o->system && (m = cJSON_CreateObject())) {
+            cJSON_AddStringToObject(m, "role", "system");
+            cJSON_AddStringToObject(m, "content", o->system);
+            cJSON_AddItemToArray(msgs, m);
+        }
+        char *user = strndup(text, len), *rendered = NULL;
+        size_t rlen = 0;
+        if (!rc && user && (m = cJSON_CreateObject())) {
+            cJSON_AddStringToObject(m, "role", "user");
+            cJSON_AddStringToObject(m, "content", user);
+            cJSON_AddItemToArray(msgs, m);
+        }
+        if (!rc && sm_chat_render(&chat, msgs, true, NULL, &rendered, &rlen, &err))
+            rc = cli_data_error(err.msg);
+        if (!rc) {
+            n = sm_chat_encode(&r.tok, rendered, rlen, r.tokens, r.sp.n_ctx);
+            if (n > r.sp.n_ctx)
+                rc = cli_data_error("the templated prompt is longer than the context");
+            if (o->verbose) fprintf(stderr, "smallmind: the model reads:\n%s\n", rendered);
+        }
+        if (chat.stop[0] && n_stop < SM_STOP_MAX) stops[n_stop++] = chat.stop;
+        free(user);
+        free(rendered);
+        cJSON_Delete(msgs);
+    } else if (!rc && sm_prompt_encode(&r.tok, text, len, r.sp.n_ctx, (size_t)o->max_tokens,
+                                       o->truncate, r.tokens, &n, &dropped, &err))
         rc = cli_data_error(err.msg);
     if (owned) free(text);
     if (rc) {
+        sm_chat_free(&chat);
         cli_runner_free(&r);
         return rc;
     }
@@ -60,8 +92,8 @@ int cli_generate(const cli_opts *o) {
             return cli_data_error("out of memory for the output");
         }
     }
-    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, o->stop,
-                        o->n_stop};
+    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, stops,
+                        n_stop, NULL, 0};
     sm_gen_stats gs;
     sm_status st = sm_generate(r.state, &r.tok, r.samplers, r.tokens, n, &gp, emit_sink, &k,
                                &gs, &err);
@@ -100,6 +132,7 @@ int cli_generate(const cli_opts *o) {
                 gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,
                 sm_finish_str(gs.finish));
     }
+    sm_chat_free(&chat);
     cli_runner_free(&r);
     if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = cli_interrupt_code();
     return cli_finish_stdout(&os, rc);

@@ -14,7 +14,7 @@ static void print_bytes(const char *label, size_t b) {
 }
 
 int cli_info(const cli_opts *o) {
-    sm_sampler_params spar = {0, 0, 1, 0};
+    sm_sampler_params spar = {.top_p = 1};
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = 1, .sampling = &spar, .n_samplers = 1};
     int rc = cli_runner_init(&r, o, &spec);

@@ -35,19 +35,19 @@ static const struct option_def {
      "-m, --model DIR        model directory or GGUF file (default $SMALLMIND_MODEL, else models/default)"},
     {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_PROMPT,
      "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
-    {"file", 'f', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_FILE,
-     "-f, --file FILE        read the prompt from FILE ('-' = stdin)"},
-    {"max-tokens", 'n', true, CMD_GENERATE | CMD_BENCH, O_MAXTOK,
+    {"file", 'f', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE | CMD_TEMPLATE, O_FILE,
+     "-f, --file FILE        read the prompt from FILE ('-' = stdin; template: the conversation)"},
+    {"max-tokens", 'n', true, CMD_SAMPLE | CMD_BENCH, O_MAXTOK,
      "-n, --max-tokens N     tokens to generate (default 256, bench 128; alias --n-predict)"},
-    {"n-predict", 0, true, CMD_GENERATE | CMD_BENCH, O_MAXTOK, NULL},
-    {"temp", 0, true, CMD_GENERATE, O_TEMP,
+    {"n-predict", 0, true, CMD_SAMPLE | CMD_BENCH, O_MAXTOK, NULL},
+    {"temp", 0, true, CMD_SAMPLE, O_TEMP,
      "    --temp T           temperature, 0 = greedy (default 0.8; alias --temperature)"},
-    {"temperature", 0, true, CMD_GENERATE, O_TEMP, NULL},
-    {"top-k", 0, true, CMD_GENERATE, O_TOPK,
+    {"temperature", 0, true, CMD_SAMPLE, O_TEMP, NULL},
+    {"top-k", 0, true, CMD_SAMPLE, O_TOPK,
      "    --top-k K          keep the K most likely tokens, 0 = off (default 40)"},
-    {"top-p", 0, true, CMD_GENERATE, O_TOPP,
+    {"top-p", 0, true, CMD_SAMPLE, O_TOPP,
      "    --top-p P          keep the smallest set with mass P, 1 = off (default 0.95)"},
-    {"seed", 's', true, CMD_GENERATE | CMD_TRAIN, O_SEED,
+    {"seed", 's', true, CMD_SAMPLE | CMD_TRAIN, O_SEED,
      "-s, --seed N           random seed (default 42, train 1337; -1 = a random seed)"},
     {"threads", 't', true, CMD_RUN | CMD_TRAIN | CMD_CONVERT, O_THREADS,
      "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
@@ -71,7 +71,28 @@ static const struct option_def {
      "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
     {"no-bos", 0, false, CMD_TOKENIZE, O_NOBOS,
      "    --no-bos           no BOS token first, even where the tokenizer adds one"},
-    {"stop", 0, true, CMD_GENERATE, O_STOP,
+    {"min-p", 0, true, CMD_SAMPLE, O_MINP,
+     "    --min-p P          drop tokens below P times the top token's probability, 0 = off (default)"},
+    {"repeat-penalty", 0, true, CMD_SAMPLE, O_REPPEN,
+     "    --repeat-penalty X divide (multiply if negative) the logits of recent tokens by X, 1 = off"},
+    {"repeat-last-n", 0, true, CMD_SAMPLE, O_REPLASTN,
+     "    --repeat-last-n N  tokens the penalties look back over (default 64, 0 = off)"},
+    {"presence-penalty", 0, true, CMD_SAMPLE, O_PRESPEN,
+     "    --presence-penalty X  lower the logit of each recent token by X, 0 = off"},
+    {"frequency-penalty", 0, true, CMD_SAMPLE, O_FREQPEN,
+     "    --frequency-penalty X lower it by X times the token's recent count, 0 = off"},
+    {"chat", 0, false, CMD_GENERATE, O_CHAT,
+     "    --chat             the prompt as a user message in the model's chat template"},
+    {"system", 0, true, CMD_GENERATE | CMD_CHAT | CMD_TEMPLATE, O_SYSTEM,
+     "    --system TEXT      a system message first (with --chat; chat; template)"},
+    {"chat-template", 0, true, CMD_GENERATE | CMD_CHAT | CMD_TEMPLATE, O_CHATTPL,
+     "    --chat-template FILE  a Jinja chat template instead of the model's"},
+    {"chat-template-file", 0, true, CMD_GENERATE | CMD_CHAT | CMD_TEMPLATE, O_CHATTPL, NULL},
+    {"no-generation-prompt", 0, false, CMD_TEMPLATE, O_NOGENP,
+     "    --no-generation-prompt  end after the last message (no assistant header)"},
+    {"ids", 0, false, CMD_TEMPLATE, O_IDS,
+     "    --ids              the token ids the model reads instead of the text"},
+    {"stop", 0, true, CMD_SAMPLE, O_STOP,
      "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
     {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
      "    --truncate         keep the end of a prompt longer than the context"},
@@ -83,9 +104,9 @@ static const struct option_def {
      "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
     {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
      "    --output-format F  text or json (text, token counts, finish reason, timing)"},
-    {"json", 0, false, CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_TOKENIZE, O_JSON,
+    {"json", 0, false, CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_TOKENIZE | CMD_CHAT, O_JSON,
      "    --json             machine-readable output (generate: --output-format json)"},
-    {"stats", 0, false, CMD_GENERATE | CMD_SCORE, O_STATS,
+    {"stats", 0, false, CMD_GENERATE | CMD_SCORE | CMD_CHAT, O_STATS,
      "    --stats            timing and token counts on stderr"},
     {"prompt-tokens", 0, true, CMD_BENCH, O_PTOK,
      "    --prompt-tokens N  prompt length (default 128)"},
@@ -208,7 +229,7 @@ static bool parse_double(const char *s, double *out) {
 
 static int set_value(cli_opts *o, const struct option_def *d, const char *flag, const char *v) {
     double x;
-    o->given |= 1ull << d->id;
+    o->given[d->id / 64] |= 1ull << (d->id % 64);
     switch (d->id) {
     case O_MODEL: o->model = v; break;
     case O_PROMPT: o->prompt = v; break;
@@ -330,6 +351,17 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_SPECIAL: o->special = true; break;
     case O_NOBOS: o->no_bos = true; break;
     case O_COMPARE: o->compare = true; break;
+    case O_CHAT: o->chat = true; break;
+    case O_SYSTEM: o->system = v; break;
+    case O_CHATTPL: o->chat_template = v; break;
+    case O_NOGENP: o->no_gen_prompt = true; break;
+    case O_IDS: o->ids = true; break;
+    case O_MINP: REAL_OPT(min_p, 0, 1, true);
+    case O_REPPEN: REAL_OPT(repeat_penalty, 0, 100, false);
+    case O_REPLASTN: LONG_OPT(repeat_last_n, 0, SM_SAMPLER_MAX_LAST_N);
+    case O_PRESPEN: REAL_OPT(presence_penalty, -100, 100, true);
+    case O_FREQPEN: REAL_OPT(frequency_penalty, -100, 100, true);
+    case O_COUNT_: break;
     case O_HELP: o->help = true; break;
     case O_VERSION: o->version = true; break;
     }
@@ -385,6 +417,10 @@ int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
         return cli_usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
     if (o->shard_n && !o->batch_file) return cli_usage_error(o, "--shard goes with --batch");
     if (o->parallel && !o->batch_file) return cli_usage_error(o, "--parallel goes with --batch");
+    if (o->system && o->cmd == CMD_GENERATE && !o->chat)
+        return cli_usage_error(o, "--system goes with --chat");
+    if (o->chat_template && o->cmd == CMD_GENERATE && !o->chat && !o->batch_file)
+        return cli_usage_error(o, "--chat-template goes with --chat (or --batch records with messages)");
     return 0;
 }
 
@@ -399,6 +435,8 @@ void cli_print_help(const cli_opts *o) {
                "  bench      prefill and decode speed of a model\n"
                "  train      train a byte-level GPT model on a text file\n"
                "  convert    a llama2.c checkpoint or Hugging Face directory to a model directory\n"
+               "  chat       talk with an instruct model (interactive on a terminal)\n"
+               "  template   a conversation as the model's chat template renders it\n"
                "  tokenize   token ids of a text\n"
                "  detokenize the text of token ids\n\n"
                "'smallmind COMMAND --help' lists a command's flags.\n",
@@ -416,6 +454,12 @@ void cli_print_help(const cli_opts *o) {
                              "into the new model directory OUT."
                        : o->cmd == CMD_TOKENIZE ? "Prints the token ids of a text (-p, -f or stdin), space-separated."
                        : o->cmd == CMD_DETOKENIZE ? "Prints the text of the token ids."
+                       : o->cmd == CMD_CHAT ? "A conversation with an instruct model through its chat template. On a\n"
+                                              "terminal: line editing and history, Ctrl-C stops a reply, Ctrl-D or /exit\n"
+                                              "ends; /reset, /system TEXT, /save FILE, /load FILE. Otherwise each line of\n"
+                                              "stdin is a user turn and each reply is printed after it (--json: JSONL)."
+                       : o->cmd == CMD_TEMPLATE ? "Prints a conversation (-f: a JSON list of {role, content}, or an object\n"
+                                                  "of template variables with \"messages\") rendered by the chat template."
                        : o->cmd == CMD_TRAIN  ? "Trains a GPT-2-style model with the byte vocabulary on a text file\n"
                                                 "and writes a model directory (a checkpoint that --resume continues)."
                                               : "Measures prefill and decode speed on synthetic tokens.";

@@ -7,9 +7,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "sm_convert.h"
+#include "sm_gguf.h"
 
 void cli_runner_free(cli_runner *r) {
     sm_tokenizer_free(&r->tok);
@@ -112,3 +116,58 @@ fail:
     cli_runner_free(r);
     return rc;
 }
+
+sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed) {
+    return (sm_sampler_params){.temperature = (float)o->temp, .top_k = (int)o->top_k,
+                               .top_p = (float)o->top_p, .seed = seed, .min_p = (float)o->min_p,
+                               .repeat_penalty = (float)o->repeat_penalty,
+                               .repeat_last_n = (int)o->repeat_last_n,
+                               .presence_penalty = (float)o->presence_penalty,
+                               .frequency_penalty = (float)o->frequency_penalty};
+}
+
+int cli_chat_setup(const cli_opts *o, const sm_config *cfg, const sm_tokenizer *tok, sm_chat *c) {
+    sm_error err = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    memset(c, 0, sizeof *c);
+    if (o->chat_template && sm_read_file(o->chat_template, 16u << 20, &text, &len, &err))
+        return cli_data_error(err.msg);
+    sm_status st = sm_chat_init(c, cfg, tok, text, len, o->chat_template, o->model, &err);
+    free(text);
+    if (st) {
+        sm_chat_free(c);
+        return cli_data_error(err.msg);
+    }
+    return 0;
+}
+
+/* A model directory's config, or a GGUF file's (read, then closed: the tokenizer copies its tables). */
+int cli_load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) {
+    sm_error err = {{0}};
+    struct stat sb;
+    sm_gguf g = {0};
+    memset(cfg, 0, sizeof *cfg);
+    sm_hf_dir *hf = NULL;
+    bool file = stat(o->model, &sb) == 0 && S_ISREG(sb.st_mode);
+    bool hfdir = !file && sm_convert_is_hf_dir(o->model);
+    if (file ? sm_gguf_open(&g, o->model, true, &err) || sm_gguf_vocab_config(cfg, &g, o->model, &err)
+             : hfdir ? sm_convert_open_hf(o->model, false, &hf, cfg, NULL, NULL, &err)
+                     : sm_config_load(cfg, o->model, &err)) {
+        if (file) sm_config_free(cfg);
+        sm_gguf_close(&g);
+        return cli_data_error(err.msg);
+    }
+    sm_status st = sm_tokenizer_init(tok, cfg, o->model, &err);
+    cfg->gguf = NULL, cfg->tok_dir = NULL;
+    sm_gguf_close(&g);
+    sm_convert_close_hf(hf);
+    if (st) {
+        sm_config_free(cfg);
+        return cli_data_error(err.msg);
+    }
+    tok->parse_special = o->special;
+    if (o->no_bos) tok->add_bos = false;
+    return 0;
+}
+

@@ -16,7 +16,7 @@ int cli_score(const cli_opts *o) {
     bool owned;
     int rc = cli_get_text(o, &text, &len, &owned);
     if (rc) return rc;
-    sm_sampler_params spar = {0, 0, 1, 0};
+    sm_sampler_params spar = {.top_p = 1};
     cli_runner r;
     /* all logits: (batch, vocab) floats; keep that under ~64 MB for big vocabularies */
     cli_run_spec spec = {.all_logits = true, .max_batch = o->ubatch ? (size_t)o->ubatch : 128, .n_seq = 1,

@@ -14,40 +14,11 @@
 
 #include <sys/stat.h>
 
-/* A model directory's config, or a GGUF file's (read, then closed: the tokenizer copies its tables). */
-static int load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) {
-    sm_error err = {{0}};
-    struct stat sb;
-    sm_gguf g = {0};
-    memset(cfg, 0, sizeof *cfg);
-    sm_hf_dir *hf = NULL;
-    bool file = stat(o->model, &sb) == 0 && S_ISREG(sb.st_mode);
-    bool hfdir = !file && sm_convert_is_hf_dir(o->model);
-    if (file ? sm_gguf_open(&g, o->model, true, &err) || sm_gguf_vocab_config(cfg, &g, o->model, &err)
-             : hfdir ? sm_convert_open_hf(o->model, false, &hf, cfg, NULL, NULL, &err)
-                     : sm_config_load(cfg, o->model, &err)) {
-        if (file) sm_config_free(cfg);
-        sm_gguf_close(&g);
-        return cli_data_error(err.msg);
-    }
-    sm_status st = sm_tokenizer_init(tok, cfg, o->model, &err);
-    cfg->gguf = NULL, cfg->tok_dir = NULL;
-    sm_gguf_close(&g);
-    sm_convert_close_hf(hf);
-    if (st) {
-        sm_config_free(cfg);
-        return cli_data_error(err.msg);
-    }
-    tok->parse_special = o->special;
-    if (o->no_bos) tok->add_bos = false;
-    return 0;
-}
-
 int cli_tokenize(const cli_opts *o) {
     sm_config cfg;
     sm_tokenizer tok;
     cli_exit_now = 1; /* nothing is printed until the text is encoded: a signal exits at once */
-    int rc = load_tokenizer(o, &cfg, &tok);
+    int rc = cli_load_tokenizer(o, &cfg, &tok);
     if (rc) return rc;
     char *text = NULL;
     size_t len = 0, n = 0;
@@ -89,7 +60,7 @@ int cli_detokenize(const cli_opts *o) {
     if (o->n_args == 0) return cli_usage_error(o, "detokenize takes token ids");
     sm_config cfg;
     sm_tokenizer tok;
-    int rc = load_tokenizer(o, &cfg, &tok);
+    int rc = cli_load_tokenizer(o, &cfg, &tok);
     if (rc) return rc;
     int32_t prev = -1;
     cli_out os = {.last_was_newline = true};

@@ -75,13 +75,13 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
     sm_error err = {{0}};
     if (o->resume) {
         for (size_t i = 0; i < sizeof fixed_on_resume / sizeof fixed_on_resume[0]; i++)
-            if (o->given & (1ull << fixed_on_resume[i]))
+            if (CLI_GIVEN(o, fixed_on_resume[i]))
                 return cli_usage_error(o, "--%s cannot change when resuming; the checkpoint fixes it",
                                    cli_flag_name(fixed_on_resume[i]));
         if (sm_checkpoint_peek(o->resume, info, &err)) return cli_data_error(err.msg);
         *shape = info->shape;
         *hp = info->hp;
-        if (o->given & (1ull << O_STEPS)) {
+        if (CLI_GIVEN(o, O_STEPS)) {
             if (o->steps < info->step)
                 return cli_usage_error(o, "--steps %ld is below the checkpoint's step %d", o->steps,
                                    info->step);
@@ -110,17 +110,17 @@ static int setup(const cli_opts *o, sm_config *shape, sm_train_hparams *hp,
         free(json);
         if (st) return cli_data_error(err.msg);
         /* flags given explicitly win over the file */
-        if (o->given & (1ull << O_LAYERS)) shape->n_layer = (int)o->layers;
-        if (o->given & (1ull << O_HEADS)) shape->n_head = (int)o->heads;
-        if (o->given & (1ull << O_EMBD)) shape->n_embd = (int)o->embd;
-        if (o->given & (1ull << O_TCTX)) shape->n_ctx = (int)o->tctx;
-        if (o->given & (1ull << O_UNTIED)) shape->tied_output = false;
-        if (o->given & (1ull << O_NOBIAS)) shape->bias = false;
+        if (CLI_GIVEN(o, O_LAYERS)) shape->n_layer = (int)o->layers;
+        if (CLI_GIVEN(o, O_HEADS)) shape->n_head = (int)o->heads;
+        if (CLI_GIVEN(o, O_EMBD)) shape->n_embd = (int)o->embd;
+        if (CLI_GIVEN(o, O_TCTX)) shape->n_ctx = (int)o->tctx;
+        if (CLI_GIVEN(o, O_UNTIED)) shape->tied_output = false;
+        if (CLI_GIVEN(o, O_NOBIAS)) shape->bias = false;
     }
     /* the trainer's defaults, then the flags given; warm-up and the final rate follow
        --steps and --lr unless given */
     sm_train_hparams_default(hp);
-#define GIVEN(id) (o->given & (1ull << (id)))
+#define GIVEN(id) CLI_GIVEN(o, id)
     if (GIVEN(O_BATCH)) hp->batch = (int)o->batch;
     if (GIVEN(O_STEPS)) hp->steps = (int)o->steps;
     if (GIVEN(O_LR)) hp->lr = (float)o->lr;

@@ -591,6 +591,7 @@ static sm_status from_smallmind(plan *pl, const char *dir, sm_error *err) {
     pl->cfg = *s;
     pl->cfg.tensors = NULL;
     pl->cfg.n_tensors = 0;
+    if (!sm_convert_dup_chat(&pl->cfg)) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < s->n_tensors; i++) {
         const sm_tensor_desc *d = &s->tensors[i];
         if (d->ndim > 2)
@@ -627,6 +628,7 @@ static sm_status from_gguf(plan *pl, const char *path, sm_error *err) {
     if (st) return st;
     pl->cfg = *s;
     pl->cfg.tensors = NULL, pl->cfg.n_tensors = 0, pl->cfg.gguf = NULL;
+    if (!sm_convert_dup_chat(&pl->cfg)) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     const unsigned char *base = pl->src_gguf.base;
     for (size_t i = 0; i < s->n_tensors; i++) {
         const sm_tensor_desc *d = &s->tensors[i];

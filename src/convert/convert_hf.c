@@ -777,6 +777,7 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     if (st) goto done;
     st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, type, err);
     if (!st) st = plan_tokenizer(pl, dir, o, err);
+    if (!st) st = sm_hf_chat_config(dir, &pl->cfg, err);
     for (size_t i = 0; !st && i < set.n; i++)
         if (!set.t[i].used)
             st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: unexpected tensor %s for %s", dir,

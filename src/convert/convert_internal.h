@@ -103,6 +103,18 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
 ** Anything else (Unigram or WordPiece models, other pre-tokenizers such as
 ** Llama 3's or digit splitting) is SM_ERR_UNSUPPORTED naming the field.
 */
+/*
+** tokenizer_config.json beside a Hugging Face model, if there is one: its
+** chat_template (a string, or a list of {name, template} of which
+** "default" is taken) and the texts of bos_token and eos_token (strings or
+** {"content": ...}) into c's chat fields. A malformed file or key is an
+** error naming it; no file is not.
+*/
+sm_status sm_hf_chat_config(const char *dir, sm_config *c, sm_error *err);
+
+/* Gives c its own copies of its chat strings (after a struct copy). false: out of memory. */
+bool sm_convert_dup_chat(sm_config *c);
+
 sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type *type,
                          sm_error *err);
 

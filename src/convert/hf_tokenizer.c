@@ -17,11 +17,13 @@
 ** strings are borrowed, not copied.
 */
 #include "convert_internal.h"
+#include "json_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_IDS (1 << 24)
 
@@ -361,4 +363,54 @@ sm_status sm_hf_tok_write(const cJSON *root, const char *path, sm_tokenizer_type
                                        : write_spm(&v, merges, path, dir, bos, eos, err);
     vocab_free(&v);
     return st;
+}
+
+/* A token's text in tokenizer_config.json: a string or {"content": string}. */
+static const char *token_text(const cJSON *v) {
+    if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+sm_status sm_hf_chat_config(const char *dir, sm_config *c, sm_error *err) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (access(path, F_OK) != 0) return SM_OK;
+    char *buf;
+    size_t len;
+    cJSON *root = NULL;
+    sm_status st = sm_read_file(path, SM_TOK_FILE_MAX, &buf, &len, err);
+    if (st) return st;
+    st = sm_json_parse_strict(buf, len, path, &root, err);
+    free(buf);
+    if (st) return st;
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    const char *tpl = NULL;
+    if (cJSON_IsString(ct)) tpl = ct->valuestring;
+    else if (cJSON_IsArray(ct)) { /* named templates: the default one */
+        for (const cJSON *e = ct->child; e; e = e->next) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "template");
+            if (cJSON_IsString(n) && cJSON_IsString(t) && !strcmp(n->valuestring, "default"))
+                tpl = t->valuestring;
+        }
+        if (!tpl) st = sm_error_set(err, SM_ERR_FORMAT, "%s: chat_template lists no \"default\" template", path);
+    } else if (ct && !cJSON_IsNull(ct))
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: chat_template must be a string or a list of "
+                          "{name, template}", path);
+    if (!st && !cJSON_IsObject(root)) st = sm_error_set(err, SM_ERR_FORMAT, "%s: expected a JSON object", path);
+    const char *bos = token_text(cJSON_GetObjectItemCaseSensitive(root, "bos_token"));
+    const char *eos = token_text(cJSON_GetObjectItemCaseSensitive(root, "eos_token"));
+    if (!st && ((tpl && !(c->chat_template = strdup(tpl))) || (bos && !(c->chat_bos = strdup(bos))) ||
+                (eos && !(c->chat_eos = strdup(eos)))))
+        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    cJSON_Delete(root);
+    return st;
+}
+
+bool sm_convert_dup_chat(sm_config *c) {
+    char **f[3] = {&c->chat_template, &c->chat_bos, &c->chat_eos};
+    bool ok = true;
+    for (int i = 0; i < 3; i++)
+        if (*f[i] && !(*f[i] = strdup(*f[i]))) ok = false;
+    return ok;
 }

@@ -71,7 +71,8 @@ sm_status sm_convert_open_hf(const char *dir, bool weights, sm_hf_dir **out, sm_
     if (st) goto fail;
     /* the config: every tensor's name, shape and kept type */
     *cfg = pl->cfg;
-    pl->cfg.tensors = NULL; /* cfg owns them now */
+    pl->cfg.tensors = NULL; /* cfg owns them now, and the chat strings */
+    pl->cfg.chat_template = pl->cfg.chat_bos = pl->cfg.chat_eos = NULL;
     cfg->n_tensors = pl->n;
     cfg->tensors = calloc(pl->n ? pl->n : 1, sizeof *cfg->tensors);
     const void **d = calloc(pl->n ? pl->n : 1, sizeof *d);

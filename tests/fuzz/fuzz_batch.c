@@ -9,6 +9,8 @@
 
 #include "sm_batch.h"
 
+#include <cJSON.h>
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -23,6 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (m < 1 || m > SM_STOP_MAX_BYTES) abort();
         }
         if (strlen(rec.id) >= SM_REC_ID_MAX) abort();
+        cJSON_Delete(rec.messages);
     } else if (!err.msg[0]) {
         abort();
     }

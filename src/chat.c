@@ -1,0 +1,366 @@
+/*
+** chat.c -- a model's chat template applied to conversations, and
+** conversations kept on a state's KV-cache from turn to turn.
+*/
+#include "sm_chat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_model.h"
+
+/* ---- templates */
+
+/* The text of token id, special tokens included, without the newlines llama2.c puts around <s>. */
+static char *token_text(const sm_tokenizer *tok, int32_t id) {
+    if (id < 0 || id >= tok->n_vocab || !tok->text || !tok->off) return NULL;
+    const char *s = tok->text + tok->off[id];
+    size_t n = tok->off[id + 1] - tok->off[id];
+    while (n && (s[0] == '\n' || s[0] == ' ')) s++, n--;
+    while (n && (s[n - 1] == '\n' || s[n - 1] == ' ')) n--;
+    return n ? strndup(s, n) : NULL;
+}
+
+static cJSON *message(const char *role, const char *content, size_t len) {
+    cJSON *m = cJSON_CreateObject();
+    char *c = strndup(content, len);
+    if (!m || !c || !cJSON_AddStringToObject(m, "role", role) ||
+        !cJSON_AddStringToObject(m, "content", c)) {
+        cJSON_Delete(m);
+        m = NULL;
+    }
+    free(c);
+    return m;
+}
+
+/*
+** What the template writes after an assistant's message, up to the next
+** message: rendered around a marker, trimmed. If it is one special token
+** that ends generation the tokenizer stops there already; otherwise it is
+** a stop string (a template whose turns end in plain text).
+*/
+static void find_stop(sm_chat *c, const sm_tokenizer *tok) {
+    static const char mark[] = "\x01sm-reply\x01";
+    cJSON *msgs = cJSON_CreateArray();
+    if (!msgs) return;
+    cJSON_AddItemToArray(msgs, message("user", "Hi", 2));
+    cJSON_AddItemToArray(msgs, message("assistant", mark, sizeof mark - 1));
+    cJSON_AddItemToArray(msgs, message("user", "Bye", 3));
+    char *text = NULL;
+    size_t len;
+    if (cJSON_GetArraySize(msgs) == 3 && !sm_chat_render(c, msgs, false, NULL, &text, &len, NULL)) {
+        const char *at = strstr(text, mark), *next = at ? strstr(at, "Bye") : NULL;
+        if (at && next) {
+            const char *a = at + sizeof mark - 1, *b = next;
+            /* the end of the reply's turn: up to the first line break after some text */
+            while (a < b && (*a == ' ' || *a == '\n')) a++;
+            const char *e = a;
+            while (e < b && *e != '\n') e++;
+            while (e > a && e[-1] == ' ') e--;
+            size_t n = (size_t)(e - a);
+            int32_t ids[4];
+            sm_tokenizer *t = (sm_tokenizer *)tok; /* encode's scratch; restored below */
+            bool ps = t->parse_special, ab = t->add_bos, ae = t->add_eos;
+            t->parse_special = true, t->add_bos = false, t->add_eos = false;
+            size_t k = n ? sm_tokenizer_encode(t, a, n, ids, 4) : 0;
+            t->parse_special = ps, t->add_bos = ab, t->add_eos = ae;
+            bool token = k == 1 && sm_tokenizer_is_end(tok, ids[0]);
+            if (n && n <= SM_STOP_MAX_BYTES && !token) {
+                memcpy(c->stop, a, n);
+                c->stop[n] = 0;
+            }
+        }
+    }
+    free(text);
+    cJSON_Delete(msgs);
+}
+
+sm_status sm_chat_init(sm_chat *c, const sm_config *cfg, const sm_tokenizer *tok,
+                       const char *text, size_t len, const char *name, const char *model,
+                       sm_error *err) {
+    memset(c, 0, sizeof *c);
+    char nm[300];
+    if (!text) {
+        if (!cfg->chat_template)
+            return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                                "%s has no chat template (tokenizer_config.json's chat_template, "
+                                "GGUF tokenizer.chat_template or config.json's chat_template); "
+                                "give one with --chat-template FILE",
+                                model);
+        text = cfg->chat_template;
+        len = strlen(text);
+        snprintf(nm, sizeof nm, "chat template of %s", model);
+        name = nm;
+    }
+    sm_status st = sm_template_parse(&c->tpl, text, len, name, err);
+    if (st) return st;
+    c->bos = cfg->chat_bos ? strdup(cfg->chat_bos) : token_text(tok, tok->bos);
+    c->eos = cfg->chat_eos ? strdup(cfg->chat_eos) : token_text(tok, tok->eos);
+    find_stop(c, tok);
+    return SM_OK;
+}
+
+void sm_chat_free(sm_chat *c) {
+    sm_template_free(c->tpl);
+    free(c->bos);
+    free(c->eos);
+    memset(c, 0, sizeof *c);
+}
+
+sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_error *err) {
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
+    if (!cJSON_IsArray(messages))
+        return sm_error_set(err, SM_ERR_INPUT, "%s: \"messages\" must be a list of {role, content}", where);
+    int i = 0;
+    for (const cJSON *m = messages->child; m; m = m->next, i++) {
+        if (!cJSON_IsObject(m))
+            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d] is not an object", where, i);
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const cJSON *ct = cJSON_GetObjectItemCaseSensitive(m, "content");
+        bool known = false;
+        for (int k = 0; k < 4 && cJSON_IsString(r); k++) known = known || !strcmp(r->valuestring, roles[k]);
+        if (!known)
+            return sm_error_set(err, SM_ERR_INPUT,
+                                "%s: messages[%d].role must be system, user, assistant or tool, "
+                                "got %s%.40s%s",
+                                where, i, cJSON_IsString(r) ? "\"" : "",
+                                cJSON_IsString(r) ? r->valuestring : r ? "a non-string" : "nothing",
+                                cJSON_IsString(r) ? "\"" : "");
+        bool calls = !strcmp(r->valuestring, "assistant") &&
+                     cJSON_GetObjectItemCaseSensitive(m, "tool_calls") && (!ct || cJSON_IsNull(ct));
+        if (!cJSON_IsString(ct) && !calls)
+            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].content must be a string", where, i);
+    }
+    return SM_OK;
+}
+
+sm_status sm_chat_render(const sm_chat *c, const cJSON *messages, bool add_generation_prompt,
+                         const cJSON *vars, char **out, size_t *len, sm_error *err) {
+    cJSON *v = vars ? cJSON_Duplicate(vars, 1) : cJSON_CreateObject();
+    if (!v) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    bool ok = true;
+    if (!cJSON_GetObjectItemCaseSensitive(v, "messages")) {
+        cJSON *m = cJSON_Duplicate(messages, 1);
+        ok = m && cJSON_AddItemToObject(v, "messages", m);
+    }
+    if (ok && !cJSON_GetObjectItemCaseSensitive(v, "add_generation_prompt"))
+        ok = cJSON_AddBoolToObject(v, "add_generation_prompt", add_generation_prompt) != NULL;
+    if (ok && c->bos && !cJSON_GetObjectItemCaseSensitive(v, "bos_token"))
+        ok = cJSON_AddStringToObject(v, "bos_token", c->bos) != NULL;
+    if (ok && c->eos && !cJSON_GetObjectItemCaseSensitive(v, "eos_token"))
+        ok = cJSON_AddStringToObject(v, "eos_token", c->eos) != NULL;
+    sm_status st = ok ? sm_template_render(c->tpl, v, NULL, out, len, err)
+                      : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    cJSON_Delete(v);
+    return st;
+}
+
+size_t sm_chat_encode(sm_tokenizer *tok, const char *text, size_t len, int32_t *out, size_t cap) {
+    bool ps = tok->parse_special, ab = tok->add_bos, ae = tok->add_eos;
+    tok->parse_special = true, tok->add_bos = false, tok->add_eos = false;
+    size_t n = sm_tokenizer_encode(tok, text, len, out, cap);
+    tok->parse_special = ps, tok->add_bos = ab, tok->add_eos = ae;
+    if (ab && tok->bos >= 0 && cap > 0 && (n == 0 || out[0] != tok->bos)) {
+        /* a template that does not write the BOS its tokenizer always starts with */
+        if (n + 1 <= cap) {
+            memmove(out + 1, out, n * sizeof *out);
+            out[0] = tok->bos;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* ---- sessions */
+
+struct sm_chat_session {
+    const sm_chat *c;
+    sm_state *s;
+    sm_tokenizer *tok;
+    sm_sampler *smp;
+    cJSON *msgs;
+    size_t n_ctx, max_batch;
+    bool window; /* a sliding-window model: its ring cache cannot go back far */
+    int32_t *cache; /* (n_ctx) the ids in the cache, positions 0..n_cache-1 */
+    size_t n_cache;
+    int32_t *ids, *gen; /* (n_ctx + 1) an encoding; (n_ctx) generated ids */
+    char *reply;
+    size_t reply_len, reply_cap;
+    bool reply_nomem;
+    sm_emit_fn emit;
+    void *user;
+};
+
+sm_status sm_chat_session_new(sm_chat_session **out, const sm_chat *c, sm_state *s,
+                              sm_tokenizer *tok, sm_sampler *smp, const char *system,
+                              sm_error *err) {
+    *out = NULL;
+    sm_chat_session *cs = calloc(1, sizeof *cs);
+    const sm_state_params *sp = sm_state_params_of(s);
+    if (!cs) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    cs->c = c, cs->s = s, cs->tok = tok, cs->smp = smp;
+    cs->n_ctx = sp->n_ctx, cs->max_batch = sp->max_batch;
+    cs->window = sm_model_config(sm_state_model(s))->sliding_window > 0;
+    cs->cache = malloc(cs->n_ctx * sizeof *cs->cache);
+    cs->ids = malloc((cs->n_ctx + 1) * sizeof *cs->ids);
+    cs->gen = malloc(cs->n_ctx * sizeof *cs->gen);
+    cs->msgs = cJSON_CreateArray();
+    if (!cs->cache || !cs->ids || !cs->gen || !cs->msgs ||
+        (system && !cJSON_AddItemToArray(cs->msgs, message("system", system, strlen(system))))) {
+        sm_chat_session_free(cs);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    *out = cs;
+    return SM_OK;
+}
+
+void sm_chat_session_free(sm_chat_session *cs) {
+    if (!cs) return;
+    cJSON_Delete(cs->msgs);
+    free(cs->cache);
+    free(cs->ids);
+    free(cs->gen);
+    free(cs->reply);
+    free(cs);
+}
+
+const cJSON *sm_chat_session_messages(const sm_chat_session *cs) { return cs->msgs; }
+
+static bool is_role(const cJSON *m, const char *role) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    return cJSON_IsString(r) && !strcmp(r->valuestring, role);
+}
+
+sm_status sm_chat_session_set(sm_chat_session *cs, const cJSON *messages, const char *system,
+                              sm_error *err) {
+    cJSON *m;
+    if (messages) {
+        sm_status st = sm_chat_check_messages(messages, "conversation", err);
+        if (st) return st;
+        if (!(m = cJSON_Duplicate(messages, 1))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    } else if (system) {
+        m = cJSON_Duplicate(cs->msgs, 1);
+    } else { /* reset: the system message alone */
+        m = cJSON_CreateArray();
+        if (m && cs->msgs->child && is_role(cs->msgs->child, "system"))
+            cJSON_AddItemToArray(m, cJSON_Duplicate(cs->msgs->child, 1));
+    }
+    if (!m) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    if (system) {
+        if (m->child && is_role(m->child, "system")) cJSON_DeleteItemFromArray(m, 0);
+        cJSON *sys = *system ? message("system", system, strlen(system)) : NULL;
+        if (*system && (!sys || !cJSON_InsertItemInArray(m, 0, sys))) {
+            cJSON_Delete(sys);
+            cJSON_Delete(m);
+            return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+        }
+    }
+    cJSON_Delete(cs->msgs);
+    cs->msgs = m;
+    return SM_OK;
+}
+
+static int collect(void *user, const char *text, size_t len) {
+    sm_chat_session *cs = user;
+    if (cs->reply_len + len + 1 > cs->reply_cap) {
+        size_t cap = cs->reply_cap ? cs->reply_cap : 1024;
+        while (cap < cs->reply_len + len + 1) cap *= 2;
+        char *r = realloc(cs->reply, cap);
+        if (!r) {
+            cs->reply_nomem = true;
+            return 1;
+        }
+        cs->reply = r;
+        cs->reply_cap = cap;
+    }
+    memcpy(cs->reply + cs->reply_len, text, len);
+    cs->reply_len += len;
+    cs->reply[cs->reply_len] = 0;
+    return cs->emit ? cs->emit(cs->user, text, len) : 0;
+}
+
+/* Drops the oldest turn after the system message: its first message and what follows up to
+   the next user message. false if only the newest message is left. */
+static bool drop_oldest(cJSON *msgs, size_t *dropped) {
+    int first = msgs->child && is_role(msgs->child, "system") ? 1 : 0;
+    int n = cJSON_GetArraySize(msgs);
+    if (n - first <= 1) return false;
+    cJSON_DeleteItemFromArray(msgs, first), (*dropped)++, n--;
+    while (n - first > 1 && !is_role(cJSON_GetArrayItem(msgs, first), "user"))
+        cJSON_DeleteItemFromArray(msgs, first), (*dropped)++, n--;
+    return true;
+}
+
+sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len,
+                               const sm_gen_params *gp, sm_emit_fn emit, void *user,
+                               sm_chat_turn *turn, sm_error *err) {
+    memset(turn, 0, sizeof *turn);
+    cJSON *um = message("user", text, len);
+    if (!um || !cJSON_AddItemToArray(cs->msgs, um)) {
+        cJSON_Delete(um);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    size_t reserve = gp->max_tokens < cs->n_ctx / 4 ? gp->max_tokens : cs->n_ctx / 4;
+    if (!reserve) reserve = 1;
+    size_t n = 0;
+    sm_status st = SM_OK;
+    for (;;) {
+        char *r;
+        size_t rl;
+        if ((st = sm_chat_render(cs->c, cs->msgs, true, NULL, &r, &rl, err))) break;
+        n = sm_chat_encode(cs->tok, r, rl, cs->ids, cs->n_ctx + 1);
+        free(r);
+        if (n + reserve <= cs->n_ctx) break;
+        if (!drop_oldest(cs->msgs, &turn->n_dropped)) {
+            st = sm_error_set(err, SM_ERR_INPUT,
+                              "the conversation with this message is %zu tokens; the context "
+                              "(%zu) must hold it and %zu tokens of reply",
+                              n, cs->n_ctx, reserve);
+            break;
+        }
+    }
+    if (st) { /* the message goes (and only it) */
+        int last = cJSON_GetArraySize(cs->msgs) - 1;
+        if (last >= 0 && cJSON_GetArrayItem(cs->msgs, last) == um) cJSON_DeleteItemFromArray(cs->msgs, last);
+        return st;
+    }
+    turn->n_tokens = n;
+    size_t p = 0, lim = cs->n_cache < n ? cs->n_cache : n;
+    while (p < lim && cs->cache[p] == cs->ids[p]) p++;
+    if (p == n) p = n - 1; /* the last token runs again for its logits */
+    if (cs->window && cs->n_cache > p && cs->n_cache - p >= cs->max_batch) p = 0;
+    /* the template's end of turn as a stop string, beside the caller's */
+    const char *stops[SM_STOP_MAX];
+    sm_gen_params g = *gp;
+    size_t ns = gp->n_stop < SM_STOP_MAX ? gp->n_stop : SM_STOP_MAX;
+    for (size_t i = 0; i < ns; i++) stops[i] = gp->stop[i];
+    if (cs->c->stop[0] && ns < SM_STOP_MAX) stops[ns++] = cs->c->stop;
+    g.stop = stops, g.n_stop = ns;
+    g.ids = cs->gen, g.ids_cap = cs->n_ctx;
+    cs->reply_len = 0;
+    cs->reply_nomem = false;
+    if (cs->reply) cs->reply[0] = 0;
+    cs->emit = emit, cs->user = user;
+    cs->n_cache = p; /* until the prefill is known to be done */
+    st = sm_generate_from(cs->s, cs->tok, cs->smp, cs->ids, n, p, &g, collect, cs, &turn->gen, err);
+    cs->emit = NULL;
+    if (st) return st;
+    if (cs->reply_nomem) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the reply");
+    size_t k = turn->gen.n_generated;
+    if (k || turn->gen.finish != SM_FINISH_INTERRUPTED) { /* the prompt is in the cache */
+        memcpy(cs->cache, cs->ids, n * sizeof *cs->ids);
+        k = k ? k - 1 : 0; /* the newest token may not have run */
+        if (n + k > cs->n_ctx) k = cs->n_ctx - n;
+        memcpy(cs->cache + n, cs->gen, k * sizeof *cs->gen);
+        cs->n_cache = n + k;
+    }
+    cJSON *am = message("assistant", cs->reply ? cs->reply : "", cs->reply_len);
+    if (!am || !cJSON_AddItemToArray(cs->msgs, am)) {
+        cJSON_Delete(am);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    turn->reply = cs->reply ? cs->reply : "";
+    turn->reply_len = cs->reply_len;
+    return SM_OK;
+}

@@ -1,0 +1,1106 @@
+/*
+** parse.c -- template text to a syntax tree: the whitespace rules of
+** transformers.js (lstrip_blocks, trim_blocks, the final newline dropped),
+** a lexer, and a recursive-descent parser with Jinja's precedence (filters
+** and tests bind tightest, then ** * / // %, then + - ~, comparisons and
+** in, not, and, or, a if b else c). Every error names the line.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "template_internal.h"
+
+#define MAX_NEST 200 /* expression and block nesting */
+
+/* ---- pool */
+struct tpl_chunk {
+    tpl_chunk *next;
+    max_align_t data[];
+};
+
+void *tpl_pool_alloc(tpl_pool *p, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    if (!p->head || p->cap - p->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        if (p->limit && p->total + cap > p->limit) return NULL;
+        tpl_chunk *c = malloc(sizeof *c + cap);
+        if (!c) return NULL;
+        c->next = p->head;
+        p->head = c;
+        p->cap = cap;
+        p->used = 0;
+        p->total += cap;
+    }
+    void *r = (char *)p->head->data + p->used;
+    p->used += n;
+    return r;
+}
+
+void tpl_pool_free(tpl_pool *p) {
+    for (tpl_chunk *c = p->head, *nx; c; c = nx) {
+        nx = c->next;
+        free(c);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- lexer */
+enum { K_TEXT, K_SOPEN, K_SCLOSE, K_EOPEN, K_ECLOSE, K_NAME, K_NUM, K_STR, K_OP, K_EOF };
+enum { /* K_OP codes beyond single characters */
+    Q_EQ = 256, Q_NE, Q_LE, Q_GE, Q_POW, Q_FLOORDIV
+};
+
+typedef struct ltok {
+    uint8_t k;
+    uint16_t op;
+    uint32_t line;
+    const char *s;
+    size_t n;
+} ltok;
+
+typedef struct lexer {
+    sm_template *t;
+    sm_error *err;
+    const char *src; /* after the whitespace rules */
+    size_t len, pos;
+    size_t *gone; /* offsets in src where trim_blocks removed a newline */
+    size_t n_gone;
+    size_t line_pos, line, gone_i; /* line_at's cursor */
+    ltok *tok;
+    size_t n, cap;
+    int curly; /* { depth inside {{ }} */
+    bool failed;
+} lexer;
+
+static sm_status lex_fail(lexer *L, uint32_t line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static sm_status lex_fail(lexer *L, uint32_t line, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    L->failed = true;
+    return sm_error_set(L->err, SM_ERR_FORMAT, "%s line %u: %s", L->t->name, line, msg);
+}
+
+static uint32_t line_at(lexer *L, size_t pos) {
+    if (pos < L->line_pos) L->line_pos = 0, L->line = 1, L->gone_i = 0;
+    for (; L->line_pos < pos && L->line_pos < L->len; L->line_pos++)
+        if (L->src[L->line_pos] == '\n') L->line++;
+    while (L->gone_i < L->n_gone && L->gone[L->gone_i] <= pos) L->gone_i++, L->line++;
+    return (uint32_t)L->line;
+}
+
+static bool push(lexer *L, int k, int op, size_t at, const char *s, size_t n) {
+    if (L->n == L->cap) {
+        size_t cap = L->cap ? 2 * L->cap : 256;
+        ltok *nt = realloc(L->tok, cap * sizeof *nt);
+        if (!nt) return false;
+        L->tok = nt;
+        L->cap = cap;
+    }
+    L->tok[L->n++] = (ltok){(uint8_t)k, (uint16_t)op, line_at(L, at), s, n};
+    return true;
+}
+
+static int last_kind(const lexer *L) { return L->n ? L->tok[L->n - 1].k : -1; }
+
+/* {%- {{- {#-: the text before loses its trailing white space (and goes if empty). */
+static void strip_prev_text(lexer *L) {
+    if (!L->n || L->tok[L->n - 1].k != K_TEXT) return;
+    ltok *t = &L->tok[L->n - 1];
+    t->n -= tpl_space_back(t->s, t->n);
+    if (!t->n) L->n--;
+}
+
+static void skip_space(lexer *L) { L->pos += tpl_space_front(L->src + L->pos, L->len - L->pos); }
+
+static void put_utf8(char *o, size_t *k, uint32_t c) {
+    if (c < 0x80) o[(*k)++] = (char)c;
+    else if (c < 0x800) o[(*k)++] = (char)(0xC0 | c >> 6), o[(*k)++] = (char)(0x80 | (c & 63));
+    else if (c < 0x10000) {
+        o[(*k)++] = (char)(0xE0 | c >> 12);
+        o[(*k)++] = (char)(0x80 | ((c >> 6) & 63));
+        o[(*k)++] = (char)(0x80 | (c & 63));
+    } else {
+        o[(*k)++] = (char)(0xF0 | c >> 18);
+        o[(*k)++] = (char)(0x80 | ((c >> 12) & 63));
+        o[(*k)++] = (char)(0x80 | ((c >> 6) & 63));
+        o[(*k)++] = (char)(0x80 | (c & 63));
+    }
+}
+
+static int hexval(const char *s, size_t n, uint32_t *v) {
+    *v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        *v = *v * 16 + (uint32_t)d;
+    }
+    return 0;
+}
+
+/* A quoted string from L->pos (at the quote), unescaped into the pool. */
+static sm_status lex_string(lexer *L) {
+    char q = L->src[L->pos];
+    size_t start = L->pos++;
+    uint32_t line = line_at(L, start);
+    size_t end = L->pos;
+    while (end < L->len && L->src[end] != q) end += L->src[end] == '\\' ? 2 : 1;
+    if (end >= L->len) return lex_fail(L, line, "a string is not closed");
+    char *o = tpl_pool_alloc(&L->t->pool, end - L->pos + 1);
+    if (!o) return sm_error_set(L->err, SM_ERR_NOMEM, "%s: out of memory", L->t->name);
+    size_t k = 0;
+    while (L->pos < end) {
+        char c = L->src[L->pos++];
+        if (c != '\\') {
+            o[k++] = c;
+            continue;
+        }
+        char e = L->src[L->pos++];
+        const char *map = "n\nt\tr\rb\bf\fv\v''\"\"\\\\";
+        const char *m = strchr(map, e);
+        if (e && m && (m - map) % 2 == 0) {
+            o[k++] = m[1];
+            continue;
+        }
+        if (e != 'x' && e != 'u') return lex_fail(L, line, "unknown escape \\%c in a string", e);
+        size_t w = e == 'x' ? 2 : 4;
+        uint32_t v;
+        if (L->pos + w > end || hexval(L->src + L->pos, w, &v))
+            return lex_fail(L, line, "bad \\%c escape in a string", e);
+        L->pos += w;
+        if (v >= 0xD800 && v < 0xDC00 && L->pos + 6 <= end && L->src[L->pos] == '\\' &&
+            L->src[L->pos + 1] == 'u') { /* a surrogate pair */
+            uint32_t lo;
+            if (!hexval(L->src + L->pos + 2, 4, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+                L->pos += 6;
+            }
+        }
+        put_utf8(o, &k, v); /* never longer than its escape */
+    }
+    L->pos = end + 1;
+    return push(L, K_STR, 0, start, o, k) ? SM_OK
+                                          : sm_error_set(L->err, SM_ERR_NOMEM, "out of memory");
+}
+
+static bool is_word(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static sm_status lex(lexer *L) {
+    static const struct { const char *s; int op; } ops[] = {
+        {"<=", Q_LE}, {">=", Q_GE}, {"==", Q_EQ}, {"!=", Q_NE}, {"**", Q_POW}, {"//", Q_FLOORDIV}};
+    const char *s = L->src;
+    while (L->pos < L->len) {
+        int lk = last_kind(L);
+        if (lk == -1 || lk == K_SCLOSE || lk == K_ECLOSE || lk == K_TEXT) {
+            size_t a = L->pos;
+            while (L->pos < L->len && !(s[L->pos] == '{' && L->pos + 1 < L->len &&
+                                        strchr("%{#", s[L->pos + 1])))
+                L->pos++;
+            if (L->pos > a) {
+                if (!push(L, K_TEXT, 0, a, s + a, L->pos - a)) goto nomem;
+                continue;
+            }
+        }
+        if (s[L->pos] == '{' && L->pos + 1 < L->len && s[L->pos + 1] == '#') {
+            uint32_t line = line_at(L, L->pos);
+            L->pos += 2;
+            bool before = L->pos < L->len && s[L->pos] == '-';
+            const char *e = NULL;
+            for (size_t i = L->pos; i + 1 < L->len; i++)
+                if (s[i] == '#' && s[i + 1] == '}') {
+                    e = s + i;
+                    break;
+                }
+            if (!e) return lex_fail(L, line, "a comment {# is not closed");
+            bool after = e > s + L->pos && e[-1] == '-';
+            if (before) strip_prev_text(L);
+            L->pos = (size_t)(e - s) + 2;
+            if (after) skip_space(L);
+            /* text may follow a comment: mark it as a statement end */
+            if (!push(L, K_SCLOSE, 1, L->pos, NULL, 0)) goto nomem;
+            continue;
+        }
+        if (L->pos + 2 < L->len && s[L->pos] == '{' && (s[L->pos + 1] == '%' || s[L->pos + 1] == '{') &&
+            s[L->pos + 2] == '-') {
+            strip_prev_text(L);
+            if (!push(L, s[L->pos + 1] == '%' ? K_SOPEN : K_EOPEN, 0, L->pos, NULL, 0)) goto nomem;
+            L->curly = 0;
+            L->pos += 3;
+            continue;
+        }
+        skip_space(L);
+        if (L->pos >= L->len) break;
+        if (L->pos + 2 < L->len && s[L->pos] == '-' && s[L->pos + 2] == '}' &&
+            (s[L->pos + 1] == '%' || (s[L->pos + 1] == '}' && L->curly == 0))) {
+            if (!push(L, s[L->pos + 1] == '%' ? K_SCLOSE : K_ECLOSE, 0, L->pos, NULL, 0)) goto nomem;
+            L->pos += 3;
+            skip_space(L);
+            continue;
+        }
+        char c = s[L->pos];
+        char d = L->pos + 1 < L->len ? s[L->pos + 1] : 0;
+        int k = -1;
+        if (c == '{' && d == '%') k = K_SOPEN;
+        else if (c == '%' && d == '}') k = K_SCLOSE;
+        else if (c == '{' && d == '{') k = K_EOPEN;
+        else if (c == '}' && d == '}' && L->curly == 0) k = K_ECLOSE;
+        if (k >= 0) {
+            if (!push(L, k, 0, L->pos, NULL, 0)) goto nomem;
+            if (k == K_EOPEN) L->curly = 0;
+            L->pos += 2;
+            continue;
+        }
+        int op = 0;
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+            if (c == ops[i].s[0] && d == ops[i].s[1]) op = ops[i].op;
+        if (op) {
+            if (!push(L, K_OP, op, L->pos, NULL, 0)) goto nomem;
+            L->pos += 2;
+            continue;
+        }
+        if (strchr("()[]{},.:|<>+-~*/%=", c) && c) {
+            if (c == '{') L->curly++;
+            if (c == '}') L->curly--;
+            if (!push(L, K_OP, (unsigned char)c, L->pos, NULL, 0)) goto nomem;
+            L->pos++;
+            continue;
+        }
+        if (c == '\'' || c == '"') {
+            sm_status st = lex_string(L);
+            if (st) return st;
+            continue;
+        }
+        if (is_digit(c)) {
+            size_t a = L->pos;
+            while (L->pos < L->len && is_digit(s[L->pos])) L->pos++;
+            bool after_dot = L->n && L->tok[L->n - 1].k == K_OP && L->tok[L->n - 1].op == '.';
+            if (!after_dot && L->pos + 1 < L->len && s[L->pos] == '.' && is_digit(s[L->pos + 1])) {
+                L->pos++;
+                while (L->pos < L->len && is_digit(s[L->pos])) L->pos++;
+            }
+            if (!push(L, K_NUM, 0, a, s + a, L->pos - a)) goto nomem;
+            continue;
+        }
+        if (is_word(c)) {
+            size_t a = L->pos;
+            while (L->pos < L->len && is_word(s[L->pos])) L->pos++;
+            if (!push(L, K_NAME, 0, a, s + a, L->pos - a)) goto nomem;
+            continue;
+        }
+        return lex_fail(L, line_at(L, L->pos), "unexpected character '%c' (0x%02x)",
+                        c >= 32 && c < 127 ? c : '?', (unsigned char)c);
+    }
+    if (!push(L, K_EOF, 0, L->len, NULL, 0)) goto nomem;
+    return SM_OK;
+nomem:
+    return sm_error_set(L->err, SM_ERR_NOMEM, "%s: out of memory", L->t->name);
+}
+
+/*
+** transformers.js's preprocessing: one final newline dropped; spaces and
+** tabs from a line's start to a {%, {# or {- removed (lstrip_blocks); the
+** newline right after %}, #} or -} removed (trim_blocks; its offset kept in
+** gone so that lines are still counted).
+*/
+static sm_status preprocess(lexer *L, const char *src, size_t len) {
+    if (len && src[len - 1] == '\n') len--;
+    char *a = malloc(len + 1), *b = malloc(len + 1);
+    L->gone = malloc((len + 1) * sizeof *L->gone);
+    if (!a || !b || !L->gone) {
+        free(a);
+        free(b);
+        return sm_error_set(L->err, SM_ERR_NOMEM, "%s: out of memory", L->t->name);
+    }
+    size_t na = 0;
+    for (size_t i = 0; i < len;) {
+        if (i == 0 || src[i - 1] == '\n' || src[i - 1] == '\r') {
+            size_t j = i;
+            while (j < len && (src[j] == ' ' || src[j] == '\t')) j++;
+            if (j + 1 < len && src[j] == '{' && strchr("#%-", src[j + 1])) i = j;
+        }
+        a[na++] = src[i++];
+    }
+    size_t nb = 0;
+    for (size_t i = 0; i < na; i++) {
+        if (a[i] == '\n' && i >= 2 && a[i - 1] == '}' && strchr("#%-", a[i - 2])) {
+            L->gone[L->n_gone++] = nb;
+            continue;
+        }
+        b[nb++] = a[i];
+    }
+    free(a);
+    b[nb] = 0;
+    L->src = b;
+    L->len = nb;
+    return SM_OK;
+}
+
+/* ---- parser */
+typedef struct parser {
+    sm_template *t;
+    sm_error *err;
+    ltok *tok;
+    size_t i;
+    int nest;
+} parser;
+
+#define FAIL(p, ...)                                  \
+    do {                                              \
+        parse_fail(p, __VA_ARGS__);                   \
+        return NULL;                                  \
+    } while (0)
+
+static void parse_fail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void parse_fail(parser *p, const char *fmt, ...) {
+    if (p->err && p->err->msg[0]) return; /* the first error stands */
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sm_error_set(p->err, SM_ERR_FORMAT, "%s line %u: %s", p->t->name, p->tok[p->i].line, msg);
+}
+
+static ltok *peek(parser *p) { return &p->tok[p->i]; }
+static bool is_op(const ltok *t, int op) { return t->k == K_OP && t->op == op; }
+static bool is_name(const ltok *t, const char *w) {
+    return t->k == K_NAME && t->n == strlen(w) && !memcmp(t->s, w, t->n);
+}
+static bool accept_op(parser *p, int op) {
+    if (!is_op(peek(p), op)) return false;
+    p->i++;
+    return true;
+}
+static bool accept_name(parser *p, const char *w) {
+    if (!is_name(peek(p), w)) return false;
+    p->i++;
+    return true;
+}
+
+static const char *tok_desc(const ltok *t, char *buf, size_t n) {
+    switch (t->k) {
+    case K_TEXT: return "text";
+    case K_SOPEN: return "'{%'";
+    case K_SCLOSE: return "'%}'";
+    case K_EOPEN: return "'{{'";
+    case K_ECLOSE: return "'}}'";
+    case K_EOF: return "the end of the template";
+    case K_STR: return "a string";
+    case K_NUM:
+    case K_NAME: snprintf(buf, n, "'%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s); return buf;
+    default:
+        if (t->op < 256) snprintf(buf, n, "'%c'", t->op);
+        else snprintf(buf, n, "'%s'", t->op == Q_EQ ? "==" : t->op == Q_NE ? "!=" : t->op == Q_LE ? "<="
+                                      : t->op == Q_GE ? ">=" : t->op == Q_POW ? "**" : "//");
+        return buf;
+    }
+}
+
+static bool expect_op(parser *p, int op, const char *what) {
+    if (accept_op(p, op)) return true;
+    char b[64];
+    parse_fail(p, "expected %s, found %s", what, tok_desc(peek(p), b, sizeof b));
+    return false;
+}
+static bool expect_kind(parser *p, int k, const char *what) {
+    if (peek(p)->k == k) {
+        p->i++;
+        return true;
+    }
+    char b[64];
+    parse_fail(p, "expected %s, found %s", what, tok_desc(peek(p), b, sizeof b));
+    return false;
+}
+
+static tpl_node *node(parser *p, int kind, uint32_t line) {
+    tpl_node *n = tpl_pool_alloc(&p->t->pool, sizeof *n);
+    if (!n) {
+        parse_fail(p, "out of memory");
+        return NULL;
+    }
+    memset(n, 0, sizeof *n);
+    n->kind = (uint8_t)kind;
+    n->line = line;
+    return n;
+}
+
+/* A growing list of nodes, copied into the pool when done. */
+typedef struct nlist {
+    tpl_node **v;
+    size_t n, cap;
+} nlist;
+
+static bool nl_add(parser *p, nlist *l, tpl_node *x) {
+    if (!x) return false;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        tpl_node **nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv) {
+            parse_fail(p, "out of memory");
+            return false;
+        }
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = x;
+    return true;
+}
+
+static tpl_node **nl_done(parser *p, nlist *l, size_t *n) {
+    tpl_node **r = NULL;
+    *n = l->n;
+    if (l->n) {
+        r = tpl_pool_alloc(&p->t->pool, l->n * sizeof *r);
+        if (r) memcpy(r, l->v, l->n * sizeof *r);
+        else parse_fail(p, "out of memory");
+    }
+    free(l->v);
+    l->v = NULL;
+    return r;
+}
+
+static tpl_node *expr(parser *p);
+static tpl_node *or_expr(parser *p);
+static tpl_node *unary(parser *p);
+
+static int lookup(const char *const *names, int count, const ltok *t) {
+    for (int i = 0; i < count; i++)
+        if (is_name(t, names[i])) return i;
+    return -1;
+}
+
+/* Call arguments after '(' up to ')': positional, then name=value (N_KW). */
+static bool call_args(parser *p, nlist *args) {
+    while (!accept_op(p, ')')) {
+        ltok *t = peek(p);
+        if (t->k == K_NAME && is_op(&p->tok[p->i + 1], '=')) {
+            tpl_node *kw = node(p, N_KW, t->line);
+            if (!kw) return false;
+            kw->s = t->s, kw->sn = t->n;
+            p->i += 2;
+            if (!(kw->a = expr(p)) || !nl_add(p, args, kw)) return false;
+        } else if (!nl_add(p, args, expr(p)))
+            return false;
+        if (!is_op(peek(p), ')') && !expect_op(p, ',', "',' or ')' in the arguments")) return false;
+    }
+    return true;
+}
+
+static tpl_node *primary(parser *p) {
+    ltok *t = peek(p);
+    char b[64];
+    tpl_node *n;
+    if (t->k == K_NAME) {
+        p->i++;
+        static const char *const lits[] = {"true", "True", "false", "False", "none", "None"};
+        int l = lookup(lits, 6, t);
+        if (l >= 0) {
+            if (!(n = node(p, l < 4 ? N_BOOL : N_NONE, t->line))) return NULL;
+            n->i = l < 2;
+            return n;
+        }
+        if (!(n = node(p, N_NAME, t->line))) return NULL;
+        n->s = t->s, n->sn = t->n;
+        return n;
+    }
+    if (t->k == K_STR) {
+        p->i++;
+        if (!(n = node(p, N_STR, t->line))) return NULL;
+        n->s = t->s, n->sn = t->n;
+        return n;
+    }
+    if (t->k == K_NUM) {
+        p->i++;
+        bool fl = memchr(t->s, '.', t->n) != NULL;
+        if (!(n = node(p, fl ? N_FLOAT : N_INT, t->line))) return NULL;
+        char num[64];
+        if (t->n >= sizeof num) FAIL(p, "number too long");
+        memcpy(num, t->s, t->n);
+        num[t->n] = 0;
+        if (fl) n->f = strtod(num, NULL);
+        else {
+            unsigned long long v = strtoull(num, NULL, 10);
+            if (v > (unsigned long long)INT64_MAX) n->kind = N_FLOAT, n->f = (double)v;
+            else n->i = (int64_t)v;
+        }
+        return n;
+    }
+    if (accept_op(p, '(')) {
+        if (accept_op(p, ')')) return node(p, N_TUPLE, t->line);
+        tpl_node *e = expr(p);
+        if (!e) return NULL;
+        if (is_op(peek(p), ',')) {
+            nlist l = {0};
+            nl_add(p, &l, e);
+            while (accept_op(p, ',') && !is_op(peek(p), ')'))
+                if (!nl_add(p, &l, expr(p))) {
+                    free(l.v);
+                    return NULL;
+                }
+            if (!(n = node(p, N_TUPLE, t->line))) return NULL;
+            n->list = nl_done(p, &l, &n->n);
+            e = n;
+        }
+        return expect_op(p, ')', "')'") ? e : NULL;
+    }
+    if (accept_op(p, '[')) {
+        nlist l = {0};
+        while (!accept_op(p, ']')) {
+            if (!nl_add(p, &l, expr(p)) ||
+                (!is_op(peek(p), ']') && !expect_op(p, ',', "',' or ']' in a list"))) {
+                free(l.v);
+                return NULL;
+            }
+        }
+        if (!(n = node(p, N_LIST, t->line))) return NULL;
+        n->list = nl_done(p, &l, &n->n);
+        return n;
+    }
+    if (accept_op(p, '{')) {
+        nlist l = {0};
+        while (!accept_op(p, '}')) {
+            if (!nl_add(p, &l, expr(p)) || !expect_op(p, ':', "':' in a dict") ||
+                !nl_add(p, &l, expr(p)) ||
+                (!is_op(peek(p), '}') && !expect_op(p, ',', "',' or '}' in a dict"))) {
+                free(l.v);
+                return NULL;
+            }
+        }
+        if (!(n = node(p, N_DICT, t->line))) return NULL;
+        n->list = nl_done(p, &l, &n->n);
+        return n;
+    }
+    FAIL(p, "expected a value, found %s", tok_desc(t, b, sizeof b));
+}
+
+static bool starts_value(const ltok *t) {
+    static const char *const kw[] = {"and", "or", "not", "in", "is", "if", "else"};
+    if (t->k == K_NAME) return lookup(kw, 7, t) < 0;
+    return t->k == K_STR || t->k == K_NUM || is_op(t, '(') || is_op(t, '[') || is_op(t, '{');
+}
+
+static tpl_node *postfix(parser *p) {
+    tpl_node *e = primary(p);
+    char b[64];
+    while (e) {
+        ltok *t = peek(p);
+        tpl_node *n;
+        if (accept_op(p, '.')) {
+            ltok *a = peek(p);
+            if (a->k == K_NUM && !memchr(a->s, '.', a->n)) {
+                if (!(n = node(p, N_INDEX, a->line)) || !(n->b = primary(p))) return NULL;
+            } else if (a->k == K_NAME) {
+                p->i++;
+                if (!(n = node(p, N_ATTR, a->line))) return NULL;
+                n->s = a->s, n->sn = a->n;
+            } else
+                FAIL(p, "expected an attribute name after '.', found %s", tok_desc(a, b, sizeof b));
+            n->a = e;
+            e = n;
+        } else if (accept_op(p, '[')) {
+            tpl_node *part[3] = {NULL, NULL, NULL};
+            int k = 0;
+            bool slice = false;
+            for (;;) {
+                if (!is_op(peek(p), ':') && !is_op(peek(p), ']') && !(part[k] = expr(p)))
+                    return NULL;
+                if (k < 2 && accept_op(p, ':')) {
+                    slice = true;
+                    k++;
+                    continue;
+                }
+                break;
+            }
+            if (!expect_op(p, ']', "']'")) return NULL;
+            if (!slice && !part[0]) FAIL(p, "an empty subscript []");
+            if (!(n = node(p, slice ? N_SLICE : N_INDEX, t->line))) return NULL;
+            n->a = e;
+            if (slice) {
+                n->list = tpl_pool_alloc(&p->t->pool, 3 * sizeof *n->list);
+                if (!n->list) FAIL(p, "out of memory");
+                memcpy(n->list, part, sizeof part);
+                n->n = 3;
+            } else
+                n->b = part[0];
+            e = n;
+        } else if (accept_op(p, '(')) {
+            nlist l = {0};
+            if (!call_args(p, &l)) {
+                free(l.v);
+                return NULL;
+            }
+            if (!(n = node(p, N_CALL, t->line))) return NULL;
+            n->a = e;
+            n->list = nl_done(p, &l, &n->n);
+            e = n;
+        } else if (accept_op(p, '|')) {
+            ltok *f = peek(p);
+            if (f->k != K_NAME) FAIL(p, "expected a filter name after '|'");
+            p->i++;
+            int id = lookup(tpl_filter_names, F_COUNT_, f);
+            if (id < 0 && (is_name(f, "d"))) id = F_DEFAULT;
+            if (id < 0 && (is_name(f, "count"))) id = F_LENGTH;
+            if (id < 0 && (is_name(f, "e") || is_name(f, "escape"))) id = F_SAFE;
+            if (id < 0) FAIL(p, "unknown filter '%.*s'", (int)(f->n > 40 ? 40 : f->n), f->s);
+            if (!(n = node(p, N_FILTER, f->line))) return NULL;
+            n->op = (uint8_t)id;
+            n->s = f->s, n->sn = f->n;
+            n->a = e;
+            if (accept_op(p, '(')) {
+                nlist l = {0};
+                if (!call_args(p, &l)) {
+                    free(l.v);
+                    return NULL;
+                }
+                n->list = nl_done(p, &l, &n->n);
+            }
+            e = n;
+        } else if (is_name(t, "is")) {
+            p->i++;
+            bool neg = accept_name(p, "not");
+            ltok *f = peek(p);
+            int id = lookup(tpl_test_names, T_COUNT_, f);
+            if (id < 0 && is_name(f, "eq")) id = T_EQUALTO;
+            if (id < 0 && is_name(f, "sameas")) id = T_EQUALTO;
+            if (id < 0 && is_name(f, "float")) id = T_FLOATT;
+            if (id < 0 && (f->k == K_OP && f->op == Q_EQ)) id = T_EQUALTO;
+            if (id < 0) FAIL(p, "unknown test '%s'", tok_desc(f, b, sizeof b));
+            p->i++;
+            if (!(n = node(p, N_TEST, f->line))) return NULL;
+            n->op = (uint8_t)(id | (neg ? 0x80 : 0));
+            n->a = e;
+            nlist l = {0};
+            if (accept_op(p, '(')) {
+                if (!call_args(p, &l)) {
+                    free(l.v);
+                    return NULL;
+                }
+            } else if (starts_value(peek(p)) && !nl_add(p, &l, postfix(p))) {
+                free(l.v);
+                return NULL;
+            }
+            n->list = nl_done(p, &l, &n->n);
+            e = n;
+        } else
+            break;
+    }
+    return e;
+}
+
+static tpl_node *pow_expr(parser *p) {
+    tpl_node *e = postfix(p);
+    while (e && is_op(peek(p), Q_POW)) {
+        tpl_node *n = node(p, N_BIN, peek(p)->line);
+        p->i++;
+        if (!n || !(n->b = unary(p))) return NULL;
+        n->op = OP_POW, n->a = e;
+        e = n;
+    }
+    return e;
+}
+
+static tpl_node *unary(parser *p) {
+    ltok *t = peek(p);
+    if (is_op(t, '-') || is_op(t, '+')) {
+        if (++p->nest > MAX_NEST) FAIL(p, "expression nested too deeply");
+        p->i++;
+        tpl_node *a = unary(p);
+        p->nest--;
+        if (!a || t->op == '+') return a;
+        tpl_node *n = node(p, N_NEG, t->line);
+        if (n) n->a = a;
+        return n;
+    }
+    return pow_expr(p);
+}
+
+static tpl_node *binary_level(parser *p, int level);
+
+/* levels: 0 comparisons and in, 1 + - ~, 2 * / // % */
+static int bin_op(parser *p, int level) {
+    ltok *t = peek(p);
+    if (t->k == K_NAME && level == 0) {
+        if (is_name(t, "in")) return OP_IN;
+        if (is_name(t, "not") && is_name(&p->tok[p->i + 1], "in")) return OP_NOTIN;
+        return -1;
+    }
+    if (t->k != K_OP) return -1;
+    switch (level) {
+    case 0:
+        return t->op == Q_EQ ? OP_EQ : t->op == Q_NE ? OP_NE : t->op == '<' ? OP_LT
+             : t->op == '>' ? OP_GT : t->op == Q_LE ? OP_LE : t->op == Q_GE ? OP_GE : -1;
+    case 1: return t->op == '+' ? OP_ADD : t->op == '-' ? OP_SUB : t->op == '~' ? OP_CONCAT : -1;
+    default:
+        return t->op == '*' ? OP_MUL : t->op == '/' ? OP_DIV : t->op == Q_FLOORDIV ? OP_FLOORDIV
+             : t->op == '%' ? OP_MOD : -1;
+    }
+}
+
+static tpl_node *binary_level(parser *p, int level) {
+    tpl_node *e = level == 2 ? unary(p) : binary_level(p, level + 1);
+    int op;
+    while (e && (op = bin_op(p, level)) >= 0) {
+        tpl_node *n = node(p, N_BIN, peek(p)->line);
+        p->i += op == OP_NOTIN ? 2 : 1;
+        if (!n || !(n->b = level == 2 ? unary(p) : binary_level(p, level + 1))) return NULL;
+        n->op = (uint8_t)op, n->a = e;
+        e = n;
+    }
+    return e;
+}
+
+static tpl_node *not_expr(parser *p) {
+    ltok *t = peek(p);
+    if (is_name(t, "not")) {
+        if (++p->nest > MAX_NEST) FAIL(p, "expression nested too deeply");
+        p->i++;
+        tpl_node *n = node(p, N_NOT, t->line);
+        if (n && !(n->a = not_expr(p))) n = NULL;
+        p->nest--;
+        return n;
+    }
+    return binary_level(p, 0);
+}
+
+static tpl_node *and_expr(parser *p) {
+    tpl_node *e = not_expr(p);
+    while (e && is_name(peek(p), "and")) {
+        tpl_node *n = node(p, N_AND, peek(p)->line);
+        p->i++;
+        if (!n || !(n->b = not_expr(p))) return NULL;
+        n->a = e;
+        e = n;
+    }
+    return e;
+}
+
+static tpl_node *or_expr(parser *p) {
+    tpl_node *e = and_expr(p);
+    while (e && is_name(peek(p), "or")) {
+        tpl_node *n = node(p, N_OR, peek(p)->line);
+        p->i++;
+        if (!n || !(n->b = and_expr(p))) return NULL;
+        n->a = e;
+        e = n;
+    }
+    return e;
+}
+
+/* a if cond [else b] */
+static tpl_node *expr(parser *p) {
+    if (++p->nest > MAX_NEST) FAIL(p, "expression nested too deeply");
+    tpl_node *e = or_expr(p);
+    while (e && is_name(peek(p), "if")) {
+        tpl_node *n = node(p, N_COND, peek(p)->line);
+        p->i++;
+        if (!n || !(n->b = or_expr(p))) return NULL;
+        n->a = e;
+        if (accept_name(p, "else") && !(n->c = expr(p))) return NULL;
+        e = n;
+    }
+    p->nest--;
+    return e;
+}
+
+/* expr, or expr, expr, ... as a tuple (set's values) */
+static tpl_node *tuple_expr(parser *p) {
+    tpl_node *e = expr(p);
+    if (!e || !is_op(peek(p), ',')) return e;
+    nlist l = {0};
+    nl_add(p, &l, e);
+    while (accept_op(p, ',')) {
+        if (!nl_add(p, &l, expr(p))) {
+            free(l.v);
+            return NULL;
+        }
+    }
+    tpl_node *n = node(p, N_TUPLE, e->line);
+    if (n) n->list = nl_done(p, &l, &n->n);
+    else free(l.v);
+    return n;
+}
+
+/* Loop and set targets: a name, name.attr, or names with commas. */
+static tpl_node *target(parser *p, bool attr_ok) {
+    bool paren = accept_op(p, '(');
+    nlist l = {0};
+    do {
+        ltok *t = peek(p);
+        if (t->k != K_NAME) {
+            free(l.v);
+            FAIL(p, "expected a variable name");
+        }
+        p->i++;
+        tpl_node *n = node(p, N_NAME, t->line);
+        if (!n) break;
+        n->s = t->s, n->sn = t->n;
+        if (attr_ok && accept_op(p, '.')) {
+            ltok *a = peek(p);
+            if (a->k != K_NAME) {
+                free(l.v);
+                FAIL(p, "expected an attribute name after '.'");
+            }
+            p->i++;
+            tpl_node *m = node(p, N_ATTR, a->line);
+            if (!m) break;
+            m->a = n, m->s = a->s, m->sn = a->n;
+            n = m;
+        }
+        nl_add(p, &l, n);
+    } while (accept_op(p, ','));
+    if (paren && !expect_op(p, ')', "')'")) {
+        free(l.v);
+        return NULL;
+    }
+    if (l.n == 1) {
+        tpl_node *n = l.v[0];
+        free(l.v);
+        return n;
+    }
+    tpl_node *tu = node(p, N_TUPLE, l.n ? l.v[0]->line : 0);
+    if (tu) tu->list = nl_done(p, &l, &tu->n);
+    else free(l.v);
+    return tu;
+}
+
+static tpl_node **body(parser *p, const char *const *ends, size_t n_ends, size_t *n,
+                       int *which, const char *opener, uint32_t open_line);
+
+#define END_STMT(p) expect_kind(p, K_SCLOSE, "'%}'")
+
+static tpl_node *statement(parser *p, ltok *kw) {
+    static const char *const if_ends[] = {"elif", "else", "endif"};
+    static const char *const for_ends[] = {"else", "endfor"};
+    static const char *const endif[] = {"endif"}, *const endfor[] = {"endfor"};
+    static const char *const endset[] = {"endset"}, *const endmacro[] = {"endmacro"};
+    uint32_t line = kw->line;
+    int which;
+    tpl_node *n;
+    if (is_name(kw, "if") || is_name(kw, "elif")) {
+        if (!(n = node(p, N_IF, line)) || !(n->a = expr(p)) || !END_STMT(p)) return NULL;
+        n->list = body(p, if_ends, 3, &n->n, &which, "if", line);
+        if (which < 0) return NULL;
+        if (which == 0) { /* elif: an if in the else branch */
+            tpl_node *e = statement(p, &p->tok[p->i - 1]);
+            if (!e) return NULL;
+            n->list2 = tpl_pool_alloc(&p->t->pool, sizeof *n->list2);
+            if (!n->list2) FAIL(p, "out of memory");
+            n->list2[0] = e;
+            n->n2 = 1;
+            return n;
+        }
+        if (which == 1) {
+            if (!END_STMT(p)) return NULL;
+            n->list2 = body(p, endif, 1, &n->n2, &which, "if", line);
+            if (which < 0) return NULL;
+        }
+        return END_STMT(p) ? n : NULL;
+    }
+    if (is_name(kw, "for")) {
+        if (!(n = node(p, N_FOR, line)) || !(n->a = target(p, false))) return NULL;
+        if (!accept_name(p, "in")) FAIL(p, "expected 'in' in the for statement");
+        if (!(n->b = or_expr(p))) return NULL;
+        if (accept_name(p, "if") && !(n->c = or_expr(p))) return NULL;
+        if (is_name(peek(p), "recursive")) FAIL(p, "recursive loops are not supported");
+        if (!END_STMT(p)) return NULL;
+        n->list = body(p, for_ends, 2, &n->n, &which, "for", line);
+        if (which < 0) return NULL;
+        if (which == 0) {
+            if (!END_STMT(p)) return NULL;
+            n->list2 = body(p, endfor, 1, &n->n2, &which, "for", line);
+            if (which < 0) return NULL;
+        }
+        return END_STMT(p) ? n : NULL;
+    }
+    if (is_name(kw, "set")) {
+        if (!(n = node(p, N_SET, line)) || !(n->a = target(p, true))) return NULL;
+        if (accept_op(p, '=')) return (n->b = tuple_expr(p)) && END_STMT(p) ? n : NULL;
+        if (n->a->kind != N_NAME) FAIL(p, "a block set takes one variable name");
+        if (!END_STMT(p)) return NULL;
+        n->list = body(p, endset, 1, &n->n, &which, "set", line);
+        return which >= 0 && END_STMT(p) ? n : NULL;
+    }
+    if (is_name(kw, "macro")) {
+        ltok *name = peek(p);
+        if (name->k != K_NAME) FAIL(p, "expected the macro's name");
+        p->i++;
+        if (!(n = node(p, N_MACRO, line))) return NULL;
+        n->s = name->s, n->sn = name->n;
+        if (!expect_op(p, '(', "'(' after the macro's name")) return NULL;
+        nlist params = {0}, defs = {0};
+        while (!accept_op(p, ')')) {
+            ltok *t = peek(p);
+            tpl_node *pn = node(p, N_NAME, t->line), *dv = NULL;
+            if (!pn || t->k != K_NAME) {
+                free(params.v);
+                free(defs.v);
+                FAIL(p, "expected a parameter name");
+            }
+            p->i++;
+            pn->s = t->s, pn->sn = t->n;
+            if (accept_op(p, '=') && !(dv = expr(p))) break;
+            nl_add(p, &params, pn);
+            if (!dv && !(dv = node(p, N_NOP, t->line))) break;
+            nl_add(p, &defs, dv);
+            if (!is_op(peek(p), ')') && !expect_op(p, ',', "',' or ')'")) break;
+        }
+        n->list2 = nl_done(p, &defs, &n->n2);
+        tpl_node **pl = nl_done(p, &params, &n->n2);
+        if (p->err && p->err->msg[0]) return NULL;
+        if (!END_STMT(p)) return NULL;
+        /* list: the parameters, then the body */
+        size_t nb;
+        tpl_node **b = body(p, endmacro, 1, &nb, &which, "macro", line);
+        if (which < 0 || !END_STMT(p)) return NULL;
+        n->list = tpl_pool_alloc(&p->t->pool, (n->n2 + nb + 1) * sizeof *n->list);
+        if (!n->list) FAIL(p, "out of memory");
+        if (n->n2) memcpy(n->list, pl, n->n2 * sizeof *pl);
+        if (nb) memcpy(n->list + n->n2, b, nb * sizeof *b);
+        n->n = n->n2 + nb;
+        return n;
+    }
+    if (is_name(kw, "break") || is_name(kw, "continue")) {
+        if (!(n = node(p, is_name(kw, "break") ? N_BREAK : N_CONTINUE, line))) return NULL;
+        return END_STMT(p) ? n : NULL;
+    }
+    if (is_name(kw, "generation") || is_name(kw, "endgeneration")) {
+        n = node(p, N_NOP, line);
+        return n && END_STMT(p) ? n : NULL;
+    }
+    char b[64];
+    if (kw->k == K_NAME && kw->n > 3 && !memcmp(kw->s, "end", 3))
+        FAIL(p, "unexpected %s", tok_desc(kw, b, sizeof b));
+    FAIL(p, "unsupported statement %s", tok_desc(kw, b, sizeof b));
+}
+
+/*
+** Statements up to {% END %} for one of ends (*which = its index, the
+** name consumed, '%}' not), or to the end of the template when n_ends is 0.
+** *which = -1 on error.
+*/
+static tpl_node **body(parser *p, const char *const *ends, size_t n_ends, size_t *n,
+                       int *which, const char *opener, uint32_t open_line) {
+    nlist l = {0};
+    *which = -1;
+    *n = 0;
+    if (++p->nest > MAX_NEST) {
+        parse_fail(p, "blocks nested too deeply");
+        return NULL;
+    }
+    for (;;) {
+        ltok *t = peek(p);
+        if (t->k == K_EOF) {
+            if (n_ends) {
+                parse_fail(p, "the '%s' of line %u is not closed with {%% %s %%}", opener,
+                           open_line, ends[n_ends - 1]);
+                break;
+            }
+            *which = 0;
+            break;
+        }
+        if (t->k == K_TEXT) {
+            p->i++;
+            tpl_node *x = node(p, N_TEXT, t->line);
+            if (!x) break;
+            x->s = t->s, x->sn = t->n;
+            if (!nl_add(p, &l, x)) break;
+            continue;
+        }
+        if (t->k == K_EOPEN) {
+            p->i++;
+            tpl_node *x = node(p, N_OUT, t->line);
+            if (!x || !(x->a = expr(p)) || !expect_kind(p, K_ECLOSE, "'}}'")) break;
+            if (!nl_add(p, &l, x)) break;
+            continue;
+        }
+        if (t->k == K_SCLOSE && t->op == 1) { /* a comment's end */
+            p->i++;
+            continue;
+        }
+        if (t->k != K_SOPEN) {
+            char b[64];
+            parse_fail(p, "unexpected %s", tok_desc(t, b, sizeof b));
+            break;
+        }
+        p->i++;
+        ltok *kw = peek(p);
+        int e = lookup(ends, (int)n_ends, kw);
+        if (e >= 0) {
+            p->i++;
+            *which = e;
+            break;
+        }
+        if (kw->k != K_NAME) {
+            parse_fail(p, "expected a statement name after '{%%'");
+            break;
+        }
+        p->i++;
+        if (!nl_add(p, &l, statement(p, kw))) break;
+    }
+    p->nest--;
+    if (*which < 0) {
+        free(l.v);
+        return NULL;
+    }
+    tpl_node **r = nl_done(p, &l, n);
+    if (p->err && p->err->msg[0]) *which = -1;
+    return r;
+}
+
+sm_status sm_template_parse(sm_template **out, const char *src, size_t len, const char *name,
+                            sm_error *err) {
+    *out = NULL;
+    sm_template *t = calloc(1, sizeof *t);
+    if (!t) return sm_error_set(err, SM_ERR_NOMEM, "%s: out of memory", name);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    sm_error local;
+    if (!err) err = &local;
+    err->msg[0] = 0;
+    lexer L = {.t = t, .err = err, .line = 1};
+    sm_status st = memchr(src, 0, len)
+                       ? sm_error_set(err, SM_ERR_FORMAT, "%s: a NUL byte in the template", name)
+                       : preprocess(&L, src, len);
+    if (!st) st = lex(&L);
+    if (!st) {
+        /* keep the token texts: copy the source into the pool first */
+        char *keep = tpl_pool_alloc(&t->pool, L.len + 1);
+        if (!keep) st = sm_error_set(err, SM_ERR_NOMEM, "%s: out of memory", name);
+        else {
+            memcpy(keep, L.src, L.len + 1);
+            for (size_t i = 0; i < L.n; i++)
+                if (L.tok[i].s >= L.src && L.tok[i].s <= L.src + L.len)
+                    L.tok[i].s = keep + (L.tok[i].s - L.src);
+        }
+    }
+    if (!st) {
+        parser P = {.t = t, .err = err, .tok = L.tok};
+        int which;
+        t->body = body(&P, NULL, 0, &t->n, &which, NULL, 0);
+        if (which < 0) st = SM_ERR_FORMAT;
+    }
+    free(L.tok);
+    free(L.gone);
+    free((char *)L.src);
+    if (st) {
+        sm_template_free(t);
+        return st;
+    }
+    *out = t;
+    return SM_OK;
+}
+
+void sm_template_free(sm_template *t) {
+    if (!t) return;
+    tpl_pool_free(&t->pool);
+    free(t);
+}

@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""Chat templates and chat through the CLI.
+
+- Every rendering in tests/fixtures/chat_template_reference.json (made by
+  scripts/chat_template_reference.mjs with npm @huggingface/jinja, the Jinja
+  engine of transformers.js: the chat templates of Llama 3, 3.1, 3.2 (with
+  tools), Qwen 2.5 (with tools), Qwen 3 (thinking on and off, tools), Gemma 3
+  and Mistral Nemo over conversations of 1-6 messages) is rendered by
+  `smallmind template --chat-template` byte for byte the same, or fails
+  with the template's own raise_exception message. Where @huggingface/jinja
+  departs from Jinja itself (Python's jinja2 as transformers configures
+  it, when Debian's python3-jinja2 is there) we follow Jinja and check that.
+- The same conversations through model directories whose config.json
+  carries the template: `template --ids` gives transformers.js's
+  apply_chat_template(..., tokenize: true) ids.
+- Bad templates and conversations: one stderr line naming the template and
+  line (or the message and field), exit 1, nothing on stdout.
+- generate --chat, piped chat (--json, the KV-cache reused from turn to
+  turn) and --batch records with "messages" on tiny-gpt2 (random weights)
+  given the Qwen 2.5 template: the same text as generate on the rendering.
+
+    tests/test_chat.py --bin build [--shared ../shared]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
+
+T = Tally("chat")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def check(ok, what, detail=""):
+    T.report(ok, what, "" if ok else detail)
+
+
+def run(args, data=None, timeout=120):
+    return subprocess.run(args, input=data, capture_output=True, timeout=timeout)
+
+
+def jinja2_render(template, ctx):
+    """Python's Jinja as transformers runs chat templates; None when jinja2 is absent."""
+    try:
+        import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        return None
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    try:
+        return ("text", env.from_string(template).render(**ctx))
+    except jinja2.exceptions.TemplateError as e:
+        return ("error", str(e))
+
+
+def renderings(smbin, tmp, ref):
+    by_config = {}
+    deviations = []
+    for i, c in enumerate(ref["cases"]):
+        cfg = ref["configs"][c["config"]]
+        tf = os.path.join(tmp, c["config"].replace("/", "_") + ".jinja")
+        if not os.path.exists(tf):
+            with open(tf, "w", encoding="utf-8") as f:
+                f.write(cfg["chat_template"])
+        ctx = dict(c["vars"], messages=c["messages"], add_generation_prompt=c["add_generation_prompt"])
+        for k in ("bos_token", "eos_token"):
+            if cfg[k] is not None:
+                ctx[k] = cfg[k]
+        p = run([smbin, "template", "--chat-template", tf, "-f", "-"], json.dumps(ctx).encode())
+        out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+        want = ("error", c["error"]) if "error" in c else ("text", c["text"])
+        got = ("error", err) if p.returncode else ("text", out)
+        same = got[0] == want[0] and (want[1] in got[1] if want[0] == "error" else got[1] == want[1])
+        if not same:
+            j = jinja2_render(cfg["chat_template"], ctx)
+            if j is not None and j[0] == got[0] and (j[1] in got[1] if j[0] == "error" else j[1] == got[1]):
+                deviations.append((i, c["config"], want, j))
+                same = True
+        by_config.setdefault(c["config"], []).append((same, i, got, want))
+    for config, res in sorted(by_config.items()):
+        bad = [f"case {i}: got {g[0]} {g[1][:120]!r}, want {w[0]} {w[1][:120]!r}" for ok, i, g, w in res if not ok]
+        check(not bad, f"{config}: {len(res)} renderings equal @huggingface/jinja's byte for byte "
+              "(or its raise_exception message)", "; ".join(bad[:2]))
+    skip = {i for i, _, _, _ in deviations}
+    for i, config, want, j in deviations:
+        check(True, f"{config} case {i}: @huggingface/jinja gives {want[0]} {want[1][:50]!r}; Jinja "
+              f"(python3-jinja2) and we give {j[0]} {j[1][:60]!r} (its selectattr drops items "
+              "lacking the attribute)")
+    return skip
+
+
+def vocab_size(tokenizer_json):
+    with open(tokenizer_json, encoding="utf-8") as f:
+        t = json.load(f)
+    ids = list(t["model"]["vocab"].values()) + [a["id"] for a in t.get("added_tokens", [])]
+    return max(ids) + 1
+
+
+def model_dir(root, name, tok_json, template):
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    os.symlink(os.path.abspath(tok_json), os.path.join(d, "tokenizer.json"))
+    cfg = {"format": "smallmind", "format_version": 1, "architecture": "gpt2", "n_layer": 1,
+           "n_head": 1, "n_embd": 64, "n_ctx": 64, "n_vocab": vocab_size(tok_json), "norm_eps": 1e-5,
+           "activation": "gelu_tanh", "tied_output": True, "bias": False,
+           "tokenizer": {"type": "huggingface", "file": "tokenizer.json"},
+           "chat_template": template,
+           "tensors": [{"name": "unused", "dtype": "f32", "shape": [1], "file": "model.bin",
+                        "offset": 64}]}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return d
+
+
+def token_ids(smbin, tmp, ref, shared, skip):
+    toks = os.path.join(shared, "models", "tokenizers")
+    by = {}
+    for i, c in enumerate(ref["cases"]):
+        if isinstance(c.get("ids"), list) and i not in skip:
+            by.setdefault(c["config"], []).append(c)
+    for config, cases in sorted(by.items()):
+        tj = os.path.join(toks, config.split("/")[0], "tokenizer.json")
+        if not os.path.exists(tj):
+            T.skip(f"{config}: template --ids", f"{tj} is absent")
+            continue
+        cfg = ref["configs"][config]
+        d = model_dir(tmp, "m-" + config.replace("/", "_"), tj, cfg["chat_template"])
+        bad = []
+        for c in cases:
+            ctx = dict(c["vars"], messages=c["messages"], add_generation_prompt=c["add_generation_prompt"])
+            for k in ("bos_token", "eos_token"):
+                if cfg[k] is not None:
+                    ctx[k] = cfg[k]
+            p = run([smbin, "template", "-m", d, "--ids", "-f", "-"], json.dumps(ctx).encode())
+            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
+            if got != c["ids"]:
+                bad.append(f"{str(got)[:80]} want {c['ids'][:10]}")
+        check(not bad, f"{config}: the model's template and tokenizer give transformers.js's "
+              f"apply_chat_template ids for {len(cases)} conversations", "; ".join(bad[:2]))
+
+
+def one_line_error(p, want, what):
+    err = p.stderr.decode(errors="replace").strip()
+    ok = p.returncode == 1 and not p.stdout and "\n" not in err and all(w in err for w in want)
+    check(ok, f"{what}: exit 1, one line: {err[:150]}", f"rc={p.returncode} stdout={p.stdout[:60]!r}")
+
+
+def bad_templates(smbin, tmp):
+    conv = json.dumps([{"role": "user", "content": "hi"}]).encode()
+    cases = [
+        ("syntax error", "line 1\n{% if messages %}\n{{ messages[0]['content'] }\n{% endif %}",
+         ["bad.jinja line 3", "expected"]),
+        ("unclosed block", "{% for m in messages %}\n{{ m.content }}\n", ["the 'for' of line 1 is not closed"]),
+        ("unknown filter", "\n\n{{ messages | frobnicate }}", ["bad.jinja line 3", "unknown filter 'frobnicate'"]),
+        ("unsupported statement", "{% include 'x.jinja' %}", ["bad.jinja line 1", "unsupported statement 'include'"]),
+        ("endless loop", "{% for i in range(1000000000) %}x{% endfor %}", ["bad.jinja line 1", "steps"]),
+        ("loop that never ends in nesting",
+         "{% for a in range(5000) %}{% for b in range(5000) %}{% endfor %}{% endfor %}",
+         ["bad.jinja line 1", "more than"]),
+        ("100 MB output", "{% set s = 'x' * 1 %}{% for i in range(100000) %}{{ '" + "y" * 1000 + "' }}{% endfor %}",
+         ["bad.jinja line 1", "output exceeds"]),
+        ("recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", ["nested more than"]),
+        ("raise_exception", "{{ raise_exception('Roles must alternate') }}", ["bad.jinja line 1: Roles must alternate"]),
+        ("a type error", "{{ messages + 1 }}", ["bad.jinja line 1", "'+' on a list and a integer"]),
+    ]
+    for what, text, want in cases:
+        tf = os.path.join(tmp, "bad.jinja")
+        with open(tf, "w") as f:
+            f.write(text)
+        p = run([smbin, "template", "--chat-template", tf, "-f", "-"], conv)
+        one_line_error(p, want, f"template with {what}")
+    tf = os.path.join(tmp, "ok.jinja")
+    with open(tf, "w") as f:
+        f.write("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}")
+    for what, conv2, want in [
+        ("a wrong role", [{"role": "robot", "content": "x"}], ["messages[0].role", "\"robot\""]),
+        ("a non-string content", [{"role": "user", "content": 5}], ["messages[0].content must be a string"]),
+        ("no list", {"role": "user"}, ["no \"messages\""]),
+    ]:
+        p = run([smbin, "template", "--chat-template", tf, "-f", "-"], json.dumps(conv2).encode())
+        one_line_error(p, want, f"a conversation with {what}")
+
+
+def gen(smbin, args, data=None):
+    p = run([smbin] + args, data)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def end_to_end(smbin, tmp, shared):
+    src = os.path.join(shared, "models", "tiny-gpt2")
+    qcfg = os.path.join(shared, "models", "tokenizers", "qwen2_5", "tokenizer_config.json")
+    if not os.path.isdir(src) or not os.path.exists(qcfg):
+        T.skip("generate --chat, chat and --batch messages", "../shared's tiny-gpt2 or Qwen 2.5 config is absent")
+        return
+    d = os.path.join(tmp, "tg2")
+    shutil.copytree(src, d)
+    with open(qcfg, encoding="utf-8") as f:
+        tpl = json.load(f)["chat_template"]
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": tpl, "eos_token": "<|endoftext|>"}, f)
+    m = ["-m", d, "--temp", "0", "-n", "12"]
+    rc, rendered, _ = gen(smbin, ["template", "-m", d, "--system", "Be brief.", "-f", "-"],
+                          json.dumps([{"role": "user", "content": "What is 2+2?"}]).encode())
+    rc2, plain, e2 = gen(smbin, ["generate"] + m + ["-f", "-"], rendered.encode())
+    rc3, chat, e3 = gen(smbin, ["generate"] + m + ["--chat", "--system", "Be brief.", "-p", "What is 2+2?"])
+    check(rc == rc2 == rc3 == 0 and chat == plain and len(chat) > 0,
+          "generate --chat --system = generate on template's rendering (Qwen 2.5 template, tiny-gpt2)",
+          f"rc {rc} {rc2} {rc3}: {chat[:60]!r} vs {plain[:60]!r} {e3[:200]}")
+    rc, out, err = gen(smbin, ["chat"] + m + ["--json", "--system", "Be brief."], b"What is 2+2?\nAnd 3+3?\n")
+    recs = [json.loads(x) for x in out.splitlines()] if rc == 0 else []
+    ok = len(recs) == 2 and recs[0]["text"] == chat and recs[0]["tokens_reused"] == 0
+    if ok:
+        r0, r1 = recs
+        kept = r0["tokens_prompt"] + r0["tokens_generated"] - 1
+        ok = r1["tokens_reused"] >= r0["tokens_prompt"] and r1["tokens_reused"] <= kept
+    check(ok, "piped chat --json: turn 1 = generate --chat; turn 2 prefills only its new tokens "
+          f"({recs[1]['tokens_reused'] if len(recs) == 2 else '?'} of "
+          f"{recs[1]['tokens_prompt'] if len(recs) == 2 else '?'} reused from the cache)",
+          f"rc {rc} {out[:300]} {err[:200]}")
+    # turn 2 equals a fresh generate over the conversation with turn 1's reply
+    conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": chat}, {"role": "user", "content": "And 3+3?"}]
+    rc, rendered2, _ = gen(smbin, ["template", "-m", d, "-f", "-"], json.dumps(conv).encode())
+    rc2, plain2, _ = gen(smbin, ["generate"] + m + ["-f", "-"], rendered2.encode())
+    check(len(recs) == 2 and recs[1]["text"] == plain2,
+          "piped chat turn 2 (on the cache) = generate on the whole conversation from scratch",
+          f"{recs[1]['text'][:60] if len(recs) == 2 else None!r} vs {plain2[:60]!r}")
+    batch = os.path.join(tmp, "b.jsonl")
+    with open(batch, "w") as f:
+        f.write(json.dumps({"id": 1, "messages": [{"role": "system", "content": "Be brief."},
+                                                   {"role": "user", "content": "What is 2+2?"}]}) + "\n")
+        f.write(json.dumps({"id": 2, "prompt": "plain"}) + "\n")
+        f.write(json.dumps({"id": 3, "messages": [{"role": "wizard", "content": "x"}]}) + "\n")
+        f.write(json.dumps({"id": 4, "messages": [{"role": "user", "content": ["x"]}]}) + "\n")
+    rc, out, err = gen(smbin, ["generate"] + m + ["--batch", batch])
+    recs = {json.loads(x)["id"]: json.loads(x) for x in out.splitlines()}
+    ok = rc == 1 and recs.get(1, {}).get("text") == chat and "text" in recs.get(2, {}) and \
+        "role must be" in recs.get(3, {}).get("error", "") and \
+        "content must be a string" in recs.get(4, {}).get("error", "")
+    check(ok, "--batch records with messages: templated (= generate --chat), bad roles and contents "
+          "are record errors naming the field", f"rc {rc} {out[:400]} {err[:200]}")
+    terminal(smbin, tmp)
+
+
+def wait_for(sess, pred, timeout=20):
+    import time
+    end = time.time() + timeout
+    screen = ""
+    while time.time() < end:
+        screen = run(["tmux", "capture-pane", "-t", sess, "-p", "-S", "-200"]).stdout.decode(errors="replace")
+        if pred(screen):
+            return True, screen
+        time.sleep(0.1)
+    return False, screen
+
+
+def terminal(smbin, tmp):
+    """smallmind chat in a real terminal (tmux): two turns, Up-arrow recall, Ctrl-C in the middle
+    of a reply, /reset, Ctrl-D; the screen checked after each. The model: random weights of 8
+    layers x 512 (a 300-token reply takes a good part of a second, so Ctrl-C lands inside it),
+    with a ChatML-like template in its config.json."""
+    import time
+    if not shutil.which("tmux"):
+        T.skip("chat in a terminal", "tmux is absent (Debian package tmux)")
+        return
+    d = os.path.join(tmp, "slow")
+    p = run([sys.executable, os.path.join(HERE, "..", "scripts", "sm_random_model.py"), "--out", d,
+             "--layers", "8", "--heads", "8", "--embd", "512", "--ctx", "1024", "--vocab", "256",
+             "--seed", "5"])
+    if p.returncode:
+        check(False, "terminal: a random model", p.stderr.decode()[-300:])
+        return
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["chat_template"] = ("{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}<|end|>\n"
+                            "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    sess = f"smchat{os.getpid()}"
+    m = ["-m", d, "--temp", "0", "-n", "300"]
+    rc, first, _ = gen(smbin, ["generate"] + m + ["--chat", "-p", "Hello there"])
+    cmd = " ".join([smbin, "chat"] + m) + "; echo EXITED rc=$?; sleep 60"
+    run(["tmux", "kill-session", "-t", sess])
+    run(["tmux", "new-session", "-d", "-s", sess, "-x", "200", "-y", "50", cmd])
+    try:
+        prompts = lambda s, k: sum(1 for ln in s.splitlines() if ln.startswith(">")) >= k  # noqa: E731
+        ok, s = wait_for(sess, lambda s: prompts(s, 1))
+        check(ok and "smallmind chat:" in s, "terminal: the banner and a prompt", s[-300:])
+        run(["tmux", "send-keys", "-t", sess, "Hello there", "Enter"])
+        ok, s = wait_for(sess, lambda s: prompts(s, 2))
+        flat = s.replace("\n", "")
+        check(ok and first[:40].strip() in flat, "terminal: turn 1's reply streamed (= generate --chat)",
+              f"{s[-400:]!r} want {first[:40]!r}")
+        run(["tmux", "send-keys", "-t", sess, "How are you", "Enter"])
+        ok, s = wait_for(sess, lambda s: prompts(s, 3))
+        check(ok, "terminal: turn 2 answered, a new prompt", s[-300:])
+        run(["tmux", "send-keys", "-t", sess, "Up"])
+        ok, s = wait_for(sess, lambda s: s.rstrip().splitlines()[-1].startswith("> How are you"), 5)
+        check(ok, "terminal: Up recalls the last line", s[-200:])
+        run(["tmux", "send-keys", "-t", sess, "C-u", "Tell me a long story", "Enter"])
+        time.sleep(0.1)  # the 300-token reply takes most of a second: stop it early
+        run(["tmux", "send-keys", "-t", sess, "C-c"])
+        ok, s = wait_for(sess, lambda s: "[stopped]" in s and prompts(s, 4))
+        check(ok, "terminal: Ctrl-C stops the reply, not the program ([stopped], a new prompt)", repr(s[-1500:]))
+        run(["tmux", "send-keys", "-t", sess, "/reset", "Enter"])
+        ok, s = wait_for(sess, lambda s: "starts again" in s)
+        check(ok, "terminal: /reset", s[-200:])
+        run(["tmux", "send-keys", "-t", sess, "C-d"])
+        ok, s = wait_for(sess, lambda s: "EXITED rc=0" in s)
+        check(ok, "terminal: Ctrl-D ends it, exit 0", s[-200:])
+    finally:
+        run(["tmux", "kill-session", "-t", sess])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build")
+    ap.add_argument("--shared", default=os.path.join("..", "shared"))
+    a = ap.parse_args()
+    smbin = os.path.join(a.bin, "smallmind")
+    with open(os.path.join(HERE, "fixtures", "chat_template_reference.json"), encoding="utf-8") as f:
+        ref = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        skip = renderings(smbin, tmp, ref)
+        bad_templates(smbin, tmp)
+        if os.path.isdir(os.path.join(a.shared, "models")):
+            token_ids(smbin, tmp, ref, a.shared, skip)
+            end_to_end(smbin, tmp, a.shared)
+        else:
+            T.skip("template --ids, generate --chat, chat, --batch messages", f"{a.shared} is absent")
+    return T.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
