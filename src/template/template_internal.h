@@ -25,6 +25,27 @@ typedef struct tpl_pool {
 void *tpl_pool_alloc(tpl_pool *p, size_t n);
 void tpl_pool_free(tpl_pool *p);
 
+/* ---- tokens (lex.c) */
+enum { K_TEXT, K_SOPEN, K_SCLOSE, K_EOPEN, K_ECLOSE, K_NAME, K_NUM, K_STR, K_OP, K_EOF };
+enum { /* K_OP codes beyond single characters */
+    Q_EQ = 256, Q_NE, Q_LE, Q_GE, Q_POW, Q_FLOORDIV
+};
+
+typedef struct ltok {
+    uint8_t k;
+    uint16_t op;
+    uint32_t line;
+    const char *s;
+    size_t n;
+} ltok;
+
+/*
+** The tokens of len bytes of template source (*toks malloc'd, ending in
+** K_EOF; their texts in t's pool). Errors name t and the line.
+*/
+sm_status tpl_lex(sm_template *t, const char *src, size_t len, ltok **toks, size_t *n_toks,
+                  sm_error *err);
+
 /* ---- syntax tree */
 typedef enum {
     /* statements */
