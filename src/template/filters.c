@@ -115,9 +115,7 @@ static tpl_val replace(tpl_run *r, tpl_val s, tpl_val from, tpl_val to, int64_t 
         }
         tpl_emit(r, s.u.s + i, s.n - i);
     }
-    tpl_val o = tpl_str_copy(r, r->out + mark, r->out_n - mark);
-    r->out_n = mark;
-    return o;
+    return tpl_take(r, mark);
 }
 
 static tpl_val split(tpl_run *r, tpl_val s, const tpl_val *sep, int64_t maxsplit) {
@@ -290,9 +288,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         size_t mark = r->out_n;
         tpl_json(r, v, ind && ind->t == V_INT && ind->u.i > 0 ? (int)ind->u.i : -1,
                  asc && tpl_truthy(*asc), sk && tpl_truthy(*sk), 0);
-        tpl_val s = tpl_str_copy(r, r->out + mark, r->out_n - mark);
-        r->out_n = mark;
-        return s;
+        return tpl_take(r, mark);
     }
     case F_UPPER:
     case F_LOWER:
@@ -320,9 +316,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
             if (i) tpl_emit(r, sep.u.s, sep.n);
             tpl_print(r, at ? attr_of(l.u.items[i], *at) : l.u.items[i]);
         }
-        tpl_val s = tpl_str_copy(r, r->out + mark, r->out_n - mark);
-        r->out_n = mark;
-        return s;
+        return tpl_take(r, mark);
     }
     case F_REPLACE:
         if (v.t != V_STR) tpl_fail(r, "replace: expected a string, got a %s", tpl_type_name(v));
@@ -418,9 +412,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
                 for (int64_t k = 0; k < width; k++) tpl_emit(r, " ", 1);
             tpl_emit(r, v.u.s + i, 1);
         }
-        tpl_val s = tpl_str_copy(r, r->out + mark, r->out_n - mark);
-        r->out_n = mark;
-        return s;
+        return tpl_take(r, mark);
     }
     }
     tpl_fail(r, "unknown filter");

@@ -102,7 +102,7 @@ static tpl_node *node(parser *p, int kind, uint32_t line) {
     return n;
 }
 
-/* A growing list of nodes, copied into the pool when done. */
+/* A growing list of nodes in the template's pool (an outgrown array is left there). */
 typedef struct nlist {
     tpl_node **v;
     size_t n, cap;
@@ -112,11 +112,12 @@ static bool nl_add(parser *p, nlist *l, tpl_node *x) {
     if (!x) return false;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 8;
-        tpl_node **nv = realloc(l->v, cap * sizeof *nv);
+        tpl_node **nv = tpl_pool_alloc(&p->t->pool, cap * sizeof *nv);
         if (!nv) {
             parse_fail(p, "out of memory");
             return false;
         }
+        if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
         l->v = nv;
         l->cap = cap;
     }
@@ -124,17 +125,9 @@ static bool nl_add(parser *p, nlist *l, tpl_node *x) {
     return true;
 }
 
-static tpl_node **nl_done(parser *p, nlist *l, size_t *n) {
-    tpl_node **r = NULL;
+static tpl_node **nl_done(nlist *l, size_t *n) {
     *n = l->n;
-    if (l->n) {
-        r = tpl_pool_alloc(&p->t->pool, l->n * sizeof *r);
-        if (r) memcpy(r, l->v, l->n * sizeof *r);
-        else parse_fail(p, "out of memory");
-    }
-    free(l->v);
-    l->v = NULL;
-    return r;
+    return l->v;
 }
 
 static tpl_node *expr(parser *p);
@@ -211,12 +204,9 @@ static tpl_node *primary(parser *p) {
             nlist l = {0};
             nl_add(p, &l, e);
             while (accept_op(p, ',') && !is_op(peek(p), ')'))
-                if (!nl_add(p, &l, expr(p))) {
-                    free(l.v);
-                    return NULL;
-                }
+                if (!nl_add(p, &l, expr(p))) return NULL;
             if (!(n = node(p, N_TUPLE, t->line))) return NULL;
-            n->list = nl_done(p, &l, &n->n);
+            n->list = nl_done(&l, &n->n);
             e = n;
         }
         return expect_op(p, ')', "')'") ? e : NULL;
@@ -225,13 +215,10 @@ static tpl_node *primary(parser *p) {
         nlist l = {0};
         while (!accept_op(p, ']')) {
             if (!nl_add(p, &l, expr(p)) ||
-                (!is_op(peek(p), ']') && !expect_op(p, ',', "',' or ']' in a list"))) {
-                free(l.v);
-                return NULL;
-            }
+                (!is_op(peek(p), ']') && !expect_op(p, ',', "',' or ']' in a list"))) return NULL;
         }
         if (!(n = node(p, N_LIST, t->line))) return NULL;
-        n->list = nl_done(p, &l, &n->n);
+        n->list = nl_done(&l, &n->n);
         return n;
     }
     if (accept_op(p, '{')) {
@@ -239,13 +226,10 @@ static tpl_node *primary(parser *p) {
         while (!accept_op(p, '}')) {
             if (!nl_add(p, &l, expr(p)) || !expect_op(p, ':', "':' in a dict") ||
                 !nl_add(p, &l, expr(p)) ||
-                (!is_op(peek(p), '}') && !expect_op(p, ',', "',' or '}' in a dict"))) {
-                free(l.v);
-                return NULL;
-            }
+                (!is_op(peek(p), '}') && !expect_op(p, ',', "',' or '}' in a dict"))) return NULL;
         }
         if (!(n = node(p, N_DICT, t->line))) return NULL;
-        n->list = nl_done(p, &l, &n->n);
+        n->list = nl_done(&l, &n->n);
         return n;
     }
     FAIL(p, "expected a value, found %s", tok_desc(t, b, sizeof b));
@@ -303,13 +287,10 @@ static tpl_node *postfix(parser *p) {
             e = n;
         } else if (accept_op(p, '(')) {
             nlist l = {0};
-            if (!call_args(p, &l)) {
-                free(l.v);
-                return NULL;
-            }
+            if (!call_args(p, &l)) return NULL;
             if (!(n = node(p, N_CALL, t->line))) return NULL;
             n->a = e;
-            n->list = nl_done(p, &l, &n->n);
+            n->list = nl_done(&l, &n->n);
             e = n;
         } else if (accept_op(p, '|')) {
             ltok *f = peek(p);
@@ -326,11 +307,8 @@ static tpl_node *postfix(parser *p) {
             n->a = e;
             if (accept_op(p, '(')) {
                 nlist l = {0};
-                if (!call_args(p, &l)) {
-                    free(l.v);
-                    return NULL;
-                }
-                n->list = nl_done(p, &l, &n->n);
+                if (!call_args(p, &l)) return NULL;
+                n->list = nl_done(&l, &n->n);
             }
             e = n;
         } else if (is_name(t, "is")) {
@@ -349,15 +327,9 @@ static tpl_node *postfix(parser *p) {
             n->a = e;
             nlist l = {0};
             if (accept_op(p, '(')) {
-                if (!call_args(p, &l)) {
-                    free(l.v);
-                    return NULL;
-                }
-            } else if (starts_value(peek(p)) && !nl_add(p, &l, postfix(p))) {
-                free(l.v);
-                return NULL;
-            }
-            n->list = nl_done(p, &l, &n->n);
+                if (!call_args(p, &l)) return NULL;
+            } else if (starts_value(peek(p)) && !nl_add(p, &l, postfix(p))) return NULL;
+            n->list = nl_done(&l, &n->n);
             e = n;
         } else
             break;
@@ -440,29 +412,21 @@ static tpl_node *not_expr(parser *p) {
     return binary_level(p, 0);
 }
 
-static tpl_node *and_expr(parser *p) {
-    tpl_node *e = not_expr(p);
-    while (e && is_name(peek(p), "and")) {
-        tpl_node *n = node(p, N_AND, peek(p)->line);
+/* operand (word operand)*: `and` over not, `or` over and */
+static tpl_node *logic(parser *p, int kind, const char *word, tpl_node *(*operand)(parser *)) {
+    tpl_node *e = operand(p);
+    while (e && is_name(peek(p), word)) {
+        tpl_node *n = node(p, kind, peek(p)->line);
         p->i++;
-        if (!n || !(n->b = not_expr(p))) return NULL;
+        if (!n || !(n->b = operand(p))) return NULL;
         n->a = e;
         e = n;
     }
     return e;
 }
 
-static tpl_node *or_expr(parser *p) {
-    tpl_node *e = and_expr(p);
-    while (e && is_name(peek(p), "or")) {
-        tpl_node *n = node(p, N_OR, peek(p)->line);
-        p->i++;
-        if (!n || !(n->b = and_expr(p))) return NULL;
-        n->a = e;
-        e = n;
-    }
-    return e;
-}
+static tpl_node *and_expr(parser *p) { return logic(p, N_AND, "and", not_expr); }
+static tpl_node *or_expr(parser *p) { return logic(p, N_OR, "or", and_expr); }
 
 /* a if cond [else b] */
 static tpl_node *expr(parser *p) {
@@ -487,14 +451,10 @@ static tpl_node *tuple_expr(parser *p) {
     nlist l = {0};
     nl_add(p, &l, e);
     while (accept_op(p, ',')) {
-        if (!nl_add(p, &l, expr(p))) {
-            free(l.v);
-            return NULL;
-        }
+        if (!nl_add(p, &l, expr(p))) return NULL;
     }
     tpl_node *n = node(p, N_TUPLE, e->line);
-    if (n) n->list = nl_done(p, &l, &n->n);
-    else free(l.v);
+    if (n) n->list = nl_done(&l, &n->n);
     return n;
 }
 
@@ -504,20 +464,14 @@ static tpl_node *target(parser *p, bool attr_ok) {
     nlist l = {0};
     do {
         ltok *t = peek(p);
-        if (t->k != K_NAME) {
-            free(l.v);
-            FAIL(p, "expected a variable name");
-        }
+        if (t->k != K_NAME) FAIL(p, "expected a variable name");
         p->i++;
         tpl_node *n = node(p, N_NAME, t->line);
         if (!n) break;
         n->s = t->s, n->sn = t->n;
         if (attr_ok && accept_op(p, '.')) {
             ltok *a = peek(p);
-            if (a->k != K_NAME) {
-                free(l.v);
-                FAIL(p, "expected an attribute name after '.'");
-            }
+            if (a->k != K_NAME) FAIL(p, "expected an attribute name after '.'");
             p->i++;
             tpl_node *m = node(p, N_ATTR, a->line);
             if (!m) break;
@@ -526,18 +480,10 @@ static tpl_node *target(parser *p, bool attr_ok) {
         }
         nl_add(p, &l, n);
     } while (accept_op(p, ','));
-    if (paren && !expect_op(p, ')', "')'")) {
-        free(l.v);
-        return NULL;
-    }
-    if (l.n == 1) {
-        tpl_node *n = l.v[0];
-        free(l.v);
-        return n;
-    }
+    if (paren && !expect_op(p, ')', "')'")) return NULL;
+    if (l.n == 1) return l.v[0];
     tpl_node *tu = node(p, N_TUPLE, l.n ? l.v[0]->line : 0);
-    if (tu) tu->list = nl_done(p, &l, &tu->n);
-    else free(l.v);
+    if (tu) tu->list = nl_done(&l, &tu->n);
     return tu;
 }
 
@@ -609,11 +555,7 @@ static tpl_node *statement(parser *p, ltok *kw) {
         while (!accept_op(p, ')')) {
             ltok *t = peek(p);
             tpl_node *pn = node(p, N_NAME, t->line), *dv = NULL;
-            if (!pn || t->k != K_NAME) {
-                free(params.v);
-                free(defs.v);
-                FAIL(p, "expected a parameter name");
-            }
+            if (!pn || t->k != K_NAME) FAIL(p, "expected a parameter name");
             p->i++;
             pn->s = t->s, pn->sn = t->n;
             if (accept_op(p, '=') && !(dv = expr(p))) break;
@@ -622,8 +564,8 @@ static tpl_node *statement(parser *p, ltok *kw) {
             nl_add(p, &defs, dv);
             if (!is_op(peek(p), ')') && !expect_op(p, ',', "',' or ')'")) break;
         }
-        n->list2 = nl_done(p, &defs, &n->n2);
-        tpl_node **pl = nl_done(p, &params, &n->n2);
+        n->list2 = nl_done(&defs, &n->n2);
+        tpl_node **pl = nl_done(&params, &n->n2);
         if (p->err && p->err->msg[0]) return NULL;
         if (!END_STMT(p)) return NULL;
         /* list: the parameters, then the body */
@@ -716,11 +658,8 @@ static tpl_node **body(parser *p, const char *const *ends, size_t n_ends, size_t
         if (!nl_add(p, &l, statement(p, kw))) break;
     }
     p->nest--;
-    if (*which < 0) {
-        free(l.v);
-        return NULL;
-    }
-    tpl_node **r = nl_done(p, &l, n);
+    if (*which < 0) return NULL;
+    tpl_node **r = nl_done(&l, n);
     if (p->err && p->err->msg[0]) *which = -1;
     return r;
 }

@@ -276,9 +276,7 @@ static args eval_args(tpl_run *r, scope *sc, tpl_node *const *list, size_t n) {
 static tpl_val capture(tpl_run *r, scope *sc, tpl_node *const *body, size_t n) {
     size_t mark = r->out_n;
     exec(r, sc, body, n);
-    tpl_val s = tpl_str_copy(r, r->out + mark, r->out_n - mark);
-    r->out_n = mark;
-    return s;
+    return tpl_take(r, mark);
 }
 
 static tpl_val call_macro(tpl_run *r, const macro *m, const args *g) {
@@ -497,7 +495,6 @@ static int exec_for(tpl_run *r, scope *sc, const tpl_node *n) {
     tpl_dict_set(r, ls->vars, "loop", 4, (tpl_val){.t = V_DICT, .u.d = loop});
     for (uint32_t i = 0; i < items.n; i++) {
         int64_t len = items.n;
-        tpl_val *e = NULL;
         int64_t vals[4] = {i + 1, i, len - i, len - i - 1};
         for (int k = 0; k < 4; k++) loop->e[k].v = (tpl_val){.t = V_INT, .u.i = vals[k]};
         loop->e[4].v = (tpl_val){.t = V_BOOL, .u.b = i == 0};
@@ -505,7 +502,6 @@ static int exec_for(tpl_run *r, scope *sc, const tpl_node *n) {
         loop->e[6].v = (tpl_val){.t = V_INT, .u.i = len};
         loop->e[7].v = i > 0 ? items.u.items[i - 1] : UNDEF;
         loop->e[8].v = i + 1 < items.n ? items.u.items[i + 1] : UNDEF;
-        (void)e;
         bind(r, ls, n->a, items.u.items[i]);
         if (exec(r, ls, n->list, n->n) == FLOW_BREAK) break;
     }

@@ -164,6 +164,9 @@ tpl_val tpl_to_str(tpl_run *r, tpl_val v);
 /* Appends v as JSON: indent < 0 for none; sort_keys; ensure_ascii. */
 void tpl_json(tpl_run *r, tpl_val v, int indent, bool ascii, bool sort_keys, int depth);
 void tpl_emit(tpl_run *r, const char *s, size_t n);
+/* The text emitted since out_n was mark, as a string value; the output goes back to mark
+   (filters and captures build their strings in the output buffer). */
+tpl_val tpl_take(tpl_run *r, size_t mark);
 /* JavaScript's white space (String.prototype.trim): bytes of it at s[0..n)'s start or end. */
 size_t tpl_space_front(const char *s, size_t n);
 size_t tpl_space_back(const char *s, size_t n);

@@ -44,6 +44,12 @@ void tpl_emit(tpl_run *r, const char *s, size_t n) {
     r->out_n += n;
 }
 
+tpl_val tpl_take(tpl_run *r, size_t mark) {
+    tpl_val s = tpl_str_copy(r, r->out + mark, r->out_n - mark);
+    r->out_n = mark;
+    return s;
+}
+
 tpl_val tpl_str_copy(tpl_run *r, const char *s, size_t n) {
     if (n > UINT32_MAX) tpl_fail(r, "a string of %zu bytes", n);
     char *p = tpl_alloc(r, n);
@@ -208,9 +214,7 @@ tpl_val tpl_to_str(tpl_run *r, tpl_val v) {
     if (v.t == V_NONE) return tpl_str("None", 4); /* Jinja's str(none), for |string */
     size_t mark = r->out_n;
     tpl_print(r, v);
-    tpl_val s = tpl_str_copy(r, r->out + mark, r->out_n - mark);
-    r->out_n = mark;
-    return s;
+    return tpl_take(r, mark);
 }
 
 static void json_string(tpl_run *r, const char *s, size_t n, bool ascii) {
