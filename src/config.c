@@ -121,6 +121,17 @@ static const char *duplicate_key(const cJSON *node) {
     return NULL;
 }
 
+sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error *err) {
+    char *buf;
+    size_t len;
+    *out = NULL;
+    sm_status st = sm_read_file(path, max, &buf, &len, err);
+    if (st) return st;
+    st = sm_json_parse_strict(buf, len, path, out, err);
+    free(buf);
+    return st;
+}
+
 sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, cJSON **out,
                                sm_error *err) {
     *out = NULL;

@@ -19,4 +19,7 @@
 sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, cJSON **out,
                                sm_error *err);
 
+/* Reads the file at path (at most max bytes) and parses it as above; errors name path. */
+sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error *err);
+
 #endif

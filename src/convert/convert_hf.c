@@ -264,14 +264,8 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
     if (access(v, F_OK) == 0 && access(m, F_OK) == 0 && access(j, F_OK) == 0) {
         /* vocab.json + merges.txt are read with GPT-2's pattern: only when tokenizer.json
            (which names the real pre-tokenizer, e.g. Qwen's) says that is what the model uses */
-        char *jb;
-        size_t jl;
-        cJSON *root = NULL;
-        sm_status st = sm_read_file(j, SM_TOK_FILE_MAX, &jb, &jl, err);
-        if (!st) {
-            st = sm_json_parse_strict(jb, jl, j, &root, err);
-            free(jb);
-        }
+        cJSON *root;
+        sm_status st = sm_json_read_file(j, SM_TOK_FILE_MAX, &root, err);
         if (!st) st = sm_hf_tok_kind(root, j, &ty, err);
         cJSON_Delete(root);
         if (st) return st;
@@ -284,17 +278,13 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
         snprintf(pl->tok_src[1], sizeof pl->tok_src[1], "%s", m);
         return SM_OK;
     }
-    char *buf;
-    size_t len;
     snprintf(pl->tok_json_path, sizeof pl->tok_json_path, "%s/tokenizer.json", dir);
     if (access(pl->tok_json_path, F_OK) != 0)
         return sm_error_set(err, SM_ERR_IO,
                             "%s: no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
                             "a llama2.c tokenizer.bin with --tokenizer FILE",
                             dir);
-    sm_status st = sm_read_file(pl->tok_json_path, SM_TOK_FILE_MAX, &buf, &len, err);
-    if (!st) st = sm_json_parse_strict(buf, len, pl->tok_json_path, &pl->tok_json, err);
-    free(buf);
+    sm_status st = sm_json_read_file(pl->tok_json_path, SM_TOK_FILE_MAX, &pl->tok_json, err);
     if (!st) st = sm_hf_tok_kind(pl->tok_json, pl->tok_json_path, &c->tokenizer, err);
     if (st) return st;
     if (c->tokenizer == SM_TOKENIZER_HF) { /* read as it is: copied, or used in place */
@@ -702,15 +692,11 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
 }
 
 sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err) {
-    char path[4400], *buf = NULL;
-    size_t len;
+    char path[4400];
     cJSON *hc = NULL, *idx = NULL;
     st_set set = {.where = dir};
     snprintf(path, sizeof path, "%s/config.json", dir);
-    sm_status st = sm_read_file(path, 1u << 20, &buf, &len, err);
-    if (!st) st = sm_json_parse_strict(buf, len, path, &hc, err);
-    free(buf);
-    buf = NULL;
+    sm_status st = sm_json_read_file(path, 1u << 20, &hc, err);
     if (st) goto done;
     bool bad = false;
     const char *type = hf_str(hc, "model_type", &bad);
@@ -745,8 +731,7 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
                               dir);
             goto done;
         }
-        if ((st = sm_read_file(path, 64u << 20, &buf, &len, err))) goto done; /* names why */
-        if ((st = sm_json_parse_strict(buf, len, path, &idx, err))) goto done;
+        if ((st = sm_json_read_file(path, 64u << 20, &idx, err))) goto done; /* names why */
         const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
         if (!cJSON_IsObject(wm)) {
             st = sm_error_set(err, SM_ERR_FORMAT, "%s: missing object \"weight_map\"", path);
@@ -783,7 +768,6 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
             st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: unexpected tensor %s for %s", dir,
                               set.t[i].name, type);
 done:
-    free(buf);
     free(set.t);
     cJSON_Delete(hc);
     cJSON_Delete(idx);

@@ -375,13 +375,8 @@ sm_status sm_hf_chat_config(const char *dir, sm_config *c, sm_error *err) {
     char path[4400];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     if (access(path, F_OK) != 0) return SM_OK;
-    char *buf;
-    size_t len;
-    cJSON *root = NULL;
-    sm_status st = sm_read_file(path, SM_TOK_FILE_MAX, &buf, &len, err);
-    if (st) return st;
-    st = sm_json_parse_strict(buf, len, path, &root, err);
-    free(buf);
+    cJSON *root;
+    sm_status st = sm_json_read_file(path, SM_TOK_FILE_MAX, &root, err);
     if (st) return st;
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
     const char *tpl = NULL;

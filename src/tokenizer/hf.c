@@ -410,13 +410,8 @@ static sm_status shown_text(sm_tokenizer *t, sm_error *err) {
 }
 
 sm_status sm_tok_load_hf(sm_tokenizer *t, const sm_config *cfg, const char *path, sm_error *err) {
-    char *buf;
-    size_t len;
-    cJSON *root = NULL;
-    sm_status st = sm_read_file(path, SM_TOK_FILE_MAX, &buf, &len, err);
-    if (st) return st;
-    st = sm_json_parse_strict(buf, len, path, &root, err);
-    free(buf);
+    cJSON *root;
+    sm_status st = sm_json_read_file(path, SM_TOK_FILE_MAX, &root, err);
     if (st) return st;
     ctx c = {.t = t, .path = path, .err = err, .prefix_id = -1, .suffix_id = -1};
     t->n_vocab = cfg->n_vocab; /* the bound tables() checks; set to the real count by the tables */

@@ -306,14 +306,13 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
 /* GPT-2's vocab.json (token -> id, ids 0..n-1 each once) and merges.txt. */
 static sm_status load_gpt2(sm_tokenizer *t, const sm_config *cfg, const char *vocab_path,
                            const char *merges_path, sm_error *err) {
-    char *buf = NULL, *mbuf = NULL;
-    size_t len, mlen, n = 0;
+    char *mbuf = NULL;
+    size_t mlen, n = 0;
     cJSON *root = NULL;
     const char **str = NULL;
     size_t *slen = NULL;
-    sm_status st = sm_read_file(vocab_path, SM_TOK_FILE_MAX, &buf, &len, err);
+    sm_status st = sm_json_read_file(vocab_path, SM_TOK_FILE_MAX, &root, err);
     if (st) return st;
-    if ((st = sm_json_parse_strict(buf, len, vocab_path, &root, err))) goto done;
     if (!cJSON_IsObject(root)) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: expected an object of token -> id", vocab_path);
         goto done;
@@ -348,7 +347,6 @@ done:
     free(str);
     free(slen);
     cJSON_Delete(root);
-    free(buf);
     free(mbuf);
     return st;
 }
