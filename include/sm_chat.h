@@ -39,10 +39,13 @@ typedef struct sm_chat {
 ** none). tok gives bos/eos texts where cfg has none. On failure *c is
 ** free-safe.
 */
-sm_status sm_chat_init(sm_chat *c, const sm_config *cfg, const sm_tokenizer *tok,
+sm_status sm_chat_init(sm_chat *c, const sm_config *cfg, sm_tokenizer *tok,
                        const char *text, size_t len, const char *name, const char *model,
                        sm_error *err);
 void sm_chat_free(sm_chat *c);
+
+/* A message {"role": role, "content": content[0..len)}, or NULL when out of memory. */
+cJSON *sm_chat_message(const char *role, const char *content, size_t len);
 
 /*
 ** Checks a messages array (OpenAI style): objects whose "role" is system,
@@ -60,6 +63,13 @@ sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_er
 */
 sm_status sm_chat_render(const sm_chat *c, const cJSON *messages, bool add_generation_prompt,
                          const cJSON *vars, char **out, size_t *len, sm_error *err);
+
+/*
+** Appends the template's end-of-turn stop string (if it has one and n <
+** SM_STOP_MAX) to stops[0..n), which has room for SM_STOP_MAX; returns the
+** new count.
+*/
+size_t sm_chat_add_stop(const sm_chat *c, const char **stops, size_t n);
 
 /* Encodes rendered text into out (cap ids); returns the ids the text needs (see above). */
 size_t sm_chat_encode(sm_tokenizer *tok, const char *text, size_t len, int32_t *out, size_t cap);

@@ -128,6 +128,25 @@ sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir,
 size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_t *out,
                            size_t cap);
 
+/* What an encoding matches and adds besides the text's own tokens. */
+enum { SM_ENCODE_SPECIAL = 1, SM_ENCODE_BOS = 2, SM_ENCODE_EOS = 4 };
+
+/*
+** As sm_tokenizer_encode, with how (SM_ENCODE_*) in place of the
+** tokenizer's parse_special, add_bos and add_eos: a rendered chat template
+** is read with its special tokens and without a BOS of the tokenizer's own.
+*/
+size_t sm_tokenizer_encode_as(sm_tokenizer *t, const char *text, size_t len, int32_t *out,
+                              size_t cap, unsigned how);
+
+/*
+** The text that stands for token id where special tokens are matched
+** (SM_ENCODE_SPECIAL): its piece, control tokens included, or "<s>" and
+** "</s>" for the BOS and EOS of llama2.c's tokenizer.bin; NULL (*len 0)
+** for the byte tokenizer and ids it lacks.
+*/
+const char *sm_tokenizer_special_text(const sm_tokenizer *t, int32_t id, size_t *len);
+
 /* Whether generating id ends the text: eos, eot or one of stop. */
 bool sm_tokenizer_is_end(const sm_tokenizer *t, int32_t id);
 

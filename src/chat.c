@@ -12,17 +12,14 @@
 
 /* ---- templates */
 
-/* The text of token id, special tokens included, without the newlines llama2.c puts around <s>. */
+/* The text a template writes for token id (bos_token, eos_token), or NULL. */
 static char *token_text(const sm_tokenizer *tok, int32_t id) {
-    if (id < 0 || id >= tok->n_vocab || !tok->text || !tok->off) return NULL;
-    const char *s = tok->text + tok->off[id];
-    size_t n = tok->off[id + 1] - tok->off[id];
-    while (n && (s[0] == '\n' || s[0] == ' ')) s++, n--;
-    while (n && (s[n - 1] == '\n' || s[n - 1] == ' ')) n--;
+    size_t n;
+    const char *s = sm_tokenizer_special_text(tok, id, &n);
     return n ? strndup(s, n) : NULL;
 }
 
-static cJSON *message(const char *role, const char *content, size_t len) {
+cJSON *sm_chat_message(const char *role, const char *content, size_t len) {
     cJSON *m = cJSON_CreateObject();
     char *c = strndup(content, len);
     if (!m || !c || !cJSON_AddStringToObject(m, "role", role) ||
@@ -40,13 +37,13 @@ static cJSON *message(const char *role, const char *content, size_t len) {
 ** that ends generation the tokenizer stops there already; otherwise it is
 ** a stop string (a template whose turns end in plain text).
 */
-static void find_stop(sm_chat *c, const sm_tokenizer *tok) {
+static void find_stop(sm_chat *c, sm_tokenizer *tok) {
     static const char mark[] = "\x01sm-reply\x01";
     cJSON *msgs = cJSON_CreateArray();
     if (!msgs) return;
-    cJSON_AddItemToArray(msgs, message("user", "Hi", 2));
-    cJSON_AddItemToArray(msgs, message("assistant", mark, sizeof mark - 1));
-    cJSON_AddItemToArray(msgs, message("user", "Bye", 3));
+    cJSON_AddItemToArray(msgs, sm_chat_message("user", "Hi", 2));
+    cJSON_AddItemToArray(msgs, sm_chat_message("assistant", mark, sizeof mark - 1));
+    cJSON_AddItemToArray(msgs, sm_chat_message("user", "Bye", 3));
     char *text = NULL;
     size_t len;
     if (cJSON_GetArraySize(msgs) == 3 && !sm_chat_render(c, msgs, false, NULL, &text, &len, NULL)) {
@@ -60,11 +57,7 @@ static void find_stop(sm_chat *c, const sm_tokenizer *tok) {
             while (e > a && e[-1] == ' ') e--;
             size_t n = (size_t)(e - a);
             int32_t ids[4];
-            sm_tokenizer *t = (sm_tokenizer *)tok; /* encode's scratch; restored below */
-            bool ps = t->parse_special, ab = t->add_bos, ae = t->add_eos;
-            t->parse_special = true, t->add_bos = false, t->add_eos = false;
-            size_t k = n ? sm_tokenizer_encode(t, a, n, ids, 4) : 0;
-            t->parse_special = ps, t->add_bos = ab, t->add_eos = ae;
+            size_t k = n ? sm_tokenizer_encode_as(tok, a, n, ids, 4, SM_ENCODE_SPECIAL) : 0;
             bool token = k == 1 && sm_tokenizer_is_end(tok, ids[0]);
             if (n && n <= SM_STOP_MAX_BYTES && !token) {
                 memcpy(c->stop, a, n);
@@ -76,7 +69,7 @@ static void find_stop(sm_chat *c, const sm_tokenizer *tok) {
     cJSON_Delete(msgs);
 }
 
-sm_status sm_chat_init(sm_chat *c, const sm_config *cfg, const sm_tokenizer *tok,
+sm_status sm_chat_init(sm_chat *c, const sm_config *cfg, sm_tokenizer *tok,
                        const char *text, size_t len, const char *name, const char *model,
                        sm_error *err) {
     memset(c, 0, sizeof *c);
@@ -137,13 +130,13 @@ sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_er
 
 sm_status sm_chat_render(const sm_chat *c, const cJSON *messages, bool add_generation_prompt,
                          const cJSON *vars, char **out, size_t *len, sm_error *err) {
-    cJSON *v = vars ? cJSON_Duplicate(vars, 1) : cJSON_CreateObject();
-    if (!v) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    bool ok = true;
-    if (!cJSON_GetObjectItemCaseSensitive(v, "messages")) {
-        cJSON *m = cJSON_Duplicate(messages, 1);
-        ok = m && cJSON_AddItemToObject(v, "messages", m);
-    }
+    /* the caller's JSON is referred to, not copied: rendering only reads it */
+    cJSON *v = cJSON_CreateObject();
+    bool ok = v != NULL;
+    for (cJSON *e = vars ? vars->child : NULL; ok && e; e = e->next)
+        ok = cJSON_AddItemReferenceToObject(v, e->string, e);
+    if (ok && !cJSON_GetObjectItemCaseSensitive(v, "messages"))
+        ok = cJSON_AddItemReferenceToObject(v, "messages", (cJSON *)messages);
     if (ok && !cJSON_GetObjectItemCaseSensitive(v, "add_generation_prompt"))
         ok = cJSON_AddBoolToObject(v, "add_generation_prompt", add_generation_prompt) != NULL;
     if (ok && c->bos && !cJSON_GetObjectItemCaseSensitive(v, "bos_token"))
@@ -156,12 +149,14 @@ sm_status sm_chat_render(const sm_chat *c, const cJSON *messages, bool add_gener
     return st;
 }
 
+size_t sm_chat_add_stop(const sm_chat *c, const char **stops, size_t n) {
+    if (c->stop[0] && n < SM_STOP_MAX) stops[n++] = c->stop;
+    return n;
+}
+
 size_t sm_chat_encode(sm_tokenizer *tok, const char *text, size_t len, int32_t *out, size_t cap) {
-    bool ps = tok->parse_special, ab = tok->add_bos, ae = tok->add_eos;
-    tok->parse_special = true, tok->add_bos = false, tok->add_eos = false;
-    size_t n = sm_tokenizer_encode(tok, text, len, out, cap);
-    tok->parse_special = ps, tok->add_bos = ab, tok->add_eos = ae;
-    if (ab && tok->bos >= 0 && cap > 0 && (n == 0 || out[0] != tok->bos)) {
+    size_t n = sm_tokenizer_encode_as(tok, text, len, out, cap, SM_ENCODE_SPECIAL);
+    if (tok->add_bos && tok->bos >= 0 && cap > 0 && (n == 0 || out[0] != tok->bos)) {
         /* a template that does not write the BOS its tokenizer always starts with */
         if (n + 1 <= cap) {
             memmove(out + 1, out, n * sizeof *out);
@@ -207,7 +202,7 @@ sm_status sm_chat_session_new(sm_chat_session **out, const sm_chat *c, sm_state 
     cs->gen = malloc(cs->n_ctx * sizeof *cs->gen);
     cs->msgs = cJSON_CreateArray();
     if (!cs->cache || !cs->ids || !cs->gen || !cs->msgs ||
-        (system && !cJSON_AddItemToArray(cs->msgs, message("system", system, strlen(system))))) {
+        (system && !cJSON_AddItemToArray(cs->msgs, sm_chat_message("system", system, strlen(system))))) {
         sm_chat_session_free(cs);
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     }
@@ -249,7 +244,7 @@ sm_status sm_chat_session_set(sm_chat_session *cs, const cJSON *messages, const 
     if (!m) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     if (system) {
         if (m->child && is_role(m->child, "system")) cJSON_DeleteItemFromArray(m, 0);
-        cJSON *sys = *system ? message("system", system, strlen(system)) : NULL;
+        cJSON *sys = *system ? sm_chat_message("system", system, strlen(system)) : NULL;
         if (*system && (!sys || !cJSON_InsertItemInArray(m, 0, sys))) {
             cJSON_Delete(sys);
             cJSON_Delete(m);
@@ -296,7 +291,7 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
                                const sm_gen_params *gp, sm_emit_fn emit, void *user,
                                sm_chat_turn *turn, sm_error *err) {
     memset(turn, 0, sizeof *turn);
-    cJSON *um = message("user", text, len);
+    cJSON *um = sm_chat_message("user", text, len);
     if (!um || !cJSON_AddItemToArray(cs->msgs, um)) {
         cJSON_Delete(um);
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
@@ -335,8 +330,7 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
     sm_gen_params g = *gp;
     size_t ns = gp->n_stop < SM_STOP_MAX ? gp->n_stop : SM_STOP_MAX;
     for (size_t i = 0; i < ns; i++) stops[i] = gp->stop[i];
-    if (cs->c->stop[0] && ns < SM_STOP_MAX) stops[ns++] = cs->c->stop;
-    g.stop = stops, g.n_stop = ns;
+    g.stop = stops, g.n_stop = sm_chat_add_stop(cs->c, stops, ns);
     g.ids = cs->gen, g.ids_cap = cs->n_ctx;
     cs->reply_len = 0;
     cs->reply_nomem = false;
@@ -355,7 +349,7 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
         memcpy(cs->cache + n, cs->gen, k * sizeof *cs->gen);
         cs->n_cache = n + k;
     }
-    cJSON *am = message("assistant", cs->reply ? cs->reply : "", cs->reply_len);
+    cJSON *am = sm_chat_message("assistant", cs->reply ? cs->reply : "", cs->reply_len);
     if (!am || !cJSON_AddItemToArray(cs->msgs, am)) {
         cJSON_Delete(am);
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory");

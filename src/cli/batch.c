@@ -42,15 +42,8 @@ typedef struct {
 /* A record's conversation as tokens in b->ids (*n); NULL, or why it cannot be. */
 static const char *templated(batch *b, cli_runner *r, const cJSON *msgs, size_t *n,
                              sm_error *err) {
-    if (!b->chat_state) {
-        /* cli_chat_setup prints; a record's error goes into its output instead */
-        char *text = NULL;
-        size_t len = 0;
-        sm_status st = b->o->chat_template
-                           ? sm_read_file(b->o->chat_template, 16u << 20, &text, &len, err) : SM_OK;
-        if (!st) st = sm_chat_init(&b->chat, sm_model_config(r->model), &r->tok, text, len,
-                                   b->o->chat_template, b->o->model, err);
-        free(text);
+    if (!b->chat_state) { /* a record's error goes into its output, not to stderr */
+        sm_status st = cli_chat_load(b->o, sm_model_config(r->model), &r->tok, &b->chat, err);
         if (!st && !(b->ids = malloc(r->sp.n_ctx * sizeof *b->ids)))
             st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
         b->chat_state = st ? 2 : 1;
@@ -174,7 +167,7 @@ static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t 
     req.n_stop = rec.set & SM_REC_STOP ? rec.n_stop : o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++)
         stops[i] = rec.set & SM_REC_STOP ? rec.stop[i] : o->stop[i];
-    if (n_ids && b->chat.stop[0] && req.n_stop < SM_STOP_MAX) stops[req.n_stop++] = b->chat.stop;
+    if (n_ids) req.n_stop = sm_chat_add_stop(&b->chat, stops, req.n_stop);
     req.stop = stops;
     if (sm_sched_submit(r->sched, &req, &err)) return cli_data_error(err.msg);
     return 0;

@@ -100,15 +100,10 @@ static int save(chat_run *c, const char *path) {
 }
 
 static int load(chat_run *c, const char *path) {
-    char *buf;
-    size_t len;
-    cJSON *m = NULL;
+    cJSON *m;
     sm_error err = {{0}};
-    if (sm_read_file(path, 64u << 20, &buf, &len, &err) == SM_OK) {
-        if (!sm_json_parse_strict(buf, len, path, &m, &err) && !sm_chat_session_set(c->cs, m, NULL, &err))
-            err.msg[0] = 0;
-        free(buf);
-    }
+    if (!sm_json_read_file(path, 64u << 20, &m, &err) && !sm_chat_session_set(c->cs, m, NULL, &err))
+        err.msg[0] = 0;
     cJSON_Delete(m);
     if (err.msg[0]) fprintf(stderr, "smallmind: %s\n", err.msg);
     else if (!c->o->quiet)

@@ -210,10 +210,13 @@ int cli_load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok);
 sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed);
 
 /*
-** The chat template: --chat-template FILE, else the model's (cfg). Returns
-** an exit code; c is free-safe either way.
+** The chat template: --chat-template FILE, else the model's (cfg); c is
+** free-safe either way. cli_chat_load returns the status (err says why),
+** cli_chat_setup prints it and returns an exit code.
 */
-int cli_chat_setup(const cli_opts *o, const sm_config *cfg, const sm_tokenizer *tok, sm_chat *c);
+sm_status cli_chat_load(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, sm_chat *c,
+                        sm_error *err);
+int cli_chat_setup(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, sm_chat *c);
 
 /* Carves the run's buffers from a (a measuring arena plans them). */
 sm_status cli_runner_carve(cli_runner *r, const sm_sampler_params *spar, sm_arena *a,

@@ -41,24 +41,17 @@ int cli_generate(const cli_opts *o) {
     size_t n = 0, dropped = 0;
     sm_error err = {{0}};
     sm_chat chat = {0};
-    const char *stops[SM_STOP_MAX + 1];
+    const char *stops[SM_STOP_MAX];
     size_t n_stop = o->n_stop;
     memcpy(stops, o->stop, o->n_stop * sizeof *stops);
     if (!rc && o->chat) { /* the prompt as a user message (after --system), templated */
         rc = cli_chat_setup(o, sm_model_config(r.model), &r.tok, &chat);
-        cJSON *msgs = cJSON_CreateArray(), *m;
-        if (!rc && o->system && (m = cJSON_CreateObject())) {
-            cJSON_AddStringToObject(m, "role", "system");
-            cJSON_AddStringToObject(m, "content", o->system);
-            cJSON_AddItemToArray(msgs, m);
-        }
-        char *user = strndup(text, len), *rendered = NULL;
+        cJSON *msgs = cJSON_CreateArray();
+        char *rendered = NULL;
         size_t rlen = 0;
-        if (!rc && user && (m = cJSON_CreateObject())) {
-            cJSON_AddStringToObject(m, "role", "user");
-            cJSON_AddStringToObject(m, "content", user);
-            cJSON_AddItemToArray(msgs, m);
-        }
+        if (!rc && o->system)
+            cJSON_AddItemToArray(msgs, sm_chat_message("system", o->system, strlen(o->system)));
+        if (!rc) cJSON_AddItemToArray(msgs, sm_chat_message("user", text, len));
         if (!rc && sm_chat_render(&chat, msgs, true, NULL, &rendered, &rlen, &err))
             rc = cli_data_error(err.msg);
         if (!rc) {
@@ -67,8 +60,7 @@ int cli_generate(const cli_opts *o) {
                 rc = cli_data_error("the templated prompt is longer than the context");
             if (o->verbose) fprintf(stderr, "smallmind: the model reads:\n%s\n", rendered);
         }
-        if (chat.stop[0] && n_stop < SM_STOP_MAX) stops[n_stop++] = chat.stop;
-        free(user);
+        n_stop = sm_chat_add_stop(&chat, stops, n_stop);
         free(rendered);
         cJSON_Delete(msgs);
     } else if (!rc && sm_prompt_encode(&r.tok, text, len, r.sp.n_ctx, (size_t)o->max_tokens,

@@ -126,20 +126,22 @@ sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed) {
                                .frequency_penalty = (float)o->frequency_penalty};
 }
 
-int cli_chat_setup(const cli_opts *o, const sm_config *cfg, const sm_tokenizer *tok, sm_chat *c) {
-    sm_error err = {{0}};
+sm_status cli_chat_load(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, sm_chat *c,
+                        sm_error *err) {
     char *text = NULL;
     size_t len = 0;
     memset(c, 0, sizeof *c);
-    if (o->chat_template && sm_read_file(o->chat_template, 16u << 20, &text, &len, &err))
-        return cli_data_error(err.msg);
-    sm_status st = sm_chat_init(c, cfg, tok, text, len, o->chat_template, o->model, &err);
+    sm_status st = o->chat_template ? sm_read_file(o->chat_template, 16u << 20, &text, &len, err)
+                                    : SM_OK;
+    if (!st) st = sm_chat_init(c, cfg, tok, text, len, o->chat_template, o->model, err);
     free(text);
-    if (st) {
-        sm_chat_free(c);
-        return cli_data_error(err.msg);
-    }
-    return 0;
+    if (st) sm_chat_free(c);
+    return st;
+}
+
+int cli_chat_setup(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, sm_chat *c) {
+    sm_error err = {{0}};
+    return cli_chat_load(o, cfg, tok, c, &err) ? cli_data_error(err.msg) : 0;
 }
 
 /* A model directory's config, or a GGUF file's (read, then closed: the tokenizer copies its tables). */

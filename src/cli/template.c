@@ -47,11 +47,8 @@ int cli_template(const cli_opts *o) {
         rc = cli_data_error(err.msg);
         goto done;
     }
-    cJSON *sys = NULL;
     if (o->system) { /* --system: first, in place of the conversation's own */
-        sys = cJSON_CreateObject();
-        cJSON_AddStringToObject(sys, "role", "system");
-        cJSON_AddStringToObject(sys, "content", o->system);
+        cJSON *sys = sm_chat_message("system", o->system, strlen(o->system));
         cJSON *m = (cJSON *)msgs;
         if (m->child && !strcmp(cJSON_GetObjectItemCaseSensitive(m->child, "role")->valuestring, "system"))
             cJSON_DeleteItemFromArray(m, 0);

@@ -367,19 +367,20 @@ static int32_t spm_special_at(const sm_tokenizer *t, const char *s, size_t left,
     return -1;
 }
 
-static bool added_ok(const sm_tokenizer *t, int32_t id) {
-    return t->kind[id] == KIND_USER || (t->parse_special && t->kind[id] == KIND_CONTROL);
+static bool added_ok(const sm_tokenizer *t, int32_t id, bool special) {
+    return t->kind[id] == KIND_USER || (special && t->kind[id] == KIND_CONTROL);
 }
 
 /* The added token whose text starts at s (the longest), or -1; *n its length. */
-static int32_t added_at(const sm_tokenizer *t, const char *s, size_t left, size_t *n) {
+static int32_t added_at(const sm_tokenizer *t, const char *s, size_t left, bool special,
+                        size_t *n) {
     if (t->type == SM_TOKENIZER_SENTENCEPIECE && !t->added_map) return spm_special_at(t, s, left, n);
     if (!t->added_map) return -1;
     for (size_t k = 0; k < t->n_added_long; k++) { /* over 64 bytes: few, tried first (longest) */
         int32_t id = t->added_long[k];
         size_t l;
         const char *p = piece_of(t, id, &l);
-        if (l <= left && memcmp(s, p, l) == 0 && added_ok(t, id)) {
+        if (l <= left && memcmp(s, p, l) == 0 && added_ok(t, id, special)) {
             *n = l;
             return id;
         }
@@ -391,7 +392,7 @@ static int32_t added_at(const sm_tokenizer *t, const char *s, size_t left, size_
         lens &= ~(1ull << b);
         if (l > left) continue;
         int32_t id = text_find(t, t->added_map, t->added_mask, s, l);
-        if (id >= 0 && added_ok(t, id)) {
+        if (id >= 0 && added_ok(t, id, special)) {
             *n = l;
             return id;
         }
@@ -448,20 +449,38 @@ static void encode_plain(const sm_tokenizer *t, const unsigned char *s, size_t n
 
 size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_t *out,
                            size_t cap) {
+    unsigned how = (t->parse_special ? SM_ENCODE_SPECIAL : 0) | (t->add_bos ? SM_ENCODE_BOS : 0) |
+                   (t->add_eos ? SM_ENCODE_EOS : 0);
+    return sm_tokenizer_encode_as(t, text, len, out, cap, how);
+}
+
+const char *sm_tokenizer_special_text(const sm_tokenizer *t, int32_t id, size_t *len) {
+    *len = 0;
+    if (t->type == SM_TOKENIZER_BYTE || id < 0 || id >= t->n_vocab) return NULL;
+    if (t->type == SM_TOKENIZER_SENTENCEPIECE && !t->added_map && (id == t->bos || id == t->eos)) {
+        *len = id == t->bos ? 3 : 4; /* what spm_special_at matches */
+        return id == t->bos ? "<s>" : "</s>";
+    }
+    return piece_of(t, id, len);
+}
+
+size_t sm_tokenizer_encode_as(sm_tokenizer *t, const char *text, size_t len, int32_t *out,
+                              size_t cap, unsigned how) {
+    bool special = how & SM_ENCODE_SPECIAL;
     sink k = {out, cap, 0};
     if (t->type == SM_TOKENIZER_BYTE) {
         for (size_t i = 0; i < len; i++) emit(&k, (unsigned char)text[i]);
         return k.n;
     }
-    if (t->add_bos && t->bos >= 0) emit(&k, t->bos);
+    if ((how & SM_ENCODE_BOS) && t->bos >= 0) emit(&k, t->bos);
     const unsigned char *s = (const unsigned char *)text;
     size_t start = 0;
     /* sentencepiece prefixes its space to the first text; a pre-tokenizer is told whether
        the text it gets starts the whole text */
-    bool first = true, scan = t->added_map || (!t->pre && t->parse_special);
+    bool first = true, scan = t->added_map || (!t->pre && special);
     for (size_t i = 0; scan && i < len; i++) {
         size_t sl;
-        int32_t id = added_at(t, text + i, len - i, &sl);
+        int32_t id = added_at(t, text + i, len - i, special, &sl);
         if (id < 0) continue;
         if (i > start) encode_plain(t, s + start, i - start, t->pre ? start == 0 : first, &k);
         first = first && i == start;
@@ -470,7 +489,7 @@ size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_
         i = start - 1;
     }
     if (len > start) encode_plain(t, s + start, len - start, t->pre ? start == 0 : first, &k);
-    if (t->add_eos && t->eos >= 0) emit(&k, t->eos);
+    if ((how & SM_ENCODE_EOS) && t->eos >= 0) emit(&k, t->eos);
     return k.n; /* an empty text has no tokens unless the tokenizer adds BOS (or EOS) */
 }
 
