@@ -40,9 +40,9 @@ typedef struct sm_sampler {
     uint64_t rng;
     size_t n_vocab;        /* ids considered: 0..n_vocab-1 */
     sm_candidate *cand;    /* (n_vocab) scratch */
-    float *work;           /* (n_vocab) penalized logits */
     int32_t *count;        /* (n_vocab) times each id is in recent */
     int32_t *recent;       /* (SM_SAMPLER_MAX_LAST_N) ring of the last tokens */
+    sm_candidate *pen;     /* (SM_SAMPLER_MAX_LAST_N) the window's ids with their penalized logits */
     size_t n_recent, recent_at;
 } sm_sampler;
 

@@ -1,5 +1,5 @@
 /*
-** sampler.c -- greedy, temperature, top-k, top-p; own selection and sort
+** sampler.c -- penalties, greedy, temperature, top-k, top-p, min-p; own selection and sort
 ** (no qsort: the order of equal logits is fixed by id, so results are
 ** reproducible across C libraries).
 */
@@ -28,9 +28,9 @@ sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vo
     s->rng = p->seed;
     s->n_vocab = n_vocab;
     s->cand = sm_arena_alloc(arena, n_vocab, sizeof *s->cand);
-    s->work = sm_arena_alloc(arena, n_vocab, sizeof *s->work);
     s->count = sm_arena_alloc(arena, n_vocab, sizeof *s->count);
     s->recent = sm_arena_alloc(arena, SM_SAMPLER_MAX_LAST_N, sizeof *s->recent);
+    s->pen = sm_arena_alloc(arena, SM_SAMPLER_MAX_LAST_N, sizeof *s->pen);
     if (arena->overflow) return SM_ERR_NOMEM;
     if (s->count) memset(s->count, 0, n_vocab * sizeof *s->count);
     return SM_OK;
@@ -39,6 +39,17 @@ sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vo
 static size_t last_n(const sm_sampler *s) {
     int n = s->p.repeat_last_n;
     return n <= 0 ? 0 : n > SM_SAMPLER_MAX_LAST_N ? SM_SAMPLER_MAX_LAST_N : (size_t)n;
+}
+
+/* The window's k-th oldest id. */
+static int32_t recent_at(const sm_sampler *s, size_t k) {
+    return s->recent[(s->recent_at + k) % last_n(s)];
+}
+
+/* Empties the window. */
+static void forget(sm_sampler *s) {
+    for (size_t k = 0; k < s->n_recent; k++) s->count[recent_at(s, k)] = 0;
+    s->n_recent = s->recent_at = 0;
 }
 
 void sm_sampler_accept(sm_sampler *s, int32_t id) {
@@ -54,9 +65,8 @@ void sm_sampler_accept(sm_sampler *s, int32_t id) {
 }
 
 void sm_sampler_history(sm_sampler *s, const int32_t *ids, size_t n) {
+    forget(s);
     size_t cap = last_n(s);
-    for (size_t k = 0; k < s->n_recent; k++) s->count[s->recent[(s->recent_at + k) % cap]] = 0;
-    s->n_recent = s->recent_at = 0;
     for (size_t i = n > cap ? n - cap : 0; i < n; i++) sm_sampler_accept(s, ids[i]);
 }
 
@@ -66,25 +76,28 @@ static bool penalized(const sm_sampler *s) {
                            p->presence_penalty != 0 || p->frequency_penalty != 0);
 }
 
-/* The logits with llama.cpp's penalties applied once to each id in the window. */
-static const float *penalize(sm_sampler *s, const float *logits) {
-    memcpy(s->work, logits, s->n_vocab * sizeof *logits);
-    size_t cap = last_n(s);
+/*
+** llama.cpp's penalties, once for each distinct id in the window, into
+** s->pen (returned count): the logits themselves are not copied, the scans
+** skip the window's ids (count != 0) and take these instead.
+*/
+static size_t penalize(sm_sampler *s, const float *logits) {
     float rp = s->p.repeat_penalty > 0 ? s->p.repeat_penalty : 1.0f;
+    size_t n = 0;
     for (size_t k = 0; k < s->n_recent; k++) {
-        int32_t id = s->recent[(s->recent_at + k) % cap];
-        int32_t c = s->count[id];
+        int32_t id = recent_at(s, k), c = s->count[id];
         if (c <= 0) continue; /* done (marked negative) */
-        float *l = &s->work[id];
-        *l = *l <= 0 ? *l * rp : *l / rp;
-        *l -= (float)c * s->p.frequency_penalty + s->p.presence_penalty;
+        float l = logits[id];
+        l = l <= 0 ? l * rp : l / rp;
+        l -= (float)c * s->p.frequency_penalty + s->p.presence_penalty;
+        s->pen[n++] = (sm_candidate){l, id};
         s->count[id] = -c;
     }
     for (size_t k = 0; k < s->n_recent; k++) {
-        int32_t id = s->recent[(s->recent_at + k) % cap];
+        int32_t id = recent_at(s, k);
         if (s->count[id] < 0) s->count[id] = -s->count[id];
     }
-    return s->work;
+    return n;
 }
 
 /* a ranks before b: higher logit, then lower id. */
@@ -106,23 +119,36 @@ static void sift_down(sm_candidate *c, size_t root, size_t n) {
     }
 }
 
-/*
-** The k best of logits[0..V) into c[0..k), in heap order: one pass keeping
-** a heap of the best so far with the worst at its root, which a logit must
-** beat to get in. Past the first few hundred logits almost none does, so
-** the cost is about one comparison per logit (no copy of the vocabulary).
-*/
-static size_t select_top(sm_candidate *c, const float *logits, size_t V, size_t k) {
-    for (size_t i = 0; i < k; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
-    for (size_t i = k / 2; i-- > 0;) sift_down(c, i, k);
-    for (size_t i = k; i < V; i++) {
-        if (logits[i] < c[0].logit) continue; /* the common case */
-        sm_candidate x = {logits[i], (int32_t)i};
-        if (!before(x, c[0])) continue;
-        c[0] = x;
-        sift_down(c, 0, k);
+/* x into the heap c[0..*n) of the k best so far (the worst at its root). */
+static void offer(sm_candidate *c, size_t *n, size_t k, sm_candidate x) {
+    if (*n < k) {
+        c[(*n)++] = x;
+        if (*n == k)
+            for (size_t i = k / 2; i-- > 0;) sift_down(c, i, k);
+        return;
     }
-    return k;
+    if (!before(x, c[0])) return;
+    c[0] = x;
+    sift_down(c, 0, k);
+}
+
+/*
+** The k best of logits[0..V) (but the ids skip marks, if any) and of
+** extra[0..n_extra) into c, in heap order: one pass keeping a heap of the
+** best so far with the worst at its root, which a logit must beat to get
+** in. Past the first few hundred logits almost none does, so the cost is
+** about one comparison per logit (no copy of the vocabulary).
+*/
+static size_t select_top(sm_candidate *c, const float *logits, size_t V, size_t k,
+                         const int32_t *skip, const sm_candidate *extra, size_t n_extra) {
+    size_t n = 0;
+    for (size_t i = 0; i < V; i++) {
+        if (n == k && logits[i] < c[0].logit) continue; /* the common case */
+        if (skip && skip[i]) continue;
+        offer(c, &n, k, (sm_candidate){logits[i], (int32_t)i});
+    }
+    for (size_t j = 0; j < n_extra; j++) offer(c, &n, k, extra[j]);
+    return n;
 }
 
 /* Heapsort c[0..n) best first: the heap keeps the worst candidate at the root,
@@ -137,32 +163,41 @@ static void sort_best_first(sm_candidate *c, size_t n) {
     }
 }
 
-sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate **out,
-                          size_t *n_out) {
-    size_t V = s->n_vocab;
-    for (size_t i = 0; i < V; i++)
+/* sm_sampler_dist, with the candidates' total weight (what a draw scales by). */
+static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double *total_out) {
+    size_t V = s->n_vocab, n_pen = 0;
+    const int32_t *skip = NULL;
+    if (penalized(s)) {
+        n_pen = penalize(s, logits);
+        skip = s->count;
+    }
+    /* the best: the highest logit, the lowest id among equals; one pass that checks them all */
+    sm_candidate top = {-INFINITY, -1};
+    for (size_t i = 0; i < V; i++) {
         if (!isfinite(logits[i])) return SM_ERR_RUNTIME;
-    if (penalized(s)) logits = penalize(s, logits);
-    size_t best = 0;
-    for (size_t i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
+        if ((top.id < 0 || logits[i] > top.logit) && !(skip && skip[i]))
+            top = (sm_candidate){logits[i], (int32_t)i};
+    }
+    for (size_t j = 0; j < n_pen; j++)
+        if (top.id < 0 || before(s->pen[j], top)) top = s->pen[j];
     sm_candidate *c = s->cand;
-    *out = c;
     /* greedy, also for a temperature so small that 1/T overflows (its limit) */
     if (s->p.temperature <= 0.0f || !isfinite(1.0f / s->p.temperature)) {
-        c[0] = (sm_candidate){1.0f, (int32_t)best};
+        c[0] = (sm_candidate){1.0f, top.id};
         *n_out = 1;
+        *total_out = 1.0;
         return SM_OK;
     }
-    float mx = logits[best], inv_t = 1.0f / s->p.temperature;
+    float mx = top.logit, inv_t = 1.0f / s->p.temperature;
     size_t n = V;
     bool sorted = false;
     if (s->p.top_k > 0 && (size_t)s->p.top_k < V) {
-        n = select_top(c, logits, V, (size_t)s->p.top_k);
+        n = select_top(c, logits, V, (size_t)s->p.top_k, skip, s->pen, n_pen);
         sort_best_first(c, n); /* the k best in one order whatever found them */
         sorted = true;
     } else {
         for (size_t i = 0; i < V; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
+        for (size_t j = 0; j < n_pen; j++) c[s->pen[j].id] = s->pen[j];
         if (s->p.top_p < 1.0f) {
             sort_best_first(c, n);
             sorted = true;
@@ -185,28 +220,34 @@ sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate
             }
         }
         n = keep;
+        total = cum;
     }
     if (s->p.min_p > 0.0f) { /* the best token's weight is 1: keep weights >= min_p, in order */
         size_t k = 0;
+        total = 0.0;
         for (size_t i = 0; i < n; i++)
-            if (c[i].logit >= s->p.min_p) c[k++] = c[i];
+            if (c[i].logit >= s->p.min_p) total += c[i].logit, c[k++] = c[i];
         n = k; /* never 0: the best has weight 1 */
     }
     *n_out = n;
+    *total_out = total;
     return SM_OK;
 }
 
+sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate **c, size_t *n) {
+    double total;
+    *c = s->cand;
+    return dist(s, logits, n, &total);
+}
+
 sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
-    const sm_candidate *c;
+    const sm_candidate *c = s->cand;
     size_t n;
-    sm_status st = sm_sampler_dist(s, logits, &c, &n);
+    double total;
+    sm_status st = dist(s, logits, &n, &total);
     if (st) return st;
-    if (n == 1) {
-        *out = c[0].id;
-        return SM_OK;
-    }
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += c[i].logit;
+    /* a draw even from one candidate, as before min-p: the RNG stream does not depend on how
+       many survive (greedy's draw picks its argmax and changes nothing it decides) */
     double r = (double)next_f32(&s->rng) * total, acc = 0.0;
     for (size_t i = 0; i < n; i++) {
         acc += c[i].logit;
@@ -220,9 +261,7 @@ sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
 }
 
 void sm_sampler_reset(sm_sampler *s, const sm_sampler_params *p) {
-    size_t cap = last_n(s);
-    for (size_t k = 0; k < s->n_recent; k++) s->count[s->recent[(s->recent_at + k) % cap]] = 0;
-    s->n_recent = s->recent_at = 0;
+    forget(s);
     s->p = *p;
     s->rng = p->seed;
 }

@@ -105,3 +105,93 @@ void test_sampler_seeded_and_nan(void) {
     CHECK(sm_sampler_sample(&s, logits, &id) == SM_ERR_RUNTIME);
     sm_arena_free(&arena);
 }
+
+/*
+** Penalties: the distribution sm_sampler_dist gives with a window of past
+** tokens equals the one a penalty-free sampler gives on logits penalized by
+** hand with llama.cpp's formula (each id once: / or * repeat_penalty by
+** sign, minus count * frequency + presence), for greedy, top-k, top-p and
+** the whole vocabulary; ties keep the lower id.
+*/
+void test_sampler_penalties(void) {
+    enum { V = 300, H = 40 };
+    float logits[V], ref[V];
+    unsigned long long st = 5;
+    for (int i = 0; i < V; i++) logits[i] = 4.0f * test_rand(&st) - 2.0f;
+    int32_t hist[H + 10];
+    for (int i = 0; i < H + 10; i++) hist[i] = (int32_t)((i * 37 + i / 3) % 23) * 13 % V;
+    hist[H + 9] = 7;   /* the last: a token that is also the best */
+    logits[7] = 5.0f;  /* so the penalties must move the argmax */
+    logits[8] = -0.5f; /* a negative logit the repeat penalty multiplies */
+    hist[H + 8] = 8;
+    const float rp = 1.7f, fp = 0.4f, pp = 0.9f;
+    /* the window is the last H ids of hist */
+    int count[V] = {0};
+    for (int i = 10; i < H + 10; i++) count[hist[i]]++;
+    for (int i = 0; i < V; i++) {
+        ref[i] = logits[i];
+        if (!count[i]) continue;
+        ref[i] = ref[i] <= 0 ? ref[i] * rp : ref[i] / rp;
+        ref[i] -= (float)count[i] * fp + pp;
+    }
+    const struct { float t; int k; float p; } modes[] = {{0, 0, 1}, {0.8f, 20, 1}, {1.2f, 0, 0.9f},
+                                                           {1.0f, 0, 1}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        sm_sampler_params pen = {.temperature = modes[m].t, .top_k = modes[m].k, .top_p = modes[m].p,
+                                 .seed = 1, .repeat_penalty = rp, .repeat_last_n = H,
+                                 .presence_penalty = pp, .frequency_penalty = fp};
+        sm_sampler_params plain = {.temperature = modes[m].t, .top_k = modes[m].k,
+                                   .top_p = modes[m].p, .seed = 1};
+        sm_arena meas, a, b;
+        sm_sampler s, r;
+        sm_arena_measure(&meas);
+        sm_sampler_init(&s, &pen, V, &meas);
+        CHECK(sm_arena_init(&a, meas.used) == 0 && sm_arena_init(&b, meas.used) == 0);
+        CHECK(sm_sampler_init(&s, &pen, V, &a) == SM_OK && sm_sampler_init(&r, &plain, V, &b) == SM_OK);
+        sm_sampler_history(&s, hist, H + 10);
+        const sm_candidate *cs, *cr;
+        size_t ns, nr;
+        CHECK(sm_sampler_dist(&s, logits, &cs, &ns) == SM_OK && sm_sampler_dist(&r, ref, &cr, &nr) == SM_OK);
+        bool same = ns == nr;
+        if (modes[m].k || modes[m].p < 1 || modes[m].t == 0) /* sorted, or the argmax */
+            for (size_t i = 0; same && i < ns; i++) same = cs[i].id == cr[i].id && cs[i].logit == cr[i].logit;
+        else /* indexed by id */
+            for (size_t i = 0; same && i < ns; i++) same = cs[i].id == cr[i].id && fabsf(cs[i].logit - cr[i].logit) <= 1e-6f * cr[i].logit;
+        CHECKF(same, "mode %zu: %zu candidates, want %zu; first %d (%g) want %d (%g)", m, ns, nr,
+               ns ? cs[0].id : -1, ns ? cs[0].logit : 0.0, nr ? cr[0].id : -1, nr ? cr[0].logit : 0.0);
+        if (modes[m].t == 0) CHECK(ns == 1 && cs[0].id != 7); /* the repeated best lost */
+        sm_arena_free(&a);
+        sm_arena_free(&b);
+    }
+}
+
+/*
+** Every sample takes one draw from the RNG, however few candidates are
+** left: a step that min-p cuts to one candidate leaves the stream where a
+** step with many does, so the next pick is the same.
+*/
+void test_sampler_one_draw_per_sample(void) {
+    enum { V = 500 };
+    float peaked[V], flat[V];
+    for (int i = 0; i < V; i++) peaked[i] = i == 42 ? 20.0f : 0.0f, flat[i] = 0.0f;
+    sm_sampler_params cut = {.temperature = 1, .top_p = 1, .seed = 9, .min_p = 0.5f};
+    sm_sampler_params all = {.temperature = 1, .top_p = 1, .seed = 9};
+    sm_arena meas, a, b;
+    sm_sampler s, r;
+    sm_arena_measure(&meas);
+    sm_sampler_init(&s, &cut, V, &meas);
+    CHECK(sm_arena_init(&a, meas.used) == 0 && sm_arena_init(&b, meas.used) == 0);
+    CHECK(sm_sampler_init(&s, &cut, V, &a) == SM_OK && sm_sampler_init(&r, &all, V, &b) == SM_OK);
+    const sm_candidate *c;
+    size_t n;
+    CHECK(sm_sampler_dist(&s, peaked, &c, &n) == SM_OK && n == 1 && c[0].id == 42);
+    for (int step = 0; step < 20; step++) {
+        int32_t x, y;
+        CHECK(sm_sampler_sample(&s, step % 2 ? flat : peaked, &x) == SM_OK);
+        CHECK(sm_sampler_sample(&r, step % 2 ? flat : peaked, &y) == SM_OK);
+        CHECKF(step % 2 == 0 || x == y, "step %d: %d after a one-candidate step, %d after a full one",
+               step, x, y);
+    }
+    sm_arena_free(&a);
+    sm_arena_free(&b);
+}
