@@ -216,9 +216,8 @@ def mix_types(cfg, mix):
     return out
 
 
-def check_models(a, np, sm_model, sm_quant):
+def check_models(a, np, sm_model, sm_quant, tmp):
     smallmind, dump, tool = (os.path.join(a.bin, x) for x in ("smallmind", "dump_logits", "quant_tool"))
-    tmp = tempfile.mkdtemp(prefix="sm-quant-")
     src = os.path.join(a.models, "seed")
     toks = [(i * 37 + 11) % 256 for i in range(70)]
     for qtype in MIXES:
@@ -307,10 +306,10 @@ def check_kv_f16(a, np, sm_model):
                        f"f16 KV-cache 1 and 2 threads bit-identical {kern}/{mode}")
 
 
-def check_kept(a):
+def check_kept(a, tmp):
     """Rows that are not whole blocks (the odd model is 48 wide): kept in the source type, said once."""
     smallmind = os.path.join(a.bin, "smallmind")
-    out = os.path.join(tempfile.mkdtemp(prefix="sm-quant-"), "odd-q4_0")
+    out = os.path.join(tmp, "odd-q4_0")
     p = subprocess.run([smallmind, "convert", os.path.join(a.models, "odd"), out, "--dtype", "q4_0"],
                        capture_output=True)
     err = p.stderr.decode()
@@ -340,15 +339,16 @@ def main():
         skip("quantization tests", f"NumPy is not installed for {sys.executable}")
         return TALLY.close()
     tool = os.path.join(a.bin, "quant_tool")
-    for check, args in ((check_gguf, (tool, a.shared, np, sm_quant)),
-                        (check_quantizer, (tool, a.shared, np, sm_quant)),
-                        (check_quantizer_k, (tool, a.shared, np, sm_quant)),
-                        (check_models, (a, np, sm_model, sm_quant)), (check_kept, (a,)),
-                        (check_kv_f16, (a, np, sm_model))):
-        try:
-            check(*args)
-        except (RuntimeError, OSError, ValueError) as e:  # a tool that failed: a failure, not a crash
-            report(False, check.__name__, str(e)[:300])
+    with tempfile.TemporaryDirectory(prefix="sm-quant-") as tmp:
+        for check, args in ((check_gguf, (tool, a.shared, np, sm_quant)),
+                            (check_quantizer, (tool, a.shared, np, sm_quant)),
+                            (check_quantizer_k, (tool, a.shared, np, sm_quant)),
+                            (check_models, (a, np, sm_model, sm_quant, tmp)), (check_kept, (a, tmp)),
+                            (check_kv_f16, (a, np, sm_model))):
+            try:
+                check(*args)
+            except (RuntimeError, OSError, ValueError) as e:  # a tool that failed: a failure, not a crash
+                report(False, check.__name__, str(e)[:300])
     return TALLY.close()
 
 
