@@ -8,8 +8,11 @@
 ** the argmax), or top-k, temperature, top-p (nucleus) and min-p (tokens
 ** whose probability is below min_p times the top token's go), and a draw
 ** from an explicit, seeded RNG state: the same seed, history and logits
-** give the same tokens. Scratch comes from the arena at init; sampling
-** never allocates and does not modify the logits.
+** give the same tokens (the order of transformers' logits processors;
+** llama.cpp applies its temperature after top-p and min-p). Top-k is one
+** heap pass and top-p over the whole vocabulary sorts only the candidates
+** near its nucleus, so neither sorts n_vocab logits. Scratch comes from the
+** arena at init; sampling never allocates and does not modify the logits.
 */
 #ifndef SM_SAMPLER_H
 #define SM_SAMPLER_H
@@ -44,6 +47,7 @@ typedef struct sm_sampler {
     int32_t *recent;       /* (SM_SAMPLER_MAX_LAST_N) ring of the last tokens */
     sm_candidate *pen;     /* (SM_SAMPLER_MAX_LAST_N) the window's ids with their penalized logits */
     size_t n_recent, recent_at;
+    double vocab_mass;     /* top-p: the whole vocabulary's weight (the nucleus is cut against it) */
 } sm_sampler;
 
 /* Carves scratch for n_vocab candidates from arena (measuring arenas work too). */

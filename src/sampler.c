@@ -163,6 +163,50 @@ static void sort_best_first(sm_candidate *c, size_t n) {
     }
 }
 
+/*
+** Top-p over the whole vocabulary without sorting it: one pass weighs every
+** logit into half-nat bins below the best (NUCLEUS_BINS of them, the last
+** open-ended) and sums the whole mass; the nucleus ends in the first bin at
+** which the bins' running mass reaches top_p of it, so only the candidates
+** of that bin and better are gathered into s->cand (returned count) and
+** sorted. The vocabulary's mass goes to s->vocab_mass: the prefix is cut
+** against it. In practice a few hundred candidates, not n_vocab.
+*/
+#define NUCLEUS_BINS 64
+
+static inline int bin_of(float l, float mx, float inv_t) {
+    float d = (mx - l) * inv_t; /* >= 0 nats below the best */
+    return d < NUCLEUS_BINS / 2 ? (int)(d * 2.0f) : NUCLEUS_BINS - 1;
+}
+
+static size_t nucleus_candidates(sm_sampler *s, const float *logits, const int32_t *skip,
+                                 size_t n_pen, float mx, float inv_t) {
+    double mass[NUCLEUS_BINS] = {0};
+    size_t V = s->n_vocab;
+    for (size_t i = 0; i < V; i++)
+        if (!(skip && skip[i])) mass[bin_of(logits[i], mx, inv_t)] += expf((logits[i] - mx) * inv_t);
+    for (size_t j = 0; j < n_pen; j++)
+        mass[bin_of(s->pen[j].logit, mx, inv_t)] += expf((s->pen[j].logit - mx) * inv_t);
+    double total = 0.0, cum = 0.0;
+    for (int b = 0; b < NUCLEUS_BINS; b++) total += mass[b];
+    int cut = NUCLEUS_BINS - 1;
+    for (int b = 0; b < NUCLEUS_BINS; b++) {
+        cum += mass[b];
+        if (cum >= (double)s->p.top_p * total) {
+            cut = b < NUCLEUS_BINS - 1 ? b + 1 : b; /* one bin more: rounding never cuts short */
+            break;
+        }
+    }
+    s->vocab_mass = total;
+    size_t n = 0;
+    for (size_t i = 0; i < V; i++)
+        if (!(skip && skip[i]) && bin_of(logits[i], mx, inv_t) <= cut)
+            s->cand[n++] = (sm_candidate){logits[i], (int32_t)i};
+    for (size_t j = 0; j < n_pen; j++)
+        if (bin_of(s->pen[j].logit, mx, inv_t) <= cut) s->cand[n++] = s->pen[j];
+    return n;
+}
+
 /* sm_sampler_dist, with the candidates' total weight (what a draw scales by). */
 static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double *total_out) {
     size_t V = s->n_vocab, n_pen = 0;
@@ -190,18 +234,19 @@ static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double 
     }
     float mx = top.logit, inv_t = 1.0f / s->p.temperature;
     size_t n = V;
-    bool sorted = false;
+    bool sorted = false, nucleus = false;
     if (s->p.top_k > 0 && (size_t)s->p.top_k < V) {
         n = select_top(c, logits, V, (size_t)s->p.top_k, skip, s->pen, n_pen);
         sort_best_first(c, n); /* the k best in one order whatever found them */
         sorted = true;
+    } else if (s->p.top_p < 1.0f) {
+        n = nucleus_candidates(s, logits, skip, n_pen, mx, inv_t);
+        nucleus = true;
+        sort_best_first(c, n);
+        sorted = true;
     } else {
         for (size_t i = 0; i < V; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
         for (size_t j = 0; j < n_pen; j++) c[s->pen[j].id] = s->pen[j];
-        if (s->p.top_p < 1.0f) {
-            sort_best_first(c, n);
-            sorted = true;
-        }
     }
     /* probabilities (unnormalised, the best 1) in place of logits */
     double total = 0.0;
@@ -210,7 +255,7 @@ static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double 
         total += c[i].logit;
     }
     if (sorted && s->p.top_p < 1.0f) { /* nucleus: the shortest best-first prefix with mass >= top_p */
-        double cum = 0.0, want = (double)s->p.top_p * total;
+        double cum = 0.0, want = (double)s->p.top_p * (nucleus ? s->vocab_mass : total);
         size_t keep = n;
         for (size_t i = 0; i < n; i++) {
             cum += c[i].logit;
