@@ -113,6 +113,9 @@ $(BUILD)/quant_tool: $(BUILD)/tests/tools/quant_tool.o $(LIB_OBJ)
 $(BUILD)/dump_grads: $(BUILD)/tests/tools/dump_grads.o $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/sample_dist: $(BUILD)/tests/tools/sample_dist.o $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/alloc_count.so: tests/tools/alloc_count.c
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
 
@@ -155,7 +158,7 @@ fuzz:
 	  fi; \
 	done
 
-test: $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/alloc_count.so $(TM)/.done
+test: $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done
 	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.

@@ -4,7 +4,9 @@
 ** A line is either plain text (the whole line is the prompt) or, when its
 ** first non-blank byte is '{', a JSON object:
 **   {"id": ..., "prompt": "...", "max_tokens": N, "temperature": T,
-**    "top_k": K, "top_p": P, "seed": S, "stop": "..." or ["...", ...]}
+**    "top_k": K, "top_p": P, "min_p": P, "repeat_penalty": X, "repeat_last_n": N,
+**    "presence_penalty": X, "frequency_penalty": X, "seed": S,
+**    "stop": "..." or ["...", ...]}
 ** where only "prompt" is required, or "messages": [{"role": ..., "content":
 ** ...}, ...] (OpenAI style, checked) instead, for the chat template. Unknown keys and out-of-range values are
 ** refused with a message naming the key.
@@ -17,7 +19,8 @@
 
 enum {
     SM_REC_MAX_TOKENS = 1, SM_REC_TEMPERATURE = 2, SM_REC_TOP_K = 4, SM_REC_TOP_P = 8,
-    SM_REC_SEED = 16, SM_REC_STOP = 32
+    SM_REC_SEED = 16, SM_REC_STOP = 32, SM_REC_MIN_P = 64, SM_REC_REPEAT_PENALTY = 128,
+    SM_REC_REPEAT_LAST_N = 256, SM_REC_PRESENCE_PENALTY = 512, SM_REC_FREQUENCY_PENALTY = 1024
 };
 
 #define SM_REC_ID_MAX 256
@@ -28,8 +31,8 @@ typedef struct sm_batch_record {
     struct cJSON *messages; /* or a conversation (owned: cJSON_Delete it), else NULL */
     size_t prompt_len;
     unsigned set;           /* SM_REC_* bits of the fields the record gives */
-    long max_tokens, top_k;
-    double temperature, top_p;
+    long max_tokens, top_k, repeat_last_n;
+    double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     long long seed;
     size_t n_stop;
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];

@@ -5,6 +5,7 @@
 
 #include "json_internal.h"
 #include "sm_chat.h"
+#include "sm_sampler.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +14,17 @@
 
 static sm_status bad(sm_error *err, const char *key, const char *what) {
     return sm_error_set(err, SM_ERR_INPUT, "\"%s\" %s", key, what);
+}
+
+/* A number in [lo, hi]. */
+static sm_status real(const cJSON *v, const char *key, double lo, double hi, double *out, sm_error *err) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "must be a number from %g to %g", lo, hi);
+        return bad(err, key, msg);
+    }
+    *out = v->valuedouble;
+    return SM_OK;
 }
 
 /* A whole number in [lo, hi]. */
@@ -108,6 +120,23 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
                 return bad(err, k, "must be a number in (0, 1]");
             rec->top_p = v->valuedouble;
             rec->set |= SM_REC_TOP_P;
+        } else if (strcmp(k, "min_p") == 0) {
+            st = real(v, k, 0, 1, &rec->min_p, err);
+            rec->set |= SM_REC_MIN_P;
+        } else if (strcmp(k, "repeat_penalty") == 0) {
+            if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 100))
+                return bad(err, k, "must be a number in (0, 100]");
+            rec->repeat_penalty = v->valuedouble;
+            rec->set |= SM_REC_REPEAT_PENALTY;
+        } else if (strcmp(k, "repeat_last_n") == 0) {
+            if (!(st = whole(v, k, 0, SM_SAMPLER_MAX_LAST_N, &x, err))) rec->repeat_last_n = (long)x;
+            rec->set |= SM_REC_REPEAT_LAST_N;
+        } else if (strcmp(k, "presence_penalty") == 0) {
+            st = real(v, k, -100, 100, &rec->presence_penalty, err);
+            rec->set |= SM_REC_PRESENCE_PENALTY;
+        } else if (strcmp(k, "frequency_penalty") == 0) {
+            st = real(v, k, -100, 100, &rec->frequency_penalty, err);
+            rec->set |= SM_REC_FREQUENCY_PENALTY;
         } else if (strcmp(k, "stop") == 0) {
             rec->set |= SM_REC_STOP;
             if (cJSON_IsArray(v)) {
@@ -118,7 +147,8 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
         } else {
             return sm_error_set(err, SM_ERR_INPUT,
                                 "unknown key \"%.64s\" (known: id, prompt, messages, max_tokens, "
-                                "temperature, top_k, top_p, seed, stop)", k);
+                                "temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, "
+                                "presence_penalty, frequency_penalty, seed, stop)", k);
         }
     }
     if (!st && have_prompt && rec->messages)

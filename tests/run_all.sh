@@ -24,6 +24,7 @@ stage "$PY" tests/test_train.py --bin "$B"
 stage "$PY" tests/test_tokenizers.py --bin "$B" --shared "${SM_SHARED:-../shared}"
 stage "$PY" tests/test_models.py --bin "$B" --shared "${SM_SHARED:-../shared}"
 stage "$PY" tests/test_gguf.py --bin "$B" --shared "${SM_SHARED:-../shared}"
+stage "$PY" tests/test_sampling.py --bin "$B"
 stage "$PY" tests/test_chat.py --bin "$B" --shared "${SM_SHARED:-../shared}"
 stage "$PY" tests/test_generate.py --bin "$B" --model models/default
 stage env SM_SANITIZED="${SM_SANITIZED:-}" "$PY" tests/test_robust.py --bin "$B" --shared "${SM_SHARED:-../shared}"

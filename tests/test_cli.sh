@@ -235,6 +235,14 @@ else
         if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: 16 tokens = 256 tokens ($a) with $t thread(s)"
         else bad "allocations per token ($t threads)" "16 tokens: '$a', 256 tokens: '$b'"; fi
     done
+    # every sampling transform on: penalties, top-p over the whole vocabulary, min-p
+    SAMP="--top-k 0 --top-p 0.9 --min-p 0.02 --repeat-penalty 1.2 --presence-penalty 0.3 --frequency-penalty 0.2"
+    for n in 16 256; do
+        SM_ALLOC_OUT=$T/p$n LD_PRELOAD=$SM_ALLOC_SO $BIN generate -m $M -p "a" -n $n -t 2 $SAMP >/dev/null 2>&1
+    done
+    a=$(cat "$T/p16" 2>/dev/null) b=$(cat "$T/p256" 2>/dev/null)
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: penalties, top-p, min-p: 16 tokens = 256 tokens ($a)"
+    else bad "allocations per token with penalties" "16 tokens: '$a', 256 tokens: '$b'"; fi
     for s in 2 12; do
         SM_ALLOC_OUT=$T/s$s LD_PRELOAD=$SM_ALLOC_SO $BIN train --data "$T/words.txt" --out "$T/al$s" $SMALL \
             --steps $s --eval-every 0 --checkpoint-every 0 -q -t 2 >/dev/null 2>&1

@@ -163,6 +163,11 @@ static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t 
     if (rec.set & SM_REC_TOP_K) req.sampling.top_k = (int)rec.top_k;
     if (rec.set & SM_REC_TOP_P) req.sampling.top_p = (float)rec.top_p;
     if (rec.set & SM_REC_SEED) req.sampling.seed = (uint64_t)rec.seed;
+    if (rec.set & SM_REC_MIN_P) req.sampling.min_p = (float)rec.min_p;
+    if (rec.set & SM_REC_REPEAT_PENALTY) req.sampling.repeat_penalty = (float)rec.repeat_penalty;
+    if (rec.set & SM_REC_REPEAT_LAST_N) req.sampling.repeat_last_n = (int)rec.repeat_last_n;
+    if (rec.set & SM_REC_PRESENCE_PENALTY) req.sampling.presence_penalty = (float)rec.presence_penalty;
+    if (rec.set & SM_REC_FREQUENCY_PENALTY) req.sampling.frequency_penalty = (float)rec.frequency_penalty;
     const char *stops[SM_STOP_MAX];
     req.n_stop = rec.set & SM_REC_STOP ? rec.n_stop : o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++)
