@@ -27,6 +27,7 @@
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -306,6 +307,33 @@ def export_checks(smbin, tmp, shared, np):
         T.skip("exported files in llama.cpp", "set LLAMA_CPP to a llama.cpp bin folder to run them there")
 
 
+def chat_template_export(smbin, tmp, shared):
+    """A Hugging Face directory whose tokenizer_config.json has a chat template (tiny-gpt2 given
+    Qwen 2.5's) converted to GGUF: tokenizer.chat_template holds the template, and the GGUF file
+    renders and tokenizes a conversation as the directory does."""
+    src = os.path.join(shared, "models", "tiny-gpt2")
+    qcfg = os.path.join(shared, "models", "tokenizers", "qwen2_5", "tokenizer_config.json")
+    if not os.path.isdir(src) or not os.path.exists(qcfg):
+        T.skip("export of a chat template", "../shared's tiny-gpt2 or Qwen 2.5 config is absent")
+        return
+    d = os.path.join(tmp, "tg2-chat")
+    shutil.copytree(src, d)
+    with open(qcfg, encoding="utf-8") as f:
+        tpl = json.load(f)["chat_template"]
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": tpl, "eos_token": "<|endoftext|>"}, f)
+    g = d + ".gguf"
+    p = run([smbin, "convert", d, g, "-q"])
+    conv = json.dumps([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi {there}"},
+                       {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "And?"}])
+    a = run([smbin, "template", "-m", d, "-f", "-", "--ids"], conv.encode())
+    b = run([smbin, "template", "-m", g, "-f", "-", "--ids"], conv.encode())
+    got = meta(g).get("tokenizer.chat_template") if p.returncode == 0 else None
+    report(got == tpl and a.returncode == 0 and a.stdout == b.stdout and len(a.stdout) > 0,
+           "export of a model with a chat template: tokenizer.chat_template holds it; the GGUF file's "
+           "template --ids = the directory's", (p.stderr + b.stderr).decode()[:300])
+
+
 def row_bytes(t):
     n = 1
     for k in t["shape"]:
@@ -352,6 +380,7 @@ def main():
             logits_check(torch, np, smbin, tiny, "the cat sat on the hat", "tiny GPT-2 GGUF")
     with tempfile.TemporaryDirectory() as tmp:
         export_checks(smbin, tmp, a.shared, np)
+        chat_template_export(smbin, tmp, a.shared)
     gdir = os.path.join(a.shared, "models", "gguf")
     if os.path.isdir(gdir):
         shared_models(smbin, gdir, torch, np)

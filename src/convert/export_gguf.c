@@ -8,7 +8,8 @@
 ** as "llama" (spaces written as U+2581, byte pieces <0xNN>, scores, token
 ** types), a byte-level BPE as "gpt2" (tokens and merges in GPT-2's byte
 ** alphabet), the byte tokenizer as a "gpt2" vocabulary of its 256 bytes
-** and no merges (so every byte is its own token, id = byte). Tensors under
+** and no merges (so every byte is its own token, id = byte); the chat
+** template, if the model has one, as tokenizer.chat_template. Tensors under
 ** GGUF's names, dims innermost first, data 32-byte aligned, the bytes copied
 ** as they are (smallmind's types are GGUF's, byte for byte); a Llama's fused
 ** Q/K/V matrix is written as attn_q, attn_k and attn_v (row ranges); a tied
@@ -224,6 +225,7 @@ sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err) {
     }
 #undef KEY
     if ((st = put_tokenizer(&b, &nkv, &tok, &c, err))) goto done;
+    if (c.chat_template) kv_str(&b, &nkv, "tokenizer.chat_template", c.chat_template);
     if (!llama && c.activation != SM_ACT_GELU_TANH) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a gpt2 model with activation %s has no GGUF "
                           "form llama.cpp runs (gelu_tanh only)", dir, sm_activation_name(c.activation));
