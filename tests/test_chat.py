@@ -17,7 +17,9 @@
   line (or the message and field), exit 1, nothing on stdout.
 - generate --chat, piped chat (--json, the KV-cache reused from turn to
   turn) and --batch records with "messages" on tiny-gpt2 (random weights)
-  given the Qwen 2.5 template: the same text as generate on the rendering.
+  given the Qwen 2.5 template: the same text as generate on the rendering;
+  /save and /load (and bad files for them); a small context that drops the
+  oldest turns.
 
     tests/test_chat.py --bin build [--shared ../shared]
 """
@@ -254,7 +256,105 @@ def end_to_end(smbin, tmp, shared):
         "content must be a string" in recs.get(4, {}).get("error", "")
     check(ok, "--batch records with messages: templated (= generate --chat), bad roles and contents "
           "are record errors naming the field", f"rc {rc} {out[:400]} {err[:200]}")
+    save_load(smbin, tmp, shared)
+    context_full(smbin, tmp, shared)
     terminal(smbin, tmp)
+
+
+def stories(shared, tmp):
+    """stories260K (a real pretrained model: its replies depend on what came before) with a plain
+    template, as model args for chat and generate; None when ../shared lacks it."""
+    g = os.path.join(shared, "models", "gguf", "stories260K-f32.gguf")
+    if not os.path.exists(g):
+        return None
+    tf = os.path.join(tmp, "story.jinja")
+    with open(tf, "w") as f:
+        f.write("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+                "{% if add_generation_prompt %}Then{% endif %}")
+    return ["-m", g, "--chat-template", tf, "--temp", "0", "-n", "12"]
+
+
+def fresh(smbin, m, conv):
+    """The reply generate gives from scratch on conv rendered with a generation prompt."""
+    rc, rendered, _ = gen(smbin, ["template"] + m[:4] + ["-f", "-"], json.dumps(conv).encode())
+    rc2, out, _ = gen(smbin, ["generate"] + m[:2] + m[4:] + ["-f", "-"], rendered.encode())
+    return out if rc == rc2 == 0 else None
+
+
+def save_load(smbin, tmp, shared):
+    """/save writes the conversation as JSON messages; /load of it after /reset continues it as if
+    nothing happened; bad files are one line naming the file, the turns go on, exit 1 at the end."""
+    m = stories(shared, tmp)
+    if not m:
+        T.skip("chat /save and /load", "../shared's stories260K-f32.gguf is absent")
+        return
+    s1, s2, bad = (os.path.join(tmp, x) for x in ("s1.json", "s2.json", "bad.json"))
+    with open(bad, "w") as f:
+        json.dump([{"role": "wizard", "content": "x"}], f)
+    q1, q2 = "Lily had a red ball.", "Tom saw a big dog."
+    script = f"{q1}\n/save {s1}\n/reset\n/load {s1}\n{q2}\n/save {s2}\n".encode()
+    rc, out, err = gen(smbin, ["chat"] + m + ["--json", "--system", "A story."], script)
+    recs = [json.loads(x) for x in out.splitlines()] if rc == 0 else []
+    try:
+        with open(s1, encoding="utf-8") as f:
+            c1 = json.load(f)
+        with open(s2, encoding="utf-8") as f:
+            c2 = json.load(f)
+    except (OSError, ValueError):
+        c1 = c2 = None
+    ok = rc == 0 and len(recs) == 2 and f"loaded 3 messages from {s1}" in err
+    if ok:
+        want1 = [{"role": "system", "content": "A story."}, {"role": "user", "content": q1},
+                 {"role": "assistant", "content": recs[0]["text"]}]
+        want2 = want1 + [{"role": "user", "content": q2}, {"role": "assistant", "content": recs[1]["text"]}]
+        ok = c1 == want1 and c2 == want2 and recs[0]["text"] != recs[1]["text"] and \
+            recs[1]["text"] == fresh(smbin, m, want2[:-1])
+    check(ok, "chat /save writes the conversation as JSON messages; /reset then /load of it: the next "
+          "turn = generate from scratch on the whole conversation (stories260K)",
+          f"rc {rc} {c1} {out[:200]} {err[:300]}")
+    script = (f"{q1}\n/load {bad}\n/load {os.path.join(tmp, 'absent.json')}\n"
+              f"/save {os.path.join(tmp, 'no', 'such', 'dir.json')}\n{q2}\n").encode()
+    rc, out2, err = gen(smbin, ["chat"] + m + ["--json", "--system", "A story.", "-q"], script)
+    recs2 = [json.loads(x) for x in out2.splitlines()]
+    lines = err.strip().splitlines()
+    ok = rc == 1 and len(recs2) == 2 and len(recs) == 2 and recs2[1]["text"] == recs[1]["text"] and \
+        len(lines) == 3 and f"{bad}: messages[0].role must be" in lines[0] and \
+        "absent.json" in lines[1] and "dir.json" in lines[2]
+    check(ok, "chat /load of a bad or missing file and /save to a missing folder: a line naming the "
+          "file each, the conversation unchanged, exit 1 at the end", f"rc {rc} {lines} {out2[:200]}")
+
+
+def context_full(smbin, tmp, shared):
+    """A 96-token context: turns go oldest first (never the system message), stderr says so, and
+    the reply is the one a fresh run gives on the conversation that was kept."""
+    m = stories(shared, tmp)
+    if not m:
+        T.skip("chat with a full context", "../shared's stories260K-f32.gguf is absent")
+        return
+    m = m + ["-c", "96"]
+    qs = ["Lily had a red ball.", "Tom saw a big dog.", "The cat was sad.", "They went to the park.",
+          "The sun was hot.", "Mom made a cake."]
+    saved = os.path.join(tmp, "full.json")
+    rc, out, err = gen(smbin, ["chat"] + m + ["--json", "--system", "A story."],
+                       ("\n".join(qs) + f"\n/save {saved}\n").encode())
+    recs = [json.loads(x) for x in out.splitlines()] if rc == 0 else []
+    try:
+        with open(saved, encoding="utf-8") as f:
+            conv = json.load(f)
+    except (OSError, ValueError):
+        conv = []
+    dropped = sum(r["messages_dropped"] for r in recs)
+    ok = len(recs) == 6 and dropped > 0 and all(r["tokens_prompt"] + 12 <= 96 for r in recs) and \
+        err.count("the context is full: dropped the") == sum(1 for r in recs if r["messages_dropped"]) and \
+        conv[:1] == [{"role": "system", "content": "A story."}] and conv[-2]["content"] == qs[-1] and \
+        len(conv) == 1 + 12 - dropped
+    check(ok, f"chat -c 96: {dropped} oldest messages dropped over 6 turns, said on stderr, the system "
+          "message kept", f"rc {rc} {out[:300]} {err[:300]} {conv}")
+    if ok:
+        want = fresh(smbin, m, conv[:-1])
+        check(recs[-1]["text"] == want == conv[-1]["content"] and len(set(r["text"] for r in recs)) > 2,
+              "chat after dropping: the last reply = generate from scratch on the kept conversation",
+              f"{recs[-1]['text']!r} vs {want!r}")
 
 
 def wait_for(sess, pred, timeout=20):

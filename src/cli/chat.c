@@ -8,7 +8,9 @@
 ** reply (what was said stays in the conversation), Ctrl-C at the prompt
 ** clears the line, Ctrl-D or /exit ends; /reset, /system TEXT, /save FILE,
 ** /load FILE, /help. With stdin not a terminal, each line is a user turn
-** and each reply is printed after it (--json: one JSON record per turn).
+** and each reply is printed after it (--json: one JSON record per turn);
+** a command that fails there (/load of a bad file, say) is reported and the
+** turns go on, and the exit status is 1 at the end, as --batch does.
 */
 #include "cli.h"
 
@@ -32,6 +34,7 @@ typedef struct chat_run {
     cli_out os;
     int turn;
     bool json;
+    bool failed; /* a command failed: piped chat exits 1 at the end */
 } chat_run;
 
 static int emit_reply(void *user, const char *text, size_t len) {
@@ -91,9 +94,9 @@ static int turn(chat_run *c, const char *text, size_t len) {
 static int save(chat_run *c, const char *path) {
     char *s = cJSON_Print(sm_chat_session_messages(c->cs));
     sm_error err = {{0}};
-    if (!s) return fprintf(stderr, "smallmind: out of memory\n"), 0;
+    if (!s) return fprintf(stderr, "smallmind: out of memory\n"), c->failed = true, 0;
     sm_piece pc[2] = {{s, strlen(s)}, {"\n", 1}};
-    if (sm_write_file(path, pc, 2, &err)) fprintf(stderr, "smallmind: %s\n", err.msg);
+    if (sm_write_file(path, pc, 2, &err)) fprintf(stderr, "smallmind: %s\n", err.msg), c->failed = true;
     else if (!c->o->quiet) fprintf(stderr, "smallmind: saved the conversation to %s\n", path);
     free(s);
     return 0;
@@ -102,10 +105,11 @@ static int save(chat_run *c, const char *path) {
 static int load(chat_run *c, const char *path) {
     cJSON *m;
     sm_error err = {{0}};
-    if (!sm_json_read_file(path, 64u << 20, &m, &err) && !sm_chat_session_set(c->cs, m, NULL, &err))
+    if (!sm_json_read_file(path, 64u << 20, &m, &err) && !sm_chat_check_messages(m, path, &err) &&
+        !sm_chat_session_set(c->cs, m, NULL, &err))
         err.msg[0] = 0;
     cJSON_Delete(m);
-    if (err.msg[0]) fprintf(stderr, "smallmind: %s\n", err.msg);
+    if (err.msg[0]) fprintf(stderr, "smallmind: %s\n", err.msg), c->failed = true;
     else if (!c->o->quiet)
         fprintf(stderr, "smallmind: loaded %d messages from %s\n",
                 cJSON_GetArraySize(sm_chat_session_messages(c->cs)), path);
@@ -124,7 +128,8 @@ static int command(chat_run *c, const char *line) {
         return 1;
     }
     if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
-        if (sm_chat_session_set(c->cs, NULL, arg, &err)) fprintf(stderr, "smallmind: %s\n", err.msg);
+        if (sm_chat_session_set(c->cs, NULL, arg, &err))
+            fprintf(stderr, "smallmind: %s\n", err.msg), c->failed = true;
         else if (!c->o->quiet) fprintf(stderr, "smallmind: system message %s\n", *arg ? "set" : "removed");
         return 1;
     }
@@ -217,7 +222,7 @@ static int piped(chat_run *c) {
     }
     free(line);
     if (!rc && cli_interrupted) rc = cli_interrupt_code();
-    return rc;
+    return rc ? rc : c->failed ? 1 : 0;
 }
 
 int cli_chat(const cli_opts *o) {
