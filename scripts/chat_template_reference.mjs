@@ -5,7 +5,8 @@
 // message, add_generation_prompt true and false, a message with Unicode and
 // template braces, roles that do not alternate (templates that raise say
 // so: the case records the error), tools (Llama 3.2, Qwen) and thinking on
-// and off (Qwen 3). Variables as transformers passes them: messages,
+// and off (Qwen 3); Llama 2, whose config has none, with Llama 2 Chat's
+// template (tests/fixtures/llama2-chat.jinja). Variables as transformers passes them: messages,
 // add_generation_prompt and the special tokens the config sets. Llama
 // 3.2's template takes today's date from strftime_now unless date_string is
 // given; these renderings give date_string "23 Nov 2026" so they do not
@@ -31,6 +32,14 @@ for (const sub of readdirSync(dir).sort())
     configs[`${sub}/${f}`] = { chat_template: j.chat_template ?? null, bos_token: tok(j.bos_token) ?? null,
                                eos_token: tok(j.eos_token) ?? null };
   }
+// Llama 2's tokenizer_config.json has no chat_template (transformers refuses to apply one, and so
+// do we); its chat model's template (meta-llama/Llama-2-7b-chat-hf's, what a user passes with
+// --chat-template) is rendered with that config's special tokens.
+const l2 = configs["llama2/tokenizer_config.json"];
+if (l2 && !l2.chat_template) {
+  l2.chat_template = readFileSync("tests/fixtures/llama2-chat.jinja", "utf8");
+  l2.template_file = "tests/fixtures/llama2-chat.jinja";
+}
 
 const U = (content) => ({ role: "user", content });
 const A = (content) => ({ role: "assistant", content });

@@ -19,7 +19,8 @@
   turn) and --batch records with "messages" on tiny-gpt2 (random weights)
   given the Qwen 2.5 template: the same text as generate on the rendering;
   /save and /load (and bad files for them); a small context that drops the
-  oldest turns.
+  oldest turns; a model without a template (Llama 2's config) refused as
+  transformers refuses it, and given one with --chat-template.
 
     tests/test_chat.py --bin build [--shared ../shared]
 """
@@ -256,9 +257,34 @@ def end_to_end(smbin, tmp, shared):
         "content must be a string" in recs.get(4, {}).get("error", "")
     check(ok, "--batch records with messages: templated (= generate --chat), bad roles and contents "
           "are record errors naming the field", f"rc {rc} {out[:400]} {err[:200]}")
+    no_template(smbin, tmp, src, shared)
     save_load(smbin, tmp, shared)
     context_full(smbin, tmp, shared)
     terminal(smbin, tmp)
+
+
+def no_template(smbin, tmp, src, shared):
+    """A model without a template (Llama 2's tokenizer_config.json has none): as transformers'
+    apply_chat_template, a refusal - one line naming the model and --chat-template - and the
+    template given with --chat-template FILE is used."""
+    l2 = os.path.join(shared, "models", "tokenizers", "llama2", "tokenizer_config.json")
+    if not os.path.exists(l2):
+        T.skip("a model without a chat template", f"{l2} is absent")
+        return
+    d = os.path.join(tmp, "tg2-l2")
+    shutil.copytree(src, d)
+    shutil.copy(l2, os.path.join(d, "tokenizer_config.json"))
+    conv = json.dumps([{"role": "user", "content": "Hi"}]).encode()
+    for args, data in ((["template", "-m", d, "-f", "-"], conv), (["generate", "-m", d, "--chat", "-p", "Hi"], None),
+                       (["chat", "-m", d], b"Hi\n")):
+        p = run([smbin] + args, data)
+        one_line_error(p, f"{d} has no chat template", f"{args[0]} on a model without a chat template")
+        check("--chat-template FILE" in p.stderr.decode(), f"{args[0]}: the error says --chat-template FILE")
+    tf = os.path.join(HERE, "fixtures", "llama2-chat.jinja")
+    p = run([smbin, "template", "-m", d, "--chat-template", tf, "-f", "-"], conv)
+    check(p.returncode == 0 and p.stdout == b"<s>[INST] Hi [/INST]",
+          "--chat-template FILE on it: Llama 2 Chat's template, with tokenizer_config.json's bos_token",
+          p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace"))
 
 
 def stories(shared, tmp):
