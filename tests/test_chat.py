@@ -19,7 +19,8 @@
   turn) and --batch records with "messages" on tiny-gpt2 (random weights)
   given the Qwen 2.5 template: the same text as generate on the rendering;
   /save and /load (and bad files for them); a small context that drops the
-  oldest turns; a model without a template (Llama 2's config) refused as
+  oldest turns; Llama 3's, Qwen's and Gemma 3's ends of turn end a reply;
+  a model without a template (Llama 2's config) refused as
   transformers refuses it, and given one with --chat-template.
 
     tests/test_chat.py --bin build [--shared ../shared]
@@ -258,6 +259,7 @@ def end_to_end(smbin, tmp, shared):
     check(ok, "--batch records with messages: templated (= generate --chat), bad roles and contents "
           "are record errors naming the field", f"rc {rc} {out[:400]} {err[:200]}")
     no_template(smbin, tmp, src, shared)
+    end_of_turn(smbin, tmp, shared)
     save_load(smbin, tmp, shared)
     context_full(smbin, tmp, shared)
     terminal(smbin, tmp)
@@ -285,6 +287,57 @@ def no_template(smbin, tmp, src, shared):
     check(p.returncode == 0 and p.stdout == b"<s>[INST] Hi [/INST]",
           "--chat-template FILE on it: Llama 2 Chat's template, with tokenizer_config.json's bos_token",
           p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace"))
+
+
+def end_of_turn(smbin, tmp, shared):
+    """Generation ends at each family's end-of-turn token, found by its text in tokenizer.json (as
+    llama.cpp finds it): a one-layer model whose every logit is 0 but one token's (ln_f's weight
+    0, its bias 1, that token's output row 1) answers with that token; an end of turn ends the
+    reply at once (finish "eos", nothing printed), an ordinary token runs to the length limit."""
+    try:
+        import numpy as np
+    except ImportError:
+        T.skip("ends of turn", f"NumPy is not installed for {sys.executable}")
+        return
+    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+    import sm_model
+    for fam, end in (("llama3", "<|eot_id|>"), ("qwen2_5", "<|im_end|>"), ("gemma3", "<end_of_turn>")):
+        tj = os.path.join(shared, "models", "tokenizers", fam, "tokenizer.json")
+        if not os.path.exists(tj):
+            T.skip(f"{fam}: {end} ends generation", f"{tj} is absent")
+            continue
+        with open(tj, encoding="utf-8") as f:
+            added = {a["content"]: a["id"] for a in json.load(f).get("added_tokens", [])}
+        V, C = vocab_size(tj), 8
+        res = {}
+        for what, tid in (("end", added[end]), ("plain", 1000)):
+            d = os.path.join(tmp, f"eot-{fam}-{what}")
+            rng = np.random.default_rng(0)
+            f32 = lambda a: np.asarray(a, dtype="<f4").tobytes()  # noqa: E731
+            out = np.zeros((V, C))
+            out[tid] = 1.0
+            t = [("tok_embd", (V, C), f32(rng.standard_normal((V, C)) * 0.02)),
+                 ("pos_embd", (64, C), f32(rng.standard_normal((64, C)) * 0.01))]
+            for n, shape in (("ln1.weight", (C,)), ("ln1.bias", (C,)), ("attn_qkv.weight", (3 * C, C)),
+                             ("attn_qkv.bias", (3 * C,)), ("attn_out.weight", (C, C)), ("attn_out.bias", (C,)),
+                             ("ln2.weight", (C,)), ("ln2.bias", (C,)), ("mlp_up.weight", (4 * C, C)),
+                             ("mlp_up.bias", (4 * C,)), ("mlp_down.weight", (C, 4 * C)), ("mlp_down.bias", (C,))):
+                t.append(("blk.0." + n, shape, f32(rng.standard_normal(shape) * 0.02)))
+            t += [("ln_f.weight", (C,), f32(np.zeros(C))), ("ln_f.bias", (C,), f32(np.ones(C))),
+                  ("output.weight", (V, C), f32(out))]
+            os.makedirs(d)
+            os.symlink(os.path.abspath(tj), os.path.join(d, "tokenizer.json"))
+            sm_model.write_model(d, {"format": "smallmind", "format_version": 1, "architecture": "gpt2",
+                                     "n_layer": 1, "n_head": 1, "n_embd": C, "n_ctx": 64, "n_vocab": V,
+                                     "norm_eps": 1e-5, "activation": "gelu_tanh", "tied_output": False,
+                                     "bias": True, "tokenizer": {"type": "huggingface",
+                                                                 "file": "tokenizer.json"}}, t)
+            p = run([smbin, "generate", "-m", d, "-p", "Hello", "-n", "5", "--temp", "0", "--json"])
+            res[what] = json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr.decode()}
+        e, o = res["end"], res["plain"]
+        check(e.get("finish_reason") == "eos" and e.get("text") == "" and
+              o.get("finish_reason") == "length" and o.get("tokens_generated") == 5,
+              f"{fam}: {end} ({added[end]}) ends generation; an ordinary token (1000) does not", f"{e} {o}")
 
 
 def stories(shared, tmp):
