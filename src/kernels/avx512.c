@@ -159,6 +159,37 @@ static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, micro_1, sm_ker
 */
 #define UN 4
 
+/*
+** The horizontal sum of v in a fixed tree: lanes i + i+8, then i + i+4, then
+** i + i+2, then i + i+1 (what GCC's _mm512_reduce_add_ps does; clang's may
+** pair them otherwise). hsum16 does the same tree for 16 vectors at once, so
+** a tile's outputs equal the dot products summed one at a time, bit for bit.
+*/
+static inline float hsum(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_shuffle_ps(b, b, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(c) + _mm_cvtss_f32(_mm_shuffle_ps(c, c, 1));
+}
+
+/* Lane 4j + i of the result is hsum(v[4i + j]), i, j < 4. */
+static inline __m512 hsum16(const __m512 v[16]) {
+    __m512 a[8], c[4], g[2];
+    for (int p = 0; p < 8; p++) /* per vector: lanes i + i+8 (8 sums each, two vectors) */
+        a[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int q = 0; q < 4; q++) /* i + i+4: 128-bit block k is vector 4q + k */
+        c[q] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int r = 0; r < 2; r++) /* i + i+2 */
+        g[r] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * r], c[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(c[2 * r], c[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* i + i+1: lane 4k + m is vector 4m + k */
+    return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 /* out[t * N] for r token rows (r <= 4, a constant at every call site) against weight row w. */
 static inline __attribute__((always_inline)) void
 dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
@@ -185,8 +216,8 @@ dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *res
             a[i][c] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mt, x + i * K + k), a[i][c]);
     }
     for (size_t i = 0; i < r; i++)
-        out[i * N] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]),
-                                                        _mm512_add_ps(a[i][2], a[i][3]))) + bias;
+        out[i * N] = hsum(_mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]),
+                                        _mm512_add_ps(a[i][2], a[i][3]))) + bias;
 }
 
 /*
@@ -278,12 +309,16 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
         for (size_t i = 0; i < r; i++)
             for (size_t j = 0; j < NW; j++) part[i][j][u] = a[i][j];
     }
-    for (size_t i = 0; i < r; i++)
+    __m512 v[16];
+    for (size_t i = 0; i < 4; i++)
         for (size_t j = 0; j < NW; j++)
-            out[i * N + j] = _mm512_reduce_add_ps(_mm512_add_ps(
-                                 _mm512_add_ps(part[i][j][0], part[i][j][1]),
-                                 _mm512_add_ps(part[i][j][2], part[i][j][3]))) +
-                             (bias ? bias[j] : 0.0f);
+            v[4 * i + j] = i < r ? _mm512_add_ps(_mm512_add_ps(part[i][j][0], part[i][j][1]),
+                                                 _mm512_add_ps(part[i][j][2], part[i][j][3]))
+                                 : _mm512_setzero_ps();
+    float sum[16];
+    _mm512_storeu_ps(sum, hsum16(v));
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < NW; j++) out[i * N + j] = sum[4 * j + i] + (bias ? bias[j] : 0.0f);
 }
 
 /*
