@@ -268,6 +268,22 @@ static void matmul(float *restrict out, const float *restrict x, const void *res
 }
 
 /*
+** hsum of 8 vectors at once, in hsum's tree (lanes i + i+4, then i + i+2,
+** then i + i+1): lane 4i + j of the result is hsum(v[2j + i]), i < 2, j < 4.
+*/
+static inline __m256 hsum8(const __m256 v[8]) {
+    __m256 a[4], c[2];
+    for (int p = 0; p < 4; p++) /* 128-bit half h: vector 2p + h, lanes i + i+4 */
+        a[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    for (int q = 0; q < 2; q++) /* i + i+2 */
+        c[q] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)), /* i + i+1 */
+                         _mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/*
 ** Batched decoding (matmul_rows, T > 2) is bound by arithmetic, not memory:
 ** it wants several weight rows x several token rows per register block, so
 ** each load feeds several FMAs. The dot products must still be summed
@@ -312,11 +328,16 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
         for (size_t i = 0; i < r; i++)
             for (size_t j = 0; j < NW; j++) part[i][j][u] = a[i][j];
     }
-    for (size_t i = 0; i < r; i++)
+    __m256 v[8];
+    for (size_t i = 0; i < 2; i++)
         for (size_t j = 0; j < NW; j++)
-            out[i * N + j] = hsum(_mm256_add_ps(_mm256_add_ps(part[i][j][0], part[i][j][1]),
-                                                _mm256_add_ps(part[i][j][2], part[i][j][3]))) +
-                             (bias ? bias[j] : 0.0f);
+            v[2 * j + i] = i < r ? _mm256_add_ps(_mm256_add_ps(part[i][j][0], part[i][j][1]),
+                                                 _mm256_add_ps(part[i][j][2], part[i][j][3]))
+                                 : _mm256_setzero_ps();
+    float sum[8];
+    _mm256_storeu_ps(sum, hsum8(v));
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < NW; j++) out[i * N + j] = sum[4 * i + j] + (bias ? bias[j] : 0.0f);
 }
 
 /* Blocks of 4 weight rows; the second token block of each prefetches the next 4 rows. */
