@@ -47,7 +47,6 @@ typedef struct sm_sampler {
     int32_t *recent;       /* (SM_SAMPLER_MAX_LAST_N) ring of the last tokens */
     sm_candidate *pen;     /* (SM_SAMPLER_MAX_LAST_N) the window's ids with their penalized logits */
     size_t n_recent, recent_at;
-    double vocab_mass;     /* top-p: the whole vocabulary's weight (the nucleus is cut against it) */
 } sm_sampler;
 
 /* Carves scratch for n_vocab candidates from arena (measuring arenas work too). */

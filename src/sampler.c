@@ -169,8 +169,8 @@ static void sort_best_first(sm_candidate *c, size_t n) {
 ** open-ended) and sums the whole mass; the nucleus ends in the first bin at
 ** which the bins' running mass reaches top_p of it, so only the candidates
 ** of that bin and better are gathered into s->cand (returned count) and
-** sorted. The vocabulary's mass goes to s->vocab_mass: the prefix is cut
-** against it. In practice a few hundred candidates, not n_vocab.
+** sorted. The vocabulary's mass goes to *whole: the prefix is cut against
+** it. In practice a few hundred candidates, not n_vocab.
 */
 #define NUCLEUS_BINS 64
 
@@ -180,7 +180,7 @@ static inline int bin_of(float l, float mx, float inv_t) {
 }
 
 static size_t nucleus_candidates(sm_sampler *s, const float *logits, const int32_t *skip,
-                                 size_t n_pen, float mx, float inv_t) {
+                                 size_t n_pen, float mx, float inv_t, double *whole) {
     double mass[NUCLEUS_BINS] = {0};
     size_t V = s->n_vocab;
     for (size_t i = 0; i < V; i++)
@@ -197,7 +197,7 @@ static size_t nucleus_candidates(sm_sampler *s, const float *logits, const int32
             break;
         }
     }
-    s->vocab_mass = total;
+    *whole = total;
     size_t n = 0;
     for (size_t i = 0; i < V; i++)
         if (!(skip && skip[i]) && bin_of(logits[i], mx, inv_t) <= cut)
@@ -234,16 +234,13 @@ static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double 
     }
     float mx = top.logit, inv_t = 1.0f / s->p.temperature;
     size_t n = V;
-    bool sorted = false, nucleus = false;
+    double whole = -1.0; /* top-p's reference mass when not all candidates are weighed */
     if (s->p.top_k > 0 && (size_t)s->p.top_k < V) {
         n = select_top(c, logits, V, (size_t)s->p.top_k, skip, s->pen, n_pen);
         sort_best_first(c, n); /* the k best in one order whatever found them */
-        sorted = true;
     } else if (s->p.top_p < 1.0f) {
-        n = nucleus_candidates(s, logits, skip, n_pen, mx, inv_t);
-        nucleus = true;
+        n = nucleus_candidates(s, logits, skip, n_pen, mx, inv_t, &whole);
         sort_best_first(c, n);
-        sorted = true;
     } else {
         for (size_t i = 0; i < V; i++) c[i] = (sm_candidate){logits[i], (int32_t)i};
         for (size_t j = 0; j < n_pen; j++) c[s->pen[j].id] = s->pen[j];
@@ -254,8 +251,9 @@ static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double 
         c[i].logit = expf((c[i].logit - mx) * inv_t);
         total += c[i].logit;
     }
-    if (sorted && s->p.top_p < 1.0f) { /* nucleus: the shortest best-first prefix with mass >= top_p */
-        double cum = 0.0, want = (double)s->p.top_p * (nucleus ? s->vocab_mass : total);
+    if (s->p.top_p < 1.0f) { /* nucleus (both paths above sorted): the shortest best-first
+                                  prefix with mass >= top_p */
+        double cum = 0.0, want = (double)s->p.top_p * (whole >= 0 ? whole : total);
         size_t keep = n;
         for (size_t i = 0; i < n; i++) {
             cum += c[i].logit;
