@@ -16,12 +16,9 @@
 
 #include "sm_base.h"
 #include "sm_generate.h"
+#include "sm_sampler.h"
 
-enum {
-    SM_REC_MAX_TOKENS = 1, SM_REC_TEMPERATURE = 2, SM_REC_TOP_K = 4, SM_REC_TOP_P = 8,
-    SM_REC_SEED = 16, SM_REC_STOP = 32, SM_REC_MIN_P = 64, SM_REC_REPEAT_PENALTY = 128,
-    SM_REC_REPEAT_LAST_N = 256, SM_REC_PRESENCE_PENALTY = 512, SM_REC_FREQUENCY_PENALTY = 1024
-};
+enum { SM_REC_MAX_TOKENS = 1, SM_REC_STOP = 2 };
 
 #define SM_REC_ID_MAX 256
 
@@ -30,19 +27,19 @@ typedef struct sm_batch_record {
     char *prompt;           /* decoded prompt, in the caller's buffer */
     struct cJSON *messages; /* or a conversation (owned: cJSON_Delete it), else NULL */
     size_t prompt_len;
-    unsigned set;           /* SM_REC_* bits of the fields the record gives */
-    long max_tokens, top_k, repeat_last_n;
-    double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
-    long long seed;
+    unsigned set;           /* SM_REC_* bits: max_tokens and stop given */
+    long max_tokens;
+    sm_sampler_params sampling; /* the caller's defaults, with the record's fields over them */
     size_t n_stop;
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
 } sm_batch_record;
 
 /*
 ** Parses line[0..len) (no newline). The decoded prompt goes to buf, which
-** must hold len bytes. SM_ERR_INPUT with a message on a bad record.
+** must hold len bytes; rec->sampling starts as *defaults. SM_ERR_INPUT with
+** a message on a bad record.
 */
-sm_status sm_batch_parse(const char *line, size_t len, char *buf, sm_batch_record *rec,
-                         sm_error *err);
+sm_status sm_batch_parse(const char *line, size_t len, char *buf, const sm_sampler_params *defaults,
+                         sm_batch_record *rec, sm_error *err);
 
 #endif

@@ -5,7 +5,6 @@
 
 #include "json_internal.h"
 #include "sm_chat.h"
-#include "sm_sampler.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,14 +15,17 @@ static sm_status bad(sm_error *err, const char *key, const char *what) {
     return sm_error_set(err, SM_ERR_INPUT, "\"%s\" %s", key, what);
 }
 
-/* A number in [lo, hi]. */
-static sm_status real(const cJSON *v, const char *key, double lo, double hi, double *out, sm_error *err) {
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
+/* A number in [lo, hi], or (lo, hi] if open, into *out. */
+static sm_status number(const cJSON *v, const char *key, double lo, double hi, bool open, float *out,
+                        sm_error *err) {
+    double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    if (!(open ? x > lo : x >= lo) || !(x <= hi)) {
         char msg[96];
-        snprintf(msg, sizeof msg, "must be a number from %g to %g", lo, hi);
+        if (open) snprintf(msg, sizeof msg, "must be a number in (%g, %g]", lo, hi);
+        else snprintf(msg, sizeof msg, "must be a number from %g to %g", lo, hi);
         return bad(err, key, msg);
     }
-    *out = v->valuedouble;
+    *out = (float)x;
     return SM_OK;
 }
 
@@ -78,6 +80,7 @@ static bool utf8_valid(const char *str) {
 
 static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec, sm_error *err) {
     if (!cJSON_IsObject(root)) return sm_error_set(err, SM_ERR_INPUT, "expected a JSON object");
+    sm_sampler_params *sp = &rec->sampling;
     sm_status st = SM_OK;
     bool have_prompt = false;
     for (const cJSON *v = root->child; v && !st; v = v->next) {
@@ -105,38 +108,23 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
             if (!(st = whole(v, k, 0, 1 << 30, &x, err))) rec->max_tokens = (long)x;
             rec->set |= SM_REC_MAX_TOKENS;
         } else if (strcmp(k, "top_k") == 0) {
-            if (!(st = whole(v, k, 0, 1 << 30, &x, err))) rec->top_k = (long)x;
-            rec->set |= SM_REC_TOP_K;
+            if (!(st = whole(v, k, 0, 1 << 30, &x, err))) sp->top_k = (int)x;
         } else if (strcmp(k, "seed") == 0) {
-            if (!(st = whole(v, k, 0, 2147483647.0, &x, err))) rec->seed = x;
-            rec->set |= SM_REC_SEED;
-        } else if (strcmp(k, "temperature") == 0) {
-            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1000))
-                return bad(err, k, "must be a number from 0 to 1000");
-            rec->temperature = v->valuedouble;
-            rec->set |= SM_REC_TEMPERATURE;
-        } else if (strcmp(k, "top_p") == 0) {
-            if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 1))
-                return bad(err, k, "must be a number in (0, 1]");
-            rec->top_p = v->valuedouble;
-            rec->set |= SM_REC_TOP_P;
-        } else if (strcmp(k, "min_p") == 0) {
-            st = real(v, k, 0, 1, &rec->min_p, err);
-            rec->set |= SM_REC_MIN_P;
-        } else if (strcmp(k, "repeat_penalty") == 0) {
-            if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 100))
-                return bad(err, k, "must be a number in (0, 100]");
-            rec->repeat_penalty = v->valuedouble;
-            rec->set |= SM_REC_REPEAT_PENALTY;
+            if (!(st = whole(v, k, 0, 2147483647.0, &x, err))) sp->seed = (uint64_t)x;
         } else if (strcmp(k, "repeat_last_n") == 0) {
-            if (!(st = whole(v, k, 0, SM_SAMPLER_MAX_LAST_N, &x, err))) rec->repeat_last_n = (long)x;
-            rec->set |= SM_REC_REPEAT_LAST_N;
+            if (!(st = whole(v, k, 0, SM_SAMPLER_MAX_LAST_N, &x, err))) sp->repeat_last_n = (int)x;
+        } else if (strcmp(k, "temperature") == 0) {
+            st = number(v, k, 0, 1000, false, &sp->temperature, err);
+        } else if (strcmp(k, "top_p") == 0) {
+            st = number(v, k, 0, 1, true, &sp->top_p, err);
+        } else if (strcmp(k, "min_p") == 0) {
+            st = number(v, k, 0, 1, false, &sp->min_p, err);
+        } else if (strcmp(k, "repeat_penalty") == 0) {
+            st = number(v, k, 0, 100, true, &sp->repeat_penalty, err);
         } else if (strcmp(k, "presence_penalty") == 0) {
-            st = real(v, k, -100, 100, &rec->presence_penalty, err);
-            rec->set |= SM_REC_PRESENCE_PENALTY;
+            st = number(v, k, -100, 100, false, &sp->presence_penalty, err);
         } else if (strcmp(k, "frequency_penalty") == 0) {
-            st = real(v, k, -100, 100, &rec->frequency_penalty, err);
-            rec->set |= SM_REC_FREQUENCY_PENALTY;
+            st = number(v, k, -100, 100, false, &sp->frequency_penalty, err);
         } else if (strcmp(k, "stop") == 0) {
             rec->set |= SM_REC_STOP;
             if (cJSON_IsArray(v)) {
@@ -158,9 +146,10 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
     return st;
 }
 
-sm_status sm_batch_parse(const char *line, size_t len, char *buf, sm_batch_record *rec,
-                         sm_error *err) {
+sm_status sm_batch_parse(const char *line, size_t len, char *buf, const sm_sampler_params *defaults,
+                         sm_batch_record *rec, sm_error *err) {
     memset(rec, 0, sizeof *rec);
+    rec->sampling = *defaults;
     size_t i = 0;
     while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
     if (i == len || line[i] != '{') {

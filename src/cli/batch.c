@@ -144,7 +144,8 @@ static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t 
     sm_batch_record rec;
     sm_error err = {{0}};
     rec.id[0] = '\0';
-    sm_status st = sm_batch_parse(line, n, pbuf, &rec, &err);
+    sm_sampler_params dflt = cli_sampling(o, cli_seed(o->seed));
+    sm_status st = sm_batch_parse(line, n, pbuf, &dflt, &rec, &err);
     memcpy(p->id, rec.id, sizeof p->id);
     size_t n_ids = 0;
     const char *why = st ? err.msg : rec.messages ? templated(b, r, rec.messages, &n_ids, &err) : NULL;
@@ -157,17 +158,7 @@ static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t 
                             .ids = n_ids ? b->ids : NULL, .n_ids = n_ids,
                             .max_tokens = rec.set & SM_REC_MAX_TOKENS ? (size_t)rec.max_tokens
                                                                       : (size_t)o->max_tokens,
-                            .sampling = cli_sampling(o, cli_seed(o->seed)),
-                            .truncate = o->truncate, .tag = p};
-    if (rec.set & SM_REC_TEMPERATURE) req.sampling.temperature = (float)rec.temperature;
-    if (rec.set & SM_REC_TOP_K) req.sampling.top_k = (int)rec.top_k;
-    if (rec.set & SM_REC_TOP_P) req.sampling.top_p = (float)rec.top_p;
-    if (rec.set & SM_REC_SEED) req.sampling.seed = (uint64_t)rec.seed;
-    if (rec.set & SM_REC_MIN_P) req.sampling.min_p = (float)rec.min_p;
-    if (rec.set & SM_REC_REPEAT_PENALTY) req.sampling.repeat_penalty = (float)rec.repeat_penalty;
-    if (rec.set & SM_REC_REPEAT_LAST_N) req.sampling.repeat_last_n = (int)rec.repeat_last_n;
-    if (rec.set & SM_REC_PRESENCE_PENALTY) req.sampling.presence_penalty = (float)rec.presence_penalty;
-    if (rec.set & SM_REC_FREQUENCY_PENALTY) req.sampling.frequency_penalty = (float)rec.frequency_penalty;
+                            .sampling = rec.sampling, .truncate = o->truncate, .tag = p};
     const char *stops[SM_STOP_MAX];
     req.n_stop = rec.set & SM_REC_STOP ? rec.n_stop : o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++)

@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!buf) return 0;
     sm_batch_record rec;
     sm_error err = {{0}};
-    if (sm_batch_parse((const char *)data, size, buf, &rec, &err) == SM_OK) {
+    sm_sampler_params dflt = {.top_p = 1};
+    if (sm_batch_parse((const char *)data, size, buf, &dflt, &rec, &err) == SM_OK) {
         if (rec.prompt_len > size || rec.n_stop > SM_STOP_MAX) abort();
         for (size_t i = 0; i < rec.n_stop; i++) {
             size_t m = strlen(rec.stop[i]);
