@@ -108,11 +108,12 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
 const cJSON *sm_chat_session_messages(const sm_chat_session *cs);
 
 /*
-** Replaces the conversation: messages (checked; copied), or none with only
-** the system message (system NULL: keep the current one; "" drops it).
-** The cache is reused where the new conversation's tokens agree.
+** Replaces the conversation: messages (checked, errors starting with where,
+** else "conversation"; copied), or none with only the system message
+** (system NULL: keep the current one; "" drops it). The cache is reused
+** where the new conversation's tokens agree.
 */
-sm_status sm_chat_session_set(sm_chat_session *cs, const cJSON *messages, const char *system,
-                              sm_error *err);
+sm_status sm_chat_session_set(sm_chat_session *cs, const cJSON *messages, const char *where,
+                              const char *system, sm_error *err);
 
 #endif

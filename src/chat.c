@@ -227,11 +227,11 @@ static bool is_role(const cJSON *m, const char *role) {
     return cJSON_IsString(r) && !strcmp(r->valuestring, role);
 }
 
-sm_status sm_chat_session_set(sm_chat_session *cs, const cJSON *messages, const char *system,
-                              sm_error *err) {
+sm_status sm_chat_session_set(sm_chat_session *cs, const cJSON *messages, const char *where,
+                              const char *system, sm_error *err) {
     cJSON *m;
     if (messages) {
-        sm_status st = sm_chat_check_messages(messages, "conversation", err);
+        sm_status st = sm_chat_check_messages(messages, where ? where : "conversation", err);
         if (st) return st;
         if (!(m = cJSON_Duplicate(messages, 1))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     } else if (system) {

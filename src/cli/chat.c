@@ -33,13 +33,12 @@ typedef struct chat_run {
     sm_chat_session *cs;
     cli_out os;
     int turn;
-    bool json;
     bool failed; /* a command failed: piped chat exits 1 at the end */
 } chat_run;
 
 static int emit_reply(void *user, const char *text, size_t len) {
     chat_run *c = user;
-    if (c->json) return cli_interrupted != 0;
+    if (c->o->json) return cli_interrupted != 0;
     return cli_out_write(&c->os, text, len) || cli_interrupted;
 }
 
@@ -60,7 +59,7 @@ static int turn(chat_run *c, const char *text, size_t len) {
     if (t.n_dropped && !o->quiet)
         fprintf(stderr, "smallmind: the context is full: dropped the %zu oldest messages "
                 "(the system message stays) and rebuilt the cache\n", t.n_dropped);
-    if (c->json) {
+    if (o->json) {
         char *buf = NULL;
         size_t n = 0;
         FILE *f = open_memstream(&buf, &n);
@@ -91,56 +90,54 @@ static int turn(chat_run *c, const char *text, size_t len) {
     return c->os.pipe_closed || c->os.write_errno ? 1 : 0;
 }
 
-static int save(chat_run *c, const char *path) {
+static void save(chat_run *c, const char *path) {
     char *s = cJSON_Print(sm_chat_session_messages(c->cs));
     sm_error err = {{0}};
-    if (!s) return fprintf(stderr, "smallmind: out of memory\n"), c->failed = true, 0;
+    if (!s) {
+        fprintf(stderr, "smallmind: out of memory\n");
+        c->failed = true;
+        return;
+    }
     sm_piece pc[2] = {{s, strlen(s)}, {"\n", 1}};
     if (sm_write_file(path, pc, 2, &err)) fprintf(stderr, "smallmind: %s\n", err.msg), c->failed = true;
     else if (!c->o->quiet) fprintf(stderr, "smallmind: saved the conversation to %s\n", path);
     free(s);
-    return 0;
 }
 
-static int load(chat_run *c, const char *path) {
+static void load(chat_run *c, const char *path) {
     cJSON *m;
     sm_error err = {{0}};
-    if (!sm_json_read_file(path, 64u << 20, &m, &err) && !sm_chat_check_messages(m, path, &err) &&
-        !sm_chat_session_set(c->cs, m, NULL, &err))
+    if (!sm_json_read_file(path, 64u << 20, &m, &err) && !sm_chat_session_set(c->cs, m, path, NULL, &err))
         err.msg[0] = 0;
     cJSON_Delete(m);
     if (err.msg[0]) fprintf(stderr, "smallmind: %s\n", err.msg), c->failed = true;
     else if (!c->o->quiet)
         fprintf(stderr, "smallmind: loaded %d messages from %s\n",
                 cJSON_GetArraySize(sm_chat_session_messages(c->cs)), path);
-    return 0;
 }
 
-/* A line starting with '/': 1 = handled, 2 = exit, 0 = not a command. */
-static int command(chat_run *c, const char *line) {
+/* A line starting with '/' (what else it says goes to /help); true: end the chat. */
+static bool command(chat_run *c, const char *line) {
     sm_error err = {{0}};
     const char *arg = strchr(line, ' ');
     arg = arg ? arg + 1 : "";
-    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 2;
+    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return true;
     if (!strcmp(line, "/reset")) {
-        sm_chat_session_set(c->cs, NULL, NULL, &err);
+        sm_chat_session_set(c->cs, NULL, NULL, NULL, &err);
         if (!c->o->quiet) fprintf(stderr, "smallmind: the conversation starts again\n");
-        return 1;
-    }
-    if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
-        if (sm_chat_session_set(c->cs, NULL, arg, &err))
+    } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
+        if (sm_chat_session_set(c->cs, NULL, NULL, arg, &err))
             fprintf(stderr, "smallmind: %s\n", err.msg), c->failed = true;
         else if (!c->o->quiet) fprintf(stderr, "smallmind: system message %s\n", *arg ? "set" : "removed");
-        return 1;
-    }
-    if (!strncmp(line, "/save ", 6) && *arg) return save(c, arg), 1;
-    if (!strncmp(line, "/load ", 6) && *arg) return load(c, arg), 1;
-    if (!strcmp(line, "/help") || line[1]) {
+    } else if (!strncmp(line, "/save ", 6) && *arg) {
+        save(c, arg);
+    } else if (!strncmp(line, "/load ", 6) && *arg) {
+        load(c, arg);
+    } else if (line[1]) { /* /help, or a command it does not know */
         fprintf(stderr, "commands: /exit (or Ctrl-D), /reset, /system TEXT, /save FILE, /load FILE;\n"
                         "end a line with \\ to continue it; Ctrl-C stops a reply\n");
-        return 1;
     }
-    return 0;
+    return false;
 }
 
 static int interactive(chat_run *c) {
@@ -173,10 +170,9 @@ static int interactive(chat_run *c) {
         if (n) add_history(line);
         bool more = n && line[n - 1] == '\\';
         if (!len && !more && line[0] == '/') {
-            int k = command(c, line);
+            bool end = command(c, line);
             free(line);
-            if (k == 2) break;
-            if (k == 1) continue;
+            if (end) break;
             continue;
         }
         char *t = realloc(text, len + n + 2);
@@ -215,7 +211,7 @@ static int piped(chat_run *c) {
         if (!n) continue;
         line[n] = 0;
         if (line[0] == '/') {
-            if (command(c, line) == 2) break;
+            if (command(c, line)) break;
             continue;
         }
         rc = turn(c, line, (size_t)n);
@@ -230,7 +226,6 @@ int cli_chat(const cli_opts *o) {
     memset(&c, 0, sizeof c);
     c.o = o;
     c.os = (cli_out){.last_was_newline = true};
-    c.json = o->json;
     sm_sampler_params spar = cli_sampling(o, cli_seed(o->seed));
     cli_run_spec spec = {.max_batch = 512, .n_seq = 1, .sampling = &spar, .n_samplers = 1,
                          .build_state = true};
