@@ -273,12 +273,12 @@ static void matmul(float *restrict out, const float *restrict x, const void *res
 ** over chunks u, u + UN, ... for 4 weight rows x r token rows (16
 ** accumulators, 16 FMAs per 8 loads), and the UN partial vectors of each
 ** output are combined at the end in dot_block's order. The tile's rows stay
-** in L1/L2 across the passes. pf, when not NULL, is 4 weight rows to come,
-** which the tile prefetches at the offsets it reads.
+** in L1/L2 across the passes. pf is 4 weight rows to come, which the tile
+** prefetches (into L2) at the offsets it reads, in the passes set in pfm.
 */
 static inline __attribute__((always_inline)) void
 dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
-         const void *restrict w, const char *pf, const float *restrict bias, size_t K) {
+         const void *restrict w, const char *pf, unsigned pfm, const float *restrict bias, size_t K) {
     enum { NW = 4 };
     const size_t es = dt == SM_DTYPE_F32 ? 4 : 2, nf = K / 16;
     const __mmask16 mt = tail_mask(K % 16);
@@ -291,7 +291,7 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
             __m512 wv[NW];
             for (size_t j = 0; j < NW; j++) {
                 wv[j] = load_w(dt, w, j * K + 16 * g);
-                if (pf) _mm_prefetch(pf + (j * K + 16 * g) * es, _MM_HINT_T0);
+                if (pfm >> u & 1) _mm_prefetch(pf + (j * K + 16 * g) * es, _MM_HINT_T2);
             }
             for (size_t i = 0; i < r; i++) {
                 __m512 xv = _mm512_loadu_ps(x + i * K + 16 * g);
@@ -322,24 +322,30 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
 }
 
 /*
-** Blocks of 4 weight rows; the first token block of each prefetches the
-** block after the next (measured a little ahead of the next one, 5%).
+** Blocks of 4 weight rows; each prefetches the block after the next, its
+** passes shared among the token blocks (block b takes the passes u with u %
+** nb = b, nb = the number of token blocks up to UN), so the loads from memory
+** are spread over the block's time rather than bunched in its first token
+** block. bench_gemv --rows 16, 1 thread: the 15M shapes (K = 288) 95-101 ->
+** 114-130 GFLOPS, the GPT-2 shapes unchanged; into L2 rather than L1 gave
+** GPT-2 qkv 180-190 -> 205-210 on 2 threads.
 */
 static inline __attribute__((always_inline)) void
 gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
            const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
-    size_t n = n0;
+    size_t nb = (T + 3) / 4 < UN ? (T + 3) / 4 : UN, n = n0;
     for (; n + 4 <= n1; n += 4) {
         const void *wr = sm_kernels_elem(w, dt, n * K);
         const char *next = n + 12 <= n1 ? sm_kernels_elem(w, dt, (n + 8) * K) : NULL;
         const float *b = bias ? bias + n : NULL;
         for (size_t t = 0; t < T; t += 4) {
-            const char *pf = t == 0 ? next : NULL; /* T > 4: the first block is whole */
+            unsigned pfm = 0;
+            for (size_t u = 0; next && u < UN; u++) pfm |= (unsigned)(u % nb == t / 4) << u;
             switch (T - t) {
-            case 1: dot_tile(dt, 1, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
-            case 2: dot_tile(dt, 2, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
-            case 3: dot_tile(dt, 3, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
-            default: dot_tile(dt, 4, out + t * N + n, N, x + t * K, wr, pf, b, K); break;
+            case 1: dot_tile(dt, 1, out + t * N + n, N, x + t * K, wr, next, pfm, b, K); break;
+            case 2: dot_tile(dt, 2, out + t * N + n, N, x + t * K, wr, next, pfm, b, K); break;
+            case 3: dot_tile(dt, 3, out + t * N + n, N, x + t * K, wr, next, pfm, b, K); break;
+            default: dot_tile(dt, 4, out + t * N + n, N, x + t * K, wr, next, pfm, b, K); break;
             }
         }
     }
