@@ -11,8 +11,8 @@
 # smallmind's AVX2 table on a machine that has AVX-512.
 # The peers are yours to build (docs/performance.md says how and at which
 # commits); this script only runs them. Without them it prints smallmind's
-# figures alone. ROWS: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm
-# (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
+# figures alone. ROWS: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total
+# gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
 # gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
 # tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m gpt2-q4_k_m. Quantized GGUF files are made by the
@@ -27,7 +27,7 @@ LC2=${LLAMA_CPP_AVX2:-}
 L2=${LLAMA2C:-}
 SHARED=$(realpath ${SHARED:-../shared/models})
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3 )
-ROWS=${*:-l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm}
+ROWS=${*:-l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm}
 mkdir -p $MD
 jget() { $PY -c 'import json,sys; r=json.load(sys.stdin); r=r[0] if isinstance(r,list) else r; print(round(r[sys.argv[1]], 1))' "$1"; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2); else print "-" }'; }
@@ -126,22 +126,43 @@ prefill)
     P=("sm_pre $MD/gpt2-small-f32 512" "sm_pre $MD/gpt2-small-f32 512 avx2"); lcs lc_pre $MD/gpt2-small-f32.gguf 512
     [ -n "$LC$LC2" ] && mkg gpt2-small-f32
     row "prefill 512 tokens, GPT-2 small shape, f32, 2 threads, tokens/s" ">= 650" "${P[@]}" ;;
-batch)
+batch|batch-total)
     mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257
-    # 16 records of 16 tokens (bytes of the byte tokenizer), 64 tokens each,
-    # decoded together; total generated tokens over the wall clock, load included.
-    for i in $(seq 16); do printf 'record %02d of the batch..\n' $i; done >$MD/prompts16.txt
-    sm_batch() {
+    # 16 records of 16 tokens (bytes of the byte tokenizer, as -npp 16), 64
+    # tokens each, decoded together. batch: generated tokens over the decode
+    # time (the first token comes with the prompt), as llama-batched-bench's
+    # S_TG; batch-total: prompt and generated tokens over prefill + decode,
+    # as its S, and our wall clock with the model load beside it.
+    for i in $(seq 16); do printf 'record %02d batch.\n' $i; done >$MD/prompts16.txt
+    sm_batch() { # MODE [KERNELS]
         local s e; s=$(date +%s.%N)
         $BIN generate -m $MD/gpt2-small-f32 --batch $MD/prompts16.txt -n 64 --parallel 16 -t 2 --temp 0 -q \
-            ${1:+--kernels $1} >/dev/null
-        e=$(date +%s.%N); $PY -c "print(round(16 * 64 / ($e - $s), 1))"
+            ${2:+--kernels $2} >$MD/batch.out
+        e=$(date +%s.%N)
+        $PY -c '
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+mode, wall = sys.argv[2], float(sys.argv[4]) - float(sys.argv[3])
+dec = max(r["timing"]["decode_ms"] for r in rs) / 1e3
+pre = max(r["timing"]["prefill_ms"] for r in rs) / 1e3
+gen = sum(r["tokens_generated"] for r in rs)
+if mode == "decode": v = (gen - len(rs)) / dec
+elif mode == "total": v = (gen + sum(r["tokens_prompt"] for r in rs)) / (pre + dec)
+else: v = gen / wall
+print(round(v, 1))' $MD/batch.out $1 $s $e
     }
-    lc_batch() { $1/llama-batched-bench -m $MD/gpt2-small-f32.gguf -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 2>/dev/null |
-        awk -F'|' '$2 ~ /^ *16 *$/ { gsub(/ /, "", $9); print $9 }'; }
-    P=("sm_batch" "sm_batch avx2"); lcs lc_batch
+    lc_batch() { $2/llama-batched-bench -m $MD/gpt2-small-f32.gguf -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 2>/dev/null |
+        awk -F'|' -v c=$([ $1 = decode ] && echo 9 || echo 11) '$2 ~ /^ *16 *$/ { gsub(/ /, "", $c); print $c }'; }
+    if [ $r = batch ]; then
+        P=("sm_batch decode" "sm_batch decode avx2"); lcs lc_batch decode
+        name="decode tokens/s (generated over the decode time)"; goal=">= 1.3x llama.cpp"
+    else
+        P=("sm_batch total" "sm_batch total avx2" "sm_batch wall"); lcs lc_batch total
+        name="prompt + generated tokens over prefill + decode (sm_batch wall: generated over the wall clock, load included)"
+        goal="the same row, whole runs"
+    fi
     [ -n "$LC$LC2" ] && mkg gpt2-small-f32
-    row "16 prompts x 64 tokens together, GPT-2 small f32, 2 threads, total tokens/s" ">= 1.3x llama.cpp" "${P[@]}" ;;
+    row "16 prompts x 64 tokens together, GPT-2 small f32, 2 threads, $name" "$goal" "${P[@]}" ;;
 gemm)
     G=$(dirname $BIN)/bench_gemm
     if [ ! -x $G ]; then echo "gemm: $G is missing (make bench builds it when libopenblas-dev is installed)"; continue; fi
@@ -170,5 +191,5 @@ gpt2-pre-q8_0)
     need_q gpt2 q8_0
     P=("sm_pre $MD/gpt2-q8_0 512" "sm_pre $MD/gpt2-q8_0 512 avx2"); lcs lc_pre $MD/gpt2-q8_0.gguf 512
     row "prefill 512 tokens, GPT-2 small shape, q8_0, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch gemm tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done
