@@ -351,14 +351,13 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
 static inline __attribute__((always_inline)) void
 gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
            const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
-    size_t nb = (T + 1) / 2 < UN ? (T + 1) / 2 : UN, n = n0;
+    size_t n = n0;
     for (; n + 4 <= n1; n += 4) {
         const void *wr = sm_kernels_elem(w, dt, n * K);
         const char *next = n + 8 <= n1 ? sm_kernels_elem(w, dt, (n + 4) * K) : NULL;
         const float *b = bias ? bias + n : NULL;
         for (size_t t = 0; t < T; t += 2) {
-            unsigned pfm = 0;
-            for (size_t u = 0; next && u < UN; u++) pfm |= (unsigned)(u % nb == t / 2) << u;
+            unsigned pfm = next ? sm_kernels_pf_passes(t / 2, (T + 1) / 2, UN) : 0;
             if (T - t >= 2)
                 dot_tile(dt, 2, out + t * N + n, N, x + t * K, wr, next, pfm, b, K);
             else

@@ -88,6 +88,18 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
 void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const float *restrict sn,
                             size_t hs);
 
+/*
+** The batched-decode tiles share the prefetch of the weight rows to come
+** among the token blocks that pass over a block of rows: of nb token blocks
+** and np passes each, block b makes the passes u = b, b + nb', ... (nb' = nb
+** up to np). Returns those passes as a bit mask (0 for b >= np).
+*/
+static inline unsigned sm_kernels_pf_passes(size_t b, size_t nb, size_t np) {
+    unsigned m = 0;
+    for (size_t u = b, step = nb < np ? nb : np; u < np; u += step) m |= 1u << u;
+    return m;
+}
+
 /* Address of element i of a tensor of type dt (for the q types, i starts a block). */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
     switch (dt) {
