@@ -1,4 +1,5 @@
-"""safetensors files for the tests, written here (no safetensors package).
+"""safetensors files for the tests, written here (no safetensors package),
+and Hugging Face directories made from ../shared's.
 
 A file is the 8-byte little-endian length of a JSON header (padded with
 spaces to a multiple of 8), the header {name: {dtype, shape, data_offsets}},
@@ -6,6 +7,8 @@ then the tensors' bytes back to back.
 """
 import json
 import math
+import os
+import shutil
 import struct
 
 
@@ -35,3 +38,14 @@ def gpt2_shapes(C, V, ctx):
 def zeros(shapes):
     """F32 zero tensors for safetensors_bytes: shapes is {name: shape}."""
     return [(name, "F32", shape, b"\0" * (4 * math.prod(shape))) for name, shape in shapes.items()]
+
+
+def with_chat_template(src, tokenizer_config, dest):
+    """A copy of the Hugging Face directory src at dest whose tokenizer_config.json has
+    tokenizer_config's chat_template (and GPT-2's <|endoftext|> as eos_token)."""
+    shutil.copytree(src, dest)
+    with open(tokenizer_config, encoding="utf-8") as f:
+        tpl = json.load(f)["chat_template"]
+    with open(os.path.join(dest, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": tpl, "eos_token": "<|endoftext|>"}, f)
+    return dest

@@ -34,6 +34,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_file import with_chat_template  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally("chat")
@@ -211,12 +212,7 @@ def end_to_end(smbin, tmp, shared):
     if not os.path.isdir(src) or not os.path.exists(qcfg):
         T.skip("generate --chat, chat and --batch messages", "../shared's tiny-gpt2 or Qwen 2.5 config is absent")
         return
-    d = os.path.join(tmp, "tg2")
-    shutil.copytree(src, d)
-    with open(qcfg, encoding="utf-8") as f:
-        tpl = json.load(f)["chat_template"]
-    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
-        json.dump({"chat_template": tpl, "eos_token": "<|endoftext|>"}, f)
+    d = with_chat_template(src, qcfg, os.path.join(tmp, "tg2"))
     m = ["-m", d, "--temp", "0", "-n", "12"]
     rc, rendered, _ = gen(smbin, ["template", "-m", d, "--system", "Be brief.", "-f", "-"],
                           json.dumps([{"role": "user", "content": "What is 2+2?"}]).encode())

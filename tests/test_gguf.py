@@ -27,7 +27,6 @@
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+from st_file import with_chat_template  # noqa: E402
 from tally import Tally  # noqa: E402
 import sm_gguf  # noqa: E402
 import sm_quant  # noqa: E402
@@ -316,12 +316,9 @@ def chat_template_export(smbin, tmp, shared):
     if not os.path.isdir(src) or not os.path.exists(qcfg):
         T.skip("export of a chat template", "../shared's tiny-gpt2 or Qwen 2.5 config is absent")
         return
-    d = os.path.join(tmp, "tg2-chat")
-    shutil.copytree(src, d)
+    d = with_chat_template(src, qcfg, os.path.join(tmp, "tg2-chat"))
     with open(qcfg, encoding="utf-8") as f:
         tpl = json.load(f)["chat_template"]
-    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
-        json.dump({"chat_template": tpl, "eos_token": "<|endoftext|>"}, f)
     g = d + ".gguf"
     p = run([smbin, "convert", d, g, "-q"])
     conv = json.dumps([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi {there}"},
