@@ -44,10 +44,11 @@ int main(int argc, char **argv) {
         hist[nh++] = (int32_t)strtol(s, &s, 10);
         if (*s == ',') s++;
     }
-    sm_arena arena;
+    sm_arena arena, meas;
     sm_sampler smp;
-    if (sm_arena_init(&arena, (V * 16 + SM_SAMPLER_MAX_LAST_N * 16) * 2 + 4096) ||
-        sm_sampler_init(&smp, &p, V, &arena)) {
+    sm_arena_measure(&meas); /* the sampler's scratch, measured as the runner plans it */
+    sm_sampler_init(&smp, &p, V, &meas);
+    if (sm_arena_init(&arena, meas.used) || sm_sampler_init(&smp, &p, V, &arena)) {
         fprintf(stderr, "sampler setup failed\n");
         return 1;
     }
