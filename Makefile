@@ -3,7 +3,8 @@
 #   make            build build/smallmind (installs libcjson-dev, libpcre2-dev, libutf8proc-dev and libedit-dev
 #                   via apt when run as root)
 #   make run        build, then generate from the default model
-#   make test       unit tests, NumPy reference checks and CLI tests
+#   make test       unit tests, NumPy reference checks and CLI tests (installs the tools the
+#                   tests use via apt when run as root; otherwise names them and those checks skip)
 #   make asan       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make warnings   gcc and clang builds with -Werror
 #   make bench      speed figures for docs/performance.md
@@ -56,7 +57,7 @@ BIN      := $(BUILD)/smallmind
 TESTBIN  := $(BUILD)/test_runner
 DEPSOK   := $(BUILD)/.deps-ok
 
-.PHONY: all run test asan warnings bench clean deps test-models model install uninstall fuzz fuzz-build
+.PHONY: all run test asan warnings bench clean deps test-deps test-models model install uninstall fuzz fuzz-build
 
 all: $(BIN)
 
@@ -74,6 +75,12 @@ $(DEPSOK):
 	@touch $@
 
 deps: $(DEPSOK)
+
+# What the tests need beyond the build (NumPy, PyTorch, Jinja2, tmux, Unicode
+# data; clang's sanitizer runtime for make asan): installed with apt-get as root,
+# else named in one line, and the tests that need them skip.
+test-deps:
+	@bash scripts/test_deps.sh $(PYTHON)
 
 $(BUILD)/%.o: %.c | $(DEPSOK)
 	@mkdir -p $(dir $@)
@@ -121,7 +128,7 @@ $(BUILD)/alloc_count.so: tests/tools/alloc_count.c
 
 # Random-weight models the tests use (scripts/sm_random_model.py).
 TM := $(BUILD)/test-models
-$(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py
+$(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py | test-deps
 	@mkdir -p $(TM)
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/seed --force --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256 --seed 1
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/odd --force --layers 2 --heads 3 --embd 48 --ctx 80 --vocab 300 --activation gelu_erf --untied --seed 2
@@ -158,15 +165,17 @@ fuzz:
 	  fi; \
 	done
 
-test: $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done
+test: test-deps $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done
 	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.
 asan:
+	@bash scripts/test_deps.sh $(PYTHON) asan
 	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  SM_SKIP_ALLOC=1 SM_SANITIZED=1 test
 
 warnings:
+	@bash scripts/test_deps.sh $(PYTHON) asan
 	$(MAKE) BUILD=build-gcc CC=gcc CFLAGS="-O2 -Werror" build-gcc/smallmind build-gcc/test_runner
 	$(MAKE) BUILD=build-clang CC=clang CFLAGS="-O2 -Werror" build-clang/smallmind build-clang/test_runner
 

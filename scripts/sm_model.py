@@ -22,7 +22,10 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sm_quant  # noqa: E402
+try:
+    import sm_quant  # noqa: E402  (needs NumPy: quantized types only)
+except ImportError:
+    sm_quant = None
 
 MAGIC = b"SMWEIGHT"
 HEADER = 64
@@ -53,7 +56,7 @@ def write_model(out_dir, config, tensors, file_name="model.bin"):
             n = 1
             for d in shape:
                 n *= d
-            size = sm_quant.row_bytes(dtype, n) if dtype in sm_quant.BLOCK else DTYPES[dtype][1] * n
+            size = sm_quant.row_bytes(dtype, n) if dtype not in DTYPES else DTYPES[dtype][1] * n
             assert len(data) == size, name
             manifest.append({"name": name, "dtype": dtype, "shape": list(shape),
                              "file": file_name, "offset": offset})

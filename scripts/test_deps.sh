@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# What the tests need beyond the build, found or installed.
+#
+#   scripts/test_deps.sh PYTHON [asan]
+#
+# Checks each tool or module the way the tests use it (an import with PYTHON,
+# a command on PATH, a data file). As root with apt-get, installs the Debian
+# packages of whatever is missing, as `make` does for the build libraries.
+# Otherwise prints one line naming the packages and exits 0: the checks that
+# need them skip, saying so. Python itself, and with `asan` clang and its
+# sanitizer runtime, cannot be done without: a missing one is an error.
+set -u
+PY=${1:-/usr/bin/python3}
+want_asan=${2:-}
+need=() fatal=()
+
+have_py() { "$PY" -c "import $1" >/dev/null 2>&1; }
+add() { need+=("$1"); }
+
+# the tests are Python and shell: without Python there is nothing to skip to
+command -v "$PY" >/dev/null 2>&1 || fatal+=(python3)
+have_py numpy || add python3-numpy
+have_py torch || add python3-torch
+have_py jinja2 || add python3-jinja2
+command -v tmux >/dev/null || add tmux
+command -v script >/dev/null || add bsdutils
+command -v taskset >/dev/null || add util-linux
+[ -f /usr/share/unicode/UnicodeData.txt ] || add unicode-data
+if [ "$want_asan" = asan ]; then
+    # the sanitizer runtime: a program linked with -fsanitize=address,undefined
+    if ! command -v clang >/dev/null || ! echo 'int main(void){return 0;}' |
+        clang -x c -fsanitize=address,undefined -o /dev/null - >/dev/null 2>&1; then
+        fatal+=(clang libclang-rt-dev)
+    fi
+fi
+
+all=("${need[@]}" "${fatal[@]}")
+[ ${#all[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing ${all[*]} with apt-get (what the tests need)"
+    export DEBIAN_FRONTEND=noninteractive
+    if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${all[@]}" >/dev/null; then
+        exit 0
+    fi
+    echo "apt-get could not install ${all[*]}" >&2
+fi
+if [ ${#fatal[@]} -gt 0 ]; then
+    echo "make test needs: sudo apt-get install ${fatal[*]} ${need[*]}" >&2
+    exit 1
+fi
+echo "the tests that need them skip: sudo apt-get install ${need[*]} runs them all" >&2
+exit 0
