@@ -228,6 +228,7 @@ int cli_batch(const cli_opts *o) {
                         "%.2f s (%.1f tokens/s, %zu decoded together)%s\n",
                 b.written, todo, b.failed, b.tokens, el, el > 0 ? (double)b.tokens / el : 0, P,
                 cli_interrupted ? "; interrupted" : "");
+    if (o->stats) cli_runner_print_threads(&r, stderr);
     for (size_t i = 0; b.ready && i < todo; i++) free(b.ready[i]);
     free(b.ready), free(b.ready_len), free(b.pend), free(pbuf);
     free(input);

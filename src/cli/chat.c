@@ -240,6 +240,7 @@ int cli_chat(const cli_opts *o) {
     cli_exit_now = 0; /* Ctrl-C stops a reply, not the program */
     rc = isatty(STDIN_FILENO) && !o->json ? interactive(&c) : piped(&c);
 done:
+    if (o->stats) cli_runner_print_threads(&c.r, stderr);
     sm_chat_session_free(c.cs);
     sm_chat_free(&c.chat);
     cli_runner_free(&c.r);

@@ -199,6 +199,8 @@ typedef struct cli_run_spec {
 /* Loads o->model and builds what spec asks. Returns an exit code (0 = ready); on failure r is freed. */
 int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec);
 void cli_runner_free(cli_runner *r);
+/* The --stats line on threads: how many, and the share of steps each width ran. */
+void cli_runner_print_threads(const cli_runner *r, FILE *f);
 /*
 ** A model's config and tokenizer without its weights (a directory, a GGUF
 ** file or a Hugging Face directory); --special and --no-bos applied.

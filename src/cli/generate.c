@@ -115,14 +115,16 @@ int cli_generate(const cli_opts *o) {
     if (o->stats) {
         double dec = gs.n_generated > 1 ? (double)(gs.n_generated - 1) / gs.t_decode : 0;
         fprintf(stderr,
-                "load: %.1f ms (%s kernels, %d threads, seed %llu)\n"
+                "load: %.1f ms (%s kernels, %d thread%s, seed %llu)\n"
                 "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
                 "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
                 "finish: %s\n",
-                r.t_load * 1e3, r.kernels->name, (int)o->threads, (unsigned long long)seed,
+                r.t_load * 1e3, r.kernels->name, (int)o->threads, o->threads == 1 ? "" : "s",
+                (unsigned long long)seed,
                 gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
                 gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,
                 sm_finish_str(gs.finish));
+        cli_runner_print_threads(&r, stderr);
     }
     sm_chat_free(&chat);
     cli_runner_free(&r);

@@ -40,35 +40,6 @@ static void on_signal(int sig) {
     cli_interrupted = sig;
 }
 
-static int physical_cores(void) {
-    /* distinct (package, core) pairs among online CPUs; falls back to the CPU count */
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    int seen[1024][2], nseen = 0;
-    for (long i = 0; i < n && i < 1024; i++) {
-        char path[128];
-        int ids[2] = {-1, -1};
-        const char *files[2] = {"physical_package_id", "core_id"};
-        for (int k = 0; k < 2; k++) {
-            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/%s", i, files[k]);
-            FILE *f = fopen(path, "r");
-            if (!f || fscanf(f, "%d", &ids[k]) != 1) ids[k] = -1;
-            if (f) fclose(f);
-        }
-        if (ids[0] < 0 || ids[1] < 0) return (int)n;
-        bool dup = false;
-        for (int j = 0; j < nseen; j++)
-            if (seen[j][0] == ids[0] && seen[j][1] == ids[1]) dup = true;
-        if (!dup) {
-            seen[nseen][0] = ids[0];
-            seen[nseen][1] = ids[1];
-            nseen++;
-        }
-    }
-    return nseen > 0 ? nseen : (int)n;
-}
-
-
 /*
 ** The default model: ./models/default (a source checkout), else the one
 ** `make install` puts beside the binary: <bin>/../share/smallmind/models/default.
@@ -127,13 +98,19 @@ int main(int argc, char **argv) {
     const char *env = getenv("SMALLMIND_MODEL");
     static char installed[4096];
     o.model = env && *env ? env : default_model(installed, sizeof installed);
-    env = getenv("SMALLMIND_THREADS");
+    /* threads: SMALLMIND_THREADS, else OMP_NUM_THREADS (its first level, as Slurm
+       scripts set it), else the cores this process may use (sm_pool_default_threads) */
+    const char *tvar = "SMALLMIND_THREADS";
+    env = getenv(tvar);
+    if (!env || !*env) env = getenv(tvar = "OMP_NUM_THREADS");
     if (env && *env) {
-        if (!cli_parse_long(env, 1, MAX_THREADS, &o.threads))
-            return cli_usage_error(&o, "SMALLMIND_THREADS must be a whole number from 1 to %d, got '%s'",
-                               MAX_THREADS, env);
+        char first[32];
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(env, ","), env);
+        if (!cli_parse_long(first, 1, MAX_THREADS, &o.threads))
+            return cli_usage_error(&o, "%s must be a whole number from 1 to %d, got '%s'", tvar,
+                                   MAX_THREADS, env);
     } else {
-        o.threads = physical_cores();
+        o.threads = sm_pool_default_threads();
         if (o.threads > MAX_THREADS) o.threads = MAX_THREADS;
     }
     int rc = cli_parse_args(&o, argc, argv, 2);

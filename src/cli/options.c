@@ -50,7 +50,8 @@ static const struct option_def {
     {"seed", 's', true, CMD_SAMPLE | CMD_TRAIN, O_SEED,
      "-s, --seed N           random seed (default 42, train 1337; -1 = a random seed)"},
     {"threads", 't', true, CMD_RUN | CMD_TRAIN | CMD_CONVERT, O_THREADS,
-     "-t, --threads N        threads (default $SMALLMIND_THREADS, else physical cores)"},
+     "-t, --threads N        threads (default $SMALLMIND_THREADS, else $OMP_NUM_THREADS, else the\n"
+     "                         physical cores this process may use; fewer at a time when busy)"},
     {"ctx-size", 'c', true, CMD_MODEL, O_CTX,
      "-c, --ctx-size N       context length (default and maximum: the model's)"},
     {"kv-type", 0, true, CMD_MODEL, O_KVTYPE,

@@ -117,6 +117,24 @@ fail:
     return rc;
 }
 
+void cli_runner_print_threads(const cli_runner *r, FILE *f) {
+    if (!r->pool) return;
+    sm_pool_stats ps;
+    sm_pool_get_stats(r->pool, &ps);
+    int n = sm_pool_threads(r->pool);
+    fprintf(f, "threads: %d (steps:", n);
+    const char *sep = " ";
+    for (int w = SM_POOL_MAX_STAT; w >= 1; w--) /* widest first */
+        if (ps.runs_at_width[w - 1]) {
+            fprintf(f, "%s%.0f%% on %d%s", sep, 100.0 * (double)ps.runs_at_width[w - 1] / (double)ps.runs,
+                    w, w == SM_POOL_MAX_STAT ? " or more" : "");
+            sep = ", ";
+        }
+    if (!ps.runs) fprintf(f, " none");
+    fprintf(f, "; %llu probes, %llu moves, %llu sleeps)\n", (unsigned long long)ps.probes,
+            (unsigned long long)ps.moves, (unsigned long long)ps.sleeps);
+}
+
 sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed) {
     return (sm_sampler_params){.temperature = (float)o->temp, .top_k = (int)o->top_k,
                                .top_p = (float)o->top_p, .seed = seed, .min_p = (float)o->min_p,

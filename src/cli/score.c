@@ -114,6 +114,7 @@ int cli_score(const cli_opts *o) {
         if (o->stats)
             fprintf(stderr, "scored %zu tokens in %.1f ms (%.1f tokens/s), load %.1f ms\n", scored,
                     dt * 1e3, (double)scored / dt, r.t_load * 1e3);
+        if (o->stats) cli_runner_print_threads(&r, stderr);
     }
     free(ids);
     if (owned) free(text);

@@ -312,6 +312,18 @@ static sm_status check_tokens(const sm_state *s, const int32_t *tokens, size_t n
     return SM_OK;
 }
 
+/* The arithmetic of the call in flight, roughly: every weight once per row (the output
+** layer per logits row) and attention over each row's keys. The pool's width follows it. */
+static double call_work(const sm_state *s) {
+    const sm_config *c = &s->m->cfg;
+    double out = (double)c->n_vocab * (double)c->n_embd, att = 0;
+    double blocks = (double)sm_model_params(s->m) - 2 * out;
+    for (size_t g = 0; g < s->n_runs; g++)
+        att += (double)s->runs[g].len * ((double)s->runs[g].pos + 0.5 * (double)s->runs[g].len);
+    att *= 2.0 * (double)c->n_layer * (double)c->n_head * (double)c->head_dim;
+    return (double)s->n * (blocks > 0 ? blocks : out) + (double)(s->every_row ? s->n : s->n_runs) * out + att;
+}
+
 /* Runs the call whose runs are in s->runs[0..n_runs) on the pool. */
 static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_runs,
                         bool rows_apart, bool every_row, const float **logits, sm_error *err) {
@@ -322,8 +334,9 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     s->rows_apart = rows_apart;
     s->every_row = every_row;
     if (s->prof) s->prof_t = sm_time_now();
-    sm_pool_run(s->pool,
-                s->m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task, s);
+    sm_pool_run_work(s->pool,
+                     s->m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task,
+                     s, call_work(s));
     if (s->stop) return sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
     sm_fwd_prof_output(s);
     *logits = s->logits;
