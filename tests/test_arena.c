@@ -79,18 +79,57 @@ static void barrier_fn(void *arg, int ith, int nth) {
 }
 
 void test_pool_barrier_orders_phases(void) {
-    for (int nth = 1; nth <= 4; nth++) {
-        barrier_task t;
-        memset(&t, 0, sizeof t);
-        CHECK(sm_pool_create(&t.pool, nth) == SM_OK);
-        for (int run = 0; run < 3; run++) { /* repeated runs reuse the workers */
-            atomic_store(&t.counter, 0);
-            sm_pool_run(t.pool, barrier_fn, &t);
-            for (int ith = 0; ith < nth; ith++)
-                for (int r = 0; r < 100; r++) CHECK(t.seen[ith][r] == nth * (r + 1));
+    for (int nth = 1; nth <= 4; nth++)
+        for (int width = 0; width <= nth; width++) { /* 0: the pool's choice (all, here) */
+            barrier_task t;
+            memset(&t, 0, sizeof t);
+            CHECK(sm_pool_create(&t.pool, nth) == SM_OK);
+            sm_pool_set_width(t.pool, width);
+            int w = width ? width : nth;
+            for (int run = 0; run < 3; run++) { /* repeated runs reuse the workers */
+                atomic_store(&t.counter, 0);
+                sm_pool_run(t.pool, barrier_fn, &t);
+                for (int ith = 0; ith < w; ith++)
+                    for (int r = 0; r < 100; r++) CHECK(t.seen[ith][r] == w * (r + 1));
+            }
+            sm_pool_free(t.pool);
         }
-        sm_pool_free(t.pool);
+}
+
+/* A thread held at a barrier far longer than any spin: the others sleep in the
+** kernel and wake when it arrives (the counts say they slept). */
+typedef struct {
+    sm_pool *pool;
+    atomic_int before, after;
+} hold_task;
+
+static void hold_fn(void *arg, int ith, int nth) {
+    hold_task *t = arg;
+    atomic_fetch_add(&t->before, 1);
+    if (ith == 0) {
+        double t0 = sm_time_now();
+        while (sm_time_now() - t0 < 5e-3) {
+        }
     }
+    sm_pool_barrier(t->pool);
+    CHECK(atomic_load(&t->before) == nth);
+    atomic_fetch_add(&t->after, 1);
+}
+
+void test_pool_waits_sleep_and_wake(void) {
+    hold_task t = {0};
+    CHECK(sm_pool_create(&t.pool, 3) == SM_OK);
+    for (int run = 1; run <= 10; run++) {
+        atomic_store(&t.before, 0);
+        sm_pool_run(t.pool, hold_fn, &t);
+        CHECK(atomic_load(&t.after) == 3 * run);
+    }
+    sm_pool_stats st;
+    sm_pool_get_stats(t.pool, &st);
+    CHECKF(st.sleeps > 0 && st.runs == 10 && st.runs_at_width[2] == 10,
+           "sleeps %llu, runs %llu (%llu on 3 threads)", (unsigned long long)st.sleeps,
+           (unsigned long long)st.runs, (unsigned long long)st.runs_at_width[2]);
+    sm_pool_free(t.pool);
 }
 
 /* Phases of n items each; taken[phase][item] counts how often it was handed out. */

@@ -94,6 +94,40 @@ void test_model_threads_identical(void) {
 }
 
 /*
+** The pool runs each call on as many of its threads as pay (sm_pool.h), so
+** the width changes from one call to the next: logits stay bit for bit
+** those of one thread when it does, in the prefill and in cached decode.
+*/
+void test_model_width_changes_identical(void) {
+    const char *models[] = {"seed", "odd"};
+    for (int mi = 0; mi < 2; mi++) {
+        rig one, many;
+        if (!rig_open(&one, models[mi], 1, "auto", true, 33)) return;
+        if (!rig_open(&many, models[mi], 4, "auto", true, 33)) return;
+        int32_t toks[33];
+        make_tokens(toks, 33, one.V);
+        float *want = run(&one, toks, 33, 1), *got = malloc(33 * one.V * sizeof *got);
+        CHECK(want && got);
+        static const int widths[] = {4, 1, 3, 2, 1, 4, 2, 3};
+        sm_error err;
+        for (size_t t = 0; t < 33; t++) {
+            const float *lg;
+            sm_pool_set_width(many.pool, widths[t % 8]);
+            CHECK(sm_state_forward(many.s, toks + t, 1, t, &lg, &err) == SM_OK);
+            memcpy(got + t * one.V, lg, one.V * sizeof *got);
+        }
+        sm_pool_stats ps;
+        sm_pool_get_stats(many.pool, &ps);
+        CHECKF(ps.runs_at_width[0] && ps.runs_at_width[1] && ps.runs_at_width[2] && ps.runs_at_width[3],
+               "%s: the calls did not run at widths 1-4", models[mi]);
+        CHECKF(memcmp(want, got, 33 * one.V * sizeof(float)) == 0,
+               "%s: logits at changing widths differ from one thread's", models[mi]);
+        free(want), free(got);
+        rig_close(&one), rig_close(&many);
+    }
+}
+
+/*
 ** Batched decoding: five sequences with different prompt lengths, decoded in
 ** rounds of changing subsets and orders through sm_state_decode, give bit
 ** for bit the logits each gives decoded alone in a one-sequence state, on
