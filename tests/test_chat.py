@@ -45,7 +45,7 @@ def check(ok, what, detail=""):
     T.report(ok, what, "" if ok else detail)
 
 
-def run(args, data=None, timeout=120):
+def run(args, data=None, timeout=900):
     return subprocess.run(args, input=data, capture_output=True, timeout=timeout)
 
 
@@ -432,24 +432,26 @@ def context_full(smbin, tmp, shared):
               f"{recs[-1]['text']!r} vs {want!r}")
 
 
-def wait_for(sess, pred, timeout=20):
+def wait_for(sess, pred, timeout=600):
+    """Polls the tmux screen until pred(screen) holds: (True, screen), or (False, screen) after
+    `timeout` seconds, which only a hang reaches."""
     import time
-    end = time.time() + timeout
+    end = time.monotonic() + timeout
     screen = ""
-    while time.time() < end:
+    while time.monotonic() < end:
         screen = run(["tmux", "capture-pane", "-t", sess, "-p", "-S", "-200"]).stdout.decode(errors="replace")
         if pred(screen):
             return True, screen
-        time.sleep(0.1)
+        time.sleep(0.02)
     return False, screen
 
 
 def terminal(smbin, tmp):
     """smallmind chat in a real terminal (tmux): two turns, Up-arrow recall, Ctrl-C in the middle
-    of a reply, /reset, Ctrl-D; the screen checked after each. The model: random weights of 8
-    layers x 512 (a 300-token reply takes a good part of a second, so Ctrl-C lands inside it),
-    with a ChatML-like template in its config.json."""
-    import time
+    of a reply, /reset, Ctrl-D; the screen checked after each, each step waiting for the screen it
+    expects. The model: random weights of 8 layers x 512 (a 300-token reply takes a good part of
+    a second; Ctrl-C goes as soon as its first text shows), with a ChatML-like template in its
+    config.json."""
     if not shutil.which("tmux"):
         T.skip("chat in a terminal", "tmux is absent (Debian package tmux)")
         return
@@ -469,7 +471,7 @@ def terminal(smbin, tmp):
     sess = f"smchat{os.getpid()}"
     m = ["-m", d, "--temp", "0", "-n", "300"]
     rc, first, _ = gen(smbin, ["generate"] + m + ["--chat", "-p", "Hello there"])
-    cmd = " ".join([smbin, "chat"] + m) + "; echo EXITED rc=$?; sleep 60"
+    cmd = " ".join([smbin, "chat"] + m) + "; echo EXITED rc=$?; sleep 100000"
     run(["tmux", "kill-session", "-t", sess])
     run(["tmux", "new-session", "-d", "-s", sess, "-x", "200", "-y", "50", cmd])
     try:
@@ -485,10 +487,15 @@ def terminal(smbin, tmp):
         ok, s = wait_for(sess, lambda s: prompts(s, 3))
         check(ok, "terminal: turn 2 answered, a new prompt", s[-300:])
         run(["tmux", "send-keys", "-t", sess, "Up"])
-        ok, s = wait_for(sess, lambda s: s.rstrip().splitlines()[-1].startswith("> How are you"), 5)
+        ok, s = wait_for(sess, lambda s: s.rstrip().splitlines()[-1].startswith("> How are you"))
         check(ok, "terminal: Up recalls the last line", s[-200:])
         run(["tmux", "send-keys", "-t", sess, "C-u", "Tell me a long story", "Enter"])
-        time.sleep(0.1)  # the 300-token reply takes most of a second: stop it early
+
+        def replying(s):  # the reply has begun: text after the line of the question
+            lines = s.rstrip("\n").splitlines()
+            ask = max((i for i, ln in enumerate(lines) if ln.startswith("> Tell me a long story")), default=-1)
+            return ask >= 0 and any(ln.strip() for ln in lines[ask + 1:])
+        ok, s = wait_for(sess, replying)  # a 300-token reply: stopped early in it
         run(["tmux", "send-keys", "-t", sess, "C-c"])
         ok, s = wait_for(sess, lambda s: "[stopped]" in s and prompts(s, 4))
         check(ok, "terminal: Ctrl-C stops the reply, not the program ([stopped], a new prompt)", repr(s[-1500:]))

@@ -47,7 +47,7 @@ def report(ok, name, detail=""):
 
 
 def run(args, data=None):
-    return subprocess.run(args, input=data, capture_output=True, timeout=600)
+    return subprocess.run(args, input=data, capture_output=True, timeout=900)
 
 
 def bad_files(smbin, d):

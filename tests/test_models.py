@@ -38,7 +38,7 @@ def check(ok, what, detail=""):
 
 
 def run(args, data=None):
-    return subprocess.run(args, input=data, capture_output=True, timeout=300)
+    return subprocess.run(args, input=data, capture_output=True, timeout=900)
 
 
 def write_safetensors(path, tensors, torch):
@@ -959,7 +959,7 @@ def allocs_per_token(smbin, bindir, model):
             out = os.path.join(tmp, n)
             env = dict(os.environ, SM_ALLOC_OUT=out, LD_PRELOAD=os.path.abspath(so))
             subprocess.run([smbin, "generate", "-m", model, "-p", "", "-n", n, "--temp", "0", "-t", "2"],
-                           env=env, capture_output=True, timeout=120)
+                           env=env, capture_output=True, timeout=900)
             counts.append(open(out).read().strip() if os.path.exists(out) else "")
     check(counts[0] and counts[0] == counts[1],
           f"stories260K (Llama, SentencePiece): heap allocations for 16 and 255 tokens are equal ({counts[0]})",

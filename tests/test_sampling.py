@@ -81,7 +81,7 @@ def ambiguous(np, logits, temp, top_k, top_p, min_p, *rest):
 def run(np, tool, logits, temp, top_k, top_p, min_p, rp, last_n, pres, freq, hist, draws, seed):
     args = [tool, repr(temp), str(top_k), repr(top_p), repr(min_p), repr(rp), str(last_n), repr(pres),
             repr(freq), ",".join(map(str, hist)) or "-", str(draws), str(seed)]
-    p = subprocess.run(args, input=logits.astype("<f4").tobytes(), capture_output=True, timeout=300)
+    p = subprocess.run(args, input=logits.astype("<f4").tobytes(), capture_output=True, timeout=900)
     if p.returncode:
         raise RuntimeError(f"sample_dist failed: {p.stderr.decode()[:200]}")
     head, tail = p.stdout.decode().split("draws\n")

@@ -57,7 +57,7 @@ def model_dir(root, name, n_vocab, tokenizer, files):
 
 
 def run(args, data=None):
-    return subprocess.run(args, input=data, capture_output=True, timeout=60)
+    return subprocess.run(args, input=data, capture_output=True, timeout=900)
 
 
 def ids_of(smbin, d, text):
@@ -239,7 +239,7 @@ def encode_allocations(smbin, bindir, d, name, texts, tmp):
         with open(src, "wb") as f:  # cut at n bytes, a partial last character dropped
             f.write(("\n".join(texts) * 1000).encode()[:n].decode("utf-8", "ignore").encode())
         subprocess.run([smbin, "tokenize", "-m", d, "-f", src], env=dict(os.environ, SM_ALLOC_OUT=out,
-                       LD_PRELOAD=os.path.abspath(so)), capture_output=True, timeout=120)
+                       LD_PRELOAD=os.path.abspath(so)), capture_output=True, timeout=900)
         counts.append(int(open(out).read().split()[-1]) if os.path.exists(out) else -1)
     check(min(counts) > 0 and 0 <= counts[1] - counts[0] <= 4,
           f"{name}: encoding 100 KB and 400 KB makes {counts[0]} and {counts[1]} allocations (load and CLI "
