@@ -12,7 +12,9 @@
 #   5. training, and batched decoding;
 #   6. the rows of docs/performance.md's side-by-side table (scripts/bench_peers.sh,
 #      3 samples; with the peers too when LLAMA_CPP / LLAMA2C name their builds);
-#   7. tokenizers encoding 1 MB (scripts/bench_tokenizer.sh).
+#   7. tokenizers encoding 1 MB (scripts/bench_tokenizer.sh);
+#   8. threads on a busy machine: next to spinning processes, and four processes
+#      at once (scripts/bench_load.sh).
 # Figures go to docs/performance.md by hand, with this command. Benchmarks,
 # not tests: nothing here asserts a time.
 #   scripts/bench.sh [BIN]
@@ -156,3 +158,7 @@ N=${N:-3} BIN=$BIN bash scripts/bench_peers.sh | sed 's/^/  /'
 echo
 echo "tokenizers: tokens/s encoding 1 MB (scripts/bench_tokenizer.sh, 3 samples)"
 N=${N:-3} bash scripts/bench_tokenizer.sh $BIN | sed 's/^/  /'
+
+echo
+echo "threads on a busy machine (scripts/bench_load.sh, 3 samples)"
+N=${N:-3} bash scripts/bench_load.sh $BIN | sed 's/^/  /'
