@@ -22,10 +22,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-try:
-    import sm_quant  # noqa: E402  (needs NumPy: quantized types only)
-except ImportError:
-    sm_quant = None
+import sm_quant  # noqa: E402
 
 MAGIC = b"SMWEIGHT"
 HEADER = 64

@@ -16,7 +16,10 @@ Super-blocks of 256 weights (the "k" types):
     q6_k  ql (128), qh (64), int8 scales (16), d (f16) last;
           sub-block j (16 weights): w = d sc_j (q - 32)
 """
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # sizes (BLOCK, row_bytes) work without NumPy; the rest needs it
+    np = None
 
 BLOCK = {"q8_0": (32, 34), "q4_0": (32, 18),  # weights per block, bytes per block
          "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}

@@ -40,6 +40,9 @@ import sm_gguf  # noqa: E402
 import sm_quant  # noqa: E402
 
 T = Tally("gguf")
+if sm_quant.np is None:  # the GGUF files here are written and checked with NumPy
+    T.skip("GGUF files", "NumPy is not installed (apt-get install python3-numpy)")
+    sys.exit(T.close())
 
 
 def report(ok, name, detail=""):
