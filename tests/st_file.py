@@ -40,15 +40,21 @@ def zeros(shapes):
     return [(name, "F32", shape, b"\0" * (4 * math.prod(shape))) for name, shape in shapes.items()]
 
 
-def with_chat_template(src, tokenizer_config, dest):
-    """A copy of the Hugging Face directory src at dest whose tokenizer_config.json has
-    tokenizer_config's chat_template (and GPT-2's <|endoftext|> as eos_token)."""
+def writable_copy(src, dest):
+    """A copy of the directory src at dest that the tests may change, whatever src allowed."""
     shutil.copytree(src, dest)
-    for root, dirs, files in os.walk(dest):  # the copy is ours to change, whatever src allowed
+    for root, dirs, files in os.walk(dest):
         for n in dirs + files:
             p = os.path.join(root, n)
             os.chmod(p, os.stat(p).st_mode | 0o200)
     os.chmod(dest, os.stat(dest).st_mode | 0o200)
+    return dest
+
+
+def with_chat_template(src, tokenizer_config, dest):
+    """A copy of the Hugging Face directory src at dest whose tokenizer_config.json has
+    tokenizer_config's chat_template (and GPT-2's <|endoftext|> as eos_token)."""
+    writable_copy(src, dest)
     with open(tokenizer_config, encoding="utf-8") as f:
         tpl = json.load(f)["chat_template"]
     with open(os.path.join(dest, "tokenizer_config.json"), "w") as f:

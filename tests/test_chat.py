@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_file import with_chat_template  # noqa: E402
+from st_file import with_chat_template, writable_copy  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally("chat")
@@ -275,8 +275,7 @@ def no_template(smbin, tmp, src, shared):
     if not os.path.exists(l2):
         T.skip("a model without a chat template", f"{l2} is absent")
         return
-    d = os.path.join(tmp, "tg2-l2")
-    shutil.copytree(src, d)
+    d = writable_copy(src, os.path.join(tmp, "tg2-l2"))
     shutil.copy(l2, os.path.join(d, "tokenizer_config.json"))
     conv = json.dumps([{"role": "user", "content": "Hi"}]).encode()
     for args, data in ((["template", "-m", d, "-f", "-"], conv), (["generate", "-m", d, "--chat", "-p", "Hi"], None),

@@ -20,7 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proc import LIMIT, interrupt, run_cpu, wait_until  # noqa: E402
-from st_file import gpt2_shapes, safetensors_bytes, zeros  # noqa: E402
+from st_file import gpt2_shapes, safetensors_bytes, writable_copy, zeros  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally("robust")
@@ -243,7 +243,7 @@ def checks(sm, dflt, tiny, s260, tmp):
     #    converts as it is), else a zero-weight GPT-2 directory without a tokenizer
     def tiny_copy(name, edit_cfg=None):
         d = os.path.join(tmp, name)
-        shutil.copytree(tiny, d)
+        writable_copy(tiny, d)
         os.chmod(d, 0o755)
         for f in os.listdir(d):
             os.chmod(os.path.join(d, f), 0o644)
@@ -317,7 +317,7 @@ def checks(sm, dflt, tiny, s260, tmp):
                              ("cut short", b"\n".join(open(os.path.join(tiny, "merges.txt"), "rb")
                                                       .read().split(b"\n")[:20000]) + b"\n")):
             d = os.path.join(tmp, "merges-" + name.replace(" ", "-").replace("#", ""))
-            shutil.copytree(tiny, d)
+            writable_copy(tiny, d)
             os.chmod(d, 0o755)
             os.remove(os.path.join(d, "tokenizer.json"))
             mp = os.path.join(d, "merges.txt")
@@ -328,7 +328,7 @@ def checks(sm, dflt, tiny, s260, tmp):
             report(rc == 1 and "made by no merge" in err and mp in err and not os.path.exists(d + "-out"),
                    f"9. GPT-2 vocabulary with {name}: refused naming merges.txt", f"rc={rc} {err[:140]}")
         d = os.path.join(tmp, "merges-json")
-        shutil.copytree(tiny, d)
+        writable_copy(tiny, d)
         os.chmod(d, 0o755)
         for f in ("vocab.json", "merges.txt"):
             os.remove(os.path.join(d, f))
