@@ -66,8 +66,9 @@ def interrupt(args, sig, ready, limit=LIMIT, env=None):
             if p.poll() is not None:
                 break
             cpu = _cpu_of(p.pid)
-            out.seek(0), err.seek(0)
-            o, e = out.read(1 << 16), err.read()  # (the start of stdout is enough to see)
+            # pread: the child writes through the same file offsets, which a seek would move
+            o = os.pread(out.fileno(), 1 << 16, 0)  # (the start of stdout is enough to see)
+            e = os.pread(err.fileno(), 1 << 20, 0)
             if cpu is not None and ready(o, e, cpu):
                 sent_cpu = cpu
                 p.send_signal(sig)
