@@ -15,6 +15,8 @@
 #   busy    the same next to LOOPS spinning shell loops (`while :; do :; done`)
 #   procs   PROCS processes at once with the default threads (xargs -P), and
 #           the same PROCS one after another
+#   one CPU -t 1 and -t 2 with the process's CPUs set to one (taskset -c): two
+#           threads on one CPU
 # Benchmarks, not tests: nothing here asserts a time.
 set -eu
 BINS=("$@")
@@ -67,6 +69,13 @@ for s in $(seq $N); do
             t=$(ms); gen $bin $M 1; elapsed $t >>$R/busy1.$k
             t=$(ms); gen $bin $M; elapsed $t >>$R/busy.$k
             busy_off
+            if command -v taskset >/dev/null; then
+                c=$($PY -c 'import os; print(min(os.sched_getaffinity(0)))')
+                t=$(ms); taskset -c $c "$bin" generate -m $M -p "And God said" -n $TOKENS --temp 0 -q -t 1 >/dev/null
+                elapsed $t >>$R/one1.$k
+                t=$(ms); taskset -c $c "$bin" generate -m $M -p "And God said" -n $TOKENS --temp 0 -q -t 2 >/dev/null
+                elapsed $t >>$R/one2.$k
+            fi
             t=$(ms); for _ in $(seq $PROCS); do gen $bin $M; done; elapsed $t >>$R/seq.$k
             t=$(ms)
             for _ in $(seq $PROCS); do gen $bin $M & done; wait
@@ -75,15 +84,17 @@ for s in $(seq $N); do
     done
 done
 
-printf '\n%-28s %-7s %9s %9s %9s %9s %7s %9s %9s %7s %9s %9s %7s\n' binary model \
-    "idle -t1" "idle def" "prefill/s" "decode/s" "" "busy -t1" "busy def" ratio "${PROCS} seq" "${PROCS} at once" ratio
+printf '\n%-24s %-7s %9s %9s %9s %9s %9s %9s %7s %9s %9s %7s %9s %9s\n' binary model \
+    "idle -t1" "idle def" "prefill/s" "decode/s" "busy -t1" "busy def" ratio "${PROCS} seq" "${PROCS} at once" ratio \
+    "1 CPU -t1" "1 CPU -t2"
 for b in "${!BINS[@]}"; do
     for m in 0 1; do
         k=$b.$m
         i1=$(median <$R/idle1.$k) id=$(median <$R/idle.$k) pr=$(median <$R/pre.$k) de=$(median <$R/dec.$k)
         b1=$(median <$R/busy1.$k) bd=$(median <$R/busy.$k) sq=$(median <$R/seq.$k) pa=$(median <$R/par.$k)
-        printf '%-28s %-7s %7s ms %6s ms %9.0f %9.0f %7s %6s ms %6s ms %6.2fx %6s ms %6s ms %6.2fx\n' \
-            "${BINS[$b]}" ${NAMES[$m]} $i1 $id $pr $de "" $b1 $bd \
-            "$(echo "$bd $b1" | awk '{print $1 / $2}')" $sq $pa "$(echo "$pa $sq" | awk '{print $1 / $2}')"
+        o1=$( [ -f $R/one1.$k ] && median <$R/one1.$k || echo -) o2=$( [ -f $R/one2.$k ] && median <$R/one2.$k || echo -)
+        printf '%-24s %-7s %6s ms %6s ms %9.0f %9.0f %6s ms %6s ms %6.2fx %6s ms %6s ms %6.2fx %6s ms %6s ms\n' \
+            "${BINS[$b]}" ${NAMES[$m]} $i1 $id $pr $de $b1 $bd \
+            "$(echo "$bd $b1" | awk '{print $1 / $2}')" $sq $pa "$(echo "$pa $sq" | awk '{print $1 / $2}')" $o1 $o2
     done
 done
