@@ -367,6 +367,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         return integer((int64_t)d);
     }
     case F_ABS:
+        if (v.t == V_INT && v.u.i == INT64_MIN) tpl_fail(r, "abs: %lld has no 64-bit absolute value", (long long)INT64_MIN);
         if (v.t == V_INT) return integer(v.u.i < 0 ? -v.u.i : v.u.i);
         if (v.t == V_FLOAT) return (tpl_val){.t = V_FLOAT, .u.f = fabs(v.u.f)};
         tpl_fail(r, "abs: expected a number, got a %s", tpl_type_name(v));

@@ -134,6 +134,23 @@ static tpl_node *expr(parser *p);
 static tpl_node *or_expr(parser *p);
 static tpl_node *unary(parser *p);
 
+/*
+** One level deeper in the tree being built: a nested expression, or one more
+** link of a chain (a.b.c, x|f|g, 1+1+1, a and b and c), each of which puts
+** the chain so far one level further down. Bounding it bounds the depth the
+** renderer recurses to. Chains undo their levels when they end (unchain).
+*/
+static bool deeper(parser *p) {
+    if (++p->nest <= MAX_NEST) return true;
+    parse_fail(p, "expression nested too deeply (more than %d levels)", MAX_NEST);
+    return false;
+}
+
+static tpl_node *unchain(parser *p, tpl_node *e, int links) {
+    p->nest -= links;
+    return e;
+}
+
 static int lookup(const char *const *names, int count, const ltok *t) {
     for (int i = 0; i < count; i++)
         if (is_name(t, names[i])) return i;
@@ -244,9 +261,14 @@ static bool starts_value(const ltok *t) {
 static tpl_node *postfix(parser *p) {
     tpl_node *e = primary(p);
     char b[64];
+    int links = 0;
     while (e) {
         ltok *t = peek(p);
         tpl_node *n;
+        if ((is_op(t, '.') || is_op(t, '[') || is_op(t, '(') || is_op(t, '|') || is_name(t, "is"))) {
+            if (!deeper(p)) return NULL;
+            links++;
+        }
         if (accept_op(p, '.')) {
             ltok *a = peek(p);
             if (a->k == K_NUM && !memchr(a->s, '.', a->n)) {
@@ -334,25 +356,28 @@ static tpl_node *postfix(parser *p) {
         } else
             break;
     }
-    return e;
+    return unchain(p, e, links);
 }
 
 static tpl_node *pow_expr(parser *p) {
     tpl_node *e = postfix(p);
+    int links = 0;
     while (e && is_op(peek(p), Q_POW)) {
+        if (!deeper(p)) return NULL;
+        links++;
         tpl_node *n = node(p, N_BIN, peek(p)->line);
         p->i++;
         if (!n || !(n->b = unary(p))) return NULL;
         n->op = OP_POW, n->a = e;
         e = n;
     }
-    return e;
+    return unchain(p, e, links);
 }
 
 static tpl_node *unary(parser *p) {
     ltok *t = peek(p);
     if (is_op(t, '-') || is_op(t, '+')) {
-        if (++p->nest > MAX_NEST) FAIL(p, "expression nested too deeply");
+        if (!deeper(p)) return NULL;
         p->i++;
         tpl_node *a = unary(p);
         p->nest--;
@@ -388,21 +413,23 @@ static int bin_op(parser *p, int level) {
 
 static tpl_node *binary_level(parser *p, int level) {
     tpl_node *e = level == 2 ? unary(p) : binary_level(p, level + 1);
-    int op;
+    int op, links = 0;
     while (e && (op = bin_op(p, level)) >= 0) {
+        if (!deeper(p)) return NULL;
+        links++;
         tpl_node *n = node(p, N_BIN, peek(p)->line);
         p->i += op == OP_NOTIN ? 2 : 1;
         if (!n || !(n->b = level == 2 ? unary(p) : binary_level(p, level + 1))) return NULL;
         n->op = (uint8_t)op, n->a = e;
         e = n;
     }
-    return e;
+    return unchain(p, e, links);
 }
 
 static tpl_node *not_expr(parser *p) {
     ltok *t = peek(p);
     if (is_name(t, "not")) {
-        if (++p->nest > MAX_NEST) FAIL(p, "expression nested too deeply");
+        if (!deeper(p)) return NULL;
         p->i++;
         tpl_node *n = node(p, N_NOT, t->line);
         if (n && !(n->a = not_expr(p))) n = NULL;
@@ -415,14 +442,17 @@ static tpl_node *not_expr(parser *p) {
 /* operand (word operand)*: `and` over not, `or` over and */
 static tpl_node *logic(parser *p, int kind, const char *word, tpl_node *(*operand)(parser *)) {
     tpl_node *e = operand(p);
+    int links = 0;
     while (e && is_name(peek(p), word)) {
+        if (!deeper(p)) return NULL;
+        links++;
         tpl_node *n = node(p, kind, peek(p)->line);
         p->i++;
         if (!n || !(n->b = operand(p))) return NULL;
         n->a = e;
         e = n;
     }
-    return e;
+    return unchain(p, e, links);
 }
 
 static tpl_node *and_expr(parser *p) { return logic(p, N_AND, "and", not_expr); }
@@ -430,9 +460,12 @@ static tpl_node *or_expr(parser *p) { return logic(p, N_OR, "or", and_expr); }
 
 /* a if cond [else b] */
 static tpl_node *expr(parser *p) {
-    if (++p->nest > MAX_NEST) FAIL(p, "expression nested too deeply");
+    if (!deeper(p)) return NULL;
     tpl_node *e = or_expr(p);
+    int links = 0;
     while (e && is_name(peek(p), "if")) {
+        if (!deeper(p)) return NULL;
+        links++;
         tpl_node *n = node(p, N_COND, peek(p)->line);
         p->i++;
         if (!n || !(n->b = or_expr(p))) return NULL;
@@ -441,7 +474,7 @@ static tpl_node *expr(parser *p) {
         e = n;
     }
     p->nest--;
-    return e;
+    return unchain(p, e, links);
 }
 
 /* expr, or expr, expr, ... as a tuple (set's values) */
@@ -500,25 +533,31 @@ static tpl_node *statement(parser *p, ltok *kw) {
     uint32_t line = kw->line;
     int which;
     tpl_node *n;
-    if (is_name(kw, "if") || is_name(kw, "elif")) {
-        if (!(n = node(p, N_IF, line)) || !(n->a = expr(p)) || !END_STMT(p)) return NULL;
-        n->list = body(p, if_ends, 3, &n->n, &which, "if", line);
-        if (which < 0) return NULL;
-        if (which == 0) { /* elif: an if in the else branch */
-            tpl_node *e = statement(p, &p->tok[p->i - 1]);
-            if (!e) return NULL;
-            n->list2 = tpl_pool_alloc(&p->t->pool, sizeof *n->list2);
-            if (!n->list2) FAIL(p, "out of memory");
-            n->list2[0] = e;
-            n->n2 = 1;
-            return n;
-        }
-        if (which == 1) {
-            if (!END_STMT(p)) return NULL;
-            n->list2 = body(p, endif, 1, &n->n2, &which, "if", line);
+    if (is_name(kw, "if")) { /* if, each elif an if in the else branch of the one before */
+        tpl_node *first = NULL, *prev = NULL;
+        for (;;) {
+            if (!(n = node(p, N_IF, line)) || !(n->a = expr(p)) || !END_STMT(p)) return NULL;
+            n->list = body(p, if_ends, 3, &n->n, &which, "if", line);
             if (which < 0) return NULL;
+            if (prev) {
+                if (!(prev->list2 = tpl_pool_alloc(&p->t->pool, sizeof *prev->list2)))
+                    FAIL(p, "out of memory");
+                prev->list2[0] = n;
+                prev->n2 = 1;
+            } else
+                first = n;
+            prev = n;
+            if (which == 0) { /* elif (its keyword read): its condition next */
+                line = p->tok[p->i - 1].line;
+                continue;
+            }
+            if (which == 1) {
+                if (!END_STMT(p)) return NULL;
+                n->list2 = body(p, endif, 1, &n->n2, &which, "if", line);
+                if (which < 0) return NULL;
+            }
+            return END_STMT(p) ? first : NULL;
         }
-        return END_STMT(p) ? n : NULL;
     }
     if (is_name(kw, "for")) {
         if (!(n = node(p, N_FOR, line)) || !(n->a = target(p, false))) return NULL;

@@ -7,6 +7,7 @@
 ** never checks a status on its way up. Every node evaluated is a step, so a
 ** template that loops without end stops at max_steps.
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,14 +195,17 @@ static tpl_val binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
         case OP_FLOORDIV:
         case OP_MOD:
             if (y == 0) tpl_fail(r, "division by zero");
-            if (!fl && !(a.u.i == INT64_MIN && j == -1)) {
+            if (!fl && a.u.i == INT64_MIN && j == -1) { /* the one quotient int64 cannot hold */
+                if (op == OP_MOD) return (tpl_val){.t = V_INT, .u.i = 0};
+                tpl_fail(r, "%lld // -1 does not fit in a 64-bit integer", (long long)INT64_MIN);
+            }
+            if (!fl) {
                 int64_t q = a.u.i / j, m = a.u.i % j; /* JavaScript's %: the sign of a */
                 if (op == OP_MOD) return (tpl_val){.t = V_INT, .u.i = m};
                 if (m != 0 && ((m < 0) != (j < 0))) q--;
                 return (tpl_val){.t = V_INT, .u.i = q};
             }
-            return (tpl_val){.t = V_FLOAT, .u.f = op == OP_MOD ? x - y * (double)(int64_t)(x / y)
-                                                               : __builtin_floor(x / y)};
+            return (tpl_val){.t = V_FLOAT, .u.f = op == OP_MOD ? fmod(x, y) : floor(x / y)};
         case OP_POW: {
             if (x == 0 && y < 0) tpl_fail(r, "0 cannot be raised to a negative power");
             double p = __builtin_pow(x, y);
@@ -329,14 +333,19 @@ static tpl_val call_global(tpl_run *r, int fn, const args *g) {
             v[g->na == 1 ? 1 : i] = g->a[i].u.i;
         }
         if (!v[2]) tpl_fail(r, "range: step cannot be zero");
-        double cnt = v[2] > 0 ? ((double)v[1] - (double)v[0]) / (double)v[2]
-                              : ((double)v[0] - (double)v[1]) / (double)-v[2];
-        cnt = cnt <= 0 ? 0 : __builtin_ceil(cnt);
-        if (cnt > (double)(r->max_steps - r->steps))
-            tpl_fail(r, "range of %.0f items: more than the template's %zu steps", cnt, r->max_steps);
+        /* the count in unsigned 64-bit arithmetic: exact over the whole int64 range */
+        bool up = v[2] > 0;
+        uint64_t span = up ? (v[1] > v[0] ? (uint64_t)v[1] - (uint64_t)v[0] : 0)
+                           : (v[0] > v[1] ? (uint64_t)v[0] - (uint64_t)v[1] : 0);
+        uint64_t step = up ? (uint64_t)v[2] : (uint64_t)0 - (uint64_t)v[2];
+        uint64_t cnt = span / step + (span % step != 0);
+        if (cnt > (uint64_t)(r->max_steps - r->steps))
+            tpl_fail(r, "range of %llu items: more than the template's %zu steps", (unsigned long long)cnt,
+                     r->max_steps);
         r->steps += (size_t)cnt;
         tpl_val l = list_new(r, (size_t)cnt);
-        for (size_t i = 0; i < l.n; i++) l.u.items[i] = (tpl_val){.t = V_INT, .u.i = v[0] + (int64_t)i * v[2]};
+        for (size_t k = 0; k < cnt; k++) /* v[0] + k * step stays between v[0] and v[1] */
+            l.u.items[k] = (tpl_val){.t = V_INT, .u.i = (int64_t)((uint64_t)v[0] + k * (uint64_t)v[2])};
         return l;
     }
     case G_STRFTIME: {
@@ -515,9 +524,12 @@ static int exec(tpl_run *r, scope *sc, tpl_node *const *body, size_t nb) {
         switch (n->kind) {
         case N_TEXT: tpl_emit(r, n->s, n->sn); break;
         case N_OUT: tpl_print(r, eval(r, sc, n->a)); break;
-        case N_IF: {
-            int f = tpl_truthy(eval(r, sc, n->a)) ? exec(r, sc, n->list, n->n)
-                                                  : exec(r, sc, n->list2, n->n2);
+        case N_IF: { /* an else holding only an if (an elif) is taken in this loop */
+            const tpl_node *c = n;
+            bool yes;
+            while (!(yes = tpl_truthy(eval(r, sc, c->a))) && c->n2 == 1 && c->list2[0]->kind == N_IF)
+                c = c->list2[0];
+            int f = yes ? exec(r, sc, c->list, c->n) : exec(r, sc, c->list2, c->n2);
             if (f != FLOW_NEXT) return f;
             break;
         }

@@ -186,7 +186,7 @@ static void emit_str(tpl_run *r, const char *s) { tpl_emit(r, s, strlen(s)); }
 static void print_num(tpl_run *r, tpl_val v, bool json) {
     char b[64];
     if (v.t == V_INT) snprintf(b, sizeof b, "%lld", (long long)v.u.i);
-    else if (!json && v.u.f == floor(v.u.f) && fabs(v.u.f) < 1e21) {
+    else if (!json && v.u.f == floor(v.u.f) && fabs(v.u.f) < 1e16) { /* Python's repr: an exponent from 1e16 */
         if (v.u.f == 0 && signbit(v.u.f)) snprintf(b, sizeof b, "-0.0");
         else snprintf(b, sizeof b, "%.1f", v.u.f);
     } else
