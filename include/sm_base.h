@@ -109,9 +109,10 @@ sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err
 void sm_remove_dir(const char *path);
 
 /*
-** Removes the directories PATH.tmp-PID beside path whose process PID is
-** gone: what a run killed while writing PATH (a checkpoint, a conversion)
-** left behind. A live process's directory is kept.
+** Removes the files and directories PATH.tmp-PID and PATH.dir-PID (and
+** PATH.dir-PID.anything) beside path whose process PID is gone: what a run
+** killed while writing PATH (a checkpoint, a conversion, a GGUF export)
+** left behind. A live process's are kept.
 */
 void sm_remove_stale_tmp(const char *path);
 
@@ -128,7 +129,9 @@ typedef struct sm_piece {
 } sm_piece;
 
 /*
-** Writes the pieces, in order, to path (created or truncated), fsynced.
+** Writes the pieces, in order, to path atomically: into path.tmp-PID,
+** fsynced, then renamed over path (a reader sees the old file or all of the
+** new one). Refuses a path that is not a regular file (a FIFO, a device).
 ** Errors ("cannot create/write 'path': ...") name the path.
 */
 sm_status sm_write_file(const char *path, const sm_piece *pc, size_t n_pieces, sm_error *err);

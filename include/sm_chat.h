@@ -47,11 +47,13 @@ void sm_chat_free(sm_chat *c);
 /* A message {"role": role, "content": content[0..len)}, or NULL when out of memory. */
 cJSON *sm_chat_message(const char *role, const char *content, size_t len);
 
+#define SM_CHAT_MAX_MESSAGES 100000 /* what a conversation (a /load file, a record) may hold */
+
 /*
-** Checks a messages array (OpenAI style): objects whose "role" is system,
-** user, assistant or tool and whose "content" is a string (an assistant's
-** may be null with "tool_calls"). Errors start with where and name the
-** message's index and field.
+** Checks a messages array (OpenAI style): at most SM_CHAT_MAX_MESSAGES
+** objects whose "role" is system, user, assistant or tool and whose
+** "content" is a string (an assistant's may be null with "tool_calls").
+** Errors start with where and name the message's index and field.
 */
 sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_error *err);
 

@@ -38,6 +38,8 @@ typedef struct sm_convert_opts {
     const char *tokenizer; /* llama2.c tokenizer.bin (required for llama2.c sources) */
     sm_dtype dtype;        /* of the matrices written (SM_DTYPE_F32 when zeroed) */
     bool mix_m;            /* the "_m" mix of a k type (q4_k_m, q5_k_m) */
+    bool keep;             /* instead: a GGUF file's or smallmind directory's matrices in
+                              their own types (a fused Q/K/V in the widest of its parts') */
     int threads;           /* quantizing threads (0 or 1: the caller's alone) */
     const volatile int *cancel; /* polled per tensor; once set: SM_ERR_CANCELLED, nothing left */
 } sm_convert_opts;

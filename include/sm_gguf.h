@@ -32,6 +32,7 @@ enum {
 
 /* Most metadata entries and tensors one file may have (real files: a few hundred / thousand). */
 #define SM_GGUF_MAX_KV 65536
+#define SM_GGUF_MIN_ALIGN 32 /* tensors less aligned than this are copied at load */
 #define SM_GGUF_MAX_TENSORS 65536
 
 typedef struct sm_gguf_kv {

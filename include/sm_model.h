@@ -39,6 +39,14 @@ const sm_config *sm_model_config(const sm_model *m);
 */
 bool sm_model_hf_made(const sm_model *m, size_t *made_bytes);
 
+/* The data of tensor i of sm_model_config(m)->tensors (in the file, or a copy made at load). */
+const void *sm_model_tensor_data(const sm_model *m, size_t i);
+
+/* Tensors of a GGUF file copied at load because the file's alignment left them
+** where the kernels cannot read them (fewer than SM_GGUF_MIN_ALIGN bytes); *bytes
+** gets their size. 0 for a file aligned as llama.cpp writes them. */
+size_t sm_model_copied(const sm_model *m, size_t *bytes);
+
 /* The GGUF file the model was loaded from (its metadata), or NULL for a directory. */
 const struct sm_gguf *sm_model_gguf(const sm_model *m);
 size_t sm_model_params(const sm_model *m);

@@ -116,10 +116,12 @@ void sm_remove_stale_tmp(const char *path) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *n = e->d_name;
-        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp-", 5) != 0) continue;
+        if (strncmp(n, base, blen) != 0 ||
+            (strncmp(n + blen, ".tmp-", 5) != 0 && strncmp(n + blen, ".dir-", 5) != 0))
+            continue;
         char *end;
-        long pid = strtol(n + blen + 5, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid()) continue;
+        long pid = strtol(n + blen + 5, &end, 10); /* then nothing, or what that run made of it */
+        if ((*end && *end != '.') || pid <= 0 || pid == (long)getpid()) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may be alive */
         char full[8300];
         if ((size_t)snprintf(full, sizeof full, "%s/%s", parent, n) < sizeof full) sm_remove_dir(full);
@@ -135,8 +137,20 @@ uint64_t sm_hash_bytes(const void *p, size_t n) {
 }
 
 sm_status sm_write_file(const char *path, const sm_piece *pc, size_t n_pieces, sm_error *err) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    struct stat sb; /* a FIFO or device there would block the write or be changed in place */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return sm_error_set(err, SM_ERR_IO, "cannot write '%s': not a regular file", path);
+    char tmp[4200];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= sizeof tmp)
+        return sm_error_set(err, SM_ERR_IO, "cannot write '%s': the path is too long", path);
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(e));
+    }
     bool ok = true;
     for (size_t i = 0; ok && i < n_pieces; i++) ok = fwrite(pc[i].p, 1, pc[i].n, f) == pc[i].n;
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
@@ -145,6 +159,11 @@ sm_status sm_write_file(const char *path, const sm_piece *pc, size_t n_pieces, s
         ok = false;
         e = errno;
     }
+    if (ok && rename(tmp, path) != 0) { /* all of it, or the old file as it was */
+        ok = false;
+        e = errno;
+    }
+    if (!ok) unlink(tmp);
     return ok ? SM_OK : sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", path, strerror(e));
 }
 

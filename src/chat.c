@@ -105,6 +105,10 @@ sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_er
     static const char *const roles[] = {"system", "user", "assistant", "tool"};
     if (!cJSON_IsArray(messages))
         return sm_error_set(err, SM_ERR_INPUT, "%s: \"messages\" must be a list of {role, content}", where);
+    int count = cJSON_GetArraySize(messages);
+    if (count > SM_CHAT_MAX_MESSAGES)
+        return sm_error_set(err, SM_ERR_INPUT, "%s: %d messages, more than a conversation may hold (%d)",
+                            where, count, SM_CHAT_MAX_MESSAGES);
     int i = 0;
     for (const cJSON *m = messages->child; m; m = m->next, i++) {
         if (!cJSON_IsObject(m))
@@ -275,16 +279,75 @@ static int collect(void *user, const char *text, size_t len) {
     return cs->emit ? cs->emit(cs->user, text, len) : 0;
 }
 
-/* Drops the oldest turn after the system message: its first message and what follows up to
-   the next user message. false if only the newest message is left. */
-static bool drop_oldest(cJSON *msgs, size_t *dropped) {
-    int first = msgs->child && is_role(msgs->child, "system") ? 1 : 0;
-    int n = cJSON_GetArraySize(msgs);
-    if (n - first <= 1) return false;
-    cJSON_DeleteItemFromArray(msgs, first), (*dropped)++, n--;
-    while (n - first > 1 && !is_role(cJSON_GetArrayItem(msgs, first), "user"))
-        cJSON_DeleteItemFromArray(msgs, first), (*dropped)++, n--;
-    return true;
+/*
+** The conversation without its oldest turns: the system message (if first)
+** and messages[from..], as references to the session's items (the caller
+** deletes only the array).
+*/
+static cJSON *suffix(cJSON *const *items, int first, int from, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++)
+        if ((i < first || i >= from) && !cJSON_AddItemReferenceToArray(a, items[i])) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* Tokens of messages rendered for a reply into cs->ids (at most n_ctx + 1 counted). */
+static sm_status measure(sm_chat_session *cs, const cJSON *msgs, size_t *n, sm_error *err) {
+    char *r;
+    size_t rl;
+    sm_status st = sm_chat_render(cs->c, msgs, true, NULL, &r, &rl, err);
+    if (st) return st;
+    *n = sm_chat_encode(cs->tok, r, rl, cs->ids, cs->n_ctx + 1);
+    free(r);
+    return SM_OK;
+}
+
+/*
+** Fits the conversation to the context, leaving `reserve` tokens for the
+** reply, by dropping its oldest turns after the system message (a turn: a
+** message and what follows up to the next user message; the newest message
+** stays). The number of turns to drop is found by bisection, in O(log turns)
+** renderings of the conversation: fewer messages never render longer. The
+** tokens of what is kept are left in cs->ids, their count in *n.
+*/
+static sm_status fit_context(sm_chat_session *cs, size_t reserve, size_t *n, size_t *dropped,
+                             sm_error *err) {
+    sm_status st = measure(cs, cs->msgs, n, err);
+    if (st || *n + reserve <= cs->n_ctx) return st;
+    int total = cJSON_GetArraySize(cs->msgs), first = is_role(cs->msgs->child, "system") ? 1 : 0;
+    cJSON **items = malloc((size_t)total * sizeof *items);
+    int *starts = malloc((size_t)total * sizeof *starts), k = 0; /* where each shorter conversation starts */
+    if (!items || !starts) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    int i = 0;
+    for (cJSON *m = cs->msgs->child; !st && m; m = m->next, i++) {
+        items[i] = m;
+        if (i > first && (is_role(m, "user") || i == total - 1)) starts[k++] = i;
+    }
+    int lo = 0, hi = k - 1, best = -1; /* the fewest turns dropped that fit: starts[best] */
+    while (!st && lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        cJSON *a = suffix(items, first, starts[mid], total);
+        size_t m = 0;
+        st = a ? measure(cs, a, &m, err) : sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+        cJSON_Delete(a);
+        if (!st && m + reserve <= cs->n_ctx) best = mid, hi = mid - 1;
+        else lo = mid + 1;
+    }
+    if (!st && best < 0) {
+        st = sm_error_set(err, SM_ERR_INPUT,
+                          "the conversation with this message is %zu tokens; the context (%zu) "
+                          "must hold it and %zu tokens of reply", *n, cs->n_ctx, reserve);
+    } else if (!st) {
+        for (int d = first; d < starts[best]; d++) cJSON_DeleteItemFromArray(cs->msgs, first);
+        *dropped = (size_t)(starts[best] - first);
+        st = measure(cs, cs->msgs, n, err); /* the kept conversation's tokens into cs->ids */
+    }
+    free(items);
+    free(starts);
+    return st;
 }
 
 sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len,
@@ -299,22 +362,7 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
     size_t reserve = gp->max_tokens < cs->n_ctx / 4 ? gp->max_tokens : cs->n_ctx / 4;
     if (!reserve) reserve = 1;
     size_t n = 0;
-    sm_status st = SM_OK;
-    for (;;) {
-        char *r;
-        size_t rl;
-        if ((st = sm_chat_render(cs->c, cs->msgs, true, NULL, &r, &rl, err))) break;
-        n = sm_chat_encode(cs->tok, r, rl, cs->ids, cs->n_ctx + 1);
-        free(r);
-        if (n + reserve <= cs->n_ctx) break;
-        if (!drop_oldest(cs->msgs, &turn->n_dropped)) {
-            st = sm_error_set(err, SM_ERR_INPUT,
-                              "the conversation with this message is %zu tokens; the context "
-                              "(%zu) must hold it and %zu tokens of reply",
-                              n, cs->n_ctx, reserve);
-            break;
-        }
-    }
+    sm_status st = fit_context(cs, reserve, &n, &turn->n_dropped, err);
     if (st) { /* the message goes (and only it) */
         int last = cJSON_GetArraySize(cs->msgs) - 1;
         if (last >= 0 && cJSON_GetArrayItem(cs->msgs, last) == um) cJSON_DeleteItemFromArray(cs->msgs, last);

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-from proc import run_cpu  # noqa: E402
+from proc import interrupt, run_cpu, wait_until  # noqa: E402
 from st_file import with_chat_template, writable_copy  # noqa: E402
 from tally import Tally  # noqa: E402
 
@@ -157,6 +158,186 @@ def arithmetic(sm, tmp):
            err[:120])
 
 
+# ---- 3. a GGUF file whose alignment leaves tensors misaligned: copied once, said by info
+def gguf_alignment(sm, tmp):
+    try:
+        import numpy as np
+        import make_gguf as mg
+    except ImportError:
+        skip("3. GGUF alignment", "NumPy is not installed (apt-get install python3-numpy)")
+        return None
+    outs = {}
+    for align in (32, 1, 2, 8):
+        m = mg.llama(np.random.default_rng(5))
+        m.align = align
+        mg.set_meta(m, "general.alignment", mg.U32, align)
+        f = os.path.join(tmp, f"align{align}.gguf")
+        with open(f, "wb") as fh:
+            fh.write(m.bytes())
+        rc, out, err = run([sm, "generate", "-m", f, "-p", "the cat", "-n", "12", "--temp", "0"])
+        outs[align] = (rc, out)
+        rc2, info, err2 = run([sm, "info", "-m", f])
+        said = b"copied:" in info and f"general.alignment ({align})".encode() in info
+        if align == 32:
+            report(rc == 0 and rc2 == 0 and b"copied:" not in info, "3. general.alignment 32: used in place",
+                   f"rc={rc} {err[:100]}")
+        else:
+            report(rc == 0 and out == outs[32][1] and said,
+                   f"3. general.alignment {align}: the same text as the aligned file, info says the "
+                   "tensors were copied", f"rc={rc} {err[:100]} {info[-200:]!r}")
+    return mg
+
+
+# ---- 10. convert F.gguf OUT checks the file as generate does (one validation path)
+def gguf_convert_checks(sm, tmp, mg):
+    if mg is None:
+        skip("10. convert of corrupted GGUF files", "NumPy is not installed")
+        return
+    import numpy as np
+    bad = 0
+    for name, change, want in mg.faults():  # (each a .gguf name: also the one without GGUF's magic)
+        m = mg.llama(np.random.default_rng(5))
+        change(m)
+        f = os.path.join(tmp, f"bad-{name}.gguf")
+        with open(f, "wb") as fh:
+            fh.write(m.bytes())
+        out = os.path.join(tmp, f"bad-{name}-out")
+        rg, _, eg = run([sm, "generate", "-m", f, "-p", "x", "-n", "1"])
+        rc, _, ec = run([sm, "convert", f, out])
+        same = rc == 1 and rg == 1 and want in ec and ec == eg and not os.path.exists(out) and one_line(ec)
+        if not same:
+            bad += 1
+            report(False, f"10. convert {name}: refused as generate refuses it", f"generate: {eg[:120]} convert: rc={rc} {ec[:120]}")
+    report(bad == 0, f"10. convert refuses each of the {len(mg.faults())} corrupted GGUF files with the "
+           "message generate gives, and writes nothing")
+
+
+
+def gguf_keeps_types(sm, tmp, shared):
+    """convert F.gguf DIR of llama.cpp's quantized files keeps their types and text."""
+    g = os.path.join(shared, "models", "gguf", "llama-rand-256-q8_0.gguf")
+    if not os.path.exists(g):
+        skip("extra: convert F.gguf DIR keeps the types", f"{g} is absent")
+        return
+    d = os.path.join(tmp, "q-dir")
+    rc, _, err = run([sm, "convert", g, d, "-q"])
+    types = set()
+    if rc == 0:
+        with open(os.path.join(d, "config.json")) as fh:
+            types = {t["dtype"] for t in json.load(fh)["tensors"]}
+    a = run([sm, "generate", "-m", g, "-p", "the cat", "-n", "12", "--temp", "0"])[1]
+    b = run([sm, "generate", "-m", d, "-p", "the cat", "-n", "12", "--temp", "0"])[1]
+    size = os.path.getsize(os.path.join(d, "model.bin")) if rc == 0 else 0
+    report(rc == 0 and types == {"q8_0", "f32"} and a == b and size < 1.05 * os.path.getsize(g),
+           "extra: convert F.gguf DIR keeps the file's tensor types (q8_0 stays q8_0; the same size and text)",
+           f"rc={rc} {types} {size} {err[:100]}")
+
+
+# ---- 5., 6. convert: a FIFO source, a killed or interrupted GGUF export
+def convert_leftovers(sm, tmp, shared):
+    fifo = os.path.join(tmp, "src.fifo")
+    os.mkfifo(fifo)
+    rc, _, err = run([sm, "convert", fifo, os.path.join(tmp, "fifo-out")])
+    report(rc == 1 and "not a regular file" in err and one_line(err), "6. convert FIFO OUT: refused at once",
+           f"rc={rc} {err[:120]}")
+    s260 = os.path.join(shared, "models", "stories260K", "stories260K.bin")
+    if os.path.exists(s260):
+        rc, _, err = run([sm, "convert", s260, os.path.join(tmp, "fifo-out2"), "--tokenizer", fifo])
+        report(rc == 1 and "not a regular file" in err, "6. convert --tokenizer FIFO: refused at once",
+               f"rc={rc} {err[:120]}")
+    rc, _, err = run([sm, "convert", DFLT, os.path.join(tmp, "fifo-out3"), "--tokenizer", fifo])
+    report(rc == 1 and "--tokenizer is for" in err and not os.path.exists(os.path.join(tmp, "fifo-out3")),
+           "13. convert of a smallmind directory with --tokenizer: refused (it would be ignored)", f"rc={rc} {err[:120]}")
+    # a model large enough that its export takes a moment (8 x 768, about 220 MB of f32)
+    m = os.path.join(tmp, "big")
+    subprocess.run([PY, os.path.join(ROOT, "scripts", "sm_random_model.py"), "--out", m, "--layers", "8",
+                    "--heads", "12", "--embd", "768", "--ctx", "256", "--vocab", "256", "--seed", "1"],
+                   check=True, capture_output=True)
+    work = os.path.join(tmp, "conv")
+    os.makedirs(work)
+
+    def left(name):
+        return sorted(x for x in os.listdir(work) if x.startswith(name + "."))
+
+    # SIGKILL while the intermediate directory is written: the next run writing OUT removes it
+    out = os.path.join(work, "k.gguf")
+    p = subprocess.Popen([sm, "convert", m, out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: left("k.gguf") or p.poll() is not None, every=0.002)
+    p.kill()
+    p.wait()
+    stale = left("k.gguf")
+    rc, _, err = run([sm, "convert", m, out, "-q"])
+    report(stale and rc == 0 and left("k.gguf") == [] and os.path.exists(out),
+           "5. convert to GGUF killed (SIGKILL): the next run removes what it left", f"left {stale}, then rc={rc} {left('k.gguf')}")
+    # one Ctrl-C while the GGUF file is written: exit 130 soon, nothing left
+    out = os.path.join(work, "c.gguf")
+    rc, _, err, cpu = interrupt([sm, "convert", m, out], signal.SIGINT,
+                                lambda o, e, c: any(x.startswith("c.gguf.tmp-") for x in os.listdir(work)))
+    report(rc == 130 and os.listdir(work) == ["k.gguf"] and cpu < 2.0,
+           "5. one Ctrl-C during the GGUF export: exit 130 within a second, nothing left",
+           f"rc={rc} {sorted(os.listdir(work))} {cpu:.2f} s")
+    rc, _, err, cpu = interrupt([sm, "convert", m, out, "--dtype", "q4_k_m"], signal.SIGINT,
+                                lambda o, e, c: any(x.startswith("c.gguf.dir-") for x in os.listdir(work)))
+    report(rc == 130 and os.listdir(work) == ["k.gguf"] and cpu < 2.0,
+           "5. one Ctrl-C while quantizing for the export: exit 130 within a second, nothing left",
+           f"rc={rc} {sorted(os.listdir(work))} {cpu:.2f} s")
+
+
+# ---- 7., 8., 9. piped chat: /save to a FIFO, a long /load, failures in the exit code
+def chat_files(sm, tmp):
+    tpl = os.path.join(tmp, "plain.jinja")
+    with open(tpl, "w") as f:
+        f.write("{% for m in messages %}{{ m.content }}\n{% endfor %}")
+    chat = [sm, "chat", "-m", DFLT, "--chat-template", tpl, "-n", "4", "--json"]
+    fifo = os.path.join(tmp, "save.fifo")
+    os.mkfifo(fifo)
+    rc, out, err = run(chat, f"Hi\n/save {fifo}\n".encode())
+    report(rc == 1 and "not a regular file" in err, "7. /save to a FIFO nobody reads: refused, exit 1 at the end",
+           f"rc={rc} {err[:150]}")
+    saved = os.path.join(tmp, "saved.json")
+    with open(saved, "w") as f:
+        f.write("old")
+    rc, out, err = run(chat, f"Hi\n/save {saved}\n".encode())
+    left = [x for x in os.listdir(tmp) if x.startswith("saved.json.")]
+    ok = rc == 0 and json.load(open(saved))[0]["content"] == "Hi" and not left
+    report(ok, "7. /save replaces the file whole (written beside it, then renamed)", f"rc={rc} {left} {err[:100]}")
+    # 16,000 messages loaded into a 256-token context: trimmed in a few renderings, not 8,000
+    msgs = [{"role": "system", "content": "A story."}]
+    for i in range(8000):
+        msgs += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+    conv = os.path.join(tmp, "conv.json")
+    with open(conv, "w") as f:
+        json.dump(msgs, f)
+    rc, out, err, cpu = run_cpu(chat, data=f"/load {conv}\nHello\n".encode())
+    rec = [json.loads(x) for x in out.decode().splitlines() if x.strip()]
+    ok = rc == 0 and len(rec) == 1 and rec[0]["messages_dropped"] > 15000 and cpu < 20
+    report(ok, "8. /load of 16,000 messages into a 256-token context: trimmed by bisection",
+           f"rc={rc} {cpu:.2f} s CPU {rec[:1]} {err[-150:]}")
+    with open(conv, "w") as f:
+        json.dump(msgs[:1] + [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}] * 50001, f)
+    rc, out, err = run(chat, f"/load {conv}\n".encode())
+    report(rc == 1 and "more than a conversation may hold (100000)" in err, "8. a conversation file over 100,000 messages: refused naming the cap",
+           f"rc={rc} {err[:150]}")
+    # failures: unknown commands, /load and /save without a file, failing turns
+    for what, lines in (("an unknown command", "Hi\n/foo\n"), ("/load without a file", "/load\nHi\n"),
+                        ("/save without a file", "Hi\n/save\n")):
+        rc, out, err = run(chat, lines.encode())
+        named = ("'/foo'" in err) if "unknown" in what else ("needs a file name" in err)
+        report(rc == 1 and named and "commands:" not in err, f"9. piped chat, {what}: named, exit 1 at the end",
+               f"rc={rc} {err[:150]}")
+    rc, out, err = run(chat, b"Hi\n/help\nAgain\n")
+    report(rc == 0 and "commands:" in err, "9. /help lists the commands, exit 0", f"rc={rc}")
+    bad = os.path.join(tmp, "raise.jinja")
+    with open(bad, "w") as f:
+        f.write("{{ raise_exception('no') }}")
+    rc, out, err = run([sm, "chat", "-m", DFLT, "--chat-template", bad, "-n", "4", "--json"], b"Hi\nAgain\n")
+    report(rc == 1 and err.count("raise.jinja line 1: no") == 2, "9. every turn failing (the template raises): exit 1",
+           f"rc={rc} {err[:150]}")
+    rc, out, err = run(chat + ["-c", "16"], ("x" * 100 + "\nHi\n").encode())
+    report(rc == 1 and "the context (16)" in err and len(out.decode().splitlines()) == 1,
+           "9. a turn longer than the context fails, the next one runs, exit 1", f"rc={rc} {err[:150]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -167,6 +348,11 @@ def main():
     try:
         deep_templates(sm, tmp, a.shared)
         arithmetic(sm, tmp)
+        mg = gguf_alignment(sm, tmp)
+        gguf_convert_checks(sm, tmp, mg)
+        gguf_keeps_types(sm, tmp, a.shared)
+        convert_leftovers(sm, tmp, a.shared)
+        chat_files(sm, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return T.close()

@@ -51,9 +51,10 @@ static int turn(chat_run *c, const char *text, size_t len) {
     sm_error err = {{0}};
     c->turn++;
     sm_status st = sm_chat_session_turn(c->cs, text, len, &gp, emit_reply, c, &t, &err);
-    if (st) {
+    if (st) { /* a message too long, a template that fails on it: the chat goes on */
         fprintf(stderr, "smallmind: %s\n", err.msg);
-        return st == SM_ERR_INPUT ? 0 : EXIT_DATA; /* a message too long: the chat goes on */
+        c->failed = true;
+        return st == SM_ERR_INPUT || st == SM_ERR_FORMAT ? 0 : EXIT_DATA;
     }
     if (cli_interrupted && t.gen.finish == SM_FINISH_ABORTED) t.gen.finish = SM_FINISH_INTERRUPTED;
     if (t.n_dropped && !o->quiet)
@@ -133,9 +134,16 @@ static bool command(chat_run *c, const char *line) {
         save(c, arg);
     } else if (!strncmp(line, "/load ", 6) && *arg) {
         load(c, arg);
-    } else if (line[1]) { /* /help, or a command it does not know */
+    } else if (!strcmp(line, "/help") || !strcmp(line, "/?")) {
         fprintf(stderr, "commands: /exit (or Ctrl-D), /reset, /system TEXT, /save FILE, /load FILE;\n"
                         "end a line with \\ to continue it; Ctrl-C stops a reply\n");
+    } else { /* one line naming it; piped, the chat then exits 1 at the end */
+        size_t w = strcspn(line, " ");
+        if ((w == 5 && !strncmp(line, "/save", 5)) || (w == 5 && !strncmp(line, "/load", 5)))
+            fprintf(stderr, "smallmind: %.5s needs a file name\n", line);
+        else
+            fprintf(stderr, "smallmind: unknown command '%.*s' (/help lists them)\n", (int)(w > 40 ? 40 : w), line);
+        c->failed = true;
     }
     return false;
 }

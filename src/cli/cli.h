@@ -93,6 +93,7 @@ typedef struct {
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
+    bool dtype_given;
     bool mix_m;     /* --dtype q4_k_m / q5_k_m */
     sm_dtype kv_type; /* --kv-type (SM_DTYPE_F32 when zeroed) */
     bool compare;   /* bench --compare A.json B.json */

@@ -15,7 +15,7 @@ int cli_convert(const cli_opts *o) {
     if (o->n_args != 2)
         return cli_usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
     sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype, .mix_m = o->mix_m,
-                          .threads = (int)o->threads,
+                          .keep = !o->dtype_given, .threads = (int)o->threads,
                           .cancel = (const volatile int *)&cli_interrupted};
     sm_convert_info info;
     sm_error err = {{0}};

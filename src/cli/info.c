@@ -74,7 +74,11 @@ int cli_info(const cli_opts *o) {
            sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
            types, c->n_files, c->n_files == 1 ? "" : "s",
            o->no_mmap ? "read into memory" : "memory-mapped");
-    size_t made;
+    size_t made, copied = sm_model_copied(r.model, &made);
+    if (copied)
+        printf("copied:       %zu tensors, %zu bytes (%.2f MiB): the file's general.alignment (%zu) "
+               "leaves them where the kernels cannot read them; the rest used in place\n", copied, made,
+               (double)made / (1 << 20), sm_model_gguf(r.model)->alignment);
     if (sm_model_hf_made(r.model, &made))
         printf("made at load: %zu bytes (%.2f MiB) of tensors transposed or widened from the "
                "source; the rest used in place\n", made, (double)made / (1 << 20));

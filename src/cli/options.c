@@ -342,6 +342,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
         if (!sm_convert_dtype_parse(v, &o->dtype, &o->mix_m))
             return cli_usage_error(o, "%s expects f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, "
                                       "q4_k or q5_k, got '%s'", flag, v);
+        o->dtype_given = true;
         break;
     case O_KVTYPE:
         o->kv_type = strcmp(v, "f32") == 0 ? SM_DTYPE_F32 : strcmp(v, "f16") == 0 ? SM_DTYPE_F16

@@ -65,11 +65,9 @@ void sm_convert_plan_free(plan *pl) {
     free(pl->t);
     cJSON_Delete(pl->tok_json);
     sm_config_free(&pl->cfg);
-    sm_weights_close(&pl->src_w);
-    sm_config_free(&pl->src_cfg);
     if (pl->tok_save) sm_tokenizer_free(pl->tok_save);
     free(pl->tok_save);
-    sm_gguf_close(&pl->src_gguf);
+    sm_model_free(pl->src_model);
 }
 
 /* A new output tensor; its parts follow with add_part. Out of memory: pl->nomem, and a spare. */
@@ -201,6 +199,12 @@ static int layer_of(const char *name, const char *what) {
 */
 static sm_dtype out_dtype(const plan *pl, const otensor *t, sm_convert_info *info) {
     if (!t->cols) return SM_DTYPE_F32;
+    if (pl->keep) { /* the source's type; of parts of different types (a fused Q/K/V), the widest */
+        sm_dtype dt = t->parts[0].dt;
+        for (int i = 1; i < t->n_parts; i++)
+            if (sm_dtype_row_bytes(t->parts[i].dt, 256) > sm_dtype_row_bytes(dt, 256)) dt = t->parts[i].dt;
+        return dt;
+    }
     sm_dtype dt = pl->dtype;
     if (!sm_dtype_quantized(dt)) return dt;
     if (strcmp(t->name, "pos_embd") == 0) return t->parts[0].dt; /* small; kept as it is */
@@ -240,6 +244,7 @@ typedef struct {
     size_t n, C, rb;
     sm_dtype dt;
     size_t bad_row[QMAX_THREADS], bad_block[QMAX_THREADS]; /* per thread; n: none */
+    const volatile int *cancel; /* looked at between chunks: a signal stops a long tensor */
 } qwriter;
 
 static void quant_rows(void *arg, int ith, int nth) {
@@ -289,6 +294,7 @@ static sm_status write_quantized(qwriter *q, const otensor *t, sm_dtype dt, size
         for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++) {
             sm_convert_part_row(&t->parts[k], r, q->rows + q->n * C);
             if (++q->n == per) st = flush_quantized(q, t, orow + 1, f, path, err);
+            if (!st && q->n == 0 && q->cancel && *q->cancel) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
         }
     return st ? st : flush_quantized(q, t, orow, f, path, err);
 }
@@ -312,6 +318,23 @@ static sm_status write_plain(const otensor *t, sm_dtype dt, size_t C, float *row
         for (int64_t r = 0; r < t->parts[k].rows && !st; r++, orow++)
             if (!(st = sm_convert_plain_row(t, k, r, orow, dt, row, out, err)))
                 st = write_all(f, out, C * sm_dtype_row_bytes(dt, 1), path, err);
+    return st;
+}
+
+/* Whether every part of t is quantized blocks of dt to copy as they are (re-quantizing the
+** values they stand for would not give the same blocks back). */
+static bool same_blocks(const otensor *t, sm_dtype dt) {
+    if (!sm_dtype_quantized(dt)) return false;
+    for (int k = 0; k < t->n_parts; k++)
+        if (t->parts[k].dt != dt || t->parts[k].op != OP_COPY) return false;
+    return true;
+}
+
+static sm_status write_blocks(const otensor *t, sm_dtype dt, size_t C, FILE *f, const char *path,
+                              sm_error *err) {
+    sm_status st = SM_OK;
+    for (int k = 0; k < t->n_parts && !st; k++)
+        st = write_all(f, t->parts[k].src, (size_t)t->parts[k].rows * sm_dtype_row_bytes(dt, C), path, err);
     return st;
 }
 
@@ -353,8 +376,11 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
     if (!f) return sm_error_set(err, SM_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     float *row = malloc(maxrow * sizeof *row);
     uint16_t *half = malloc(maxrow * sizeof *half); /* a 16-bit row */
-    qwriter qw = {0};
-    if (sm_dtype_quantized(pl->dtype)) { /* a chunk holds at least one row */
+    qwriter qw = {.cancel = pl->cancel};
+    bool quantizes = false; /* a tensor quantized here (not copied as its source's blocks) */
+    for (size_t i = 0; i < pl->n; i++)
+        quantizes |= sm_dtype_quantized(c->tensors[i].dtype) && !same_blocks(&pl->t[i], c->tensors[i].dtype);
+    if (quantizes) { /* a chunk holds at least one row */
         qw.cap = QCHUNK_BYTES / sizeof(float) > maxrow ? QCHUNK_BYTES / sizeof(float) : maxrow;
         qw.rows = malloc(qw.cap * sizeof *qw.rows);
         qw.out = malloc(qw.cap * sizeof *qw.rows); /* quantized: < 4 bytes a weight */
@@ -373,8 +399,9 @@ static sm_status write_plan(plan *pl, const char *tmp, sm_convert_info *info, sm
         const otensor *t = &pl->t[i];
         size_t C = (size_t)(t->cols ? t->cols : 1);
         sm_dtype dt = c->tensors[i].dtype;
-        st = sm_dtype_quantized(dt) ? write_quantized(&qw, t, dt, C, f, path, err)
-                                    : write_plain(t, dt, C, row, half, f, path, err);
+        st = same_blocks(t, dt)         ? write_blocks(t, dt, C, f, path, err)
+             : sm_dtype_quantized(dt) ? write_quantized(&qw, t, dt, C, f, path, err)
+                                      : write_plain(t, dt, C, row, half, f, path, err);
         size_t pad = (64 - c->tensors[i].nbytes % 64) % 64;
         if (!st && i + 1 < pl->n) st = write_all(f, zero, pad, path, err);
     }
@@ -584,10 +611,9 @@ bool sm_convert_is_hf_dir(const char *dir) {
 
 /* A smallmind directory (to re-type its matrices): every tensor copied, the tokenizer files too. */
 static sm_status from_smallmind(plan *pl, const char *dir, sm_error *err) {
-    sm_config *s = &pl->src_cfg;
-    sm_status st = sm_config_load(s, dir, err);
-    if (!st) st = sm_weights_open(&pl->src_w, s, dir, true, err);
+    sm_status st = sm_model_load(&pl->src_model, dir, true, err);
     if (st) return st;
+    const sm_config *s = sm_model_config(pl->src_model);
     pl->cfg = *s;
     pl->cfg.tensors = NULL;
     pl->cfg.n_tensors = 0;
@@ -598,7 +624,7 @@ static sm_status from_smallmind(plan *pl, const char *dir, sm_error *err) {
             return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has %d dimensions", dir,
                                 d->name, d->ndim);
         sm_convert_add_whole(pl, d->name, d->shape[0], d->ndim == 2 ? d->shape[1] : 0,
-                             pl->src_w.data[i], d->dtype, OP_COPY);
+                             sm_model_tensor_data(pl->src_model, i), d->dtype, OP_COPY);
     }
     for (int k = 0; k < 2; k++)
         if (s->tok_file[k][0]) snprintf(pl->tok_src[k], sizeof pl->tok_src[k], "%s/%s", dir, s->tok_file[k]);
@@ -622,32 +648,32 @@ static bool is_gguf(const char *path) {
 ** smallmind's files.
 */
 static sm_status from_gguf(plan *pl, const char *path, sm_error *err) {
-    sm_config *s = &pl->src_cfg;
-    sm_status st = sm_gguf_open(&pl->src_gguf, path, true, err);
-    if (!st) st = sm_gguf_config(s, &pl->src_gguf, path, err);
+    sm_status st = sm_model_load(&pl->src_model, path, true, err); /* checked as generate does */
     if (st) return st;
+    const sm_config *s = sm_model_config(pl->src_model);
     pl->cfg = *s;
     pl->cfg.tensors = NULL, pl->cfg.n_tensors = 0, pl->cfg.gguf = NULL;
     if (!sm_convert_dup_chat(&pl->cfg)) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    const unsigned char *base = pl->src_gguf.base;
     for (size_t i = 0; i < s->n_tensors; i++) {
         const sm_tensor_desc *d = &s->tensors[i];
+        const unsigned char *data = sm_model_tensor_data(pl->src_model, i);
         const char *q = strstr(d->name, ".attn_q.weight");
         if (strstr(d->name, ".attn_k.weight") || strstr(d->name, ".attn_v.weight")) continue;
         if (d->ndim > 2)
             return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has %d dimensions", path,
                                 d->name, d->ndim);
         if (!q) {
-            sm_convert_add_whole(pl, d->name, d->shape[0], d->ndim == 2 ? d->shape[1] : 0,
-                                 base + d->offset, d->dtype, OP_COPY);
+            sm_convert_add_whole(pl, d->name, d->shape[0], d->ndim == 2 ? d->shape[1] : 0, data,
+                                 d->dtype, OP_COPY);
             continue;
         }
         char nm[SM_NAME_MAX];
         const sm_tensor_desc *kv[2] = {NULL, NULL};
+        size_t kvi[2] = {0, 0};
         for (int k = 0; k < 2; k++) {
             snprintf(nm, sizeof nm, "%.*s.attn_%c.weight", (int)(q - d->name), d->name, k ? 'v' : 'k');
             for (size_t j = 0; j < s->n_tensors; j++)
-                if (strcmp(s->tensors[j].name, nm) == 0) kv[k] = &s->tensors[j];
+                if (strcmp(s->tensors[j].name, nm) == 0) kv[k] = &s->tensors[j], kvi[k] = j;
             if (!kv[k] || kv[k]->ndim != 2 || kv[k]->shape[1] != d->shape[1])
                 return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %s", path, nm,
                                     kv[k] ? "not a matrix as wide as the Q projection" : "missing");
@@ -655,10 +681,10 @@ static sm_status from_gguf(plan *pl, const char *path, sm_error *err) {
         snprintf(nm, sizeof nm, "%.*s.attn_qkv.weight", (int)(q - d->name), d->name);
         otensor *t = sm_convert_add_tensor(pl, nm, d->shape[0] + kv[0]->shape[0] + kv[1]->shape[0],
                                            d->shape[1]);
-        sm_convert_add_part(t, base + d->offset, d->dtype, d->shape[0], d->shape[1], OP_COPY, 0);
+        sm_convert_add_part(t, data, d->dtype, d->shape[0], d->shape[1], OP_COPY, 0);
         for (int k = 0; k < 2; k++)
-            sm_convert_add_part(t, base + kv[k]->offset, kv[k]->dtype, kv[k]->shape[0],
-                                kv[k]->shape[1], OP_COPY, 0);
+            sm_convert_add_part(t, sm_model_tensor_data(pl->src_model, kvi[k]), kv[k]->dtype,
+                                kv[k]->shape[0], kv[k]->shape[1], OP_COPY, 0);
     }
     if (s->tokenizer != SM_TOKENIZER_BYTE) {
         if (!(pl->tok_save = calloc(1, sizeof *pl->tok_save)))
@@ -683,6 +709,9 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     struct stat sb;
     if (stat(src, &sb) != 0)
         return sm_error_set(err, SM_ERR_IO, "cannot open '%s': %s", src, strerror(errno));
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) /* a FIFO would block the open for ever */
+        return sm_error_set(err, SM_ERR_INPUT, "'%s' is not a regular file (a model is a directory, a "
+                            "GGUF file or a llama2.c checkpoint)", src);
     size_t ol = strlen(out);
     bool to_gguf = ol > 5 && strcmp(out + ol - 5, ".gguf") == 0;
     if (lstat(out, &(struct stat){0}) == 0)
@@ -693,8 +722,10 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         if ((size_t)snprintf(dir, sizeof dir, "%s.dir-%ld", out, (long)getpid()) >= sizeof dir)
             return sm_error_set(err, SM_ERR_INPUT, "output path '%s' is too long", out);
         sm_remove_dir(dir);
+        sm_remove_stale_tmp(out); /* what killed runs left: OUT.dir-PID[.tmp-PID], OUT.tmp-PID */
         sm_status st = sm_convert(src, dir, o, info, err);
-        if (!st) st = sm_export_gguf(dir, out, err);
+        if (!st && o->cancel && *o->cancel) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
+        if (!st) st = sm_export_gguf(dir, out, o->cancel, err);
         sm_remove_dir(dir);
         return st;
     }
@@ -705,8 +736,16 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     pl.threads = o->threads > QMAX_THREADS ? QMAX_THREADS : o->threads;
     pl.cancel = o->cancel;
     sm_status st;
+    size_t sl = strlen(src);
+    bool gguf = !S_ISDIR(sb.st_mode) && (is_gguf(src) || (sl > 5 && !strcmp(src + sl - 5, ".gguf")));
+    bool own_tok = gguf || (S_ISDIR(sb.st_mode) && sm_convert_is_smallmind_dir(src));
+    if (o->tokenizer && own_tok) /* it would be ignored: say so */
+        return sm_error_set(err, SM_ERR_INPUT, "--tokenizer is for a llama2.c checkpoint or a Hugging "
+                            "Face directory; '%s' is a %s with its own tokenizer", src,
+                            gguf ? "GGUF file" : "smallmind directory");
     if (S_ISDIR(sb.st_mode) && sm_convert_is_smallmind_dir(src)) {
         pl.from_dir = true;
+        pl.keep = o->keep;
         st = from_smallmind(&pl, src, err);
         snprintf(info->source, sizeof info->source, "smallmind %s", sm_arch_name(pl.cfg.arch));
     } else if (S_ISDIR(sb.st_mode)) {
@@ -714,7 +753,8 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         st = sm_convert_from_hf(&pl, src, o, err);
         snprintf(info->source, sizeof info->source, "Hugging Face %s",
                  pl.cfg.arch == SM_ARCH_LLAMA ? "llama" : "gpt2");
-    } else if (is_gguf(src)) {
+    } else if (gguf) { /* GGUF's magic, or a .gguf name (its header then says what is wrong) */
+        pl.keep = o->keep;
         st = from_gguf(&pl, src, err);
         snprintf(info->source, sizeof info->source, "GGUF %s", sm_arch_name(pl.cfg.arch));
     } else {

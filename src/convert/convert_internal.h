@@ -12,6 +12,7 @@
 #include "sm_convert.h"
 #include "sm_weights.h"
 #include "sm_gguf.h"
+#include "sm_model.h"
 #include "sm_tokenizer.h"
 
 #define MAX_PARTS 3
@@ -50,15 +51,16 @@ typedef struct {
     char tok_json_path[4400];
     bool nomem;            /* a tensor could not be added (then `spare` took it) */
     sm_dtype dtype;        /* of the matrices written */
+    bool keep;             /* each matrix in its source's type instead (--dtype not given,
+                              a GGUF source) */
     bool mix_m;            /* the "_m" mix of a k type */
     int threads;           /* quantizing threads (<= 1: the caller's alone) */
     const volatile int *cancel; /* polled per tensor written */
     bool from_dir;         /* a directory (else a llama2.c checkpoint) */
     bool in_place;         /* planned to run (open_hf.c): a Llama's Q, K, V kept apart and
                               unpermuted (cfg.rope_halves), so they are used where they lie */
-    sm_config src_cfg;     /* a smallmind source directory's config and weights */
-    sm_weights src_w;
-    sm_gguf src_gguf;      /* a GGUF source (base NULL otherwise) */
+    sm_model *src_model;   /* a smallmind directory or GGUF file as source: loaded (and so
+                              checked) as generate loads it, or NULL */
     sm_tokenizer *tok_save; /* a tokenizer to write as the output's files (GGUF sources), or NULL */
     otensor spare;
 } plan;
@@ -85,7 +87,7 @@ sm_status sm_convert_plain_row(const otensor *t, int k, int64_t r, int64_t orow,
                                float *row, void *out, sm_error *err);
 
 /* Writes smallmind directory dir as the GGUF v3 file out (export_gguf.c), complete or absent. */
-sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err);
+sm_status sm_export_gguf(const char *dir, const char *out, const volatile int *cancel, sm_error *err);
 
 /* Plans the conversion of Hugging Face directory dir (config, weights, tokenizer). */
 sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err);

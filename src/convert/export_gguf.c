@@ -183,7 +183,9 @@ typedef struct {
     size_t nbytes, off;
 } gtensor;
 
-sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err) {
+#define EXPORT_CHUNK (16u << 20) /* bytes written between looks at the cancel flag */
+
+sm_status sm_export_gguf(const char *dir, const char *out, const volatile int *cancel, sm_error *err) {
     sm_config c;
     sm_weights w;
     sm_tokenizer tok;
@@ -294,15 +296,26 @@ sm_status sm_export_gguf(const char *dir, const char *out, sm_error *err) {
     size_t at = 24 + b.n, pad = (32 - at % 32) % 32;
     bool ok = fwrite(head, 1, 24, f) == 24 && fwrite(b.p, 1, b.n, f) == b.n && fwrite(zero, 1, pad, f) == pad;
     size_t pos = 0;
-    for (size_t i = 0; i < nt && ok; i++) {
-        ok = fwrite(zero, 1, gt[i].off - pos, f) == gt[i].off - pos &&
-             fwrite(gt[i].data, 1, gt[i].nbytes, f) == gt[i].nbytes;
+    bool stopped = false;
+    for (size_t i = 0; i < nt && ok && !stopped; i++) {
+        if (cancel && *cancel) { /* between tensors: within about a second */
+            stopped = true;
+            break;
+        }
+        ok = fwrite(zero, 1, gt[i].off - pos, f) == gt[i].off - pos;
+        for (size_t o = 0; o < gt[i].nbytes && ok && !stopped; o += EXPORT_CHUNK) { /* checked often */
+            size_t n = gt[i].nbytes - o < EXPORT_CHUNK ? gt[i].nbytes - o : EXPORT_CHUNK;
+            ok = fwrite((const unsigned char *)gt[i].data + o, 1, n, f) == n;
+            stopped = cancel && *cancel;
+        }
         pos = gt[i].off + gt[i].nbytes;
     }
     if (fflush(f) != 0) ok = false;
     if (fclose(f) != 0) ok = false;
     f = NULL;
-    if (!ok) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    if (stopped) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
+    else if (!ok) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    else if (cancel && *cancel) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
     else if (rename(tmp, out) != 0)
         st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
 done:

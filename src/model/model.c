@@ -19,6 +19,36 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/*
+** A GGUF file's tensors lie at multiples of its general.alignment; with an
+** alignment under SM_GGUF_MIN_ALIGN (a file may say 1) the kernels would
+** read floats and quantized blocks from misaligned addresses. Such tensors
+** are copied once, into one aligned block the model owns.
+*/
+static sm_status align_tensors(sm_model *m, sm_error *err) {
+    size_t total = 0;
+    for (size_t i = 0; i < m->cfg.n_tensors; i++)
+        if ((uintptr_t)m->w.data[i] % SM_GGUF_MIN_ALIGN) {
+            size_t sz;
+            if (!sm_size_align(&sz, m->cfg.tensors[i].nbytes, 64) || !sm_size_add(&total, total, sz))
+                return sm_error_set(err, SM_ERR_FORMAT, "tensor sizes overflow");
+            m->copied_tensors++;
+        }
+    if (!total) return SM_OK;
+    if (!(m->copies = aligned_alloc(64, total)))
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory copying %zu misaligned tensors (%zu bytes)",
+                            m->copied_tensors, total);
+    char *at = m->copies;
+    for (size_t i = 0; i < m->cfg.n_tensors; i++)
+        if ((uintptr_t)m->w.data[i] % SM_GGUF_MIN_ALIGN) {
+            memcpy(at, m->w.data[i], m->cfg.tensors[i].nbytes);
+            m->w.data[i] = at;
+            m->copied_bytes += m->cfg.tensors[i].nbytes;
+            at += (m->cfg.tensors[i].nbytes + 63) & ~(size_t)63;
+        }
+    return SM_OK;
+}
+
 sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error *err) {
     *out = NULL;
     sm_model *m = calloc(1, sizeof *m);
@@ -28,7 +58,8 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
     if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a GGUF file, used in place */
         if ((st = sm_gguf_open(&m->gguf, dir, use_mmap, err)) ||
             (st = sm_gguf_config(&m->cfg, &m->gguf, dir, err)) ||
-            (st = sm_weights_in_place(&m->w, &m->cfg, m->gguf.base, err)))
+            (st = sm_weights_in_place(&m->w, &m->cfg, m->gguf.base, err)) ||
+            (st = align_tensors(m, err)))
             goto fail;
     } else if (sm_convert_is_hf_dir(dir)) { /* a Hugging Face directory, as it is */
         const void **data = NULL;
@@ -61,7 +92,17 @@ void sm_model_free(sm_model *m) {
     sm_config_free(&m->cfg);
     sm_gguf_close(&m->gguf);
     sm_convert_close_hf(m->hf);
+    free(m->copies);
     free(m);
+}
+
+const void *sm_model_tensor_data(const sm_model *m, size_t i) {
+    return i < m->cfg.n_tensors ? m->w.data[i] : NULL;
+}
+
+size_t sm_model_copied(const sm_model *m, size_t *bytes) {
+    *bytes = m->copied_bytes;
+    return m->copied_tensors;
 }
 
 const sm_config *sm_model_config(const sm_model *m) {
