@@ -97,10 +97,31 @@ typedef enum { SM_TOK_NORMAL = 0, SM_TOK_BYTE, SM_TOK_CONTROL } sm_tok_kind;
 sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id);
 
 /*
-** A gpt2 tokenizer's merges in rank order (best first) as (left, right)
-** token ids into pairs (cap of them); returns how many it has.
+** A ranked-merge tokenizer's merges (gpt2, huggingface) in rank order (best
+** first) as (left, right) token ids into pairs (cap of them); returns how
+** many it has.
 */
 size_t sm_tokenizer_merges(const sm_tokenizer *t, int32_t (*pairs)[2], size_t cap);
+
+/*
+** How the tokenizer is written as a GGUF vocabulary, as llama.cpp reads
+** one: model "gpt2" (byte-level BPE, merges) with the name of its
+** pre-tokenizer, or "llama" (SentencePiece: pieces with U+2581 for spaces,
+** scores that order the merges); SM_ERR_UNSUPPORTED, naming what llama.cpp
+** has no way to say, for the rest. lossy_nfc: the tokenizer normalizes to
+** NFC and llama.cpp's pre-tokenizers do not (texts NFC changes may
+** tokenize differently from the GGUF file).
+*/
+typedef struct {
+    const char *model, *pre;
+    bool space_prefix; /* "llama": a space before the text (tokenizer.ggml.add_space_prefix) */
+    bool lossy_nfc;
+} sm_tokenizer_gguf;
+sm_status sm_tokenizer_gguf_kind(const sm_tokenizer *t, sm_tokenizer_gguf *k, sm_error *err);
+
+/* SentencePiece scores (n_vocab) that make a score-ordered merge do what the ranked merges
+** do: a piece scores minus the rank of the first merge that makes it, else minus the count. */
+void sm_tokenizer_rank_scores(const sm_tokenizer *t, float *scores);
 
 /*
 ** n bytes in GPT-2's byte alphabet (each byte one printable code point:

@@ -277,17 +277,33 @@ sm_status sm_gguf_parse(sm_gguf *g, const uint8_t *buf, size_t size, const char 
         t->offset += g->data_off;
         by[i] = t;
     }
-    if (!st) qsort(by, g->n_tensors, sizeof *by, cmp_offset);
-    for (size_t i = 1; i < g->n_tensors && !st; i++)
-        if (by[i - 1]->offset + by[i - 1]->nbytes > by[i]->offset)
-            st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensors %.*s and %.*s overlap", path,
-                              (int)by[i - 1]->name_len, by[i - 1]->name, (int)by[i]->name_len,
-                              by[i]->name);
     for (size_t i = 0; i < g->n_tensors && !st; i++)
         for (size_t j = 0; j < i && !st; j++)
             if (same(g->tensors[i].name, g->tensors[i].name_len, g->tensors[j].name, g->tensors[j].name_len))
                 st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensor name %.*s appears twice", path,
                                   (int)g->tensors[i].name_len, g->tensors[i].name);
+    if (!st) qsort(by, g->n_tensors, sizeof *by, cmp_offset);
+    /* the tensors tile the data section: each starts where the one before ends (aligned), the
+       first at its start, and after the last only padding to the alignment (as llama.cpp and
+       safetensors lay them out) */
+    size_t end = g->data_off;
+    for (size_t i = 0; i < g->n_tensors && !st; i++) {
+        const sm_gguf_tensor *t = by[i];
+        size_t want;
+        if (!sm_size_align(&want, end, g->alignment)) want = SIZE_MAX;
+        if (i && end > t->offset)
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: tensors %.*s and %.*s overlap", path,
+                              (int)by[i - 1]->name_len, by[i - 1]->name, (int)t->name_len, t->name);
+        else if (t->offset != want)
+            st = sm_error_set(err, SM_ERR_FORMAT,
+                              "%s: %zu bytes of no tensor before tensor %.*s (offset %zu; its type "
+                              "or shape does not match the data)", path, t->offset - end,
+                              (int)t->name_len, t->name, t->offset - g->data_off);
+        end = t->offset + t->nbytes;
+    }
+    if (!st && g->n_tensors && size > end && size - end >= g->alignment)
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: %zu bytes after the last tensor (%.*s)", path,
+                          size - end, (int)by[g->n_tensors - 1]->name_len, by[g->n_tensors - 1]->name);
     free(by);
     return st;
 }
@@ -379,9 +395,12 @@ sm_status sm_gguf_int(const sm_gguf *g, const char *key, int64_t lo, int64_t hi,
     case SM_GGUF_I64: v = (int64_t)sm_read_u64le(p); break;
     default: return wrong(kv, key, "an integer", path, err);
     }
-    if (big || v < lo || v > hi)
-        return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata %s is %s%lld, expected %lld to %lld",
-                            path, key, big ? "above " : "", (long long)v, (long long)lo, (long long)hi);
+    if (big)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata %s is %llu, expected %lld to %lld", path,
+                            key, (unsigned long long)sm_read_u64le(p), (long long)lo, (long long)hi);
+    if (v < lo || v > hi)
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata %s is %lld, expected %lld to %lld",
+                            path, key, (long long)v, (long long)lo, (long long)hi);
     *out = v;
     return SM_OK;
 }
@@ -421,6 +440,8 @@ sm_status sm_gguf_string(const sm_gguf *g, const char *key, const char **s, size
     if (kv->type != SM_GGUF_STRING) return wrong(kv, key, "a string", path, err);
     const uint8_t *p = kv->val;
     *s = sm_gguf_next_string(&p, len);
+    if (memchr(*s, 0, *len)) /* read as text: a NUL would cut it ("llama\0..." read as llama) */
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: metadata %s has a NUL byte", path, key);
     return SM_OK;
 }
 

@@ -187,9 +187,12 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     if ((int64_t)te->ne[0] != cfg->n_embd)
         return sm_error_set(err, SM_ERR_FORMAT, "%s: token_embd.weight rows are %llu wide, but %s."
                             "embedding_length is %d", path, (unsigned long long)te->ne[0], arch, cfg->n_embd);
-    if (cfg->n_embd % cfg->n_head)
+    char kl[128];
+    snprintf(kl, sizeof kl, "%s.attention.key_length", arch);
+    if (cfg->n_embd % cfg->n_head && (!llama || !sm_gguf_find(g, kl))) /* heads sized by key_length */
         return sm_error_set(err, SM_ERR_FORMAT, "%s: %s.embedding_length %d is not a multiple of "
-                            "the %d heads", path, arch, cfg->n_embd, cfg->n_head);
+                            "the %d heads (and %s.attention.key_length does not size them)", path, arch,
+                            cfg->n_embd, cfg->n_head, arch);
     int hd = cfg->n_embd / cfg->n_head, vd = 0, rd = 0;
     if ((st = int_key(g, arch, "attention.key_length", false, 1, 4096, hd, &cfg->head_dim, path, err)) ||
         (st = int_key(g, arch, "attention.value_length", false, 1, 4096, cfg->head_dim, &vd, path, err)) ||

@@ -338,6 +338,205 @@ def chat_files(sm, tmp):
            "9. a turn longer than the context fails, the next one runs, exit 1", f"rc={rc} {err[:150]}")
 
 
+# ---- 12. a normalizer that multiplies the text: refused past a bound, linear below it
+def normalizer_growth(sm, tmp, shared):
+    src = os.path.join(shared, "models", "tiny-gpt2")
+    if not os.path.isdir(src):
+        skip("12. normalizer growth", f"{src} is absent")
+        return
+    text = os.path.join(tmp, "p100k.txt")
+    with open(text, "w") as f:
+        f.write("banana " * 15000)
+    for times, ok_expected in ((1000, False), (32, True)):
+        d = writable_copy(src, os.path.join(tmp, f"norm{times}"))
+        for n in ("vocab.json", "merges.txt"):
+            os.remove(os.path.join(d, n))
+        with open(os.path.join(d, "tokenizer.json")) as f:
+            tj = json.load(f)
+        tj["normalizer"] = {"type": "Replace", "pattern": {"String": "a"}, "content": "a" * times}
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            json.dump(tj, f)
+        rc, out, err, cpu = run_cpu([sm, "tokenize", "-m", d, "-f", text])
+        if ok_expected:
+            report(rc == 0 and len(out.split()) > 100000 and cpu < 30,
+                   f"12. a Replace making the text {times}x longer: tokenized in linear time",
+                   f"rc={rc} {len(out.split())} ids, {cpu:.2f} s CPU {err[:100]}")
+        else:
+            report(rc == 1 and "1000 times longer" in err and "tokenizer.json" in err and one_line(err),
+                   f"12. a Replace making the text {times}x longer: refused naming tokenizer.json", f"rc={rc} {err[:150]}")
+
+
+# ---- 13. messages that name what is wrong
+def messages(sm, tmp):
+    d = writable_copy(DFLT, os.path.join(tmp, "shape"))
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["n_embd"] = 128
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = run([sm, "generate", "-m", d, "-p", "a", "-n", "1"])
+    report(rc == 1 and err.startswith(f"smallmind: {d}: tensor tok_embd has") and one_line(err),
+           "13. a directory's tensor that does not fit its config: the message names the directory", err[:150])
+    rc, out, err = run([sm, "convert", DFLT, ""])
+    report(rc == 2 and "OUT is an empty path" in err, "13. convert SRC '': a usage error at once (exit 2)", f"rc={rc} {err[:120]}")
+    d = chat_dir(tmp, "ctx-chat", "{% for m in messages %}{{ m.content }}{% endfor %}")
+    rc, out, err = run([sm, "generate", "-m", d, "--chat", "-p", "x" * 400, "-c", "64"])
+    report(rc == 1 and "400 tokens" in err and "context (64)" in err,
+           "13. a templated prompt longer than the context: the message gives both counts", err[:150])
+    # NaN weights: the message names the model
+    d = writable_copy(DFLT, os.path.join(tmp, "nan"))
+    with open(os.path.join(d, "model.bin"), "r+b") as f:
+        f.seek(64)
+        f.write(b"\xff\xff\xff\x7f" * 65536)  # the token embedding all NaN
+    rc, out, err = run([sm, "generate", "-m", d, "-p", "a", "-n", "3"])
+    report(rc == 1 and f"{d}: the model produced NaN or infinite logits" in err,
+           "13. NaN logits: the message names the model", err[:150])
+    rc, out, err = run([sm, "score", "-m", d, "-p", "abc"])
+    report(rc == 1 and f"{d}: the model produced NaN or infinite logits" in err,
+           "13. NaN logits in score: the message names the model", err[:150])
+
+
+def gguf_silent(sm, tmp, mg):
+    """14. GGUF files that were accepted though they should not be."""
+    if mg is None:
+        skip("14. GGUF silent accepts", "NumPy is not installed")
+        return
+    import numpy as np
+
+    def case(name, change, want):
+        m = mg.llama(np.random.default_rng(5))
+        change(m)
+        f = os.path.join(tmp, f"silent-{name}.gguf")
+        with open(f, "wb") as fh:
+            fh.write(m.bytes())
+        rc, out, err = run([sm, "generate", "-m", f, "-p", "the cat", "-n", "2"])
+        report(rc == 1 and want in err and one_line(err), f"14. GGUF {name}: refused", f"rc={rc} {err[:150]}")
+
+    def junk(m):
+        made = m.bytes
+        m.bytes = lambda: made() + b"junk" * 100
+    case("with 400 bytes of junk after the last tensor", junk, "400 bytes after the last tensor")
+    case("whose tensor was relabelled q8_0 (the data no longer tiles)",
+         lambda m: m.tensors[0].update(type=8), "bytes of no tensor before tensor")
+    for v in (0, -1, 99):
+        def types(m, v=v):
+            toks, scores, ty = mg.spm_vocab()
+            ty = list(ty)
+            ty[5] = v
+            mg.set_meta(m, "tokenizer.ggml.token_type", mg.ARR, (mg.I32, ty))
+        case(f"with a token_type of {v}", types, f"token_type of token 5 is {v}")
+    case("with a NUL in general.architecture", lambda m: mg.set_meta(m, "general.architecture", mg.STR, "llama\0x"),
+         "general.architecture has a NUL byte")
+    case("with tokenizer.ggml.pre a number", lambda m: m.meta.append(("tokenizer.ggml.pre", mg.U32, 7)),
+         "tokenizer.ggml.pre is a u32, expected a string")
+    case("with block_count 2^64 - 1", lambda m: mg.set_meta(m, "llama.block_count", mg.U64, (1 << 64) - 1)
+         if hasattr(mg, "U64") else None, "block_count is 18446744073709551615")
+
+
+def hf_silent(sm, tmp, shared):
+    """14. Hugging Face directories that were accepted though they should not be."""
+    src = os.path.join(shared, "models", "tiny-gpt2")
+    if not os.path.isdir(src):
+        skip("14. Hugging Face silent accepts", f"{src} is absent")
+        return
+
+    def variant(name, cfg=None, tokcfg=None, tok=None, st=None, tokenizer_json=False):
+        d = writable_copy(src, os.path.join(tmp, f"hf-{name}"))
+        for fname, edit in (("config.json", cfg), ("tokenizer_config.json", tokcfg), ("tokenizer.json", tok)):
+            if edit:
+                with open(os.path.join(d, fname)) as f:
+                    j = json.load(f)
+                edit(j)
+                with open(os.path.join(d, fname), "w") as f:
+                    json.dump(j, f)
+        if st:
+            p = os.path.join(d, "model.safetensors")
+            raw = open(p, "rb").read()
+            n = int.from_bytes(raw[:8], "little")
+            h = json.loads(raw[8:8 + n])
+            st(h)
+            hb = json.dumps(h).encode()
+            hb += b" " * ((8 - len(hb) % 8) % 8)
+            with open(p, "wb") as f:
+                f.write(len(hb).to_bytes(8, "little") + hb + raw[8 + n:])
+        if tokenizer_json:
+            for n in ("vocab.json", "merges.txt"):
+                os.remove(os.path.join(d, n))
+        return d
+
+    cases = [
+        ("scale_attn_by_inverse_layer_idx true", dict(cfg=lambda c: c.update(scale_attn_by_inverse_layer_idx=True)),
+         "config.json: scale_attn_by_inverse_layer_idx true is not supported"),
+        ("a numeric eos_token", dict(tokcfg=lambda c: c.update(eos_token=5)),
+         "tokenizer_config.json: eos_token must be a string"),
+        ("add_bos_token \"yes\"", dict(tokcfg=lambda c: c.update(add_bos_token="yes")),
+         "tokenizer_config.json: add_bos_token must be true or false"),
+        ("safetensors __metadata__ as a list", dict(st=lambda h: h.update(__metadata__=["a", "b"])),
+         "model.safetensors: __metadata__ must be an object of strings"),
+        ("two added tokens with one id", dict(tok=lambda t: t["added_tokens"].append(dict(t["added_tokens"][0], content="<|x|>")),
+                                               tokenizer_json=True), "added_tokens[1] has id 50256"),
+        ("an unknown decoder in a GPT-2 tokenizer.json", dict(tok=lambda t: t.update(decoder={"type": "Frobnicate"}),
+                                                              tokenizer_json=True), "decoder type \"Frobnicate\" is not supported"),
+    ]
+    for what, kw, want in cases:
+        d = variant(what.split()[0] + str(len(what)), **kw)
+        for args in (["generate", "-m", d, "-p", "Hi", "-n", "2"], ["convert", d, d + "-out"]):
+            rc, out, err = run([sm] + args)
+            report(rc == 1 and want in err and one_line(err) and not os.path.exists(d + "-out"),
+                   f"14. {args[0]} of a Hugging Face directory with {what}: refused", f"rc={rc} {err[:150]}")
+    d = variant("unknown-eos", tokcfg=lambda c: c.update(eos_token="<|nope|>", chat_template="{{ messages[0].content }}"))
+    rc, out, err = run([sm, "generate", "-m", d, "--chat", "-p", "Hi", "-n", "2"])
+    report(rc == 0 and "eos_token \"<|nope|>\" is not a token" in err,
+           "14. tokenizer_config.json's eos_token not in the vocabulary: said (the template prints it as text)", err[:150])
+
+
+# ---- 15. GGUF export of a Llama whose heads are not hidden / heads wide
+def head_dim_export(sm, tmp, shared):
+    try:
+        import numpy as np
+    except ImportError:
+        skip("15. head_dim export", "NumPy is not installed")
+        return
+    src = os.path.join(shared, "models", "tiny-gpt2")
+    if not os.path.isdir(src):
+        skip("15. head_dim export", f"{src} is absent (its tokenizer)")
+        return
+    from st_file import safetensors_bytes
+    C, H, KVH, hd, F, L, V = 64, 3, 3, 24, 96, 2, 50257
+    rng = np.random.default_rng(7)
+    r = lambda *s: (rng.standard_normal(s).astype("<f4") * np.float32(0.05)).tobytes()  # noqa: E731
+    ts = [("model.embed_tokens.weight", "F32", [V, C], r(V, C)), ("model.norm.weight", "F32", [C], np.ones(C, "<f4").tobytes())]
+    for i in range(L):
+        p = f"model.layers.{i}."
+        ts += [(p + "input_layernorm.weight", "F32", [C], np.ones(C, "<f4").tobytes()),
+               (p + "post_attention_layernorm.weight", "F32", [C], np.ones(C, "<f4").tobytes()),
+               (p + "self_attn.q_proj.weight", "F32", [H * hd, C], r(H * hd, C)),
+               (p + "self_attn.k_proj.weight", "F32", [KVH * hd, C], r(KVH * hd, C)),
+               (p + "self_attn.v_proj.weight", "F32", [KVH * hd, C], r(KVH * hd, C)),
+               (p + "self_attn.o_proj.weight", "F32", [C, H * hd], r(C, H * hd)),
+               (p + "mlp.gate_proj.weight", "F32", [F, C], r(F, C)), (p + "mlp.up_proj.weight", "F32", [F, C], r(F, C)),
+               (p + "mlp.down_proj.weight", "F32", [C, F], r(C, F))]
+    d = os.path.join(tmp, "hd24")
+    os.makedirs(d)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(safetensors_bytes(ts))
+    cfg = {"model_type": "llama", "hidden_size": C, "num_attention_heads": H, "num_key_value_heads": KVH,
+           "head_dim": hd, "intermediate_size": F, "num_hidden_layers": L, "vocab_size": V,
+           "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "tie_word_embeddings": True, "bos_token_id": 50256, "eos_token_id": 50256}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    for n in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(src, n), os.path.join(d, n))
+    g = os.path.join(tmp, "hd24.gguf")
+    rc, out, err = run([sm, "convert", d, g])
+    a = run([sm, "generate", "-m", d, "-p", "Hello", "-n", "8", "--temp", "0"])
+    b = run([sm, "generate", "-m", g, "-p", "Hello", "-n", "8", "--temp", "0"]) if rc == 0 else (None, b"", "")
+    report(rc == 0 and a[0] == 0 and a[1] == b[1] and b[0] == 0,
+           "15. a Llama of hidden 64, 3 heads of 24: exported to GGUF (attention.key_length) and read back, the same text",
+           f"rc={rc} {err[:120]} {a[2][:80]} {b[2][:80]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -353,6 +552,11 @@ def main():
         gguf_keeps_types(sm, tmp, a.shared)
         convert_leftovers(sm, tmp, a.shared)
         chat_files(sm, tmp)
+        normalizer_growth(sm, tmp, a.shared)
+        messages(sm, tmp)
+        gguf_silent(sm, tmp, mg)
+        hf_silent(sm, tmp, a.shared)
+        head_dim_export(sm, tmp, a.shared)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return T.close()

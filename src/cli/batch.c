@@ -217,7 +217,8 @@ int cli_batch(const cli_opts *o) {
         flush(&b, todo, t0, tty);
         if (rc || cli_interrupted || b.stop || (!more && !sm_sched_busy(r.sched))) break;
         sm_error err = {{0}};
-        if (sm_sched_step(r.sched, &err)) rc = cli_data_error(err.msg);
+        sm_status sst = sm_sched_step(r.sched, &err);
+        if (sst) rc = cli_run_error(o, sst, err.msg);
         flush(&b, todo, t0, tty);
     }
     flush(&b, todo, t0, tty);

@@ -52,7 +52,7 @@ static int turn(chat_run *c, const char *text, size_t len) {
     c->turn++;
     sm_status st = sm_chat_session_turn(c->cs, text, len, &gp, emit_reply, c, &t, &err);
     if (st) { /* a message too long, a template that fails on it: the chat goes on */
-        fprintf(stderr, "smallmind: %s\n", err.msg);
+        cli_run_error(o, st, err.msg);
         c->failed = true;
         return st == SM_ERR_INPUT || st == SM_ERR_FORMAT ? 0 : EXIT_DATA;
     }

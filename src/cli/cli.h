@@ -145,6 +145,8 @@ void cli_set_mapped(const char *what);
 int cli_interrupt_code(void);
 
 int cli_data_error(const char *msg);
+/* An error of a run of the model: a run-time one (NaN logits) names the model first. Exit 1. */
+int cli_run_error(const cli_opts *o, sm_status st, const char *msg);
 
 /* State of stdout: a closed pipe ends the run quietly; other errors are reported. */
 typedef struct cli_out {

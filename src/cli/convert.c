@@ -14,6 +14,8 @@
 int cli_convert(const cli_opts *o) {
     if (o->n_args != 2)
         return cli_usage_error(o, "convert takes SRC and OUT (got %zu arguments)", o->n_args);
+    if (!*o->args[0] || !*o->args[1])
+        return cli_usage_error(o, "convert: %s is an empty path", *o->args[0] ? "OUT" : "SRC");
     sm_convert_opts co = {.tokenizer = o->tokenizer, .dtype = o->dtype, .mix_m = o->mix_m,
                           .keep = !o->dtype_given, .threads = (int)o->threads,
                           .cancel = (const volatile int *)&cli_interrupted};

@@ -56,8 +56,12 @@ int cli_generate(const cli_opts *o) {
             rc = cli_data_error(err.msg);
         if (!rc) {
             n = sm_chat_encode(&r.tok, rendered, rlen, r.tokens, r.sp.n_ctx);
-            if (n > r.sp.n_ctx)
-                rc = cli_data_error("the templated prompt is longer than the context");
+            if (n > r.sp.n_ctx) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "the templated prompt is %s%zu tokens, longer than the context "
+                         "(%zu)", n > r.sp.n_ctx + 1 ? "" : "at least ", n, r.sp.n_ctx);
+                rc = cli_data_error(msg);
+            }
             if (o->verbose) fprintf(stderr, "smallmind: the model reads:\n%s\n", rendered);
         }
         n_stop = sm_chat_add_stop(&chat, stops, n_stop);
@@ -90,7 +94,7 @@ int cli_generate(const cli_opts *o) {
     sm_status st = sm_generate(r.state, &r.tok, r.samplers, r.tokens, n, &gp, emit_sink, &k,
                                &gs, &err);
     if (cli_interrupted && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
-    if (st) rc = cli_data_error(err.msg);
+    if (st) rc = cli_run_error(o, st, err.msg);
     if (o->json && !st) {
         char *out = NULL;
         size_t out_len = 0;

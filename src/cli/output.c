@@ -36,6 +36,12 @@ int cli_data_error(const char *msg) {
     return EXIT_DATA;
 }
 
+int cli_run_error(const cli_opts *o, sm_status st, const char *msg) {
+    fprintf(stderr, "smallmind: %s%s%s\n", st == SM_ERR_RUNTIME ? o->model : "",
+            st == SM_ERR_RUNTIME ? ": " : "", msg);
+    return EXIT_DATA;
+}
+
 int cli_out_write(cli_out *os, const char *s, size_t n) {
     if (os->pipe_closed || os->write_errno) return 1;
     if (n == 0) return 0;

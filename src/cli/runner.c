@@ -159,7 +159,16 @@ sm_status cli_chat_load(const cli_opts *o, const sm_config *cfg, sm_tokenizer *t
 
 int cli_chat_setup(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, sm_chat *c) {
     sm_error err = {{0}};
-    return cli_chat_load(o, cfg, tok, c, &err) ? cli_data_error(err.msg) : 0;
+    if (cli_chat_load(o, cfg, tok, c, &err)) return cli_data_error(err.msg);
+    const char *given[2] = {cfg->chat_bos, cfg->chat_eos}, *what[2] = {"bos_token", "eos_token"};
+    for (int k = 0; k < 2 && !o->quiet; k++) { /* tokenizer_config.json's: text the templates print */
+        int32_t ids[2];
+        if (given[k] && *given[k] &&
+            sm_tokenizer_encode_as(tok, given[k], strlen(given[k]), ids, 2, SM_ENCODE_SPECIAL) != 1)
+            fprintf(stderr, "smallmind: note: tokenizer_config.json's %s \"%.60s\" is not a token of "
+                    "%s's tokenizer (the template prints it as text)\n", what[k], given[k], o->model);
+    }
+    return 0;
 }
 
 /* A model directory's config, or a GGUF file's (read, then closed: the tokenizer copies its tables). */

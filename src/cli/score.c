@@ -74,7 +74,10 @@ int cli_score(const cli_opts *o) {
                 double z = 0;
                 for (size_t k = 0; k < V; k++) z += exp((double)lg[k] - mx);
                 if (!isfinite(z) || !isfinite(mx)) {
-                    rc = cli_data_error("the model produced NaN or infinite logits; check the weights");
+                    char msg[160];
+                    snprintf(msg, sizeof msg, "the model produced NaN or infinite logits at position "
+                             "%zu; check the weights", gpos);
+                    rc = cli_run_error(o, SM_ERR_RUNTIME, msg);
                     break;
                 }
                 int32_t target = ids[gpos + 1];

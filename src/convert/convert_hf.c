@@ -95,7 +95,14 @@ static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err)
     size_t data0 = 8 + (size_t)hn, data_len = m->n - data0, first = set->n;
     if (!cJSON_IsObject(root)) st = sm_error_set(err, SM_ERR_FORMAT, "%s: header is not an object", path);
     for (const cJSON *e = root ? root->child : NULL; e && !st; e = e->next) {
-        if (strcmp(e->string, "__metadata__") == 0) continue;
+        if (strcmp(e->string, "__metadata__") == 0) { /* a map of strings to strings */
+            bool strings = cJSON_IsObject(e);
+            for (const cJSON *k = strings ? e->child : NULL; k; k = k->next) strings = strings && cJSON_IsString(k);
+            if (!strings)
+                st = sm_error_set(err, SM_ERR_FORMAT, "%s: __metadata__ must be an object of strings",
+                                  path);
+            continue;
+        }
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
         const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
@@ -330,6 +337,19 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
     else
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s: activation_function \"%s\" is not supported", cp, act);
+    /* options that change every logit: refused, never run as plain GPT-2 */
+    static const char *const scaled[] = {"scale_attn_by_inverse_layer_idx"};
+    for (size_t i = 0; i < sizeof scaled / sizeof *scaled; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(hc, scaled[i]);
+        if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v))
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: \"%s\" must be true or false", cp, scaled[i]);
+        if (cJSON_IsTrue(v))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: %s true is not supported (it scales "
+                                "each layer's attention by 1 / (layer + 1))", cp, scaled[i]);
+    }
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(hc, "scale_attn_weights");
+    if (cJSON_IsFalse(sa))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: scale_attn_weights false is not supported", cp);
     c->n_layer = (int)L, c->n_head = (int)H, c->n_embd = (int)C, c->n_ctx = (int)ctx;
     c->n_vocab = (int)V, c->n_ff = (int)F, c->n_kv_head = (int)H, c->head_dim = (int)(C / H);
     c->norm_eps = (float)eps;

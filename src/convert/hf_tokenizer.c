@@ -219,6 +219,13 @@ static bool added_plain(const cJSON *root) {
     return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "added_tokens")) <= 1;
 }
 
+/* A decoder GPT-2's files imply: none, ByteLevel, or a Sequence of ByteLevel alone. */
+static bool gpt2_decoder(const cJSON *d) {
+    if (!d || cJSON_IsNull(d) || is_type(d, "ByteLevel")) return true;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(d, "decoders");
+    return is_type(d, "Sequence") && cJSON_GetArraySize(list) == 1 && is_type(list->child, "ByteLevel");
+}
+
 sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type *type,
                          sm_error *err) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -244,9 +251,10 @@ sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type 
             *type = SM_TOKENIZER_SENTENCEPIECE;
         return SM_OK;
     }
+    /* (a decoder or added tokens GPT-2's files cannot say: read as it is, checked there) */
     if (!is_type(pre, "ByteLevel") || cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "use_regex")) ||
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space")) || has_norm ||
-        !added_plain(root))
+        !added_plain(root) || !gpt2_decoder(cJSON_GetObjectItemCaseSensitive(root, "decoder")))
         return SM_OK;
     *type = SM_TOKENIZER_GPT2;
     return SM_OK;
@@ -393,6 +401,19 @@ sm_status sm_hf_chat_config(const char *dir, sm_config *c, sm_error *err) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s: chat_template must be a string or a list of "
                           "{name, template}", path);
     if (!st && !cJSON_IsObject(root)) st = sm_error_set(err, SM_ERR_FORMAT, "%s: expected a JSON object", path);
+    static const char *const toks[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+    for (int i = 0; i < 4 && !st; i++) { /* a string, {"content": string}, or null */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, toks[i]);
+        if (v && !cJSON_IsNull(v) && !token_text(v))
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: %s must be a string or {\"content\": string}",
+                              path, toks[i]);
+    }
+    static const char *const flags[] = {"add_bos_token", "add_eos_token"};
+    for (int i = 0; i < 2 && !st; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, flags[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: %s must be true or false", path, flags[i]);
+    }
     const char *bos = token_text(cJSON_GetObjectItemCaseSensitive(root, "bos_token"));
     const char *eos = token_text(cJSON_GetObjectItemCaseSensitive(root, "eos_token"));
     if (!st && ((tpl && !(c->chat_template = strdup(tpl))) || (bos && !(c->chat_bos = strdup(bos))) ||

@@ -142,6 +142,7 @@ sm_status sm_convert_open_hf(const char *dir, bool weights, sm_hf_dir **out, sm_
         }
     }
     cfg->tok_dir = h->tok_dir;
+    cfg->n_files = pl->n_maps; /* the safetensors files the weights are used from (info says how many) */
     if (data) *data = d;
     else free(d);
     if (made_bytes) *made_bytes = h->block_bytes;

@@ -71,11 +71,9 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
         if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
     }
     if ((st = m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_bind(m, err) : sm_gpt2_bind(m, err))) {
-        if (m->gguf.base) { /* say which file: the tensors are the GGUF file's */
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            sm_error_set(err, st, "%s: %s", dir, msg);
-        }
+        char msg[sizeof err->msg]; /* say which model: the GGUF file, the directory */
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        sm_error_set(err, st, "%s: %s", dir, msg);
         goto fail;
     }
     *out = m;

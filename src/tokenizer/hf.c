@@ -292,8 +292,14 @@ static sm_status tables(ctx *c, const cJSON *voc, const cJSON *added, bool fallb
                               id, str[id], e->string);
         str[id] = e->string;
     }
-    for (const cJSON *e = added ? added->child : NULL; e && !st; e = e->next) {
+    k = 0;
+    for (const cJSON *e = added ? added->child : NULL; e && !st; e = e->next, k++) {
         size_t id = (size_t)id_of(cJSON_GetObjectItemCaseSensitive(e, "id"));
+        if (is_added[id]) {
+            st = sm_error_set(c->err, SM_ERR_FORMAT, "%s: added_tokens[%zu] has id %zu, as an added "
+                              "token before it does", c->path, k, id);
+            break;
+        }
         str[id] = jstr(e, "content"); /* its text as written, even where the vocabulary spells it in bytes */
         is_added[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? 2 : 1;
     }

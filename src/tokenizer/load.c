@@ -374,6 +374,16 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
     if (ty && ty->n != n)
         return sm_error_set(err, SM_ERR_FORMAT, "%s: tokenizer.ggml.token_type has %llu entries for "
                             "%zu tokens", path, (unsigned long long)ty->n, n);
+    for (size_t i = 0; ty && i < n; i++) { /* llama.cpp's types: 1 normal ... 6 byte */
+        int32_t v = (int32_t)sm_read_u32le(ty->val + 4 * i);
+        if (v < 1 || v > 6)
+            return sm_error_set(err, SM_ERR_FORMAT, "%s: tokenizer.ggml.token_type of token %zu is %d, "
+                                "expected 1 to 6 (normal, unknown, control, user-defined, unused, byte)",
+                                path, i, (int)v);
+    }
+    const char *pre_s;
+    size_t pre_n;
+    if ((st = sm_gguf_string(g, "tokenizer.ggml.pre", &pre_s, &pre_n, NULL, path, err))) return st;
     char here[4300];
     if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
         if ((st = sm_gguf_array(g, "tokenizer.ggml.scores", SM_GGUF_F32, &sc, path, err))) return st;
@@ -494,7 +504,7 @@ sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id) {
 }
 
 size_t sm_tokenizer_merges(const sm_tokenizer *t, int32_t (*pairs)[2], size_t cap) {
-    if (t->type != SM_TOKENIZER_GPT2 || !t->merges) return 0;
+    if ((t->type != SM_TOKENIZER_GPT2 && t->type != SM_TOKENIZER_HF) || !t->merges) return 0;
     size_t n = 0;
     for (size_t i = 0; i <= t->merge_mask; i++) n += t->merges[i].a >= 0;
     if (!pairs || cap < n) return n;
@@ -507,6 +517,45 @@ size_t sm_tokenizer_merges(const sm_tokenizer *t, int32_t (*pairs)[2], size_t ca
     for (size_t i = 0; i < n; i++) pairs[i][0] = ms[i]->a, pairs[i][1] = ms[i]->b;
     free(ms);
     return n;
+}
+
+sm_status sm_tokenizer_gguf_kind(const sm_tokenizer *t, sm_tokenizer_gguf *k, sm_error *err) {
+    *k = (sm_tokenizer_gguf){0};
+    if (t->type == SM_TOKENIZER_SENTENCEPIECE || t->type == SM_TOKENIZER_BYTE) {
+        k->model = t->type == SM_TOKENIZER_BYTE ? "gpt2" : "llama";
+        k->pre = t->type == SM_TOKENIZER_BYTE ? "gpt-2" : "default";
+        k->space_prefix = t->space_prefix;
+        return SM_OK;
+    }
+    if (t->type == SM_TOKENIZER_GPT2) {
+        k->model = "gpt2", k->pre = "gpt-2";
+        return SM_OK;
+    }
+    bool prepend;
+    if (t->byte_level) {
+        k->model = "gpt2";
+        if (!(k->pre = sm_tok_pre_name(t->pre, t->ignore_merges, &k->lossy_nfc)))
+            return sm_error_set(err, SM_ERR_UNSUPPORTED, "its tokenizer.json's normalizer and pre-tokenizer "
+                                "are not one llama.cpp names (tokenizer.ggml.pre: llama-bpe, qwen2, "
+                                "tekken, gpt-2, ...)");
+        return SM_OK;
+    }
+    if (!sm_tok_pre_is_spm(t->pre, &prepend) || t->unk >= 0 || t->ignore_merges)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "its tokenizer.json is neither byte-level BPE nor "
+                            "SentencePiece-style BPE with byte fallback, which GGUF files hold");
+    k->model = "llama", k->pre = "default";
+    k->space_prefix = prepend;
+    return SM_OK;
+}
+
+void sm_tokenizer_rank_scores(const sm_tokenizer *t, float *scores) {
+    size_t n = 0;
+    for (size_t i = 0; t->merges && i <= t->merge_mask; i++) n += t->merges[i].a >= 0;
+    for (int id = 0; id < t->n_vocab; id++) scores[id] = -(float)n;
+    for (size_t i = 0; t->merges && i <= t->merge_mask; i++) {
+        const sm_tok_merge *m = &t->merges[i];
+        if (m->a >= 0 && m->out >= 0 && -(float)m->rank > scores[m->out]) scores[m->out] = -(float)m->rank;
+    }
 }
 
 size_t sm_tokenizer_alphabet(const char *bytes, size_t n, char *out) {

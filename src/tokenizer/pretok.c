@@ -27,7 +27,9 @@
 #include <utf8proc.h>
 
 #define CHUNK 16384        /* input bytes normalized at once */
-#define NB_CAP (4 * CHUNK) /* bytes of a normalized chunk; a larger result halves the chunk */
+#define NB_MIN (4 * CHUNK) /* bytes of a normalized chunk, at least; a larger result halves the chunk */
+#define MAX_GROWTH 64      /* how many times longer the normalizers may make a text (bytes) */
+#define DECOMPOSE_GROWTH 11 /* the most NFD/NFKD makes of a character (U+FDFA: 3 bytes -> 33); NFC 3 */
 #define MAX_OPS 8
 #define MAX_STEPS 8
 
@@ -42,6 +44,9 @@ typedef struct {
     uint8_t kind;     /* SM_STEP_* */
     uint8_t behavior; /* SM_SPLIT_* */
     bool individual;  /* digits: each digit alone */
+    bool literal;     /* the pattern is a plain string */
+    char *pattern;    /* as given (NUL-terminated copy), for naming the steps (sm_tok_pre_name) */
+    size_t plen;
     pcre2_code *re;
     pcre2_match_data *md;
 } step;
@@ -53,25 +58,37 @@ typedef struct {
 struct sm_tok_pre {
     norm_op op[MAX_OPS];
     int n_op;
+    size_t growth;     /* the most the ops make of a byte (their factors multiplied) */
     step st[MAX_STEPS];
     int n_st;
-    int32_t *cps;      /* NB_CAP code points of a chunk being normalized */
+    size_t cap;        /* bytes of a normalized chunk: NB_MIN, or CHUNK x growth */
+    int32_t *cps;      /* cap code points of a chunk being normalized */
     unsigned char *nb[2];
-    span *sp[2];       /* NB_CAP + 1 each */
+    span *sp[2];       /* cap + 1 each */
 };
+
+/* The buffers for normalized chunks of cap bytes (allocated here, never while running). */
+static bool buffers(sm_tok_pre *p, size_t cap) {
+    int32_t *c = realloc(p->cps, cap * sizeof *p->cps);
+    if (c) p->cps = c;
+    bool ok = c != NULL;
+    for (int i = 0; i < 2; i++) {
+        unsigned char *b = realloc(p->nb[i], cap);
+        span *s = realloc(p->sp[i], (cap + 1) * sizeof(span));
+        if (b) p->nb[i] = b;
+        if (s) p->sp[i] = s;
+        ok = ok && b && s;
+    }
+    if (ok) p->cap = cap;
+    return ok;
+}
 
 sm_status sm_tok_pre_new(sm_tok_pre **out, sm_error *err) {
     sm_tok_pre *p = calloc(1, sizeof *p);
-    if (p) {
-        p->cps = malloc(NB_CAP * sizeof *p->cps);
-        for (int i = 0; i < 2; i++) {
-            p->nb[i] = malloc(NB_CAP);
-            p->sp[i] = malloc((NB_CAP + 1) * sizeof(span));
-        }
-    }
     *out = p;
-    if (!p || !p->cps || !p->nb[0] || !p->nb[1] || !p->sp[0] || !p->sp[1])
+    if (!p || !buffers(p, NB_MIN))
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the pre-tokenizer");
+    p->growth = 1;
     return SM_OK;
 }
 
@@ -81,6 +98,7 @@ void sm_tok_pre_free(sm_tok_pre *p) {
     for (int i = 0; i < p->n_st; i++) {
         pcre2_match_data_free(p->st[i].md);
         pcre2_code_free(p->st[i].re);
+        free(p->st[i].pattern);
     }
     free(p->cps);
     for (int i = 0; i < 2; i++) free(p->nb[i]), free(p->sp[i]);
@@ -99,6 +117,19 @@ sm_status sm_tok_pre_norm(sm_tok_pre *p, int op, const char *str, size_t ns, con
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d normalizers", where, MAX_OPS);
     if (op == SM_NORM_REPLACE && ns == 0)
         return sm_error_set(err, SM_ERR_FORMAT, "%s: Replace of an empty string", where);
+    /* what this op can make of a byte: a replacement nt/ns times longer, a decomposition */
+    size_t g = op == SM_NORM_REPLACE ? (nt + ns - 1) / ns
+             : op == SM_NORM_NFD || op == SM_NORM_NFKD || op == SM_NORM_NFKC ? DECOMPOSE_GROWTH
+             : op == SM_NORM_NFC ? 3 : 1;
+    if (g < 1) g = 1;
+    if (g > MAX_GROWTH || p->growth * g > MAX_GROWTH)
+        return sm_error_set(err, SM_ERR_UNSUPPORTED,
+                            "%s: the normalizers could make a text %zu times longer (a Replace of "
+                            "%zu bytes by %zu); at most %d is supported",
+                            where, p->growth * g, ns, nt, MAX_GROWTH);
+    p->growth *= g; /* buffers for a whole chunk grown as much: no chunk outgrows them */
+    if (CHUNK * p->growth > p->cap && !buffers(p, CHUNK * p->growth))
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the normalizer");
     norm_op *o = &p->op[p->n_op];
     *o = (norm_op){.op = (uint8_t)op, .only_start = only_start, .ns = ns, .nt = nt};
     if ((str && !(o->str = dup_bytes(str, ns))) || (to && !(o->to = dup_bytes(to, nt))))
@@ -116,13 +147,17 @@ sm_status sm_tok_pre_step(sm_tok_pre *p, int kind, int behavior, bool individual
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d pre-tokenizer steps", where,
                             MAX_STEPS);
     step *s = &p->st[p->n_st];
-    *s = (step){.kind = (uint8_t)kind, .behavior = (uint8_t)behavior, .individual = individual};
+    *s = (step){.kind = (uint8_t)kind, .behavior = (uint8_t)behavior, .individual = individual,
+                .literal = literal, .plen = plen};
+    if (kind == SM_STEP_REGEX && !(s->pattern = dup_bytes(pattern, plen)))
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the pre-tokenizer");
     if (kind == SM_STEP_REGEX) {
         int code;
         PCRE2_SIZE at;
         uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_DOLLAR_ENDONLY);
         s->re = pcre2_compile((PCRE2_SPTR)pattern, plen, opts, &code, &at, NULL);
         if (!s->re) {
+            free(s->pattern);
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(code, msg, sizeof msg);
             return sm_error_set(err, SM_ERR_FORMAT, "%s: pattern \"%.60s\" at offset %zu: %s", where,
@@ -132,6 +167,7 @@ sm_status sm_tok_pre_step(sm_tok_pre *p, int kind, int behavior, bool individual
         s->md = pcre2_match_data_create_from_pattern(s->re, NULL);
         if (!s->md) {
             pcre2_code_free(s->re);
+            free(s->pattern);
             return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the pre-tokenizer");
         }
     }
@@ -324,7 +360,7 @@ static size_t put_cp(unsigned char *o, int32_t c) {
     return (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)o);
 }
 
-/* Applies the ops to s[0..n) (valid UTF-8); the result in *out. false: larger than NB_CAP. */
+/* Applies the ops to s[0..n) (valid UTF-8); the result in *out. false: larger than p->cap. */
 static bool normalize(sm_tok_pre *p, const unsigned char *s, size_t n, bool first,
                       bool text_start, const unsigned char **out, size_t *on) {
     const unsigned char *cur = s;
@@ -338,19 +374,19 @@ static bool normalize(sm_tok_pre *p, const unsigned char *s, size_t n, bool firs
             if (!first || len == 0 || (o->only_start && !text_start) ||
                 (o->op == SM_NORM_PREFIX_SPACE && cur[0] == ' '))
                 continue;
-            if (len + o->ns > NB_CAP) return false;
+            if (len + o->ns > p->cap) return false;
             memcpy(d, o->str, o->ns);
             memcpy(d + o->ns, cur, len);
             m = o->ns + len;
         } else if (o->op == SM_NORM_REPLACE) {
             for (size_t i = 0; i < len;) {
                 if (len - i >= o->ns && memcmp(cur + i, o->str, o->ns) == 0) {
-                    if (m + o->nt > NB_CAP) return false;
+                    if (m + o->nt > p->cap) return false;
                     memcpy(d + m, o->to, o->nt);
                     m += o->nt;
                     i += o->ns;
                 } else {
-                    if (m == NB_CAP) return false;
+                    if (m == p->cap) return false;
                     d[m++] = cur[i++];
                 }
             }
@@ -358,13 +394,13 @@ static bool normalize(sm_tok_pre *p, const unsigned char *s, size_t n, bool firs
             utf8proc_option_t f = UTF8PROC_STABLE;
             f |= o->op == SM_NORM_NFC || o->op == SM_NORM_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
             if (o->op == SM_NORM_NFKC || o->op == SM_NORM_NFKD) f |= UTF8PROC_COMPAT;
-            utf8proc_ssize_t c = utf8proc_decompose_custom(cur, (utf8proc_ssize_t)len, p->cps, NB_CAP,
+            utf8proc_ssize_t c = utf8proc_decompose_custom(cur, (utf8proc_ssize_t)len, p->cps, (utf8proc_ssize_t)p->cap,
                                                            f, NULL, NULL);
-            if (c < 0 || c > NB_CAP) return false;
+            if (c < 0 || (size_t)c > p->cap) return false;
             c = utf8proc_normalize_utf32(p->cps, c, f);
             if (c < 0) return false;
             for (utf8proc_ssize_t i = 0; i < c; i++) {
-                if (m + 4 > NB_CAP) return false;
+                if (m + 4 > p->cap) return false;
                 m += put_cp(d + m, p->cps[i]);
             }
         }
@@ -377,11 +413,19 @@ static bool normalize(sm_tok_pre *p, const unsigned char *s, size_t n, bool firs
     return true;
 }
 
-/* Where to end a chunk of s[0..n): after a newline an ASCII letter follows, else at a character. */
+static bool ascii_letter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+
+/*
+** Where to end a chunk of s[0..n): after a newline an ASCII letter follows,
+** else before a space between two ASCII letters (" word" is a word of every
+** pattern here), else at a character.
+*/
 static size_t chunk_end(const unsigned char *s, size_t n, size_t max) {
     if (n <= max) return n;
     for (size_t i = max; i > max / 2; i--)
-        if (s[i - 1] == '\n' && ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z')) return i;
+        if (s[i - 1] == '\n' && ascii_letter(s[i])) return i;
+    for (size_t i = max - 1; i > max / 2; i--)
+        if (s[i] == ' ' && ascii_letter(s[i - 1]) && ascii_letter(s[i + 1])) return i;
     size_t i = max;
     while (i > 1 && (s[i] & 0xC0) == 0x80) i--;
     return i;
@@ -526,4 +570,47 @@ sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *igno
     }
     return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre %.*s is not supported", where,
                         (int)(n < 40 ? n : 40), name);
+}
+
+const char *sm_tok_pre_name(const sm_tok_pre *p, bool ignore_merges, bool *nfc) {
+    *nfc = false;
+    for (int i = 0; i < p->n_op; i++) { /* llama.cpp's pre-tokenizers normalize nothing (but see nfc) */
+        if (p->op[i].op != SM_NORM_NFC) return NULL;
+        *nfc = true;
+    }
+    for (size_t k = 0; k < sizeof named / sizeof named[0]; k++) {
+        if (named[k].n != p->n_st || named[k].ignore_merges != ignore_merges) continue;
+        bool same = true;
+        for (int i = 0; i < p->n_st && same; i++) {
+            const step *s = &p->st[i];
+            const char *re = named[k].re[i];
+            same = s->behavior == SM_SPLIT_ISOLATED && !s->individual && !s->literal &&
+                   (re ? s->kind == SM_STEP_REGEX && s->plen == strlen(re) && !memcmp(s->pattern, re, s->plen)
+                       : s->kind == SM_STEP_GPT2);
+        }
+        if (!same) continue;
+        size_t l = strcspn(named[k].names, "|"); /* the first of its names: what llama.cpp writes */
+        static char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)l, named[k].names);
+        return name;
+    }
+    return NULL;
+}
+
+bool sm_tok_pre_is_spm(const sm_tok_pre *p, bool *prepend) {
+    *prepend = false;
+    if (p->n_st) return false;
+    for (int i = 0; i < p->n_op; i++) {
+        const norm_op *o = &p->op[i];
+        bool mark = o->ns == 1 && o->str[0] == ' ' && o->nt == 3 && !memcmp(o->to, "\xe2\x96\x81", 3);
+        bool pre = (o->op == SM_NORM_PREPEND || o->op == SM_NORM_PREFIX_SPACE) && o->ns == 3 &&
+                   !memcmp(o->str, "\xe2\x96\x81", 3);
+        if (o->op == SM_NORM_REPLACE && mark) continue;
+        if (pre) {
+            *prepend = true;
+            continue;
+        }
+        return false;
+    }
+    return true;
 }

@@ -66,6 +66,11 @@ bool sm_tok_pre_has_steps(const sm_tok_pre *p);
    calls word for each word, in order. Never allocates. */
 void sm_tok_pre_run(sm_tok_pre *p, const unsigned char *s, size_t n, bool text_start,
                     sm_tok_word_fn word, void *ctx);
+/* The llama.cpp name (tokenizer.ggml.pre) of p's steps, or NULL when they have none; *nfc:
+   p normalizes to NFC, which no llama.cpp pre-tokenizer does (Qwen's tokenizer.json does). */
+const char *sm_tok_pre_name(const sm_tok_pre *p, bool ignore_merges, bool *nfc);
+/* Whether p is SentencePiece's: no steps, spaces turned into U+2581 (*prepend: one put before). */
+bool sm_tok_pre_is_spm(const sm_tok_pre *p, bool *prepend);
 /* The steps tokenizer.ggml.pre name stands for (llama.cpp's names); SM_ERR_UNSUPPORTED if unknown. */
 sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *ignore_merges,
                            const char *where, sm_error *err);
