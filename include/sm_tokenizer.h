@@ -92,8 +92,9 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
                             sm_error *err);
 void sm_tokenizer_free(sm_tokenizer *t);
 
-/* What a token is: text, a byte (<0xNN> pieces), or a control token never matched in text. */
-typedef enum { SM_TOK_NORMAL = 0, SM_TOK_BYTE, SM_TOK_CONTROL } sm_tok_kind;
+/* What a token is: text, a byte (<0xNN> pieces), a control token never matched in text, or
+   a user-defined (added, not special) token matched in text as it is before merging. */
+typedef enum { SM_TOK_NORMAL = 0, SM_TOK_BYTE, SM_TOK_CONTROL, SM_TOK_USER } sm_tok_kind;
 sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id);
 
 /*
@@ -113,7 +114,8 @@ size_t sm_tokenizer_merges(const sm_tokenizer *t, int32_t (*pairs)[2], size_t ca
 ** tokenize differently from the GGUF file).
 */
 typedef struct {
-    const char *model, *pre;
+    const char *model;
+    char pre[32];      /* tokenizer.ggml.pre */
     bool space_prefix; /* "llama": a space before the text (tokenizer.ggml.add_space_prefix) */
     bool lossy_nfc;
 } sm_tokenizer_gguf;

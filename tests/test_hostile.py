@@ -189,6 +189,57 @@ def gguf_alignment(sm, tmp):
 
 
 # ---- 10. convert F.gguf OUT checks the file as generate does (one validation path)
+# ---- 4. GGUF export of tokenizer.json vocabularies (the round trip of every real tokenizer
+#         is in test_tokenizers.py: gguf_export_round_trip)
+def gguf_export_refusal(sm, tmp, shared):
+    tiny = os.path.join(shared, "models", "tiny-gpt2")
+    if not os.path.isdir(tiny):
+        skip("4. GGUF export refusal", f"{tiny} is absent")
+        return
+    with open(os.path.join(tiny, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    for label, pre, want in (
+            ("a Split on commas before GPT-2's ByteLevel",
+             {"type": "Sequence", "pretokenizers": [
+                 {"type": "Split", "pattern": {"String": ","}, "behavior": "Isolated", "invert": False},
+                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]},
+             "not one llama.cpp names"),
+            ("GPT-2's pattern spelled differently (as llama.cpp's gpt-2)",
+             {"type": "Sequence", "pretokenizers": [
+                 {"type": "Split", "pattern": {"Regex": "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?"
+                                                        "[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"},
+                  "behavior": "Isolated", "invert": False},
+                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+             None)):
+        d = writable_copy(tiny, os.path.join(tmp, "exp-" + str(len(label))))
+        tj2 = dict(tj, pre_tokenizer=pre)
+        os.remove(os.path.join(d, "tokenizer.json"))
+        for n in ("vocab.json", "merges.txt"):  # tokenizer.json alone
+            if os.path.exists(os.path.join(d, n)):
+                os.remove(os.path.join(d, n))
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(tj2, f)
+        g = d + ".gguf"
+        rc, out, err = run([sm, "convert", d, g])
+        if want:
+            report(rc == 1 and want in err and one_line(err) and not os.path.exists(g)
+                   and not [x for x in os.listdir(tmp) if x.startswith(os.path.basename(g) + ".")],
+                   f"4. export to GGUF with {label}: refused in one line, nothing written: {err[:160]}",
+                   f"rc={rc} {err[:300]}")
+        else:
+            a = run([sm, "tokenize", "-m", d, "-p", "Hello world, it's 2024!"])
+            b = run([sm, "tokenize", "-m", g, "-p", "Hello world, it's 2024!"]) if rc == 0 else (None, b"", "")
+            pre_name = b""
+            if rc == 0:
+                with open(g, "rb") as f:
+                    raw = f.read(1 << 16)
+                i = raw.find(b"tokenizer.ggml.pre")
+                pre_name = raw[i + 18 + 4 + 8: i + 18 + 4 + 8 + 5]
+            report(rc == 0 and a[1] == b[1] and a[0] == 0 and pre_name == b"gpt-2",
+                   f"4. export to GGUF with {label}: named by what it does (gpt-2), the same ids",
+                   f"rc={rc} {err[:200]} {a[1][:60]} {b[1][:60]} {pre_name}")
+
+
 def gguf_convert_checks(sm, tmp, mg):
     if mg is None:
         skip("10. convert of corrupted GGUF files", "NumPy is not installed")
@@ -549,6 +600,7 @@ def main():
         arithmetic(sm, tmp)
         mg = gguf_alignment(sm, tmp)
         gguf_convert_checks(sm, tmp, mg)
+        gguf_export_refusal(sm, tmp, a.shared)
         gguf_keeps_types(sm, tmp, a.shared)
         convert_leftovers(sm, tmp, a.shared)
         chat_files(sm, tmp)

@@ -60,8 +60,8 @@ def run(args, data=None):
     return subprocess.run(args, input=data, capture_output=True, timeout=900)
 
 
-def ids_of(smbin, d, text):
-    p = run([smbin, "tokenize", "-m", d, "-f", "-"], text.encode())
+def ids_of(smbin, d, text, special=False):
+    p = run([smbin, "tokenize", "-m", d, "-f", "-"] + (["--special"] if special else []), text.encode())
     if p.returncode != 0:
         return None, p.stderr.decode(errors="replace")
     return [int(x) for x in p.stdout.split()], ""
@@ -223,6 +223,98 @@ def hf_reference(smbin, tmp, tok, here):
         check(not back_bad, f"{name}: every encoding decodes back to its text", "; ".join(back_bad[:3]))
         if name in ("llama3", "qwen2_5", "gemma3"):
             encode_allocations(smbin, os.path.dirname(smbin), d, name, ref["texts"], tmp)
+
+
+EXPORT_TOKENIZERS = {  # name: (n_vocab, config tokenizer, files)
+    "gpt2": (50257, {"type": "gpt2", "vocab": "encoder.json", "merges": "vocab.bpe", "eos": 50256},
+             ("encoder.json", "vocab.bpe")),
+    "llama2": (32000, {"type": "sentencepiece", "file": "tokenizer.bin", "bos": 1, "eos": 2}, ("tokenizer.bin",)),
+    **{n: (v, {"type": "huggingface", "file": "tokenizer.json"}, ("tokenizer.json",))
+       for n, v in HF_TOKENIZERS.items()},
+}
+
+
+def llama_cpp_ids(lc, gguf, text, tmp):
+    """llama.cpp's llama-tokenize on a GGUF file: the ids, or an error string."""
+    src = os.path.join(tmp, "lc-text")
+    with open(src, "wb") as f:
+        f.write(text.encode())
+    p = run([os.path.join(lc, "llama-tokenize"), "-m", gguf, "-f", src, "--ids", "--log-disable"])
+    out = p.stdout.decode(errors="replace").strip().splitlines()
+    if p.returncode != 0 or not out:
+        return p.stderr.decode(errors="replace")[-200:]
+    return json.loads(out[-1])
+
+
+def gguf_export_round_trip(smbin, tmp, tok, here):
+    """Every tokenizer in ../shared, exported with a model to a GGUF file (convert DIR OUT.gguf),
+    tokenizes every reference text to the ids the directory gives. With LLAMA_CPP naming a llama.cpp
+    bin folder, llama-tokenize on the exported file gives the ids it gives on a file laid out as
+    llama.cpp's converter does (its own ggml-vocab-gpt-2/llama-spm files in ../shared, the
+    vocabulary files gguf_same_as_hf writes for the tokenizer.json ones): llama.cpp differs from
+    transformers.js on its own (tekken's regex on Devanagari marks; tokens it takes for control
+    ones, </s> and <|fim_prefix|>), so its reference is itself on the converter's layout. Qwen's
+    tokenizer.json normalizes to NFC, which llama.cpp's qwen2 pre-tokenizer does not: its texts NFC
+    changes are left out, as convert says."""
+    import unicodedata
+    texts = []
+    for fx in ("hf_tokenizer_reference.json", "tokenizer_reference.json"):
+        with open(os.path.join(here, "fixtures", fx), encoding="utf-8") as f:
+            r = json.load(f)
+        texts += r["texts"] if "texts" in r else [x["text"] for x in r]
+    lc = os.environ.get("LLAMA_CPP")
+    gen = os.path.join(os.path.dirname(here), "scripts", "sm_random_model.py")
+    for name, (V, tk, files) in EXPORT_TOKENIZERS.items():
+        if not all(os.path.exists(os.path.join(tok, name, f)) for f in files):
+            T.skip(f"{name} exported to GGUF", f"{tok}/{name} is absent")
+            continue
+        d = os.path.join(tmp, "export-" + name)
+        p = run([sys.executable, gen, "--out", d, "--arch", "llama", "--layers", "1", "--heads", "2",
+                 "--embd", "8", "--ff", "16", "--ctx", "64", "--vocab", str(V)])
+        if p.returncode:
+            check(False, f"{name}: a random model for the export", p.stderr.decode())
+            continue
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["tokenizer"] = tk
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        for fn in files:
+            os.symlink(os.path.abspath(os.path.join(tok, name, fn)), os.path.join(d, fn))
+        g = d + ".gguf"
+        p = run([smbin, "convert", d, g])
+        err = p.stderr.decode(errors="replace")
+        nfc_note = "NFC" in err
+        check(p.returncode == 0 and os.path.exists(g) and nfc_note == name.startswith("qwen"),
+              f"{name}: convert to GGUF" + (" (a note: NFC is not in the GGUF form)" if nfc_note else ""), err)
+        if p.returncode:
+            continue
+        lc_ref = {"gpt2": "ggml-vocab-gpt-2.gguf", "llama2": "ggml-vocab-llama-spm.gguf"}.get(name)
+        lc_ref = os.path.join(os.path.dirname(tok), "llamacpp-vocab", lc_ref) if lc_ref else \
+            os.path.join(tmp, f"vocab-{name}.gguf")
+        lc_ref = lc_ref if os.path.exists(lc_ref) else None
+        bad, bad_lc, n = [], [], 0
+        for text in texts:
+            if name.startswith("qwen") and unicodedata.normalize("NFC", text) != text:
+                continue
+            n += 1
+            want, e1 = ids_of(smbin, d, text)
+            got, e2 = ids_of(smbin, g, text)
+            if want is None or got != want:
+                bad.append(f"{text[:30]!r}: {str(got)[:60]} {e1}{e2} want {str(want)[:60]}")
+            if lc and text:
+                theirs = llama_cpp_ids(lc, g, text, tmp)
+                ref_ids = llama_cpp_ids(lc, lc_ref, text, tmp) if lc_ref else ids_of(smbin, d, text, True)[0]
+                if theirs != ref_ids:
+                    bad_lc.append(f"{text[:30]!r}: llama.cpp {str(theirs)[:60]} want {str(ref_ids)[:60]}")
+        check(n > 30 and not bad, f"{name}: the exported GGUF file tokenizes {n} texts as the directory does",
+              "; ".join(bad[:3]))
+        if lc:
+            check(not bad_lc, f"{name}: llama.cpp's llama-tokenize on the exported file = on "
+                  f"{os.path.basename(lc_ref) if lc_ref else 'the directory (--special)'}",
+                  "; ".join(bad_lc[:3]))
+    if not lc:
+        T.skip("exported vocabularies in llama.cpp", "set LLAMA_CPP to a llama.cpp bin folder to run llama-tokenize")
 
 
 def encode_allocations(smbin, bindir, d, name, texts, tmp):
@@ -498,6 +590,7 @@ def main():
             gpt2_via_pcre(smbin, tmp, tiny, fixtures)
         hf_reference(smbin, tmp, tok, here)
         gguf_same_as_hf(smbin, tmp, tok, here)
+        gguf_export_round_trip(smbin, tmp, tok, here)
         chat_text_ids(smbin, tmp, here)
         for label, d in gpt2_dirs:  # GPT-2 adds no BOS: an empty text has no tokens, as gpt-3-encoder says
             check_ids(smbin, d, fixtures, "gpt2", f"GPT-2 BPE ({label}) = gpt-3-encoder", [])

@@ -39,6 +39,10 @@ int cli_convert(const cli_opts *o) {
                 "smallmind: note: %zu matri%s written as q8_0 (rows not whole 256-weight blocks "
                 "of the k types), e.g. %s\n",
                 info.n_q8, info.n_q8 == 1 ? "x" : "ces", info.q8);
+    if (info.nfc_lost)
+        fprintf(stderr, "smallmind: note: %s's tokenizer normalizes text to NFC, which a GGUF vocabulary "
+                "cannot say (llama.cpp's pre-tokenizers do not): the file tokenizes texts NFC changes "
+                "differently\n", o->args[0]);
     if (!o->quiet)
         fprintf(stderr,
                 "smallmind: converted %s %s -> %s: %zu tensors, %zu parameters, %zu bytes (%.1f s)\n",

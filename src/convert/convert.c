@@ -725,7 +725,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
         sm_remove_stale_tmp(out); /* what killed runs left: OUT.dir-PID[.tmp-PID], OUT.tmp-PID */
         sm_status st = sm_convert(src, dir, o, info, err);
         if (!st && o->cancel && *o->cancel) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
-        if (!st) st = sm_export_gguf(dir, out, o->cancel, err);
+        if (!st) st = sm_export_gguf(dir, src, out, o->cancel, &info->nfc_lost, err);
         sm_remove_dir(dir);
         return st;
     }

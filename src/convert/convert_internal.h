@@ -86,8 +86,10 @@ void sm_convert_part_row(const part *pt, int64_t r, float *out);
 sm_status sm_convert_plain_row(const otensor *t, int k, int64_t r, int64_t orow, sm_dtype dt,
                                float *row, void *out, sm_error *err);
 
-/* Writes smallmind directory dir as the GGUF v3 file out (export_gguf.c), complete or absent. */
-sm_status sm_export_gguf(const char *dir, const char *out, const volatile int *cancel, sm_error *err);
+/* Writes smallmind directory dir as the GGUF v3 file out (export_gguf.c), complete or absent;
+   messages name the model as name (what was converted). */
+sm_status sm_export_gguf(const char *dir, const char *name, const char *out, const volatile int *cancel,
+                         bool *nfc_lost, sm_error *err);
 
 /* Plans the conversion of Hugging Face directory dir (config, weights, tokenizer). */
 sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err);

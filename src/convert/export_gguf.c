@@ -100,77 +100,124 @@ static void put_alphabet(buf *b, const char *p, size_t n) {
     put_str(b, tmp, sm_tokenizer_alphabet(p, n, tmp));
 }
 
-/* tokenizer.ggml.* from the loaded tokenizer. */
+/* llama.cpp's token type: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte. The
+   unknown, BOS and EOS pieces are not text (as SentencePiece's model says, which a
+   tokenizer.bin does not), so parsing special text turns "</s>" into EOS as llama.cpp's files do. */
+static uint32_t token_type(const sm_tokenizer *t, size_t id) {
+    size_t len = t->off[id + 1] - t->off[id];
+    bool unk = (int32_t)id == t->unk || (len == 5 && memcmp(t->text + t->off[id], "<unk>", 5) == 0);
+    switch (sm_tokenizer_kind(t, (int32_t)id)) {
+    case SM_TOK_BYTE: return 6;
+    case SM_TOK_USER: return 4;
+    case SM_TOK_CONTROL: return unk ? 2 : 3;
+    default: return unk && t->type == SM_TOKENIZER_SENTENCEPIECE ? 2
+                   : t->type == SM_TOKENIZER_SENTENCEPIECE && ((int32_t)id == t->bos || (int32_t)id == t->eos) ? 3
+                                                               : 1;
+    }
+}
+
+/* A token's text as the GGUF vocabulary spells it (model "llama" or "gpt2"). */
+static void put_token(buf *b, const sm_tokenizer *t, size_t id, bool spm) {
+    const char *p = t->text + t->off[id];
+    size_t len = t->off[id + 1] - t->off[id];
+    sm_tok_kind kd = sm_tokenizer_kind(t, (int32_t)id);
+    char tmp[3 * 4096 + 8];
+    size_t o = 0;
+    if (t->type == SM_TOKENIZER_SENTENCEPIECE && token_type(t, id) == 3 && len > 2 && p[0] == '\n' &&
+        p[len - 1] == '\n') {
+        put_str(b, p + 1, len - 2); /* llama2.c's tokenizer.bin spells BOS "\n<s>\n": SentencePiece's "<s>" */
+    } else if (kd == SM_TOK_CONTROL || kd == SM_TOK_USER) { /* added tokens: their text as it is */
+        put_str(b, p, len);
+    } else if (!spm) {
+        put_alphabet(b, p, len);
+    } else if (kd == SM_TOK_BYTE) {
+        put_str(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "<0x%02X>", (unsigned char)p[0]));
+    } else if (t->type == SM_TOKENIZER_HF) { /* pieces as tokenizer.json spells them (U+2581) */
+        put_str(b, p, len);
+    } else { /* tokenizer.bin: spaces */
+        for (size_t k = 0; k < len && o + 3 < sizeof tmp; k++) {
+            if (p[k] == ' ') tmp[o++] = (char)0xE2, tmp[o++] = (char)0x96, tmp[o++] = (char)0x81;
+            else tmp[o++] = p[k];
+        }
+        put_str(b, tmp, o);
+    }
+}
+
+
+static sm_status put_merges(buf *b, size_t *n, const sm_tokenizer *t, sm_error *err) {
+    size_t nm = sm_tokenizer_merges(t, NULL, 0);
+    int32_t (*pairs)[2] = malloc((nm ? nm : 1) * sizeof *pairs);
+    if (!pairs || sm_tokenizer_merges(t, pairs, nm) != nm) {
+        free(pairs);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the GGUF file");
+    }
+    arr_head(b, n, "tokenizer.ggml.merges", SM_GGUF_STRING, nm);
+    char line[4 * 4096 + 8];
+    for (size_t i = 0; i < nm; i++) { /* "A B" */
+        size_t l = 0;
+        for (int k = 0; k < 2; k++) {
+            int32_t id = pairs[i][k];
+            if (k) line[l++] = ' ';
+            l += sm_tokenizer_alphabet(t->text + t->off[id], t->off[id + 1] - t->off[id], line + l);
+        }
+        put_str(b, line, l);
+    }
+    free(pairs);
+    return SM_OK;
+}
+
+/*
+** tokenizer.ggml.* from the loaded tokenizer, as llama.cpp reads it (see
+** sm_tokenizer_gguf_kind): a tokenizer.json's byte-level BPE as "gpt2" with
+** its merges and the name of the pre-tokenizer that splits as its own does;
+** its SentencePiece-style BPE as "llama" with scores that order the merges
+** by rank; anything else refused, naming what has no GGUF form.
+*/
 static sm_status put_tokenizer(buf *b, size_t *n, const sm_tokenizer *t, const sm_config *c,
-                               sm_error *err) {
-    bool spm = t->type == SM_TOKENIZER_SENTENCEPIECE;
+                               const char *dir, bool *nfc_lost, sm_error *err) {
+    sm_tokenizer_gguf k;
+    sm_error e;
+    if (sm_tokenizer_gguf_kind(t, &k, &e))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: no GGUF vocabulary for this tokenizer: %s", dir,
+                            e.msg);
+    bool spm = strcmp(k.model, "llama") == 0;
+    *nfc_lost = k.lossy_nfc;
     size_t V = t->type == SM_TOKENIZER_BYTE ? 256 : (size_t)t->n_vocab;
-    kv_str(b, n, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
-    kv_str(b, n, "tokenizer.ggml.pre", spm ? "default" : "gpt-2");
+    kv_str(b, n, "tokenizer.ggml.model", k.model);
+    kv_str(b, n, "tokenizer.ggml.pre", k.pre);
     arr_head(b, n, "tokenizer.ggml.tokens", SM_GGUF_STRING, V);
     for (size_t id = 0; id < V; id++) {
         if (t->type == SM_TOKENIZER_BYTE) {
             char ch = (char)id;
             put_alphabet(b, &ch, 1);
-            continue;
-        }
-        const char *p = t->text + t->off[id];
-        size_t len = t->off[id + 1] - t->off[id];
-        if (!spm) {
-            put_alphabet(b, p, len);
-            continue;
-        }
-        char tmp[3 * 4096 + 8];
-        size_t o = 0;
-        if (sm_tokenizer_kind(t, (int32_t)id) == SM_TOK_BYTE) {
-            o = (size_t)snprintf(tmp, sizeof tmp, "<0x%02X>", (unsigned char)p[0]);
         } else {
-            for (size_t k = 0; k < len && o + 3 < sizeof tmp; k++) {
-                if (p[k] == ' ') tmp[o++] = (char)0xE2, tmp[o++] = (char)0x96, tmp[o++] = (char)0x81;
-                else tmp[o++] = p[k];
-            }
+            put_token(b, t, id, spm);
         }
-        put_str(b, tmp, o);
     }
     if (spm) {
+        float *score = t->type == SM_TOKENIZER_HF ? malloc(V * sizeof *score) : NULL;
+        if (t->type == SM_TOKENIZER_HF && !score)
+            return sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the GGUF file");
+        if (score) sm_tokenizer_rank_scores(t, score);
         arr_head(b, n, "tokenizer.ggml.scores", SM_GGUF_F32, V);
-        for (size_t id = 0; id < V; id++) put_u32(b, sm_f32_to_bits(t->score[id]));
+        for (size_t id = 0; id < V; id++) put_u32(b, sm_f32_to_bits(score ? score[id] : t->score[id]));
+        free(score);
+        kv_bool(b, n, "tokenizer.ggml.add_space_prefix", k.space_prefix);
     }
     arr_head(b, n, "tokenizer.ggml.token_type", SM_GGUF_I32, V);
-    for (size_t id = 0; id < V; id++) {
-        int ty = 1; /* normal */
-        sm_tok_kind kd = sm_tokenizer_kind(t, (int32_t)id);
-        if (kd == SM_TOK_BYTE) ty = 6;
-        if (kd == SM_TOK_CONTROL) {
-            size_t len = t->off[id + 1] - t->off[id];
-            ty = len == 5 && memcmp(t->text + t->off[id], "<unk>", 5) == 0 ? 2 : 3; /* unknown, control */
+    for (size_t id = 0; id < V; id++) put_u32(b, t->type == SM_TOKENIZER_BYTE ? 1 : token_type(t, id));
+    sm_status st;
+    if (!spm && (st = put_merges(b, n, t, err))) return st;
+    int32_t bos = t->bos >= 0 ? t->bos : c->tok_bos, eos = t->eos >= 0 ? t->eos : c->tok_eos;
+    if (bos >= 0) kv_u32(b, n, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+    if (eos >= 0) kv_u32(b, n, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+    for (size_t id = 0; id < V && t->type != SM_TOKENIZER_BYTE; id++)
+        if (token_type(t, id) == 2) {
+            kv_u32(b, n, "tokenizer.ggml.unknown_token_id", (uint32_t)id);
+            break;
         }
-        put_u32(b, (uint32_t)ty);
-    }
-    if (!spm) {
-        size_t nm = sm_tokenizer_merges(t, NULL, 0);
-        int32_t (*pairs)[2] = malloc((nm ? nm : 1) * sizeof *pairs);
-        if (!pairs || sm_tokenizer_merges(t, pairs, nm) != nm) {
-            free(pairs);
-            return sm_error_set(err, SM_ERR_NOMEM, "out of memory writing the GGUF file");
-        }
-        arr_head(b, n, "tokenizer.ggml.merges", SM_GGUF_STRING, nm);
-        char line[4 * 4096 + 8];
-        for (size_t i = 0; i < nm; i++) { /* "A B" */
-            size_t l = 0;
-            for (int k = 0; k < 2; k++) {
-                int32_t id = pairs[i][k];
-                if (k) line[l++] = ' ';
-                l += sm_tokenizer_alphabet(t->text + t->off[id], t->off[id + 1] - t->off[id], line + l);
-            }
-            put_str(b, line, l);
-        }
-        free(pairs);
-    }
-    if (c->tok_bos >= 0) kv_u32(b, n, "tokenizer.ggml.bos_token_id", (uint32_t)c->tok_bos);
-    if (c->tok_eos >= 0) kv_u32(b, n, "tokenizer.ggml.eos_token_id", (uint32_t)c->tok_eos);
-    kv_bool(b, n, "tokenizer.ggml.add_bos_token", t->add_bos && c->tok_bos >= 0);
-    kv_bool(b, n, "tokenizer.ggml.add_eos_token", false);
+    kv_bool(b, n, "tokenizer.ggml.add_bos_token", t->add_bos && bos >= 0);
+    kv_bool(b, n, "tokenizer.ggml.add_eos_token", t->add_eos && eos >= 0);
     return SM_OK;
 }
 
@@ -185,7 +232,8 @@ typedef struct {
 
 #define EXPORT_CHUNK (16u << 20) /* bytes written between looks at the cancel flag */
 
-sm_status sm_export_gguf(const char *dir, const char *out, const volatile int *cancel, sm_error *err) {
+sm_status sm_export_gguf(const char *dir, const char *name, const char *out, const volatile int *cancel,
+                         bool *nfc_lost, sm_error *err) {
     sm_config c;
     sm_weights w;
     sm_tokenizer tok;
@@ -226,11 +274,11 @@ sm_status sm_export_gguf(const char *dir, const char *out, const volatile int *c
         kv_f32(&b, &nkv, KEY("attention.layer_norm_epsilon"), c.norm_eps);
     }
 #undef KEY
-    if ((st = put_tokenizer(&b, &nkv, &tok, &c, err))) goto done;
+    if ((st = put_tokenizer(&b, &nkv, &tok, &c, name, nfc_lost, err))) goto done;
     if (c.chat_template) kv_str(&b, &nkv, "tokenizer.chat_template", c.chat_template);
     if (!llama && c.activation != SM_ACT_GELU_TANH) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a gpt2 model with activation %s has no GGUF "
-                          "form llama.cpp runs (gelu_tanh only)", dir, sm_activation_name(c.activation));
+                          "form llama.cpp runs (gelu_tanh only)", name, sm_activation_name(c.activation));
         goto done;
     }
     size_t Q = (size_t)c.n_head * (size_t)c.head_dim, KV = (size_t)c.n_kv_head * (size_t)c.head_dim;
@@ -253,7 +301,7 @@ sm_status sm_export_gguf(const char *dir, const char *out, const volatile int *c
         }
         gtensor *g = &gt[nt++];
         if (!sm_gguf_tensor_name(&c, d->name, false, g->name)) {
-            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has no GGUF name", dir, d->name);
+            st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has no GGUF name", name, d->name);
             goto done;
         }
         g->ndim = d->ndim, g->dt = d->dtype, g->data = data, g->nbytes = d->nbytes;

@@ -488,7 +488,8 @@ static int cmp_rank(const void *a, const void *b) {
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-_Static_assert(KIND_BYTE == (int)SM_TOK_BYTE && KIND_CONTROL == (int)SM_TOK_CONTROL, "kinds as sm_tok_kind");
+_Static_assert(KIND_BYTE == (int)SM_TOK_BYTE && KIND_CONTROL == (int)SM_TOK_CONTROL &&
+               KIND_USER == (int)SM_TOK_USER, "kinds as sm_tok_kind");
 
 bool sm_tokenizer_is_end(const sm_tokenizer *t, int32_t id) {
     if (id < 0) return false;
@@ -523,27 +524,29 @@ sm_status sm_tokenizer_gguf_kind(const sm_tokenizer *t, sm_tokenizer_gguf *k, sm
     *k = (sm_tokenizer_gguf){0};
     if (t->type == SM_TOKENIZER_SENTENCEPIECE || t->type == SM_TOKENIZER_BYTE) {
         k->model = t->type == SM_TOKENIZER_BYTE ? "gpt2" : "llama";
-        k->pre = t->type == SM_TOKENIZER_BYTE ? "gpt-2" : "default";
+        snprintf(k->pre, sizeof k->pre, "%s", t->type == SM_TOKENIZER_BYTE ? "gpt-2" : "default");
         k->space_prefix = t->space_prefix;
         return SM_OK;
     }
     if (t->type == SM_TOKENIZER_GPT2) {
-        k->model = "gpt2", k->pre = "gpt-2";
+        k->model = "gpt2";
+        snprintf(k->pre, sizeof k->pre, "gpt-2");
         return SM_OK;
     }
     bool prepend;
     if (t->byte_level) {
         k->model = "gpt2";
-        if (!(k->pre = sm_tok_pre_name(t->pre, t->ignore_merges, &k->lossy_nfc)))
+        if (!sm_tok_pre_name(t->pre, t->ignore_merges, &k->lossy_nfc, k->pre))
             return sm_error_set(err, SM_ERR_UNSUPPORTED, "its tokenizer.json's normalizer and pre-tokenizer "
                                 "are not one llama.cpp names (tokenizer.ggml.pre: llama-bpe, qwen2, "
                                 "tekken, gpt-2, ...)");
         return SM_OK;
     }
-    if (!sm_tok_pre_is_spm(t->pre, &prepend) || t->unk >= 0 || t->ignore_merges)
+    if (!sm_tok_pre_is_spm(t->pre, &prepend) || t->ignore_merges)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "its tokenizer.json is neither byte-level BPE nor "
                             "SentencePiece-style BPE with byte fallback, which GGUF files hold");
-    k->model = "llama", k->pre = "default";
+    k->model = "llama";
+    snprintf(k->pre, sizeof k->pre, "default");
     k->space_prefix = prepend;
     return SM_OK;
 }

@@ -572,34 +572,83 @@ sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *igno
                         (int)(n < 40 ? n : 40), name);
 }
 
-const char *sm_tok_pre_name(const sm_tok_pre *p, bool ignore_merges, bool *nfc) {
-    *nfc = false;
-    for (int i = 0; i < p->n_op; i++) { /* llama.cpp's pre-tokenizers normalize nothing (but see nfc) */
-        if (p->op[i].op != SM_NORM_NFC) return NULL;
-        *nfc = true;
+/*
+** A text that tells the named pre-tokenizers apart: runs of spaces, tabs
+** and newlines (also \r\n), digits from one to nine, contractions in both
+** cases, camel case, punctuation and symbols alone, in runs and mixed,
+** accents, CJK, Cyrillic, Khmer marks, fullwidth forms, emoji with joiners
+** (llama.cpp's converter tells them apart the same way: by the tokens of a
+** text). No character NFC changes (see sm_tok_pre_name's nfc).
+*/
+static const char probe_text[] =
+    "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n\r\n\r\n x  y   z\n"
+    "7 42 365 2024 31415 926535 8979323 84626433 832795028 3.14 1..5 1...9 "
+    "I'm, you're, they've, we'll, she'd, it's; I'M YOU'RE THEY'VE WE'LL SHE'D IT'S 'tis o'clock "
+    "HTTPServer getHTTPResponseCode camelCase PascalCase XMLHttpRequest iPhone McDonald "
+    "a,b;c:d.e!f?g a,,b ;;: .,;:!? (a)[b]{c} \"x\",'y' #1 @me 100% &amp; *ptr -> => :: // /* */ # "
+    "a+b=c <tag>x</tag> $5 ^_^ ~/|\\ `code` ``` \"\"\"quoted\"\"\" ...!!!??? ------======= ''''' "
+    "caf\xc3\xa9 na\xc3\xafve \xc3\x85ngstr\xc3\xb6m "
+    "\xe6\x88\x91\xe6\x83\xb3\xe5\x9c\xa8" "apple\xe5\xb7\xa5\xe4\xbd\x9c" "1314151\xe5\xa4\xa9\xef\xbd\x9e "
+    "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xe3\x81\xb2\xe3\x82\x89\xe3\x81\x8c\xe3\x81\xaa\xe3\x80\x82 "
+    "\xd0\xbd\xd0\xb5\xd1\x89\xd0\xbe \xd0\xbd\xd0\xb0 \xd0\x91\xd1\x8a\xd0\xbb\xd0\xb3\xd0\xb0\xd1\x80"
+    "\xd1\x81\xd0\xba\xd0\xb8 \xe1\x9e\x80\xe1\x9e\xb6\xe1\x9e\x93\xe1\x9f\x8b\xe1\x9e\x8f\xe1\x9f\x82 "
+    "\xef\xbc\xa1\xef\xbc\xa2\xef\xbc\x91\xef\xbc\x92\xef\xbc\x81 \xe2\x80\x9cquotes\xe2\x80\x9d\xe3\x80\x82 "
+    "\xf0\x9f\x9a\x80 \xf0\x9f\x98\xb6\xe2\x80\x8d\xf0\x9f\x8c\xab\xef\xb8\x8f \xe2\x9c\x85 "
+    "\xf0\x9f\xa6\x99\xf0\x9f\xa6\x99 end.  \n";
+
+typedef struct {
+    char buf[2 * sizeof probe_text + 512]; /* each word, then a 0xFF (never in UTF-8) */
+    size_t n;
+    bool over;
+} word_log;
+
+static void log_word(void *ctx, const unsigned char *w, size_t n) {
+    word_log *l = ctx;
+    if (l->over || l->n + n + 1 > sizeof l->buf) {
+        l->over = true;
+        return;
     }
-    for (size_t k = 0; k < sizeof named / sizeof named[0]; k++) {
-        if (named[k].n != p->n_st || named[k].ignore_merges != ignore_merges) continue;
-        bool same = true;
-        for (int i = 0; i < p->n_st && same; i++) {
-            const step *s = &p->st[i];
-            const char *re = named[k].re[i];
-            same = s->behavior == SM_SPLIT_ISOLATED && !s->individual && !s->literal &&
-                   (re ? s->kind == SM_STEP_REGEX && s->plen == strlen(re) && !memcmp(s->pattern, re, s->plen)
-                       : s->kind == SM_STEP_GPT2);
-        }
-        if (!same) continue;
-        size_t l = strcspn(named[k].names, "|"); /* the first of its names: what llama.cpp writes */
-        static char name[32];
-        snprintf(name, sizeof name, "%.*s", (int)l, named[k].names);
-        return name;
-    }
-    return NULL;
+    memcpy(l->buf + l->n, w, n);
+    l->n += n;
+    l->buf[l->n++] = (char)0xFF;
 }
 
-bool sm_tok_pre_is_spm(const sm_tok_pre *p, bool *prepend) {
+/* How p splits the probe text into words, logged (false: out of memory). */
+static bool probe(sm_tok_pre *p, word_log *l) {
+    l->n = 0, l->over = false;
+    sm_tok_pre_run(p, (const unsigned char *)probe_text, sizeof probe_text - 1, true, log_word, l);
+    return !l->over;
+}
+
+bool sm_tok_pre_name(sm_tok_pre *p, bool ignore_merges, bool *nfc, char name[SM_TOK_PRE_NAME]) {
+    *nfc = false;
+    for (int i = 0; i < p->n_op; i++) { /* llama.cpp's pre-tokenizers normalize nothing (but see nfc) */
+        if (p->op[i].op != SM_NORM_NFC) return false;
+        *nfc = true;
+    }
+    word_log *mine = malloc(sizeof *mine), *theirs = malloc(sizeof *theirs);
+    bool found = false;
+    if (mine && theirs && probe(p, mine)) {
+        for (size_t k = 0; k < sizeof named / sizeof named[0] && !found; k++) {
+            if (named[k].ignore_merges != ignore_merges) continue;
+            size_t l = strcspn(named[k].names, "|"); /* the first of its names: what llama.cpp writes */
+            sm_tok_pre *q;
+            sm_error e;
+            bool im;
+            if (sm_tok_pre_new(&q, &e)) break;
+            found = !sm_tok_pre_named(q, named[k].names, l, &im, "probe", &e) && probe(q, theirs) &&
+                    theirs->n == mine->n && !memcmp(theirs->buf, mine->buf, mine->n);
+            sm_tok_pre_free(q);
+            if (found) snprintf(name, SM_TOK_PRE_NAME, "%.*s", (int)l, named[k].names);
+        }
+    }
+    free(mine);
+    free(theirs);
+    return found;
+}
+
+bool sm_tok_pre_is_spm(sm_tok_pre *p, bool *prepend) {
     *prepend = false;
-    if (p->n_st) return false;
     for (int i = 0; i < p->n_op; i++) {
         const norm_op *o = &p->op[i];
         bool mark = o->ns == 1 && o->str[0] == ' ' && o->nt == 3 && !memcmp(o->to, "\xe2\x96\x81", 3);
@@ -612,5 +661,9 @@ bool sm_tok_pre_is_spm(const sm_tok_pre *p, bool *prepend) {
         }
         return false;
     }
-    return true;
+    if (!p->n_st) return true;
+    word_log *l = malloc(sizeof *l); /* steps that split nothing (Gemma's split at spaces, which are gone) */
+    bool one = l && probe(p, l) && memchr(l->buf, 0xFF, l->n) == l->buf + l->n - 1;
+    free(l);
+    return one;
 }

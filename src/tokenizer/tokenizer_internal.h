@@ -66,11 +66,13 @@ bool sm_tok_pre_has_steps(const sm_tok_pre *p);
    calls word for each word, in order. Never allocates. */
 void sm_tok_pre_run(sm_tok_pre *p, const unsigned char *s, size_t n, bool text_start,
                     sm_tok_word_fn word, void *ctx);
-/* The llama.cpp name (tokenizer.ggml.pre) of p's steps, or NULL when they have none; *nfc:
-   p normalizes to NFC, which no llama.cpp pre-tokenizer does (Qwen's tokenizer.json does). */
-const char *sm_tok_pre_name(const sm_tok_pre *p, bool ignore_merges, bool *nfc);
-/* Whether p is SentencePiece's: no steps, spaces turned into U+2581 (*prepend: one put before). */
-bool sm_tok_pre_is_spm(const sm_tok_pre *p, bool *prepend);
+/* Into name, the llama.cpp name (tokenizer.ggml.pre) of the pre-tokenizer that splits text as p
+   does (checked on a probe text that tells them apart), false when none does; *nfc: p normalizes
+   to NFC, which no llama.cpp pre-tokenizer does (Qwen's tokenizer.json does). */
+#define SM_TOK_PRE_NAME 32
+bool sm_tok_pre_name(sm_tok_pre *p, bool ignore_merges, bool *nfc, char name[SM_TOK_PRE_NAME]);
+/* Whether p is SentencePiece's: no steps (or none that split the probe text), spaces turned into U+2581 (*prepend: one put before). */
+bool sm_tok_pre_is_spm(sm_tok_pre *p, bool *prepend);
 /* The steps tokenizer.ggml.pre name stands for (llama.cpp's names); SM_ERR_UNSUPPORTED if unknown. */
 sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *ignore_merges,
                            const char *where, sm_error *err);
