@@ -51,9 +51,13 @@ cJSON *sm_chat_message(const char *role, const char *content, size_t len);
 
 /*
 ** Checks a messages array (OpenAI style): at most SM_CHAT_MAX_MESSAGES
-** objects whose "role" is system, user, assistant or tool and whose
-** "content" is a string (an assistant's may be null with "tool_calls").
-** Errors start with where and name the message's index and field.
+** objects with a "role" string (any: system, user, assistant, tool,
+** ipython, ... the template decides) and a "content" that is a string, a
+** list of parts ({"type": "text", "text": ...}, images ...), null or
+** absent; "tool_calls" a list of objects whose function.arguments is an
+** object or a string. Other fields (reasoning_content, thinking, name)
+** pass through to the template as they are. Errors start with where and
+** name the message's index and field.
 */
 sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_error *err);
 

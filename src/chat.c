@@ -101,8 +101,49 @@ void sm_chat_free(sm_chat *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* What no template can use, named; anything else passes through to the template as it is. */
+static sm_status check_message(const cJSON *m, const char *where, int i, sm_error *err) {
+    if (!cJSON_IsObject(m))
+        return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d] is not an object", where, i);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (!cJSON_IsString(r) || !r->valuestring[0]) /* any role: the template decides (ipython, functions) */
+        return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].role must be a non-empty string, got %s",
+                            where, i, !r ? "nothing" : cJSON_IsString(r) ? "\"\"" : "a non-string");
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (ct && !cJSON_IsString(ct) && !cJSON_IsNull(ct) && !cJSON_IsArray(ct))
+        return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].content must be a string, a list of "
+                            "parts ([{\"type\": \"text\", \"text\": ...}]) or null", where, i);
+    int k = 0;
+    for (const cJSON *p = cJSON_IsArray(ct) ? ct->child : NULL; p; p = p->next, k++) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(ty))
+            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].content[%d] must be an object with a "
+                                "string \"type\" (\"text\", \"image\", ...)", where, i, k);
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (!strcmp(ty->valuestring, "text") && !cJSON_IsString(tx))
+            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].content[%d].text must be a string",
+                                where, i, k);
+    }
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    if (tc && !cJSON_IsArray(tc) && !cJSON_IsNull(tc))
+        return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].tool_calls must be a list", where, i);
+    k = 0;
+    for (const cJSON *c = tc ? tc->child : NULL; c; c = c->next, k++) {
+        if (!cJSON_IsObject(c))
+            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].tool_calls[%d] is not an object", where, i, k);
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        if (f && !cJSON_IsObject(f))
+            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].tool_calls[%d].function is not an object",
+                                where, i, k);
+        const cJSON *a = f ? cJSON_GetObjectItemCaseSensitive(f, "arguments") : NULL;
+        if (a && !cJSON_IsString(a) && !cJSON_IsObject(a))
+            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].tool_calls[%d].function.arguments must be "
+                                "an object or a string of JSON", where, i, k);
+    }
+    return SM_OK;
+}
+
 sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_error *err) {
-    static const char *const roles[] = {"system", "user", "assistant", "tool"};
     if (!cJSON_IsArray(messages))
         return sm_error_set(err, SM_ERR_INPUT, "%s: \"messages\" must be a list of {role, content}", where);
     int count = cJSON_GetArraySize(messages);
@@ -110,26 +151,9 @@ sm_status sm_chat_check_messages(const cJSON *messages, const char *where, sm_er
         return sm_error_set(err, SM_ERR_INPUT, "%s: %d messages, more than a conversation may hold (%d)",
                             where, count, SM_CHAT_MAX_MESSAGES);
     int i = 0;
-    for (const cJSON *m = messages->child; m; m = m->next, i++) {
-        if (!cJSON_IsObject(m))
-            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d] is not an object", where, i);
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const cJSON *ct = cJSON_GetObjectItemCaseSensitive(m, "content");
-        bool known = false;
-        for (int k = 0; k < 4 && cJSON_IsString(r); k++) known = known || !strcmp(r->valuestring, roles[k]);
-        if (!known)
-            return sm_error_set(err, SM_ERR_INPUT,
-                                "%s: messages[%d].role must be system, user, assistant or tool, "
-                                "got %s%.40s%s",
-                                where, i, cJSON_IsString(r) ? "\"" : "",
-                                cJSON_IsString(r) ? r->valuestring : r ? "a non-string" : "nothing",
-                                cJSON_IsString(r) ? "\"" : "");
-        bool calls = !strcmp(r->valuestring, "assistant") &&
-                     cJSON_GetObjectItemCaseSensitive(m, "tool_calls") && (!ct || cJSON_IsNull(ct));
-        if (!cJSON_IsString(ct) && !calls)
-            return sm_error_set(err, SM_ERR_INPUT, "%s: messages[%d].content must be a string", where, i);
-    }
-    return SM_OK;
+    sm_status st = SM_OK;
+    for (const cJSON *m = messages->child; m && !st; m = m->next, i++) st = check_message(m, where, i, err);
+    return st;
 }
 
 sm_status sm_chat_render(const sm_chat *c, const cJSON *messages, bool add_generation_prompt,

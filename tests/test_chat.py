@@ -69,7 +69,7 @@ def jinja2_render(template, ctx):
     env.globals["raise_exception"] = raise_exception
     try:
         return ("text", env.from_string(template).render(**ctx))
-    except jinja2.exceptions.TemplateError as e:
+    except (jinja2.exceptions.TemplateError, TypeError, ValueError) as e:  # Python's own errors too
         return ("error", str(e))
 
 
@@ -113,6 +113,103 @@ def renderings(smbin, tmp, ref):
               f"(python3-jinja2) and we give {j[0]} {j[1][:60]!r} (its selectattr drops items "
               "lacking the attribute)")
     return skip
+
+
+FILTER_CASES = [  # item 1 of issue 33: filters and tests public chat templates use
+ "{{ [1, 2, 3, 4, 5] | select('odd') | join(',') }}",
+ "{{ [1, 2, 3, 4, 5] | reject('odd') | join(',') }}",
+ "{{ [0, 1, '', 'a', none] | select | list | length }}",
+ "{{ [1, 2, 3, 4] | select('>', 2) | join(',') }}",
+ "{{ [1, 2, 3, 4] | reject('in', [2, 3]) | join(',') }}",
+ "{{ ['a', 1, none, 'b'] | select('string') | join(',') }}",
+ "{{ [{'a': 1}, {'a': 2}, {'b': 3}] | selectattr('a', 'defined') | map(attribute='a') | join(',') }}",
+ "{{ [{'a': 1}, {'a': 2}, {'a': 3}] | rejectattr('a', 'equalto', 2) | map(attribute='a') | join(',') }}",
+ "{{ users | selectattr('role', 'in', ['admin', 'owner']) | map(attribute='name') | join(',') }}",
+ "{{ ['a', 'B', 'c'] | map('upper') | join(',') }}",
+ "{{ ['1', '2', 'x'] | map('int') | sum }}",
+ "{{ [' a ', 'b '] | map('trim') | join('|') }}",
+ "{{ users | map(attribute='age', default=0) | join(',') }}",
+ "{{ ['b', 'A', 'c', 'a'] | sort | join(',') }}",
+ "{{ ['b', 'A', 'c', 'a'] | sort(case_sensitive=true) | join(',') }}",
+ "{{ [3, 1, 2] | sort(reverse=true) | join(',') }}",
+ "{{ users | sort(attribute='name') | map(attribute='name') | join(',') }}",
+ "{{ users | sort(attribute='role,name') | map(attribute='name') | join(',') }}",
+ "{{ [1, 2.5, 3] | sum }}",
+ "{{ users | sum(attribute='age') }}",
+ "{{ [[1], [2, 3]] | sum(start=[]) | join(',') }}",
+ "{{ [3, 1, 2] | min }} {{ [3, 1, 2] | max }}",
+ "{{ ['b', 'A', 'c'] | min }} {{ ['b', 'A', 'c'] | max(case_sensitive=true) }}",
+ "{{ users | max(attribute='age') | tojson }}",
+ "{{ ['a', 'A', 'b', 'a'] | unique | join(',') }}",
+ "{{ ['a', 'A', 'b'] | unique(case_sensitive=true) | join(',') }}",
+ "{% for g in users | groupby('role') %}{{ g.grouper }}:{{ g.list | map(attribute='name') | join('+') }};{% endfor %}",
+ "{% for role, us in users | groupby('role') %}{{ role }}={{ us | length }};{% endfor %}",
+ "{% for row in [1, 2, 3, 4, 5] | batch(2) %}{{ row | join('') }}|{% endfor %}",
+ "{% for row in [1, 2, 3, 4, 5] | batch(2, 0) %}{{ row | join('') }}|{% endfor %}",
+ "{% for col in [1, 2, 3, 4, 5] | slice(2) %}{{ col | join('') }}|{% endfor %}",
+ "{% for k, v in {'b': 1, 'a': 2, 'C': 0} | dictsort %}{{ k }}={{ v }},{% endfor %}",
+ "{% for k, v in {'b': 1, 'a': 2, 'C': 0} | dictsort(by='value', reverse=true) %}{{ k }}={{ v }},{% endfor %}",
+ "{% for k, v in {'b': 1, 'a': 2} | items %}{{ k }}={{ v }},{% endfor %}",
+ "{{ 'Hello world, how are you?' | wordcount }} {{ 'a_b c-d  é' | wordcount }}",
+ "{{ 'Hello world, how are you doing today?' | truncate(20) }}",
+ "{{ 'Hello world, how are you doing today?' | truncate(20, true) }}",
+ "{{ 'Hello world, how are you doing today?' | truncate(20, false, '…', 0) }}",
+ "{{ 'short' | truncate(9) }}",
+ "{{ 'line1\nline2\n\nline4' | indent(2) }}",
+ "{{ 'line1\nline2\n\nline4' | indent(2, true, true) }}",
+ "{{ 'line1\nline2' | indent('> ', first=true) }}",
+ "{{ '3.7' | int }} {{ '0x1A' | int(0, 16) }} {{ '12abc' | int(7) }} {{ ' 42 ' | int }} {{ '1_000' | int }}",
+ "{{ '2.5' | float }} {{ 'x' | float }} {{ 3 | float }} {{ '1e3' | float }}",
+ "{{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ 2.1 | round(0, 'ceil') }} {{ 2.9 | round(method='floor') }}",
+ "[{{ 'ab' | center(7) }}] [{{ 'abc' | center(8) }}]",
+ "{{ {'x': 1} | attr('x') }}",
+ "{{ '<a href=\"x\">&\\'</a>' | e }}",
+ "{{ 'upper' is filter }} {{ 'nope' is filter }} {{ 'odd' is test }}",
+ "{{ 6 is divisibleby 3 }} {{ 7 is divisibleby(3) }} {{ 3 is gt 2 }} {{ 3 is lt 2 }} {{ 3 is ge 3 }} {{ 3 is ne 3 }} {{ 2 is in [1, 2] }}",
+ "{{ 'a' is eq 'a' }} {{ none is sameas none }} {{ 'a' is sameas 'b' }}",
+ "{% if false %}{{ x | no_such_filter }}{% endif %}ok",
+ "{% if false %}{{ x is no_such_test }}{% endif %}ok",
+ "{{ [1, 2] | frobnicate }}",
+ "{{ {'a': [1, 2]} | tojson }} {{ [1, 'x', none, true] | tojson }}",
+ "{{ ['x', 'y'] | map('upper') | list | tojson }}",
+ "{{ users | map(attribute='name') | map('lower') | unique | sort | join(',') }}",
+ "{{ (users | selectattr('age', 'gt', 30) | list | length) }}",
+ "{{ [1, 'a'] | sort }}",
+]
+
+FILTER_USERS = [{"name": "Bob", "role": "admin", "age": 41}, {"name": "alice", "role": "user", "age": 29},
+                {"name": "Carol", "role": "owner"}, {"name": "dave", "role": "user", "age": 35}]
+
+
+def filters_as_jinja(smbin, tmp):
+    """Each expression of FILTER_CASES renders as Python's Jinja (python3-jinja2, transformers'
+    environment) renders it, or fails where it fails. Booleans print as @huggingface/jinja prints
+    them (true, false), which the comparison allows for; unknown filters and tests fail only when
+    they run."""
+    ctx = {"users": FILTER_USERS, "messages": []}
+    if jinja2_render("x", {}) is None:
+        T.skip("filters and tests against Jinja", "python3-jinja2 is not installed")
+        return
+    data = os.path.join(tmp, "filters.json")
+    with open(data, "w") as f:
+        json.dump(ctx, f)
+    bad = []
+    for i, c in enumerate(FILTER_CASES):
+        tf = os.path.join(tmp, f"filter{i}.jinja")
+        with open(tf, "w", encoding="utf-8") as f:
+            f.write(c)
+        p = run([smbin, "template", "--chat-template", tf, "-f", data, "--no-generation-prompt"])
+        kind, want = jinja2_render(c, ctx)
+        got = p.stdout.decode(errors="replace")
+        if kind == "text":
+            want = want.replace("True", "true").replace("False", "false")
+            if p.returncode or got != want:
+                bad.append(f"{c[:60]!r}: got {got[:60]!r} {p.stderr.decode()[:80]} want {want[:60]!r}")
+        elif p.returncode != 1 or got:
+            bad.append(f"{c[:60]!r}: Jinja fails ({want[:60]}), we give {got[:60]!r}")
+    check(not bad, f"{len(FILTER_CASES)} expressions with select, reject, map, sort, sum, min, max, unique, "
+          "groupby, batch, slice, dictsort, wordcount, truncate, indent, int, float, round, escape and "
+          "the tests in, divisibleby, gt ... render as Jinja renders them", "; ".join(bad[:3]))
 
 
 def vocab_size(tokenizer_json):
@@ -199,12 +296,37 @@ def bad_templates(smbin, tmp):
     with open(tf, "w") as f:
         f.write("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}")
     for what, conv2, want in [
-        ("a wrong role", [{"role": "robot", "content": "x"}], ["messages[0].role", "\"robot\""]),
-        ("a non-string content", [{"role": "user", "content": 5}], ["messages[0].content must be a string"]),
+        ("a role that is no string", [{"role": 7, "content": "x"}], ["messages[0].role must be a non-empty string"]),
+        ("a number as content", [{"role": "user", "content": 5}], ["messages[0].content must be a string, a list"]),
+        ("a part without a type", [{"role": "user", "content": [{"text": "x"}]}], ["messages[0].content[0]"]),
+        ("a text part without text", [{"role": "user", "content": [{"type": "text"}]}],
+         ["messages[0].content[0].text must be a string"]),
+        ("arguments as a number", [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 3}}]}],
+         ["messages[0].tool_calls[0].function.arguments"]),
         ("no list", {"role": "user"}, ["no \"messages\""]),
     ]:
         p = run([smbin, "template", "--chat-template", tf, "-f", "-"], json.dumps(conv2).encode())
         one_line_error(p, want, f"a conversation with {what}")
+    # what templates take passes through as it is (issue 33, item 2): any role (Llama 3.1's ipython,
+    # functions), content as a list of parts (OpenAI's form), tool_calls with arguments as an object
+    # or a string, reasoning_content and thinking
+    with open(tf, "w") as f:
+        f.write("{% for m in messages %}<{{ m.role }}>{% if m.content is string %}{{ m.content }}"
+                "{% elif m.content %}{% for p in m.content %}[{{ p.type }}:{{ p.text }}]{% endfor %}{% endif %}"
+                "{% for c in m.tool_calls or [] %}({{ c.function.name }} {{ c.function.arguments | tojson }})"
+                "{% endfor %}{{ m.reasoning_content or '' }}{{ m.thinking or '' }}{% endfor %}")
+    conv3 = [{"role": "ipython", "content": "42"}, {"role": "functions", "content": "[]"},
+             {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image", "url": "x.png"}]},
+             {"role": "assistant", "content": None, "reasoning_content": "hmm",
+              "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1}}},
+                             {"type": "function", "function": {"name": "g", "arguments": "{\"b\": 2}"}}]},
+             {"role": "assistant", "content": "ok", "thinking": "t"}]
+    p = run([smbin, "template", "--chat-template", tf, "-f", "-", "--no-generation-prompt"], json.dumps(conv3).encode())
+    want = ('<ipython>42<functions>[]<user>[text:hi][image:]<assistant>(f {"a": 1})(g "{\\"b\\": 2}")hmm'
+            '<assistant>okt')
+    check(p.returncode == 0 and p.stdout.decode() == want, "ipython and functions roles, content as parts, "
+          "tool_calls arguments as object or string, reasoning_content and thinking reach the template",
+          f"{p.stdout.decode()!r} {p.stderr.decode()[:200]}")
 
 
 def gen(smbin, args, data=None):
@@ -251,13 +373,13 @@ def end_to_end(smbin, tmp, shared):
         f.write(json.dumps({"id": 1, "messages": [{"role": "system", "content": "Be brief."},
                                                    {"role": "user", "content": "What is 2+2?"}]}) + "\n")
         f.write(json.dumps({"id": 2, "prompt": "plain"}) + "\n")
-        f.write(json.dumps({"id": 3, "messages": [{"role": "wizard", "content": "x"}]}) + "\n")
-        f.write(json.dumps({"id": 4, "messages": [{"role": "user", "content": ["x"]}]}) + "\n")
+        f.write(json.dumps({"id": 3, "messages": [{"role": ["wizard"], "content": "x"}]}) + "\n")
+        f.write(json.dumps({"id": 4, "messages": [{"role": "user", "content": 5}]}) + "\n")
     rc, out, err = gen(smbin, ["generate"] + m + ["--batch", batch])
     recs = {json.loads(x)["id"]: json.loads(x) for x in out.splitlines()}
     ok = rc == 1 and recs.get(1, {}).get("text") == chat and "text" in recs.get(2, {}) and \
         "role must be" in recs.get(3, {}).get("error", "") and \
-        "content must be a string" in recs.get(4, {}).get("error", "")
+        "content must be a string, a list of parts" in recs.get(4, {}).get("error", "")
     check(ok, "--batch records with messages: templated (= generate --chat), bad roles and contents "
           "are record errors naming the field", f"rc {rc} {out[:400]} {err[:200]}")
     no_template(smbin, tmp, src, shared)
@@ -370,7 +492,7 @@ def save_load(smbin, tmp, shared):
         return
     s1, s2, bad = (os.path.join(tmp, x) for x in ("s1.json", "s2.json", "bad.json"))
     with open(bad, "w") as f:
-        json.dump([{"role": "wizard", "content": "x"}], f)
+        json.dump([{"role": 3, "content": "x"}], f)
     q1, q2 = "Lily had a red ball.", "Tom saw a big dog."
     script = f"{q1}\n/save {s1}\n/reset\n/load {s1}\n{q2}\n/save {s2}\n".encode()
     rc, out, err = gen(smbin, ["chat"] + m + ["--json", "--system", "A story."], script)
@@ -524,6 +646,7 @@ def main():
         ref = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         skip = renderings(smbin, tmp, ref)
+        filters_as_jinja(smbin, tmp)
         bad_templates(smbin, tmp)
         if os.path.isdir(os.path.join(a.shared, "models")):
             token_ids(smbin, tmp, ref, a.shared, skip)

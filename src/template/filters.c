@@ -3,7 +3,9 @@
 ** use. Each checks its operand's type and its arguments and fails with a
 ** message naming itself; none changes its operand.
 */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -13,17 +15,48 @@
 const char *const tpl_filter_names[F_COUNT_] = {
     "trim", "length", "tojson", "upper", "lower", "default", "items", "join", "replace", "first",
     "last", "selectattr", "rejectattr", "list", "string", "int", "float", "abs", "capitalize",
-    "title", "reverse", "map", "safe", "unique", "indent"};
+    "title", "reverse", "map", "safe", "unique", "indent", "select", "reject", "sort", "sum",
+    "min", "max", "groupby", "batch", "slice", "dictsort", "wordcount", "truncate", "round",
+    "center", "attr", "escape", "bool"};
 
 const char *const tpl_test_names[T_COUNT_] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true",
     "false", "iterable", "mapping", "sequence", "callable", "odd", "even", "equalto", "lower",
-    "upper"};
+    "upper", "in", "divisibleby", "ne", "lt", "le", "gt", "ge", "sameas", "escaped", "filter",
+    "test"};
 
-static tpl_val list_of(tpl_run *r, size_t n) {
+static bool name_is(const char *s, size_t n, const char *w) { return n == strlen(w) && !memcmp(s, w, n); }
+
+static int id_in(const char *const *names, int count, const char *s, size_t n) {
+    for (int i = 0; i < count; i++)
+        if (name_is(s, n, names[i])) return i;
+    return -1;
+}
+
+int tpl_filter_id(const char *s, size_t n) {
+    static const struct { const char *alias; int id; } al[] = {
+        {"d", F_DEFAULT}, {"count", F_LENGTH}, {"e", F_ESCAPE}, {"forceescape", F_ESCAPE}};
+    int id = id_in(tpl_filter_names, F_COUNT_, s, n);
+    for (size_t k = 0; id < 0 && k < sizeof al / sizeof al[0]; k++)
+        if (name_is(s, n, al[k].alias)) id = al[k].id;
+    return id;
+}
+
+int tpl_test_id(const char *s, size_t n) {
+    static const struct { const char *alias; int id; } al[] = {
+        {"eq", T_EQUALTO}, {"==", T_EQUALTO}, {"!=", T_NE}, {"<", T_LT}, {"lessthan", T_LT},
+        {"<=", T_LE}, {">", T_GT}, {"greaterthan", T_GT}, {">=", T_GE}};
+    int id = id_in(tpl_test_names, T_COUNT_, s, n);
+    for (size_t k = 0; id < 0 && k < sizeof al / sizeof al[0]; k++)
+        if (name_is(s, n, al[k].alias)) id = al[k].id;
+    return id;
+}
+
+tpl_val tpl_list_of(tpl_run *r, size_t n) {
     if (n > UINT32_MAX) tpl_fail(r, "a list of %zu items", n);
     return (tpl_val){.t = V_LIST, .n = (uint32_t)n, .u.items = tpl_alloc(r, n * sizeof(tpl_val))};
 }
+#define list_of tpl_list_of
 
 static tpl_val boolean(bool b) { return (tpl_val){.t = V_BOOL, .u.b = b}; }
 static tpl_val integer(int64_t i) { return (tpl_val){.t = V_INT, .u.i = i}; }
@@ -175,8 +208,6 @@ static tpl_val dict_items(tpl_run *r, tpl_dict *d, int which /* 0 items, 1 keys,
     return l;
 }
 
-static bool name_is(const char *s, size_t n, const char *w) { return n == strlen(w) && !memcmp(s, w, n); }
-
 tpl_val tpl_call_method(tpl_run *r, tpl_val obj, const char *name, size_t nn, const tpl_val *a,
                         size_t na) {
     if (obj.t == V_STR) {
@@ -213,25 +244,38 @@ tpl_val tpl_call_method(tpl_run *r, tpl_val obj, const char *name, size_t nn, co
     tpl_fail(r, "a %s has no method '%.*s'", tpl_type_name(obj), (int)(nn > 40 ? 40 : nn), name);
 }
 
-/* A keyword argument's value, or NULL. */
-static const tpl_val *kwarg(const tpl_val *kw, const tpl_node *const *kwn, size_t nkw, const char *name) {
+const tpl_val *tpl_kwarg(const tpl_val *kw, const tpl_node *const *kwn, size_t nkw, const char *name) {
     for (size_t i = 0; i < nkw; i++)
         if (name_is(kwn[i]->s, kwn[i]->sn, name)) return &kw[i];
     return NULL;
 }
+#define kwarg tpl_kwarg
 
-static tpl_val attr_of(tpl_val item, tpl_val name) {
-    if ((item.t == V_DICT || item.t == V_NS) && name.t == V_STR) {
-        /* dotted paths: "function.name" */
+tpl_val tpl_attr_of(tpl_val item, tpl_val name) {
+    if (name.t == V_INT) { /* attribute=0: an index */
+        if (item.t != V_LIST) return (tpl_val){.t = V_UNDEF};
+        int64_t i = name.u.i < 0 ? name.u.i + item.n : name.u.i;
+        return i >= 0 && i < item.n ? item.u.items[i] : (tpl_val){.t = V_UNDEF};
+    }
+    if ((item.t == V_DICT || item.t == V_NS || item.t == V_LIST) && name.t == V_STR) {
+        /* dotted paths: "function.name", "items.0" */
         tpl_val cur = item;
         const char *s = name.u.s, *end = s + name.n;
         while (s <= end) {
             const char *dot = memchr(s, '.', (size_t)(end - s));
             size_t n = dot ? (size_t)(dot - s) : (size_t)(end - s);
-            if (cur.t != V_DICT && cur.t != V_NS) return (tpl_val){.t = V_UNDEF};
-            tpl_val *v = tpl_dict_get(cur.u.d, s, n);
-            if (!v) return (tpl_val){.t = V_UNDEF};
-            cur = *v;
+            if (cur.t == V_LIST) {
+                char *e, b[24];
+                snprintf(b, sizeof b, "%.*s", (int)(n < 20 ? n : 20), s);
+                long long k = strtoll(b, &e, 10);
+                if (!n || *e || k < 0 || k >= cur.n) return (tpl_val){.t = V_UNDEF};
+                cur = cur.u.items[k];
+            } else {
+                if (cur.t != V_DICT && cur.t != V_NS) return (tpl_val){.t = V_UNDEF};
+                tpl_val *v = tpl_dict_get(cur.u.d, s, n);
+                if (!v) return (tpl_val){.t = V_UNDEF};
+                cur = *v;
+            }
             if (!dot) break;
             s = dot + 1;
         }
@@ -240,17 +284,7 @@ static tpl_val attr_of(tpl_val item, tpl_val name) {
     return (tpl_val){.t = V_UNDEF};
 }
 
-static int test_by_name(tpl_val name) {
-    if (name.t != V_STR) return -1;
-    for (int i = 0; i < T_COUNT_; i++)
-        if (name_is(name.u.s, name.n, tpl_test_names[i])) return i;
-    if (name_is(name.u.s, name.n, "eq") || name_is(name.u.s, name.n, "==") ||
-        name_is(name.u.s, name.n, "sameas"))
-        return T_EQUALTO;
-    return -1;
-}
-
-static tpl_val need_list(tpl_run *r, tpl_val v, const char *filter) {
+tpl_val tpl_need_list(tpl_run *r, tpl_val v, const char *filter) {
     if (v.t == V_LIST) return v;
     if (v.t == V_STR) { /* a string's characters */
         size_t n = tpl_utf8_count(v.u.s, v.n), k = 0;
@@ -265,6 +299,51 @@ static tpl_val need_list(tpl_run *r, tpl_val v, const char *filter) {
     }
     if (v.t == V_DICT) return dict_items(r, v.u.d, 1);
     tpl_fail(r, "%s: expected a list, got a %s", filter, tpl_type_name(v));
+}
+#define need_list tpl_need_list
+
+tpl_val tpl_lower(tpl_run *r, tpl_val s) { return map_case(r, s, 0); }
+
+/* Python's str.isalnum() or '_' for the code point at s: Jinja's \w (wordcount). */
+static bool word_char(const char *s, size_t n, size_t *len) {
+    utf8proc_int32_t c;
+    utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &c);
+    *len = m > 0 ? (size_t)m : 1;
+    if (m <= 0) return false;
+    int cat = utf8proc_category(c);
+    return c == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+           (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO) ||
+           (cat >= UTF8PROC_CATEGORY_MN && cat <= UTF8PROC_CATEGORY_ME);
+}
+
+/* Python's int(s, base) (underscores between digits, white space around), else float(s). */
+static bool parse_number(tpl_val v, int base, double *d, int64_t *i, bool *is_int) {
+    char b[80];
+    if (v.n >= sizeof b) return false;
+    size_t k = 0;
+    for (uint32_t j = 0; j < v.n; j++) /* "1_000": an underscore between digits goes */
+        if (v.u.s[j] != '_' || j == 0 || j + 1 == v.n || v.u.s[j - 1] == '_' || v.u.s[j + 1] == '_')
+            b[k++] = v.u.s[j];
+    b[k] = 0;
+    const char *p = b;
+    while (*p == ' ' || (*p >= '\t' && *p <= '\r')) p++;
+    char *e;
+    errno = 0;
+    long long x = strtoll(p, &e, base);
+    const char *q = e;
+    while (*q == ' ' || (*q >= '\t' && *q <= '\r')) q++;
+    if (e != p && !*q && !errno && !(base == 16 && p[0] == '0' && (p[1] | 32) == 'x' && e == p + 1)) {
+        *is_int = true, *i = x, *d = (double)x;
+        return true;
+    }
+    double f = strtod(p, &e);
+    q = e;
+    while (*q == ' ' || (*q >= '\t' && *q <= '\r')) q++;
+    if (e == p || *q) return false;
+    for (const char *c = p; c < e; c++) /* Python's float() takes no hex and no "infinity" spellings of C's */
+        if ((*c | 32) == 'x') return false;
+    *is_int = false, *d = f;
+    return true;
 }
 
 tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na,
@@ -314,7 +393,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         size_t mark = r->out_n;
         for (uint32_t i = 0; i < l.n; i++) {
             if (i) tpl_emit(r, sep.u.s, sep.n);
-            tpl_print(r, at ? attr_of(l.u.items[i], *at) : l.u.items[i]);
+            tpl_print(r, at ? tpl_attr_of(l.u.items[i], *at) : l.u.items[i]);
         }
         return tpl_take(r, mark);
     }
@@ -328,44 +407,32 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         if (!l.n) return (tpl_val){.t = V_UNDEF};
         return l.u.items[f == F_FIRST ? 0 : l.n - 1];
     }
-    case F_SELECTATTR:
-    case F_REJECTATTR: {
-        if (v.t == V_UNDEF) return list_of(r, 0);
-        tpl_val l = need_list(r, v, fname);
-        if (!na || a[0].t != V_STR) tpl_fail(r, "%s: the first argument must be an attribute name", fname);
-        int test = -1;
-        if (na > 1) {
-            test = test_by_name(a[1]);
-            if (test < 0) tpl_fail(r, "%s: unknown test", fname);
-        }
-        tpl_val o = list_of(r, l.n);
-        o.n = 0;
-        for (uint32_t i = 0; i < l.n; i++) {
-            tpl_val x = attr_of(l.u.items[i], a[0]);
-            bool ok = test < 0 ? tpl_truthy(x) : tpl_apply_test(r, test, x, a + 2, na - 2);
-            if (ok == (f == F_SELECTATTR)) o.u.items[o.n++] = l.u.items[i];
-        }
-        return o;
-    }
     case F_LIST: return need_list(r, v, fname);
     case F_STRING: return tpl_to_str(r, v);
     case F_INT:
-    case F_FLOAT: {
+    case F_FLOAT: { /* Jinja: int(value, base), else int(float(value)), else the default */
+        const tpl_val *df = na ? &a[0] : kwarg(kw, kwn, nkw, "default");
+        const tpl_val *bs = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "base");
+        int base = bs && bs->t == V_INT ? (int)bs->u.i : 10;
+        if (base != 0 && (base < 2 || base > 36)) tpl_fail(r, "int: base must be 0 or 2 to 36");
         double d = 0;
-        if (v.t == V_INT || v.t == V_FLOAT || v.t == V_BOOL) d = v.t == V_INT ? (double)v.u.i : v.t == V_FLOAT ? v.u.f : v.u.b;
-        else if (v.t == V_STR) {
-            char b[64];
-            size_t n = v.n < 63 ? v.n : 63;
-            memcpy(b, v.u.s, n);
-            b[n] = 0;
-            char *e;
-            d = strtod(b, &e);
-            if (e == b) d = na && (a[0].t == V_INT || a[0].t == V_FLOAT) ? (a[0].t == V_INT ? (double)a[0].u.i : a[0].u.f) : 0;
+        int64_t iv = 0;
+        bool is_int = false, ok = true;
+        if (v.t == V_INT) is_int = true, iv = v.u.i, d = (double)v.u.i;
+        else if (v.t == V_BOOL) is_int = true, iv = v.u.b, d = v.u.b;
+        else if (v.t == V_FLOAT) d = v.u.f;
+        else if (v.t == V_STR) ok = parse_number(v, f == F_INT ? base : 10, &d, &iv, &is_int);
+        else ok = false;
+        if (!ok) {
+            if (df) return *df;
+            return f == F_INT ? integer(0) : (tpl_val){.t = V_FLOAT, .u.f = 0};
         }
         if (f == F_FLOAT) return (tpl_val){.t = V_FLOAT, .u.f = d};
+        if (is_int) return integer(iv);
         if (!(fabs(d) < 9.2e18)) tpl_fail(r, "int: %g is out of range", d);
         return integer((int64_t)d);
     }
+    case F_BOOL: return boolean(tpl_truthy(v));
     case F_ABS:
         if (v.t == V_INT && v.u.i == INT64_MIN) tpl_fail(r, "abs: %lld has no 64-bit absolute value", (long long)INT64_MIN);
         if (v.t == V_INT) return integer(v.u.i < 0 ? -v.u.i : v.u.i);
@@ -383,38 +450,132 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         for (uint32_t i = 0; i < l.n; i++) o.u.items[i] = l.u.items[l.n - 1 - i];
         return o;
     }
-    case F_MAP: {
-        tpl_val l = need_list(r, v, fname);
-        const tpl_val *at = kwarg(kw, kwn, nkw, "attribute");
-        if (!at) tpl_fail(r, "map: only map(attribute=NAME) is supported");
-        tpl_val o = list_of(r, l.n);
-        for (uint32_t i = 0; i < l.n; i++) o.u.items[i] = attr_of(l.u.items[i], *at);
-        return o;
-    }
     case F_SAFE: return v;
-    case F_UNIQUE: {
-        tpl_val l = need_list(r, v, fname), o = list_of(r, l.n);
-        o.n = 0;
-        for (uint32_t i = 0; i < l.n; i++) {
-            bool seen = false;
-            for (uint32_t j = 0; j < o.n && !seen; j++) seen = tpl_strict_eq(o.u.items[j], l.u.items[i]);
-            if (!seen) o.u.items[o.n++] = l.u.items[i];
-        }
-        return o;
-    }
-    case F_INDENT: {
+    case F_INDENT: { /* indent(width=4, first=False, blank=False); width may be a string */
         if (v.t != V_STR) tpl_fail(r, "indent: expected a string, got a %s", tpl_type_name(v));
-        int64_t width = na && a[0].t == V_INT ? a[0].u.i : 4;
+        const tpl_val *w = na ? &a[0] : kwarg(kw, kwn, nkw, "width");
         const tpl_val *fi = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "first");
-        if (width < 0 || width > 256) tpl_fail(r, "indent: width out of range");
+        const tpl_val *bl = na > 2 ? &a[2] : kwarg(kw, kwn, nkw, "blank");
+        tpl_val pad = tpl_str("    ", 4);
+        if (w && w->t == V_STR) pad = *w;
+        else if (w && w->t == V_INT) {
+            if (w->u.i < 0 || w->u.i > 256) tpl_fail(r, "indent: width out of range");
+            char *sp = tpl_alloc(r, (size_t)w->u.i + 1);
+            memset(sp, ' ', (size_t)w->u.i);
+            pad = tpl_str(sp, (size_t)w->u.i);
+        } else if (w)
+            tpl_fail(r, "indent: width must be an integer or a string");
+        bool blank = bl && tpl_truthy(*bl);
         size_t mark = r->out_n;
-        for (size_t i = 0; i < v.n; i++) {
-            if ((i == 0 && fi && tpl_truthy(*fi)) || (i > 0 && v.u.s[i - 1] == '\n' && v.u.s[i] != '\n'))
-                for (int64_t k = 0; k < width; k++) tpl_emit(r, " ", 1);
-            tpl_emit(r, v.u.s + i, 1);
+        for (size_t i = 0; i < v.n;) { /* line by line: "\n" ends a line (Python's splitlines, in short) */
+            const char *nl = memchr(v.u.s + i, '\n', v.n - i);
+            size_t e = nl ? (size_t)(nl - v.u.s) + 1 : v.n;
+            bool empty = e - i == (nl ? 1u : 0u) || (e - i == 2 && nl && v.u.s[i] == '\r');
+            if (i == 0 ? fi && tpl_truthy(*fi) : blank || !empty) tpl_emit(r, pad.u.s, pad.n);
+            tpl_emit(r, v.u.s + i, e - i);
+            i = e;
+        }
+        if (!v.n && fi && tpl_truthy(*fi)) tpl_emit(r, pad.u.s, pad.n);
+        return tpl_take(r, mark);
+    }
+    case F_WORDCOUNT: {
+        if (v.t != V_STR) v = tpl_to_str(r, v);
+        int64_t words = 0;
+        bool in = false;
+        for (size_t i = 0, m; i < v.n; i += m) {
+            bool w = word_char(v.u.s + i, v.n - i, &m);
+            words += w && !in;
+            in = w;
+        }
+        return integer(words);
+    }
+    case F_TRUNCATE: { /* truncate(length=255, killwords=False, end='...', leeway=5), in characters */
+        if (v.t != V_STR) v = tpl_to_str(r, v);
+        const tpl_val *ln = na ? &a[0] : kwarg(kw, kwn, nkw, "length");
+        const tpl_val *kill = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "killwords");
+        const tpl_val *end = na > 2 ? &a[2] : kwarg(kw, kwn, nkw, "end");
+        const tpl_val *lw = na > 3 ? &a[3] : kwarg(kw, kwn, nkw, "leeway");
+        int64_t length = ln && ln->t == V_INT ? ln->u.i : 255, leeway = lw && lw->t == V_INT ? lw->u.i : 5;
+        tpl_val e = end && end->t == V_STR ? *end : tpl_str("...", 3);
+        int64_t el = (int64_t)tpl_utf8_count(e.u.s, e.n);
+        if (length < el) tpl_fail(r, "truncate: length %lld is shorter than the end text", (long long)length);
+        if (leeway < 0) tpl_fail(r, "truncate: leeway must be >= 0");
+        int64_t chars = (int64_t)tpl_utf8_count(v.u.s, v.n);
+        if (chars <= length + leeway) return v;
+        size_t cut = 0; /* bytes of the first length - el characters */
+        for (int64_t k = 0; k < length - el; k++) {
+            cut++;
+            while (cut < v.n && ((unsigned char)v.u.s[cut] & 0xC0) == 0x80) cut++;
+        }
+        if (!(kill && tpl_truthy(*kill))) { /* back to the last space: rsplit(" ", 1)[0] */
+            size_t sp = cut;
+            while (sp > 0 && v.u.s[sp - 1] != ' ') sp--;
+            if (sp > 0) cut = sp - 1;
+        }
+        size_t mark = r->out_n;
+        tpl_emit(r, v.u.s, cut);
+        tpl_emit(r, e.u.s, e.n);
+        return tpl_take(r, mark);
+    }
+    case F_ROUND: { /* round(precision=0, method='common'): a float */
+        const tpl_val *pr = na ? &a[0] : kwarg(kw, kwn, nkw, "precision");
+        const tpl_val *me = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "method");
+        if (v.t != V_INT && v.t != V_FLOAT) tpl_fail(r, "round: expected a number, got a %s", tpl_type_name(v));
+        int64_t p = pr && pr->t == V_INT ? pr->u.i : 0;
+        if (p < -20 || p > 20) tpl_fail(r, "round: precision out of range");
+        double x = v.t == V_INT ? (double)v.u.i : v.u.f, sc = pow(10, (double)p), y = x * sc;
+        if (me && me->t == V_STR && name_is(me->u.s, me->n, "floor")) y = floor(y);
+        else if (me && me->t == V_STR && name_is(me->u.s, me->n, "ceil")) y = ceil(y);
+        else if (!me || (me->t == V_STR && name_is(me->u.s, me->n, "common"))) {
+            double fl = floor(y); /* Python's round(): halves to even */
+            y = y - fl > 0.5 || (y - fl == 0.5 && fmod(fl, 2) != 0) ? fl + 1 : fl;
+        } else
+            tpl_fail(r, "round: method must be common, ceil or floor");
+        return (tpl_val){.t = V_FLOAT, .u.f = y / sc};
+    }
+    case F_CENTER: {
+        if (v.t != V_STR) v = tpl_to_str(r, v);
+        const tpl_val *w = na ? &a[0] : kwarg(kw, kwn, nkw, "width");
+        int64_t width = w && w->t == V_INT ? w->u.i : 80, chars = (int64_t)tpl_utf8_count(v.u.s, v.n);
+        if (width > 4096) tpl_fail(r, "center: width out of range");
+        if (width <= chars) return v;
+        int64_t left = (width - chars) / 2 + ((width - chars) & width & 1); /* Python's str.center */
+        size_t mark = r->out_n;
+        for (int64_t k = 0; k < left; k++) tpl_emit(r, " ", 1);
+        tpl_emit(r, v.u.s, v.n);
+        for (int64_t k = 0; k < width - chars - left; k++) tpl_emit(r, " ", 1);
+        return tpl_take(r, mark);
+    }
+    case F_ATTR:
+        if (!na) tpl_fail(r, "attr: takes an attribute name");
+        /* getattr: a namespace's attributes; a dict's keys are not attributes */
+        return a[0].t == V_STR && v.t == V_NS ? tpl_attr_of(v, a[0]) : (tpl_val){.t = V_UNDEF};
+    case F_ESCAPE: { /* markupsafe's escape: & < > ' " */
+        if (v.t == V_UNDEF || v.t == V_NONE) return v.t == V_NONE ? tpl_str("None", 4) : tpl_str("", 0);
+        if (v.t != V_STR) v = tpl_to_str(r, v);
+        size_t mark = r->out_n;
+        for (uint32_t i = 0; i < v.n; i++) {
+            const char *rep = v.u.s[i] == '&' ? "&amp;" : v.u.s[i] == '<' ? "&lt;" : v.u.s[i] == '>' ? "&gt;"
+                              : v.u.s[i] == '\'' ? "&#39;" : v.u.s[i] == '"' ? "&#34;" : NULL;
+            if (rep) tpl_emit(r, rep, strlen(rep));
+            else tpl_emit(r, v.u.s + i, 1);
         }
         return tpl_take(r, mark);
     }
+    case F_SELECTATTR:
+    case F_REJECTATTR:
+    case F_MAP:
+    case F_UNIQUE:
+    case F_SELECT:
+    case F_REJECT:
+    case F_SORT:
+    case F_SUM:
+    case F_MIN:
+    case F_MAX:
+    case F_GROUPBY:
+    case F_BATCH:
+    case F_SLICE:
+    case F_DICTSORT: return tpl_seq_filter(r, f, v, a, na, kw, kwn, nkw);
     }
     tpl_fail(r, "unknown filter");
 }
@@ -453,6 +614,31 @@ bool tpl_apply_test(tpl_run *r, int t, tpl_val v, const tpl_val *a, size_t na) {
         return tpl_strict_eq(v, a[0]);
     case T_LOWER: return is_lower_upper(v, false);
     case T_UPPER: return is_lower_upper(v, true);
+    case T_IN:
+        if (!na) tpl_fail(r, "in takes a sequence to look in");
+        return tpl_truthy(tpl_binary(r, OP_IN, v, a[0]));
+    case T_DIVISIBLEBY:
+        if (!na || (a[0].t != V_INT) || v.t != V_INT) tpl_fail(r, "divisibleby takes integers");
+        if (!a[0].u.i) tpl_fail(r, "divisibleby 0");
+        return a[0].u.i == -1 || v.u.i % a[0].u.i == 0;
+    case T_NE:
+    case T_LT:
+    case T_LE:
+    case T_GT:
+    case T_GE: {
+        static const int ops[] = {OP_NE, OP_LT, OP_LE, OP_GT, OP_GE};
+        if (!na) tpl_fail(r, "%s takes a value to compare with", tpl_test_names[t]);
+        return tpl_truthy(tpl_binary(r, ops[t - T_NE], v, a[0]));
+    }
+    case T_SAMEAS:
+        if (!na) tpl_fail(r, "sameas takes a value to compare with");
+        return v.t == a[0].t && (v.t == V_NONE || v.t == V_UNDEF || v.t == V_BOOL ? tpl_strict_eq(v, a[0])
+                                 : v.t == V_LIST ? v.u.items == a[0].u.items
+                                 : v.t == V_DICT || v.t == V_NS ? v.u.d == a[0].u.d
+                                 : tpl_strict_eq(v, a[0]));
+    case T_ESCAPED: return false;
+    case T_FILTER: return v.t == V_STR && tpl_filter_id(v.u.s, v.n) >= 0;
+    case T_TEST: return v.t == V_STR && tpl_test_id(v.u.s, v.n) >= 0;
     }
     tpl_fail(r, "unknown test");
 }

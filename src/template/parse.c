@@ -318,13 +318,9 @@ static tpl_node *postfix(parser *p) {
             ltok *f = peek(p);
             if (f->k != K_NAME) FAIL(p, "expected a filter name after '|'");
             p->i++;
-            int id = lookup(tpl_filter_names, F_COUNT_, f);
-            if (id < 0 && (is_name(f, "d"))) id = F_DEFAULT;
-            if (id < 0 && (is_name(f, "count"))) id = F_LENGTH;
-            if (id < 0 && (is_name(f, "e") || is_name(f, "escape"))) id = F_SAFE;
-            if (id < 0) FAIL(p, "unknown filter '%.*s'", (int)(f->n > 40 ? 40 : f->n), f->s);
+            int id = tpl_filter_id(f->s, f->n); /* unknown: an error only if it runs */
             if (!(n = node(p, N_FILTER, f->line))) return NULL;
-            n->op = (uint8_t)id;
+            n->op = (uint8_t)(id < 0 ? F_UNKNOWN : id);
             n->s = f->s, n->sn = f->n;
             n->a = e;
             if (accept_op(p, '(')) {
@@ -337,15 +333,18 @@ static tpl_node *postfix(parser *p) {
             p->i++;
             bool neg = accept_name(p, "not");
             ltok *f = peek(p);
-            int id = lookup(tpl_test_names, T_COUNT_, f);
-            if (id < 0 && is_name(f, "eq")) id = T_EQUALTO;
-            if (id < 0 && is_name(f, "sameas")) id = T_EQUALTO;
-            if (id < 0 && is_name(f, "float")) id = T_FLOATT;
-            if (id < 0 && (f->k == K_OP && f->op == Q_EQ)) id = T_EQUALTO;
-            if (id < 0) FAIL(p, "unknown test '%s'", tok_desc(f, b, sizeof b));
+            static const struct { int op; const char *s; } ops[] = {
+                {Q_EQ, "=="}, {Q_NE, "!="}, {'<', "<"}, {Q_LE, "<="}, {'>', ">"}, {Q_GE, ">="}};
+            const char *tn = f->s;
+            size_t tl = f->n;
+            for (size_t k = 0; f->k == K_OP && k < sizeof ops / sizeof ops[0]; k++)
+                if (f->op == ops[k].op) tn = ops[k].s, tl = strlen(ops[k].s);
+            if (f->k != K_NAME && tn == f->s) FAIL(p, "expected a test name after 'is', found %s", tok_desc(f, b, sizeof b));
+            int id = tpl_test_id(tn, tl); /* unknown: an error only if it runs */
             p->i++;
             if (!(n = node(p, N_TEST, f->line))) return NULL;
-            n->op = (uint8_t)(id | (neg ? 0x80 : 0));
+            n->op = (uint8_t)((id < 0 ? T_UNKNOWN : id) | (neg ? 0x80 : 0));
+            n->s = tn, n->sn = tl;
             n->a = e;
             nlist l = {0};
             if (accept_op(p, '(')) {

@@ -82,6 +82,9 @@ static tpl_val get_attr(tpl_val obj, const char *k, size_t kn) {
         tpl_val *v = tpl_dict_get(obj.u.d, k, kn);
         return v ? *v : UNDEF;
     }
+    if (obj.t == V_LIST && obj.fn == 1 && obj.n == 2 && ((kn == 7 && !memcmp(k, "grouper", 7)) ||
+                                                        (kn == 4 && !memcmp(k, "list", 4))))
+        return obj.u.items[kn == 4]; /* groupby's (grouper, list) pairs */
     if ((obj.t == V_LIST || obj.t == V_STR) && kn == 6 && !memcmp(k, "length", 6))
         return (tpl_val){.t = V_INT,
                          .u.i = obj.t == V_LIST ? obj.n : (int64_t)tpl_utf8_count(obj.u.s, obj.n)};
@@ -164,7 +167,7 @@ static tpl_val concat(tpl_run *r, tpl_val a, tpl_val b) {
 static bool is_num(tpl_val v) { return v.t == V_INT || v.t == V_FLOAT; }
 static double as_f(tpl_val v) { return v.t == V_INT ? (double)v.u.i : v.u.f; }
 
-static tpl_val binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
+tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
     static const char *const names[] = {"+", "-", "*", "/", "//", "%", "**", "~", "==", "!=",
                                         "<", ">", "<=", ">=", "in", "not in"};
     if (op == OP_EQ) return (tpl_val){.t = V_BOOL, .u.b = tpl_loose_eq(a, b)};
@@ -421,12 +424,14 @@ static tpl_val eval(tpl_run *r, scope *sc, const tpl_node *n) {
     case N_SLICE: return slice(r, sc, eval(r, sc, n->a), n);
     case N_CALL: return call(r, sc, n);
     case N_FILTER: {
+        if (n->op == F_UNKNOWN) tpl_fail(r, "unknown filter '%.*s'", (int)(n->sn > 40 ? 40 : n->sn), n->s);
         tpl_val v = eval(r, sc, n->a);
         args g = eval_args(r, sc, n->list, n->n);
         r->line = n->line;
         return tpl_apply_filter(r, n->op, v, g.a, g.na, g.kw, g.kwn, g.nkw);
     }
     case N_TEST: {
+        if ((n->op & 0x7F) == T_UNKNOWN) tpl_fail(r, "unknown test '%.*s'", (int)(n->sn > 40 ? 40 : n->sn), n->s);
         tpl_val v = eval(r, sc, n->a);
         args g = eval_args(r, sc, n->list, n->n);
         r->line = n->line;
@@ -454,7 +459,7 @@ static tpl_val eval(tpl_run *r, scope *sc, const tpl_node *n) {
     case N_BIN: {
         tpl_val a = eval(r, sc, n->a), b = eval(r, sc, n->b);
         r->line = n->line;
-        return binary(r, n->op, a, b);
+        return tpl_binary(r, n->op, a, b);
     }
     }
     tpl_fail(r, "a statement where a value was expected");

@@ -63,14 +63,23 @@ typedef enum {
 typedef enum {
     F_TRIM, F_LENGTH, F_TOJSON, F_UPPER, F_LOWER, F_DEFAULT, F_ITEMS, F_JOIN, F_REPLACE, F_FIRST,
     F_LAST, F_SELECTATTR, F_REJECTATTR, F_LIST, F_STRING, F_INT, F_FLOAT, F_ABS, F_CAPITALIZE,
-    F_TITLE, F_REVERSE, F_MAP, F_SAFE, F_UNIQUE, F_INDENT, F_COUNT_
+    F_TITLE, F_REVERSE, F_MAP, F_SAFE, F_UNIQUE, F_INDENT, F_SELECT, F_REJECT, F_SORT, F_SUM,
+    F_MIN, F_MAX, F_GROUPBY, F_BATCH, F_SLICE, F_DICTSORT, F_WORDCOUNT, F_TRUNCATE, F_ROUND,
+    F_CENTER, F_ATTR, F_ESCAPE, F_BOOL, F_COUNT_
 } tpl_filter;
+#define F_UNKNOWN 0xFF /* a name no filter has: an error when it runs (as Jinja decides it) */
 
 typedef enum {
     T_DEFINED, T_UNDEFINED, T_NONE, T_STRING, T_NUMBER, T_INTEGER, T_FLOATT, T_BOOLEAN, T_TRUE,
     T_FALSE, T_ITERABLE, T_MAPPING, T_SEQUENCE, T_CALLABLE, T_ODD, T_EVEN, T_EQUALTO, T_LOWER,
-    T_UPPER, T_COUNT_
+    T_UPPER, T_IN, T_DIVISIBLEBY, T_NE, T_LT, T_LE, T_GT, T_GE, T_SAMEAS, T_ESCAPED, T_FILTER,
+    T_TEST, T_COUNT_
 } tpl_test;
+#define T_UNKNOWN 0x7F /* as F_UNKNOWN (bit 7 of a test node's op is its negation) */
+
+/* A filter's or test's id by name (aliases too: d, count, e, eq, ==, lessthan ...), or -1. */
+int tpl_filter_id(const char *s, size_t n);
+int tpl_test_id(const char *s, size_t n);
 
 typedef struct tpl_node tpl_node;
 struct tpl_node {
@@ -173,9 +182,24 @@ size_t tpl_space_back(const char *s, size_t n);
 /* Code points in s[0..n) (invalid bytes count one each). */
 size_t tpl_utf8_count(const char *s, size_t n);
 
+/* render.c: a binary operator (tpl_op) on two values, as the template's expressions apply it */
+tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b);
+
 /* filters.c */
 tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *args, size_t nargs,
                          const tpl_val *kw, const tpl_node *const *kwn, size_t nkw);
+tpl_val tpl_list_of(tpl_run *r, size_t n);
+/* v as a list: a list, a string's characters, a dict's keys; else fails naming filter */
+tpl_val tpl_need_list(tpl_run *r, tpl_val v, const char *filter);
+/* item.name, name a dotted path ("function.name") or an integer index; undefined if absent */
+tpl_val tpl_attr_of(tpl_val item, tpl_val name);
+/* A keyword argument's value, or NULL. */
+const tpl_val *tpl_kwarg(const tpl_val *kw, const tpl_node *const *kwn, size_t nkw, const char *name);
+tpl_val tpl_lower(tpl_run *r, tpl_val s);
+
+/* seqfilters.c: the filters over sequences (select, map, sort, sum, groupby, ...) */
+tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na, const tpl_val *kw,
+                       const tpl_node *const *kwn, size_t nkw);
 bool tpl_apply_test(tpl_run *r, int t, tpl_val v, const tpl_val *args, size_t nargs);
 tpl_val tpl_call_method(tpl_run *r, tpl_val obj, const char *name, size_t nn,
                         const tpl_val *args, size_t nargs);
