@@ -476,6 +476,26 @@ def stories(shared, tmp):
     return ["-m", g, "--chat-template", tf, "--temp", "0", "-n", "12"]
 
 
+def template_ids_no_bos(smbin, tmp, shared):
+    """template --ids = apply_chat_template(tokenize=True): the rendered text's ids with nothing
+    added, even where the template writes no BOS and the tokenizer adds one to plain text
+    (stories260K, a SentencePiece vocabulary with add_bos); an empty conversation is no ids."""
+    m = stories(shared, tmp)
+    if not m:
+        T.skip("template --ids without BOS", "../shared's stories260K GGUF is absent")
+        return
+    conv = json.dumps([{"role": "user", "content": "Lily had a red ball."}]).encode()
+    p = run([smbin, "template"] + m[:4] + ["-f", "-"], conv)
+    q = run([smbin, "template"] + m[:4] + ["-f", "-", "--ids"], conv)
+    t = run([smbin, "tokenize", "-m", m[1], "--no-bos", "--special", "-f", "-"], p.stdout)
+    e = run([smbin, "template"] + m[:4] + ["-f", "-", "--ids", "--no-generation-prompt"], b"[]")
+    ids = q.stdout.split()
+    check(p.returncode == q.returncode == t.returncode == e.returncode == 0 and ids and
+          q.stdout == t.stdout and ids[0] != b"1" and e.stdout.strip() == b"",
+          "template --ids: the rendered text's ids, no BOS added (as apply_chat_template); [] gives none",
+          f"{q.stdout[:60]!r} vs {t.stdout[:60]!r}; empty: {e.stdout!r} {q.stderr[:100]!r}")
+
+
 def fresh(smbin, m, conv):
     """The reply generate gives from scratch on conv rendered with a generation prompt."""
     rc, rendered, _ = gen(smbin, ["template"] + m[:4] + ["-f", "-"], json.dumps(conv).encode())
@@ -650,6 +670,7 @@ def main():
         bad_templates(smbin, tmp)
         if os.path.isdir(os.path.join(a.shared, "models")):
             token_ids(smbin, tmp, ref, a.shared, skip)
+            template_ids_no_bos(smbin, tmp, a.shared)
             end_to_end(smbin, tmp, a.shared)
         else:
             T.skip("template --ids, generate --chat, chat, --batch messages", f"{a.shared} is absent")

@@ -158,7 +158,7 @@ def check_ids(smbin, d, fixtures, key, label, empty):
             continue
         if got and got != empty:
             back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
-            if back != fx["text"].encode() + b"\n":
+            if back != fx["text"].encode():
                 bad.append(f"{fx['text']!r} decodes to {back!r}")
     check(not bad, f"{label} on {len(fixtures)} texts, and decodes back", "; ".join(bad[:3]))
 
@@ -216,7 +216,7 @@ def hf_reference(smbin, tmp, tok, here):
             for sp in specials:  # special tokens decode to nothing
                 shown = shown.replace(sp, "")
             back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
-            if got and back != shown.encode() + b"\n":
+            if got and back != shown.encode():
                 back_bad.append(f"{text[:40]!r} decodes to {back[:60]!r}")
         check(not bad, f"{name} tokenizer.json = transformers.js on all {len(ref['texts'])} texts",
               "; ".join(bad[:3]))
@@ -315,6 +315,28 @@ def gguf_export_round_trip(smbin, tmp, tok, here):
                   "; ".join(bad_lc[:3]))
     if not lc:
         T.skip("exported vocabularies in llama.cpp", "set LLAMA_CPP to a llama.cpp bin folder to run llama-tokenize")
+
+
+def detokenize_cli(smbin, tmp):
+    """detokenize takes any number of ids (10,000 as arguments), reads them from -f FILE or stdin
+    as tokenize prints them (also [1, 2] lists), writes the text as it is (tokenize | detokenize
+    gives it back byte for byte), and refuses a bad id before writing anything."""
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "default")
+    text = "Line one\nline two, no newline at the end \u00e9"
+    ids = run([smbin, "tokenize", "-m", d, "-f", "-"], text.encode()).stdout
+    back = run([smbin, "detokenize", "-m", d], ids)
+    many = run([smbin, "detokenize", "-m", d] + ["65"] * 10000)
+    f = os.path.join(tmp, "ids.txt")
+    with open(f, "w") as fh:
+        fh.write("[" + ", ".join(ids.decode().split()) + "]")
+    fromfile = run([smbin, "detokenize", "-m", d, "-f", f])
+    bad = run([smbin, "detokenize", "-m", d], b"65 66 nope 67")
+    check(back.returncode == 0 and back.stdout == text.encode() and many.stdout == b"A" * 10000 and
+          fromfile.stdout == text.encode() and bad.returncode == 2 and not bad.stdout and
+          b"'nope'" in bad.stderr,
+          "detokenize: 10,000 ids as arguments, ids from stdin and -f ([a, b] lists too), the text byte "
+          "for byte (no newline added off a terminal), a bad id refused with nothing written",
+          f"{back.stdout[:60]!r} {len(many.stdout)} {fromfile.stdout[:40]!r} rc={bad.returncode} {bad.stdout[:20]!r}")
 
 
 def encode_allocations(smbin, bindir, d, name, texts, tmp):
@@ -557,6 +579,7 @@ def main():
         T.skip("Unicode tables regeneration", f"{ucd} is absent (apt-get install unicode-data)")
     with tempfile.TemporaryDirectory() as tmp:
         bad_tokenizer_files(smbin, tmp)
+        detokenize_cli(smbin, tmp)
         gpt2_dirs = []
         if os.path.isdir(os.path.join(tok, "gpt2")):
             gpt2_dirs.append(("encoder.json + vocab.bpe", model_dir(

@@ -59,7 +59,6 @@ typedef enum {
 /* Whether flag id was on the command line. */
 #define CLI_GIVEN(o, id) (((o)->given[(id) / 64] >> ((id) % 64)) & 1)
 
-#define MAX_ARGS 4096 /* positional arguments (convert SRC OUT, detokenize IDS...) */
 
 typedef struct {
     unsigned cmd;
@@ -107,7 +106,7 @@ typedef struct {
     bool ids;                  /* template --ids: token ids instead of text */
     double min_p, repeat_penalty, presence_penalty, frequency_penalty;
     long repeat_last_n;
-    const char *args[MAX_ARGS];
+    const char **args; /* positional arguments, in argv (any number) */
     size_t n_args;
 } cli_opts;
 

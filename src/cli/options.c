@@ -35,7 +35,7 @@ static const struct option_def {
      "-m, --model DIR        model directory or GGUF file (default $SMALLMIND_MODEL, else models/default)"},
     {"prompt", 'p', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_PROMPT,
      "-p, --prompt TEXT      the prompt (else -f, else stdin when it is not a terminal)"},
-    {"file", 'f', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE | CMD_TEMPLATE, O_FILE,
+    {"file", 'f', true, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE | CMD_TEMPLATE | CMD_DETOKENIZE, O_FILE,
      "-f, --file FILE        read the prompt from FILE ('-' = stdin; template: the conversation)"},
     {"max-tokens", 'n', true, CMD_SAMPLE | CMD_BENCH, O_MAXTOK,
      "-n, --max-tokens N     tokens to generate (default 256, bench 128; alias --n-predict)"},
@@ -92,7 +92,7 @@ static const struct option_def {
     {"no-generation-prompt", 0, false, CMD_TEMPLATE, O_NOGENP,
      "    --no-generation-prompt  end after the last message (no assistant header)"},
     {"ids", 0, false, CMD_TEMPLATE, O_IDS,
-     "    --ids              the token ids the model reads instead of the text"},
+     "    --ids              the text's token ids, as apply_chat_template gives them (no BOS added)"},
     {"stop", 0, true, CMD_SAMPLE, O_STOP,
      "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
     {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
@@ -371,6 +371,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
 }
 
 int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
+    o->args = (const char **)argv + first; /* positional arguments move down in argv, in order */
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         const struct option_def *d = NULL;
@@ -399,8 +400,8 @@ int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
                 if (!d->takes_value) return cli_usage_error(o, "unknown flag '%s'", a);
                 value = a + 2;
             }
-        } else if ((o->cmd & (CMD_CONVERT | CMD_DETOKENIZE | CMD_BENCH)) && o->n_args < MAX_ARGS) {
-            o->args[o->n_args++] = a;
+        } else if (o->cmd & (CMD_CONVERT | CMD_DETOKENIZE | CMD_BENCH)) {
+            o->args[o->n_args++] = a; /* at most i - first: never past what is read */
             continue;
         } else {
             return cli_usage_error(o, "unexpected argument '%s'", a);
@@ -446,7 +447,7 @@ void cli_print_help(const cli_opts *o) {
         return;
     }
     printf("usage: smallmind %s [flags]%s\n\n", o->cmd_name,
-           o->cmd == CMD_CONVERT ? " SRC OUT" : o->cmd == CMD_DETOKENIZE ? " ID..." : "");
+           o->cmd == CMD_CONVERT ? " SRC OUT" : o->cmd == CMD_DETOKENIZE ? " [ID...]" : "");
     const char *what = o->cmd == CMD_GENERATE ? "Streams a continuation of the prompt to stdout."
                        : o->cmd == CMD_SCORE  ? "Scores each token of a text given the ones before it."
                        : o->cmd == CMD_INFO   ? "Prints a model's architecture, size and memory plan."
@@ -455,7 +456,10 @@ void cli_print_help(const cli_opts *o) {
                              "Hugging Face GPT-2 or Llama directory (config.json + safetensors)\n"
                              "into the new model directory OUT."
                        : o->cmd == CMD_TOKENIZE ? "Prints the token ids of a text (-p, -f or stdin), space-separated."
-                       : o->cmd == CMD_DETOKENIZE ? "Prints the text of the token ids."
+                       : o->cmd == CMD_DETOKENIZE ? "Prints the text of the token ids: the arguments, else those in -f FILE or\n"
+                                                    "stdin (as tokenize prints them; commas and [ ] may separate them). The\n"
+                                                    "text is written as it is (a newline only on a terminal), so\n"
+                                                    "'tokenize | detokenize' gives the text back byte for byte."
                        : o->cmd == CMD_CHAT ? "A conversation with an instruct model through its chat template. On a\n"
                                               "terminal: line editing and history, Ctrl-C stops a reply, Ctrl-D or /exit\n"
                                               "ends; /reset, /system TEXT, /save FILE, /load FILE. Otherwise each line of\n"

@@ -63,12 +63,14 @@ int cli_template(const cli_opts *o) {
     if (!o->ids) {
         cli_out_write(&os, out, out_len);
     } else {
-        size_t n = sm_chat_encode(&tok, out, out_len, NULL, 0);
+        /* apply_chat_template(tokenize=True)'s ids: the text's, special tokens parsed, nothing
+           added (generate adds the tokenizer's BOS when the template writes none, as llama.cpp) */
+        size_t n = sm_tokenizer_encode_as(&tok, out, out_len, NULL, 0, SM_ENCODE_SPECIAL);
         if (!(ids = malloc((n + 1) * sizeof *ids))) {
             rc = cli_data_error("out of memory");
             goto done;
         }
-        sm_chat_encode(&tok, out, out_len, ids, n + 1);
+        sm_tokenizer_encode_as(&tok, out, out_len, ids, n + 1, SM_ENCODE_SPECIAL);
         char num[16];
         for (size_t i = 0; i < n; i++) {
             int k = snprintf(num, sizeof num, "%s%d", i ? " " : "", (int)ids[i]);

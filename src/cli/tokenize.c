@@ -13,6 +13,7 @@
 #include "sm_convert.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 int cli_tokenize(const cli_opts *o) {
     sm_config cfg;
@@ -56,31 +57,70 @@ done:
     return rc;
 }
 
+/* One token id of the list (ids separated by white space or commas, in [ ] or not). */
+static int parse_id(const cli_opts *o, const char *s, size_t n, int32_t n_vocab, int32_t *id) {
+    char b[32];
+    long v;
+    snprintf(b, sizeof b, "%.*s", (int)(n < 31 ? n : 31), s);
+    if (n > 31 || !cli_parse_long(b, 0, INT32_MAX, &v) || v >= n_vocab)
+        return cli_usage_error(o, "token id '%.*s' is not a whole number from 0 to %d", (int)(n < 40 ? n : 40), s,
+                               (int)n_vocab - 1);
+    *id = (int32_t)v;
+    return 0;
+}
+
+/*
+** detokenize IDS... or, with none, the ids in -f FILE or on standard input
+** (what tokenize prints: white space or commas between them, [ ] around
+** them or not). The text is written as it is, so tokenize and detokenize
+** round-trip byte for byte; a terminal gets a newline after it.
+*/
 int cli_detokenize(const cli_opts *o) {
-    if (o->n_args == 0) return cli_usage_error(o, "detokenize takes token ids");
+    char *text = NULL;
+    size_t len = 0;
+    bool owned = false;
+    int rc = 0;
+    if (o->n_args == 0 && (rc = cli_get_text(o, &text, &len, &owned))) return rc;
     sm_config cfg;
     sm_tokenizer tok;
-    int rc = cli_load_tokenizer(o, &cfg, &tok);
-    if (rc) return rc;
-    int32_t prev = -1;
-    cli_out os = {.last_was_newline = true};
-    cli_exit_now = 0;
-    for (size_t i = 0; i < o->n_args && !rc && !cli_interrupted; i++) {
-        long id;
-        if (!cli_parse_long(o->args[i], 0, INT32_MAX, &id) || id >= tok.n_vocab) {
-            rc = cli_usage_error(o, "token id '%s' is not a whole number from 0 to %d", o->args[i],
-                             tok.n_vocab - 1);
-            break;
+    if ((rc = cli_load_tokenizer(o, &cfg, &tok))) {
+        if (owned) free(text);
+        return rc;
+    }
+    /* every id checked before any text is written: a bad one leaves the output empty */
+    size_t cap = o->n_args ? o->n_args : len / 2 + 1, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) rc = cli_data_error("out of memory");
+    for (size_t i = 0, k = 0; !rc;) {
+        const char *s;
+        size_t l;
+        if (o->n_args) {
+            if (k >= o->n_args) break;
+            s = o->args[k++], l = strlen(s);
+        } else {
+            while (i < len && text[i] && strchr(" \t\r\n,[]", text[i])) i++;
+            if (i >= len) break;
+            s = text + i;
+            while (i < len && !strchr(" \t\r\n,[]", text[i])) i++;
+            l = (size_t)(text + i - s);
         }
+        if (!(rc = parse_id(o, s, l, tok.n_vocab, &ids[n]))) n++;
+    }
+    cli_out os = {.last_was_newline = true};
+    char last = '\n';
+    cli_exit_now = 0;
+    for (size_t i = 0; !rc && i < n && !cli_interrupted; i++) {
         size_t pl;
-        const char *p = sm_tokenizer_piece_after(&tok, prev, (int32_t)id, &pl);
+        const char *p = sm_tokenizer_piece_after(&tok, i ? ids[i - 1] : -1, ids[i], &pl);
         fwrite(p, 1, pl, stdout);
-        prev = (int32_t)id;
+        if (pl) last = p[pl - 1];
     }
     if (!rc) {
-        putchar('\n');
+        if (last != '\n' && isatty(STDOUT_FILENO)) putchar('\n');
         rc = cli_finish_stdout(&os, cli_interrupted ? cli_interrupt_code() : 0);
     }
+    free(ids);
+    if (owned) free(text);
     sm_tokenizer_free(&tok);
     sm_config_free(&cfg);
     return rc;
