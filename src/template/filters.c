@@ -501,7 +501,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         if (length < el) tpl_fail(r, "truncate: length %lld is shorter than the end text", (long long)length);
         if (leeway < 0) tpl_fail(r, "truncate: leeway must be >= 0");
         int64_t chars = (int64_t)tpl_utf8_count(v.u.s, v.n);
-        if (chars <= length + leeway) return v;
+        if (chars - leeway <= length) return v; /* (length + leeway could overflow) */
         size_t cut = 0; /* bytes of the first length - el characters */
         for (int64_t k = 0; k < length - el; k++) {
             cut++;
