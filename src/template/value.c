@@ -45,6 +45,7 @@ void tpl_emit(tpl_run *r, const char *s, size_t n) {
 }
 
 tpl_val tpl_take(tpl_run *r, size_t mark) {
+    if (!r->out) return tpl_str("", 0); /* nothing emitted yet (no buffer: no pointer arithmetic) */
     tpl_val s = tpl_str_copy(r, r->out + mark, r->out_n - mark);
     r->out_n = mark;
     return s;
