@@ -56,7 +56,6 @@ tpl_val tpl_list_of(tpl_run *r, size_t n) {
     if (n > UINT32_MAX) tpl_fail(r, "a list of %zu items", n);
     return (tpl_val){.t = V_LIST, .n = (uint32_t)n, .u.items = tpl_alloc(r, n * sizeof(tpl_val))};
 }
-#define list_of tpl_list_of
 
 static tpl_val boolean(bool b) { return (tpl_val){.t = V_BOOL, .u.b = b}; }
 static tpl_val integer(int64_t i) { return (tpl_val){.t = V_INT, .u.i = i}; }
@@ -193,13 +192,13 @@ static bool starts(tpl_run *r, tpl_val s, tpl_val p, bool end, const char *what)
 }
 
 static tpl_val dict_items(tpl_run *r, tpl_dict *d, int which /* 0 items, 1 keys, 2 values */) {
-    tpl_val l = list_of(r, d->n);
+    tpl_val l = tpl_list_of(r, d->n);
     for (uint32_t i = 0; i < d->n; i++) {
         tpl_val k = tpl_str(d->e[i].k, d->e[i].kn);
         if (which == 1) l.u.items[i] = k;
         else if (which == 2) l.u.items[i] = d->e[i].v;
         else {
-            tpl_val pair = list_of(r, 2);
+            tpl_val pair = tpl_list_of(r, 2);
             pair.u.items[0] = k;
             pair.u.items[1] = d->e[i].v;
             l.u.items[i] = pair;
@@ -244,12 +243,12 @@ tpl_val tpl_call_method(tpl_run *r, tpl_val obj, const char *name, size_t nn, co
     tpl_fail(r, "a %s has no method '%.*s'", tpl_type_name(obj), (int)(nn > 40 ? 40 : nn), name);
 }
 
-const tpl_val *tpl_kwarg(const tpl_val *kw, const tpl_node *const *kwn, size_t nkw, const char *name) {
-    for (size_t i = 0; i < nkw; i++)
-        if (name_is(kwn[i]->s, kwn[i]->sn, name)) return &kw[i];
+const tpl_val *tpl_arg(const tpl_args *g, size_t pos, const char *name) {
+    if (pos < g->na) return &g->a[pos];
+    for (size_t i = 0; i < g->nkw; i++)
+        if (name_is(g->kwn[i]->s, g->kwn[i]->sn, name)) return &g->kw[i];
     return NULL;
 }
-#define kwarg tpl_kwarg
 
 tpl_val tpl_attr_of(tpl_val item, tpl_val name) {
     if (name.t == V_INT) { /* attribute=0: an index */
@@ -288,7 +287,7 @@ tpl_val tpl_need_list(tpl_run *r, tpl_val v, const char *filter) {
     if (v.t == V_LIST) return v;
     if (v.t == V_STR) { /* a string's characters */
         size_t n = tpl_utf8_count(v.u.s, v.n), k = 0;
-        tpl_val l = list_of(r, n);
+        tpl_val l = tpl_list_of(r, n);
         for (size_t i = 0; i < v.n;) {
             size_t m = 1;
             while (i + m < v.n && ((unsigned char)v.u.s[i + m] & 0xC0) == 0x80) m++;
@@ -300,7 +299,6 @@ tpl_val tpl_need_list(tpl_run *r, tpl_val v, const char *filter) {
     if (v.t == V_DICT) return dict_items(r, v.u.d, 1);
     tpl_fail(r, "%s: expected a list, got a %s", filter, tpl_type_name(v));
 }
-#define need_list tpl_need_list
 
 tpl_val tpl_lower(tpl_run *r, tpl_val s) { return map_case(r, s, 0); }
 
@@ -346,8 +344,9 @@ static bool parse_number(tpl_val v, int base, double *d, int64_t *i, bool *is_in
     return true;
 }
 
-tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na,
-                         const tpl_val *kw, const tpl_node *const *kwn, size_t nkw) {
+tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g) {
+    const tpl_val *a = g->a;
+    size_t na = g->na;
     const char *fname = tpl_filter_names[f];
     switch (f) {
     case F_TRIM:
@@ -359,9 +358,9 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         if (v.t == V_DICT) return integer(v.u.d->n);
         tpl_fail(r, "length: a %s has no length", tpl_type_name(v));
     case F_TOJSON: {
-        const tpl_val *ind = kwarg(kw, kwn, nkw, "indent");
+        const tpl_val *ind = tpl_arg(g, TPL_KW_ONLY, "indent");
         if (!ind && na) ind = &a[0];
-        const tpl_val *asc = kwarg(kw, kwn, nkw, "ensure_ascii"), *sk = kwarg(kw, kwn, nkw, "sort_keys");
+        const tpl_val *asc = tpl_arg(g, TPL_KW_ONLY, "ensure_ascii"), *sk = tpl_arg(g, TPL_KW_ONLY, "sort_keys");
         if (ind && ind->t != V_INT && ind->t != V_NONE) tpl_fail(r, "tojson: indent must be an integer");
         if (ind && ind->t == V_INT && (ind->u.i < 0 || ind->u.i > 64)) tpl_fail(r, "tojson: indent out of range");
         size_t mark = r->out_n;
@@ -376,19 +375,19 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         if (v.t != V_STR) tpl_fail(r, "%s: expected a string, got a %s", fname, tpl_type_name(v));
         return map_case(r, v, f == F_LOWER ? 0 : f == F_UPPER ? 1 : f == F_TITLE ? 2 : 3);
     case F_DEFAULT: {
-        const tpl_val *bo = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "boolean");
+        const tpl_val *bo = tpl_arg(g, 1, "boolean");
         if (v.t == V_UNDEF || (bo && tpl_truthy(*bo) && !tpl_truthy(v)))
             return na ? a[0] : tpl_str("", 0);
         return v;
     }
     case F_ITEMS:
-        if (v.t == V_UNDEF) return list_of(r, 0);
+        if (v.t == V_UNDEF) return tpl_list_of(r, 0);
         if (v.t != V_DICT) tpl_fail(r, "items: expected a dict, got a %s", tpl_type_name(v));
         return dict_items(r, v.u.d, 0);
     case F_JOIN: {
-        tpl_val l = need_list(r, v, fname);
+        tpl_val l = tpl_need_list(r, v, fname);
         tpl_val sep = na ? a[0] : tpl_str("", 0);
-        const tpl_val *at = kwarg(kw, kwn, nkw, "attribute");
+        const tpl_val *at = tpl_arg(g, TPL_KW_ONLY, "attribute");
         if (sep.t != V_STR) tpl_fail(r, "join: the separator must be a string");
         size_t mark = r->out_n;
         for (uint32_t i = 0; i < l.n; i++) {
@@ -403,16 +402,16 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         return replace(r, v, a[0], a[1], na > 2 && a[2].t == V_INT ? a[2].u.i : -1);
     case F_FIRST:
     case F_LAST: {
-        tpl_val l = need_list(r, v, fname);
+        tpl_val l = tpl_need_list(r, v, fname);
         if (!l.n) return (tpl_val){.t = V_UNDEF};
         return l.u.items[f == F_FIRST ? 0 : l.n - 1];
     }
-    case F_LIST: return need_list(r, v, fname);
+    case F_LIST: return tpl_need_list(r, v, fname);
     case F_STRING: return tpl_to_str(r, v);
     case F_INT:
     case F_FLOAT: { /* Jinja: int(value, base), else int(float(value)), else the default */
-        const tpl_val *df = na ? &a[0] : kwarg(kw, kwn, nkw, "default");
-        const tpl_val *bs = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "base");
+        const tpl_val *df = tpl_arg(g, 0, "default");
+        const tpl_val *bs = tpl_arg(g, 1, "base");
         int base = bs && bs->t == V_INT ? (int)bs->u.i : 10;
         if (base != 0 && (base < 2 || base > 36)) tpl_fail(r, "int: base must be 0 or 2 to 36");
         double d = 0;
@@ -440,22 +439,22 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         tpl_fail(r, "abs: expected a number, got a %s", tpl_type_name(v));
     case F_REVERSE: {
         if (v.t == V_STR) {
-            tpl_val l = need_list(r, v, fname);
+            tpl_val l = tpl_need_list(r, v, fname);
             char *o = tpl_alloc(r, v.n);
             size_t k = 0;
             for (uint32_t i = l.n; i-- > 0;) memcpy(o + k, l.u.items[i].u.s, l.u.items[i].n), k += l.u.items[i].n;
             return tpl_str(o, k);
         }
-        tpl_val l = need_list(r, v, fname), o = list_of(r, l.n);
+        tpl_val l = tpl_need_list(r, v, fname), o = tpl_list_of(r, l.n);
         for (uint32_t i = 0; i < l.n; i++) o.u.items[i] = l.u.items[l.n - 1 - i];
         return o;
     }
     case F_SAFE: return v;
     case F_INDENT: { /* indent(width=4, first=False, blank=False); width may be a string */
         if (v.t != V_STR) tpl_fail(r, "indent: expected a string, got a %s", tpl_type_name(v));
-        const tpl_val *w = na ? &a[0] : kwarg(kw, kwn, nkw, "width");
-        const tpl_val *fi = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "first");
-        const tpl_val *bl = na > 2 ? &a[2] : kwarg(kw, kwn, nkw, "blank");
+        const tpl_val *w = tpl_arg(g, 0, "width");
+        const tpl_val *fi = tpl_arg(g, 1, "first");
+        const tpl_val *bl = tpl_arg(g, 2, "blank");
         tpl_val pad = tpl_str("    ", 4);
         if (w && w->t == V_STR) pad = *w;
         else if (w && w->t == V_INT) {
@@ -491,10 +490,10 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
     }
     case F_TRUNCATE: { /* truncate(length=255, killwords=False, end='...', leeway=5), in characters */
         if (v.t != V_STR) v = tpl_to_str(r, v);
-        const tpl_val *ln = na ? &a[0] : kwarg(kw, kwn, nkw, "length");
-        const tpl_val *kill = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "killwords");
-        const tpl_val *end = na > 2 ? &a[2] : kwarg(kw, kwn, nkw, "end");
-        const tpl_val *lw = na > 3 ? &a[3] : kwarg(kw, kwn, nkw, "leeway");
+        const tpl_val *ln = tpl_arg(g, 0, "length");
+        const tpl_val *kill = tpl_arg(g, 1, "killwords");
+        const tpl_val *end = tpl_arg(g, 2, "end");
+        const tpl_val *lw = tpl_arg(g, 3, "leeway");
         int64_t length = ln && ln->t == V_INT ? ln->u.i : 255, leeway = lw && lw->t == V_INT ? lw->u.i : 5;
         tpl_val e = end && end->t == V_STR ? *end : tpl_str("...", 3);
         int64_t el = (int64_t)tpl_utf8_count(e.u.s, e.n);
@@ -518,8 +517,8 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
         return tpl_take(r, mark);
     }
     case F_ROUND: { /* round(precision=0, method='common'): a float */
-        const tpl_val *pr = na ? &a[0] : kwarg(kw, kwn, nkw, "precision");
-        const tpl_val *me = na > 1 ? &a[1] : kwarg(kw, kwn, nkw, "method");
+        const tpl_val *pr = tpl_arg(g, 0, "precision");
+        const tpl_val *me = tpl_arg(g, 1, "method");
         if (v.t != V_INT && v.t != V_FLOAT) tpl_fail(r, "round: expected a number, got a %s", tpl_type_name(v));
         int64_t p = pr && pr->t == V_INT ? pr->u.i : 0;
         if (p < -20 || p > 20) tpl_fail(r, "round: precision out of range");
@@ -535,7 +534,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
     }
     case F_CENTER: {
         if (v.t != V_STR) v = tpl_to_str(r, v);
-        const tpl_val *w = na ? &a[0] : kwarg(kw, kwn, nkw, "width");
+        const tpl_val *w = tpl_arg(g, 0, "width");
         int64_t width = w && w->t == V_INT ? w->u.i : 80, chars = (int64_t)tpl_utf8_count(v.u.s, v.n);
         if (width > 4096) tpl_fail(r, "center: width out of range");
         if (width <= chars) return v;
@@ -575,7 +574,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t 
     case F_GROUPBY:
     case F_BATCH:
     case F_SLICE:
-    case F_DICTSORT: return tpl_seq_filter(r, f, v, a, na, kw, kwn, nkw);
+    case F_DICTSORT: return tpl_seq_filter(r, f, v, g);
     }
     tpl_fail(r, "unknown filter");
 }

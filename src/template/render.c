@@ -82,7 +82,7 @@ static tpl_val get_attr(tpl_val obj, const char *k, size_t kn) {
         tpl_val *v = tpl_dict_get(obj.u.d, k, kn);
         return v ? *v : UNDEF;
     }
-    if (obj.t == V_LIST && obj.fn == 1 && obj.n == 2 && ((kn == 7 && !memcmp(k, "grouper", 7)) ||
+    if (obj.t == V_LIST && obj.fn == TPL_GROUP && obj.n == 2 && ((kn == 7 && !memcmp(k, "grouper", 7)) ||
                                                         (kn == 4 && !memcmp(k, "list", 4))))
         return obj.u.items[kn == 4]; /* groupby's (grouper, list) pairs */
     if ((obj.t == V_LIST || obj.t == V_STR) && kn == 6 && !memcmp(k, "length", 6))
@@ -260,15 +260,8 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
     tpl_fail(r, "'%s' on a %s and a %s", names[op], tpl_type_name(a), tpl_type_name(b));
 }
 
-/* Evaluated call arguments: positional in a, keyword in kw with their nodes in kwn. */
-typedef struct args {
-    tpl_val *a, *kw;
-    const tpl_node **kwn;
-    size_t na, nkw;
-} args;
-
-static args eval_args(tpl_run *r, scope *sc, tpl_node *const *list, size_t n) {
-    args g = {tpl_alloc(r, n * sizeof(tpl_val)), tpl_alloc(r, n * sizeof(tpl_val)),
+static tpl_args eval_args(tpl_run *r, scope *sc, tpl_node *const *list, size_t n) {
+    tpl_args g = {tpl_alloc(r, n * sizeof(tpl_val)), tpl_alloc(r, n * sizeof(tpl_val)),
               tpl_alloc(r, n * sizeof(tpl_node *)), 0, 0};
     for (size_t i = 0; i < n; i++) {
         if (list[i]->kind == N_KW) {
@@ -286,7 +279,7 @@ static tpl_val capture(tpl_run *r, scope *sc, tpl_node *const *body, size_t n) {
     return tpl_take(r, mark);
 }
 
-static tpl_val call_macro(tpl_run *r, const macro *m, const args *g) {
+static tpl_val call_macro(tpl_run *r, const macro *m, const tpl_args *g) {
     const tpl_node *d = m->def;
     size_t np = d->n2;
     if (g->na > np) tpl_fail(r, "macro '%.*s' takes %zu arguments, got %zu", (int)d->sn, d->s, np, g->na);
@@ -307,7 +300,7 @@ static tpl_val call_macro(tpl_run *r, const macro *m, const args *g) {
     return out;
 }
 
-static tpl_val call_global(tpl_run *r, int fn, const args *g) {
+static tpl_val call_global(tpl_run *r, int fn, const tpl_args *g) {
     switch (fn) {
     case G_RAISE: {
         tpl_val m = g->na ? tpl_to_str(r, g->a[0]) : tpl_str("raise_exception", 15);
@@ -376,12 +369,12 @@ static tpl_val call(tpl_run *r, scope *sc, const tpl_node *n) {
         tpl_val obj = eval(r, sc, cal->a);
         tpl_val f = (obj.t == V_DICT || obj.t == V_NS) ? get_attr(obj, cal->s, cal->sn) : UNDEF;
         if (f.t != V_FUNC && f.t != V_MACRO) {
-            args g = eval_args(r, sc, n->list, n->n);
+            tpl_args g = eval_args(r, sc, n->list, n->n);
             return tpl_call_method(r, obj, cal->s, cal->sn, g.a, g.na);
         }
     }
     tpl_val f = eval(r, sc, cal);
-    args g = eval_args(r, sc, n->list, n->n);
+    tpl_args g = eval_args(r, sc, n->list, n->n);
     r->line = n->line;
     if (f.t == V_FUNC) return call_global(r, f.fn, &g);
     if (f.t == V_MACRO) return call_macro(r, f.u.mac, &g);
@@ -426,14 +419,14 @@ static tpl_val eval(tpl_run *r, scope *sc, const tpl_node *n) {
     case N_FILTER: {
         if (n->op == F_UNKNOWN) tpl_fail(r, "unknown filter '%.*s'", (int)(n->sn > 40 ? 40 : n->sn), n->s);
         tpl_val v = eval(r, sc, n->a);
-        args g = eval_args(r, sc, n->list, n->n);
+        tpl_args g = eval_args(r, sc, n->list, n->n);
         r->line = n->line;
-        return tpl_apply_filter(r, n->op, v, g.a, g.na, g.kw, g.kwn, g.nkw);
+        return tpl_apply_filter(r, n->op, v, &g);
     }
     case N_TEST: {
         if ((n->op & 0x7F) == T_UNKNOWN) tpl_fail(r, "unknown test '%.*s'", (int)(n->sn > 40 ? 40 : n->sn), n->s);
         tpl_val v = eval(r, sc, n->a);
-        args g = eval_args(r, sc, n->list, n->n);
+        tpl_args g = eval_args(r, sc, n->list, n->n);
         r->line = n->line;
         bool res = tpl_apply_test(r, n->op & 0x7F, v, g.a, g.na);
         return (tpl_val){.t = V_BOOL, .u.b = (n->op & 0x80) ? !res : res};
@@ -488,7 +481,7 @@ static int exec_for(tpl_run *r, scope *sc, const tpl_node *n) {
     tpl_val it = eval(r, ls, n->b);
     r->line = n->line;
     if (it.t == V_DICT) it = tpl_call_method(r, it, "keys", 4, NULL, 0);
-    else if (it.t == V_STR) it = tpl_apply_filter(r, F_LIST, it, NULL, 0, NULL, NULL, 0);
+    else if (it.t == V_STR) it = tpl_apply_filter(r, F_LIST, it, &(tpl_args){0});
     else if (it.t == V_UNDEF || it.t == V_NONE) it = list_new(r, 0);
     else if (it.t != V_LIST) tpl_fail(r, "cannot loop over a %s", tpl_type_name(it));
     tpl_val items = it;

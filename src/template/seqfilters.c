@@ -10,12 +10,6 @@
 
 #include "template_internal.h"
 
-/* Arguments after those a filter has taken, as a test's or filter's own. */
-typedef struct {
-    const tpl_val *a;
-    size_t na;
-} rest;
-
 /* Python's ordering: numbers (and booleans) by value, strings by code point (UTF-8 bytes
    order as code points do), lists item by item; anything else is not ordered. */
 static int compare(tpl_run *r, tpl_val x, tpl_val y, const char *filter) {
@@ -84,11 +78,17 @@ static void sort_idx(tpl_run *r, uint32_t *idx, uint32_t *tmp, size_t n, const t
     memcpy(idx, tmp, n * sizeof *idx);
 }
 
+/* The order of n items by their keys: a stable sort of their indexes. */
+static uint32_t *sort_order(tpl_run *r, size_t n, const tpl_val *keys, bool rev, const char *filter) {
+    uint32_t *idx = tpl_alloc(r, (n + 1) * sizeof *idx), *tmp = tpl_alloc(r, (n + 1) * sizeof *tmp);
+    for (uint32_t i = 0; i < n; i++) idx[i] = i;
+    sort_idx(r, idx, tmp, n, keys, rev, filter);
+    return idx;
+}
+
 /* l sorted by the keys (returns the new list). */
 static tpl_val sorted(tpl_run *r, tpl_val l, const tpl_val *keys, bool rev, const char *filter) {
-    uint32_t *idx = tpl_alloc(r, (l.n + 1) * sizeof *idx), *tmp = tpl_alloc(r, (l.n + 1) * sizeof *tmp);
-    for (uint32_t i = 0; i < l.n; i++) idx[i] = i;
-    sort_idx(r, idx, tmp, l.n, keys, rev, filter);
+    const uint32_t *idx = sort_order(r, l.n, keys, rev, filter);
     tpl_val o = tpl_list_of(r, l.n);
     for (uint32_t i = 0; i < l.n; i++) o.u.items[i] = l.u.items[idx[i]];
     return o;
@@ -97,36 +97,37 @@ static tpl_val sorted(tpl_run *r, tpl_val l, const tpl_val *keys, bool rev, cons
 static bool flag(const tpl_val *v) { return v && tpl_truthy(*v); }
 
 /* select/reject (by a test on the item), selectattr/rejectattr (on an attribute). */
-static tpl_val pick(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na) {
+static tpl_val pick(tpl_run *r, int f, tpl_val v, const tpl_args *g) {
     const char *fname = tpl_filter_names[f];
     if (v.t == V_UNDEF) return tpl_list_of(r, 0);
     tpl_val l = tpl_need_list(r, v, fname);
     bool by_attr = f == F_SELECTATTR || f == F_REJECTATTR, keep = f == F_SELECT || f == F_SELECTATTR;
-    if (by_attr && (!na || a[0].t != V_STR)) tpl_fail(r, "%s: the first argument must be an attribute name", fname);
-    rest t = {a + by_attr, na - by_attr};
+    if (by_attr && (!g->na || g->a[0].t != V_STR))
+        tpl_fail(r, "%s: the first argument must be an attribute name", fname);
+    const tpl_val *ta = g->a + by_attr; /* the test's name, then its own arguments */
+    size_t tn = g->na - by_attr;
     int test = -1;
-    if (t.na) {
-        if (t.a[0].t != V_STR || (test = tpl_test_id(t.a[0].u.s, t.a[0].n)) < 0)
-            tpl_fail(r, "%s: no test named %.*s", fname, t.a[0].t == V_STR ? (int)(t.a[0].n > 40 ? 40 : t.a[0].n) : 1,
-                     t.a[0].t == V_STR ? t.a[0].u.s : "?");
-        t.a++, t.na--;
+    if (tn) {
+        if (ta[0].t != V_STR || (test = tpl_test_id(ta[0].u.s, ta[0].n)) < 0)
+            tpl_fail(r, "%s: no test named %.*s", fname, ta[0].t == V_STR ? (int)(ta[0].n > 40 ? 40 : ta[0].n) : 1,
+                     ta[0].t == V_STR ? ta[0].u.s : "?");
+        ta++, tn--;
     }
     tpl_val o = tpl_list_of(r, l.n);
     o.n = 0;
     for (uint32_t i = 0; i < l.n; i++) {
-        tpl_val x = by_attr ? tpl_attr_of(l.u.items[i], a[0]) : l.u.items[i];
-        bool ok = test < 0 ? tpl_truthy(x) : tpl_apply_test(r, test, x, t.a, t.na);
+        tpl_val x = by_attr ? tpl_attr_of(l.u.items[i], g->a[0]) : l.u.items[i];
+        bool ok = test < 0 ? tpl_truthy(x) : tpl_apply_test(r, test, x, ta, tn);
         if (ok == keep) o.u.items[o.n++] = l.u.items[i];
     }
     return o;
 }
 
 /* map(attribute=NAME, default=V) or map(FILTER, args...). */
-static tpl_val map(tpl_run *r, tpl_val v, const tpl_val *a, size_t na, const tpl_val *kw,
-                   const tpl_node *const *kwn, size_t nkw) {
+static tpl_val map(tpl_run *r, tpl_val v, const tpl_args *g) {
     if (v.t == V_UNDEF) return tpl_list_of(r, 0);
     tpl_val l = tpl_need_list(r, v, "map"), o = tpl_list_of(r, l.n);
-    const tpl_val *at = tpl_kwarg(kw, kwn, nkw, "attribute"), *df = tpl_kwarg(kw, kwn, nkw, "default");
+    const tpl_val *at = tpl_arg(g, TPL_KW_ONLY, "attribute"), *df = tpl_arg(g, TPL_KW_ONLY, "default");
     if (at) {
         for (uint32_t i = 0; i < l.n; i++) {
             tpl_val x = tpl_attr_of(l.u.items[i], *at);
@@ -135,10 +136,11 @@ static tpl_val map(tpl_run *r, tpl_val v, const tpl_val *a, size_t na, const tpl
         return o;
     }
     int f;
-    if (!na || a[0].t != V_STR || (f = tpl_filter_id(a[0].u.s, a[0].n)) < 0)
+    if (!g->na || g->a[0].t != V_STR || (f = tpl_filter_id(g->a[0].u.s, g->a[0].n)) < 0)
         tpl_fail(r, "map: takes a filter name or attribute=NAME");
-    for (uint32_t i = 0; i < l.n; i++)
-        o.u.items[i] = tpl_apply_filter(r, f, l.u.items[i], a + 1, na - 1, kw, kwn, nkw);
+    tpl_args own = *g; /* the filter's own arguments: those after its name */
+    own.a++, own.na--;
+    for (uint32_t i = 0; i < l.n; i++) o.u.items[i] = tpl_apply_filter(r, f, l.u.items[i], &own);
     return o;
 }
 
@@ -169,9 +171,7 @@ static tpl_val groupby(tpl_run *r, tpl_val l, const tpl_val *attr, const tpl_val
     if (!attr) tpl_fail(r, "groupby: takes an attribute name");
     tpl_val *keys = tpl_alloc(r, (l.n + 1) * sizeof *keys);
     for (uint32_t i = 0; i < l.n; i++) keys[i] = key_of(r, l.u.items[i], attr, dflt, cs);
-    uint32_t *idx = tpl_alloc(r, (l.n + 1) * sizeof *idx), *tmp = tpl_alloc(r, (l.n + 1) * sizeof *tmp);
-    for (uint32_t i = 0; i < l.n; i++) idx[i] = i;
-    sort_idx(r, idx, tmp, l.n, keys, false, "groupby");
+    const uint32_t *idx = sort_order(r, l.n, keys, false, "groupby");
     tpl_val o = tpl_list_of(r, l.n);
     o.n = 0;
     for (uint32_t i = 0; i < l.n;) {
@@ -182,27 +182,24 @@ static tpl_val groupby(tpl_run *r, tpl_val l, const tpl_val *attr, const tpl_val
         /* the grouper: the attribute as the first item has it (case kept) */
         tpl_val gk = key_of(r, l.u.items[idx[i]], attr, dflt, true);
         g.u.items[0] = gk, g.u.items[1] = items;
-        g.fn = 1; /* a (grouper, list) pair: .grouper and .list name its items */
+        g.fn = TPL_GROUP;
         o.u.items[o.n++] = g;
         i = j;
     }
     return o;
 }
 
-tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na, const tpl_val *kw,
-                       const tpl_node *const *kwn, size_t nkw) {
+tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g) {
     const char *fname = tpl_filter_names[f];
-    const tpl_val *cs = tpl_kwarg(kw, kwn, nkw, "case_sensitive"), *at = tpl_kwarg(kw, kwn, nkw, "attribute");
     switch (f) {
     case F_SELECT:
     case F_REJECT:
     case F_SELECTATTR:
-    case F_REJECTATTR: return pick(r, f, v, a, na);
-    case F_MAP: return map(r, v, a, na, kw, kwn, nkw);
+    case F_REJECTATTR: return pick(r, f, v, g);
+    case F_MAP: return map(r, v, g);
     case F_SORT: { /* sort(reverse=False, case_sensitive=False, attribute=None) */
-        const tpl_val *rev = na ? &a[0] : tpl_kwarg(kw, kwn, nkw, "reverse");
-        if (na > 1) cs = &a[1];
-        if (na > 2) at = &a[2];
+        const tpl_val *rev = tpl_arg(g, 0, "reverse"), *cs = tpl_arg(g, 1, "case_sensitive"),
+                      *at = tpl_arg(g, 2, "attribute");
         tpl_val l = tpl_need_list(r, v, fname);
         tpl_val *keys = tpl_alloc(r, (l.n + 1) * sizeof *keys);
         for (uint32_t i = 0; i < l.n; i++) keys[i] = key_of(r, l.u.items[i], at, NULL, flag(cs));
@@ -210,12 +207,10 @@ tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na
     }
     case F_MIN:
     case F_MAX:
-        if (na) cs = &a[0];
-        if (na > 1) at = &a[1];
-        return extreme(r, tpl_need_list(r, v, fname), at, flag(cs), f == F_MAX, fname);
+        return extreme(r, tpl_need_list(r, v, fname), tpl_arg(g, 1, "attribute"),
+                       flag(tpl_arg(g, 0, "case_sensitive")), f == F_MAX, fname);
     case F_UNIQUE: { /* the first of each key, in order */
-        if (na) cs = &a[0];
-        if (na > 1) at = &a[1];
+        const tpl_val *cs = tpl_arg(g, 0, "case_sensitive"), *at = tpl_arg(g, 1, "attribute");
         tpl_val l = tpl_need_list(r, v, fname), o = tpl_list_of(r, l.n);
         tpl_val *keys = tpl_alloc(r, (l.n + 1) * sizeof *keys);
         o.n = 0;
@@ -228,23 +223,18 @@ tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na
         return o;
     }
     case F_SUM: { /* sum(attribute=None, start=0) */
-        const tpl_val *st = tpl_kwarg(kw, kwn, nkw, "start");
-        if (na) at = &a[0];
-        if (na > 1) st = &a[1];
+        const tpl_val *at = tpl_arg(g, 0, "attribute"), *st = tpl_arg(g, 1, "start");
         tpl_val l = tpl_need_list(r, v, fname), s = st ? *st : (tpl_val){.t = V_INT, .u.i = 0};
         for (uint32_t i = 0; i < l.n; i++) s = tpl_binary(r, OP_ADD, s, at ? tpl_attr_of(l.u.items[i], *at) : l.u.items[i]);
         return s;
     }
     case F_GROUPBY: {
-        if (na) at = &a[0];
-        const tpl_val *df = na > 1 ? &a[1] : tpl_kwarg(kw, kwn, nkw, "default");
-        if (na > 2) cs = &a[2];
-        return groupby(r, tpl_need_list(r, v, fname), at, df, flag(cs));
+        return groupby(r, tpl_need_list(r, v, fname), tpl_arg(g, 0, "attribute"), tpl_arg(g, 1, "default"),
+                       flag(tpl_arg(g, 2, "case_sensitive")));
     }
     case F_BATCH:
     case F_SLICE: { /* batch(n, fill_with): lists of n; slice(n, fill_with): n lists */
-        const tpl_val *cnt = na ? &a[0] : tpl_kwarg(kw, kwn, nkw, f == F_BATCH ? "linecount" : "slices");
-        const tpl_val *fill = na > 1 ? &a[1] : tpl_kwarg(kw, kwn, nkw, "fill_with");
+        const tpl_val *cnt = tpl_arg(g, 0, f == F_BATCH ? "linecount" : "slices"), *fill = tpl_arg(g, 1, "fill_with");
         if (!cnt || cnt->t != V_INT || cnt->u.i < 1 || cnt->u.i > (1 << 24))
             tpl_fail(r, "%s: takes a count of at least 1", fname);
         tpl_val l = tpl_need_list(r, v, fname);
@@ -253,22 +243,21 @@ tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na
         else groups = n, per = l.n / n, extra = l.n % n;
         tpl_val o = tpl_list_of(r, groups);
         size_t at_i = 0;
-        for (size_t g = 0; g < groups; g++) {
-            size_t take = f == F_BATCH ? (l.n - at_i < per ? l.n - at_i : per) : per + (g < extra);
-            bool pad = fill && fill->t != V_NONE && (f == F_BATCH ? take < per : extra && g >= extra);
+        for (size_t gi = 0; gi < groups; gi++) {
+            size_t take = f == F_BATCH ? (l.n - at_i < per ? l.n - at_i : per) : per + (gi < extra);
+            bool pad = fill && fill->t != V_NONE && (f == F_BATCH ? take < per : extra && gi >= extra);
             tpl_val part = tpl_list_of(r, take + pad * (f == F_BATCH ? per - take : 1));
             for (size_t k = 0; k < take; k++) part.u.items[k] = l.u.items[at_i + k];
             for (size_t k = take; k < part.n; k++) part.u.items[k] = *fill;
             at_i += take;
-            o.u.items[g] = part;
+            o.u.items[gi] = part;
         }
         return o;
     }
     case F_DICTSORT: { /* dictsort(case_sensitive=False, by='key', reverse=False): (key, value) pairs */
         if (v.t != V_DICT) tpl_fail(r, "dictsort: expected a dict, got a %s", tpl_type_name(v));
-        const tpl_val *by = na > 1 ? &a[1] : tpl_kwarg(kw, kwn, nkw, "by");
-        const tpl_val *rev = na > 2 ? &a[2] : tpl_kwarg(kw, kwn, nkw, "reverse");
-        if (na) cs = &a[0];
+        const tpl_val *cs = tpl_arg(g, 0, "case_sensitive"), *by = tpl_arg(g, 1, "by"),
+                      *rev = tpl_arg(g, 2, "reverse");
         bool by_value = by && by->t == V_STR && by->n == 5 && !memcmp(by->u.s, "value", 5);
         if (by && !by_value && !(by->t == V_STR && by->n == 3 && !memcmp(by->u.s, "key", 3)))
             tpl_fail(r, "dictsort: by must be 'key' or 'value'");

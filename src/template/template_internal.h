@@ -112,7 +112,7 @@ typedef struct tpl_dict tpl_dict;
 typedef struct tpl_val tpl_val;
 struct tpl_val {
     uint8_t t;  /* tpl_vtype */
-    uint8_t fn; /* V_FUNC: which global */
+    uint8_t fn; /* V_FUNC: which global; V_LIST: TPL_GROUP for groupby's (grouper, list) pairs */
     uint32_t n; /* V_STR: bytes; V_LIST: items */
     union {
         bool b;
@@ -124,6 +124,8 @@ struct tpl_val {
         const void *mac; /* V_MACRO: render.c's closure */
     } u;
 };
+
+#define TPL_GROUP 1 /* a V_LIST's fn: .grouper and .list name its two items */
 
 typedef struct tpl_entry {
     const char *k;
@@ -185,21 +187,28 @@ size_t tpl_utf8_count(const char *s, size_t n);
 /* render.c: a binary operator (tpl_op) on two values, as the template's expressions apply it */
 tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b);
 
+/* Evaluated call arguments: positional in a, keyword in kw with their nodes in kwn. */
+typedef struct tpl_args {
+    tpl_val *a, *kw;
+    const tpl_node **kwn;
+    size_t na, nkw;
+} tpl_args;
+#define TPL_KW_ONLY ((size_t)-1) /* tpl_arg: a keyword-only parameter */
+/* Parameter number pos (0-based) as Jinja binds it: positional argument pos, else the keyword
+   argument name; NULL when the call gives neither. */
+const tpl_val *tpl_arg(const tpl_args *g, size_t pos, const char *name);
+
 /* filters.c */
-tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_val *args, size_t nargs,
-                         const tpl_val *kw, const tpl_node *const *kwn, size_t nkw);
+tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g);
 tpl_val tpl_list_of(tpl_run *r, size_t n);
 /* v as a list: a list, a string's characters, a dict's keys; else fails naming filter */
 tpl_val tpl_need_list(tpl_run *r, tpl_val v, const char *filter);
 /* item.name, name a dotted path ("function.name") or an integer index; undefined if absent */
 tpl_val tpl_attr_of(tpl_val item, tpl_val name);
-/* A keyword argument's value, or NULL. */
-const tpl_val *tpl_kwarg(const tpl_val *kw, const tpl_node *const *kwn, size_t nkw, const char *name);
 tpl_val tpl_lower(tpl_run *r, tpl_val s);
 
 /* seqfilters.c: the filters over sequences (select, map, sort, sum, groupby, ...) */
-tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_val *a, size_t na, const tpl_val *kw,
-                       const tpl_node *const *kwn, size_t nkw);
+tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g);
 bool tpl_apply_test(tpl_run *r, int t, tpl_val v, const tpl_val *args, size_t nargs);
 tpl_val tpl_call_method(tpl_run *r, tpl_val obj, const char *name, size_t nn,
                         const tpl_val *args, size_t nargs);
