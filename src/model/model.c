@@ -76,6 +76,7 @@ sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error
         sm_error_set(err, st, "%s: %s", dir, msg);
         goto fail;
     }
+    for (size_t i = 0; i < m->cfg.n_tensors; i++) m->params += m->cfg.tensors[i].nelem;
     *out = m;
     return SM_OK;
 fail:
@@ -145,10 +146,7 @@ sm_status sm_model_check_weights(const sm_model *m, sm_error *err) {
 }
 
 size_t sm_model_params(const sm_model *m) {
-    size_t n = 0;
-    for (size_t i = 0; i < m->cfg.n_tensors; i++)
-        n += m->cfg.tensors[i].nelem;
-    return n;
+    return m->params;
 }
 
 /*

@@ -43,6 +43,7 @@ struct sm_model {
     sm_gguf gguf;            /* the GGUF file the weights lie in (base NULL for a directory) */
     struct sm_hf_dir *hf;    /* a Hugging Face directory run as it is, or NULL */
     size_t made_bytes;       /* of its tensors made at load (transposed, permuted, widened) */
+    size_t params;           /* elements of all its tensors (counted at load: each call's work uses it) */
     void *copies;            /* a GGUF file's misaligned tensors, copied (align_tensors) */
     size_t copied_tensors, copied_bytes;
     sm_mat tok_embd;         /* (V, C) */
