@@ -381,9 +381,9 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
                                 "expected 1 to 6 (normal, unknown, control, user-defined, unused, byte)",
                                 path, i, (int)v);
     }
-    const char *pre_s;
-    size_t pre_n;
-    if ((st = sm_gguf_string(g, "tokenizer.ggml.pre", &pre_s, &pre_n, NULL, path, err))) return st;
+    const char *pre = "default"; /* absent: llama.cpp's default */
+    size_t pl = 7;
+    if ((st = sm_gguf_string(g, "tokenizer.ggml.pre", &pre, &pl, NULL, path, err))) return st;
     char here[4300];
     if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
         if ((st = sm_gguf_array(g, "tokenizer.ggml.scores", SM_GGUF_F32, &sc, path, err))) return st;
@@ -410,11 +410,7 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
         st = parse_sentencepiece(t, cfg, buf, at, here, err);
         free(buf);
     } else {
-        const char *pre = "default";
-        size_t pl = 7;
-        bool found;
-        if ((st = sm_gguf_string(g, "tokenizer.ggml.pre", &pre, &pl, &found, path, err)) ||
-            (st = sm_tok_pre_new(&t->pre, err)) ||
+        if ((st = sm_tok_pre_new(&t->pre, err)) ||
             (st = sm_tok_pre_named(t->pre, pre, pl, &t->ignore_merges, path, err)) ||
             (st = sm_gguf_array(g, "tokenizer.ggml.merges", SM_GGUF_STRING, &mg, path, err)))
             return st;
@@ -533,7 +529,6 @@ sm_status sm_tokenizer_gguf_kind(const sm_tokenizer *t, sm_tokenizer_gguf *k, sm
         snprintf(k->pre, sizeof k->pre, "gpt-2");
         return SM_OK;
     }
-    bool prepend;
     if (t->byte_level) {
         k->model = "gpt2";
         if (!sm_tok_pre_name(t->pre, t->ignore_merges, &k->lossy_nfc, k->pre))
@@ -542,6 +537,7 @@ sm_status sm_tokenizer_gguf_kind(const sm_tokenizer *t, sm_tokenizer_gguf *k, sm
                                 "tekken, gpt-2, ...)");
         return SM_OK;
     }
+    bool prepend;
     if (!sm_tok_pre_is_spm(t->pre, &prepend) || t->ignore_merges)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "its tokenizer.json is neither byte-level BPE nor "
                             "SentencePiece-style BPE with byte fallback, which GGUF files hold");
@@ -552,9 +548,8 @@ sm_status sm_tokenizer_gguf_kind(const sm_tokenizer *t, sm_tokenizer_gguf *k, sm
 }
 
 void sm_tokenizer_rank_scores(const sm_tokenizer *t, float *scores) {
-    size_t n = 0;
-    for (size_t i = 0; t->merges && i <= t->merge_mask; i++) n += t->merges[i].a >= 0;
-    for (int id = 0; id < t->n_vocab; id++) scores[id] = -(float)n;
+    float worst = -(float)sm_tokenizer_merges(t, NULL, 0);
+    for (int id = 0; id < t->n_vocab; id++) scores[id] = worst;
     for (size_t i = 0; t->merges && i <= t->merge_mask; i++) {
         const sm_tok_merge *m = &t->merges[i];
         if (m->a >= 0 && m->out >= 0 && -(float)m->rank > scores[m->out]) scores[m->out] = -(float)m->rank;

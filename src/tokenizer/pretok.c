@@ -44,9 +44,6 @@ typedef struct {
     uint8_t kind;     /* SM_STEP_* */
     uint8_t behavior; /* SM_SPLIT_* */
     bool individual;  /* digits: each digit alone */
-    bool literal;     /* the pattern is a plain string */
-    char *pattern;    /* as given (NUL-terminated copy), for naming the steps (sm_tok_pre_name) */
-    size_t plen;
     pcre2_code *re;
     pcre2_match_data *md;
 } step;
@@ -98,7 +95,6 @@ void sm_tok_pre_free(sm_tok_pre *p) {
     for (int i = 0; i < p->n_st; i++) {
         pcre2_match_data_free(p->st[i].md);
         pcre2_code_free(p->st[i].re);
-        free(p->st[i].pattern);
     }
     free(p->cps);
     for (int i = 0; i < 2; i++) free(p->nb[i]), free(p->sp[i]);
@@ -147,17 +143,13 @@ sm_status sm_tok_pre_step(sm_tok_pre *p, int kind, int behavior, bool individual
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d pre-tokenizer steps", where,
                             MAX_STEPS);
     step *s = &p->st[p->n_st];
-    *s = (step){.kind = (uint8_t)kind, .behavior = (uint8_t)behavior, .individual = individual,
-                .literal = literal, .plen = plen};
-    if (kind == SM_STEP_REGEX && !(s->pattern = dup_bytes(pattern, plen)))
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the pre-tokenizer");
+    *s = (step){.kind = (uint8_t)kind, .behavior = (uint8_t)behavior, .individual = individual};
     if (kind == SM_STEP_REGEX) {
         int code;
         PCRE2_SIZE at;
         uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_DOLLAR_ENDONLY);
         s->re = pcre2_compile((PCRE2_SPTR)pattern, plen, opts, &code, &at, NULL);
         if (!s->re) {
-            free(s->pattern);
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(code, msg, sizeof msg);
             return sm_error_set(err, SM_ERR_FORMAT, "%s: pattern \"%.60s\" at offset %zu: %s", where,
@@ -167,7 +159,6 @@ sm_status sm_tok_pre_step(sm_tok_pre *p, int kind, int behavior, bool individual
         s->md = pcre2_match_data_create_from_pattern(s->re, NULL);
         if (!s->md) {
             pcre2_code_free(s->re);
-            free(s->pattern);
             return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the pre-tokenizer");
         }
     }
