@@ -634,6 +634,12 @@ static sm_status from_smallmind(plan *pl, const char *dir, sm_error *err) {
 /* ---------------------------------------------------------------- GGUF */
 
 /* Whether the file at path starts with GGUF's magic. */
+/* A name ending in .gguf (what the file is meant to be, whatever it holds). */
+static bool gguf_name(const char *path) {
+    size_t n = strlen(path);
+    return n > 5 && strcmp(path + n - 5, ".gguf") == 0;
+}
+
 static bool is_gguf(const char *path) {
     unsigned char h[4];
     FILE *f = fopen(path, "rb");
@@ -712,8 +718,7 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) /* a FIFO would block the open for ever */
         return sm_error_set(err, SM_ERR_INPUT, "'%s' is not a regular file (a model is a directory, a "
                             "GGUF file or a llama2.c checkpoint)", src);
-    size_t ol = strlen(out);
-    bool to_gguf = ol > 5 && strcmp(out + ol - 5, ".gguf") == 0;
+    bool to_gguf = gguf_name(out);
     if (lstat(out, &(struct stat){0}) == 0)
         return sm_error_set(err, SM_ERR_INPUT, "'%s' exists; convert writes a new %s", out,
                             to_gguf ? "file" : "directory");
@@ -736,14 +741,13 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     pl.threads = o->threads > QMAX_THREADS ? QMAX_THREADS : o->threads;
     pl.cancel = o->cancel;
     sm_status st;
-    size_t sl = strlen(src);
-    bool gguf = !S_ISDIR(sb.st_mode) && (is_gguf(src) || (sl > 5 && !strcmp(src + sl - 5, ".gguf")));
-    bool own_tok = gguf || (S_ISDIR(sb.st_mode) && sm_convert_is_smallmind_dir(src));
-    if (o->tokenizer && own_tok) /* it would be ignored: say so */
+    bool gguf = !S_ISDIR(sb.st_mode) && (is_gguf(src) || gguf_name(src));
+    bool sm_dir = S_ISDIR(sb.st_mode) && sm_convert_is_smallmind_dir(src);
+    if (o->tokenizer && (gguf || sm_dir)) /* it would be ignored: say so */
         return sm_error_set(err, SM_ERR_INPUT, "--tokenizer is for a llama2.c checkpoint or a Hugging "
                             "Face directory; '%s' is a %s with its own tokenizer", src,
                             gguf ? "GGUF file" : "smallmind directory");
-    if (S_ISDIR(sb.st_mode) && sm_convert_is_smallmind_dir(src)) {
+    if (sm_dir) {
         pl.from_dir = true;
         pl.keep = o->keep;
         st = from_smallmind(&pl, src, err);

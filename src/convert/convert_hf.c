@@ -338,15 +338,12 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s: activation_function \"%s\" is not supported", cp, act);
     /* options that change every logit: refused, never run as plain GPT-2 */
-    static const char *const scaled[] = {"scale_attn_by_inverse_layer_idx"};
-    for (size_t i = 0; i < sizeof scaled / sizeof *scaled; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(hc, scaled[i]);
-        if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v))
-            return sm_error_set(err, SM_ERR_FORMAT, "%s: \"%s\" must be true or false", cp, scaled[i]);
-        if (cJSON_IsTrue(v))
-            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: %s true is not supported (it scales "
-                                "each layer's attention by 1 / (layer + 1))", cp, scaled[i]);
-    }
+    const cJSON *inv = cJSON_GetObjectItemCaseSensitive(hc, "scale_attn_by_inverse_layer_idx");
+    if (inv && !cJSON_IsBool(inv) && !cJSON_IsNull(inv))
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: \"scale_attn_by_inverse_layer_idx\" must be true or false", cp);
+    if (cJSON_IsTrue(inv))
+        return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: scale_attn_by_inverse_layer_idx true is not "
+                            "supported (it scales each layer's attention by 1 / (layer + 1))", cp);
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(hc, "scale_attn_weights");
     if (cJSON_IsFalse(sa))
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: scale_attn_weights false is not supported", cp);

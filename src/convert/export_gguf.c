@@ -100,20 +100,19 @@ static void put_alphabet(buf *b, const char *p, size_t n) {
     put_str(b, tmp, sm_tokenizer_alphabet(p, n, tmp));
 }
 
-/* llama.cpp's token type: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte. The
-   unknown, BOS and EOS pieces are not text (as SentencePiece's model says, which a
-   tokenizer.bin does not), so parsing special text turns "</s>" into EOS as llama.cpp's files do. */
+/* llama.cpp's token type: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte. A
+   tokenizer.bin has no types: its unknown, BOS and EOS pieces are typed as SentencePiece's
+   model types them, so parsing special text turns "</s>" into EOS as llama.cpp's files do. */
 static uint32_t token_type(const sm_tokenizer *t, size_t id) {
+    sm_tok_kind kd = sm_tokenizer_kind(t, (int32_t)id);
+    if (kd == SM_TOK_BYTE) return 6;
+    if (kd == SM_TOK_USER) return 4;
+    bool bin = t->type == SM_TOKENIZER_SENTENCEPIECE, control = kd == SM_TOK_CONTROL;
     size_t len = t->off[id + 1] - t->off[id];
     bool unk = (int32_t)id == t->unk || (len == 5 && memcmp(t->text + t->off[id], "<unk>", 5) == 0);
-    switch (sm_tokenizer_kind(t, (int32_t)id)) {
-    case SM_TOK_BYTE: return 6;
-    case SM_TOK_USER: return 4;
-    case SM_TOK_CONTROL: return unk ? 2 : 3;
-    default: return unk && t->type == SM_TOKENIZER_SENTENCEPIECE ? 2
-                   : t->type == SM_TOKENIZER_SENTENCEPIECE && ((int32_t)id == t->bos || (int32_t)id == t->eos) ? 3
-                                                               : 1;
-    }
+    if (unk && (control || bin)) return 2;
+    if (control || (bin && ((int32_t)id == t->bos || (int32_t)id == t->eos))) return 3;
+    return 1;
 }
 
 /* A token's text as the GGUF vocabulary spells it (model "llama" or "gpt2"). */
@@ -142,7 +141,6 @@ static void put_token(buf *b, const sm_tokenizer *t, size_t id, bool spm) {
         put_str(b, tmp, o);
     }
 }
-
 
 static sm_status put_merges(buf *b, size_t *n, const sm_tokenizer *t, sm_error *err) {
     size_t nm = sm_tokenizer_merges(t, NULL, 0);
@@ -205,17 +203,18 @@ static sm_status put_tokenizer(buf *b, size_t *n, const sm_tokenizer *t, const s
         kv_bool(b, n, "tokenizer.ggml.add_space_prefix", k.space_prefix);
     }
     arr_head(b, n, "tokenizer.ggml.token_type", SM_GGUF_I32, V);
-    for (size_t id = 0; id < V; id++) put_u32(b, t->type == SM_TOKENIZER_BYTE ? 1 : token_type(t, id));
+    size_t unk = V; /* the first unknown piece */
+    for (size_t id = 0; id < V; id++) {
+        uint32_t ty = t->type == SM_TOKENIZER_BYTE ? 1 : token_type(t, id);
+        if (ty == 2 && unk == V) unk = id;
+        put_u32(b, ty);
+    }
     sm_status st;
     if (!spm && (st = put_merges(b, n, t, err))) return st;
     int32_t bos = t->bos >= 0 ? t->bos : c->tok_bos, eos = t->eos >= 0 ? t->eos : c->tok_eos;
     if (bos >= 0) kv_u32(b, n, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
     if (eos >= 0) kv_u32(b, n, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
-    for (size_t id = 0; id < V && t->type != SM_TOKENIZER_BYTE; id++)
-        if (token_type(t, id) == 2) {
-            kv_u32(b, n, "tokenizer.ggml.unknown_token_id", (uint32_t)id);
-            break;
-        }
+    if (unk < V) kv_u32(b, n, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);
     kv_bool(b, n, "tokenizer.ggml.add_bos_token", t->add_bos && bos >= 0);
     kv_bool(b, n, "tokenizer.ggml.add_eos_token", t->add_eos && eos >= 0);
     return SM_OK;
@@ -344,14 +343,10 @@ sm_status sm_export_gguf(const char *dir, const char *name, const char *out, con
     size_t at = 24 + b.n, pad = (32 - at % 32) % 32;
     bool ok = fwrite(head, 1, 24, f) == 24 && fwrite(b.p, 1, b.n, f) == b.n && fwrite(zero, 1, pad, f) == pad;
     size_t pos = 0;
-    bool stopped = false;
+    bool stopped = false; /* the cancel flag, looked at every EXPORT_CHUNK bytes */
     for (size_t i = 0; i < nt && ok && !stopped; i++) {
-        if (cancel && *cancel) { /* between tensors: within about a second */
-            stopped = true;
-            break;
-        }
         ok = fwrite(zero, 1, gt[i].off - pos, f) == gt[i].off - pos;
-        for (size_t o = 0; o < gt[i].nbytes && ok && !stopped; o += EXPORT_CHUNK) { /* checked often */
+        for (size_t o = 0; o < gt[i].nbytes && ok && !stopped; o += EXPORT_CHUNK) {
             size_t n = gt[i].nbytes - o < EXPORT_CHUNK ? gt[i].nbytes - o : EXPORT_CHUNK;
             ok = fwrite((const unsigned char *)gt[i].data + o, 1, n, f) == n;
             stopped = cancel && *cancel;
@@ -361,9 +356,8 @@ sm_status sm_export_gguf(const char *dir, const char *name, const char *out, con
     if (fflush(f) != 0) ok = false;
     if (fclose(f) != 0) ok = false;
     f = NULL;
-    if (stopped) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
+    if (stopped || (cancel && *cancel)) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
     else if (!ok) st = sm_error_set(err, SM_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-    else if (cancel && *cancel) st = sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
     else if (rename(tmp, out) != 0)
         st = sm_error_set(err, SM_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
 done:
