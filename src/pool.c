@@ -254,7 +254,7 @@ static void *worker_main(void *varg) {
         int width = p->run_width; /* stays until this worker is done */
         tls_phase_start = sm_time_now();
         p->fn(p->arg, wa->ith, width);
-        if (p->sample) p->slot[wa->ith].queued = sample_queued();
+        if (p->sample) me->queued = sample_queued();
         if (atomic_fetch_add(&p->done, 1) + 1 == (unsigned)width - 1)
             wake(&p->done, &p->done_sleepers);
     }
@@ -540,6 +540,15 @@ static int cores_in(const cpu_set_t *set, int ncpu) {
     return nseen > 0 ? nseen : ncpu;
 }
 
+/* The first number in a file (cgroup v1's cpu.cfs_quota_us, cpu.cfs_period_us), or -1. */
+static double file_number(const char *path) {
+    FILE *f = fopen(path, "r");
+    double v = -1;
+    if (f && fscanf(f, "%lf", &v) != 1) v = -1;
+    if (f) fclose(f);
+    return v;
+}
+
 /* quota/period of a cgroup v2 cpu.max ("max 100000" or "150000 100000"), 0 = none. */
 static double quota_v2(const char *dir) {
     char path[4200], q[32] = "";
@@ -577,36 +586,28 @@ static double cgroup_quota(void) {
         }
     }
     fclose(f);
-    double best = 0;
     if (v1) {
         const char *roots[] = {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"};
-        for (int r = 0; r < 2 && best == 0; r++) {
+        for (int r = 0; r < 2; r++) {
             char path[4200];
-            long long quota = -1, period = 0;
             snprintf(path, sizeof path, "%s%s/cpu.cfs_quota_us", roots[r], dir);
-            if ((f = fopen(path, "r"))) {
-                if (fscanf(f, "%lld", &quota) != 1) quota = -1;
-                fclose(f);
-            }
+            double quota = file_number(path);
             snprintf(path, sizeof path, "%s%s/cpu.cfs_period_us", roots[r], dir);
-            if ((f = fopen(path, "r"))) {
-                if (fscanf(f, "%lld", &period) != 1) period = 0;
-                fclose(f);
-            }
-            if (quota > 0 && period > 0) best = (double)quota / (double)period;
+            double period = file_number(path);
+            if (quota > 0 && period > 0) return quota / period;
         }
-        return best;
+        return 0;
     }
-    /* v2: the path and each ancestor up to the root */
+    /* v2: the path, then each ancestor up to the root ("") */
+    if (strcmp(dir, "/") == 0) dir[0] = 0;
+    double best = 0;
     for (;;) {
-        double q = quota_v2(strcmp(dir, "/") == 0 ? "" : dir);
+        double q = quota_v2(dir);
         if (q > 0 && (best == 0 || q < best)) best = q;
         char *slash = strrchr(dir, '/');
-        if (!slash || slash == dir) break;
+        if (!slash) break;
         *slash = 0;
     }
-    double root = quota_v2("");
-    if (root > 0 && (best == 0 || root < best)) best = root;
     return best;
 }
 
