@@ -31,7 +31,7 @@
 
 #include "sm_config.h"
 
-/* Bytes of text one merge pass works on; longer texts are split (see encode). */
+/* Bytes of a word the work memory holds when loaded (it grows for a longer one). */
 #define SM_TOK_SEGMENT 65536
 /* Largest tokenizer file read. */
 #define SM_TOK_FILE_MAX (256u << 20)
@@ -144,8 +144,8 @@ sm_status sm_tokenizer_save(const sm_tokenizer *t, const char *dir,
 /*
 ** Encodes text into out (capacity cap) and returns the number of tokens the
 ** whole text needs, which may exceed cap (then only cap were written).
-** Texts longer than SM_TOK_SEGMENT bytes are merged in segments ending at a
-** newline (or, without one, at a character boundary). An empty text has no
+** Any length gives the tokens of the whole text at once, as the references
+** do (a word is merged whole, however long). An empty text has no
 ** tokens, but for a tokenizer that adds BOS (SentencePiece), BOS alone.
 */
 size_t sm_tokenizer_encode(sm_tokenizer *t, const char *text, size_t len, int32_t *out,

@@ -11,6 +11,7 @@
 import { createRequire } from "module";
 import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, existsSync, readFileSync } from "fs";
 import { tmpdir } from "os";
+import { createHash } from "crypto";
 import { join } from "path";
 
 const require = createRequire(process.cwd() + "/");
@@ -62,6 +63,40 @@ const texts = [
   "🦙.cpp w048 7tuijk dsdfhu нещо на Бълг ied 4 ½ months",
 ];
 
+// Long texts of one line (16-210 KB), longer than any buffer of smallmind's, each made by
+// picking `count` pieces with the seeded generator below (tests/test_tokenizers.py makes the
+// same text; text_sha256 checks that it did); their ids are kept as a count and a SHA-256 of
+// the ids joined by commas.
+function mulberry32(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (t ^ (t >>> 14)) >>> 0;
+  };
+}
+const long = [
+  { name: "english", seed: 1, count: 40000, pieces: [" neighbouring", " the", ",", " 4567", "  ", " I'm",
+    " they'll", " HTTPServer", ".", " a", " word", " don't", "   ", " 12", " colour"] },
+  { name: "digits", seed: 2, count: 12000, pieces: ["1234567890", "456", "7", " ", "3.14159", "12345", "00", "9"] },
+  { name: "combining marks", seed: 3, count: 15000, pieces: ["e\u0301", "cafe\u0301", "a\u0308\u0304", "n\u0303",
+    "Tie\u0302\u0301ng", " ", "o\u0302\u0323", "\u0301", "x"] },
+  { name: "CJK", seed: 4, count: 12000, pieces: ["日本語の", "テキスト", "中文字符", "한국어", "。", "，", "東京は",
+    "首都です", "我喜欢吃苹果", "1"] },
+  { name: "scripts", seed: 5, count: 20000, pieces: [" Русский", "текст", " مرحبا", "بالعالم", " नमस्ते", "दुनिया",
+    " Ελληνικά", " 😀", "👨‍👩‍👧", "\u00a0", "\t", "  ", " עברית", "١٢٣", "➡️"] },
+  { name: "white space", seed: 6, count: 6000, pieces: [" ", "  ", "x", "\t", " ".repeat(16), "\u3000", "y z"] },
+];
+for (const l of long) {
+  const next = mulberry32(l.seed);
+  l.text = "";
+  for (let i = 0; i < l.count; i++) l.text += l.pieces[next() % l.pieces.length];
+  l.text_sha256 = createHash("sha256").update(l.text, "utf8").digest("hex");
+  l.ids = {};
+}
+
 env.allowRemoteModels = false;
 const work = mkdtempSync(join(tmpdir(), "hf-tok-ref-"));
 env.localModelPath = work;
@@ -93,6 +128,11 @@ for (const [name, entry] of Object.entries(tokenizers)) {
   }
   const tok = await AutoTokenizer.from_pretrained(name);
   out.ids[name] = texts.map((t) => tok.encode(t));
+  for (const l of long) {
+    const ids = tok.encode(l.text);
+    l.ids[name] = { n: ids.length, sha256: createHash("sha256").update(ids.join(",")).digest("hex") };
+  }
 }
+out.long = long.map(({ text, ...rest }) => rest);
 writeFileSync("tests/fixtures/hf_tokenizer_reference.json", JSON.stringify(out) + "\n");
 console.log(`wrote ${texts.length} texts x ${Object.keys(tokenizers).length} tokenizers`);

@@ -18,7 +18,10 @@ gives the text back.
   scripts/hf_tokenizer_reference.mjs: English, code, digit runs of 1-12,
   whitespace runs, CRLF, composed and decomposed accents, CJK, Arabic,
   Hindi, emoji with ZWJ, special-token text, empty input); decoding gives
-  the text back (NFC for Qwen, special tokens not shown);
+  the text back (NFC for Qwen, special tokens not shown); and six texts of
+  one line, 16-210 KB each (English, digit runs, combining marks, CJK, mixed
+  scripts with emoji, white space runs), longer than any buffer of
+  smallmind's, made from the fixture's recipe (the ids' count and SHA-256);
 - GPT-2's and Llama 2's tokenizer.json read as they are, GPT-2's pattern
   also spelled so that PCRE2 runs it instead of the hand-written splitter,
   against the same npm references as above.
@@ -220,9 +223,47 @@ def hf_reference(smbin, tmp, tok, here):
                 back_bad.append(f"{text[:40]!r} decodes to {back[:60]!r}")
         check(not bad, f"{name} tokenizer.json = transformers.js on all {len(ref['texts'])} texts",
               "; ".join(bad[:3]))
+        long_texts(smbin, tmp, d, name, ref["long"])
         check(not back_bad, f"{name}: every encoding decodes back to its text", "; ".join(back_bad[:3]))
         if name in ("llama3", "qwen2_5", "gemma3"):
             encode_allocations(smbin, os.path.dirname(smbin), d, name, ref["texts"], tmp)
+
+
+def mulberry32(seed):
+    """The fixture maker's generator (scripts/hf_tokenizer_reference.mjs), in 32-bit arithmetic."""
+    a = seed & 0xFFFFFFFF
+    m = 0xFFFFFFFF
+
+    def nxt():
+        nonlocal a
+        a = (a + 0x6D2B79F5) & m
+        t = ((a ^ (a >> 15)) * (a | 1)) & m
+        t ^= (t + ((t ^ (t >> 7)) * (t | 61))) & m
+        return (t ^ (t >> 14)) & m
+    return nxt
+
+
+def long_texts(smbin, tmp, d, name, recipes):
+    """Texts of one line longer than any buffer: the same ids as transformers.js (count, SHA-256)."""
+    import hashlib
+    bad = []
+    for r in recipes:
+        nxt = mulberry32(r["seed"])
+        text = "".join(r["pieces"][nxt() % len(r["pieces"])] for _ in range(r["count"])).encode()
+        if hashlib.sha256(text).hexdigest() != r["text_sha256"]:
+            bad.append(f"{r['name']}: the recipe made another text than the fixture's")
+            continue
+        src = os.path.join(tmp, "long.txt")
+        with open(src, "wb") as f:
+            f.write(text)
+        p = run([smbin, "tokenize", "-m", d, "--special", "-f", src])
+        got = p.stdout.split(b" ") if p.returncode == 0 and p.stdout.strip() else []
+        ids = b",".join(x.strip() for x in got)
+        want = r["ids"][name]
+        if len(got) != want["n"] or hashlib.sha256(ids).hexdigest() != want["sha256"]:
+            bad.append(f"{r['name']} ({len(text)} bytes): {len(got)} ids want {want['n']}, "
+                       f"{'same count, other ids' if len(got) == want['n'] else 'other count'} {p.stderr[:80]!r}")
+    check(not bad, f"{name}: {len(recipes)} texts of one line, 16-210 KB, = transformers.js", "; ".join(bad[:3]))
 
 
 EXPORT_TOKENIZERS = {  # name: (n_vocab, config tokenizer, files)

@@ -29,6 +29,7 @@ sm_status sm_tok_alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_e
         t->work->buf = malloc(SM_TOK_SEGMENT + 1);
         t->work->syms = malloc((SM_TOK_SEGMENT + 1) * sizeof(sym));
         t->work->heap = malloc(3 * (SM_TOK_SEGMENT + 1) * sizeof(cand));
+        t->work->cap = SM_TOK_SEGMENT + 1;
     }
     if (!t->text || !t->off || !t->kind || (scored && !t->score) || !t->work || !t->work->buf ||
         !t->work->syms || !t->work->heap)

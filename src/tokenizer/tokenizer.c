@@ -248,8 +248,23 @@ size_t sm_utf8_complete(const unsigned char *s, size_t n) {
     return n;
 }
 
-/* Where to cut a text longer than a segment: after the last newline, else at a character start. */
-static size_t segment_end(const unsigned char *s, size_t n) {
+/*
+** How much of s[0..n) is merged at once: all of it, the work memory grown
+** to fit it (a word is merged whole, as every reference does); only where
+** that memory cannot be had, a segment cut after its last newline, else at
+** a character start.
+*/
+static size_t segment_end(sm_tok_work *w, const unsigned char *s, size_t n) {
+    if (n + 1 <= w->cap) return n;
+    size_t c = w->cap;
+    while (c < n + 1) c *= 2;
+    unsigned char *b = realloc(w->buf, c);
+    if (b) w->buf = b;
+    sym *y = b ? realloc(w->syms, c * sizeof *y) : NULL;
+    if (y) w->syms = y;
+    cand *h = y ? realloc(w->heap, 3 * c * sizeof *h) : NULL;
+    if (h) w->heap = h, w->cap = c;
+    if (h) return n;
     if (n <= SM_TOK_SEGMENT) return n;
     for (size_t i = SM_TOK_SEGMENT; i > SM_TOK_SEGMENT / 2; i--)
         if (s[i - 1] == '\n') return i;
@@ -311,8 +326,8 @@ static void bpe_word(void *vc, const unsigned char *s, size_t n) {
             return;
         }
     }
-    for (size_t i = 0; i < n;) { /* a word longer than a segment is cut at a character boundary */
-        size_t m = segment_end(s + i, n - i), ns = 0;
+    for (size_t i = 0; i < n;) {
+        size_t m = segment_end(w, s + i, n - i), ns = 0;
         memcpy(w->buf, s + i, m);
         if (t->byte_level) {
             for (size_t b = 0; b < m; b++) { /* a byte without a token is dropped (llama.cpp) */
@@ -441,7 +456,7 @@ static void encode_plain(const sm_tokenizer *t, const unsigned char *s, size_t n
         return;
     }
     for (size_t i = 0; i < n;) {
-        size_t m = segment_end(s + i, n - i);
+        size_t m = segment_end(t->work, s + i, n - i);
         sp_segment(t, s + i, m, start && t->space_prefix && i == 0, k);
         i += m;
     }

@@ -35,10 +35,10 @@ typedef struct {
 } cand;
 
 struct sm_tok_work {
-    unsigned char *buf; /* (SM_TOK_SEGMENT + 1) a segment, with the prefixed space */
-    sym *syms;          /* (SM_TOK_SEGMENT + 1) */
-    cand *heap;         /* (3 * (SM_TOK_SEGMENT + 1)) */
-    size_t n_heap;
+    unsigned char *buf; /* (cap) a word, with the prefixed space */
+    sym *syms;          /* (cap) */
+    cand *heap;         /* (3 * cap) */
+    size_t n_heap, cap; /* cap: SM_TOK_SEGMENT + 1, doubled for a longer word */
 };
 
 /* ------------------------------------------------ pre-tokenizer (pretok.c) */
@@ -51,6 +51,8 @@ enum { SM_SPLIT_ISOLATED = 0, SM_SPLIT_REMOVED, SM_SPLIT_MERGED_PREV, SM_SPLIT_M
 typedef void (*sm_tok_word_fn)(void *ctx, const unsigned char *w, size_t n);
 
 sm_status sm_tok_pre_new(sm_tok_pre **out, sm_error *err);
+/* Input bytes normalized at once, about (0: the default); any size gives the same words. */
+void sm_tok_pre_chunk(sm_tok_pre *p, size_t bytes);
 void sm_tok_pre_free(sm_tok_pre *p);
 /* Appends a normalizer: SM_NORM_REPLACE str -> to, SM_NORM_PREPEND (or _PREFIX_SPACE) str to a
    span's first chunk (only_start: only when the span starts the text), or a Unicode form. */
