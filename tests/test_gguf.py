@@ -190,8 +190,8 @@ def shared_models(smbin, gdir, torch, np):
             logits_check(torch, np, smbin, path, sentence, f)
 
 
-def vocab_files(smbin, vdir):
-    for name in ("llama-spm", "gpt-2", "phi-3", "deepseek-llm", "falcon", "starcoder"):
+def vocab_files(smbin, vdir, names=("llama-spm", "gpt-2", "phi-3", "deepseek-llm", "falcon", "starcoder")):
+    for name in names:
         path = os.path.join(vdir, f"ggml-vocab-{name}.gguf")
         if not os.path.exists(path):
             T.skip(f"vocab {name}", f"{path} is absent")
@@ -401,6 +401,11 @@ def main():
         vocab_files(smbin, vdir)
     else:
         T.skip("llama.cpp's vocabulary files", f"{vdir} is absent")
+    lc_models = os.environ.get("LLAMA_CPP_MODELS")  # a llama.cpp checkout's models/: its other vocab files
+    if lc_models:
+        vocab_files(smbin, lc_models, ("deepseek-coder", "mpt", "refact"))
+    else:
+        T.skip("more llama.cpp vocabulary files", "set LLAMA_CPP_MODELS to a llama.cpp checkout's models/")
     sys.exit(T.close())
 
 

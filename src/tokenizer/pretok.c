@@ -273,67 +273,55 @@ static void push(list *l, size_t start, size_t end) {
 }
 
 /*
-** The matches [ms, me) of one span split it by behavior: isolated (gaps and
-** matches each a span), removed (gaps only), merged with the previous (each
-** match ends a span), with the next (each match starts one), contiguous
-** (isolated, adjacent matches joined).
+** A span splits as Hugging Face's Split does it: into pieces, each match and
+** each gap between matches a piece, the matches the delimiters (invert: the
+** gaps), then by behavior: isolated (each piece a span), removed (the
+** delimiters dropped), merged with the previous (a delimiter joins the span
+** before it unless that one ends in a delimiter), with the next (a
+** delimiter joins the text after it), contiguous (pieces of one kind in a
+** row are one span).
 */
 typedef struct {
     list *out;
-    size_t base, last, cut; /* cut: where the span being built starts */
+    size_t base, first; /* first: out's first span of this split */
+    size_t last;        /* where the gap after the last match starts */
     int behavior;
-    bool prev_match;        /* contiguous: the last span pushed was a match ending at last */
+    bool invert, prev_delim, pending; /* pending: the last span is a delimiter waiting for text */
 } splitter;
 
+static void piece(splitter *z, size_t s, size_t e, bool delim) {
+    if (e <= s) return;
+    list *o = z->out;
+    span *last = o->n > z->first ? &o->v[o->n - 1] : NULL;
+    bool join = z->behavior == SM_SPLIT_MERGED_PREV  ? delim && !z->prev_delim
+              : z->behavior == SM_SPLIT_MERGED_NEXT  ? z->pending && !delim
+              : z->behavior == SM_SPLIT_CONTIGUOUS   ? delim == z->prev_delim
+              : false;
+    if (join && last)
+        last->len = (uint32_t)(z->base + e - last->start);
+    else if (!(delim && z->behavior == SM_SPLIT_REMOVED))
+        push(o, z->base + s, z->base + e);
+    z->pending = delim && !(join && last);
+    z->prev_delim = delim;
+}
+
 static void on_match(splitter *z, size_t ms, size_t me) {
-    size_t b = z->base;
-    switch (z->behavior) {
-    case SM_SPLIT_ISOLATED:
-        push(z->out, b + z->last, b + ms);
-        push(z->out, b + ms, b + me);
-        break;
-    case SM_SPLIT_REMOVED:
-        push(z->out, b + z->last, b + ms);
-        break;
-    case SM_SPLIT_MERGED_PREV:
-        push(z->out, b + z->cut, b + me);
-        z->cut = me;
-        break;
-    case SM_SPLIT_MERGED_NEXT:
-        push(z->out, b + z->cut, b + ms);
-        z->cut = ms;
-        break;
-    default: /* contiguous */
-        if (z->prev_match && ms == z->last) {
-            z->out->v[z->out->n - 1].len += (uint32_t)(me - ms);
-        } else {
-            push(z->out, b + z->last, b + ms);
-            push(z->out, b + ms, b + me);
-        }
-        z->prev_match = true;
-        z->last = me;
-        return;
-    }
-    z->prev_match = false;
+    piece(z, z->last, ms, z->invert);
+    piece(z, ms, me, !z->invert);
     z->last = me;
 }
 
-static void on_end(splitter *z, size_t len) {
-    int bh = z->behavior;
-    size_t from = bh == SM_SPLIT_MERGED_PREV || bh == SM_SPLIT_MERGED_NEXT ? z->cut : z->last;
-    push(z->out, z->base + from, z->base + len);
-}
-
-/* The boundary a split of an unfinished text is sure of: the words before it are final. */
-static size_t sure_end(splitter *z, size_t stop, size_t *resume) {
+/*
+** Where the spans of an unfinished text are sure to be final: a later
+** piece may join the last span (but isolated or removed), so that one is
+** taken back and split again with what follows.
+*/
+static size_t sure_end(splitter *z, size_t from, size_t stop, size_t *resume) {
     *resume = stop;
-    if (z->behavior == SM_SPLIT_MERGED_PREV || z->behavior == SM_SPLIT_MERGED_NEXT) return z->cut;
-    if (z->behavior == SM_SPLIT_CONTIGUOUS && z->prev_match && stop == z->last) {
-        span run = z->out->v[--z->out->n]; /* the next match may join the last run: again */
-        *resume = run.start - z->base;
-        return *resume;
-    }
-    return z->last;
+    if (z->behavior == SM_SPLIT_ISOLATED || z->behavior == SM_SPLIT_REMOVED) return z->last;
+    if (z->out->n == z->first) return from;
+    *resume = z->out->v[--z->out->n].start - z->base;
+    return *resume;
 }
 
 /*
@@ -345,7 +333,8 @@ static size_t sure_end(splitter *z, size_t stop, size_t *resume) {
 */
 static size_t split(step *st, const unsigned char *s, size_t n, size_t from, size_t *resume,
                     bool end, size_t base, list *out) {
-    splitter z = {.out = out, .base = base, .behavior = st->behavior, .last = from, .cut = from};
+    splitter z = {.out = out, .base = base, .first = out->n, .last = from,
+                  .behavior = st->behavior & ~SM_SPLIT_INVERT, .invert = st->behavior & SM_SPLIT_INVERT};
     size_t i = *resume, stop = n; /* stop: where a match not yet sure of starts */
     if (st->kind == SM_STEP_GPT2) {
         for (size_t e; i < n; i = e) {
@@ -378,8 +367,9 @@ static size_t split(step *st, const unsigned char *s, size_t n, size_t from, siz
             }
             if (rc < 0) break; /* no more matches (or a match limit: the rest stays one span) */
             size_t ms = ov[0], me = ov[1];
-            if (me <= ms) { /* an empty match splits nothing: go on one character later */
+            if (me <= ms) { /* an empty match splits there (as Hugging Face's does): go on a character later */
                 int32_t cp;
+                on_match(&z, ms, ms);
                 if (ms >= n) break;
                 i = ms + sm_tok_utf8_next(s + ms, n - ms, &cp);
                 continue;
@@ -388,8 +378,8 @@ static size_t split(step *st, const unsigned char *s, size_t n, size_t from, siz
             i = me;
         }
     }
-    if (!end) return sure_end(&z, stop, resume);
-    on_end(&z, n);
+    if (!end) return sure_end(&z, from, stop, resume);
+    piece(&z, z.last, n, z.invert);
     *resume = n;
     return n;
 }
@@ -583,187 +573,9 @@ void sm_tok_pre_run(sm_tok_pre *p, const unsigned char *s, size_t n, bool text_s
     }
 }
 
-/* ---------------------------------------------------- tokenizer.ggml.pre */
-
-#define GPT2_RE NULL /* GPT-2's pattern: the hand-written step */
-#define LLAMA3_RE                                                                               \
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
-    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
-/*
-** The pre-tokenizers GGUF files name (llama.cpp's tokenizer.ggml.pre
-** values), each as its list of isolating regex splits, applied in order to
-** the pieces the previous one left. Patterns as the models' tokenizer.json
-** files give them.
-*/
-static const struct {
-    const char *names; /* '|'-separated */
-    bool ignore_merges;
-    int n;
-    const char *re[6];
-} named[] = {
-    {"gpt-2|phi-2|mpt|olmo|jais|roberta-bpe|gigachat", false, 1, {GPT2_RE}},
-    {"default", false, 3,
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+"}},
-    {"llama3|llama-v3|llama-bpe|falcon3|dbrx|smaug-bpe", true, 1, {LLAMA3_RE}},
-    {"qwen2|deepseek-r1-qwen|stablelm2", false, 1,
-     {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-      "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
-    {"smollm|starcoder|refact|command-r|codeshell|exaone|minerva-7b", false, 2, {"\\p{N}", GPT2_RE}},
-    {"falcon", false, 3,
-     {"[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2_RE, "[0-9][0-9][0-9]"}},
-    {"deepseek-llm", false, 6,
-     {"[\\r\\n]",
-      "\\s?[A-Za-z\xc2\xb5\xc3\x80-\xc3\x96\xc3\x98-\xc3\xb6\xc3\xb8-\xc6\xba\xc6\xbc-\xc6\xbf\xc7\x84-"
-      "\xca\x93\xca\x95-\xca\xaf\xcd\xb0-\xcd\xb3\xcd\xb6\xcd\xb7\xcd\xbb-\xcd\xbd\xcd\xbf\xce\x86\xce"
-      "\x88-\xce\x8a\xce\x8c\xce\x8e-\xce\xa1\xce\xa3-\xcf\xb5\xcf\xb7-\xd2\x81\xd2\x8a-\xd4\xaf\xd4\xb1-"
-      "\xd5\x96\xe1\x82\xa0-\xe1\x83\x85\xe1\x8e\xa0-\xe1\x8f\xb5\xe1\x8f\xb8-\xe1\x8f\xbd\xe1\xb2\x90-"
-      "\xe1\xb2\xba\xe1\xb2\xbd-\xe1\xb2\xbf\xe1\xb4\x80-\xe1\xb4\xab\xe1\xb5\xab-\xe1\xb5\xb7\xe1\xb5"
-      "\xb9-\xe1\xb6\x9a\xe1\xb8\x80-\xe1\xbc\x95\xe1\xbc\x98-\xe1\xbc\x9d\xe1\xbc\xa0-\xe1\xbd\x85\xe1"
-      "\xbd\x88-\xe1\xbd\x8d\xe1\xbd\x90-\xe1\xbd\x97\xe1\xbd\x99\xe1\xbd\x9b\xe1\xbd\x9d\xe1\xbd\x9f-"
-      "\xe1\xbd\xbd\xe1\xbe\x80-\xe1\xbe\xb4\xe1\xbe\xb6-\xe1\xbe\xbc\xe1\xbe\xbe\xe1\xbf\x82-\xe1\xbf"
-      "\x84\xe1\xbf\x86-\xe1\xbf\x8c\xe1\xbf\x90-\xe1\xbf\x93\xe1\xbf\x96-\xe1\xbf\x9b\xe1\xbf\xa0-\xe1"
-      "\xbf\xac\xe1\xbf\xb2-\xe1\xbf\xb4\xe1\xbf\xb6-\xe1\xbf\xbc\xe2\x84\x82\xe2\x84\x87\xe2\x84\x8a-"
-      "\xe2\x84\x93\xe2\x84\x95\xe2\x84\x99-\xe2\x84\x9d\xe2\x84\xa4\xe2\x84\xa6\xe2\x84\xa8\xe2\x84"
-      "\xaa-\xe2\x84\xad\xe2\x84\xaf-\xe2\x84\xb4\xe2\x84\xb9\xe2\x84\xbc-\xe2\x84\xbf\xe2\x85\x85-\xe2"
-      "\x85\x89\xe2\x85\x8e\xe2\x86\x83\xe2\x86\x84\xe2\xb0\x80-\xe2\xb1\xbb\xe2\xb1\xbe-\xe2\xb3\xa4"
-      "\xe2\xb3\xab-\xe2\xb3\xae\xe2\xb3\xb2\xe2\xb3\xb3\xea\x99\x80-\xea\x99\xad\xea\x9a\x80-\xea\x9a"
-      "\x9b\xea\x9c\xa2-\xea\x9d\xaf\xea\x9d\xb1-\xea\x9e\x87\xea\x9e\x8b-\xea\x9e\x8e\xea\xad\xb0-\xea"
-      "\xae\xbf\xef\xac\x80-\xef\xac\x86\xef\xac\x93-\xef\xac\x97\xef\xbc\xa1-\xef\xbc\xba\xef\xbd\x81-"
-      "\xef\xbd\x9a\xf0\x90\x90\x80-\xf0\x90\x91\x8f\xf0\x90\x92\xb0-\xf0\x90\x93\x93\xf0\x90\x93\x98-"
-      "\xf0\x90\x93\xbb\xf0\x90\xb2\x80-\xf0\x90\xb2\xb2\xf0\x90\xb3\x80-\xf0\x90\xb3\xb2\xf0\x91\xa2"
-      "\xa0-\xf0\x91\xa3\x9f\xf0\x9e\xa4\x80-\xf0\x9e\xa5\x83]+",
-      "\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-\xe2\x80\x9f\xe3\x80"
-      "\x80-\xe3\x80\x82]+",
-      "\\s+$",
-      "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+",
-      "\\p{N}+"}},
-    {"tekken", true, 1,
-     {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
-      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
-      "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
-};
-
-static bool name_in(const char *names, const char *s, size_t n) {
-    for (const char *p = names;;) {
-        const char *e = strchr(p, '|');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == n && memcmp(p, s, n) == 0) return true;
-        if (!e) return false;
-        p = e + 1;
-    }
-}
-
-sm_status sm_tok_pre_named(sm_tok_pre *p, const char *name, size_t n, bool *ignore_merges,
-                           const char *where, sm_error *err) {
-    for (size_t k = 0; k < sizeof named / sizeof named[0]; k++) {
-        if (!name_in(named[k].names, name, n)) continue;
-        *ignore_merges = named[k].ignore_merges;
-        sm_status st = SM_OK;
-        for (int i = 0; i < named[k].n && !st; i++) {
-            const char *re = named[k].re[i];
-            st = re ? sm_tok_pre_step(p, SM_STEP_REGEX, SM_SPLIT_ISOLATED, false, re, strlen(re), false,
-                                      where, err)
-                    : sm_tok_pre_step(p, SM_STEP_GPT2, SM_SPLIT_ISOLATED, false, NULL, 0, false, where, err);
-        }
-        return st;
-    }
-    return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre %.*s is not supported", where,
-                        (int)(n < 40 ? n : 40), name);
-}
-
-/*
-** A text that tells the named pre-tokenizers apart: runs of spaces, tabs
-** and newlines (also \r\n), digits from one to nine, contractions in both
-** cases, camel case, punctuation and symbols alone, in runs and mixed,
-** accents, CJK, Cyrillic, Khmer marks, fullwidth forms, emoji with joiners
-** (llama.cpp's converter tells them apart the same way: by the tokens of a
-** text). No character NFC changes (see sm_tok_pre_name's nfc).
-*/
-static const char probe_text[] =
-    "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n\r\n\r\n x  y   z\n"
-    "7 42 365 2024 31415 926535 8979323 84626433 832795028 3.14 1..5 1...9 "
-    "I'm, you're, they've, we'll, she'd, it's; I'M YOU'RE THEY'VE WE'LL SHE'D IT'S 'tis o'clock "
-    "HTTPServer getHTTPResponseCode camelCase PascalCase XMLHttpRequest iPhone McDonald "
-    "a,b;c:d.e!f?g a,,b ;;: .,;:!? (a)[b]{c} \"x\",'y' #1 @me 100% &amp; *ptr -> => :: // /* */ # "
-    "a+b=c <tag>x</tag> $5 ^_^ ~/|\\ `code` ``` \"\"\"quoted\"\"\" ...!!!??? ------======= ''''' "
-    "caf\xc3\xa9 na\xc3\xafve \xc3\x85ngstr\xc3\xb6m "
-    "\xe6\x88\x91\xe6\x83\xb3\xe5\x9c\xa8" "apple\xe5\xb7\xa5\xe4\xbd\x9c" "1314151\xe5\xa4\xa9\xef\xbd\x9e "
-    "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xe3\x81\xb2\xe3\x82\x89\xe3\x81\x8c\xe3\x81\xaa\xe3\x80\x82 "
-    "\xd0\xbd\xd0\xb5\xd1\x89\xd0\xbe \xd0\xbd\xd0\xb0 \xd0\x91\xd1\x8a\xd0\xbb\xd0\xb3\xd0\xb0\xd1\x80"
-    "\xd1\x81\xd0\xba\xd0\xb8 \xe1\x9e\x80\xe1\x9e\xb6\xe1\x9e\x93\xe1\x9f\x8b\xe1\x9e\x8f\xe1\x9f\x82 "
-    "\xef\xbc\xa1\xef\xbc\xa2\xef\xbc\x91\xef\xbc\x92\xef\xbc\x81 \xe2\x80\x9cquotes\xe2\x80\x9d\xe3\x80\x82 "
-    "\xf0\x9f\x9a\x80 \xf0\x9f\x98\xb6\xe2\x80\x8d\xf0\x9f\x8c\xab\xef\xb8\x8f \xe2\x9c\x85 "
-    "\xf0\x9f\xa6\x99\xf0\x9f\xa6\x99 end.  \n";
-
-typedef struct {
-    char buf[2 * sizeof probe_text + 512]; /* each word, then a 0xFF (never in UTF-8) */
-    size_t n;
-    bool over;
-} word_log;
-
-static void log_word(void *ctx, const unsigned char *w, size_t n) {
-    word_log *l = ctx;
-    if (l->over || l->n + n + 1 > sizeof l->buf) {
-        l->over = true;
-        return;
-    }
-    memcpy(l->buf + l->n, w, n);
-    l->n += n;
-    l->buf[l->n++] = (char)0xFF;
-}
-
-/* How p splits the probe text into words, logged (false: out of memory). */
-static bool probe(sm_tok_pre *p, word_log *l) {
-    l->n = 0, l->over = false;
-    sm_tok_pre_run(p, (const unsigned char *)probe_text, sizeof probe_text - 1, true, log_word, l);
-    return !l->over;
-}
-
-bool sm_tok_pre_name(sm_tok_pre *p, bool ignore_merges, bool *nfc, char name[SM_TOK_PRE_NAME]) {
-    *nfc = false;
-    for (int i = 0; i < p->n_op; i++) { /* llama.cpp's pre-tokenizers normalize nothing (but see nfc) */
-        if (p->op[i].op != SM_NORM_NFC) return false;
-        *nfc = true;
-    }
-    word_log *mine = malloc(sizeof *mine), *theirs = malloc(sizeof *theirs);
-    bool found = false;
-    if (mine && theirs && probe(p, mine)) {
-        for (size_t k = 0; k < sizeof named / sizeof named[0] && !found; k++) {
-            if (named[k].ignore_merges != ignore_merges) continue;
-            size_t l = strcspn(named[k].names, "|"); /* the first of its names: what llama.cpp writes */
-            sm_tok_pre *q;
-            sm_error e;
-            bool im;
-            if (sm_tok_pre_new(&q, &e)) break;
-            found = !sm_tok_pre_named(q, named[k].names, l, &im, "probe", &e) && probe(q, theirs) &&
-                    theirs->n == mine->n && !memcmp(theirs->buf, mine->buf, mine->n);
-            sm_tok_pre_free(q);
-            if (found) snprintf(name, SM_TOK_PRE_NAME, "%.*s", (int)l, named[k].names);
-        }
-    }
-    free(mine);
-    free(theirs);
-    return found;
-}
-
-bool sm_tok_pre_is_spm(sm_tok_pre *p, bool *prepend) {
-    *prepend = false;
-    for (int i = 0; i < p->n_op; i++) {
-        const norm_op *o = &p->op[i];
-        bool mark = o->ns == 1 && o->str[0] == ' ' && o->nt == 3 && !memcmp(o->to, "\xe2\x96\x81", 3);
-        bool pre = (o->op == SM_NORM_PREPEND || o->op == SM_NORM_PREFIX_SPACE) && o->ns == 3 &&
-                   !memcmp(o->str, "\xe2\x96\x81", 3);
-        if (o->op == SM_NORM_REPLACE && mark) continue;
-        if (pre) {
-            *prepend = true;
-            continue;
-        }
-        return false;
-    }
-    if (!p->n_st) return true;
-    word_log *l = malloc(sizeof *l); /* steps that split nothing (Gemma's split at spaces, which are gone) */
-    bool one = l && probe(p, l) && memchr(l->buf, 0xFF, l->n) == l->buf + l->n - 1;
-    free(l);
-    return one;
+int sm_tok_pre_op(const sm_tok_pre *p, int i, const char **str, size_t *ns, const char **to, size_t *nt) {
+    if (i < 0 || i >= p->n_op) return 0;
+    const norm_op *o = &p->op[i];
+    *str = o->str, *ns = o->ns, *to = o->to, *nt = o->nt;
+    return o->op;
 }

@@ -47,10 +47,12 @@ enum { SM_NORM_NFC = 1, SM_NORM_NFKC, SM_NORM_NFD, SM_NORM_NFKD, SM_NORM_REPLACE
        SM_NORM_PREFIX_SPACE };
 enum { SM_STEP_REGEX = 1, SM_STEP_GPT2, SM_STEP_DIGITS };
 enum { SM_SPLIT_ISOLATED = 0, SM_SPLIT_REMOVED, SM_SPLIT_MERGED_PREV, SM_SPLIT_MERGED_NEXT,
-       SM_SPLIT_CONTIGUOUS };
+       SM_SPLIT_CONTIGUOUS, SM_SPLIT_INVERT = 8 /* or'ed in: the gaps are the delimiters */ };
 typedef void (*sm_tok_word_fn)(void *ctx, const unsigned char *w, size_t n);
 
 sm_status sm_tok_pre_new(sm_tok_pre **out, sm_error *err);
+/* Normalizer i's SM_NORM_* and strings (0 past the last). */
+int sm_tok_pre_op(const sm_tok_pre *p, int i, const char **str, size_t *ns, const char **to, size_t *nt);
 /* Input bytes normalized at once, about (0: the default); any size gives the same words. */
 void sm_tok_pre_chunk(sm_tok_pre *p, size_t bytes);
 void sm_tok_pre_free(sm_tok_pre *p);
