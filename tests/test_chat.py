@@ -177,11 +177,19 @@ FILTER_CASES = [  # item 1 of issue 33: filters and tests public chat templates 
  "{{ [1, 'a'] | sort }}",
 ]
 
+SEMANTIC_CASES = [  # item 3 of issue 33: where @huggingface/jinja departs from Python's Jinja, Python's way
+ '{{ "a" + 1 }}', '{{ "a" + {"b": 1} }}', '{{ 1 + "a" }}', '{{ [1] + "a" }}', '{{ "a" + none }}',
+ '{{ "a" + "b" }} {{ [1] + [2] }} {{ 1 + 2.5 }} {{ "a" ~ 1 }}',
+ '{{ "one \\\nline" }}|{{ \'two \\\r\nlines\' }}',
+ '{{ "\\d\\w \\101\\7 \\x41\\u00e9 \\U0001F600 \\a \\q" }}',
+ '{{ "\\U00110000" }}',
+]
+
 FILTER_USERS = [{"name": "Bob", "role": "admin", "age": 41}, {"name": "alice", "role": "user", "age": 29},
                 {"name": "Carol", "role": "owner"}, {"name": "dave", "role": "user", "age": 35}]
 
 
-def filters_as_jinja(smbin, tmp):
+def filters_as_jinja(smbin, tmp, cases=FILTER_CASES, label=None):
     """Each expression of FILTER_CASES renders as Python's Jinja (python3-jinja2, transformers'
     environment) renders it, or fails where it fails. Booleans print as @huggingface/jinja prints
     them (true, false), which the comparison allows for; unknown filters and tests fail only when
@@ -194,7 +202,7 @@ def filters_as_jinja(smbin, tmp):
     with open(data, "w") as f:
         json.dump(ctx, f)
     bad = []
-    for i, c in enumerate(FILTER_CASES):
+    for i, c in enumerate(cases):
         tf = os.path.join(tmp, f"filter{i}.jinja")
         with open(tf, "w", encoding="utf-8") as f:
             f.write(c)
@@ -207,7 +215,7 @@ def filters_as_jinja(smbin, tmp):
                 bad.append(f"{c[:60]!r}: got {got[:60]!r} {p.stderr.decode()[:80]} want {want[:60]!r}")
         elif p.returncode != 1 or got:
             bad.append(f"{c[:60]!r}: Jinja fails ({want[:60]}), we give {got[:60]!r}")
-    check(not bad, f"{len(FILTER_CASES)} expressions with select, reject, map, sort, sum, min, max, unique, "
+    check(not bad, label or f"{len(cases)} expressions with select, reject, map, sort, sum, min, max, unique, "
           "groupby, batch, slice, dictsort, wordcount, truncate, indent, int, float, round, escape and "
           "the tests in, divisibleby, gt ... render as Jinja renders them", "; ".join(bad[:3]))
 
@@ -284,7 +292,10 @@ def bad_templates(smbin, tmp):
          ["bad.jinja line 1", "output exceeds"]),
         ("recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", ["nested more than"]),
         ("raise_exception", "{{ raise_exception('Roles must alternate') }}", ["bad.jinja line 1: Roles must alternate"]),
-        ("a type error", "{{ messages + 1 }}", ["bad.jinja line 1", "'+' on a list and a integer"]),
+        ("a type error", "{{ messages + 1 }}", ["bad.jinja line 1", "'+' on a list and an integer"]),
+        ("a message of several lines", "{{ raise_exception('first\\nsecond\\tthird') }}",
+         ["bad.jinja line 1: first\\nsecond\\tthird"]),
+        ("an escape no character has", "\n{{ '\\U00110000' }}", ["bad.jinja line 2", "is not a character"]),
     ]
     for what, text, want in cases:
         tf = os.path.join(tmp, "bad.jinja")
@@ -667,6 +678,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         skip = renderings(smbin, tmp, ref)
         filters_as_jinja(smbin, tmp)
+        filters_as_jinja(smbin, tmp, SEMANTIC_CASES, f"{len(SEMANTIC_CASES)} expressions as Python's Jinja has them: "
+                         "'+' of a string and a number, dict or none fails, backslash-newline continues a "
+                         "string, unknown escapes stay, octal and \\U escapes")
         bad_templates(smbin, tmp)
         if os.path.isdir(os.path.join(a.shared, "models")):
             token_ids(smbin, tmp, ref, a.shared, skip)

@@ -67,7 +67,9 @@ static sm_status lex_fail(lexer *L, uint32_t line, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     L->failed = true;
-    return sm_error_set(L->err, SM_ERR_FORMAT, "%s line %u: %s", L->t->name, line, msg);
+    char one[400];
+    tpl_one_line(one, sizeof one, msg, strlen(msg));
+    return sm_error_set(L->err, SM_ERR_FORMAT, "%s line %u: %s", L->t->name, line, one);
 }
 
 static uint32_t line_at(lexer *L, size_t pos) {
@@ -147,17 +149,33 @@ static sm_status lex_string(lexer *L) {
             continue;
         }
         char e = L->src[L->pos++];
-        const char *map = "n\nt\tr\rb\bf\fv\v''\"\"\\\\";
+        const char *map = "n\nt\tr\rb\bf\fv\va\a''\"\"\\\\";
         const char *m = strchr(map, e);
         if (e && m && (m - map) % 2 == 0) {
             o[k++] = m[1];
             continue;
         }
-        if (e != 'x' && e != 'u') return lex_fail(L, line, "unknown escape \\%c in a string", e);
-        size_t w = e == 'x' ? 2 : 4;
+        if (e == '\n' || (e == '\r' && L->pos < end && L->src[L->pos] == '\n')) { /* a line continued */
+            L->pos += e == '\r';
+            continue;
+        }
+        if (e >= '0' && e <= '7') { /* octal, up to three digits */
+            uint32_t v = (uint32_t)(e - '0');
+            for (int d = 0; d < 2 && L->pos < end && L->src[L->pos] >= '0' && L->src[L->pos] <= '7'; d++)
+                v = v * 8 + (uint32_t)(L->src[L->pos++] - '0');
+            put_utf8(o, &k, v);
+            continue;
+        }
+        if (e != 'x' && e != 'u' && e != 'U') { /* kept as written, as Python keeps "\d" */
+            o[k++] = '\\';
+            L->pos--;
+            continue;
+        }
+        size_t w = e == 'x' ? 2 : e == 'u' ? 4 : 8;
         uint32_t v;
         if (L->pos + w > end || hexval(L->src + L->pos, w, &v))
             return lex_fail(L, line, "bad \\%c escape in a string", e);
+        if (v > 0x10FFFF) return lex_fail(L, line, "\\U%08X is not a character", v);
         L->pos += w;
         if (v >= 0xD800 && v < 0xDC00 && L->pos + 6 <= end && L->src[L->pos] == '\\' &&
             L->src[L->pos + 1] == 'u') { /* a surrogate pair */

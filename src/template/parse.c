@@ -36,7 +36,9 @@ static void parse_fail(parser *p, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sm_error_set(p->err, SM_ERR_FORMAT, "%s line %u: %s", p->t->name, p->tok[p->i].line, msg);
+    char one[400];
+    tpl_one_line(one, sizeof one, msg, strlen(msg));
+    sm_error_set(p->err, SM_ERR_FORMAT, "%s line %u: %s", p->t->name, p->tok[p->i].line, one);
 }
 
 static ltok *peek(parser *p) { return &p->tok[p->i]; }

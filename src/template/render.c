@@ -165,6 +165,7 @@ static tpl_val concat(tpl_run *r, tpl_val a, tpl_val b) {
 }
 
 static bool is_num(tpl_val v) { return v.t == V_INT || v.t == V_FLOAT; }
+static const char *article(tpl_val v) { return strchr("aeiou", tpl_type_name(v)[0]) ? "an" : "a"; }
 static double as_f(tpl_val v) { return v.t == V_INT ? (double)v.u.i : v.u.f; }
 
 tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
@@ -175,7 +176,8 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
     if ((op == OP_IN || op == OP_NOTIN) && b.t == V_UNDEF)
         return (tpl_val){.t = V_BOOL, .u.b = op == OP_NOTIN};
     if (a.t == V_UNDEF || b.t == V_UNDEF || a.t == V_NONE || b.t == V_NONE)
-        tpl_fail(r, "'%s' on a %s and a %s value", names[op], tpl_type_name(a), tpl_type_name(b));
+        tpl_fail(r, "'%s' on %s %s and %s %s value", names[op], article(a), tpl_type_name(a), article(b),
+                 tpl_type_name(b));
     if (op == OP_CONCAT) return concat(r, a, b);
     if (is_num(a) && is_num(b)) {
         bool fl = a.t == V_FLOAT || b.t == V_FLOAT;
@@ -241,7 +243,7 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
                      tpl_type_name(b));
         return (tpl_val){.t = V_BOOL, .u.b = found == (op == OP_IN)};
     }
-    if (op == OP_ADD && (a.t == V_STR || b.t == V_STR)) return concat(r, a, b);
+    if (op == OP_ADD && a.t == V_STR && b.t == V_STR) return concat(r, a, b); /* Python raises for str + 1 */
     if (op == OP_MUL && ((a.t == V_STR && b.t == V_INT) || (a.t == V_INT && b.t == V_STR))) {
         tpl_val s = a.t == V_STR ? a : b; /* Python's 'ab' * 3 */
         int64_t k = a.t == V_INT ? a.u.i : b.u.i;
@@ -257,7 +259,8 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
         bool res = op == OP_LT ? c < 0 : op == OP_GT ? c > 0 : op == OP_LE ? c <= 0 : c >= 0;
         return (tpl_val){.t = V_BOOL, .u.b = res};
     }
-    tpl_fail(r, "'%s' on a %s and a %s", names[op], tpl_type_name(a), tpl_type_name(b));
+    tpl_fail(r, "'%s' on %s %s and %s %s", names[op], article(a), tpl_type_name(a), article(b),
+             tpl_type_name(b));
 }
 
 static tpl_args eval_args(tpl_run *r, scope *sc, tpl_node *const *list, size_t n) {
@@ -304,8 +307,9 @@ static tpl_val call_global(tpl_run *r, int fn, const tpl_args *g) {
     switch (fn) {
     case G_RAISE: {
         tpl_val m = g->na ? tpl_to_str(r, g->a[0]) : tpl_str("raise_exception", 15);
-        sm_error_set(r->err, SM_ERR_INPUT, "%s line %u: %.*s", r->name, r->line,
-                     (int)(m.n > 400 ? 400 : m.n), m.u.s);
+        char one[400];
+        tpl_one_line(one, sizeof one, m.u.s, m.n);
+        sm_error_set(r->err, SM_ERR_INPUT, "%s line %u: %s", r->name, r->line, one);
         longjmp(r->fail, 1);
     }
     case G_NAMESPACE: {

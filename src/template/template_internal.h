@@ -153,6 +153,9 @@ typedef struct tpl_run {
 
 /* Records the error (template name and line first) and jumps to r->fail. */
 _Noreturn void tpl_fail(tpl_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s[0..n) on one line into out (cap bytes, NUL-terminated): control characters escaped (\n, \t,
+   \xHH), so an error message never spans lines; cut at a character if it does not fit. */
+void tpl_one_line(char *out, size_t cap, const char *s, size_t n);
 void *tpl_alloc(tpl_run *r, size_t n);
 
 /* value.c */

@@ -18,13 +18,36 @@ void *tpl_alloc(tpl_run *r, size_t n) {
     return p;
 }
 
+void tpl_one_line(char *out, size_t cap, const char *s, size_t n) {
+    size_t k = 0, i = 0;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[6] = {(char)c, 0};
+        if (c == '\n' || c == '\t' || c == '\r')
+            e[0] = '\\', e[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        else if (c < 0x20 || c == 0x7F)
+            snprintf(e, sizeof e, "\\x%02X", c);
+        size_t l = strlen(e);
+        if (k + l >= cap) break;
+        memcpy(out + k, e, l);
+        k += l;
+    }
+    if (i < n) /* cut: not inside a character */
+        while (k > 0 && ((unsigned char)out[k - 1] & 0x80)) {
+            bool lead = ((unsigned char)out[--k] & 0xC0) == 0xC0;
+            if (lead) break;
+        }
+    if (cap) out[k] = 0;
+}
+
 void tpl_fail(tpl_run *r, const char *fmt, ...) {
-    char msg[400];
+    char msg[400], line[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sm_error_set(r->err, SM_ERR_INPUT, "%s line %u: %s", r->name, r->line, msg);
+    tpl_one_line(line, sizeof line, msg, strlen(msg));
+    sm_error_set(r->err, SM_ERR_INPUT, "%s line %u: %s", r->name, r->line, line);
     longjmp(r->fail, 1);
 }
 
