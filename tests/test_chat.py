@@ -183,6 +183,18 @@ SEMANTIC_CASES = [  # item 3 of issue 33: where @huggingface/jinja departs from 
  '{{ "one \\\nline" }}|{{ \'two \\\r\nlines\' }}',
  '{{ "\\d\\w \\101\\7 \\x41\\u00e9 \\U0001F600 \\a \\q" }}',
  '{{ "\\U00110000" }}',
+ # call blocks (MiniCPM3), f(*args) (AI21 Jamba), tojson separators (Kimi K2)
+ "{% macro box(t) %}[{{ t }}:{{ caller() }}]{% endmacro %}{% call box('a') %}in {{ 1 + 1 }}{% endcall %}",
+ "{% macro each(xs) %}{% for x in xs %}{{ caller(x, loop.index) }};{% endfor %}{% endmacro %}"
+ "{% call(v, i) each([3, 4]) %}{{ i }}={{ v }}{% endcall %}",
+ "{% macro o() %}<{{ caller() }}>{% endmacro %}{% macro i() %}({{ caller() }}){% endmacro %}"
+ "{% call o() %}{% call i() %}x{% endcall %}{% endcall %}",
+ "{% macro f() %}{{ caller() }}{% endmacro %}{{ f() }}",
+ "{% call range(3) %}x{% endcall %}",
+ "{% macro f(a, b, c) %}{{ a }}-{{ b }}-{{ c }}{% endmacro %}{{ f(*[1, 2, 3]) }} {{ f(0, *[5, 6]) }}",
+ "{% macro f(a) %}{{ a }}{% endmacro %}{{ f(*[1, 2]) }}",
+ '{{ {"a": [1, 2], "b": {"c": none}} | tojson(separators=(",", ":")) }}',
+ '{{ [1, 2] | tojson(indent=2, separators=(", ", " = ")) }}',
 ]
 
 FILTER_USERS = [{"name": "Bob", "role": "admin", "age": 41}, {"name": "alice", "role": "user", "age": 29},
@@ -680,7 +692,8 @@ def main():
         filters_as_jinja(smbin, tmp)
         filters_as_jinja(smbin, tmp, SEMANTIC_CASES, f"{len(SEMANTIC_CASES)} expressions as Python's Jinja has them: "
                          "'+' of a string and a number, dict or none fails, backslash-newline continues a "
-                         "string, unknown escapes stay, octal and \\U escapes")
+                         "string, unknown escapes stay, octal and \\U escapes; call blocks, f(*args), "
+                         "tojson separators")
         bad_templates(smbin, tmp)
         if os.path.isdir(os.path.join(a.shared, "models")):
             token_ids(smbin, tmp, ref, a.shared, skip)

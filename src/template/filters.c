@@ -363,9 +363,16 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g) {
         const tpl_val *asc = tpl_arg(g, TPL_KW_ONLY, "ensure_ascii"), *sk = tpl_arg(g, TPL_KW_ONLY, "sort_keys");
         if (ind && ind->t != V_INT && ind->t != V_NONE) tpl_fail(r, "tojson: indent must be an integer");
         if (ind && ind->t == V_INT && (ind->u.i < 0 || ind->u.i > 64)) tpl_fail(r, "tojson: indent out of range");
+        tpl_json_opts o = {.indent = ind && ind->t == V_INT && ind->u.i > 0 ? (int)ind->u.i : -1,
+                           .ascii = asc && tpl_truthy(*asc), .sort_keys = sk && tpl_truthy(*sk)};
+        const tpl_val *sep = tpl_arg(g, TPL_KW_ONLY, "separators"); /* (item, key), as Python's json */
+        if (sep && sep->t != V_NONE) {
+            if (sep->t != V_LIST || sep->n != 2 || sep->u.items[0].t != V_STR || sep->u.items[1].t != V_STR)
+                tpl_fail(r, "tojson: separators must be two strings");
+            o.sep[0] = sep->u.items[0], o.sep[1] = sep->u.items[1];
+        }
         size_t mark = r->out_n;
-        tpl_json(r, v, ind && ind->t == V_INT && ind->u.i > 0 ? (int)ind->u.i : -1,
-                 asc && tpl_truthy(*asc), sk && tpl_truthy(*sk), 0);
+        tpl_json(r, v, &o, 0);
         return tpl_take(r, mark);
     }
     case F_UPPER:

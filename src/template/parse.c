@@ -163,7 +163,10 @@ static int lookup(const char *const *names, int count, const ltok *t) {
 static bool call_args(parser *p, nlist *args) {
     while (!accept_op(p, ')')) {
         ltok *t = peek(p);
-        if (t->k == K_NAME && is_op(&p->tok[p->i + 1], '=')) {
+        if (accept_op(p, '*')) { /* f(*list): its items as positional arguments */
+            tpl_node *sp = node(p, N_SPLAT, t->line);
+            if (!sp || !(sp->a = expr(p)) || !nl_add(p, args, sp)) return false;
+        } else if (t->k == K_NAME && is_op(&p->tok[p->i + 1], '=')) {
             tpl_node *kw = node(p, N_KW, t->line);
             if (!kw) return false;
             kw->s = t->s, kw->sn = t->n;
@@ -526,11 +529,55 @@ static tpl_node **body(parser *p, const char *const *ends, size_t n_ends, size_t
 
 #define END_STMT(p) expect_kind(p, K_SCLOSE, "'%}'")
 
+/* A macro's parameters after its '(' up to ')': names (list) and their defaults (list2, N_NOP
+   where there is none), n2 of each, in m. */
+static bool macro_params(parser *p, tpl_node *m) {
+    nlist params = {0}, defs = {0};
+    while (!accept_op(p, ')')) {
+        ltok *t = peek(p);
+        tpl_node *pn = node(p, N_NAME, t->line), *dv = NULL;
+        if (!pn || t->k != K_NAME) {
+            parse_fail(p, "expected a parameter name");
+            return false;
+        }
+        p->i++;
+        pn->s = t->s, pn->sn = t->n;
+        if (accept_op(p, '=') && !(dv = expr(p))) break;
+        nl_add(p, &params, pn);
+        if (!dv && !(dv = node(p, N_NOP, t->line))) break;
+        nl_add(p, &defs, dv);
+        if (!is_op(peek(p), ')') && !expect_op(p, ',', "',' or ')'")) break;
+    }
+    m->list2 = nl_done(&defs, &m->n2);
+    m->list = nl_done(&params, &m->n2);
+    return !(p->err && p->err->msg[0]);
+}
+
+/* The rest of a macro m (params: its parameters still to read) up to its end tag: list holds the
+   parameters, then the body. */
+static tpl_node *macro_rest(parser *p, tpl_node *m, const char *const *end, const char *what,
+                            uint32_t line, bool params) {
+    if (params && !macro_params(p, m)) return NULL;
+    if (!END_STMT(p)) return NULL;
+    int which;
+    size_t nb;
+    tpl_node **pl = m->list, **b = body(p, end, 1, &nb, &which, what, line);
+    if (which < 0 || !END_STMT(p)) return NULL;
+    m->list = tpl_pool_alloc(&p->t->pool, (m->n2 + nb + 1) * sizeof *m->list);
+    if (!m->list) FAIL(p, "out of memory");
+    if (m->n2) memcpy(m->list, pl, m->n2 * sizeof *pl);
+    if (nb) memcpy(m->list + m->n2, b, nb * sizeof *b);
+    m->n = m->n2 + nb;
+    return m;
+}
+
+
 static tpl_node *statement(parser *p, ltok *kw) {
     static const char *const if_ends[] = {"elif", "else", "endif"};
     static const char *const for_ends[] = {"else", "endfor"};
     static const char *const endif[] = {"endif"}, *const endfor[] = {"endfor"};
-    static const char *const endset[] = {"endset"}, *const endmacro[] = {"endmacro"};
+    static const char *const endset[] = {"endset"}, *const endmacro[] = {"endmacro"},
+                             *const endcall[] = {"endcall"};
     uint32_t line = kw->line;
     int which;
     tpl_node *n;
@@ -591,33 +638,17 @@ static tpl_node *statement(parser *p, ltok *kw) {
         if (!(n = node(p, N_MACRO, line))) return NULL;
         n->s = name->s, n->sn = name->n;
         if (!expect_op(p, '(', "'(' after the macro's name")) return NULL;
-        nlist params = {0}, defs = {0};
-        while (!accept_op(p, ')')) {
-            ltok *t = peek(p);
-            tpl_node *pn = node(p, N_NAME, t->line), *dv = NULL;
-            if (!pn || t->k != K_NAME) FAIL(p, "expected a parameter name");
-            p->i++;
-            pn->s = t->s, pn->sn = t->n;
-            if (accept_op(p, '=') && !(dv = expr(p))) break;
-            nl_add(p, &params, pn);
-            if (!dv && !(dv = node(p, N_NOP, t->line))) break;
-            nl_add(p, &defs, dv);
-            if (!is_op(peek(p), ')') && !expect_op(p, ',', "',' or ')'")) break;
-        }
-        n->list2 = nl_done(&defs, &n->n2);
-        tpl_node **pl = nl_done(&params, &n->n2);
-        if (p->err && p->err->msg[0]) return NULL;
-        if (!END_STMT(p)) return NULL;
-        /* list: the parameters, then the body */
-        size_t nb;
-        tpl_node **b = body(p, endmacro, 1, &nb, &which, "macro", line);
-        if (which < 0 || !END_STMT(p)) return NULL;
-        n->list = tpl_pool_alloc(&p->t->pool, (n->n2 + nb + 1) * sizeof *n->list);
-        if (!n->list) FAIL(p, "out of memory");
-        if (n->n2) memcpy(n->list, pl, n->n2 * sizeof *pl);
-        if (nb) memcpy(n->list + n->n2, b, nb * sizeof *b);
-        n->n = n->n2 + nb;
-        return n;
+        return macro_rest(p, n, endmacro, "macro", line, true);
+    }
+    if (is_name(kw, "call")) { /* {% call(params) m(args) %}body{% endcall %}: m's caller() is body */
+        tpl_node *c;
+        if (!(n = node(p, N_CALLBLOCK, line)) || !(c = node(p, N_MACRO, line))) return NULL;
+        c->s = "caller", c->sn = 6;
+        bool params = accept_op(p, '(');
+        if (params && !macro_params(p, c)) return NULL;
+        if (!(n->a = expr(p))) return NULL;
+        if (n->a->kind != N_CALL) FAIL(p, "a call block needs a macro call");
+        return (n->b = macro_rest(p, c, endcall, "call", line, false)) ? n : NULL;
     }
     if (is_name(kw, "break") || is_name(kw, "continue")) {
         if (!(n = node(p, is_name(kw, "break") ? N_BREAK : N_CONTINUE, line))) return NULL;

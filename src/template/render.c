@@ -264,12 +264,24 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
 }
 
 static tpl_args eval_args(tpl_run *r, scope *sc, tpl_node *const *list, size_t n) {
-    tpl_args g = {tpl_alloc(r, n * sizeof(tpl_val)), tpl_alloc(r, n * sizeof(tpl_val)),
-              tpl_alloc(r, n * sizeof(tpl_node *)), 0, 0};
+    size_t cap = n;
+    tpl_val *spread = tpl_alloc(r, n * sizeof(tpl_val)); /* f(*x): x's items, counted first */
+    for (size_t i = 0; i < n; i++) {
+        if (list[i]->kind != N_SPLAT) continue;
+        spread[i] = eval(r, sc, list[i]->a);
+        if (spread[i].t != V_LIST && spread[i].t != V_STR)
+            tpl_fail(r, "'*' needs a list, not %s", tpl_type_name(spread[i]));
+        cap += spread[i].n;
+    }
+    tpl_args g = {tpl_alloc(r, cap * sizeof(tpl_val)), tpl_alloc(r, n * sizeof(tpl_val)),
+                  tpl_alloc(r, n * sizeof(tpl_node *)), 0, 0};
     for (size_t i = 0; i < n; i++) {
         if (list[i]->kind == N_KW) {
             g.kwn[g.nkw] = list[i];
             g.kw[g.nkw++] = eval(r, sc, list[i]->a);
+        } else if (list[i]->kind == N_SPLAT) {
+            for (uint32_t k = 0; k < spread[i].n; k++)
+                g.a[g.na++] = spread[i].t == V_LIST ? spread[i].u.items[k] : tpl_str(spread[i].u.s + k, 1);
         } else
             g.a[g.na++] = eval(r, sc, list[i]);
     }
@@ -282,12 +294,14 @@ static tpl_val capture(tpl_run *r, scope *sc, tpl_node *const *body, size_t n) {
     return tpl_take(r, mark);
 }
 
-static tpl_val call_macro(tpl_run *r, const macro *m, const tpl_args *g) {
+/* Calls macro m; caller: a call block's body, the macro's caller() (or NULL). */
+static tpl_val call_macro(tpl_run *r, const macro *m, const tpl_args *g, const macro *caller) {
     const tpl_node *d = m->def;
     size_t np = d->n2;
     if (g->na > np) tpl_fail(r, "macro '%.*s' takes %zu arguments, got %zu", (int)d->sn, d->s, np, g->na);
     if (++r->depth > MAX_CALL_DEPTH) tpl_fail(r, "macro calls nested more than %d deep", MAX_CALL_DEPTH);
     scope *sc = scope_new(r, m->env);
+    if (caller) tpl_dict_set(r, sc->vars, "caller", 6, (tpl_val){.t = V_MACRO, .u.mac = caller});
     for (size_t i = 0; i < np; i++) {
         const tpl_node *p = d->list[i];
         tpl_val v = UNDEF;
@@ -367,12 +381,14 @@ static tpl_val call_global(tpl_run *r, int fn, const tpl_args *g) {
     tpl_fail(r, "unknown function");
 }
 
-static tpl_val call(tpl_run *r, scope *sc, const tpl_node *n) {
+/* A call expression n; caller: see call_macro. */
+static tpl_val call_with(tpl_run *r, scope *sc, const tpl_node *n, const macro *caller) {
     const tpl_node *cal = n->a;
     if (cal->kind == N_ATTR) { /* a method, unless the dict holds a callable there */
         tpl_val obj = eval(r, sc, cal->a);
         tpl_val f = (obj.t == V_DICT || obj.t == V_NS) ? get_attr(obj, cal->s, cal->sn) : UNDEF;
         if (f.t != V_FUNC && f.t != V_MACRO) {
+            if (caller) tpl_fail(r, "a call block calls a method, not a macro");
             tpl_args g = eval_args(r, sc, n->list, n->n);
             return tpl_call_method(r, obj, cal->s, cal->sn, g.a, g.na);
         }
@@ -380,13 +396,16 @@ static tpl_val call(tpl_run *r, scope *sc, const tpl_node *n) {
     tpl_val f = eval(r, sc, cal);
     tpl_args g = eval_args(r, sc, n->list, n->n);
     r->line = n->line;
+    if (caller && f.t != V_MACRO) tpl_fail(r, "a call block calls a %s, not a macro", tpl_type_name(f));
     if (f.t == V_FUNC) return call_global(r, f.fn, &g);
-    if (f.t == V_MACRO) return call_macro(r, f.u.mac, &g);
+    if (f.t == V_MACRO) return call_macro(r, f.u.mac, &g, caller);
     if (cal->kind == N_NAME)
         tpl_fail(r, "'%.*s' is not a function (it is %s)", (int)(cal->sn > 40 ? 40 : cal->sn), cal->s,
                  f.t == V_UNDEF ? "undefined" : tpl_type_name(f));
     tpl_fail(r, "calling a %s", tpl_type_name(f));
 }
+
+static tpl_val call(tpl_run *r, scope *sc, const tpl_node *n) { return call_with(r, sc, n, NULL); }
 
 static tpl_val eval(tpl_run *r, scope *sc, const tpl_node *n) {
     step(r, n);
@@ -542,6 +561,14 @@ static int exec(tpl_run *r, scope *sc, tpl_node *const *body, size_t nb) {
             m->def = n;
             m->env = sc;
             tpl_dict_set(r, sc->vars, n->s, n->sn, (tpl_val){.t = V_MACRO, .u.mac = m});
+            break;
+        }
+        case N_CALLBLOCK: {
+            macro *c = tpl_alloc(r, sizeof *c);
+            c->def = n->b;
+            c->env = sc;
+            tpl_val v = call_with(r, sc, n->a, c);
+            tpl_emit(r, v.u.s, v.n);
             break;
         }
         case N_BREAK: return FLOW_BREAK;

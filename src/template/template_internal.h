@@ -49,10 +49,10 @@ sm_status tpl_lex(sm_template *t, const char *src, size_t len, ltok **toks, size
 /* ---- syntax tree */
 typedef enum {
     /* statements */
-    N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_MACRO, N_BREAK, N_CONTINUE, N_NOP,
+    N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_MACRO, N_CALLBLOCK, N_BREAK, N_CONTINUE, N_NOP,
     /* expressions */
     N_STR, N_INT, N_FLOAT, N_BOOL, N_NONE, N_NAME, N_LIST, N_TUPLE, N_DICT, N_ATTR, N_INDEX,
-    N_SLICE, N_CALL, N_KW, N_FILTER, N_TEST, N_NOT, N_NEG, N_BIN, N_AND, N_OR, N_COND
+    N_SLICE, N_CALL, N_KW, N_SPLAT, N_FILTER, N_TEST, N_NOT, N_NEG, N_BIN, N_AND, N_OR, N_COND
 } tpl_kind;
 
 typedef enum {
@@ -176,7 +176,14 @@ void tpl_print(tpl_run *r, tpl_val v);
 /* v as a string value (what print writes). */
 tpl_val tpl_to_str(tpl_run *r, tpl_val v);
 /* Appends v as JSON: indent < 0 for none; sort_keys; ensure_ascii. */
-void tpl_json(tpl_run *r, tpl_val v, int indent, bool ascii, bool sort_keys, int depth);
+/* How tojson writes: indent < 0 on one line; sep[0] between items, sep[1] after keys (NULL: Python's
+   defaults, ", " or "," with an indent, and ": "). */
+typedef struct {
+    int indent;
+    bool ascii, sort_keys;
+    tpl_val sep[2];
+} tpl_json_opts;
+void tpl_json(tpl_run *r, tpl_val v, const tpl_json_opts *o, int depth);
 void tpl_emit(tpl_run *r, const char *s, size_t n);
 /* The text emitted since out_n was mark, as a string value; the output goes back to mark
    (filters and captures build their strings in the output buffer). */

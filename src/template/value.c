@@ -228,7 +228,7 @@ void tpl_print(tpl_run *r, tpl_val v) {
     case V_STR: tpl_emit(r, v.u.s, v.n); return;
     case V_LIST:
     case V_DICT:
-    case V_NS: tpl_json(r, v, -1, false, false, 0); return;
+    case V_NS: tpl_json(r, v, &(tpl_json_opts){.indent = -1}, 0); return;
     default: tpl_fail(r, "cannot print a %s", tpl_type_name(v));
     }
 }
@@ -284,9 +284,12 @@ static int key_cmp(const tpl_entry *a, const tpl_entry *b) {
     return c ? c : (a->kn > b->kn) - (a->kn < b->kn);
 }
 
-void tpl_json(tpl_run *r, tpl_val v, int indent, bool ascii, bool sort_keys, int depth) {
+void tpl_json(tpl_run *r, tpl_val v, const tpl_json_opts *o, int depth) {
     if (depth > 200) tpl_fail(r, "tojson: nested more than 200 levels");
-    const char *item_sep = indent >= 0 ? "," : ", ";
+    int indent = o->indent;
+    bool ascii = o->ascii, sort_keys = o->sort_keys;
+    tpl_val item_sep = o->sep[0].t == V_STR ? o->sep[0] : indent >= 0 ? tpl_str(",", 1) : tpl_str(", ", 2);
+    tpl_val key_sep = o->sep[1].t == V_STR ? o->sep[1] : tpl_str(": ", 2);
     switch (v.t) {
     case V_UNDEF:
     case V_NONE: emit_str(r, "null"); return;
@@ -304,9 +307,9 @@ void tpl_json(tpl_run *r, tpl_val v, int indent, bool ascii, bool sort_keys, int
         }
         emit_str(r, "[");
         for (uint32_t i = 0; i < v.n; i++) {
-            if (i) emit_str(r, item_sep);
+            if (i) tpl_emit(r, item_sep.u.s, item_sep.n);
             if (indent > 0) json_pad(r, indent, depth + 1);
-            tpl_json(r, v.u.items[i], indent, ascii, sort_keys, depth + 1);
+            tpl_json(r, v.u.items[i], o, depth + 1);
         }
         if (indent > 0) json_pad(r, indent, depth);
         emit_str(r, "]");
@@ -329,11 +332,11 @@ void tpl_json(tpl_run *r, tpl_val v, int indent, bool ascii, bool sort_keys, int
                 }
         emit_str(r, "{");
         for (uint32_t i = 0; i < d->n; i++) {
-            if (i) emit_str(r, item_sep);
+            if (i) tpl_emit(r, item_sep.u.s, item_sep.n);
             if (indent > 0) json_pad(r, indent, depth + 1);
             json_string(r, order[i]->k, order[i]->kn, ascii);
-            emit_str(r, ": ");
-            tpl_json(r, order[i]->v, indent, ascii, sort_keys, depth + 1);
+            tpl_emit(r, key_sep.u.s, key_sep.n);
+            tpl_json(r, order[i]->v, o, depth + 1);
         }
         if (indent > 0) json_pad(r, indent, depth);
         emit_str(r, "}");
