@@ -132,6 +132,34 @@ sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error 
     return st;
 }
 
+/* The next number in text from *pos (outside strings): whether it has a fraction or exponent. */
+static bool next_number_is_float(const char *text, size_t len, size_t *pos) {
+    size_t i = *pos;
+    while (i < len) {
+        char c = text[i];
+        if (c == '"') { /* a string: skip it, escapes and all */
+            for (i++; i < len && text[i] != '"'; i++) i += text[i] == '\\';
+            i++;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            break;
+        } else {
+            i++;
+        }
+    }
+    bool fl = false;
+    for (; i < len && strchr("+-0123456789.eE", text[i]); i++) fl = fl || strchr(".eE", text[i]);
+    *pos = i;
+    return fl;
+}
+
+/* Marks the numbers of j (in the order of the text, as cJSON keeps it) written as floats. */
+static void mark_floats(cJSON *j, const char *text, size_t len, size_t *pos) {
+    for (; j; j = j->next) {
+        if (cJSON_IsNumber(j) && next_number_is_float(text, len, pos)) j->type |= SM_JSON_FLOAT_TEXT;
+        if (j->child) mark_floats(j->child, text, len, pos);
+    }
+}
+
 sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, cJSON **out,
                                sm_error *err) {
     *out = NULL;
@@ -177,6 +205,10 @@ sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, c
         cJSON_Delete(root);
     else
         *out = root;
+    if (!st) {
+        size_t pos = 0;
+        mark_floats(root, text, len, &pos);
+    }
     return st;
 }
 

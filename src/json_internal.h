@@ -14,10 +14,15 @@
 ** escapes (cJSON would cut the string there: SM_ERR_UNSUPPORTED), nothing but
 ** white space after it, no duplicate key in any object. On failure *out is
 ** NULL and err says where (line and column); messages start with "PATH: "
-** when path is not NULL. Free *out with cJSON_Delete.
+** when path is not NULL. Numbers written with a fraction or exponent carry
+** SM_JSON_FLOAT_TEXT. Free *out with cJSON_Delete.
 */
 sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, cJSON **out,
                                sm_error *err);
+
+/* Set in a number's type when its text had a fraction or an exponent ("-40.0", "1e3"): a float to
+   Python's json, though its value is whole. cJSON's own type tests mask the high bits. */
+#define SM_JSON_FLOAT_TEXT (1 << 12)
 
 /* Reads the file at path (at most max bytes) and parses it as above; errors name path. */
 sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error *err);

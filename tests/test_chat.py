@@ -195,6 +195,8 @@ SEMANTIC_CASES = [  # item 3 of issue 33: where @huggingface/jinja departs from 
  "{% macro f(a) %}{{ a }}{% endmacro %}{{ f(*[1, 2]) }}",
  '{{ {"a": [1, 2], "b": {"c": none}} | tojson(separators=(",", ":")) }}',
  '{{ [1, 2] | tojson(indent=2, separators=(", ", " = ")) }}',
+ # floats written whole in the JSON input stay floats (-40.0), as Python's json reads them
+ "{{ temps | tojson }} {{ temps[0] }} {{ temps[0] is float }} {{ temps[2] is integer }} {{ temps[:4] | sum }}",
 ]
 
 FILTER_USERS = [{"name": "Bob", "role": "admin", "age": 41}, {"name": "alice", "role": "user", "age": 29},
@@ -206,7 +208,7 @@ def filters_as_jinja(smbin, tmp, cases=FILTER_CASES, label=None):
     environment) renders it, or fails where it fails. Booleans print as @huggingface/jinja prints
     them (true, false), which the comparison allows for; unknown filters and tests fail only when
     they run."""
-    ctx = {"users": FILTER_USERS, "messages": []}
+    ctx = {"users": FILTER_USERS, "messages": [], "temps": [-40.0, 1.5, 2, 100.0, 1e16, -0.0]}
     if jinja2_render("x", {}) is None:
         T.skip("filters and tests against Jinja", "python3-jinja2 is not installed")
         return
@@ -693,7 +695,7 @@ def main():
         filters_as_jinja(smbin, tmp, SEMANTIC_CASES, f"{len(SEMANTIC_CASES)} expressions as Python's Jinja has them: "
                          "'+' of a string and a number, dict or none fails, backslash-newline continues a "
                          "string, unknown escapes stay, octal and \\U escapes; call blocks, f(*args), "
-                         "tojson separators")
+                         "tojson separators, -40.0 from JSON")
         bad_templates(smbin, tmp)
         if os.path.isdir(os.path.join(a.shared, "models")):
             token_ids(smbin, tmp, ref, a.shared, skip)

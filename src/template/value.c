@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_internal.h"
 #include "template_internal.h"
 
 void *tpl_alloc(tpl_run *r, size_t n) {
@@ -115,8 +116,9 @@ tpl_val tpl_from_json(tpl_run *r, const cJSON *j) {
     if (cJSON_IsTrue(j)) return (tpl_val){.t = V_BOOL, .u.b = true};
     if (cJSON_IsFalse(j)) return (tpl_val){.t = V_BOOL, .u.b = false};
     if (cJSON_IsNumber(j)) {
-        double v = j->valuedouble;
-        if (v == floor(v) && fabs(v) < 9007199254740992.0) return (tpl_val){.t = V_INT, .u.i = (int64_t)v};
+        double v = j->valuedouble; /* -40.0 in the text stays a float, as Python's json reads it */
+        if (!(j->type & SM_JSON_FLOAT_TEXT) && v == floor(v) && fabs(v) < 9007199254740992.0)
+            return (tpl_val){.t = V_INT, .u.i = (int64_t)v};
         return (tpl_val){.t = V_FLOAT, .u.f = v};
     }
     if (cJSON_IsString(j)) return tpl_str(j->valuestring, strlen(j->valuestring));
@@ -207,10 +209,10 @@ static int fmt_double(char *b, size_t n, double d) {
 
 static void emit_str(tpl_run *r, const char *s) { tpl_emit(r, s, strlen(s)); }
 
-static void print_num(tpl_run *r, tpl_val v, bool json) {
+static void print_num(tpl_run *r, tpl_val v) {
     char b[64];
     if (v.t == V_INT) snprintf(b, sizeof b, "%lld", (long long)v.u.i);
-    else if (!json && v.u.f == floor(v.u.f) && fabs(v.u.f) < 1e16) { /* Python's repr: an exponent from 1e16 */
+    else if (v.u.f == floor(v.u.f) && fabs(v.u.f) < 1e16) { /* Python's repr (and json): 1e16 on, an exponent */
         if (v.u.f == 0 && signbit(v.u.f)) snprintf(b, sizeof b, "-0.0");
         else snprintf(b, sizeof b, "%.1f", v.u.f);
     } else
@@ -224,7 +226,7 @@ void tpl_print(tpl_run *r, tpl_val v) {
     case V_NONE: return;
     case V_BOOL: emit_str(r, v.u.b ? "true" : "false"); return;
     case V_INT:
-    case V_FLOAT: print_num(r, v, false); return;
+    case V_FLOAT: print_num(r, v); return;
     case V_STR: tpl_emit(r, v.u.s, v.n); return;
     case V_LIST:
     case V_DICT:
@@ -297,7 +299,7 @@ void tpl_json(tpl_run *r, tpl_val v, const tpl_json_opts *o, int depth) {
     case V_INT:
     case V_FLOAT:
         if (v.t == V_FLOAT && !isfinite(v.u.f)) emit_str(r, "null");
-        else print_num(r, v, true);
+        else print_num(r, v);
         return;
     case V_STR: json_string(r, v.u.s, v.n, ascii); return;
     case V_LIST:
