@@ -31,8 +31,6 @@
 
 #include "sm_config.h"
 
-/* Bytes of a word the work memory holds when loaded (it grows for a longer one). */
-#define SM_TOK_SEGMENT 65536
 /* Largest tokenizer file read. */
 #define SM_TOK_FILE_MAX (256u << 20)
 
@@ -92,9 +90,11 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
                             sm_error *err);
 void sm_tokenizer_free(sm_tokenizer *t);
 
-/* What a token is: text, a byte (<0xNN> pieces), a control token never matched in text, or
-   a user-defined (added, not special) token matched in text as it is before merging. */
-typedef enum { SM_TOK_NORMAL = 0, SM_TOK_BYTE, SM_TOK_CONTROL, SM_TOK_USER } sm_tok_kind;
+/* What a token is: text, a byte (<0xNN> pieces), a control token never matched in text, a
+   user-defined (added, not special) token matched in text as it is before merging, or unused
+   (an id no token has, as in cl100k and o200k, or a GGUF token of type unused: never made,
+   never matched, no text). */
+typedef enum { SM_TOK_NORMAL = 0, SM_TOK_BYTE, SM_TOK_CONTROL, SM_TOK_USER, SM_TOK_UNUSED } sm_tok_kind;
 sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id);
 
 /*

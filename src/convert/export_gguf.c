@@ -100,17 +100,16 @@ static void put_alphabet(buf *b, const char *p, size_t n) {
     put_str(b, tmp, sm_tokenizer_alphabet(p, n, tmp));
 }
 
-/* llama.cpp's token type: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused (an id no
-   token has, as in cl100k and o200k: written "[PAD<id>]" as llama.cpp's converter does), 6 byte. A
+/* llama.cpp's token type: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte. A
    tokenizer.bin has no types: its unknown, BOS and EOS pieces are typed as SentencePiece's
    model types them, so parsing special text turns "</s>" into EOS as llama.cpp's files do. */
 static uint32_t token_type(const sm_tokenizer *t, size_t id) {
     sm_tok_kind kd = sm_tokenizer_kind(t, (int32_t)id);
     if (kd == SM_TOK_BYTE) return 6;
     if (kd == SM_TOK_USER) return 4;
+    if (kd == SM_TOK_UNUSED) return 5;
     bool bin = t->type == SM_TOKENIZER_SENTENCEPIECE, control = kd == SM_TOK_CONTROL;
     size_t len = t->off[id + 1] - t->off[id];
-    if (control && len == 0) return 5;
     bool unk = (int32_t)id == t->unk || (len == 5 && memcmp(t->text + t->off[id], "<unk>", 5) == 0);
     if (unk && (control || bin)) return 2;
     if (control || (bin && ((int32_t)id == t->bos || (int32_t)id == t->eos))) return 3;
@@ -127,9 +126,9 @@ static void put_token(buf *b, const sm_tokenizer *t, size_t id, bool spm) {
     if (t->type == SM_TOKENIZER_SENTENCEPIECE && token_type(t, id) == 3 && len > 2 && p[0] == '\n' &&
         p[len - 1] == '\n') {
         put_str(b, p + 1, len - 2); /* llama2.c's tokenizer.bin spells BOS "\n<s>\n": SentencePiece's "<s>" */
-    } else if (kd == SM_TOK_CONTROL && len == 0) {
+    } else if (kd == SM_TOK_UNUSED && len == 0) { /* an id no token has: as llama.cpp's converter names it */
         put_str(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "[PAD%zu]", id));
-    } else if (kd == SM_TOK_CONTROL || kd == SM_TOK_USER) { /* added tokens: their text as it is */
+    } else if (kd == SM_TOK_CONTROL || kd == SM_TOK_USER || kd == SM_TOK_UNUSED) { /* their text as it is */
         put_str(b, p, len);
     } else if (!spm) {
         put_alphabet(b, p, len);

@@ -311,7 +311,7 @@ static sm_status tables(ctx *c, const cJSON *voc, const cJSON *added, bool fallb
         const char *s = str[id];
         t->off[id] = (uint32_t)o;
         if (!s) {
-            t->kind[id] = KIND_CONTROL;
+            t->kind[id] = KIND_UNUSED;
             continue;
         }
         size_t sl = strlen(s);

@@ -25,14 +25,8 @@ sm_status sm_tok_alloc_tables(sm_tokenizer *t, size_t n, size_t text_bytes, sm_e
     bool scored = t->type == SM_TOKENIZER_SENTENCEPIECE;
     t->score = scored ? calloc(n, sizeof *t->score) : NULL;
     t->work = calloc(1, sizeof *t->work);
-    if (t->work) {
-        t->work->buf = malloc(SM_TOK_SEGMENT + 1);
-        t->work->syms = malloc((SM_TOK_SEGMENT + 1) * sizeof(sym));
-        t->work->heap = malloc(3 * (SM_TOK_SEGMENT + 1) * sizeof(cand));
-        t->work->cap = SM_TOK_SEGMENT + 1;
-    }
-    if (!t->text || !t->off || !t->kind || (scored && !t->score) || !t->work || !t->work->buf ||
-        !t->work->syms || !t->work->heap)
+    if (!t->text || !t->off || !t->kind || (scored && !t->score) || !t->work ||
+        !sm_tok_work_fit(t->work, SM_TOK_SEGMENT))
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the tokenizer");
     return SM_OK;
 }
@@ -448,7 +442,8 @@ static sm_status load_gguf(sm_tokenizer *t, const sm_config *cfg, const sm_gguf 
     for (size_t i = 0; ty && !st && i < n; i++) { /* control tokens are never text; user-defined
                                                       ones are matched in it before merging */
         int32_t k = (int32_t)sm_read_u32le(ty->val + 4 * i);
-        if (k == 3 || k == 5) t->kind[i] = KIND_CONTROL; /* 5: unused, never made or matched */
+        if (k == 3) t->kind[i] = KIND_CONTROL;
+        if (k == 5) t->kind[i] = KIND_UNUSED; /* never made, matched or shown */
         if (k == 4 && t->kind[i] == KIND_NORMAL && t->off[i + 1] > t->off[i]) t->kind[i] = KIND_USER;
     }
     bool add = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE, found, eos_add = false;
@@ -486,7 +481,7 @@ static int cmp_rank(const void *a, const void *b) {
 }
 
 _Static_assert(KIND_BYTE == (int)SM_TOK_BYTE && KIND_CONTROL == (int)SM_TOK_CONTROL &&
-               KIND_USER == (int)SM_TOK_USER, "kinds as sm_tok_kind");
+               KIND_USER == (int)SM_TOK_USER && KIND_UNUSED == (int)SM_TOK_UNUSED, "kinds as sm_tok_kind");
 
 bool sm_tokenizer_is_end(const sm_tokenizer *t, int32_t id) {
     if (id < 0) return false;

@@ -248,15 +248,9 @@ size_t sm_utf8_complete(const unsigned char *s, size_t n) {
     return n;
 }
 
-/*
-** How much of s[0..n) is merged at once: all of it, the work memory grown
-** to fit it (a word is merged whole, as every reference does); only where
-** that memory cannot be had, a segment cut after its last newline, else at
-** a character start.
-*/
-static size_t segment_end(sm_tok_work *w, const unsigned char *s, size_t n) {
-    if (n + 1 <= w->cap) return n;
-    size_t c = w->cap;
+bool sm_tok_work_fit(sm_tok_work *w, size_t n) {
+    if (n + 1 <= w->cap) return true;
+    size_t c = w->cap ? w->cap : n + 1; /* first exactly, then doubling */
     while (c < n + 1) c *= 2;
     unsigned char *b = realloc(w->buf, c);
     if (b) w->buf = b;
@@ -264,8 +258,17 @@ static size_t segment_end(sm_tok_work *w, const unsigned char *s, size_t n) {
     if (y) w->syms = y;
     cand *h = y ? realloc(w->heap, 3 * c * sizeof *h) : NULL;
     if (h) w->heap = h, w->cap = c;
-    if (h) return n;
-    if (n <= SM_TOK_SEGMENT) return n;
+    return h != NULL;
+}
+
+/*
+** How much of s[0..n) is merged at once: all of it, the work memory grown
+** to fit it (a word is merged whole, as every reference does); only where
+** that memory cannot be had, a segment cut after its last newline, else at
+** a character start.
+*/
+static size_t segment_end(sm_tok_work *w, const unsigned char *s, size_t n) {
+    if (sm_tok_work_fit(w, n) || n <= SM_TOK_SEGMENT) return n;
     for (size_t i = SM_TOK_SEGMENT; i > SM_TOK_SEGMENT / 2; i--)
         if (s[i - 1] == '\n') return i;
     size_t i = SM_TOK_SEGMENT;
@@ -517,7 +520,7 @@ const char *sm_tokenizer_piece(const sm_tokenizer *t, int32_t id, size_t *len) {
         *len = 1;
         return t->bytes + id;
     }
-    if (t->kind[id] == KIND_CONTROL) {
+    if (t->kind[id] == KIND_CONTROL || t->kind[id] == KIND_UNUSED) {
         *len = 0;
         return "";
     }

@@ -10,7 +10,7 @@
 
 /* KIND_USER: an added token that is not special; matched in text before
    pre-tokenizing, shown as text, never made by merges. */
-enum { KIND_NORMAL = 0, KIND_BYTE, KIND_CONTROL, KIND_USER };
+enum { KIND_NORMAL = 0, KIND_BYTE, KIND_CONTROL, KIND_USER, KIND_UNUSED };
 
 #define MAX_PIECE 4096 /* bytes of one piece, and sentencepiece's max_token_length cap */
 
@@ -40,6 +40,11 @@ struct sm_tok_work {
     cand *heap;         /* (3 * cap) */
     size_t n_heap, cap; /* cap: SM_TOK_SEGMENT + 1, doubled for a longer word */
 };
+
+#define SM_TOK_SEGMENT 65536 /* bytes of a word the work memory holds when loaded */
+
+/* Makes w hold a word of n bytes (and a prefixed space), growing it; false: out of memory. */
+bool sm_tok_work_fit(sm_tok_work *w, size_t n);
 
 /* ------------------------------------------------ pre-tokenizer (pretok.c) */
 /* SM_NORM_PREFIX_SPACE: a prepend of " " unless the text starts with one (ByteLevel add_prefix_space) */
