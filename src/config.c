@@ -201,15 +201,14 @@ sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, c
     } else if ((dup = duplicate_key(root))) {
         st = sm_error_set(err, SM_ERR_FORMAT, "%s%sduplicate key \"%s\"", pre, sep, dup);
     }
-    if (st)
+    if (st) {
         cJSON_Delete(root);
-    else
-        *out = root;
-    if (!st) {
-        size_t pos = 0;
-        mark_floats(root, text, len, &pos);
+        return st;
     }
-    return st;
+    size_t pos = 0;
+    mark_floats(root, text, len, &pos);
+    *out = root;
+    return SM_OK;
 }
 
 /* Refuses keys not in `allowed` (NULL-terminated) so typos are not ignored. */

@@ -61,15 +61,12 @@ typedef struct lexer {
 static sm_status lex_fail(lexer *L, uint32_t line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static sm_status lex_fail(lexer *L, uint32_t line, const char *fmt, ...) {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     L->failed = true;
-    char one[400];
-    tpl_one_line(one, sizeof one, msg, strlen(msg));
-    return sm_error_set(L->err, SM_ERR_FORMAT, "%s line %u: %s", L->t->name, line, one);
+    sm_status st = tpl_error(L->err, SM_ERR_FORMAT, L->t->name, line, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 static uint32_t line_at(lexer *L, size_t pos) {

@@ -31,14 +31,10 @@ typedef struct parser {
 static void parse_fail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void parse_fail(parser *p, const char *fmt, ...) {
     if (p->err && p->err->msg[0]) return; /* the first error stands */
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    tpl_error(p->err, SM_ERR_FORMAT, p->t->name, p->tok[p->i].line, fmt, ap);
     va_end(ap);
-    char one[400];
-    tpl_one_line(one, sizeof one, msg, strlen(msg));
-    sm_error_set(p->err, SM_ERR_FORMAT, "%s line %u: %s", p->t->name, p->tok[p->i].line, one);
 }
 
 static ltok *peek(parser *p) { return &p->tok[p->i]; }
@@ -553,11 +549,10 @@ static bool macro_params(parser *p, tpl_node *m) {
     return !(p->err && p->err->msg[0]);
 }
 
-/* The rest of a macro m (params: its parameters still to read) up to its end tag: list holds the
-   parameters, then the body. */
+/* The rest of a macro m, its parameters read, up to its end tag: list holds the parameters, then
+   the body. */
 static tpl_node *macro_rest(parser *p, tpl_node *m, const char *const *end, const char *what,
-                            uint32_t line, bool params) {
-    if (params && !macro_params(p, m)) return NULL;
+                            uint32_t line) {
     if (!END_STMT(p)) return NULL;
     int which;
     size_t nb;
@@ -570,7 +565,6 @@ static tpl_node *macro_rest(parser *p, tpl_node *m, const char *const *end, cons
     m->n = m->n2 + nb;
     return m;
 }
-
 
 static tpl_node *statement(parser *p, ltok *kw) {
     static const char *const if_ends[] = {"elif", "else", "endif"};
@@ -637,18 +631,17 @@ static tpl_node *statement(parser *p, ltok *kw) {
         p->i++;
         if (!(n = node(p, N_MACRO, line))) return NULL;
         n->s = name->s, n->sn = name->n;
-        if (!expect_op(p, '(', "'(' after the macro's name")) return NULL;
-        return macro_rest(p, n, endmacro, "macro", line, true);
+        if (!expect_op(p, '(', "'(' after the macro's name") || !macro_params(p, n)) return NULL;
+        return macro_rest(p, n, endmacro, "macro", line);
     }
     if (is_name(kw, "call")) { /* {% call(params) m(args) %}body{% endcall %}: m's caller() is body */
         tpl_node *c;
         if (!(n = node(p, N_CALLBLOCK, line)) || !(c = node(p, N_MACRO, line))) return NULL;
         c->s = "caller", c->sn = 6;
-        bool params = accept_op(p, '(');
-        if (params && !macro_params(p, c)) return NULL;
+        if (accept_op(p, '(') && !macro_params(p, c)) return NULL;
         if (!(n->a = expr(p))) return NULL;
         if (n->a->kind != N_CALL) FAIL(p, "a call block needs a macro call");
-        return (n->b = macro_rest(p, c, endcall, "call", line, false)) ? n : NULL;
+        return (n->b = macro_rest(p, c, endcall, "call", line)) ? n : NULL;
     }
     if (is_name(kw, "break") || is_name(kw, "continue")) {
         if (!(n = node(p, is_name(kw, "break") ? N_BREAK : N_CONTINUE, line))) return NULL;

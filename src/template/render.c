@@ -265,9 +265,10 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
 
 static tpl_args eval_args(tpl_run *r, scope *sc, tpl_node *const *list, size_t n) {
     size_t cap = n;
-    tpl_val *spread = tpl_alloc(r, n * sizeof(tpl_val)); /* f(*x): x's items, counted first */
+    tpl_val *spread = NULL; /* f(*x): x's items, counted first */
     for (size_t i = 0; i < n; i++) {
         if (list[i]->kind != N_SPLAT) continue;
+        if (!spread) spread = tpl_alloc(r, n * sizeof(tpl_val));
         spread[i] = eval(r, sc, list[i]->a);
         if (spread[i].t != V_LIST && spread[i].t != V_STR)
             tpl_fail(r, "'*' needs a list, not %s", tpl_type_name(spread[i]));

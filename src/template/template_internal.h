@@ -7,6 +7,7 @@
 #define SM_TEMPLATE_INTERNAL_H
 
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,6 +157,9 @@ _Noreturn void tpl_fail(tpl_run *r, const char *fmt, ...) __attribute__((format(
 /* s[0..n) on one line into out (cap bytes, NUL-terminated): control characters escaped (\n, \t,
    \xHH), so an error message never spans lines; cut at a character if it does not fit. */
 void tpl_one_line(char *out, size_t cap, const char *s, size_t n);
+/* Sets err to code and "NAME line L: message", the message (fmt, ap) on one line; returns code. */
+sm_status tpl_error(sm_error *err, sm_status code, const char *name, unsigned line, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 5, 0)));
 void *tpl_alloc(tpl_run *r, size_t n);
 
 /* value.c */

@@ -41,14 +41,19 @@ void tpl_one_line(char *out, size_t cap, const char *s, size_t n) {
     if (cap) out[k] = 0;
 }
 
+sm_status tpl_error(sm_error *err, sm_status code, const char *name, unsigned line, const char *fmt,
+                    va_list ap) {
+    char msg[400], one[400];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    tpl_one_line(one, sizeof one, msg, strlen(msg));
+    return sm_error_set(err, code, "%s line %u: %s", name, line, one);
+}
+
 void tpl_fail(tpl_run *r, const char *fmt, ...) {
-    char msg[400], line[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    tpl_error(r->err, SM_ERR_INPUT, r->name, r->line, fmt, ap);
     va_end(ap);
-    tpl_one_line(line, sizeof line, msg, strlen(msg));
-    sm_error_set(r->err, SM_ERR_INPUT, "%s line %u: %s", r->name, r->line, line);
     longjmp(r->fail, 1);
 }
 
