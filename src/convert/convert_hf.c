@@ -272,7 +272,7 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
         /* vocab.json + merges.txt are read with GPT-2's pattern: only when tokenizer.json
            (which names the real pre-tokenizer, e.g. Qwen's) says that is what the model uses */
         cJSON *root;
-        sm_status st = sm_json_read_file(j, SM_TOK_FILE_MAX, &root, err);
+        sm_status st = sm_json_read_file_nul(j, SM_TOK_FILE_MAX, &root, err);
         if (!st) st = sm_hf_tok_kind(root, j, &ty, err);
         cJSON_Delete(root);
         if (st) return st;
@@ -291,7 +291,7 @@ static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts
                             "%s: no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
                             "a llama2.c tokenizer.bin with --tokenizer FILE",
                             dir);
-    sm_status st = sm_json_read_file(pl->tok_json_path, SM_TOK_FILE_MAX, &pl->tok_json, err);
+    sm_status st = sm_json_read_file_nul(pl->tok_json_path, SM_TOK_FILE_MAX, &pl->tok_json, err);
     if (!st) st = sm_hf_tok_kind(pl->tok_json, pl->tok_json_path, &c->tokenizer, err);
     if (st) return st;
     if (c->tokenizer == SM_TOKENIZER_HF) { /* read as it is: copied, or used in place */

@@ -128,7 +128,8 @@ static void put_token(buf *b, const sm_tokenizer *t, size_t id, bool spm) {
         put_str(b, p + 1, len - 2); /* llama2.c's tokenizer.bin spells BOS "\n<s>\n": SentencePiece's "<s>" */
     } else if (kd == SM_TOK_UNUSED && len == 0) { /* an id no token has: as llama.cpp's converter names it */
         put_str(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "[PAD%zu]", id));
-    } else if (kd == SM_TOK_CONTROL || kd == SM_TOK_USER || kd == SM_TOK_UNUSED) { /* their text as it is */
+    } else if (kd == SM_TOK_CONTROL || kd == SM_TOK_USER || kd == SM_TOK_UNUSED || kd == SM_TOK_UNREACHABLE) {
+        /* their text as it is: an unreachable token as tokenizer.json spells it, as llama.cpp's converter does */
         put_str(b, p, len);
     } else if (!spm) {
         put_alphabet(b, p, len);
@@ -219,7 +220,10 @@ static sm_status put_tokenizer(buf *b, size_t *n, const sm_tokenizer *t, const s
     if (eos >= 0) kv_u32(b, n, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
     if (unk < V) kv_u32(b, n, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);
     kv_bool(b, n, "tokenizer.ggml.add_bos_token", t->add_bos && bos >= 0);
-    kv_bool(b, n, "tokenizer.ggml.add_eos_token", t->add_eos && eos >= 0);
+    /* llama.cpp appends eos only: a post-processor's several tokens after the text (Command R)
+       are not kept, as llama.cpp's converter does not keep them */
+    bool eos_only = !t->n_suffix || (t->n_suffix == 1 && t->suffix[0] == eos);
+    kv_bool(b, n, "tokenizer.ggml.add_eos_token", t->add_eos && eos >= 0 && eos_only);
     return SM_OK;
 }
 

@@ -226,6 +226,17 @@ static bool gpt2_decoder(const cJSON *d) {
     return is_type(d, "Sequence") && cJSON_GetArraySize(list) == 1 && is_type(list->child, "ByteLevel");
 }
 
+/* Whether a token of root holds a NUL (C0 80 as sm_json_read_file_nul keeps it). */
+static bool has_nul_token(const cJSON *root) {
+    const cJSON *voc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
+    for (const cJSON *e = voc ? voc->child : NULL; e; e = e->next)
+        if (e->string && strstr(e->string, "\xC0\x80")) return true;
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next)
+        if (jstr(e, "content") && strstr(jstr(e, "content"), "\xC0\x80")) return true;
+    return false;
+}
+
 sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type *type,
                          sm_error *err) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -244,8 +255,10 @@ sm_status sm_hf_tok_kind(const cJSON *root, const char *path, sm_tokenizer_type 
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
     bool has_pre = pre && !cJSON_IsNull(pre), has_norm = norm && !cJSON_IsNull(norm);
     /* what maps exactly onto llama2.c's tokenizer.bin or GPT-2's files is written as those;
-       everything else is read as it is (SM_TOKENIZER_HF) */
+       everything else is read as it is (SM_TOKENIZER_HF), as is a vocabulary with a NUL in a
+       token (read as C0 80: see sm_json_read_file_nul) */
     *type = SM_TOKENIZER_HF;
+    if (has_nul_token(root)) return SM_OK;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"))) {
         if ((spm_normalizer(norm) && !has_pre) || (spm_metaspace(pre) && !has_norm))
             *type = SM_TOKENIZER_SENTENCEPIECE;

@@ -29,7 +29,9 @@ typedef struct {
     const char *path;
     sm_error *err;
     bool byte_level;
-    int32_t prefix_id, suffix_id; /* post-processor */
+    int32_t prefix_id;            /* post-processor: the token before the text, */
+    int32_t suffix[SM_TOK_SUFFIX_MAX]; /* those after it */
+    int n_suffix;
     bool mark_to_space;           /* decoder: "\xe2\x96\x81" shows as a space */
     bool strip_first;             /* decoder: the first piece's leading space is dropped */
 } ctx;
@@ -197,10 +199,12 @@ static sm_status post_processor(ctx *c, const cJSON *n, int depth) {
             if (!name) return sm_error_set(c->err, SM_ERR_FORMAT, "%s: post_processor.single has an item "
                                            "that is neither SpecialToken nor Sequence", c->path);
             if ((st = special_id(c, n, name, &id))) return st;
-            if (seen ? after++ : before++)
-                return sm_error_set(c->err, SM_ERR_UNSUPPORTED, "%s: post_processor adds more than one "
-                                    "token %s the text", c->path, seen ? "after" : "before");
-            *(seen ? &c->suffix_id : &c->prefix_id) = id;
+            if (seen ? after++ == SM_TOK_SUFFIX_MAX : before++)
+                return sm_error_set(c->err, SM_ERR_UNSUPPORTED, "%s: post_processor adds more than %d "
+                                    "token%s %s the text", c->path, seen ? SM_TOK_SUFFIX_MAX : 1,
+                                    seen ? "s" : "", seen ? "after" : "before");
+            if (seen) c->suffix[c->n_suffix++] = id;
+            else c->prefix_id = id;
         }
         if (seen != 1)
             return sm_error_set(c->err, SM_ERR_UNSUPPORTED, "%s: post_processor.single must hold the "
@@ -316,20 +320,23 @@ static sm_status tables(ctx *c, const cJSON *voc, const cJSON *added, bool fallb
         }
         size_t sl = strlen(s);
         int b = fallback ? sm_tok_byte_piece(s, sl) : -1; /* < 0: not a byte piece */
-        if (is_added[id] || (!c->byte_level && b < 0)) {
-            memcpy(t->text + o, s, sl);
-            o += sl;
-        } else if (b >= 0) {
+        long bl = c->byte_level && !is_added[id] && b < 0 && sl <= MAX_PIECE
+                      ? sm_tok_unalphabet(byte_of_cp, s, sl, t->text + o)
+                      : -1;
+        if (b >= 0) {
             t->kind[id] = KIND_BYTE;
             if (t->byte_id[b] < 0) t->byte_id[b] = (int32_t)id;
             t->text[o++] = (char)b;
+        } else if (bl > 0) {
+            o += (size_t)bl;
+        } else if (!c->byte_level || is_added[id] || (sl && sl <= MAX_PIECE)) {
+            /* its text as written (a NUL kept as C0 80 made NUL again); a byte-level token with a
+               character outside GPT-2's alphabet is never made: its text is what it decodes to */
+            if (c->byte_level && !is_added[id]) t->kind[id] = KIND_UNREACHABLE;
+            o += sm_json_unnul(s, sl, t->text + o);
         } else {
-            long bl = sl > MAX_PIECE ? -1 : sm_tok_unalphabet(byte_of_cp, s, sl, t->text + o);
-            if (bl <= 0)
-                st = sm_error_set(c->err, SM_ERR_FORMAT, "%s: token %zu \"%.40s\" is empty, too long or "
-                                  "has a character outside GPT-2's byte alphabet", c->path, id, s);
-            else
-                o += (size_t)bl;
+            st = sm_error_set(c->err, SM_ERR_FORMAT, "%s: token %zu \"%.40s\" is empty or longer than "
+                              "%d bytes", c->path, id, s, MAX_PIECE);
         }
     }
     if (!st) {
@@ -345,7 +352,7 @@ static sm_status tables(ctx *c, const cJSON *voc, const cJSON *added, bool fallb
 
 /* A merge's side: its id, via the bytes the piece stands for. */
 static int32_t side_id(ctx *c, const int32_t *byte_of_cp, const char *s, size_t n, char *buf) {
-    if (!c->byte_level) return sm_tok_map_find(c->t, s, n);
+    if (!c->byte_level) return n > MAX_PIECE ? -1 : sm_tok_map_find(c->t, buf, sm_json_unnul(s, n, buf));
     long bl = n > MAX_PIECE ? -1 : sm_tok_unalphabet(byte_of_cp, s, n, buf);
     return bl > 0 ? sm_tok_map_find(c->t, buf, (size_t)bl) : -1;
 }
@@ -413,9 +420,9 @@ static sm_status shown_text(sm_tokenizer *t, sm_error *err) {
 
 sm_status sm_tok_load_hf(sm_tokenizer *t, const sm_config *cfg, const char *path, sm_error *err) {
     cJSON *root;
-    sm_status st = sm_json_read_file(path, SM_TOK_FILE_MAX, &root, err);
+    sm_status st = sm_json_read_file_nul(path, SM_TOK_FILE_MAX, &root, err); /* a token may be NUL */
     if (st) return st;
-    ctx c = {.t = t, .path = path, .err = err, .prefix_id = -1, .suffix_id = -1};
+    ctx c = {.t = t, .path = path, .err = err, .prefix_id = -1};
     t->n_vocab = cfg->n_vocab; /* the bound tables() checks; set to the real count by the tables */
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *voc = cJSON_GetObjectItemCaseSensitive(model, "vocab");
@@ -466,7 +473,10 @@ sm_status sm_tok_load_hf(sm_tokenizer *t, const sm_config *cfg, const char *path
     t->bos = c.prefix_id >= 0 ? c.prefix_id : cfg->tok_bos;
     t->add_bos = c.prefix_id >= 0;
     t->eos = cfg->tok_eos;
-    if (c.suffix_id >= 0) t->eos = c.suffix_id, t->add_eos = true;
+    if (c.n_suffix == 1) t->eos = c.suffix[0]; /* (several: Command R's end of turn and EOS) */
+    memcpy(t->suffix, c.suffix, sizeof c.suffix);
+    t->n_suffix = c.n_suffix;
+    t->add_eos = c.n_suffix > 0;
     t->parse_special = true;
 done:
     cJSON_Delete(root);

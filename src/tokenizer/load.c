@@ -207,7 +207,7 @@ static sm_status check_reachable(const sm_tokenizer *t, size_t n, const uint8_t 
         const char *s = t->text + t->off[id];
         size_t len = t->off[id + 1] - t->off[id];
         bool added = (len >= 3 && s[0] == '<' && s[len - 1] == '>') || (raw && raw[id]);
-        if (len > 1 && !made[id] && t->kind[id] != KIND_CONTROL && !added && !lost++) first = id;
+        if (len > 1 && !made[id] && t->kind[id] == KIND_NORMAL && !added && !lost++) first = id;
     }
     free(made);
     if (!lost) return SM_OK;
@@ -240,13 +240,13 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
         size_t sl = slen[id];
         t->off[id] = (uint32_t)o;
         long bl = sl > MAX_PIECE ? -1 : sm_tok_unalphabet(byte_of_cp, s, sl, t->text + o);
-        if (raw && raw[id] && sl && sl <= MAX_PIECE) /* an added token: its text as it is */
-            memcpy(t->text + o, s, sl), bl = (long)sl;
+        bool as_is = raw && raw[id]; /* an added token: its text as it is */
+        if (!as_is && bl < 0 && sl && sl <= MAX_PIECE) /* spelled outside the alphabet: never */
+            as_is = true, t->kind[id] = KIND_UNREACHABLE; /* made; decodes to its UTF-8 */
+        if (as_is && sl && sl <= MAX_PIECE) memcpy(t->text + o, s, sl), bl = (long)sl;
         if (bl <= 0)
-            st = sm_error_set(err, SM_ERR_FORMAT,
-                              "%s: token %zu \"%.*s\" is empty, too long or has a character "
-                              "outside GPT-2's byte alphabet",
-                              vocab_path, id, (int)(sl < 40 ? sl : 40), s);
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: token %zu \"%.*s\" is empty or longer than %d bytes",
+                              vocab_path, id, (int)(sl < 40 ? sl : 40), s, MAX_PIECE);
         else
             o += (size_t)bl;
     }
@@ -481,7 +481,8 @@ static int cmp_rank(const void *a, const void *b) {
 }
 
 _Static_assert(KIND_BYTE == (int)SM_TOK_BYTE && KIND_CONTROL == (int)SM_TOK_CONTROL &&
-               KIND_USER == (int)SM_TOK_USER && KIND_UNUSED == (int)SM_TOK_UNUSED, "kinds as sm_tok_kind");
+               KIND_USER == (int)SM_TOK_USER && KIND_UNUSED == (int)SM_TOK_UNUSED &&
+               KIND_UNREACHABLE == (int)SM_TOK_UNREACHABLE, "kinds as sm_tok_kind");
 
 bool sm_tokenizer_is_end(const sm_tokenizer *t, int32_t id) {
     if (id < 0) return false;

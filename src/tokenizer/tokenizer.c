@@ -493,21 +493,24 @@ size_t sm_tokenizer_encode_as(sm_tokenizer *t, const char *text, size_t len, int
     if ((how & SM_ENCODE_BOS) && t->bos >= 0) emit(&k, t->bos);
     const unsigned char *s = (const unsigned char *)text;
     size_t start = 0;
-    /* sentencepiece prefixes its space to the first text; a pre-tokenizer is told whether
-       the text it gets starts the whole text */
-    bool first = true, scan = t->added_map || (!t->pre && special);
+    /* sentencepiece prefixes its space to each text the special tokens leave (as llama.cpp and
+       Hugging Face's Prepend do); a pre-tokenizer is told whether the text it gets starts the
+       whole text */
+    bool scan = t->added_map || (!t->pre && special);
     for (size_t i = 0; scan && i < len; i++) {
         size_t sl;
         int32_t id = added_at(t, text + i, len - i, special, &sl);
         if (id < 0) continue;
-        if (i > start) encode_plain(t, s + start, i - start, t->pre ? start == 0 : first, &k);
-        first = first && i == start;
+        if (i > start) encode_plain(t, s + start, i - start, t->pre ? start == 0 : true, &k);
         emit(&k, id);
         start = i + sl;
         i = start - 1;
     }
-    if (len > start) encode_plain(t, s + start, len - start, t->pre ? start == 0 : first, &k);
-    if ((how & SM_ENCODE_EOS) && t->eos >= 0) emit(&k, t->eos);
+    if (len > start) encode_plain(t, s + start, len - start, t->pre ? start == 0 : true, &k);
+    if ((how & SM_ENCODE_EOS) && t->n_suffix)
+        for (int i = 0; i < t->n_suffix; i++) emit(&k, t->suffix[i]);
+    else if ((how & SM_ENCODE_EOS) && t->eos >= 0)
+        emit(&k, t->eos);
     return k.n; /* an empty text has no tokens unless the tokenizer adds BOS (or EOS) */
 }
 

@@ -9,8 +9,9 @@
 #include "sm_tokenizer.h"
 
 /* KIND_USER: an added token that is not special; matched in text before
-   pre-tokenizing, shown as text, never made by merges. */
-enum { KIND_NORMAL = 0, KIND_BYTE, KIND_CONTROL, KIND_USER, KIND_UNUSED };
+   pre-tokenizing, shown as text, never made by merges. KIND_UNREACHABLE: a
+   byte-level token spelled outside GPT-2's alphabet; its text is its UTF-8. */
+enum { KIND_NORMAL = 0, KIND_BYTE, KIND_CONTROL, KIND_USER, KIND_UNUSED, KIND_UNREACHABLE };
 
 #define MAX_PIECE 4096 /* bytes of one piece, and sentencepiece's max_token_length cap */
 
