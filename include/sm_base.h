@@ -51,8 +51,6 @@ typedef struct sm_error {
     char msg[512];
 } sm_error;
 
-const char *sm_status_str(sm_status st);
-
 /*
 ** Formats a message into err (if err is not NULL) and returns st, so that
 ** callers can write `return sm_error_set(err, SM_ERR_FORMAT, "...", ...)`.

@@ -10,10 +10,10 @@
 **
 ** Usage:
 **   sm_model_load(&m, dir, true, &err);
-**   sm_state_plan(m, &params, &plan);          -> plan.total bytes
+**   sm_state_plan_bytes(m, &params, &plan, &err);   -> plan.total bytes
 **   sm_arena_init(&arena, plan.total + other needs);
-**   sm_state_init(&s, m, &params, kernels, pool, &arena, &err);
-**   sm_state_forward(s, prompt, n, 0, &logits); then one token at a time.
+**   sm_state_init(&s, m, &params, pool, &arena, &err);
+**   sm_state_forward(s, prompt, n, 0, &logits, &err); then one token at a time.
 */
 #ifndef SM_MODEL_H
 #define SM_MODEL_H

@@ -8,7 +8,7 @@
 **
 **   sm_sched_init(&s, state, &params, &arena, &err);
 **   while (more input || sm_sched_busy(s)) {
-**       while (more input && sm_sched_free(s)) sm_sched_submit(s, &req, &err);
+**       while (more input && sm_sched_free_slots(s)) sm_sched_submit(s, &req, &err);
 **       sm_sched_step(s, &err);
 **   }
 **
@@ -77,7 +77,7 @@ sm_status sm_sched_init(sm_sched **out, sm_state *s, const sm_state_params *sp,
                         const sm_sched_params *p, sm_arena *a, sm_error *err);
 
 /* Slots free for a submit, and slots holding a request. */
-size_t sm_sched_free(const sm_sched *s);
+size_t sm_sched_free_slots(const sm_sched *s);
 size_t sm_sched_busy(const sm_sched *s);
 
 /*

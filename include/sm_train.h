@@ -70,7 +70,6 @@ size_t sm_trainer_params(const sm_trainer *t);
 int sm_trainer_step_index(const sm_trainer *t);
 /* The shape, with hp as created or resumed. */
 const sm_config *sm_trainer_shape(const sm_trainer *t);
-const sm_train_hparams *sm_trainer_hparams(const sm_trainer *t);
 /* Learning rate of step s (0-based) under the schedule. */
 double sm_train_lr(const sm_train_hparams *hp, int s);
 

@@ -15,20 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *sm_status_str(sm_status st) {
-    switch (st) {
-    case SM_OK: return "ok";
-    case SM_ERR_IO: return "i/o error";
-    case SM_ERR_FORMAT: return "malformed input";
-    case SM_ERR_UNSUPPORTED: return "unsupported";
-    case SM_ERR_NOMEM: return "out of memory";
-    case SM_ERR_INPUT: return "invalid input";
-    case SM_ERR_RUNTIME: return "runtime error";
-    case SM_ERR_CANCELLED: return "cancelled";
-    }
-    return "unknown status";
-}
-
 sm_status sm_error_set(sm_error *err, sm_status st, const char *fmt, ...) {
     if (err) {
         va_list ap;

@@ -1,6 +1,7 @@
 /*
-** json_internal.h -- strict JSON parsing, shared by config.c (which owns it)
-** and batch.c. cJSON alone accepts trailing text and duplicate keys.
+** json_internal.h -- strict JSON parsing (json.c), for every reader of JSON
+** (config, tokenizers, conversations, batch records, Hugging Face files).
+** cJSON alone accepts trailing text and duplicate keys.
 */
 #ifndef SM_JSON_INTERNAL_H
 #define SM_JSON_INTERNAL_H

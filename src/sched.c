@@ -107,7 +107,7 @@ size_t sm_sched_busy(const sm_sched *s) {
     return n;
 }
 
-size_t sm_sched_free(const sm_sched *s) {
+size_t sm_sched_free_slots(const sm_sched *s) {
     return s->n_slots - sm_sched_busy(s);
 }
 

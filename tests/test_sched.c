@@ -206,7 +206,7 @@ void test_sched_matches_alone(void) {
                 size_t next = 0, steps = 0;
                 sm_error err = {{0}};
                 while (next < NREQ || sm_sched_busy(s)) {
-                    while (next < NREQ && sm_sched_free(s)) {
+                    while (next < NREQ && sm_sched_free_slots(s)) {
                         stops[next][0] = q[next].stop;
                         sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
                         CHECKF(sm_sched_submit(s, &rq, &err) == SM_OK, "submit: %s", err.msg);
@@ -254,7 +254,7 @@ void test_sched_cancel_stops_reports(void) {
     size_t next = 0, steps = 0;
     sm_error err = {{0}};
     while (!b->cancel && (next < NREQ || sm_sched_busy(s)) && steps++ < 10000) {
-        while (!b->cancel && next < NREQ && sm_sched_free(s)) {
+        while (!b->cancel && next < NREQ && sm_sched_free_slots(s)) {
             stops[next][0] = q[next].stop;
             sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
             CHECK(sm_sched_submit(s, &rq, &err) == SM_OK);

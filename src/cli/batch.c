@@ -205,7 +205,7 @@ int cli_batch(const cli_opts *o) {
     bool tty = isatty(STDERR_FILENO) && !o->quiet, more = true;
     at = record = 0;
     while (!rc && !cli_interrupted && !b.stop) {
-        while (!rc && !cli_interrupted && more && sm_sched_free(r.sched) &&
+        while (!rc && !cli_interrupted && more && sm_sched_free_slots(r.sched) &&
                (more = next_line(input, len, &at, &line, &n))) {
             lineno++;
             if (n == 0 || !in_shard(o, ++record)) continue;

@@ -88,9 +88,6 @@ int sm_trainer_step_index(const sm_trainer *t) {
 const sm_config *sm_trainer_shape(const sm_trainer *t) {
     return &t->cfg;
 }
-const sm_train_hparams *sm_trainer_hparams(const sm_trainer *t) {
-    return &t->hp;
-}
 
 /* ---- layout and creation ----------------------------------------------- */
 
