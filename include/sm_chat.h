@@ -80,6 +80,15 @@ size_t sm_chat_add_stop(const sm_chat *c, const char **stops, size_t n);
 /* Encodes rendered text into out (cap ids); returns the ids the text needs (see above). */
 size_t sm_chat_encode(sm_tokenizer *tok, const char *text, size_t len, int32_t *out, size_t cap);
 
+/*
+** Render, then encode: messages with the generation prompt into out (cap
+** ids); *n gets the ids they need, which may be more than cap (then only cap
+** were written: the caller says it does not fit). *text, when not NULL, gets
+** the rendering (malloc'd, the caller frees it; *text_len its length).
+*/
+sm_status sm_chat_tokens(const sm_chat *c, sm_tokenizer *tok, const cJSON *messages, int32_t *out,
+                         size_t cap, size_t *n, char **text, size_t *text_len, sm_error *err);
+
 typedef struct sm_chat_session sm_chat_session;
 
 typedef struct sm_chat_turn {

@@ -195,6 +195,18 @@ size_t sm_chat_encode(sm_tokenizer *tok, const char *text, size_t len, int32_t *
     return n;
 }
 
+sm_status sm_chat_tokens(const sm_chat *c, sm_tokenizer *tok, const cJSON *messages, int32_t *out,
+                         size_t cap, size_t *n, char **text, size_t *text_len, sm_error *err) {
+    char *r;
+    size_t rl;
+    sm_status st = sm_chat_render(c, messages, true, NULL, &r, &rl, err);
+    if (st) return st;
+    *n = sm_chat_encode(tok, r, rl, out, cap);
+    if (text) *text = r, *text_len = rl;
+    else free(r);
+    return SM_OK;
+}
+
 /* ---- sessions */
 
 struct sm_chat_session {
@@ -320,13 +332,7 @@ static cJSON *suffix(cJSON *const *items, int first, int from, int n) {
 
 /* Tokens of messages rendered for a reply into cs->ids (at most n_ctx + 1 counted). */
 static sm_status measure(sm_chat_session *cs, const cJSON *msgs, size_t *n, sm_error *err) {
-    char *r;
-    size_t rl;
-    sm_status st = sm_chat_render(cs->c, msgs, true, NULL, &r, &rl, err);
-    if (st) return st;
-    *n = sm_chat_encode(cs->tok, r, rl, cs->ids, cs->n_ctx + 1);
-    free(r);
-    return SM_OK;
+    return sm_chat_tokens(cs->c, cs->tok, msgs, cs->ids, cs->n_ctx + 1, n, NULL, NULL, err);
 }
 
 /*

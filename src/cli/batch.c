@@ -50,11 +50,7 @@ static const char *templated(batch *b, cli_runner *r, const cJSON *msgs, size_t 
         snprintf(b->chat_err, sizeof b->chat_err, "%s", st ? err->msg : "");
     }
     if (b->chat_state == 2) return b->chat_err;
-    char *text;
-    size_t len;
-    if (sm_chat_render(&b->chat, msgs, true, NULL, &text, &len, err)) return err->msg;
-    *n = sm_chat_encode(&r->tok, text, len, b->ids, r->sp.n_ctx);
-    free(text);
+    if (sm_chat_tokens(&b->chat, &r->tok, msgs, b->ids, r->sp.n_ctx, n, NULL, NULL, err)) return err->msg;
     if (*n > r->sp.n_ctx) {
         snprintf(err->msg, sizeof err->msg, "the templated conversation is %zu tokens, context is %zu",
                  *n, r->sp.n_ctx);

@@ -52,10 +52,9 @@ int cli_generate(const cli_opts *o) {
         if (!rc && o->system)
             cJSON_AddItemToArray(msgs, sm_chat_message("system", o->system, strlen(o->system)));
         if (!rc) cJSON_AddItemToArray(msgs, sm_chat_message("user", text, len));
-        if (!rc && sm_chat_render(&chat, msgs, true, NULL, &rendered, &rlen, &err))
+        if (!rc && sm_chat_tokens(&chat, &r.tok, msgs, r.tokens, r.sp.n_ctx, &n, &rendered, &rlen, &err))
             rc = cli_data_error(err.msg);
         if (!rc) {
-            n = sm_chat_encode(&r.tok, rendered, rlen, r.tokens, r.sp.n_ctx);
             if (n > r.sp.n_ctx) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "the templated prompt is %s%zu tokens, longer than the context "
