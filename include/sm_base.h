@@ -25,27 +25,6 @@ typedef enum {
     SM_ERR_CANCELLED    /* the caller's cancel flag was set (Ctrl-C): stopped early */
 } sm_status;
 
-/*
-** Element types of weight tensors (little-endian on disk). The q types are
-** GGUF's block formats, byte for byte (sm_quant.h): a row is whole blocks.
-*/
-typedef enum {
-    SM_DTYPE_F32 = 0,
-    SM_DTYPE_F16,
-    SM_DTYPE_BF16,
-    SM_DTYPE_Q8_0,
-    SM_DTYPE_Q4_0,
-    SM_DTYPE_Q4_K,
-    SM_DTYPE_Q5_K,
-    SM_DTYPE_Q6_K,
-    SM_DTYPE_COUNT
-} sm_dtype;
-
-/* Whether t is a block-quantized type. */
-static inline bool sm_dtype_quantized(sm_dtype t) {
-    return t >= SM_DTYPE_Q8_0 && t < SM_DTYPE_COUNT;
-}
-
 /* A one-line, human-readable message; empty when there is none. */
 typedef struct sm_error {
     char msg[512];

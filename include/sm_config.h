@@ -12,6 +12,7 @@
 #define SM_CONFIG_H
 
 #include "sm_base.h"
+#include "sm_dtype.h"
 
 #define SM_FORMAT_NAME "smallmind"
 #define SM_FORMAT_VERSION 1
@@ -101,14 +102,6 @@ static inline size_t sm_config_window(const sm_config *c, int l) {
     return (size_t)c->sliding_window;
 }
 
-/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types. */
-size_t sm_dtype_block(sm_dtype t);
-/* Bytes of n elements of type t (n a multiple of its block). */
-size_t sm_dtype_row_bytes(sm_dtype t, size_t n);
-const char *sm_dtype_name(sm_dtype t);
-/* The dtype named name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"),
-** or SM_DTYPE_COUNT. */
-sm_dtype sm_dtype_parse(const char *name);
 const char *sm_arch_name(sm_arch a);
 const char *sm_tokenizer_type_name(sm_tokenizer_type t);
 const char *sm_activation_name(sm_activation a);

@@ -31,6 +31,7 @@
 #define SM_CONVERT_H
 
 #include "sm_base.h"
+#include "sm_dtype.h"
 
 #include <stdbool.h>
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "sm_base.h"
+#include "sm_dtype.h"
 
 static inline float sm_bits_to_f32(uint32_t b) {
     float f;

@@ -31,6 +31,7 @@
 #define SM_KERNELS_H
 
 #include "sm_base.h"
+#include "sm_dtype.h"
 
 #include <stddef.h>
 

@@ -24,6 +24,7 @@
 #define SM_QUANT_H
 
 #include "sm_base.h"
+#include "sm_dtype.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -15,35 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    const char *name;
-    size_t block, bytes; /* elements per block and its bytes (1 and the size if not blocked) */
-} dtype_info[SM_DTYPE_COUNT] = {
-    [SM_DTYPE_F32] = {"f32", 1, 4},   [SM_DTYPE_F16] = {"f16", 1, 2},
-    [SM_DTYPE_BF16] = {"bf16", 1, 2}, [SM_DTYPE_Q8_0] = {"q8_0", 32, 34},
-    [SM_DTYPE_Q4_0] = {"q4_0", 32, 18},   [SM_DTYPE_Q4_K] = {"q4_k", 256, 144},
-    [SM_DTYPE_Q5_K] = {"q5_k", 256, 176}, [SM_DTYPE_Q6_K] = {"q6_k", 256, 210},
-};
-
-size_t sm_dtype_block(sm_dtype t) {
-    return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].block : 0;
-}
-
-size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
-    if ((unsigned)t >= SM_DTYPE_COUNT) return 0;
-    return n / dtype_info[t].block * dtype_info[t].bytes;
-}
-
-const char *sm_dtype_name(sm_dtype t) {
-    return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
-}
-
-sm_dtype sm_dtype_parse(const char *name) {
-    int k = 0;
-    while (k < SM_DTYPE_COUNT && strcmp(name, dtype_info[k].name) != 0) k++;
-    return (sm_dtype)k;
-}
-
 const char *sm_tokenizer_type_name(sm_tokenizer_type t) {
     static const char *const types[] = {"byte", "sentencepiece", "gpt2", "huggingface"};
     return (unsigned)t <= SM_TOKENIZER_HF ? types[t] : "?";
