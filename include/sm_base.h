@@ -82,6 +82,19 @@ double sm_time_now(void);
 */
 sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err);
 
+/*
+** The whole of the open regular file fd (size bytes) in memory: mapped
+** read-only (use_mmap), or read into a 64-byte-aligned buffer; *mapped says
+** which. Size 0 gives NULL. Errors name path. The caller closes fd and,
+** when done, calls sm_unmap. The one way every loader maps or reads a file.
+*/
+sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void **base, bool *mapped,
+                    sm_error *err);
+/* As sm_map_fd on the regular file path; *size gets its bytes. */
+sm_status sm_map_file(const char *path, bool use_mmap, void **base, size_t *size, bool *mapped,
+                      sm_error *err);
+void sm_unmap(void *base, size_t size, bool mapped);
+
 /* Removes the regular files in directory `path` (one level), then the directory. */
 void sm_remove_dir(const char *path);
 

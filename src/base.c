@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,6 +75,57 @@ sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err
     if (fl >= 0) fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
     *size = (size_t)sb.st_size;
     return SM_OK;
+}
+
+sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void **base, bool *mapped,
+                    sm_error *err) {
+    *base = NULL;
+    *mapped = false;
+    if (size == 0) return SM_OK;
+    if (use_mmap) {
+        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) return sm_error_set(err, SM_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+        *base = m;
+        *mapped = true;
+        return SM_OK;
+    }
+    size_t cap;
+    unsigned char *b;
+    if (!sm_size_align(&cap, size, 64) || !(b = aligned_alloc(64, cap)))
+        return sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes to read '%s'", size, path);
+    size_t off = 0;
+    while (off < size) {
+        ssize_t r = pread(fd, b + off, size - off, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        off += (size_t)r;
+    }
+    if (off != size) {
+        sm_status st = sm_error_set(err, SM_ERR_IO, "cannot read '%s': %s", path,
+                                    off < size ? "file shrank while reading" : strerror(errno));
+        free(b);
+        return st;
+    }
+    *base = b;
+    return SM_OK;
+}
+
+sm_status sm_map_file(const char *path, bool use_mmap, void **base, size_t *size, bool *mapped,
+                      sm_error *err) {
+    int fd;
+    *base = NULL;
+    *mapped = false;
+    sm_status st = sm_open_regular(path, &fd, size, err);
+    if (st) return st;
+    st = sm_map_fd(fd, *size, path, use_mmap, base, mapped, err);
+    close(fd);
+    return st;
+}
+
+void sm_unmap(void *base, size_t size, bool mapped) {
+    if (!base) return;
+    if (mapped) munmap(base, size);
+    else free(base);
 }
 
 void sm_remove_dir(const char *path) {

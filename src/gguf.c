@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 static const char *const type_names[] = {
@@ -310,46 +309,20 @@ sm_status sm_gguf_parse(sm_gguf *g, const uint8_t *buf, size_t size, const char 
 
 sm_status sm_gguf_open(sm_gguf *g, const char *path, bool use_mmap, sm_error *err) {
     memset(g, 0, sizeof *g);
-    int fd;
+    void *base;
     size_t size;
-    sm_status st = sm_open_regular(path, &fd, &size, err);
+    bool mapped;
+    sm_status st = sm_map_file(path, use_mmap, &base, &size, &mapped, err);
     if (st) return st;
-    uint8_t *base = NULL;
-    bool mapped = false;
-    if (size == 0) {
-        close(fd);
-        return sm_error_set(err, SM_ERR_FORMAT, "%s: empty file, not a GGUF file", path);
-    }
-    if (use_mmap) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) st = sm_error_set(err, SM_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-        else base = m, mapped = true;
-    } else if (!(base = malloc(size))) {
-        st = sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes to read '%s'", size, path);
-    } else {
-        size_t off = 0;
-        while (off < size) {
-            ssize_t r = pread(fd, base + off, size - off, (off_t)off);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            off += (size_t)r;
-        }
-        if (off != size) st = sm_error_set(err, SM_ERR_IO, "cannot read '%s'", path);
-    }
-    close(fd);
-    if (!st) st = sm_gguf_parse(g, base, size, path, err);
+    if (size == 0) return sm_error_set(err, SM_ERR_FORMAT, "%s: empty file, not a GGUF file", path);
+    st = sm_gguf_parse(g, base, size, path, err);
     g->base = base, g->size = size, g->mapped = mapped, g->owned = true;
     if (st) sm_gguf_close(g);
     return st;
 }
 
 void sm_gguf_close(sm_gguf *g) {
-    if (g->owned && g->base) {
-        if (g->mapped)
-            munmap((void *)g->base, g->size);
-        else
-            free((void *)g->base);
-    }
+    if (g->owned) sm_unmap((void *)g->base, g->size, g->mapped);
     free(g->kv);
     free(g->tensors);
     memset(g, 0, sizeof *g);

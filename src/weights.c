@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 /* A guess at what a foreign file is, for a helpful message; NULL if unknown. */
@@ -142,35 +141,9 @@ static sm_status open_file(sm_weight_file *f, const sm_config *cfg, int fi, cons
     }
     if ((st = check_layout(cfg, fi, path, size, order, err))) goto done;
 
-    if (use_mmap) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            st = sm_error_set(err, SM_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-            goto done;
-        }
-        f->base = m;
-        f->mapped = true;
-    } else {
-        size_t cap;
-        if (!sm_size_align(&cap, size, 64) || !(f->base = aligned_alloc(64, cap))) {
-            st = sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes to read '%s'", size, path);
-            goto done;
-        }
-        size_t off = 0;
-        while (off < size) {
-            ssize_t r = pread(fd, f->base + off, size - off, (off_t)off);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            off += (size_t)r;
-        }
-        if (off != size) {
-            st = sm_error_set(err, SM_ERR_IO, "cannot read '%s': %s", path,
-                              off < size ? "file shrank while reading" : strerror(errno));
-            free(f->base);
-            f->base = NULL;
-            goto done;
-        }
-    }
+    void *base;
+    if ((st = sm_map_fd(fd, size, path, use_mmap, &base, &f->mapped, err))) goto done;
+    f->base = base;
     f->size = size;
 done:
     close(fd);
@@ -233,11 +206,7 @@ void sm_weights_header(unsigned char h[SM_WEIGHTS_HEADER]) {
 void sm_weights_close(sm_weights *w) {
     for (int i = 0; i < SM_MAX_FILES; i++) {
         sm_weight_file *f = &w->files[i];
-        if (!f->base) continue;
-        if (f->mapped)
-            munmap(f->base, f->size);
-        else
-            free(f->base);
+        sm_unmap(f->base, f->size, f->mapped);
     }
     free(w->data);
     memset(w, 0, sizeof *w);

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,20 +39,12 @@ sm_status sm_convert_map(plan *pl, const char *path, mapped **out, sm_error *err
     if (pl->n_maps == MAX_SHARDS + 1)
         return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d weight files", path,
                             MAX_SHARDS);
-    int fd;
     mapped *m = &pl->maps[pl->n_maps];
-    sm_status st = sm_open_regular(path, &fd, &m->n, err);
+    void *p;
+    bool is_map;
+    sm_status st = sm_map_file(path, true, &p, &m->n, &is_map, err);
     if (st) return st;
-    m->p = NULL;
-    if (m->n) {
-        void *p = mmap(NULL, m->n, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            close(fd);
-            return sm_error_set(err, SM_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
-        }
-        m->p = p;
-    }
-    close(fd);
+    m->p = p;
     pl->n_maps++;
     *out = m;
     return SM_OK;
@@ -61,7 +52,7 @@ sm_status sm_convert_map(plan *pl, const char *path, mapped **out, sm_error *err
 
 void sm_convert_plan_free(plan *pl) {
     for (int i = 0; i < pl->n_maps; i++)
-        if (pl->maps[i].p) munmap(pl->maps[i].p, pl->maps[i].n);
+        sm_unmap(pl->maps[i].p, pl->maps[i].n, true);
     free(pl->t);
     cJSON_Delete(pl->tok_json);
     sm_config_free(&pl->cfg);

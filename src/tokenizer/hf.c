@@ -180,6 +180,8 @@ static sm_status special_id(ctx *c, const cJSON *pp, const char *name, int32_t *
     return SM_OK;
 }
 
+_Static_assert(SM_TOK_SUFFIX_MAX == 4, "post_processor's message says four");
+
 static sm_status post_processor(ctx *c, const cJSON *n, int depth) {
     if (!n || cJSON_IsNull(n) || is_type(n, "ByteLevel")) return SM_OK;
     if (is_type(n, "TemplateProcessing")) {
@@ -200,9 +202,8 @@ static sm_status post_processor(ctx *c, const cJSON *n, int depth) {
                                            "that is neither SpecialToken nor Sequence", c->path);
             if ((st = special_id(c, n, name, &id))) return st;
             if (seen ? after++ == SM_TOK_SUFFIX_MAX : before++)
-                return sm_error_set(c->err, SM_ERR_UNSUPPORTED, "%s: post_processor adds more than %d "
-                                    "token%s %s the text", c->path, seen ? SM_TOK_SUFFIX_MAX : 1,
-                                    seen ? "s" : "", seen ? "after" : "before");
+                return sm_error_set(c->err, SM_ERR_UNSUPPORTED, "%s: post_processor adds more than %s the text",
+                                    c->path, seen ? "four tokens after" : "one token before");
             if (seen) c->suffix[c->n_suffix++] = id;
             else c->prefix_id = id;
         }
