@@ -176,8 +176,8 @@ asan:
 
 warnings:
 	@bash scripts/test_deps.sh $(PYTHON) asan
-	$(MAKE) BUILD=build-gcc CC=gcc CFLAGS="-O2 -Werror" build-gcc/smallmind build-gcc/test_runner
-	$(MAKE) BUILD=build-clang CC=clang CFLAGS="-O2 -Werror" build-clang/smallmind build-clang/test_runner
+	$(MAKE) BUILD=build-gcc CC=gcc CFLAGS="-O2 -Werror -Wconversion" build-gcc/smallmind build-gcc/test_runner
+	$(MAKE) BUILD=build-clang CC=clang CFLAGS="-O2 -Werror -Wconversion" build-clang/smallmind build-clang/test_runner
 
 MODEL ?= models/default
 PROMPT ?= And God said

@@ -514,7 +514,7 @@ static int cores_in(const cpu_set_t *set, int ncpu) {
     int(*seen)[2] = calloc((size_t)ncpu, sizeof *seen), nseen = 0;
     if (!seen) return ncpu;
     for (int i = 0; i < CPU_SETSIZE && nseen >= 0; i++) {
-        if (!CPU_ISSET(i, set)) continue;
+        if (!CPU_ISSET((size_t)i, set)) continue;
         int ids[2] = {-1, -1};
         const char *files[2] = {"physical_package_id", "core_id"};
         for (int k = 0; k < 2; k++) {

@@ -340,7 +340,7 @@ void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, 
         const sm_block_q6_k *x = (const sm_block_q6_k *)row + b / 8;
         size_t h = b % 8 / 4, k = b % 4; /* 128-weight half, 32-weight quarter of it */
         *D = sm_f16_to_f32(x->d);
-        for (int l = 0; l < SM_QK; l++) {
+        for (size_t l = 0; l < SM_QK; l++) {
             int lo = x->ql[64 * h + l + 32 * (k & 1)] >> (k < 2 ? 0 : 4) & 15;
             int q = lo | (x->qh[32 * h + l] >> 2 * k & 3) << 4;
             ws[l] = x->scales[2 * (b % 8) + l / 16] * (q - 32);
@@ -355,7 +355,7 @@ void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, 
         sm_quant_k4_scales(hd->scales, sc, m); /* d, dmin, scales: the same offsets in both */
         *D = sm_f16_to_f32(hd->d);
         *M = sm_f16_to_f32(hd->dmin) * (float)m[j];
-        for (int l = 0; l < SM_QK; l++) {
+        for (size_t l = 0; l < SM_QK; l++) {
             int q = j & 1 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
             if (dt == SM_DTYPE_Q5_K) q += (x5->qh[l] >> j & 1) << 4;
             ws[l] = sc[j] * q;

@@ -81,8 +81,8 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
             float d = f16(x->d);
             for (int j = 0; j < 8; j++) {
                 _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * j), q6_block(x, j));
-                D[8 * sb + j] = d * (float)x->scales[2 * j];
-                M[8 * sb + j] = d * (float)x->scales[2 * j + 1];
+                D[8 * sb + (size_t)j] = d * (float)x->scales[2 * j];
+                M[8 * sb + (size_t)j] = d * (float)x->scales[2 * j + 1];
             }
         }
         return;
@@ -161,9 +161,9 @@ static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restric
         for (size_t j8 = 0; j8 < GNR; j8 += 8) {
             __m256i r[8];
             for (int i = 0; i < 8; i++)
-                r[i] = _mm256_loadu_si256((const __m256i *)(rows + (j8 + i) * SM_QGEMM_KC + SM_QK * b));
+                r[i] = _mm256_loadu_si256((const __m256i *)(rows + (j8 + (size_t)i) * SM_QGEMM_KC + SM_QK * b));
             transpose8(r);
-            for (int g = 0; g < 8; g++) _mm256_storeu_si256((__m256i *)(pb + 4 * (g * GNR + j8)), r[g]);
+            for (int g = 0; g < 8; g++) _mm256_storeu_si256((__m256i *)(pb + 4 * ((size_t)g * GNR + j8)), r[g]);
         }
         float *pd = (float *)(void *)(pb + 32 * GNR);
         for (size_t j = 0; j < GNR; j++) pd[j] = D[j * KB + b], pd[GNR + j] = M[j * KB + b];
@@ -259,7 +259,7 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
                                 q6 ? s4 : NULL, xd + i * KB + b, xs + i * KB + b);
                     if (q6)
                         for (int h = 0; h < 2; h++)
-                            xz[2 * (i * KB + b) + h] = 32 * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
+                            xz[2 * (i * KB + b) + (size_t)h] = 32 * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
                 }
             for (size_t n = n0; n < n1; n += GNR) {
                 size_t nr = n1 - n < GNR ? n1 - n : GNR;

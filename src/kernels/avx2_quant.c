@@ -135,8 +135,8 @@ static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_
         k45_pair(dt, qs, qh, c, &lo, &hi);
         __m256 a0[SM_QX_ROWS], a1[SM_QX_ROWS];
         for (size_t i = 0; i < r; i++) a0[i] = acc[i][0], a1[i] = acc[i][1];
-        kblock(r, a0, f, 2 * c, lo, qx, K, b0 + 2 * c, 0, NULL);
-        kblock(r, a1, f, 2 * c + 1, hi, qx, K, b0 + 2 * c + 1, 0, NULL);
+        kblock(r, a0, f, 2 * c, lo, qx, K, b0 + 2 * (size_t)c, 0, NULL);
+        kblock(r, a1, f, 2 * c + 1, hi, qx, K, b0 + 2 * (size_t)c + 1, 0, NULL);
         for (size_t i = 0; i < r; i++) acc[i][0] = a0[i], acc[i][1] = a1[i];
     }
 }
@@ -158,7 +158,7 @@ static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const voi
         __m256 lanes = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
         __m256 a[SM_QX_ROWS];
         for (size_t i = 0; i < r; i++) a[i] = acc[i][j & 1];
-        kblock(r, a, f, j, u, qx, K, b0 + j, 5, &lanes);
+        kblock(r, a, f, j, u, qx, K, b0 + (size_t)j, 5, &lanes);
         for (size_t i = 0; i < r; i++) acc[i][j & 1] = a[i];
     }
 }

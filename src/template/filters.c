@@ -67,7 +67,7 @@ static tpl_val map_case(tpl_run *r, tpl_val s, int how /* 0 lower, 1 upper, 2 ti
     bool word_start = true, first = true;
     while (i < s.n) {
         utf8proc_int32_t c;
-        utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)s.u.s + i, s.n - i, &c);
+        utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)s.u.s + i, (utf8proc_ssize_t)(s.n - i), &c);
         if (m <= 0) {
             o[k++] = s.u.s[i++];
             continue;
@@ -308,7 +308,7 @@ static bool word_char(const char *s, size_t n, size_t *len) {
     utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &c);
     *len = m > 0 ? (size_t)m : 1;
     if (m <= 0) return false;
-    int cat = utf8proc_category(c);
+    int cat = (int)utf8proc_category(c);
     return c == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
            (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO) ||
            (cat >= UTF8PROC_CATEGORY_MN && cat <= UTF8PROC_CATEGORY_ME);
