@@ -67,26 +67,23 @@ static const char *duplicate_key(const cJSON *node) {
 static sm_status parse(const char *text, size_t len, const char *path, bool keep_nul, cJSON **out,
                        sm_error *err);
 
-sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error *err) {
+static sm_status read_file(const char *path, size_t max, bool keep_nul, cJSON **out, sm_error *err) {
     char *buf;
     size_t len;
     *out = NULL;
     sm_status st = sm_read_file(path, max, &buf, &len, err);
     if (st) return st;
-    st = parse(buf, len, path, false, out, err);
+    st = parse(buf, len, path, keep_nul, out, err);
     free(buf);
     return st;
 }
 
+sm_status sm_json_read_file(const char *path, size_t max, cJSON **out, sm_error *err) {
+    return read_file(path, max, false, out, err);
+}
+
 sm_status sm_json_read_file_nul(const char *path, size_t max, cJSON **out, sm_error *err) {
-    char *buf;
-    size_t len;
-    *out = NULL;
-    sm_status st = sm_read_file(path, max, &buf, &len, err);
-    if (st) return st;
-    st = sm_json_parse_nul(buf, len, path, out, err);
-    free(buf);
-    return st;
+    return read_file(path, max, true, out, err);
 }
 
 size_t sm_json_unnul(const char *s, size_t n, char *out) {

@@ -188,7 +188,7 @@ static sm_status post_processor(ctx *c, const cJSON *n, int depth) {
         const cJSON *single = cJSON_GetObjectItemCaseSensitive(n, "single");
         if (!cJSON_IsArray(single))
             return sm_error_set(c->err, SM_ERR_FORMAT, "%s: post_processor needs \"single\"", c->path);
-        int seen = 0, before = 0, after = 0;
+        int seen = 0;
         for (const cJSON *e = single->child; e; e = e->next) {
             const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
             if (cJSON_GetObjectItemCaseSensitive(e, "Sequence")) {
@@ -201,7 +201,7 @@ static sm_status post_processor(ctx *c, const cJSON *n, int depth) {
             if (!name) return sm_error_set(c->err, SM_ERR_FORMAT, "%s: post_processor.single has an item "
                                            "that is neither SpecialToken nor Sequence", c->path);
             if ((st = special_id(c, n, name, &id))) return st;
-            if (seen ? after++ == SM_TOK_SUFFIX_MAX : before++)
+            if (seen ? c->n_suffix == SM_TOK_SUFFIX_MAX : c->prefix_id >= 0)
                 return sm_error_set(c->err, SM_ERR_UNSUPPORTED, "%s: post_processor adds more than %s the text",
                                     c->path, seen ? "four tokens after" : "one token before");
             if (seen) c->suffix[c->n_suffix++] = id;
@@ -321,23 +321,21 @@ static sm_status tables(ctx *c, const cJSON *voc, const cJSON *added, bool fallb
         }
         size_t sl = strlen(s);
         int b = fallback ? sm_tok_byte_piece(s, sl) : -1; /* < 0: not a byte piece */
-        long bl = c->byte_level && !is_added[id] && b < 0 && sl <= MAX_PIECE
-                      ? sm_tok_unalphabet(byte_of_cp, s, sl, t->text + o)
-                      : -1;
-        if (b >= 0) {
+        if (is_added[id] || (!c->byte_level && b < 0)) { /* its text as written, a NUL (C0 80) made NUL */
+            o += sm_json_unnul(s, sl, t->text + o);
+        } else if (b >= 0) {
             t->kind[id] = KIND_BYTE;
             if (t->byte_id[b] < 0) t->byte_id[b] = (int32_t)id;
             t->text[o++] = (char)b;
-        } else if (bl > 0) {
-            o += (size_t)bl;
-        } else if (!c->byte_level || is_added[id] || (sl && sl <= MAX_PIECE)) {
-            /* its text as written (a NUL kept as C0 80 made NUL again); a byte-level token with a
-               character outside GPT-2's alphabet is never made: its text is what it decodes to */
-            if (c->byte_level && !is_added[id]) t->kind[id] = KIND_UNREACHABLE;
-            o += sm_json_unnul(s, sl, t->text + o);
         } else {
-            st = sm_error_set(c->err, SM_ERR_FORMAT, "%s: token %zu \"%.40s\" is empty or longer than "
-                              "%d bytes", c->path, id, s, MAX_PIECE);
+            long bl = sm_tok_byte_level_text(byte_of_cp, s, sl, t->text + o, &t->kind[id]);
+            if (bl < 0)
+                st = sm_error_set(c->err, SM_ERR_FORMAT, "%s: token %zu \"%.40s\" is empty or longer than "
+                                  "%d bytes", c->path, id, s, MAX_PIECE);
+            else if (t->kind[id] == KIND_UNREACHABLE) /* its own text: a NUL in it made NUL again */
+                o += sm_json_unnul(t->text + o, (size_t)bl, t->text + o);
+            else
+                o += (size_t)bl;
         }
     }
     if (!st) {

@@ -189,6 +189,15 @@ long sm_tok_unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, c
     return (long)o;
 }
 
+long sm_tok_byte_level_text(const int32_t byte_of_cp[324], const char *s, size_t n, char *out, uint8_t *kind) {
+    if (n == 0 || n > MAX_PIECE) return -1;
+    long bl = sm_tok_unalphabet(byte_of_cp, s, n, out);
+    if (bl > 0) return bl;
+    memcpy(out, s, n);
+    *kind = KIND_UNREACHABLE;
+    return (long)n;
+}
+
 /*
 ** Every multi-byte token of a BPE vocabulary must be made by some merge,
 ** else encoding can never produce it and ids come out byte by byte: an
@@ -239,11 +248,11 @@ static sm_status gpt2_tables(sm_tokenizer *t, const sm_config *cfg, size_t n,
         const char *s = str[id];
         size_t sl = slen[id];
         t->off[id] = (uint32_t)o;
-        long bl = sl > MAX_PIECE ? -1 : sm_tok_unalphabet(byte_of_cp, s, sl, t->text + o);
-        bool as_is = raw && raw[id]; /* an added token: its text as it is */
-        if (!as_is && bl < 0 && sl && sl <= MAX_PIECE) /* spelled outside the alphabet: never */
-            as_is = true, t->kind[id] = KIND_UNREACHABLE; /* made; decodes to its UTF-8 */
-        if (as_is && sl && sl <= MAX_PIECE) memcpy(t->text + o, s, sl), bl = (long)sl;
+        long bl = sl && sl <= MAX_PIECE ? (long)sl : -1;
+        if (!(raw && raw[id]))
+            bl = sm_tok_byte_level_text(byte_of_cp, s, sl, t->text + o, &t->kind[id]);
+        else if (bl > 0) /* an added token: its text as it is */
+            memcpy(t->text + o, s, sl);
         if (bl <= 0)
             st = sm_error_set(err, SM_ERR_FORMAT, "%s: token %zu \"%.*s\" is empty or longer than %d bytes",
                               vocab_path, id, (int)(sl < 40 ? sl : 40), s, MAX_PIECE);

@@ -501,12 +501,12 @@ size_t sm_tokenizer_encode_as(sm_tokenizer *t, const char *text, size_t len, int
         size_t sl;
         int32_t id = added_at(t, text + i, len - i, special, &sl);
         if (id < 0) continue;
-        if (i > start) encode_plain(t, s + start, i - start, t->pre ? start == 0 : true, &k);
+        if (i > start) encode_plain(t, s + start, i - start, !t->pre || start == 0, &k);
         emit(&k, id);
         start = i + sl;
         i = start - 1;
     }
-    if (len > start) encode_plain(t, s + start, len - start, t->pre ? start == 0 : true, &k);
+    if (len > start) encode_plain(t, s + start, len - start, !t->pre || start == 0, &k);
     if ((how & SM_ENCODE_EOS) && t->n_suffix)
         for (int i = 0; i < t->n_suffix; i++) emit(&k, t->suffix[i]);
     else if ((how & SM_ENCODE_EOS) && t->eos >= 0)

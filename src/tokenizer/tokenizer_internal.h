@@ -99,6 +99,11 @@ size_t sm_tok_unmark(const char *s, size_t n, char *out);
 int sm_tok_byte_piece(const char *p, size_t n);
 /* Token text in the byte alphabet -> its bytes (out: n bytes at least); -1 if not in it. */
 long sm_tok_unalphabet(const int32_t byte_of_cp[324], const char *s, size_t n, char *out);
+/* A byte-level vocabulary token's stored text into out (n bytes suffice): the bytes its spelling
+   in GPT-2's alphabet stands for, or, spelled with any other character, its own text, *kind then
+   KIND_UNREACHABLE (merging never makes it; it decodes to that text); -1 if empty or longer
+   than MAX_PIECE. */
+long sm_tok_byte_level_text(const int32_t byte_of_cp[324], const char *s, size_t n, char *out, uint8_t *kind);
 /* Reads a Hugging Face tokenizer.json (BPE: byte-level or with byte fallback). */
 sm_status sm_tok_load_hf(sm_tokenizer *t, const sm_config *cfg, const char *path, sm_error *err);
 /* Indexes the added tokens (KIND_CONTROL and KIND_USER pieces) for matching in text. */
