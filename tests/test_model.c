@@ -278,7 +278,7 @@ static sm_status gen(rig *r, const char *prompt, size_t max, float temp, capture
                      sm_gen_stats *gs) {
     sm_config dummy = {.tokenizer = SM_TOKENIZER_BYTE, .n_vocab = (int)r->V};
     sm_tokenizer tok;
-    sm_tokenizer_init(&tok, &dummy, NULL, NULL);
+    sm_tokenizer_init(&tok, &dummy, NULL, NULL, NULL);
     sm_arena a;
     sm_sampler smp;
     sm_sampler_params sp = {.temperature = temp, .top_p = 1, .seed = 77};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sm_sched.h"
+#include "sm_source.h"
 #include "test.h"
 
 enum { NREQ = 12, TEXT_MAX = 8192 };
@@ -75,7 +76,7 @@ static bool rig_open(rig *r, const char *name, int nth, const char *kern, size_t
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", test_models_dir(), name);
     sm_error err = {{0}};
-    if (sm_tokenizer_init(&r->tok, sm_model_config(r->base.m), path, &err)) {
+    if (sm_source_tokenizer(sm_model_source(r->base.m), &r->tok, &err)) {
         test_fail(__FILE__, __LINE__, "tokenizer %s: %s", path, err.msg);
         return false;
     }

@@ -7,7 +7,7 @@
 void test_tokenizer_byte_roundtrip(void) {
     sm_config cfg = {.tokenizer = SM_TOKENIZER_BYTE, .n_vocab = 300};
     sm_tokenizer t;
-    CHECK(sm_tokenizer_init(&t, &cfg, NULL, NULL) == SM_OK && t.n_vocab == 256 && t.bos < 0);
+    CHECK(sm_tokenizer_init(&t, &cfg, NULL, NULL, NULL) == SM_OK && t.n_vocab == 256 && t.bos < 0);
     const char text[] = "h\xC3\xA9llo \xE4\xB8\xAD\x00\xFF\n"; /* accents, CJK, NUL, invalid byte */
     size_t len = sizeof text - 1;
     int32_t ids[32];
@@ -26,7 +26,7 @@ void test_tokenizer_byte_roundtrip(void) {
     sm_tokenizer_piece(&t, 256, &pl);
     CHECK(pl == 0); /* padding ids of a larger model vocabulary have no text */
     cfg.n_vocab = 100;
-    CHECK(sm_tokenizer_init(&t, &cfg, NULL, NULL) == SM_ERR_FORMAT); /* tokenizer larger than model */
+    CHECK(sm_tokenizer_init(&t, &cfg, NULL, NULL, NULL) == SM_ERR_FORMAT); /* tokenizer larger than model */
 }
 
 void test_utf8_complete(void) {

@@ -26,6 +26,7 @@
 #include "sm_model.h"
 #include "sm_sampler.h"
 #include "sm_sched.h"
+#include "sm_source.h"
 #include "sm_tokenizer.h"
 
 #define SM_VERSION "0.1.0"
@@ -204,11 +205,12 @@ void cli_runner_free(cli_runner *r);
 /* The --stats line on threads: how many, and the share of steps each width ran. */
 void cli_runner_print_threads(const cli_runner *r, FILE *f);
 /*
-** A model's config and tokenizer without its weights (a directory, a GGUF
-** file or a Hugging Face directory); --special and --no-bos applied.
-** Returns an exit code; on failure nothing is left to free.
+** A model's source without its weights (any kind: sm_source.h) and its
+** tokenizer; --special and --no-bos applied. Returns an exit code; on
+** failure nothing is left to free (else sm_source_close(*src) and
+** sm_tokenizer_free(tok)).
 */
-int cli_load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok);
+int cli_load_tokenizer(const cli_opts *o, sm_source **src, sm_tokenizer *tok);
 
 /* The sampling flags as sampler parameters. */
 sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed);

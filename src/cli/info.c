@@ -4,6 +4,7 @@
 */
 #include "cli.h"
 #include "sm_gguf.h"
+#include "sm_source.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -36,7 +37,8 @@ int cli_info(const cli_opts *o) {
                (double)c->rope_theta);
     printf("tokenizer:    %s (%d ids), bos %d, eos %d%s\n", sm_tokenizer_type_name(c->tokenizer),
            r.tok.n_vocab, (int)c->tok_bos, (int)c->tok_eos, r.tok.add_bos ? ", adds BOS" : "");
-    const sm_gguf *g = sm_model_gguf(r.model);
+    const sm_source *src = sm_model_source(r.model);
+    const sm_gguf *g = src->kind == SM_SOURCE_GGUF ? &src->gguf : NULL;
     if (g) { /* the metadata that matters beside what the lines above show */
         printf("GGUF:         version %u, %zu tensors, %zu metadata entries, alignment %zu\n",
                g->version, g->n_tensors, g->n_kv, g->alignment);
@@ -74,13 +76,13 @@ int cli_info(const cli_opts *o) {
            sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
            types, c->n_files, c->n_files == 1 ? "" : "s",
            o->no_mmap ? "read into memory" : "memory-mapped");
-    size_t made, copied = sm_model_copied(r.model, &made);
-    if (copied)
+    size_t made = src->made_bytes;
+    if (g && src->made_tensors)
         printf("copied:       %zu tensors, %zu bytes (%.2f MiB): the file's general.alignment (%zu) "
-               "leaves them where the kernels cannot read them; the rest used in place\n", copied, made,
-               (double)made / (1 << 20), sm_model_gguf(r.model)->alignment);
-    if (sm_model_hf_made(r.model, &made))
-        printf("made at load: %zu bytes (%.2f MiB) of tensors transposed or widened from the "
+               "leaves them where the kernels cannot read them; the rest used in place\n",
+               src->made_tensors, made, (double)made / (1 << 20), g->alignment);
+    if (src->kind == SM_SOURCE_HF || src->kind == SM_SOURCE_LLAMA2C)
+        printf("made at load: %zu bytes (%.2f MiB) of tensors transposed, fused or widened from the "
                "source; the rest used in place\n", made, (double)made / (1 << 20));
     printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.model) /
                                        (double)sm_model_params(r.model));

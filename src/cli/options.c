@@ -62,7 +62,7 @@ static const struct option_def {
      "    --check-weights    scan every weight for NaN or infinity before running"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
      "    --no-mmap          read the weights instead of mapping them"},
-    {"tokenizer", 0, true, CMD_CONVERT, O_TOKFILE,
+    {"tokenizer", 0, true, CMD_CONVERT | CMD_MODEL | CMD_TOKENS, O_TOKFILE,
      "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
     {"dtype", 0, true, CMD_CONVERT, O_DTYPE,
      "    --dtype T          type of the weight matrices written: f32 (default), f16, bf16,\n"

@@ -6,14 +6,11 @@
 */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "sm_convert.h"
-#include "sm_gguf.h"
+#include "sm_source.h"
 
 void cli_runner_free(cli_runner *r) {
     sm_tokenizer_free(&r->tok);
@@ -52,24 +49,18 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     if (!r->kernels)
         return cli_usage_error(o, "--kernels %s is unknown or not supported by this CPU (have: %s)",
                            o->kernels, sm_kernels_select(NULL)->name);
-    struct stat sb;
-    if (stat(o->model, &sb) != 0) {
-        fprintf(stderr, "smallmind: cannot open '%s': %s\n", o->model, strerror(errno));
-        return EXIT_DATA;
-    }
-    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
-        fprintf(stderr, "smallmind: cannot open '%s': not a directory or a file (a model is a "
-                "directory with config.json, or a GGUF file)\n", o->model);
-        return EXIT_DATA;
-    }
     cli_exit_now = 1; /* nothing to flush while loading: a signal exits at once */
     char what[4200];
     snprintf(what, sizeof what, "a weight file of '%s'", o->model);
     if (!o->no_mmap) cli_set_mapped(what);
-    if (sm_model_load(&r->model, o->model, !o->no_mmap, &err)) goto fail_msg;
+    sm_source *src;
+    if (sm_source_open(&src, o->model, &(sm_source_opts){.read = o->no_mmap, .tokenizer = o->tokenizer},
+                       &err) ||
+        sm_model_open(&r->model, src, &err))
+        goto fail_msg;
     if (o->check_weights && sm_model_check_weights(r->model, &err)) goto fail_msg;
     const sm_config *c = sm_model_config(r->model);
-    if (sm_tokenizer_init(&r->tok, c, o->model, &err)) goto fail_msg;
+    if (sm_source_tokenizer(src, &r->tok, &err)) goto fail_msg;
     r->tok.parse_special = o->special;
     if (o->ctx > c->n_ctx) {
         rc = cli_usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
@@ -171,30 +162,16 @@ int cli_chat_setup(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, s
     return 0;
 }
 
-/* A model directory's config, or a GGUF file's (read, then closed: the tokenizer copies its tables). */
-int cli_load_tokenizer(const cli_opts *o, sm_config *cfg, sm_tokenizer *tok) {
+/* A model's config and tokenizer, without its weights. */
+int cli_load_tokenizer(const cli_opts *o, sm_source **src, sm_tokenizer *tok) {
     sm_error err = {{0}};
-    struct stat sb;
-    sm_gguf g = {0};
-    memset(cfg, 0, sizeof *cfg);
-    sm_hf_dir *hf = NULL;
-    bool file = stat(o->model, &sb) == 0 && S_ISREG(sb.st_mode);
-    bool hfdir = !file && sm_convert_is_hf_dir(o->model);
-    if (file ? sm_gguf_open(&g, o->model, true, &err) || sm_gguf_vocab_config(cfg, &g, o->model, &err)
-             : hfdir ? sm_convert_open_hf(o->model, false, &hf, cfg, NULL, NULL, &err)
-                     : sm_config_load(cfg, o->model, &err)) {
-        if (file) sm_config_free(cfg);
-        sm_gguf_close(&g);
-        return cli_data_error(err.msg);
+    sm_status st = sm_source_open(src, o->model, &(sm_source_opts){.no_weights = true,
+                                                                  .tokenizer = o->tokenizer}, &err);
+    if (!st && (st = sm_source_tokenizer(*src, tok, &err))) {
+        sm_source_close(*src);
+        *src = NULL;
     }
-    sm_status st = sm_tokenizer_init(tok, cfg, o->model, &err);
-    cfg->gguf = NULL, cfg->tok_dir = NULL;
-    sm_gguf_close(&g);
-    sm_convert_close_hf(hf);
-    if (st) {
-        sm_config_free(cfg);
-        return cli_data_error(err.msg);
-    }
+    if (st) return cli_data_error(err.msg);
     tok->parse_special = o->special;
     if (o->no_bos) tok->add_bos = false;
     return 0;

@@ -15,9 +15,9 @@
 #include "json_internal.h"
 
 int cli_template(const cli_opts *o) {
-    sm_config cfg;
+    sm_source *src = NULL;
     sm_tokenizer tok;
-    int rc = cli_load_tokenizer(o, &cfg, &tok);
+    int rc = cli_load_tokenizer(o, &src, &tok);
     if (rc) return rc;
     sm_chat chat = {0};
     char *text = NULL, *out = NULL;
@@ -27,7 +27,7 @@ int cli_template(const cli_opts *o) {
     int32_t *ids = NULL;
     sm_error err = {{0}};
     const char *where = o->file ? o->file : o->prompt ? "-p" : "stdin";
-    if ((rc = cli_chat_setup(o, &cfg, &tok, &chat)) || (rc = cli_get_text(o, &text, &len, &owned)))
+    if ((rc = cli_chat_setup(o, &src->cfg, &tok, &chat)) || (rc = cli_get_text(o, &text, &len, &owned)))
         goto done;
     if (sm_json_parse_strict(text, len, where, &root, &err)) {
         rc = cli_data_error(err.msg);
@@ -86,6 +86,6 @@ done:
     if (owned) free(text);
     sm_chat_free(&chat);
     sm_tokenizer_free(&tok);
-    sm_config_free(&cfg);
+    sm_source_close(src);
     return rc;
 }

@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 int cli_tokenize(const cli_opts *o) {
-    sm_config cfg;
+    sm_source *src = NULL;
     sm_tokenizer tok;
     cli_exit_now = 1; /* nothing is printed until the text is encoded: a signal exits at once */
-    int rc = cli_load_tokenizer(o, &cfg, &tok);
+    int rc = cli_load_tokenizer(o, &src, &tok);
     if (rc) return rc;
     char *text = NULL;
     size_t len = 0, n = 0;
@@ -53,7 +53,7 @@ done:
     free(ids);
     if (owned) free(text);
     sm_tokenizer_free(&tok);
-    sm_config_free(&cfg);
+    sm_source_close(src);
     return rc;
 }
 
@@ -81,9 +81,9 @@ int cli_detokenize(const cli_opts *o) {
     bool owned = false;
     int rc = 0;
     if (o->n_args == 0 && (rc = cli_get_text(o, &text, &len, &owned))) return rc;
-    sm_config cfg;
+    sm_source *src = NULL;
     sm_tokenizer tok;
-    if ((rc = cli_load_tokenizer(o, &cfg, &tok))) {
+    if ((rc = cli_load_tokenizer(o, &src, &tok))) {
         if (owned) free(text);
         return rc;
     }
@@ -124,6 +124,6 @@ int cli_detokenize(const cli_opts *o) {
     free(ids);
     if (owned) free(text);
     sm_tokenizer_free(&tok);
-    sm_config_free(&cfg);
+    sm_source_close(src);
     return rc;
 }

@@ -20,6 +20,7 @@
 
 #include "sm_gguf.h"
 #include "sm_half.h"
+#include "sm_source.h"
 #include "sm_tokenizer.h"
 
 #include <errno.h>
@@ -240,23 +241,21 @@ typedef struct {
 
 sm_status sm_export_gguf(const char *dir, const char *name, const char *out, const volatile int *cancel,
                          bool *nfc_lost, sm_error *err) {
-    sm_config c;
-    sm_weights w;
+    sm_source *src;
     sm_tokenizer tok;
-    memset(&w, 0, sizeof w);
     memset(&tok, 0, sizeof tok);
-    sm_status st = sm_config_load(&c, dir, err);
+    sm_status st = sm_source_open(&src, dir, NULL, err);
     if (st) return st;
-    gtensor *gt = calloc(c.n_tensors * 3 + 1, sizeof *gt);
+    const sm_config *c = &src->cfg;
+    gtensor *gt = calloc(c->n_tensors * 3 + 1, sizeof *gt);
     buf b = {0};
     FILE *f = NULL;
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
     if (!gt) st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    if (!st) st = sm_weights_open(&w, &c, dir, true, err);
-    if (!st) st = sm_tokenizer_init(&tok, &c, dir, err);
+    if (!st) st = sm_source_tokenizer(src, &tok, err);
     if (st) goto done;
-    bool llama = c.arch == SM_ARCH_LLAMA;
+    bool llama = c->arch == SM_ARCH_LLAMA;
     const char *arch = llama ? "llama" : "gpt2";
     size_t nkv = 0, nt = 0;
     char k[128];
@@ -264,33 +263,33 @@ sm_status sm_export_gguf(const char *dir, const char *name, const char *out, con
     kv_str(&b, &nkv, "general.name", "smallmind");
     kv_u32(&b, &nkv, "general.alignment", 32);
 #define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
-    kv_u32(&b, &nkv, KEY("context_length"), (uint32_t)c.n_ctx);
-    kv_u32(&b, &nkv, KEY("embedding_length"), (uint32_t)c.n_embd);
-    kv_u32(&b, &nkv, KEY("block_count"), (uint32_t)c.n_layer);
-    kv_u32(&b, &nkv, KEY("feed_forward_length"), (uint32_t)c.n_ff);
-    kv_u32(&b, &nkv, KEY("attention.head_count"), (uint32_t)c.n_head);
+    kv_u32(&b, &nkv, KEY("context_length"), (uint32_t)c->n_ctx);
+    kv_u32(&b, &nkv, KEY("embedding_length"), (uint32_t)c->n_embd);
+    kv_u32(&b, &nkv, KEY("block_count"), (uint32_t)c->n_layer);
+    kv_u32(&b, &nkv, KEY("feed_forward_length"), (uint32_t)c->n_ff);
+    kv_u32(&b, &nkv, KEY("attention.head_count"), (uint32_t)c->n_head);
     if (llama) {
-        kv_u32(&b, &nkv, KEY("attention.head_count_kv"), (uint32_t)c.n_kv_head);
-        kv_u32(&b, &nkv, KEY("attention.key_length"), (uint32_t)c.head_dim);
-        kv_u32(&b, &nkv, KEY("attention.value_length"), (uint32_t)c.head_dim);
-        kv_u32(&b, &nkv, KEY("rope.dimension_count"), (uint32_t)c.head_dim);
-        kv_f32(&b, &nkv, KEY("rope.freq_base"), c.rope_theta);
-        kv_f32(&b, &nkv, KEY("attention.layer_norm_rms_epsilon"), c.norm_eps);
+        kv_u32(&b, &nkv, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_head);
+        kv_u32(&b, &nkv, KEY("attention.key_length"), (uint32_t)c->head_dim);
+        kv_u32(&b, &nkv, KEY("attention.value_length"), (uint32_t)c->head_dim);
+        kv_u32(&b, &nkv, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+        kv_f32(&b, &nkv, KEY("rope.freq_base"), c->rope_theta);
+        kv_f32(&b, &nkv, KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
     } else {
-        kv_f32(&b, &nkv, KEY("attention.layer_norm_epsilon"), c.norm_eps);
+        kv_f32(&b, &nkv, KEY("attention.layer_norm_epsilon"), c->norm_eps);
     }
 #undef KEY
-    if ((st = put_tokenizer(&b, &nkv, &tok, &c, name, nfc_lost, err))) goto done;
-    if (c.chat_template) kv_str(&b, &nkv, "tokenizer.chat_template", c.chat_template);
-    if (!llama && c.activation != SM_ACT_GELU_TANH) {
+    if ((st = put_tokenizer(&b, &nkv, &tok, c, name, nfc_lost, err))) goto done;
+    if (c->chat_template) kv_str(&b, &nkv, "tokenizer.chat_template", c->chat_template);
+    if (!llama && c->activation != SM_ACT_GELU_TANH) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: a gpt2 model with activation %s has no GGUF "
-                          "form llama.cpp runs (gelu_tanh only)", name, sm_activation_name(c.activation));
+                          "form llama.cpp runs (gelu_tanh only)", name, sm_activation_name(c->activation));
         goto done;
     }
-    size_t Q = (size_t)c.n_head * (size_t)c.head_dim, KV = (size_t)c.n_kv_head * (size_t)c.head_dim;
-    for (size_t i = 0; i < c.n_tensors; i++) {
-        const sm_tensor_desc *d = &c.tensors[i];
-        const unsigned char *data = w.data[i];
+    size_t Q = (size_t)c->n_head * (size_t)c->head_dim, KV = (size_t)c->n_kv_head * (size_t)c->head_dim;
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        const sm_tensor_desc *d = &c->tensors[i];
+        const unsigned char *data = src->w.data[i];
         size_t cols = d->ndim == 2 ? (size_t)d->shape[1] : (size_t)d->shape[0];
         size_t rb = sm_dtype_row_bytes(d->dtype, cols);
         const char *qkv = strstr(d->name, "attn_qkv.weight");
@@ -298,7 +297,7 @@ sm_status sm_export_gguf(const char *dir, const char *name, const char *out, con
             size_t rows[3] = {Q, KV, KV}, r0 = 0;
             for (int p = 0; p < 3; p++) {
                 gtensor *g = &gt[nt++];
-                snprintf(g->name, sizeof g->name, "%.*sattn_%c.weight", (int)(qkv - d->name), d->name, "qkv"[p]);
+                snprintf(g->name, sizeof g->name, "%.*sattn_%c->weight", (int)(qkv - d->name), d->name, "qkv"[p]);
                 g->ndim = 2, g->ne[0] = cols, g->ne[1] = rows[p], g->dt = d->dtype;
                 g->data = data + r0 * rb, g->nbytes = rows[p] * rb;
                 r0 += rows[p];
@@ -306,14 +305,14 @@ sm_status sm_export_gguf(const char *dir, const char *name, const char *out, con
             continue;
         }
         gtensor *g = &gt[nt++];
-        if (!sm_gguf_tensor_name(&c, d->name, false, g->name)) {
+        if (!sm_gguf_tensor_name(c, d->name, false, g->name)) {
             st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has no GGUF name", name, d->name);
             goto done;
         }
         g->ndim = d->ndim, g->dt = d->dtype, g->data = data, g->nbytes = d->nbytes;
         g->ne[0] = cols, g->ne[1] = d->ndim == 2 ? (uint64_t)d->shape[0] : 1;
     }
-    if (!llama && c.tied_output) { /* llama.cpp's gpt2 requires output.weight: the embedding again */
+    if (!llama && c->tied_output) { /* llama.cpp's gpt2 requires output.weight: the embedding again */
         for (size_t i = 0; i < nt; i++)
             if (strcmp(gt[i].name, "token_embd.weight") == 0) {
                 gt[nt] = gt[i];
@@ -372,7 +371,6 @@ done:
     free(b.p);
     free(gt);
     sm_tokenizer_free(&tok);
-    sm_weights_close(&w);
-    sm_config_free(&c);
+    sm_source_close(src);
     return st;
 }

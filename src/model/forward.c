@@ -24,10 +24,10 @@
 */
 static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, int64_t d0,
                              int64_t d1, void *dst, sm_error *err) {
-    long i = sm_weights_find(&m->w, name);
+    long i = sm_weights_find(m->w, name);
     if (i < 0)
         return sm_error_set(err, SM_ERR_FORMAT, "model is missing required tensor %s", name);
-    const sm_tensor_desc *d = &m->cfg.tensors[i];
+    const sm_tensor_desc *d = &m->cfg->tensors[i];
     int nd = d1 ? 2 : 1;
     if (d->ndim != nd || d->shape[0] != d0 || (nd == 2 && d->shape[1] != d1)) {
         char have[96] = "", want[64];
@@ -44,20 +44,20 @@ static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, in
     }
     used[i] = true;
     if (nd == 2) {
-        *(sm_mat *)dst = (sm_mat){m->w.data[i], d->dtype};
+        *(sm_mat *)dst = (sm_mat){m->w->data[i], d->dtype};
         return SM_OK;
     }
     if (d->dtype != SM_DTYPE_F32)
         return sm_error_set(err, SM_ERR_UNSUPPORTED,
                             "tensor %s has dtype %s; vectors (norms, biases) must be f32", name,
                             sm_dtype_name(d->dtype));
-    *(const float **)dst = m->w.data[i];
+    *(const float **)dst = m->w->data[i];
     return SM_OK;
 }
 
 static sm_status bind_spec(sm_model *m, bool *used, const sm_bind_spec *sp, int layer,
                            sm_error *err) {
-    if (sp->is_bias && !m->cfg.bias) return SM_OK;
+    if (sp->is_bias && !m->cfg->bias) return SM_OK;
     char nm[SM_NAME_MAX];
     char *base = layer < 0 ? (char *)m : (char *)&m->layers[layer];
     if (layer < 0)
@@ -68,7 +68,7 @@ static sm_status bind_spec(sm_model *m, bool *used, const sm_bind_spec *sp, int 
 }
 
 sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_error *err) {
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     bool *used = calloc(c->n_tensors, sizeof *used);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     sm_status st = SM_OK;
@@ -108,7 +108,7 @@ sm_matmul_fn sm_fwd_matmul(const sm_state *s) {
 
 static void norm_one(const sm_state *s, float *out, const float *x, const float *g,
                      const float *b) {
-    const sm_config *c = &s->m->cfg;
+    const sm_config *c = s->m->cfg;
     if (c->arch == SM_ARCH_LLAMA)
         s->k->rmsnorm(out, x, g, (size_t)c->n_embd, c->norm_eps);
     else
@@ -117,7 +117,7 @@ static void norm_one(const sm_state *s, float *out, const float *x, const float 
 
 void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float *g,
                       const float *b, size_t r0, size_t r1) {
-    const size_t C = (size_t)s->m->cfg.n_embd;
+    const size_t C = (size_t)s->m->cfg->n_embd;
     for (size_t t = r0; t < r1; t++) norm_one(s, out + t * C, x + t * C, g, b);
 }
 
@@ -154,7 +154,7 @@ static void angles(float *cs, float *sn, const float *freq, float pos, size_t ha
 /* Token (+ learned position) embeddings of rows [r0, r1), with their rotary angles. */
 static void embed(sm_state *s, size_t r0, size_t r1) {
     const sm_model *m = s->m;
-    const size_t C = (size_t)m->cfg.n_embd;
+    const size_t C = (size_t)m->cfg->n_embd;
     for (size_t g = 0; g < s->n_runs; g++) {
         const sm_run *ru = &s->runs[g];
         size_t t0 = ru->start > r0 ? ru->start : r0;
@@ -163,10 +163,10 @@ static void embed(sm_state *s, size_t r0, size_t r1) {
             const sm_mat *te = &m->tok_embd, *pe = &m->pos_embd;
             float *x = s->x + t * C;
             s->k->to_f32(x, row_of(te, (size_t)s->tokens[t], C), te->dt, C);
-            if (m->cfg.embd_scale > 0)
-                for (size_t i = 0; i < C; i++) x[i] *= m->cfg.embd_scale;
+            if (m->cfg->embd_scale > 0)
+                for (size_t i = 0; i < C; i++) x[i] *= m->cfg->embd_scale;
             if (s->rope_freq) { /* this row's rotary angles, as the tables had them */
-                size_t half = (size_t)m->cfg.head_dim / 2;
+                size_t half = (size_t)m->cfg->head_dim / 2;
                 float pos = (float)(ru->pos + t - ru->start);
                 angles(s->rope_cos + t * half, s->rope_sin + t * half, s->rope_freq, pos, half);
                 if (s->rope_freq_l) /* windowed layers' own base */
@@ -203,7 +203,7 @@ bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_
 
 void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size_t n1, float *scr) {
     const sm_model *m = s->m;
-    const size_t T = s->n, C = (size_t)m->cfg.n_embd, W = m->q_dim + 2 * m->kv_dim;
+    const size_t T = s->n, C = (size_t)m->cfg->n_embd, W = m->q_dim + 2 * m->kv_dim;
     const sm_matmul_fn mm = sm_fwd_matmul(s);
     if (L->qkv_w.data) {
         mm(s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, W, C, n0, n1, scr);
@@ -223,7 +223,7 @@ void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size
 
 void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
                             size_t K, int ith, int nth, float *scr) {
-    const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
+    const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
     size_t n0, n1;
     while (sm_fwd_next_cols(s, C, ith, nth, &n0, &n1)) {
         sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
@@ -234,7 +234,7 @@ void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float 
 
 void sm_fwd_residual_matmul_norm(sm_state *s, const float *in, sm_mat w, const float *g, size_t K,
                                  int ith, int nth, float *scr) {
-    const size_t T = s->n, C = (size_t)s->m->cfg.n_embd;
+    const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
     size_t n0, n1, r0, r1;
     while (sm_fwd_next_cols(s, C, ith, nth, &n0, &n1))
         sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, NULL, T, C, K, n0, n1, scr);
@@ -242,14 +242,14 @@ void sm_fwd_residual_matmul_norm(sm_state *s, const float *in, sm_mat w, const f
     sm_pool_split(T, 1, ith, nth, &r0, &r1);
     for (size_t t = r0; t < r1; t++) {
         float *y = s->tmp + t * C;
-        s->k->rmsnorm(y, y, g, C, s->m->cfg.norm_eps);
+        s->k->rmsnorm(y, y, g, C, s->m->cfg->norm_eps);
         for (size_t i = 0; i < C; i++) s->x[t * C + i] += y[i];
     }
 }
 
 void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
     const sm_model *m = s->m;
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     const sm_kernels *K = s->k;
     const size_t hs = (size_t)c->head_dim, ctx = s->kv_len[l];
     const size_t ring = ctx < sm_attn_ctx_padded(s->p.n_ctx) ? ctx : 0; /* a window's ring */
@@ -331,7 +331,7 @@ void sm_fwd_prof_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t N, size_t K
 }
 
 void sm_fwd_prof_output(sm_state *s) {
-    const sm_config *c = &s->m->cfg;
+    const sm_config *c = s->m->cfg;
     if (s->prof)
         prof_add_mm(s, SM_OP_OUTPUT, s->m->out_w, s->every_row ? s->n : s->n_runs,
                     (size_t)c->n_vocab, (size_t)c->n_embd);
@@ -339,7 +339,7 @@ void sm_fwd_prof_output(sm_state *s) {
 
 void sm_fwd_prof_attention(sm_state *s, int ith) {
     if (!s->prof || ith != 0) return;
-    const sm_config *c = &s->m->cfg;
+    const sm_config *c = s->m->cfg;
     double flops = 0, bytes = 0, hd = (double)c->head_dim;
     for (size_t g = 0; g < s->n_runs; g++) {
         const sm_run *ru = &s->runs[g];
@@ -353,7 +353,7 @@ void sm_fwd_prof_attention(sm_state *s, int ith) {
 
 void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr) {
     const sm_model *m = s->m;
-    const size_t C = (size_t)m->cfg.n_embd, V = (size_t)m->cfg.n_vocab;
+    const size_t C = (size_t)m->cfg->n_embd, V = (size_t)m->cfg->n_vocab;
     size_t r0, r1, n0, n1;
     bool own = s->n <= SM_FWD_OWN_ROWS; /* every thread normalises every row itself */
     float *xn = sm_fwd_xn(s, ith);

@@ -19,7 +19,7 @@
 #define L(field) offsetof(sm_layer, field)
 
 sm_status sm_gpt2_bind(sm_model *m, sm_error *err) {
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     int64_t C = c->n_embd, F = c->n_ff;
     m->q_dim = m->kv_dim = (size_t)C;
     const sm_bind_spec spec[] = {
@@ -46,7 +46,7 @@ sm_status sm_gpt2_bind(sm_model *m, sm_error *err) {
 void sm_gpt2_forward_task(void *arg, int ith, int nth) {
     sm_state *s = arg;
     const sm_model *m = s->m;
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     sm_pool *pool = s->pool;
     const size_t T = s->n, C = (size_t)c->n_embd, C3 = 3 * C, F = (size_t)c->n_ff;
     float *scr = s->scratch + (size_t)ith * s->scratch_floats;

@@ -17,14 +17,14 @@
 #define L(field) offsetof(sm_layer, field)
 
 sm_status sm_llama_bind(sm_model *m, sm_error *err) {
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     int64_t C = c->n_embd, F = c->n_ff;
     m->q_dim = (size_t)c->n_head * (size_t)c->head_dim;
     m->kv_dim = (size_t)c->n_kv_head * (size_t)c->head_dim;
     int64_t Q = (int64_t)m->q_dim, W = (int64_t)(m->q_dim + 2 * m->kv_dim);
     int64_t KV = (int64_t)m->kv_dim;
     /* Q, K and V fused in one matrix (smallmind directories) or three (GGUF, Hugging Face) */
-    bool fused = sm_weights_find(&m->w, "blk.0.attn_q.weight") < 0;
+    bool fused = sm_weights_find(m->w, "blk.0.attn_q.weight") < 0;
     sm_bind_spec spec[20];
     size_t n = 0;
     spec[n++] = (sm_bind_spec){"tok_embd", c->n_vocab, C, M(tok_embd), false, false};
@@ -59,7 +59,7 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     }
     spec[n++] = (sm_bind_spec){"ffn_down.weight", C, F, L(down_w), true, false};
     spec[n++] = (sm_bind_spec){"norm_f.weight", C, 0, M(lnf_g), false, false};
-    if (sm_weights_find(&m->w, "rope_freqs") >= 0) /* GGUF: Llama 3.1's scaling as divisors */
+    if (sm_weights_find(m->w, "rope_freqs") >= 0) /* GGUF: Llama 3.1's scaling as divisors */
         spec[n++] = (sm_bind_spec){"rope_freqs", c->head_dim / 2, 0, M(rope_div), false, false};
     sm_status st = sm_bind_model(m, spec, n, err);
     for (int l = 0; !st && c->gate_up && l < c->n_layer; l++) {
@@ -73,7 +73,7 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
 void sm_llama_forward_task(void *arg, int ith, int nth) {
     sm_state *s = arg;
     const sm_model *m = s->m;
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     sm_pool *pool = s->pool;
     const size_t T = s->n, C = (size_t)c->n_embd, F = (size_t)c->n_ff;
     const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim;

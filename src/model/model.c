@@ -11,120 +11,74 @@
 #include "model_internal.h"
 #include "sm_half.h"
 #include "sm_quant.h"
-#include "sm_convert.h"
+#include "sm_source.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-/*
-** A GGUF file's tensors lie at multiples of its general.alignment; with an
-** alignment under SM_GGUF_MIN_ALIGN (a file may say 1) the kernels would
-** read floats and quantized blocks from misaligned addresses. Such tensors
-** are copied once, into one aligned block the model owns.
-*/
-static sm_status align_tensors(sm_model *m, sm_error *err) {
-    size_t total = 0;
-    for (size_t i = 0; i < m->cfg.n_tensors; i++)
-        if ((uintptr_t)m->w.data[i] % SM_GGUF_MIN_ALIGN) {
-            size_t sz;
-            if (!sm_size_align(&sz, m->cfg.tensors[i].nbytes, 64) || !sm_size_add(&total, total, sz))
-                return sm_error_set(err, SM_ERR_FORMAT, "tensor sizes overflow");
-            m->copied_tensors++;
-        }
-    if (!total) return SM_OK;
-    if (!(m->copies = aligned_alloc(64, total)))
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory copying %zu misaligned tensors (%zu bytes)",
-                            m->copied_tensors, total);
-    char *at = m->copies;
-    for (size_t i = 0; i < m->cfg.n_tensors; i++)
-        if ((uintptr_t)m->w.data[i] % SM_GGUF_MIN_ALIGN) {
-            memcpy(at, m->w.data[i], m->cfg.tensors[i].nbytes);
-            m->w.data[i] = at;
-            m->copied_bytes += m->cfg.tensors[i].nbytes;
-            at += (m->cfg.tensors[i].nbytes + 63) & ~(size_t)63;
-        }
+sm_status sm_model_open(sm_model **out, sm_source *src, sm_error *err) {
+    *out = NULL;
+    sm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        sm_source_close(src);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    m->src = src;
+    m->cfg = &src->cfg;
+    m->w = &src->w;
+    sm_status st = SM_OK;
+    if (!src->w.data)
+        st = sm_error_set(err, SM_ERR_INPUT, "%s: opened without its weights", src->path);
+    else if ((st = m->cfg->arch == SM_ARCH_LLAMA ? sm_llama_bind(m, err) : sm_gpt2_bind(m, err))) {
+        char msg[sizeof err->msg]; /* say which model: the GGUF file, the directory */
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        sm_error_set(err, st, "%s: %s", src->path, msg);
+    }
+    if (st) {
+        sm_model_free(m);
+        return st;
+    }
+    for (size_t i = 0; i < m->cfg->n_tensors; i++) m->params += m->cfg->tensors[i].nelem;
+    *out = m;
     return SM_OK;
 }
 
-sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error *err) {
+sm_status sm_model_load(sm_model **out, const char *path, bool use_mmap, sm_error *err) {
+    sm_source *src;
     *out = NULL;
-    sm_model *m = calloc(1, sizeof *m);
-    if (!m) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    struct stat sb;
-    sm_status st;
-    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a GGUF file, used in place */
-        if ((st = sm_gguf_open(&m->gguf, dir, use_mmap, err)) ||
-            (st = sm_gguf_config(&m->cfg, &m->gguf, dir, err)) ||
-            (st = sm_weights_in_place(&m->w, &m->cfg, m->gguf.base, err)) ||
-            (st = align_tensors(m, err)))
-            goto fail;
-    } else if (sm_convert_is_hf_dir(dir)) { /* a Hugging Face directory, as it is */
-        const void **data = NULL;
-        if ((st = sm_convert_open_hf(dir, true, &m->hf, &m->cfg, &data, &m->made_bytes, err))) goto fail;
-        m->w.cfg = &m->cfg;
-        m->w.data = data;
-    } else {
-        if ((st = sm_config_load(&m->cfg, dir, err))) goto fail;
-        if ((st = sm_weights_open(&m->w, &m->cfg, dir, use_mmap, err))) goto fail;
-    }
-    if ((st = m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_bind(m, err) : sm_gpt2_bind(m, err))) {
-        char msg[sizeof err->msg]; /* say which model: the GGUF file, the directory */
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        sm_error_set(err, st, "%s: %s", dir, msg);
-        goto fail;
-    }
-    for (size_t i = 0; i < m->cfg.n_tensors; i++) m->params += m->cfg.tensors[i].nelem;
-    *out = m;
-    return SM_OK;
-fail:
-    sm_model_free(m);
-    return st;
+    sm_status st = sm_source_open(&src, path, &(sm_source_opts){.read = !use_mmap}, err);
+    return st ? st : sm_model_open(out, src, err);
 }
 
 void sm_model_free(sm_model *m) {
     if (!m) return;
     free(m->layers);
-    sm_weights_close(&m->w);
-    sm_config_free(&m->cfg);
-    sm_gguf_close(&m->gguf);
-    sm_convert_close_hf(m->hf);
-    free(m->copies);
+    sm_source_close(m->src);
     free(m);
 }
 
 const void *sm_model_tensor_data(const sm_model *m, size_t i) {
-    return i < m->cfg.n_tensors ? m->w.data[i] : NULL;
-}
-
-size_t sm_model_copied(const sm_model *m, size_t *bytes) {
-    *bytes = m->copied_bytes;
-    return m->copied_tensors;
+    return i < m->cfg->n_tensors ? m->w->data[i] : NULL;
 }
 
 const sm_config *sm_model_config(const sm_model *m) {
-    return &m->cfg;
+    return m->cfg;
 }
 
-const struct sm_gguf *sm_model_gguf(const sm_model *m) {
-    return m->gguf.base ? &m->gguf : NULL;
-}
-
-bool sm_model_hf_made(const sm_model *m, size_t *made_bytes) {
-    *made_bytes = m->made_bytes;
-    return m->hf != NULL;
+const sm_source *sm_model_source(const sm_model *m) {
+    return m->src;
 }
 
 size_t sm_model_weight_bytes(const sm_model *m) {
-    return sm_weights_bytes(&m->w);
+    return sm_weights_bytes(m->w);
 }
 
 sm_status sm_model_check_weights(const sm_model *m, sm_error *err) {
-    for (size_t i = 0; i < m->cfg.n_tensors; i++) {
-        const sm_tensor_desc *d = &m->cfg.tensors[i];
-        const void *x = m->w.data[i];
+    for (size_t i = 0; i < m->cfg->n_tensors; i++) {
+        const sm_tensor_desc *d = &m->cfg->tensors[i];
+        const void *x = m->w->data[i];
         size_t n = d->nelem, bad = 0, first = 0;
         if (sm_dtype_quantized(d->dtype)) { /* the scales are its only floats */
             size_t b = sm_quant_first_bad(x, d->dtype, n);
@@ -155,7 +109,7 @@ size_t sm_model_params(const sm_model *m) {
 ** call may add (they are written before they are attended), padded: a ring.
 */
 static size_t kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows) {
-    size_t full = sm_attn_ctx_padded(n_ctx), w = sm_config_window(&m->cfg, l);
+    size_t full = sm_attn_ctx_padded(n_ctx), w = sm_config_window(m->cfg, l);
     size_t ring = w ? sm_attn_ctx_padded(w + rows - 1) : full;
     return ring < full ? ring : full;
 }
@@ -163,7 +117,7 @@ static size_t kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows) {
 static size_t kv_elems(const sm_model *m, size_t n_ctx, size_t rows) {
     /* per K or V, one sequence */
     size_t n = 0;
-    for (int l = 0; l < m->cfg.n_layer; l++) n += m->kv_dim * kv_len(m, l, n_ctx, rows);
+    for (int l = 0; l < m->cfg->n_layer; l++) n += m->kv_dim * kv_len(m, l, n_ctx, rows);
     return n;
 }
 
@@ -175,7 +129,7 @@ static size_t n_seq(const sm_state_params *p) {
 /* Lays the state out in `a` (measuring or real); records sizes in plan. */
 static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
                        sm_state_plan *plan) {
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     size_t S = n_seq(p), B = p->max_batch > S ? p->max_batch : S;
     size_t C = (size_t)c->n_embd, V = (size_t)c->n_vocab, F = (size_t)c->n_ff;
     size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim;
@@ -248,7 +202,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
 
 sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_state_plan *plan,
                               sm_error *err) {
-    const sm_config *c = &m->cfg;
+    const sm_config *c = m->cfg;
     memset(plan, 0, sizeof *plan);
     if (p->n_ctx < 1 || p->n_ctx > (size_t)c->n_ctx)
         return sm_error_set(err, SM_ERR_INPUT, "context size %zu is outside 1..%d (the model's)",
@@ -279,7 +233,7 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
 ** (sm_fwd_embed), so memory and start-up time do not grow with the context.
 */
 static void rope_freqs(sm_state *s) {
-    const sm_config *c = &s->m->cfg;
+    const sm_config *c = s->m->cfg;
     size_t hs = (size_t)c->head_dim, half = hs / 2;
     for (size_t i = 0; i < half; i++) {
         double e = (double)(2 * i) / (double)hs, f = 1.0 / pow((double)c->rope_theta, e);
@@ -341,7 +295,7 @@ void sm_state_set_profile(sm_state *s, sm_profile *p) {
 }
 
 static sm_status check_tokens(const sm_state *s, const int32_t *tokens, size_t n, sm_error *err) {
-    const sm_config *c = &s->m->cfg;
+    const sm_config *c = s->m->cfg;
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
             return sm_error_set(err, SM_ERR_INPUT, "token id %d is outside the vocabulary (0..%d)",
@@ -352,7 +306,7 @@ static sm_status check_tokens(const sm_state *s, const int32_t *tokens, size_t n
 /* The arithmetic of the call in flight, roughly: every weight once per row (the output
 ** layer per logits row) and attention over each row's keys. The pool's width follows it. */
 static double call_work(const sm_state *s) {
-    const sm_config *c = &s->m->cfg;
+    const sm_config *c = s->m->cfg;
     double out = (double)c->n_vocab * (double)c->n_embd, att = 0;
     double blocks = (double)sm_model_params(s->m) - 2 * out;
     for (size_t g = 0; g < s->n_runs; g++)
@@ -372,7 +326,7 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     s->every_row = every_row;
     if (s->prof) s->prof_t = sm_time_now();
     sm_pool_run_work(s->pool,
-                     s->m->cfg.arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task,
+                     s->m->cfg->arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task,
                      s, call_work(s));
     if (s->stop) return sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
     sm_fwd_prof_output(s);

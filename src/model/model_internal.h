@@ -7,6 +7,7 @@
 #include "sm_model.h"
 #include "sm_weights.h"
 #include "sm_gguf.h"
+#include "sm_source.h"
 
 /* A weight matrix: its data, elements of type dt (f32, f16 or bf16). */
 typedef struct sm_mat {
@@ -38,14 +39,10 @@ typedef struct sm_layer {
 } sm_layer;
 
 struct sm_model {
-    sm_config cfg;
-    sm_weights w;
-    sm_gguf gguf;            /* the GGUF file the weights lie in (base NULL for a directory) */
-    struct sm_hf_dir *hf;    /* a Hugging Face directory run as it is, or NULL */
-    size_t made_bytes;       /* of its tensors made at load (transposed, permuted, widened) */
+    sm_source *src;          /* owned: the files, the config, the tensors */
+    const sm_config *cfg;    /* src's */
+    const sm_weights *w;     /* src's: a pointer per tensor */
     size_t params;           /* elements of all its tensors (counted at load: each call's work uses it) */
-    void *copies;            /* a GGUF file's misaligned tensors, copied (align_tensors) */
-    size_t copied_tensors, copied_bytes;
     sm_mat tok_embd;         /* (V, C) */
     sm_mat pos_embd;         /* (n_ctx, C); data NULL for llama (rotary positions) */
     const float *lnf_g, *lnf_b; /* (C), (C) */
@@ -157,7 +154,7 @@ void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float
 /* The normalised input thread ith's products read in this call. */
 static inline float *sm_fwd_xn(const sm_state *s, int ith) {
     return s->n <= SM_FWD_OWN_ROWS
-               ? s->xn_own + (size_t)ith * SM_FWD_OWN_ROWS * (size_t)s->m->cfg.n_embd
+               ? s->xn_own + (size_t)ith * SM_FWD_OWN_ROWS * (size_t)s->m->cfg->n_embd
                : s->xn;
 }
 

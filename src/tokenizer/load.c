@@ -660,7 +660,7 @@ static sm_status join(char *out, size_t cap, const char *dir, const char *file, 
 }
 
 sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *dir,
-                            sm_error *err) {
+                            const sm_gguf *gguf, sm_error *err) {
     memset(t, 0, sizeof *t);
     t->type = cfg->tokenizer;
     t->bos = t->eos = t->eot = t->space_id = -1;
@@ -679,9 +679,8 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
     t->unk = -1;
     t->space_prefix = cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE;
     t->byte_level = cfg->tokenizer == SM_TOKENIZER_GPT2;
-    if (cfg->tok_dir) dir = cfg->tok_dir;
-    if (cfg->gguf) {
-        st = load_gguf(t, cfg, cfg->gguf, dir, err);
+    if (gguf) {
+        st = load_gguf(t, cfg, gguf, dir, err);
     } else if (cfg->tokenizer == SM_TOKENIZER_SENTENCEPIECE) {
         if (!(st = join(p0, sizeof p0, dir, cfg->tok_file[0], err)))
             st = load_sentencepiece(t, cfg, p0, err);
@@ -715,7 +714,7 @@ sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *d
         }
     }
     /* added tokens are matched in text; tokenizer.bin spells BOS/EOS "\n<s>\n" (see encode) */
-    if (!st && (cfg->gguf || cfg->tokenizer != SM_TOKENIZER_SENTENCEPIECE)) st = sm_tok_index_added(t, err);
+    if (!st && (gguf || cfg->tokenizer != SM_TOKENIZER_SENTENCEPIECE)) st = sm_tok_index_added(t, err);
     if (st) sm_tokenizer_free(t);
     return st;
 }

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sm_config cfg;
     if (sm_gguf_config(&cfg, &g, "fuzz.gguf", &err) == SM_OK) {
         sm_tokenizer tok;
-        if (sm_tokenizer_init(&tok, &cfg, "fuzz.gguf", &err) == SM_OK) {
+        if (sm_tokenizer_init(&tok, &cfg, "fuzz.gguf", &g, &err) == SM_OK) {
             int32_t ids[64];
             size_t n = sm_tokenizer_encode(&tok, "Once upon a time, \xe2\x96\x81 <s>", 26, ids, 64);
             for (size_t i = 0; i < n && i < 64; i++) {

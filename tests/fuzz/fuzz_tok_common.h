@@ -51,7 +51,7 @@ static inline sm_status tok_load(sm_tokenizer *t, sm_tokenizer_type type) {
              type == SM_TOKENIZER_HF ? tok_files[3] : sp ? tok_files[0] : tok_files[1]);
     snprintf(cfg.tok_file[1], sizeof cfg.tok_file[1], "%s", tok_files[2]);
     sm_error err = {{0}};
-    return sm_tokenizer_init(t, &cfg, tok_dir, &err);
+    return sm_tokenizer_init(t, &cfg, tok_dir, NULL, &err);
 }
 
 /* The built-in tokenizer: `write` makes its files once, loaded once per process. */

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cfg.n_vocab = 300;
     sm_tokenizer tok;
     sm_error err = {{0}};
-    if (sm_tokenizer_init(&tok, &cfg, NULL, &err) != SM_OK) abort();
+    if (sm_tokenizer_init(&tok, &cfg, NULL, NULL, &err) != SM_OK) abort();
     int32_t *ids = malloc((size + 1) * sizeof *ids);
     char *back = malloc(size + 1);
     if (!ids || !back) goto out;

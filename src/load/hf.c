@@ -1,14 +1,15 @@
 /*
-** convert_hf.c -- Hugging Face directories into a conversion plan:
-** safetensors files (one, or shards named by model.safetensors.index.json),
-** config.json mapped onto smallmind's config (GPT-2 and Llama families),
-** and the tokenizer files to copy or write. convert.c writes the plan.
+** hf.c -- a Hugging Face directory into a plan (sm_plan.h): safetensors
+** files (one, or shards named by model.safetensors.index.json), config.json
+** mapped onto smallmind's config (GPT-2 and the Llama family: Llama,
+** Mistral, Phi-3, Qwen 2/3, Gemma 3), tokenizer_config.json's chat
+** template, and where the tokenizer is. Run in place (source.c) or written
+** by the converter.
 */
-#include "convert_internal.h"
+#include "sm_plan.h"
 
 #include "json_internal.h"
 #include "sm_tokenizer.h"
-#include "sm_weights.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -77,9 +78,9 @@ static sm_status st_check_tiling(st_set *set, size_t first, const unsigned char 
 }
 
 /* Reads one safetensors file's header and records its tensors (checked against the file). */
-static sm_status st_read(plan *pl, st_set *set, const char *path, sm_error *err) {
-    mapped *m;
-    sm_status st = sm_convert_map(pl, path, &m, err);
+static sm_status st_read(sm_plan *pl, st_set *set, const char *path, sm_error *err) {
+    sm_plan_map *m;
+    sm_status st = sm_plan_map_file(pl, path, &m, err);
     if (st) return st;
     if (m->n < 8)
         return sm_error_set(err, SM_ERR_FORMAT, "%s: %zu bytes, too short for safetensors", path,
@@ -249,66 +250,46 @@ static const char *hf_str(const cJSON *cfg, const char *key, bool *bad) {
 }
 
 /*
-** The tokenizer of Hugging Face directory dir, in this order: --tokenizer
-** (a llama2.c tokenizer.bin), vocab.json + merges.txt (copied), or
-** tokenizer.json (read now, its files written with the plan).
+** The tokenizer of Hugging Face directory dir, in this order: `tokenizer`
+** (a llama2.c tokenizer.bin), tokenizer.json (read as it is), vocab.json +
+** merges.txt (GPT-2's files).
 */
-static sm_status plan_tokenizer(plan *pl, const char *dir, const sm_convert_opts *o,
-                                sm_error *err) {
+static sm_status plan_tokenizer(sm_plan *pl, const char *dir, const char *tokenizer, sm_error *err) {
     sm_config *c = &pl->cfg;
-    char v[4400], m[4400];
+    char v[4400], m[4400], j[4400];
     snprintf(v, sizeof v, "%s/vocab.json", dir);
     snprintf(m, sizeof m, "%s/merges.txt", dir);
-    if (o->tokenizer) {
+    snprintf(j, sizeof j, "%s/tokenizer.json", dir);
+    if (tokenizer) {
         c->tokenizer = SM_TOKENIZER_SENTENCEPIECE;
         snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
-        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", o->tokenizer);
-        return SM_OK;
-    }
-    char j[4400];
-    sm_tokenizer_type ty = SM_TOKENIZER_GPT2;
-    snprintf(j, sizeof j, "%s/tokenizer.json", dir);
-    if (access(v, F_OK) == 0 && access(m, F_OK) == 0 && access(j, F_OK) == 0) {
-        /* vocab.json + merges.txt are read with GPT-2's pattern: only when tokenizer.json
-           (which names the real pre-tokenizer, e.g. Qwen's) says that is what the model uses */
-        cJSON *root;
-        sm_status st = sm_json_read_file_nul(j, SM_TOK_FILE_MAX, &root, err);
-        if (!st) st = sm_hf_tok_kind(root, j, &ty, err);
-        cJSON_Delete(root);
-        if (st) return st;
-    }
-    if (access(v, F_OK) == 0 && access(m, F_OK) == 0 && (access(j, F_OK) != 0 || ty == SM_TOKENIZER_GPT2)) {
+        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", tokenizer);
+    } else if (access(j, F_OK) == 0) {
+        c->tokenizer = SM_TOKENIZER_HF;
+        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.json");
+        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", j);
+    } else if (access(v, F_OK) == 0 && access(m, F_OK) == 0) {
         c->tokenizer = SM_TOKENIZER_GPT2;
         snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
         snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
         snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", v);
         snprintf(pl->tok_src[1], sizeof pl->tok_src[1], "%s", m);
-        return SM_OK;
-    }
-    snprintf(pl->tok_json_path, sizeof pl->tok_json_path, "%s/tokenizer.json", dir);
-    if (access(pl->tok_json_path, F_OK) != 0)
+    } else {
         return sm_error_set(err, SM_ERR_IO,
                             "%s: no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
                             "a llama2.c tokenizer.bin with --tokenizer FILE",
                             dir);
-    sm_status st = sm_json_read_file_nul(pl->tok_json_path, SM_TOK_FILE_MAX, &pl->tok_json, err);
-    if (!st) st = sm_hf_tok_kind(pl->tok_json, pl->tok_json_path, &c->tokenizer, err);
-    if (st) return st;
-    if (c->tokenizer == SM_TOKENIZER_HF) { /* read as it is: copied, or used in place */
-        cJSON_Delete(pl->tok_json);
-        pl->tok_json = NULL;
-        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.json");
-        snprintf(pl->tok_src[0], sizeof pl->tok_src[0], "%s", pl->tok_json_path);
-    } else if (c->tokenizer == SM_TOKENIZER_GPT2) {
-        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "vocab.json");
-        snprintf(c->tok_file[1], SM_FILE_NAME_MAX, "merges.txt");
-    } else {
-        snprintf(c->tok_file[0], SM_FILE_NAME_MAX, "tokenizer.bin");
     }
     return SM_OK;
 }
 
-static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
+/* A token's text in tokenizer_config.json: a string or {"content": string}. */
+static const char *token_text(const cJSON *v) {
+    if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static sm_status from_hf_gpt2(sm_plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
     int64_t C, L, H, ctx, V, F;
     sm_status st;
     char cp[4200];
@@ -360,9 +341,9 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
     char src[SM_NAME_MAX], dst[SM_NAME_MAX];
 #define TAKE(name, d0, d1) if ((st = st_take(set, pre, name, d0, d1, &x, err))) return st
     TAKE("wte.weight", V, C);
-    sm_convert_add_whole(pl, "tok_embd", V, C, x->data, x->dt, OP_COPY);
+    sm_plan_add_whole(pl, "tok_embd", V, C, x->data, x->dt, SM_OP_COPY);
     TAKE("wpe.weight", ctx, C);
-    sm_convert_add_whole(pl, "pos_embd", ctx, C, x->data, x->dt, OP_COPY);
+    sm_plan_add_whole(pl, "pos_embd", ctx, C, x->data, x->dt, SM_OP_COPY);
     static const struct {
         const char *from, *to;
         int kind; /* 0 vector of C, 1 conv weight, 2 bias of rows */
@@ -387,17 +368,17 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
             snprintf(dst, sizeof dst, "blk.%lld.%s", (long long)l, map[k].to);
             if (map[k].kind == 1) {
                 TAKE(src, in, rows); /* Conv1D: [in, out] */
-                sm_convert_add_whole(pl, dst, rows, in, x->data, x->dt, OP_TRANSPOSE);
+                sm_plan_add_whole(pl, dst, rows, in, x->data, x->dt, SM_OP_TRANSPOSE);
             } else {
                 TAKE(src, rows, 0);
-                sm_convert_add_whole(pl, dst, rows, 0, x->data, x->dt, OP_COPY);
+                sm_plan_add_whole(pl, dst, rows, 0, x->data, x->dt, SM_OP_COPY);
             }
         }
     }
     TAKE("ln_f.weight", C, 0);
-    sm_convert_add_whole(pl, "ln_f.weight", C, 0, x->data, x->dt, OP_COPY);
+    sm_plan_add_whole(pl, "ln_f.weight", C, 0, x->data, x->dt, SM_OP_COPY);
     TAKE("ln_f.bias", C, 0);
-    sm_convert_add_whole(pl, "ln_f.bias", C, 0, x->data, x->dt, OP_COPY);
+    sm_plan_add_whole(pl, "ln_f.bias", C, 0, x->data, x->dt, SM_OP_COPY);
     c->tied_output = true;
     st_tensor *head = st_find(set, "lm_head.weight");
     if (head) { /* saved beside a tied wte: the same values, or a separate layer */
@@ -407,7 +388,7 @@ static sm_status from_hf_gpt2(plan *pl, st_set *set, const cJSON *hc, sm_error *
         bool same = x->dt == wte->dt && memcmp(x->data, wte->data, (size_t)V * sm_dtype_row_bytes(x->dt, (size_t)C)) == 0;
         if (!same) {
             c->tied_output = false;
-            sm_convert_add_whole(pl, "output.weight", V, C, x->data, x->dt, OP_COPY);
+            sm_plan_add_whole(pl, "output.weight", V, C, x->data, x->dt, SM_OP_COPY);
         }
     }
 #undef TAKE
@@ -519,18 +500,18 @@ static sm_status hf_gemma(const cJSON *hc, const char *cp, int64_t L, sm_config 
 }
 
 /* A fused matrix x (C columns) as n tensors blk.l.names[k].weight of rows[k] rows each, in order. */
-static void add_row_ranges(plan *pl, int64_t l, const st_tensor *x, int64_t C, const char *const *names,
+static void add_row_ranges(sm_plan *pl, int64_t l, const st_tensor *x, int64_t C, const char *const *names,
                            const int64_t *rows, int n) {
     const unsigned char *at = x->data;
     for (int k = 0; k < n; k++) {
         char d[SM_NAME_MAX];
         snprintf(d, sizeof d, "blk.%lld.%s.weight", (long long)l, names[k]);
-        sm_convert_add_whole(pl, d, rows[k], C, at, x->dt, OP_COPY);
+        sm_plan_add_whole(pl, d, rows[k], C, at, x->dt, SM_OP_COPY);
         at += sm_dtype_row_bytes(x->dt, (size_t)C) * (size_t)rows[k];
     }
 }
 
-static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const char *type, sm_error *err) {
+static sm_status from_hf_llama(sm_plan *pl, st_set *set, const cJSON *hc, const char *type, sm_error *err) {
     bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
     bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
     bool gemma = strcmp(type, "gemma3_text") == 0;
@@ -609,16 +590,16 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
     c->activation = gemma ? SM_ACT_GELU_TANH : SM_ACT_SILU, c->bias = false;
     c->tok_bos = (int32_t)bos;
     c->qk_norm = qwen3 || gemma;
-    const int norm_op = gemma ? OP_PLUS1 : OP_COPY; /* Gemma's RMSNorm gains are 1 + w */
+    const int norm_op = gemma ? SM_OP_PLUS1 : SM_OP_COPY; /* Gemma's RMSNorm gains are 1 + w */
 
     const char *pre = "model.";
     int64_t Q = H * hd, KV = KVH * hd;
     st_tensor *x, *k, *v;
-    otensor *t;
+    sm_plan_tensor *t;
     char a[SM_NAME_MAX], b[SM_NAME_MAX], d[SM_NAME_MAX];
 #define TAKE(name, d0, d1, var) if ((st = st_take(set, pre, name, d0, d1, &var, err))) return st
     TAKE("embed_tokens.weight", V, C, x);
-    sm_convert_add_whole(pl, "tok_embd", V, C, x->data, x->dt, OP_COPY);
+    sm_plan_add_whole(pl, "tok_embd", V, C, x->data, x->dt, SM_OP_COPY);
     static const struct {
         const char *from, *to;
         int rows, cols; /* 'C', 'F' or 'Q' */
@@ -640,13 +621,13 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
             if (gemma && strcmp(map[i].to, "ffn_norm.weight") == 0) /* its post-attention norm */
                 snprintf(d, sizeof d, "blk.%lld.attn_post_norm.weight", (long long)l);
             TAKE(a, r, cc, x);
-            sm_convert_add_whole(pl, d, r, cc, x->data, x->dt, cc ? OP_COPY : norm_op);
+            sm_plan_add_whole(pl, d, r, cc, x->data, x->dt, cc ? SM_OP_COPY : norm_op);
         }
         for (int j = 0; gemma && j < 2; j++) { /* the MLP's norms before and after it */
             snprintf(a, sizeof a, "layers.%lld.%s_feedforward_layernorm.weight", (long long)l, j ? "post" : "pre");
             snprintf(d, sizeof d, "blk.%lld.%s.weight", (long long)l, j ? "ffn_post_norm" : "ffn_norm");
             TAKE(a, C, 0, x);
-            sm_convert_add_whole(pl, d, C, 0, x->data, x->dt, OP_PLUS1);
+            sm_plan_add_whole(pl, d, C, 0, x->data, x->dt, SM_OP_PLUS1);
         }
         if (phi3) { /* Phi-3: rows gate | up and q | k | v fused, used in place as row ranges */
             static const char *const gu[] = {"ffn_gate", "ffn_up"}, *const qkv[] = {"attn_q", "attn_k", "attn_v"};
@@ -669,37 +650,37 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
             const st_tensor *qkv[3] = {x, k, v};
             for (int j = 0; j < 3; j++) {
                 snprintf(d, sizeof d, "blk.%lld.attn_%c.weight", (long long)l, "qkv"[j]);
-                sm_convert_add_whole(pl, d, j ? KV : Q, C, qkv[j]->data, qkv[j]->dt, OP_COPY);
+                sm_plan_add_whole(pl, d, j ? KV : Q, C, qkv[j]->data, qkv[j]->dt, SM_OP_COPY);
                 if (!qwen2) continue;
                 snprintf(a, sizeof a, "layers.%lld.self_attn.%c_proj.bias", (long long)l, "qkv"[j]);
                 TAKE(a, j ? KV : Q, 0, x);
                 snprintf(d, sizeof d, "blk.%lld.attn_%c.bias", (long long)l, "qkv"[j]);
-                sm_convert_add_whole(pl, d, j ? KV : Q, 0, x->data, x->dt, OP_COPY);
+                sm_plan_add_whole(pl, d, j ? KV : Q, 0, x->data, x->dt, SM_OP_COPY);
             }
             for (int j = 0; c->qk_norm && j < 2; j++) { /* each head of Q and K normalised */
                 snprintf(a, sizeof a, "layers.%lld.self_attn.%c_norm.weight", (long long)l, "qk"[j]);
                 TAKE(a, hd, 0, x);
                 snprintf(d, sizeof d, "blk.%lld.attn_%c_norm.weight", (long long)l, "qk"[j]);
-                sm_convert_add_whole(pl, d, hd, 0, x->data, x->dt, norm_op);
+                sm_plan_add_whole(pl, d, hd, 0, x->data, x->dt, norm_op);
             }
             c->rope_halves = true;
             c->qkv_bias = qwen2;
             continue;
         }
         snprintf(d, sizeof d, "blk.%lld.attn_qkv.weight", (long long)l);
-        t = sm_convert_add_tensor(pl, d, Q + 2 * KV, C);
-        sm_convert_add_part(t, x->data, x->dt, Q, C, OP_ROPE, hd);
-        sm_convert_add_part(t, k->data, k->dt, KV, C, OP_ROPE, hd);
-        sm_convert_add_part(t, v->data, v->dt, KV, C, OP_COPY, 0);
+        t = sm_plan_add_tensor(pl, d, Q + 2 * KV, C);
+        sm_plan_add_part(t, x->data, x->dt, Q, C, SM_OP_ROPE, hd);
+        sm_plan_add_part(t, k->data, k->dt, KV, C, SM_OP_ROPE, hd);
+        sm_plan_add_part(t, v->data, v->dt, KV, C, SM_OP_COPY, 0);
     }
     TAKE("norm.weight", C, 0, x);
-    sm_convert_add_whole(pl, "norm_f.weight", C, 0, x->data, x->dt, norm_op);
+    sm_plan_add_whole(pl, "norm_f.weight", C, 0, x->data, x->dt, norm_op);
     c->tied_output = tied;
     st_tensor *head = st_find(set, "lm_head.weight");
     if (!c->tied_output || head) {
         if ((st = st_take(set, "", "lm_head.weight", V, C, &x, err))) return st;
         if (!c->tied_output) {
-            sm_convert_add_whole(pl, "output.weight", V, C, x->data, x->dt, OP_COPY);
+            sm_plan_add_whole(pl, "output.weight", V, C, x->data, x->dt, SM_OP_COPY);
         }
     }
 #undef TAKE
@@ -708,7 +689,7 @@ static sm_status from_hf_llama(plan *pl, st_set *set, const cJSON *hc, const cha
     return SM_OK;
 }
 
-sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o, sm_error *err) {
+sm_status sm_plan_hf(sm_plan *pl, const char *dir, const char *tokenizer, sm_error *err) {
     char path[4400];
     cJSON *hc = NULL, *idx = NULL;
     st_set set = {.where = dir};
@@ -754,7 +735,7 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
             st = sm_error_set(err, SM_ERR_FORMAT, "%s: missing object \"weight_map\"", path);
             goto done;
         }
-        char seen[MAX_SHARDS][256];
+        char seen[SM_PLAN_FILES][256];
         int n_seen = 0;
         for (const cJSON *e = wm->child; e && !st; e = e->next) {
             const char *f = cJSON_IsString(e) ? e->valuestring : NULL;
@@ -766,8 +747,8 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
             bool dup = false;
             for (int i = 0; i < n_seen; i++) dup = dup || strcmp(seen[i], f) == 0;
             if (dup) continue;
-            if (n_seen == MAX_SHARDS) {
-                st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d shards", path, MAX_SHARDS);
+            if (n_seen == SM_PLAN_FILES) {
+                st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: more than %d shards", path, SM_PLAN_FILES);
                 break;
             }
             snprintf(seen[n_seen++], 256, "%s", f);
@@ -778,8 +759,8 @@ sm_status sm_convert_from_hf(plan *pl, const char *dir, const sm_convert_opts *o
     }
     if (st) goto done;
     st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, type, err);
-    if (!st) st = plan_tokenizer(pl, dir, o, err);
-    if (!st) st = sm_hf_chat_config(dir, &pl->cfg, err);
+    if (!st) st = plan_tokenizer(pl, dir, tokenizer, err);
+    if (!st) st = sm_plan_chat_config(dir, &pl->cfg, err);
     for (size_t i = 0; !st && i < set.n; i++)
         if (!set.t[i].used)
             st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: unexpected tensor %s for %s", dir,
@@ -791,3 +772,46 @@ done:
     return st;
 }
 
+sm_status sm_plan_chat_config(const char *dir, sm_config *c, sm_error *err) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (access(path, F_OK) != 0) return SM_OK;
+    cJSON *root;
+    sm_status st = sm_json_read_file(path, SM_TOK_FILE_MAX, &root, err);
+    if (st) return st;
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    const char *tpl = NULL;
+    if (cJSON_IsString(ct)) tpl = ct->valuestring;
+    else if (cJSON_IsArray(ct)) { /* named templates: the default one */
+        for (const cJSON *e = ct->child; e; e = e->next) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "template");
+            if (cJSON_IsString(n) && cJSON_IsString(t) && !strcmp(n->valuestring, "default"))
+                tpl = t->valuestring;
+        }
+        if (!tpl) st = sm_error_set(err, SM_ERR_FORMAT, "%s: chat_template lists no \"default\" template", path);
+    } else if (ct && !cJSON_IsNull(ct))
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: chat_template must be a string or a list of "
+                          "{name, template}", path);
+    if (!st && !cJSON_IsObject(root)) st = sm_error_set(err, SM_ERR_FORMAT, "%s: expected a JSON object", path);
+    static const char *const toks[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+    for (int i = 0; i < 4 && !st; i++) { /* a string, {"content": string}, or null */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, toks[i]);
+        if (v && !cJSON_IsNull(v) && !token_text(v))
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: %s must be a string or {\"content\": string}",
+                              path, toks[i]);
+    }
+    static const char *const flags[] = {"add_bos_token", "add_eos_token"};
+    for (int i = 0; i < 2 && !st; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, flags[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+            st = sm_error_set(err, SM_ERR_FORMAT, "%s: %s must be true or false", path, flags[i]);
+    }
+    const char *bos = token_text(cJSON_GetObjectItemCaseSensitive(root, "bos_token"));
+    const char *eos = token_text(cJSON_GetObjectItemCaseSensitive(root, "eos_token"));
+    if (!st && ((tpl && !(c->chat_template = strdup(tpl))) || (bos && !(c->chat_bos = strdup(bos))) ||
+                (eos && !(c->chat_eos = strdup(eos)))))
+        st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    cJSON_Delete(root);
+    return st;
+}

@@ -118,7 +118,6 @@ static sm_status tokenizer_kind(sm_config *cfg, const sm_gguf *g, const char *pa
         if (!(cfg->chat_template = strndup(s, sl)))
             return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     }
-    cfg->gguf = g;
     return SM_OK;
 }
 

@@ -92,8 +92,6 @@ typedef struct sm_config {
        file's tokenizer.chat_template, or tokenizer_config.json's beside a Hugging Face model,
        whose bos_token and eos_token texts come with it (owned; NULL: the tokenizer's ids') */
     char *chat_template, *chat_bos, *chat_eos;
-    const struct sm_gguf *gguf; /* the GGUF file this came from (borrowed; its tokenizer), or NULL */
-    const char *tok_dir;        /* where the tokenizer files are, if not the model directory */
 } sm_config;
 
 /* The window layer l attends over (0: the whole context). */
@@ -118,6 +116,9 @@ sm_status sm_config_parse(sm_config *cfg, const char *json, size_t len,
 sm_status sm_config_load(sm_config *cfg, const char *dir, sm_error *err);
 
 void sm_config_free(sm_config *cfg);
+
+/* Gives c its own copies of its chat strings (after a struct copy). false: out of memory. */
+bool sm_config_dup_chat(sm_config *c);
 
 /* cfg (with its tensor manifest) as config.json text; free with sm_config_json_free. */
 sm_status sm_config_to_json(const sm_config *cfg, char **json, sm_error *err);

@@ -567,3 +567,11 @@ sm_status sm_config_parse_shape(sm_config *cfg, const char *json, size_t len, co
     cJSON_Delete(root);
     return st;
 }
+
+bool sm_config_dup_chat(sm_config *c) {
+    char **f[3] = {&c->chat_template, &c->chat_bos, &c->chat_eos};
+    bool ok = true;
+    for (int i = 0; i < 3; i++)
+        if (*f[i] && !(*f[i] = strdup(*f[i]))) ok = false;
+    return ok;
+}

@@ -1,5 +1,7 @@
 /*
-** sm_convert.h -- other projects' model files -> a smallmind model directory.
+** sm_convert.h -- any model source -> a smallmind model directory or a GGUF
+** file. The source is read by the loading layer (sm_source.h), as generate
+** reads it; this module only writes.
 **
 ** Sources:
 **   a llama2.c checkpoint (legacy format: seven int32 then float32 arrays),
@@ -63,26 +65,6 @@ typedef struct sm_convert_info {
 ** "q5_k_m" (dtype q4_k / q5_k, mix_m set). False if unknown.
 */
 bool sm_convert_dtype_parse(const char *name, sm_dtype *dtype, bool *mix_m);
-
-/* Whether dir's config.json says it is a smallmind directory; a Hugging Face one (config.json otherwise). */
-bool sm_convert_is_smallmind_dir(const char *dir);
-bool sm_convert_is_hf_dir(const char *dir);
-
-/*
-** A Hugging Face directory opened to run as it is (open_hf.c): *cfg gets
-** the model's config (tensors under smallmind's names; cfg->tok_dir where
-** its tokenizer files are) and, with `weights`, *data (malloc'd, one
-** pointer per tensor) the tensors: used in place in the mapped safetensors
-** where they are a plain copy aligned for their type, else made once into
-** a heap block of *made_bytes (GPT-2's transposed Conv1D weights, Llama's
-** permuted and fused Q/K/V, 16-bit vectors widened). *out keeps the
-** mappings and that block until sm_convert_close_hf.
-*/
-typedef struct sm_hf_dir sm_hf_dir;
-struct sm_config;
-sm_status sm_convert_open_hf(const char *dir, bool weights, sm_hf_dir **out, struct sm_config *cfg,
-                             const void ***data, size_t *made_bytes, sm_error *err);
-void sm_convert_close_hf(sm_hf_dir *h);
 
 /* Converts src (a file or a directory) into the new directory out (which must not exist). */
 sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,

@@ -86,13 +86,16 @@ typedef struct sm_tokenizer {
 } sm_tokenizer;
 
 /*
-** Builds the tokenizer the config names, reading its files from `dir`
-** (NULL for the byte tokenizer), and checks its vocabulary fits the model's.
+** Builds the tokenizer the config names, from GGUF file gguf's tables (dir
+** then names it in messages) or else from the files cfg->tok_file names in
+** `dir` (NULL for the byte tokenizer), and checks its vocabulary fits the
+** model's. A model's tokenizer comes from its source: sm_source_tokenizer.
 ** Every file error names the file and the token or line at fault. On
 ** failure *t is free-safe.
 */
+struct sm_gguf;
 sm_status sm_tokenizer_init(sm_tokenizer *t, const sm_config *cfg, const char *dir,
-                            sm_error *err);
+                            const struct sm_gguf *gguf, sm_error *err);
 void sm_tokenizer_free(sm_tokenizer *t);
 
 /* What a token is: text, a byte (<0xNN> pieces), a control token never matched in text, a

@@ -1,8 +1,8 @@
 /*
 ** sm_model.h -- a loaded model and its run state.
 **
-** sm_model is the read-only part: validated config plus weights mapped from
-** the model directory; tensors are checked against the architecture (names,
+** sm_model is the read-only part: a source's validated config and tensors
+** (sm_source.h: mapped in place, or made once at open); tensors are checked against the architecture (names,
 ** dtypes, shapes) at load. sm_state is everything one run writes: the
 ** activations for the largest batch, the KV-cache and the logits. Its size is
 ** planned first (sm_state_plan), then it is carved from a caller-provided
@@ -26,29 +26,25 @@
 typedef struct sm_model sm_model;
 typedef struct sm_state sm_state;
 
-/* Loads <dir>/config.json and its weight files (mmap unless use_mmap is false). */
-sm_status sm_model_load(sm_model **out, const char *dir, bool use_mmap, sm_error *err);
+struct sm_source;
+
+/*
+** A model bound to source src (sm_source.h: opened with its weights), whose
+** tensors are checked against the architecture (names, dtypes, shapes).
+** The model owns src from the call on, also when it fails.
+*/
+sm_status sm_model_open(sm_model **out, struct sm_source *src, sm_error *err);
+/* sm_source_open (mapped unless use_mmap is false), then sm_model_open. */
+sm_status sm_model_load(sm_model **out, const char *path, bool use_mmap, sm_error *err);
 void sm_model_free(sm_model *m);
 
 const sm_config *sm_model_config(const sm_model *m);
-
-/*
-** Whether the model is a Hugging Face directory run in place; *made_bytes
-** then gets the bytes of weights made at load (tensors that needed a
-** transpose, or widening), 0 when every tensor is used in place.
-*/
-bool sm_model_hf_made(const sm_model *m, size_t *made_bytes);
+/* What the model was opened from: its kind, its GGUF metadata, the tensors made at open. */
+const struct sm_source *sm_model_source(const sm_model *m);
 
 /* The data of tensor i of sm_model_config(m)->tensors (in the file, or a copy made at load). */
 const void *sm_model_tensor_data(const sm_model *m, size_t i);
 
-/* Tensors of a GGUF file copied at load because the file's alignment left them
-** where the kernels cannot read them (fewer than SM_GGUF_MIN_ALIGN bytes); *bytes
-** gets their size. 0 for a file aligned as llama.cpp writes them. */
-size_t sm_model_copied(const sm_model *m, size_t *bytes);
-
-/* The GGUF file the model was loaded from (its metadata), or NULL for a directory. */
-const struct sm_gguf *sm_model_gguf(const sm_model *m);
 size_t sm_model_params(const sm_model *m);
 
 /* SM_ERR_FORMAT naming the first tensor with a NaN or infinite weight. */
