@@ -30,11 +30,13 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpoi
            -Wformat=2 -Wvla
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -Iinclude -Isrc \
+# Position-independent, internal names hidden: the same objects make the binary, libsmallmind.a and
+# libsmallmind.so (which exports only the smallmind_* names of include/smallmind.h).
+ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -Iinclude -Isrc \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-LIB_SRC := src/base.c src/arena.c src/dtype.c src/json.c src/pool.c src/quant.c \
+LIB_SRC := src/smallmind.c src/base.c src/arena.c src/dtype.c src/json.c src/pool.c src/quant.c \
            src/load/source.c src/load/config.c src/load/weights.c src/load/gguf.c src/load/gguf_config.c src/load/plan.c src/load/hf.c src/load/llama2c.c \
            src/model/model.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/pretok.c src/tokenizer/pretok_named.c src/tokenizer/hf.c src/tokenizer/unicode_tables.c src/sampler.c \
            src/generate.c src/chat.c src/template/lex.c src/template/parse.c src/template/value.c src/template/filters.c src/template/seqfilters.c \
@@ -55,10 +57,13 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 BIN      := $(BUILD)/smallmind
+LIBA     := $(BUILD)/libsmallmind.a
+LIBSO    := $(BUILD)/libsmallmind.so.0
+VERSION  := $(shell sed -n 's/^\#define SMALLMIND_VERSION "\(.*\)"/\1/p' include/smallmind.h)
 TESTBIN  := $(BUILD)/test_runner
 DEPSOK   := $(BUILD)/.deps-ok
 
-.PHONY: all run test asan warnings bench clean deps test-deps test-models model install uninstall fuzz fuzz-build
+.PHONY: all lib run test asan warnings bench clean deps test-deps test-models model install uninstall fuzz fuzz-build
 
 all: $(BIN)
 
@@ -83,7 +88,13 @@ deps: $(DEPSOK)
 test-deps:
 	@bash scripts/test_deps.sh $(PYTHON)
 
-$(BUILD)/%.o: %.c | $(DEPSOK)
+# Objects are rebuilt when the flags change (a stamp holding them).
+FLAGS_STAMP := $(BUILD)/.cflags
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(BUILD); echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ 2>/dev/null || echo '$(CC) $(ALL_CFLAGS)' >$@
+FORCE:
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(DEPSOK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -97,10 +108,10 @@ $(BUILD)/src/kernels/avx2_quant.o $(BUILD)/src/kernels/avx2_qgemm.o: ALL_CFLAGS 
 $(BUILD)/src/kernels/avx2_%_vnni.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -DSM_QFLAVOUR=1
 $(BUILD)/src/kernels/avx2_%_vnni512.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavx512f -mavx512vl \
                                                     -mavx512vnni -DSM_QFLAVOUR=2
-$(filter %_vnni.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni.o: src/kernels/avx2_%.c | $(DEPSOK)
+$(filter %_vnni.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni.o: src/kernels/avx2_%.c $(FLAGS_STAMP) | $(DEPSOK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
-$(filter %_vnni512.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni512.o: src/kernels/avx2_%.c | $(DEPSOK)
+$(filter %_vnni512.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni512.o: src/kernels/avx2_%.c $(FLAGS_STAMP) | $(DEPSOK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -108,6 +119,22 @@ $(filter %_vnni512.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni512.o: src/k
 WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 $(BIN): $(LIB_OBJ) $(CLI_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(WRAP) $(LDLIBS)
+
+# The library: static and shared, with the one public header and a pkg-config file.
+lib: $(LIBA) $(LIBSO)
+
+$(LIBA): $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libsmallmind.so.0 -o $@ $^ $(LDLIBS)
+	ln -sf libsmallmind.so.0 $(BUILD)/libsmallmind.so
+
+# smallmind.pc for the installed prefix, written by make install.
+PC_LINES = 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+  'Name: smallmind' 'Description: run transformer language models on a CPU' 'Version: $(VERSION)' \
+  'Requires.private: libcjson libpcre2-8 libutf8proc' 'Libs: -L$${libdir} -lsmallmind' \
+  'Libs.private: -lpthread -lm' 'Cflags: -I$${includedir}'
 
 $(TESTBIN): $(LIB_OBJ) $(TEST_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -167,7 +194,9 @@ fuzz:
 	done
 
 test: test-deps $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done
-	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) bash tests/run_all.sh $(BUILD) $(PYTHON)
+	@$(MAKE) --no-print-directory install PREFIX=$(abspath $(BUILD))/prefix >/dev/null
+	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) SM_PREFIX=$(abspath $(BUILD))/prefix \
+	  SM_CC="$(CC)" SM_CFLAGS="$(CFLAGS)" bash tests/run_all.sh $(BUILD) $(PYTHON)
 
 # ASan + UBSan: a separate build folder; LD_PRELOAD allocation counting is skipped there.
 asan:
@@ -237,12 +266,21 @@ clean:
 
 # The binary finds an installed default model at <bin>/../share/smallmind.
 SHARE := $(DESTDIR)$(PREFIX)/share/smallmind
-install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(SHARE)/models/default
+install: $(BIN) lib
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(SHARE)/models/default \
+	    $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/smallmind
+	install -m 644 include/smallmind.h $(DESTDIR)$(PREFIX)/include/smallmind.h
+	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libsmallmind.a
+	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libsmallmind.so.0
+	ln -sf libsmallmind.so.0 $(DESTDIR)$(PREFIX)/lib/libsmallmind.so
+	printf '%s\n' $(PC_LINES) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/smallmind.pc
 	install -m 644 docs/smallmind.1 $(DESTDIR)$(PREFIX)/share/man/man1/smallmind.1
 	install -m 644 models/default/config.json models/default/model.bin $(SHARE)/models/default/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/smallmind $(DESTDIR)$(PREFIX)/share/man/man1/smallmind.1
+	rm -f $(DESTDIR)$(PREFIX)/bin/smallmind $(DESTDIR)$(PREFIX)/share/man/man1/smallmind.1 \
+	    $(DESTDIR)$(PREFIX)/include/smallmind.h $(DESTDIR)$(PREFIX)/lib/libsmallmind.a \
+	    $(DESTDIR)$(PREFIX)/lib/libsmallmind.so.0 $(DESTDIR)$(PREFIX)/lib/libsmallmind.so \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/smallmind.pc
 	rm -rf $(SHARE)

@@ -30,6 +30,7 @@ stage "$PY" tests/test_generate.py --bin "$B" --model models/default
 stage "$PY" tests/test_threads.py --bin "$B" --model "$TM/seed"
 stage "$PY" tests/test_hostile.py --bin "$B" --shared "${SM_SHARED:-../shared}"
 stage env SM_SANITIZED="${SM_SANITIZED:-}" "$PY" tests/test_robust.py --bin "$B" --shared "${SM_SHARED:-../shared}"
+stage env SM_BIN="$B/smallmind" bash tests/test_lib.sh
 stage env SM_BIN="$B/smallmind" SM_TEST_MODELS="$TM" SM_ALLOC_SO="$B/alloc_count.so" \
       SM_SKIP_ALLOC="${SM_SKIP_ALLOC:-}" bash tests/test_cli.sh
 echo

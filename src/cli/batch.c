@@ -43,14 +43,14 @@ typedef struct {
 static const char *templated(batch *b, cli_runner *r, const cJSON *msgs, size_t *n,
                              sm_error *err) {
     if (!b->chat_state) { /* a record's error goes into its output, not to stderr */
-        sm_status st = cli_chat_load(b->o, sm_model_config(r->model), &r->tok, &b->chat, err);
+        sm_status st = cli_chat_load(b->o, sm_model_config(r->model), r->tok, &b->chat, err);
         if (!st && !(b->ids = malloc(r->sp.n_ctx * sizeof *b->ids)))
             st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
         b->chat_state = st ? 2 : 1;
         snprintf(b->chat_err, sizeof b->chat_err, "%s", st ? err->msg : "");
     }
     if (b->chat_state == 2) return b->chat_err;
-    if (sm_chat_tokens(&b->chat, &r->tok, msgs, b->ids, r->sp.n_ctx, n, NULL, NULL, err)) return err->msg;
+    if (sm_chat_tokens(&b->chat, r->tok, msgs, b->ids, r->sp.n_ctx, n, NULL, NULL, err)) return err->msg;
     if (*n > r->sp.n_ctx) {
         snprintf(err->msg, sizeof err->msg, "the templated conversation is %zu tokens, context is %zu",
                  *n, r->sp.n_ctx);
@@ -186,7 +186,7 @@ int cli_batch(const cli_opts *o) {
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = P, .sampling = &spar, .sched = &sched,
                          .build_state = true};
-    sched.tok = &r.tok; /* read by the scheduler once the runner has loaded it */
+    sched.tok = r.tok; /* read by the scheduler once the runner has loaded it */
     rc = cli_runner_init(&r, o, &spec);
     if (rc) {
         free(input);

@@ -147,7 +147,7 @@ int cli_bench(const cli_opts *o) {
     size_t N = (size_t)o->max_tokens;
     if (P > r.sp.n_ctx) P = r.sp.n_ctx;
     if (P + N > r.sp.n_ctx) N = r.sp.n_ctx - P;
-    size_t V = (size_t)r.tok.n_vocab;
+    size_t V = (size_t)r.tok->n_vocab;
     for (size_t i = 0; i < P; i++) r.tokens[i] = (int32_t)((i * 7919 + 13) % V);
     double best_pf = 1e30, best_dec = 1e30, t_pf, t_dec;
     size_t allocs = 0, a;

@@ -27,6 +27,7 @@
 #include "sm_sampler.h"
 #include "sm_sched.h"
 #include "sm_source.h"
+#include "smallmind_internal.h"
 #include "sm_tokenizer.h"
 
 #define SM_VERSION "0.1.0"
@@ -172,18 +173,20 @@ int cli_get_text(const cli_opts *o, char **text, size_t *len, bool *owned);
 /* ---- runner.c */
 
 typedef struct cli_runner {
+    smallmind_model *lm;    /* the library face's model (owns model and tokenizer) */
+    smallmind_session *ls;  /* and session (owns pool, arena, state, samplers, scheduler) */
+    sm_face_layout layout;  /* what the command asked the session to carve */
+    /* the face's pieces, as the commands use them */
     sm_model *model;
     const sm_kernels *kernels;
     sm_pool *pool;
-    sm_tokenizer tok;
-    sm_arena arena;
+    sm_tokenizer *tok;
     sm_state *state;
     sm_state_params sp;
     sm_state_plan plan;
     size_t n_samplers;
     sm_sampler *samplers; /* (n_samplers) */
     int32_t *tokens;      /* (n_ctx) prompt tokens */
-    const sm_sched_params *sched_params; /* non-NULL: carve a scheduler too */
     sm_sched *sched;
     double t_load; /* seconds to load and set up */
 } cli_runner;
@@ -225,8 +228,7 @@ sm_status cli_chat_load(const cli_opts *o, const sm_config *cfg, sm_tokenizer *t
 int cli_chat_setup(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, sm_chat *c);
 
 /* Carves the run's buffers from a (a measuring arena plans them). */
-sm_status cli_runner_carve(cli_runner *r, const sm_sampler_params *spar, sm_arena *a,
-                           sm_error *err);
+sm_status cli_runner_carve(cli_runner *r, sm_arena *a, sm_error *err);
 
 /* ---- the commands, one file each */
 

@@ -45,14 +45,14 @@ int cli_generate(const cli_opts *o) {
     size_t n_stop = o->n_stop;
     memcpy(stops, o->stop, o->n_stop * sizeof *stops);
     if (!rc && o->chat) { /* the prompt as a user message (after --system), templated */
-        rc = cli_chat_setup(o, sm_model_config(r.model), &r.tok, &chat);
+        rc = cli_chat_setup(o, sm_model_config(r.model), r.tok, &chat);
         cJSON *msgs = cJSON_CreateArray();
         char *rendered = NULL;
         size_t rlen = 0;
         if (!rc && o->system)
             cJSON_AddItemToArray(msgs, sm_chat_message("system", o->system, strlen(o->system)));
         if (!rc) cJSON_AddItemToArray(msgs, sm_chat_message("user", text, len));
-        if (!rc && sm_chat_tokens(&chat, &r.tok, msgs, r.tokens, r.sp.n_ctx, &n, &rendered, &rlen, &err))
+        if (!rc && sm_chat_tokens(&chat, r.tok, msgs, r.tokens, r.sp.n_ctx, &n, &rendered, &rlen, &err))
             rc = cli_data_error(err.msg);
         if (!rc) {
             if (n > r.sp.n_ctx) {
@@ -66,7 +66,7 @@ int cli_generate(const cli_opts *o) {
         n_stop = sm_chat_add_stop(&chat, stops, n_stop);
         free(rendered);
         cJSON_Delete(msgs);
-    } else if (!rc && sm_prompt_encode(&r.tok, text, len, r.sp.n_ctx, (size_t)o->max_tokens,
+    } else if (!rc && sm_prompt_encode(r.tok, text, len, r.sp.n_ctx, (size_t)o->max_tokens,
                                        o->truncate, r.tokens, &n, &dropped, &err))
         rc = cli_data_error(err.msg);
     if (owned) free(text);
@@ -90,7 +90,7 @@ int cli_generate(const cli_opts *o) {
     sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, stops,
                         n_stop, NULL, 0};
     sm_gen_stats gs;
-    sm_status st = sm_generate(r.state, &r.tok, r.samplers, r.tokens, n, &gp, emit_sink, &k,
+    sm_status st = sm_generate(r.state, r.tok, r.samplers, r.tokens, n, &gp, emit_sink, &k,
                                &gs, &err);
     if (cli_interrupted && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
     if (st) rc = cli_run_error(o, st, err.msg);

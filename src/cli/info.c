@@ -24,7 +24,7 @@ int cli_info(const cli_opts *o) {
     sm_arena meas;
     sm_arena_measure(&meas);
     sm_error err;
-    cli_runner_carve(&r, &spar, &meas, &err);
+    cli_runner_carve(&r, &meas, &err);
     printf("model:        %s\n", o->model);
     printf("architecture: %s\n", sm_arch_name(c->arch));
     printf("layers %d, heads %d, embedding %d, head size %d, context %d, vocabulary %d\n",
@@ -36,7 +36,7 @@ int cli_info(const cli_opts *o) {
         printf("feed-forward %d, key/value heads %d, rope base %g\n", c->n_ff, c->n_kv_head,
                (double)c->rope_theta);
     printf("tokenizer:    %s (%d ids), bos %d, eos %d%s\n", sm_tokenizer_type_name(c->tokenizer),
-           r.tok.n_vocab, (int)c->tok_bos, (int)c->tok_eos, r.tok.add_bos ? ", adds BOS" : "");
+           r.tok->n_vocab, (int)c->tok_bos, (int)c->tok_eos, r.tok->add_bos ? ", adds BOS" : "");
     const sm_source *src = sm_model_source(r.model);
     const sm_gguf *g = src->kind == SM_SOURCE_GGUF ? &src->gguf : NULL;
     if (g) { /* the metadata that matters beside what the lines above show */

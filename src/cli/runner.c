@@ -1,8 +1,9 @@
 /*
-** runner.c -- what every command that runs a model sets up: the kernels,
-** the model (mapped or read), its tokenizer, the thread pool, and one arena
-** planned once and carved for the state, the samplers, the prompt buffer
-** and (for batches) the scheduler.
+** runner.c -- what every command that runs a model sets up, through the
+** library face (smallmind_internal.h): the model and its tokenizer
+** (smallmind_model), the kernels, the thread pool and one arena planned
+** once and carved for the state, the samplers, the prompt buffer and (for
+** batches) the scheduler (a session laid out as the command asks).
 */
 #include "cli.h"
 
@@ -10,87 +11,67 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sm_source.h"
-
 void cli_runner_free(cli_runner *r) {
-    sm_tokenizer_free(&r->tok);
-    sm_arena_free(&r->arena);
-    sm_pool_free(r->pool);
-    sm_model_free(r->model);
+    smallmind_session_free(r->ls);
+    smallmind_model_free(r->lm);
     memset(r, 0, sizeof *r);
 }
 
-/* Carves prompt buffer, samplers, state and scheduler from `a`: once measuring, once for real. */
-sm_status cli_runner_carve(cli_runner *r, const sm_sampler_params *spar, sm_arena *a,
-                           sm_error *err) {
-    r->tokens = sm_arena_alloc(a, r->sp.n_ctx, sizeof *r->tokens);
-    r->samplers = r->n_samplers ? sm_arena_alloc(a, r->n_samplers, sizeof *r->samplers) : NULL;
-    for (size_t i = 0; i < r->n_samplers; i++) {
-        sm_sampler scratch, *smp = r->samplers ? &r->samplers[i] : &scratch;
-        sm_status st = sm_sampler_init(smp, spar, (size_t)r->tok.n_vocab, a);
-        if (st) return sm_error_set(err, st, "arena too small for the sampler");
-    }
-    sm_status st = sm_state_init(&r->state, r->model, &r->sp, r->pool, a, err);
-    if (!st && r->sched_params)
-        st = sm_sched_init(&r->sched, r->state, &r->sp, r->sched_params, a, err);
+/* The session's pieces under the names the commands use. */
+static void alias(cli_runner *r) {
+    smallmind_session *s = r->ls;
+    r->model = r->lm->model;
+    r->tok = &r->lm->tok;
+    r->kernels = s->kernels, r->pool = s->pool, r->state = s->state, r->sp = s->sp, r->plan = s->plan;
+    r->n_samplers = s->n_samplers, r->samplers = s->samplers, r->tokens = s->tokens, r->sched = s->sched;
+}
+
+sm_status cli_runner_carve(cli_runner *r, sm_arena *a, sm_error *err) {
+    sm_status st = sm_face_carve(r->ls, &r->layout, a, err);
+    alias(r);
     return st;
 }
 
 int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) {
     memset(r, 0, sizeof *r);
-    size_t max_batch = spec->max_batch, n_seq = spec->n_seq;
-    const sm_sampler_params *spar = spec->sampling;
-    r->n_samplers = spec->n_samplers;
-    r->sched_params = spec->sched;
-    sm_error err = {{0}};
-    int rc = EXIT_DATA;
     double t0 = sm_time_now();
-    r->kernels = sm_kernels_select(o->kernels);
-    if (!r->kernels)
+    if (!sm_kernels_select(o->kernels))
         return cli_usage_error(o, "--kernels %s is unknown or not supported by this CPU (have: %s)",
-                           o->kernels, sm_kernels_select(NULL)->name);
+                               o->kernels, sm_kernels_select(NULL)->name);
     cli_exit_now = 1; /* nothing to flush while loading: a signal exits at once */
     char what[4200];
     snprintf(what, sizeof what, "a weight file of '%s'", o->model);
     if (!o->no_mmap) cli_set_mapped(what);
-    sm_source *src;
-    if (sm_source_open(&src, o->model, &(sm_source_opts){.read = o->no_mmap, .tokenizer = o->tokenizer},
-                       &err) ||
-        sm_model_open(&r->model, src, &err))
-        goto fail_msg;
-    if (o->check_weights && sm_model_check_weights(r->model, &err)) goto fail_msg;
-    const sm_config *c = sm_model_config(r->model);
-    if (sm_source_tokenizer(src, &r->tok, &err)) goto fail_msg;
-    r->tok.parse_special = o->special;
+    smallmind_error e;
+    smallmind_model_params mp = {.no_mmap = o->no_mmap, .check_weights = o->check_weights,
+                                 .tokenizer = o->tokenizer};
+    if (smallmind_model_open(&r->lm, o->model, &mp, &e)) return cli_data_error(e.message);
+    const sm_config *c = sm_model_config(r->lm->model);
+    r->lm->tok.parse_special = o->special;
     if (o->ctx > c->n_ctx) {
-        rc = cli_usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
-        goto fail;
+        cli_runner_free(r);
+        return cli_usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
     }
-    r->sp.n_ctx = o->ctx ? (size_t)o->ctx : (size_t)c->n_ctx;
-    r->sp.max_batch = max_batch < r->sp.n_ctx ? max_batch : r->sp.n_ctx;
-    r->sp.all_logits = spec->all_logits;
-    r->sp.n_threads = (int)o->threads;
-    r->sp.kernels = r->kernels;
-    r->sp.n_seq = n_seq;
-    r->sp.kv_type = o->kv_type;
-    if (sm_state_plan_bytes(r->model, &r->sp, &r->plan, &err)) goto fail_msg;
-    if (spec->build_state) {
-        if (sm_pool_create(&r->pool, (int)o->threads) != SM_OK) {
-            fprintf(stderr, "smallmind: cannot start %ld threads\n", o->threads);
-            goto fail;
-        }
-        sm_arena meas;
-        sm_arena_measure(&meas);
-        if (cli_runner_carve(r, spar, &meas, &err) || sm_arena_init(&r->arena, meas.used) != SM_OK) {
-            fprintf(stderr,
-                    "smallmind: cannot allocate %zu bytes for the run (KV-cache %zu bytes); "
-                    "a smaller -c%s reduces it\n",
-                    meas.used, r->plan.kv_cache, n_seq > 1 ? " or --parallel" : "");
-            goto fail;
-        }
-        if (cli_runner_carve(r, spar, &r->arena, &err)) goto fail_msg;
-        sm_state_set_cancel(r->state, (const volatile int *)&cli_interrupted);
+    r->layout = (sm_face_layout){.max_batch = spec->max_batch, .n_samplers = spec->n_samplers,
+                                 .all_logits = spec->all_logits, .sampling = spec->sampling,
+                                 .no_state = !spec->build_state, .sched = spec->sched,
+                                 .no_sched = !spec->sched};
+    smallmind_session_params sp = {.n_threads = (int)o->threads, .n_ctx = (size_t)o->ctx,
+                                   .kv_type = o->kv_type == SM_DTYPE_F16 ? "f16" : "f32",
+                                   .n_parallel = (int)spec->n_seq, .kernels = o->kernels};
+    if (sm_face_session_new(&r->ls, r->lm, &sp, &r->layout, &e)) {
+        char msg[600];
+        const char *tail = strstr(e.message, "; a smaller context");
+        if (e.status == SMALLMIND_ERR_NOMEM && tail) /* name the flags that reduce it */
+            snprintf(msg, sizeof msg, "%.*s; a smaller -c%s reduces it", (int)(tail - e.message), e.message,
+                     spec->n_seq > 1 ? " or --parallel" : "");
+        else
+            snprintf(msg, sizeof msg, "%s", e.message);
+        cli_runner_free(r);
+        return cli_data_error(msg);
     }
+    alias(r);
+    if (r->state) sm_state_set_cancel(r->state, (const volatile int *)&cli_interrupted);
     cli_exit_now = 0;
     r->t_load = sm_time_now() - t0;
     if (o->verbose && spec->build_state)
@@ -99,13 +80,8 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
                 "%d threads; context %zu; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
                 o->model, sm_arch_name(c->arch), sm_model_params(r->model),
                 sm_model_weight_bytes(r->model), o->no_mmap ? "read" : "mapped", r->kernels->name,
-                r->sp.n_threads, r->sp.n_ctx, r->arena.size, r->plan.kv_cache, r->t_load * 1e3);
+                r->sp.n_threads, r->sp.n_ctx, r->ls->arena.size, r->plan.kv_cache, r->t_load * 1e3);
     return 0;
-fail_msg:
-    rc = cli_data_error(err.msg);
-fail:
-    cli_runner_free(r);
-    return rc;
 }
 
 void cli_runner_print_threads(const cli_runner *r, FILE *f) {

@@ -29,7 +29,7 @@ int cli_score(const cli_opts *o) {
     }
     /* Token ids of the whole text, once (a start-up allocation, not per token). */
     cli_exit_now = 1; /* nothing printed yet: a signal while encoding exits at once */
-    size_t total = sm_tokenizer_encode(&r.tok, text, len, NULL, 0);
+    size_t total = sm_tokenizer_encode(r.tok, text, len, NULL, 0);
     int32_t *ids = total >= 2 ? malloc(total * sizeof *ids) : NULL;
     if (!ids) {
         if (owned) free(text);
@@ -37,7 +37,7 @@ int cli_score(const cli_opts *o) {
         return cli_data_error(total < 2 ? "text too short to score: it needs at least 2 tokens (the first has no context)"
                                     : "out of memory");
     }
-    sm_tokenizer_encode(&r.tok, text, len, ids, total);
+    sm_tokenizer_encode(r.tok, text, len, ids, total);
     cli_exit_now = 0;
     size_t V = (size_t)sm_model_config(r.model)->n_vocab, W = r.sp.n_ctx;
     double sum = 0;
@@ -47,7 +47,7 @@ int cli_score(const cli_opts *o) {
     double t0 = sm_time_now();
     if (o->json) {
         size_t pl;
-        const char *p = sm_tokenizer_piece(&r.tok, ids[0], &pl);
+        const char *p = sm_tokenizer_piece(r.tok, ids[0], &pl);
         printf("{\"tokens\":[{\"pos\":0,\"id\":%d,\"text\":\"", (int)ids[0]);
         cli_json_string(stdout, (const unsigned char *)p, pl);
         printf("\",\"logprob\":null}");
@@ -83,7 +83,7 @@ int cli_score(const cli_opts *o) {
                 int32_t target = ids[gpos + 1];
                 double lp = (double)lg[target] - mx - log(z);
                 size_t pl;
-                const char *p = sm_tokenizer_piece(&r.tok, target, &pl);
+                const char *p = sm_tokenizer_piece(r.tok, target, &pl);
                 sum += lp;
                 scored++;
                 scored_bytes += pl;

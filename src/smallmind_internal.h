@@ -1,0 +1,73 @@
+/*
+** smallmind_internal.h -- what the library face's objects hold (for the
+** CLI, which is built on the face and reaches through it for what the face
+** does not offer: bench, score, train, the chat terminal).
+*/
+#ifndef SMALLMIND_INTERNAL_H
+#define SMALLMIND_INTERNAL_H
+
+#include "smallmind.h"
+
+#include "sm_arena.h"
+#include "sm_chat.h"
+#include "sm_generate.h"
+#include "sm_model.h"
+#include "sm_pool.h"
+#include "sm_sampler.h"
+#include "sm_sched.h"
+#include "sm_source.h"
+#include "sm_tokenizer.h"
+
+struct smallmind_model {
+    sm_model *model;   /* owns its source */
+    sm_tokenizer tok;
+    sm_chat chat;      /* the model's template, parsed at first use */
+    bool chat_ready;
+};
+
+/*
+** What sm_face_session_new carves beyond the face's own needs: the CLI's
+** runs ask for more samplers, all logits, a wider batch or a scheduler
+** that reports to them.
+*/
+typedef struct sm_face_layout {
+    size_t max_batch;             /* most tokens one forward call takes (0: 512) */
+    size_t n_samplers;            /* samplers carved */
+    bool all_logits;              /* logits for every token of a call */
+    const sm_sampler_params *sampling; /* the samplers' settings (NULL: the defaults) */
+    bool no_state;                /* plan only: no threads, no arena (info) */
+    const sm_sched_params *sched; /* a scheduler reporting to these, instead of the face's */
+    bool no_sched;                /* no scheduler at all */
+} sm_face_layout;
+
+struct smallmind_session {
+    smallmind_model *m;
+    const sm_kernels *kernels;
+    sm_state_params sp;
+    sm_state_plan plan;
+    sm_pool *pool;
+    sm_arena arena;
+    sm_state *state;
+    sm_sampler *samplers;
+    size_t n_samplers;
+    int32_t *tokens;          /* n_ctx: a prompt's ids */
+    sm_sched *sched;
+    sm_sched_params sched_params;
+    volatile int cancel;
+    /* the batch smallmind_run_batch runs */
+    smallmind_done_fn done;
+    void *done_user;
+    bool stop;
+};
+
+/* smallmind_session_new with a layout (NULL: the face's own); messages as the face's. */
+smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m,
+                                     const smallmind_session_params *p, const sm_face_layout *layout,
+                                     smallmind_error *err);
+/* Carves the session's state, samplers, prompt buffer and scheduler from a (measuring or real). */
+sm_status sm_face_carve(smallmind_session *s, const sm_face_layout *layout, sm_arena *a, sm_error *err);
+/* The model's chat template, parsed once (template text may replace it: NULL keeps the model's). */
+sm_status sm_face_chat(smallmind_model *m, const char *text, size_t len, const char *name,
+                       const char *model_name, sm_error *err);
+
+#endif
