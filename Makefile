@@ -9,8 +9,10 @@
 #   make warnings   gcc and clang builds with -Werror
 #   make bench      speed figures for docs/performance.md
 #   make model      retrain models/default from scratch (about 40 minutes on 2 cores)
-#   make install    bin/smallmind, the man page and the default model under
-#                   $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); make uninstall removes them
+#   make lib        build/libsmallmind.a and build/libsmallmind.so (include/smallmind.h)
+#   make install    bin/smallmind, the man page, the default model, the library, its header
+#                   and smallmind.pc under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local);
+#                   make uninstall removes them
 #   make fuzz       libFuzzer targets (clang), each for FUZZ_SECONDS
 #
 # Variables: CC, BUILD (output folder), PYTHON (an interpreter with NumPy, if any),
