@@ -19,10 +19,12 @@
 **   smallmind_model_free(m);
 **
 ** A model is a smallmind directory, a GGUF file, a Hugging Face directory
-** or a llama2.c checkpoint (with its tokenizer.bin), opened as it is. A
-** model is read-only once opened: any number of sessions (each with its own
-** threads, KV-cache and arena, planned once) may use it, one thread per
-** session. Build with `pkg-config --cflags --libs smallmind`.
+** or a llama2.c checkpoint (with its tokenizer.bin), opened as it is. Its
+** weights are read-only once opened; any number of sessions (each with its
+** own threads, KV-cache and arena, planned once) may use it. A model and
+** its sessions are called from one thread at a time (the tokenizer's work
+** buffers are the model's); smallmind_cancel may come from any thread or a
+** signal handler. Build with `pkg-config --cflags --libs smallmind`.
 */
 #ifndef SMALLMIND_H
 #define SMALLMIND_H
