@@ -213,8 +213,8 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     s->sp.kv_type = p->kv_type && strcmp(p->kv_type, "f16") == 0 ? SM_DTYPE_F16 : SM_DTYPE_F32;
     s->n_samplers = l->n_samplers;
     s->sched_params = l->sched ? *l->sched
-                               : (sm_sched_params){.tok = &m->tok, .cancel = &s->cancel, .done = on_done,
-                                                   .user = s};
+                               : (sm_sched_params){.cancel = &s->cancel, .done = on_done, .user = s};
+    if (!s->sched_params.tok) s->sched_params.tok = &m->tok;
     sm_status st = sm_state_plan_bytes(m->model, &s->sp, &s->plan, &e);
     if (!st && !l->no_state) {
         sm_arena meas;

@@ -36,7 +36,8 @@ typedef struct sm_face_layout {
     bool all_logits;              /* logits for every token of a call */
     const sm_sampler_params *sampling; /* the samplers' settings (NULL: the defaults) */
     bool no_state;                /* plan only: no threads, no arena (info) */
-    const sm_sched_params *sched; /* a scheduler reporting to these, instead of the face's */
+    const sm_sched_params *sched; /* a scheduler reporting to these, instead of the face's
+                                     (copied; tok NULL: the model's tokenizer) */
     bool no_sched;                /* no scheduler at all */
 } sm_face_layout;
 

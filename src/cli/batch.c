@@ -186,7 +186,6 @@ int cli_batch(const cli_opts *o) {
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = P, .sampling = &spar, .sched = &sched,
                          .build_state = true};
-    sched.tok = r.tok; /* read by the scheduler once the runner has loaded it */
     rc = cli_runner_init(&r, o, &spec);
     if (rc) {
         free(input);

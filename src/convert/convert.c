@@ -500,17 +500,11 @@ static sm_status plan_tokenizer_files(job *j, const char *dir, sm_error *err) {
     return SM_OK;
 }
 
-/* A Hugging Face directory or llama2.c checkpoint: its tokenizer loaded as generate loads it
-** (so convert refuses what generate refuses), then the loading layer's plan. */
+/* A Hugging Face directory or llama2.c checkpoint: the loading layer's plan (its tokenizer is
+** checked as it is written, and the output loaded back before it is renamed into place). */
 static sm_status from_planned(job *j, const char *src, const sm_convert_opts *o, sm_error *err) {
-    sm_source *run;
-    sm_status st = sm_source_open(&run, src, &(sm_source_opts){.tokenizer = o->tokenizer,
-                                                                .no_weights = true}, err);
-    sm_tokenizer tok;
-    if (!st && !(st = sm_source_tokenizer(run, &tok, err))) sm_tokenizer_free(&tok);
-    sm_source_close(run);
-    if (!st) st = sm_source_open(&j->src, src, &(sm_source_opts){.tokenizer = o->tokenizer,
-                                                                  .plan_only = true}, err);
+    sm_status st = sm_source_open(&j->src, src, &(sm_source_opts){.tokenizer = o->tokenizer,
+                                                                   .plan_only = true}, err);
     if (st) return st;
     j->pl = sm_source_plan(j->src);
     return plan_tokenizer_files(j, src, err);

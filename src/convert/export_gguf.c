@@ -297,7 +297,7 @@ sm_status sm_export_gguf(const char *dir, const char *name, const char *out, con
             size_t rows[3] = {Q, KV, KV}, r0 = 0;
             for (int p = 0; p < 3; p++) {
                 gtensor *g = &gt[nt++];
-                snprintf(g->name, sizeof g->name, "%.*sattn_%c->weight", (int)(qkv - d->name), d->name, "qkv"[p]);
+                snprintf(g->name, sizeof g->name, "%.*sattn_%c.weight", (int)(qkv - d->name), d->name, "qkv"[p]);
                 g->ndim = 2, g->ne[0] = cols, g->ne[1] = rows[p], g->dt = d->dtype;
                 g->data = data + r0 * rb, g->nbytes = rows[p] * rb;
                 r0 += rows[p];
