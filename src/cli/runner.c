@@ -49,8 +49,9 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     const sm_config *c = sm_model_config(r->lm->model);
     r->lm->tok.parse_special = o->special;
     if (o->ctx > c->n_ctx) {
+        int n_ctx = c->n_ctx; /* (c is the model's: freed with it) */
         cli_runner_free(r);
-        return cli_usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, c->n_ctx);
+        return cli_usage_error(o, "-c %ld exceeds the model's context of %d", o->ctx, n_ctx);
     }
     r->layout = (sm_face_layout){.max_batch = spec->max_batch, .n_samplers = spec->n_samplers,
                                  .all_logits = spec->all_logits, .sampling = spec->sampling,
