@@ -159,10 +159,11 @@ void smallmind_free(void *p) {
 /* ----------------------------------------------------------- sessions */
 
 static sm_status on_done(void *user, const sm_sched_result *r, sm_error *err);
+static sm_sampler_params sampling(const smallmind_sampling *x);
 
 sm_status sm_face_carve(smallmind_session *s, const sm_face_layout *layout, sm_arena *a, sm_error *err) {
-    static const sm_sampler_params dflt = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42,
-                                           .repeat_penalty = 1.0f, .repeat_last_n = 64};
+    smallmind_request dr = smallmind_request_default();
+    sm_sampler_params dflt = sampling(&dr.sampling);
     const sm_sampler_params *spar = layout->sampling ? layout->sampling : &dflt;
     size_t n_vocab = (size_t)s->m->tok.n_vocab;
     s->tokens = sm_arena_alloc(a, s->sp.n_ctx, sizeof *s->tokens);
@@ -299,13 +300,10 @@ static sm_status request_tokens(smallmind_session *s, const smallmind_request *r
     return st;
 }
 
-typedef struct {
-    const smallmind_request *r;
-} piece_sink;
-
+/* A piece to the request's callback (user: the request). */
 static int emit(void *user, const char *text, size_t len) {
-    const piece_sink *k = user;
-    return k->r->on_piece ? k->r->on_piece(k->r->user, text, len) : 0;
+    const smallmind_request *r = user;
+    return r->on_piece ? r->on_piece(r->user, text, len) : 0;
 }
 
 smallmind_status smallmind_generate(smallmind_session *s, const smallmind_request *r,
@@ -321,8 +319,7 @@ smallmind_status smallmind_generate(smallmind_session *s, const smallmind_reques
     sm_sampler_reset(&s->samplers[0], &sp);
     sm_gen_params gp = {r->max_tokens, &s->cancel, stops, n_stop, NULL, 0};
     sm_gen_stats gs;
-    piece_sink k = {r};
-    st = sm_generate(s->state, &s->m->tok, &s->samplers[0], s->tokens, n, &gp, emit, &k, &gs, &e);
+    st = sm_generate(s->state, &s->m->tok, &s->samplers[0], s->tokens, n, &gp, emit, (void *)r, &gs, &e);
     if (s->cancel && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
     if (result) *result = result_of(&gs);
     return st ? fail(err, st, &e) : ok(err);

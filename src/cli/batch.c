@@ -43,17 +43,17 @@ typedef struct {
 static const char *templated(batch *b, cli_runner *r, const cJSON *msgs, size_t *n,
                              sm_error *err) {
     if (!b->chat_state) { /* a record's error goes into its output, not to stderr */
-        sm_status st = cli_chat_load(b->o, sm_model_config(r->model), r->tok, &b->chat, err);
-        if (!st && !(b->ids = malloc(r->sp.n_ctx * sizeof *b->ids)))
+        sm_status st = cli_chat_load(b->o, sm_model_config(r->lm->model), &r->lm->tok, &b->chat, err);
+        if (!st && !(b->ids = malloc(r->ls->sp.n_ctx * sizeof *b->ids)))
             st = sm_error_set(err, SM_ERR_NOMEM, "out of memory");
         b->chat_state = st ? 2 : 1;
         snprintf(b->chat_err, sizeof b->chat_err, "%s", st ? err->msg : "");
     }
     if (b->chat_state == 2) return b->chat_err;
-    if (sm_chat_tokens(&b->chat, r->tok, msgs, b->ids, r->sp.n_ctx, n, NULL, NULL, err)) return err->msg;
-    if (*n > r->sp.n_ctx) {
+    if (sm_chat_tokens(&b->chat, &r->lm->tok, msgs, b->ids, r->ls->sp.n_ctx, n, NULL, NULL, err)) return err->msg;
+    if (*n > r->ls->sp.n_ctx) {
         snprintf(err->msg, sizeof err->msg, "the templated conversation is %zu tokens, context is %zu",
-                 *n, r->sp.n_ctx);
+                 *n, r->ls->sp.n_ctx);
         return err->msg;
     }
     return NULL;
@@ -161,7 +161,7 @@ static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t 
         stops[i] = rec.set & SM_REC_STOP ? rec.stop[i] : o->stop[i];
     if (n_ids) req.n_stop = sm_chat_add_stop(&b->chat, stops, req.n_stop);
     req.stop = stops;
-    if (sm_sched_submit(r->sched, &req, &err)) return cli_data_error(err.msg);
+    if (sm_sched_submit(r->ls->sched, &req, &err)) return cli_data_error(err.msg);
     return 0;
 }
 
@@ -200,7 +200,7 @@ int cli_batch(const cli_opts *o) {
     bool tty = isatty(STDERR_FILENO) && !o->quiet, more = true;
     at = record = 0;
     while (!rc && !cli_interrupted && !b.stop) {
-        while (!rc && !cli_interrupted && more && sm_sched_free_slots(r.sched) &&
+        while (!rc && !cli_interrupted && more && sm_sched_free_slots(r.ls->sched) &&
                (more = next_line(input, len, &at, &line, &n))) {
             lineno++;
             if (n == 0 || !in_shard(o, ++record)) continue;
@@ -210,9 +210,9 @@ int cli_batch(const cli_opts *o) {
             rc = submit(&b, &r, p, line, n, pbuf);
         }
         flush(&b, todo, t0, tty);
-        if (rc || cli_interrupted || b.stop || (!more && !sm_sched_busy(r.sched))) break;
+        if (rc || cli_interrupted || b.stop || (!more && !sm_sched_busy(r.ls->sched))) break;
         sm_error err = {{0}};
-        sm_status sst = sm_sched_step(r.sched, &err);
+        sm_status sst = sm_sched_step(r.ls->sched, &err);
         if (sst) rc = cli_run_error(o, sst, err.msg);
         flush(&b, todo, t0, tty);
     }

@@ -25,23 +25,23 @@ static int bench_run(cli_runner *r, size_t P, size_t N, sm_profile *pre, sm_prof
     const float *logits;
     int32_t next;
     if (pre) memset(pre, 0, sizeof *pre), memset(dec, 0, sizeof *dec);
-    sm_state_set_profile(r->state, pre);
+    sm_state_set_profile(r->ls->state, pre);
     double t0 = sm_time_now();
-    sm_status st = sm_state_prefill(r->state, r->tokens, P, 0, &logits, &err);
-    sm_state_set_profile(r->state, dec);
+    sm_status st = sm_state_prefill(r->ls->state, r->ls->tokens, P, 0, &logits, &err);
+    sm_state_set_profile(r->ls->state, dec);
     double t1 = sm_time_now();
     size_t a0 = cli_allocs();
     for (size_t i = 0; i <= N && !st; i++) {
         double ts = dec ? sm_time_now() : 0;
-        if (sm_sampler_sample(r->samplers, logits, &next)) st = SM_ERR_RUNTIME;
+        if (sm_sampler_sample(r->ls->samplers, logits, &next)) st = SM_ERR_RUNTIME;
         if (dec) dec->s[SM_OP_SAMPLE] += sm_time_now() - ts;
         if (i == 0) t1 = sm_time_now(); /* prefill includes sampling its token */
-        if (!st && i < N) st = sm_state_forward(r->state, &next, 1, P + i, &logits, &err);
+        if (!st && i < N) st = sm_state_forward(r->ls->state, &next, 1, P + i, &logits, &err);
     }
     *allocs = cli_allocs() - a0;
     *t_dec = sm_time_now() - t1;
     *t_pf = t1 - t0;
-    sm_state_set_profile(r->state, NULL);
+    sm_state_set_profile(r->ls->state, NULL);
     if (st && cli_interrupted) return cli_interrupt_code();
     return st ? cli_data_error(err.msg[0] ? err.msg : "NaN logits") : 0;
 }
@@ -145,10 +145,10 @@ int cli_bench(const cli_opts *o) {
     if (rc) return rc;
     cli_exit_now = 1; /* nothing is printed until the end: a signal exits at once */
     size_t N = (size_t)o->max_tokens;
-    if (P > r.sp.n_ctx) P = r.sp.n_ctx;
-    if (P + N > r.sp.n_ctx) N = r.sp.n_ctx - P;
-    size_t V = (size_t)r.tok->n_vocab;
-    for (size_t i = 0; i < P; i++) r.tokens[i] = (int32_t)((i * 7919 + 13) % V);
+    if (P > r.ls->sp.n_ctx) P = r.ls->sp.n_ctx;
+    if (P + N > r.ls->sp.n_ctx) N = r.ls->sp.n_ctx - P;
+    size_t V = (size_t)r.lm->tok.n_vocab;
+    for (size_t i = 0; i < P; i++) r.ls->tokens[i] = (int32_t)((i * 7919 + 13) % V);
     double best_pf = 1e30, best_dec = 1e30, t_pf, t_dec;
     size_t allocs = 0, a;
     for (long rep = 0; rep < o->reps && !rc; rep++) {
@@ -165,12 +165,12 @@ int cli_bench(const cli_opts *o) {
         return rc;
     }
     double ttft = r.t_load + best_pf;
-    const sm_config *c = sm_model_config(r.model);
-    double bw = sm_bench_triad(r.pool), bpt = sm_bench_weight_bytes(c);
+    const sm_config *c = sm_model_config(r.lm->model);
+    double bw = sm_bench_triad(r.ls->pool), bpt = sm_bench_weight_bytes(c);
     double pf = (double)P / best_pf, dtps = N ? (double)N / best_dec : 0, bound = bw / bpt;
     /* the working set of a decode step: weights, and keys and values at the mean context */
-    double ws = bpt + sm_bench_kv_bytes(c, (double)P + (double)N / 2, r.sp.kv_type);
-    double rbw = sm_bench_read(r.pool, r.kernels, ws), rbound = rbw / ws;
+    double ws = bpt + sm_bench_kv_bytes(c, (double)P + (double)N / 2, r.ls->sp.kv_type);
+    double rbw = sm_bench_read(r.ls->pool, r.ls->kernels, ws), rbound = rbw / ws;
     double apt = N ? (double)allocs / (double)(N * (size_t)o->reps) : 0;
     cli_exit_now = 0;
     if (o->json) {
@@ -183,7 +183,7 @@ int cli_bench(const cli_opts *o) {
                "\"bandwidth_gb_per_s\":%.2f,\"bound_tokens_per_s\":%.1f,\"of_bound\":%.3f,"
                "\"working_set_bytes\":%.0f,\"read_gb_per_s\":%.2f,\"read_bound_tokens_per_s\":%.1f,"
                "\"of_read_bound\":%.3f,",
-               r.kernels->name, r.sp.n_threads, sm_dtype_name(r.sp.kv_type), P, N, r.t_load * 1e3, pf, dtps,
+               r.ls->kernels->name, r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), P, N, r.t_load * 1e3, pf, dtps,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, ru.ru_maxrss, bpt, bw / 1e9, bound,
                bound > 0 ? dtps / bound : 0, ws, rbw / 1e9, rbound, rbound > 0 ? dtps / rbound : 0);
         fputs("\"profile\":{\"prefill\":{", stdout);
@@ -203,7 +203,7 @@ int cli_bench(const cli_opts *o) {
                "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n"
                "read bandwidth %8.2f GB/s over the %.1f MB a decode step reads (weights, KV)\n"
                "read bound     %8.1f tokens/s; decode is %.0f%% of it\n",
-               o->model, r.kernels->name, r.sp.n_threads, sm_dtype_name(r.sp.kv_type), r.t_load * 1e3, pf, P, dtps, N,
+               o->model, r.ls->kernels->name, r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), r.t_load * 1e3, pf, P, dtps, N,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
                bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0, rbw / 1e9, ws / 1e6,
                rbound, rbound > 0 ? 100 * dtps / rbound : 0);

@@ -240,8 +240,8 @@ int cli_chat(const cli_opts *o) {
     int rc = cli_runner_init(&c.r, o, &spec);
     if (rc) return rc;
     sm_error err = {{0}};
-    if ((rc = cli_chat_setup(o, sm_model_config(c.r.model), c.r.tok, &c.chat))) goto done;
-    if (sm_chat_session_new(&c.cs, &c.chat, c.r.state, c.r.tok, c.r.samplers, o->system, &err)) {
+    if ((rc = cli_chat_setup(o, sm_model_config(c.r.lm->model), &c.r.lm->tok, &c.chat))) goto done;
+    if (sm_chat_session_new(&c.cs, &c.chat, c.r.ls->state, &c.r.lm->tok, c.r.ls->samplers, o->system, &err)) {
         rc = cli_data_error(err.msg);
         goto done;
     }

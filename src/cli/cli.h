@@ -176,18 +176,6 @@ typedef struct cli_runner {
     smallmind_model *lm;    /* the library face's model (owns model and tokenizer) */
     smallmind_session *ls;  /* and session (owns pool, arena, state, samplers, scheduler) */
     sm_face_layout layout;  /* what the command asked the session to carve */
-    /* the face's pieces, as the commands use them */
-    sm_model *model;
-    const sm_kernels *kernels;
-    sm_pool *pool;
-    sm_tokenizer *tok;
-    sm_state *state;
-    sm_state_params sp;
-    sm_state_plan plan;
-    size_t n_samplers;
-    sm_sampler *samplers; /* (n_samplers) */
-    int32_t *tokens;      /* (n_ctx) prompt tokens */
-    sm_sched *sched;
     double t_load; /* seconds to load and set up */
 } cli_runner;
 

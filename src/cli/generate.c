@@ -45,20 +45,20 @@ int cli_generate(const cli_opts *o) {
     size_t n_stop = o->n_stop;
     memcpy(stops, o->stop, o->n_stop * sizeof *stops);
     if (!rc && o->chat) { /* the prompt as a user message (after --system), templated */
-        rc = cli_chat_setup(o, sm_model_config(r.model), r.tok, &chat);
+        rc = cli_chat_setup(o, sm_model_config(r.lm->model), &r.lm->tok, &chat);
         cJSON *msgs = cJSON_CreateArray();
         char *rendered = NULL;
         size_t rlen = 0;
         if (!rc && o->system)
             cJSON_AddItemToArray(msgs, sm_chat_message("system", o->system, strlen(o->system)));
         if (!rc) cJSON_AddItemToArray(msgs, sm_chat_message("user", text, len));
-        if (!rc && sm_chat_tokens(&chat, r.tok, msgs, r.tokens, r.sp.n_ctx, &n, &rendered, &rlen, &err))
+        if (!rc && sm_chat_tokens(&chat, &r.lm->tok, msgs, r.ls->tokens, r.ls->sp.n_ctx, &n, &rendered, &rlen, &err))
             rc = cli_data_error(err.msg);
         if (!rc) {
-            if (n > r.sp.n_ctx) {
+            if (n > r.ls->sp.n_ctx) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "the templated prompt is %s%zu tokens, longer than the context "
-                         "(%zu)", n > r.sp.n_ctx + 1 ? "" : "at least ", n, r.sp.n_ctx);
+                         "(%zu)", n > r.ls->sp.n_ctx + 1 ? "" : "at least ", n, r.ls->sp.n_ctx);
                 rc = cli_data_error(msg);
             }
             if (o->verbose) fprintf(stderr, "smallmind: the model reads:\n%s\n", rendered);
@@ -66,8 +66,8 @@ int cli_generate(const cli_opts *o) {
         n_stop = sm_chat_add_stop(&chat, stops, n_stop);
         free(rendered);
         cJSON_Delete(msgs);
-    } else if (!rc && sm_prompt_encode(r.tok, text, len, r.sp.n_ctx, (size_t)o->max_tokens,
-                                       o->truncate, r.tokens, &n, &dropped, &err))
+    } else if (!rc && sm_prompt_encode(&r.lm->tok, text, len, r.ls->sp.n_ctx, (size_t)o->max_tokens,
+                                       o->truncate, r.ls->tokens, &n, &dropped, &err))
         rc = cli_data_error(err.msg);
     if (owned) free(text);
     if (rc) {
@@ -81,7 +81,7 @@ int cli_generate(const cli_opts *o) {
     cli_out os = {.last_was_newline = true};
     sink k = {.os = &os};
     if (o->json) { /* room for a whole context of pieces (a piece is at most 64 bytes) */
-        k.cap = (r.sp.n_ctx + 8) * 64;
+        k.cap = (r.ls->sp.n_ctx + 8) * 64;
         if (!(k.buf = malloc(k.cap))) {
             cli_runner_free(&r);
             return cli_data_error("out of memory for the output");
@@ -90,7 +90,7 @@ int cli_generate(const cli_opts *o) {
     sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, stops,
                         n_stop, NULL, 0};
     sm_gen_stats gs;
-    sm_status st = sm_generate(r.state, r.tok, r.samplers, r.tokens, n, &gp, emit_sink, &k,
+    sm_status st = sm_generate(r.ls->state, &r.lm->tok, r.ls->samplers, r.ls->tokens, n, &gp, emit_sink, &k,
                                &gs, &err);
     if (cli_interrupted && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
     if (st) rc = cli_run_error(o, st, err.msg);
@@ -114,7 +114,7 @@ int cli_generate(const cli_opts *o) {
     }
     free(k.buf);
     if (gs.context_full && (o->stats || !o->quiet) && !o->json)
-        fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.sp.n_ctx);
+        fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.ls->sp.n_ctx);
     if (o->stats) {
         double dec = gs.n_generated > 1 ? (double)(gs.n_generated - 1) / gs.t_decode : 0;
         fprintf(stderr,
@@ -122,7 +122,7 @@ int cli_generate(const cli_opts *o) {
                 "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
                 "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
                 "finish: %s\n",
-                r.t_load * 1e3, r.kernels->name, (int)o->threads, o->threads == 1 ? "" : "s",
+                r.t_load * 1e3, r.ls->kernels->name, (int)o->threads, o->threads == 1 ? "" : "s",
                 (unsigned long long)seed,
                 gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
                 gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,

@@ -20,7 +20,7 @@ int cli_info(const cli_opts *o) {
     cli_run_spec spec = {.max_batch = 512, .n_seq = 1, .sampling = &spar, .n_samplers = 1};
     int rc = cli_runner_init(&r, o, &spec);
     if (rc) return rc;
-    const sm_config *c = sm_model_config(r.model);
+    const sm_config *c = sm_model_config(r.lm->model);
     sm_arena meas;
     sm_arena_measure(&meas);
     sm_error err;
@@ -36,8 +36,8 @@ int cli_info(const cli_opts *o) {
         printf("feed-forward %d, key/value heads %d, rope base %g\n", c->n_ff, c->n_kv_head,
                (double)c->rope_theta);
     printf("tokenizer:    %s (%d ids), bos %d, eos %d%s\n", sm_tokenizer_type_name(c->tokenizer),
-           r.tok->n_vocab, (int)c->tok_bos, (int)c->tok_eos, r.tok->add_bos ? ", adds BOS" : "");
-    const sm_source *src = sm_model_source(r.model);
+           r.lm->tok.n_vocab, (int)c->tok_bos, (int)c->tok_eos, r.lm->tok.add_bos ? ", adds BOS" : "");
+    const sm_source *src = sm_model_source(r.lm->model);
     const sm_gguf *g = src->kind == SM_SOURCE_GGUF ? &src->gguf : NULL;
     if (g) { /* the metadata that matters beside what the lines above show */
         printf("GGUF:         version %u, %zu tensors, %zu metadata entries, alignment %zu\n",
@@ -60,7 +60,7 @@ int cli_info(const cli_opts *o) {
             }
         }
     }
-    printf("parameters:   %zu\n", sm_model_params(r.model));
+    printf("parameters:   %zu\n", sm_model_params(r.lm->model));
     char types[64] = "";
     size_t tl = 0;
     for (int d = 0; d < SM_DTYPE_COUNT; d++) { /* the dtypes present, by bytes */
@@ -70,10 +70,10 @@ int cli_info(const cli_opts *o) {
         if (bytes)
             tl += (size_t)snprintf(types + tl, sizeof types - tl, "%s%s %.1f%%", tl ? ", " : "",
                                    sm_dtype_name((sm_dtype)d),
-                                   100.0 * (double)bytes / (double)sm_model_weight_bytes(r.model));
+                                   100.0 * (double)bytes / (double)sm_model_weight_bytes(r.lm->model));
     }
     printf("weights:      %zu bytes (%.2f MiB: %s) in %d file%s, %s\n",
-           sm_model_weight_bytes(r.model), (double)sm_model_weight_bytes(r.model) / (1 << 20),
+           sm_model_weight_bytes(r.lm->model), (double)sm_model_weight_bytes(r.lm->model) / (1 << 20),
            types, c->n_files, c->n_files == 1 ? "" : "s",
            o->no_mmap ? "read into memory" : "memory-mapped");
     size_t made = src->made_bytes;
@@ -84,17 +84,17 @@ int cli_info(const cli_opts *o) {
     if (src->kind == SM_SOURCE_HF || src->kind == SM_SOURCE_LLAMA2C)
         printf("made at load: %zu bytes (%.2f MiB) of tensors transposed, fused or widened from the "
                "source; the rest used in place\n", made, (double)made / (1 << 20));
-    printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.model) /
-                                       (double)sm_model_params(r.model));
-    printf("kernels:      %s\n", r.kernels->name);
-    printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.sp.n_ctx,
-           r.sp.max_batch, r.sp.n_threads, r.sp.n_threads == 1 ? "" : "s");
+    printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.lm->model) /
+                                       (double)sm_model_params(r.lm->model));
+    printf("kernels:      %s\n", r.ls->kernels->name);
+    printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.ls->sp.n_ctx,
+           r.ls->sp.max_batch, r.ls->sp.n_threads, r.ls->sp.n_threads == 1 ? "" : "s");
     print_bytes("arena", meas.used);
-    print_bytes("kv-cache", r.plan.kv_cache);
-    print_bytes("activations", r.plan.activations);
-    print_bytes("logits", r.plan.logits);
-    print_bytes("scratch", r.plan.scratch);
-    print_bytes("sampler+prompt", meas.used - r.plan.total);
+    print_bytes("kv-cache", r.ls->plan.kv_cache);
+    print_bytes("activations", r.ls->plan.activations);
+    print_bytes("logits", r.ls->plan.logits);
+    print_bytes("scratch", r.ls->plan.scratch);
+    print_bytes("sampler+prompt", meas.used - r.ls->plan.total);
     cli_runner_free(&r);
     cli_out os = {0};
     if (ferror(stdout)) os.write_errno = errno ? errno : EIO;

@@ -17,19 +17,8 @@ void cli_runner_free(cli_runner *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The session's pieces under the names the commands use. */
-static void alias(cli_runner *r) {
-    smallmind_session *s = r->ls;
-    r->model = r->lm->model;
-    r->tok = &r->lm->tok;
-    r->kernels = s->kernels, r->pool = s->pool, r->state = s->state, r->sp = s->sp, r->plan = s->plan;
-    r->n_samplers = s->n_samplers, r->samplers = s->samplers, r->tokens = s->tokens, r->sched = s->sched;
-}
-
 sm_status cli_runner_carve(cli_runner *r, sm_arena *a, sm_error *err) {
-    sm_status st = sm_face_carve(r->ls, &r->layout, a, err);
-    alias(r);
-    return st;
+    return sm_face_carve(r->ls, &r->layout, a, err);
 }
 
 int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) {
@@ -71,25 +60,24 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
         cli_runner_free(r);
         return cli_data_error(msg);
     }
-    alias(r);
-    if (r->state) sm_state_set_cancel(r->state, (const volatile int *)&cli_interrupted);
+    if (r->ls->state) sm_state_set_cancel(r->ls->state, (const volatile int *)&cli_interrupted);
     cli_exit_now = 0;
     r->t_load = sm_time_now() - t0;
     if (o->verbose && spec->build_state)
         fprintf(stderr,
                 "smallmind: %s: %s, %zu parameters, %zu bytes of weights (%s); %s kernels, "
                 "%d threads; context %zu; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
-                o->model, sm_arch_name(c->arch), sm_model_params(r->model),
-                sm_model_weight_bytes(r->model), o->no_mmap ? "read" : "mapped", r->kernels->name,
-                r->sp.n_threads, r->sp.n_ctx, r->ls->arena.size, r->plan.kv_cache, r->t_load * 1e3);
+                o->model, sm_arch_name(c->arch), sm_model_params(r->lm->model),
+                sm_model_weight_bytes(r->lm->model), o->no_mmap ? "read" : "mapped", r->ls->kernels->name,
+                r->ls->sp.n_threads, r->ls->sp.n_ctx, r->ls->arena.size, r->ls->plan.kv_cache, r->t_load * 1e3);
     return 0;
 }
 
 void cli_runner_print_threads(const cli_runner *r, FILE *f) {
-    if (!r->pool) return;
+    if (!r->ls || !r->ls->pool) return;
     sm_pool_stats ps;
-    sm_pool_get_stats(r->pool, &ps);
-    int n = sm_pool_threads(r->pool);
+    sm_pool_get_stats(r->ls->pool, &ps);
+    int n = sm_pool_threads(r->ls->pool);
     fprintf(f, "threads: %d (steps:", n);
     const char *sep = " ";
     for (int w = SM_POOL_MAX_STAT; w >= 1; w--) /* widest first */

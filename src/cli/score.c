@@ -29,7 +29,7 @@ int cli_score(const cli_opts *o) {
     }
     /* Token ids of the whole text, once (a start-up allocation, not per token). */
     cli_exit_now = 1; /* nothing printed yet: a signal while encoding exits at once */
-    size_t total = sm_tokenizer_encode(r.tok, text, len, NULL, 0);
+    size_t total = sm_tokenizer_encode(&r.lm->tok, text, len, NULL, 0);
     int32_t *ids = total >= 2 ? malloc(total * sizeof *ids) : NULL;
     if (!ids) {
         if (owned) free(text);
@@ -37,9 +37,9 @@ int cli_score(const cli_opts *o) {
         return cli_data_error(total < 2 ? "text too short to score: it needs at least 2 tokens (the first has no context)"
                                     : "out of memory");
     }
-    sm_tokenizer_encode(r.tok, text, len, ids, total);
+    sm_tokenizer_encode(&r.lm->tok, text, len, ids, total);
     cli_exit_now = 0;
-    size_t V = (size_t)sm_model_config(r.model)->n_vocab, W = r.sp.n_ctx;
+    size_t V = (size_t)sm_model_config(r.lm->model)->n_vocab, W = r.ls->sp.n_ctx;
     double sum = 0;
     size_t scored = 0, scored_bytes = 0;
     cli_out os = {.last_was_newline = true};
@@ -47,7 +47,7 @@ int cli_score(const cli_opts *o) {
     double t0 = sm_time_now();
     if (o->json) {
         size_t pl;
-        const char *p = sm_tokenizer_piece(r.tok, ids[0], &pl);
+        const char *p = sm_tokenizer_piece(&r.lm->tok, ids[0], &pl);
         printf("{\"tokens\":[{\"pos\":0,\"id\":%d,\"text\":\"", (int)ids[0]);
         cli_json_string(stdout, (const unsigned char *)p, pl);
         printf("\",\"logprob\":null}");
@@ -56,10 +56,10 @@ int cli_score(const cli_opts *o) {
        position i of a window predict token i + 1 of the text. */
     for (size_t w0 = 0; w0 < total && !rc && !cli_interrupted; w0 += W) {
         size_t wn = total - w0 < W ? total - w0 : W;
-        for (size_t b0 = 0; b0 < wn && !rc && !cli_interrupted; b0 += r.sp.max_batch) {
-            size_t bn = wn - b0 < r.sp.max_batch ? wn - b0 : r.sp.max_batch;
+        for (size_t b0 = 0; b0 < wn && !rc && !cli_interrupted; b0 += r.ls->sp.max_batch) {
+            size_t bn = wn - b0 < r.ls->sp.max_batch ? wn - b0 : r.ls->sp.max_batch;
             const float *logits;
-            sm_status st = sm_state_forward(r.state, ids + w0 + b0, bn, b0, &logits, &err);
+            sm_status st = sm_state_forward(r.ls->state, ids + w0 + b0, bn, b0, &logits, &err);
             if (st == SM_ERR_CANCELLED) break; /* a signal: the summary of what was scored */
             if (st) {
                 rc = cli_data_error(err.msg);
@@ -83,7 +83,7 @@ int cli_score(const cli_opts *o) {
                 int32_t target = ids[gpos + 1];
                 double lp = (double)lg[target] - mx - log(z);
                 size_t pl;
-                const char *p = sm_tokenizer_piece(r.tok, target, &pl);
+                const char *p = sm_tokenizer_piece(&r.lm->tok, target, &pl);
                 sum += lp;
                 scored++;
                 scored_bytes += pl;
