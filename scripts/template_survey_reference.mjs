@@ -14,6 +14,16 @@ import { readFileSync, writeFileSync, readdirSync, existsSync, mkdtempSync } fro
 import { tmpdir } from "os";
 import { join } from "path";
 
+// strftime_now renders "now": pinned to the fixture's moment, 2026-11-24 12:00 UTC (the test runs
+// smallmind with SOURCE_DATE_EPOCH=1795521600), so a rendering does not change with the day.
+const FIXED = Date.UTC(2026, 10, 24, 12);
+const RealDate = Date;
+globalThis.Date = class extends RealDate {
+  constructor(...a) { super(...(a.length ? a : [FIXED])); }
+  static now() { return FIXED; }
+};
+process.env.TZ = "UTC";
+
 const require = createRequire(process.cwd() + "/");
 const { Template } = await import(require.resolve("@huggingface/jinja"));
 const repo = process.argv[2];

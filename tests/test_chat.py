@@ -234,6 +234,25 @@ def filters_as_jinja(smbin, tmp, cases=FILTER_CASES, label=None):
           "the tests in, divisibleby, gt ... render as Jinja renders them", "; ".join(bad[:3]))
 
 
+def strftime_pinned(smbin, tmp):
+    """SOURCE_DATE_EPOCH pins strftime_now (UTC), as Python's datetime formats that moment."""
+    import datetime
+    tf, df = os.path.join(tmp, "date.jinja"), os.path.join(tmp, "date.json")
+    with open(tf, "w") as f:
+        f.write("{{ strftime_now('%Y-%m-%d %H:%M:%S %d %B %Y') }}")
+    with open(df, "w") as f:
+        f.write('{"messages": []}')
+    epoch = 1234567890
+    p = subprocess.run([smbin, "template", "--chat-template", tf, "-f", df, "--no-generation-prompt"],
+                       capture_output=True, timeout=60, env=dict(os.environ, SOURCE_DATE_EPOCH=str(epoch)))
+    want = datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S %d %B %Y")
+    check(p.returncode == 0 and p.stdout.decode() == want,
+          f"strftime_now with SOURCE_DATE_EPOCH={epoch}: {want!r} as Python's datetime", p.stdout.decode()[:80])
+
+
+SURVEY_EPOCH = 1795521600  # 2026-11-24 12:00 UTC: the moment template_survey.json's renderings hold
+
+
 def template_survey(smbin, tmp, here):
     """The survey of public chat templates (tests/fixtures/template_survey.json, made by
     scripts/template_survey_reference.mjs: @huggingface/jinja's end-to-end templates and the
@@ -253,7 +272,9 @@ def template_survey(smbin, tmp, here):
         args = [smbin, "template", "--chat-template", tf, "-f", df]
         if not c["data"].get("add_generation_prompt"):
             args.append("--no-generation-prompt")
-        p = run(args)
+        # strftime_now at the fixture's moment (scripts/template_survey_reference.mjs pins it too)
+        p = subprocess.run(args, capture_output=True, timeout=900,
+                           env=dict(os.environ, SOURCE_DATE_EPOCH=str(SURVEY_EPOCH)))
         got = p.stdout.decode(errors="replace") if p.returncode == 0 else None
         if "want" in c and got == c["want"]:
             continue
@@ -730,6 +751,7 @@ def main():
                          "string, unknown escapes stay, octal and \\U escapes; call blocks, f(*args), "
                          "tojson separators, -40.0 from JSON")
         template_survey(smbin, tmp, HERE)
+        strftime_pinned(smbin, tmp)
         bad_templates(smbin, tmp)
         if os.path.isdir(os.path.join(a.shared, "models")):
             token_ids(smbin, tmp, ref, a.shared, skip)

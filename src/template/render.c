@@ -369,9 +369,15 @@ static tpl_val call_global(tpl_run *r, int fn, const tpl_args *g) {
         char fmt[128], buf[512];
         memcpy(fmt, g->a[0].u.s, g->a[0].n);
         fmt[g->a[0].n] = 0;
-        time_t now = time(NULL);
+        /* now, or SOURCE_DATE_EPOCH (seconds, UTC) where set: reproducible renderings */
+        const char *sde = getenv("SOURCE_DATE_EPOCH");
+        char *end = NULL;
+        long long fixed = sde && *sde ? strtoll(sde, &end, 10) : -1;
+        bool pinned = fixed >= 0 && end && !*end;
+        time_t now = pinned ? (time_t)fixed : time(NULL);
         struct tm tmv;
-        localtime_r(&now, &tmv);
+        if (pinned) gmtime_r(&now, &tmv);
+        else localtime_r(&now, &tmv);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
         size_t n = strftime(buf, sizeof buf, fmt, &tmv); /* the template's format, as Python's */
