@@ -420,11 +420,11 @@ static void softmax(float *x, size_t n) {
 }
 
 /*
-** Streaming causal attention (online softmax), as in avx512.c with 8 lanes:
-** queries in groups of GQ, keys in blocks of KB, per-query running maximum
-** and sum, output accumulators rescaled per block. Tiles keep up to 8
-** accumulators: prefill 4 queries x 2 chunks, decode 1 query x 4 key chunks
-** for the scores and 4 interleaved key partial sums x 2 chunks for P.V.
+** The attention pieces (sm_attn_kernel; the streaming loop is attention.c's)
+** on 8 lanes. Tiles keep up to 8 independent accumulators: prefill 4
+** queries x 2 chunks (queries share each key and value load), decode 1 query
+** x 4 key chunks for the scores and 4 interleaved key partial sums x 2
+** chunks for P.V.
 */
 #define GQ SM_ATTN_QGROUP
 #define KB SM_ATTN_KBLOCK
@@ -497,78 +497,35 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
     }
 }
 
-/*
-** Row s (nk scores, those in [a, n) this query's keys) becomes the
-** probabilities exp(s - m_new), zeros outside; updates m and l and returns
-** the factor exp(m_old - m_new) for the accumulator.
-*/
-static float online_softmax_row(float *s, size_t a, size_t n, size_t nk, float *m, float *l) {
-    float mnew = fmaxf(*m, vmax(s + a, n - a));
-    float sum = exp_sum(s + a, n - a, mnew);
-    memset(s, 0, a * sizeof *s);
-    memset(s + n, 0, (nk - n) * sizeof *s);
-    float corr = expf(*m - mnew); /* 0 for the first block (m_old = -inf) */
-    *l = *l * corr + sum;
-    *m = mnew;
-    return corr;
+static void attn_scores(float *restrict p, const float *const *qr, size_t nq,
+                        const float *restrict kb, size_t hs, size_t nk, float scale) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (size_t j = 0; j < nk; j += nq == 1 ? 32 : 16) {
+        if (nq == 1)
+            score_tile(1, 4, p + j, qr, kb, hs, j, nk - j, vs);
+        else
+            score_tile(4, 2, p + j, qr, kb, hs, j, nk - j, vs);
+    }
 }
+
+static void attn_pv(float *restrict acc, size_t as, const float *restrict p, const float *corr,
+                    const float *restrict v, size_t nq, size_t hs, size_t nk) {
+    for (size_t d0 = 0; d0 < hs; d0 += 16) {
+        if (nq == 1)
+            pv_tile(1, 4, acc, as, p, corr, v, hs, 0, nk, d0);
+        else
+            pv_tile(4, 1, acc, as, p, corr, v, hs, 0, nk, d0);
+    }
+}
+
+static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, vmax, exp_sum, to_f32};
 
 static void attention(float *restrict out, const float *restrict q, const void *restrict kt,
                       const void *restrict v, sm_dtype kvt, float *restrict scratch, size_t T,
                       size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale,
                       size_t window, size_t ring) {
-    const __m256 vs = _mm256_set1_ps(scale);
-    const size_t as = SM_ATTN_ACC_STRIDE(hs);
-    float *p = scratch, *acc = scratch + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
-    for (size_t t0 = 0; t0 < T; t0 += GQ) {
-        size_t ni = T - t0 < GQ ? T - t0 : GQ, Lmax = pos + t0 + ni;
-        const float *qr[GQ];
-        float m[GQ], l[GQ], corr[GQ];
-        for (size_t i = 0; i < GQ; i++) {
-            qr[i] = q + (t0 + (i < ni ? i : ni - 1)) * q_stride;
-            m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
-        }
-        size_t rows = ni == 1 ? 1 : GQ; /* rows of p and acc the tiles read */
-        memset(acc, 0, rows * as * sizeof *acc);
-        /* the first block any query of the group sees (sliding window) */
-        size_t L0 = pos + t0 + 1, first = window && L0 > window ? (L0 - window) / KB * KB : 0;
-        for (size_t j0 = first; j0 < Lmax; j0 += KB) {
-            size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
-            const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
-            sm_kernels_kv_block(&kb, &vb, kw, vw, kt, v, kvt, ring ? j0 % ring : j0, nk, hs, to_f32);
-            for (size_t j = 0; j < nk; j += ni == 1 ? 32 : 16) {
-                if (ni == 1)
-                    score_tile(1, 4, p + j, qr, kb, hs, j, nk - j, vs);
-                else
-                    score_tile(4, 2, p + j, qr, kb, hs, j, nk - j, vs);
-            }
-            for (size_t i = 0; i < rows; i++) {
-                size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
-                size_t lo = window && L > window ? L - window : 0, a = lo > j0 ? lo - j0 : 0;
-                if (a > n) a = n;
-                if (i >= ni || n == a) { /* no keys here: probabilities 0, accumulator kept */
-                    memset(p + i * KB, 0, KB * sizeof *p);
-                    corr[i] = 1.0f;
-                    continue;
-                }
-                corr[i] = online_softmax_row(p + i * KB, a, n, nk, &m[i], &l[i]);
-            }
-            for (size_t d0 = 0; d0 < hs; d0 += 16) {
-                if (ni == 1)
-                    pv_tile(1, 4, acc, as, p, corr, vb, hs, 0, nk, d0);
-                else
-                    pv_tile(4, 1, acc, as, p, corr, vb, hs, 0, nk, d0);
-            }
-        }
-        for (size_t i = 0; i < ni; i++) {
-            __m256 inv = _mm256_set1_ps(1.0f / l[i]);
-            for (size_t d = 0; d < hs; d += 8) {
-                __m256i k = tail_mask(hs - d);
-                _mm256_maskstore_ps(out + (t0 + i) * out_stride + d, k,
-                                    _mm256_mul_ps(_mm256_maskload_ps(acc + i * as + d, k), inv));
-            }
-        }
-    }
+    sm_kernels_attention(&attn_kernel, out, q, kt, v, kvt, scratch, T, pos, hs, q_stride,
+                         out_stride, scale, window, ring);
 }
 
 static void layernorm(float *restrict out, const float *restrict x, const float *restrict g,

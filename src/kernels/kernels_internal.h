@@ -84,6 +84,33 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
                          size_t j0, size_t nk, size_t hs,
                          void (*widen)(float *restrict, const void *restrict, sm_dtype, size_t));
 
+/*
+** A table's attention pieces, for the one streaming attention
+** (attention.c). scores: p[i * SM_ATTN_KBLOCK + j] = scale * q_i . key j of
+** the block kb (hs, SM_ATTN_KBLOCK) for i < nq (1, or SM_ATTN_QGROUP whose
+** rows qr may repeat) and j < nk (entries up to the next vector past nk may
+** be written). pv: acc row i (stride as, hs used) = corr[i] * acc row i +
+** sum_{j < nk} p[i, j] v row j (v: nk rows of hs), for i < nq. max: the
+** largest of x (n >= 1); exp_sum: x <- exp(x - mx), returning their sum;
+** widen: the table's to_f32 (for an f16 cache).
+*/
+typedef struct {
+    void (*scores)(float *restrict p, const float *const *qr, size_t nq, const float *restrict kb,
+                   size_t hs, size_t nk, float scale);
+    void (*pv)(float *restrict acc, size_t as, const float *restrict p, const float *corr,
+               const float *restrict v, size_t nq, size_t hs, size_t nk);
+    float (*max)(const float *x, size_t n);
+    float (*exp_sum)(float *x, size_t n, float mx);
+    void (*widen)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
+} sm_attn_kernel;
+
+/* The kernel table's attention (sm_kernels.h) made of ak's pieces (attention.c, plain C). */
+void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,
+                          const void *restrict kt, const void *restrict v, sm_dtype kvt,
+                          float *restrict scratch, size_t T, size_t pos, size_t hs,
+                          size_t q_stride, size_t out_stride, float scale, size_t window,
+                          size_t ring);
+
 /* rope_halves in plain C (pack.c): contiguous halves, which the compiler vectorizes; every table's. */
 void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const float *restrict sn,
                             size_t hs);
