@@ -1,12 +1,24 @@
 /*
-** forward.c -- the steps GPT-2 and Llama blocks share: tensor binding,
-** embeddings, norms, residual products, attention over the KV-cache and the
-** output layer. Every step splits its work so that each output element is
-** computed by exactly one thread in a fixed order: matmuls by chunks of
-** output columns and attention by key/value heads, both handed out by the
-** pool's counter (sm_pool_next), row-wise steps by rows (sm_pool_split).
-** Which thread takes a chunk never changes how its elements are computed, so
-** results do not depend on the thread count or on timing.
+** forward.c -- tensor binding and the forward pass of every architecture.
+**
+** A call is T token rows in runs, a run being consecutive positions of one
+** sequence: one run (prefill, or decode alone), one-row runs of several
+** sequences (batched decode, rows computed independently with matmul_rows so
+** each equals its sequence decoded alone), or prompts prefilled together.
+** The whole call is one pool task (sm_forward_task); every thread walks the
+** same steps: embeddings and norm, then per block Q/K/V, attention, the
+** output projection added to the residual, norm, the MLP's input products
+** and activation, its output added; then the final norm and the output
+** layer. What tells GPT-2 from Llama is data: biases and norms' b present
+** or NULL, a gate matrix or none, rotary angles or learned positions.
+**
+** Every step splits its work so that each output element is computed by
+** exactly one thread in a fixed order: matmuls by chunks of output columns
+** and attention by key/value heads, both handed out by the pool's counter
+** (sm_pool_next), row-wise steps by rows (sm_pool_split). Which thread takes
+** a chunk never changes how its elements are computed, so results do not
+** depend on the thread count or on timing. Each step ends with the barrier
+** that completes it and, when profiling, thread 0's mark of its time.
 */
 #include "model_internal.h"
 #include "sm_half.h"
@@ -98,11 +110,60 @@ sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_erro
     return st;
 }
 
-size_t sm_fwd_col_align(const sm_state *s) {
+/*
+** Matmul output columns are split between threads in multiples of the
+** widest micro-kernel panel (64) for packed products, and of one vector
+** (16) for matrix-vector rows: a 288-wide layer split by 64 would give one
+** thread 256 columns and the other 32. Every element is computed the same
+** way whatever the split, so the split never changes results.
+*/
+static size_t col_align(const sm_state *s) {
     return s->n >= 4 && !s->rows_apart ? 64 : 16;
 }
 
-sm_matmul_fn sm_fwd_matmul(const sm_state *s) {
+/* ---- profiling (no-op unless s->prof): thread 0 marks the end of each step ---- */
+
+/* The time since the last mark goes to op, with its arithmetic and bytes. */
+static void mark(sm_state *s, int ith, sm_op op, double flops, double bytes) {
+    if (!s->prof || ith != 0) return;
+    double now = sm_time_now();
+    s->prof->s[op] += now - s->prof_t;
+    s->prof->flops[op] += flops;
+    s->prof->bytes[op] += bytes;
+    s->prof_t = now;
+}
+
+/* A product of `rows` rows through w [N, K]: 2 flops per multiply-add, w read once. */
+static void mark_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t rows, size_t N, size_t K) {
+    mark(s, ith, op, 2.0 * (double)rows * (double)N * (double)K,
+         (double)N * (double)sm_dtype_row_bytes(w.dt, K));
+}
+
+/* This call's attention in one layer: QK^T and PV over each row's keys, K and V read once. */
+static void mark_attention(sm_state *s, int ith) {
+    if (!s->prof || ith != 0) return;
+    const sm_config *c = s->m->cfg;
+    double flops = 0, bytes = 0, hd = (double)c->head_dim;
+    for (size_t g = 0; g < s->n_runs; g++) {
+        const sm_run *ru = &s->runs[g];
+        double keys = (double)(ru->pos + ru->len); /* each query sees pos + t + 1 of them */
+        flops += (double)c->n_head * 4.0 * hd *
+                 ((double)ru->len * (double)ru->pos + (double)ru->len * (double)(ru->len + 1) / 2);
+        bytes += (double)c->n_kv_head * 2.0 * keys * hd * sizeof(float);
+    }
+    mark(s, ith, SM_OP_ATTENTION, flops, bytes);
+}
+
+void sm_fwd_prof_output(sm_state *s) {
+    const sm_config *c = s->m->cfg;
+    mark_mm(s, 0, SM_OP_OUTPUT, s->m->out_w, s->every_row ? s->n : s->n_runs,
+            (size_t)c->n_vocab, (size_t)c->n_embd);
+}
+
+/* ---- the steps ---- */
+
+/* The product for this call's linear layers: matmul, or matmul_rows for one-row runs. */
+static sm_matmul_fn product(const sm_state *s) {
     return s->rows_apart ? s->k->matmul_rows : s->k->matmul;
 }
 
@@ -115,7 +176,8 @@ static void norm_one(const sm_state *s, float *out, const float *x, const float 
         s->k->layernorm(out, x, g, b, (size_t)c->n_embd, c->norm_eps);
 }
 
-void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float *g,
+/* Rows [r0, r1) of out = norm(x) with (g, b): LayerNorm (gpt2) or RMSNorm (llama). */
+static void norm_rows(const sm_state *s, float *out, const float *x, const float *g,
                       const float *b, size_t r0, size_t r1) {
     const size_t C = (size_t)s->m->cfg->n_embd;
     for (size_t t = r0; t < r1; t++) norm_one(s, out + t * C, x + t * C, g, b);
@@ -133,13 +195,19 @@ static const float *row_f32(const sm_state *s, const sm_mat *w, size_t r, size_t
     return buf;
 }
 
-void sm_fwd_norm_next(sm_state *s, const float *g, const float *b, int ith, size_t r0, size_t r1) {
+/*
+** xn = norm(x) with (g, b) before the next products, once x is complete:
+** all rows into the thread's own copy (small calls), else rows [r0, r1) of
+** the shared xn and a barrier.
+*/
+static void norm_next(sm_state *s, const float *g, const float *b, int ith, size_t r0, size_t r1) {
     if (s->n <= SM_FWD_OWN_ROWS) {
-        sm_fwd_norm_rows(s, sm_fwd_xn(s, ith), s->x, g, b, 0, s->n);
-        return;
+        norm_rows(s, sm_fwd_xn(s, ith), s->x, g, b, 0, s->n);
+    } else {
+        norm_rows(s, s->xn, s->x, g, b, r0, r1);
+        sm_pool_barrier(s->pool);
     }
-    sm_fwd_norm_rows(s, s->xn, s->x, g, b, r0, r1);
-    sm_pool_barrier(s->pool);
+    mark(s, ith, SM_OP_NORM, 0, 0);
 }
 
 /* cos and sin of pos times each of the half rotary frequencies. */
@@ -179,19 +247,33 @@ static void embed(sm_state *s, size_t r0, size_t r1) {
     }
 }
 
-void sm_fwd_embed_norm(sm_state *s, const float *g, const float *b, int ith, size_t r0,
+/*
+** The forward pass's start: token (+ learned position) embeddings of rows
+** [r0, r1) by thread ith, then the first layer's norm (g, b) of all rows
+** into sm_fwd_xn, barriers included.
+*/
+static void embed_norm(sm_state *s, const float *g, const float *b, int ith, size_t r0,
                        size_t r1) {
     embed(s, r0, r1);
     if (s->n <= SM_FWD_OWN_ROWS) { /* every thread normalises all rows, once all are embedded */
         sm_pool_barrier(s->pool);
-        sm_fwd_norm_rows(s, sm_fwd_xn(s, ith), s->x, g, b, 0, s->n);
+        norm_rows(s, sm_fwd_xn(s, ith), s->x, g, b, 0, s->n);
+        mark(s, ith, SM_OP_NORM, 0, 0);
         return;
     }
-    sm_fwd_norm_next(s, g, b, ith, r0, r1);
+    norm_next(s, g, b, ith, r0, r1);
 }
 
-bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_t *n1) {
-    size_t align = sm_fwd_col_align(s), per = N / ((size_t)nth * SM_FWD_CHUNKS);
+/*
+** The next chunk [*n0, *n1) of the N output columns of a product, taken
+** from the pool's counters (sm_pool_next: one loop per barrier phase);
+** false when all are taken. SM_FWD_CHUNKS chunks per thread, in multiples
+** of col_align, so a thread slowed down leaves its later chunks to
+** the others.
+*/
+#define SM_FWD_CHUNKS 2
+static bool next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_t *n1) {
+    size_t align = col_align(s), per = N / ((size_t)nth * SM_FWD_CHUNKS);
     size_t chunk = (per + align - 1) / align * align;
     if (chunk == 0) chunk = align;
     size_t n = (N + chunk - 1) / chunk, c = sm_pool_next(s->pool, ith, n);
@@ -201,53 +283,124 @@ bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_
     return true;
 }
 
-void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size_t n1, float *scr) {
+/*
+** qkv (T, Q + 2 KV) = xn . [Q; K; V]^T (+ biases): from the fused matrix
+** (with its bias) or from the three matrices in turn, each writing its
+** columns of qkv (row stride W), by chunks of columns.
+*/
+static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     const sm_model *m = s->m;
     const size_t T = s->n, C = (size_t)m->cfg->n_embd, W = m->q_dim + 2 * m->kv_dim;
-    const sm_matmul_fn mm = sm_fwd_matmul(s);
-    if (L->qkv_w.data) {
-        mm(s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, W, C, n0, n1, scr);
-        return;
-    }
-    /* each matrix's rows in [n0, n1), written at its columns of qkv (row stride W) */
+    const sm_matmul_fn mm = product(s);
+    const float *xn = sm_fwd_xn(s, ith);
     const sm_mat *part[3] = {&L->q_w, &L->k_w, &L->v_w};
     const float *bias[3] = {L->q_b, L->k_b, L->v_b};
     const size_t start[4] = {0, m->q_dim, m->q_dim + m->kv_dim, W};
-    for (int p = 0; p < 3; p++) {
-        size_t lo = n0 > start[p] ? n0 : start[p], hi = n1 < start[p + 1] ? n1 : start[p + 1];
-        if (lo < hi)
-            mm(s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], T, W, C, lo - start[p],
-               hi - start[p], scr);
-    }
-}
-
-void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
-                            size_t K, int ith, int nth, float *scr) {
-    const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
     size_t n0, n1;
-    while (sm_fwd_next_cols(s, C, ith, nth, &n0, &n1)) {
-        sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
-        for (size_t t = 0; t < T; t++)
-            for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
+    while (next_cols(s, W, ith, nth, &n0, &n1)) {
+        if (L->qkv_w.data) {
+            mm(s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, W, C, n0, n1, scr);
+            continue;
+        }
+        for (int p = 0; p < 3; p++) {
+            size_t lo = n0 > start[p] ? n0 : start[p], hi = n1 < start[p + 1] ? n1 : start[p + 1];
+            if (lo < hi)
+                mm(s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], T, W, C,
+                   lo - start[p], hi - start[p], scr);
+        }
+    }
+    sm_pool_barrier(s->pool);
+    if (L->qkv_w.data) {
+        mark_mm(s, ith, SM_OP_MATMUL, L->qkv_w, T, W, C);
+    } else {
+        mark_mm(s, ith, SM_OP_MATMUL, L->q_w, T, m->q_dim, C);
+        mark_mm(s, ith, SM_OP_MATMUL, L->k_w, T, m->kv_dim, C);
+        mark_mm(s, ith, SM_OP_MATMUL, L->v_w, T, m->kv_dim, C);
     }
 }
 
-void sm_fwd_residual_matmul_norm(sm_state *s, const float *in, sm_mat w, const float *g, size_t K,
-                                 int ith, int nth, float *scr) {
+/*
+** x += in (T, K) . w^T + b, by chunks of output columns; with a post-norm
+** gain g (Gemma's post-attention and post-MLP norms), x += rmsnorm(in .
+** w^T) instead, each thread adding its own rows once whole rows are done.
+** Thread 0 reads the cancel flag before the closing barrier; returns
+** whether the call stops there (every thread gets the same answer).
+*/
+static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, const float *g,
+                     size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
+    const sm_matmul_fn mm = product(s);
     size_t n0, n1, r0, r1;
-    while (sm_fwd_next_cols(s, C, ith, nth, &n0, &n1))
-        sm_fwd_matmul(s)(s->tmp, in, w.data, w.dt, NULL, T, C, K, n0, n1, scr);
-    sm_pool_barrier(s->pool); /* whole rows before their norm */
-    sm_pool_split(T, 1, ith, nth, &r0, &r1);
-    for (size_t t = r0; t < r1; t++) {
-        float *y = s->tmp + t * C;
-        s->k->rmsnorm(y, y, g, C, s->m->cfg->norm_eps);
-        for (size_t i = 0; i < C; i++) s->x[t * C + i] += y[i];
+    while (next_cols(s, C, ith, nth, &n0, &n1)) {
+        mm(s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
+        if (!g)
+            for (size_t t = 0; t < T; t++)
+                for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
+    }
+    if (g) {
+        sm_pool_barrier(s->pool); /* whole rows before their norm */
+        sm_pool_split(T, 1, ith, nth, &r0, &r1);
+        for (size_t t = r0; t < r1; t++) {
+            float *y = s->tmp + t * C;
+            s->k->rmsnorm(y, y, g, C, s->m->cfg->norm_eps);
+            for (size_t i = 0; i < C; i++) s->x[t * C + i] += y[i];
+        }
+    }
+    if (ith == 0 && s->cancel && *s->cancel) s->stop = true;
+    sm_pool_barrier(s->pool);
+    mark_mm(s, ith, SM_OP_MATMUL, w, T, C, K);
+    return s->stop; /* thread 0 wrote it before the barrier; no one writes it until the next */
+}
+
+/* hid[t, n0..n1) <- the MLP's activation of its pre-activations, gated by up (NULL: none). */
+static void activate(const sm_state *s, float *h, const float *up, size_t n) {
+    const sm_kernels *k = s->k;
+    bool tanh_form = s->m->cfg->activation == SM_ACT_GELU_TANH;
+    if (!up) {
+        (tanh_form ? k->gelu_tanh : k->gelu_erf)(h, n);
+    } else if (tanh_form) { /* Gemma: GELU-gated */
+        k->gelu_tanh(h, n);
+        for (size_t i = 0; i < n; i++) h[i] *= up[i];
+    } else {
+        k->swiglu(h, up, n); /* Llama: SwiGLU */
     }
 }
 
-void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
+/*
+** The MLP's input: hid (T, F) = act(xn . up^T + b) (GPT-2), or act(xn .
+** gate^T) * (xn . up^T) (Llama: gate and up over the same chunk, so the
+** activation needs no barrier), by chunks of columns.
+*/
+static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
+    const size_t T = s->n, C = (size_t)s->m->cfg->n_embd, F = (size_t)s->m->cfg->n_ff;
+    const sm_matmul_fn mm = product(s);
+    const float *xn = sm_fwd_xn(s, ith);
+    const bool gated = L->gate_w.data != NULL;
+    size_t n0, n1;
+    while (next_cols(s, F, ith, nth, &n0, &n1)) {
+        if (gated) {
+            mm(s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
+            mm(s->up, xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
+        } else {
+            mm(s->hid, xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
+        }
+        mark(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: products, then */
+        for (size_t t = 0; t < T; t++)
+            activate(s, s->hid + t * F + n0, gated ? s->up + t * F + n0 : NULL, n1 - n0);
+        mark(s, ith, SM_OP_ACT, 0, 0); /* activation */
+    }
+    sm_pool_barrier(s->pool);
+    if (gated) mark_mm(s, ith, SM_OP_MATMUL, L->gate_w, T, F, C);
+    mark_mm(s, ith, SM_OP_MATMUL, L->up_w, T, F, C);
+}
+
+/*
+** Layer l's attention by key/value heads (from the pool's counter): per-head
+** norms of q and k (qk_norm), rotary embedding (llama), this call's keys and
+** values appended to the cache, then each query head of the group attends.
+** Reads s->qkv, writes s->att.
+*/
+static void attention(sm_state *s, int l, int ith, float *scr) {
     const sm_model *m = s->m;
     const sm_config *c = m->cfg;
     const sm_kernels *K = s->k;
@@ -305,53 +458,12 @@ void sm_fwd_attention(sm_state *s, int l, int ith, float *scr) {
                              scr, ru->len, ru->pos, hs, W, Q, scale, window, ring);
         }
     }
+    sm_pool_barrier(s->pool);
+    mark_attention(s, ith);
 }
 
-/* The time since the last mark to op, with its arithmetic and bytes (profiling on). */
-static void prof_add(sm_state *s, sm_op op, double flops, double bytes) {
-    double now = sm_time_now();
-    s->prof->s[op] += now - s->prof_t;
-    s->prof->flops[op] += flops;
-    s->prof->bytes[op] += bytes;
-    s->prof_t = now;
-}
-
-/* A product of `rows` rows through w [N, K]: 2 flops per multiply-add, w read once. */
-static void prof_add_mm(sm_state *s, sm_op op, sm_mat w, size_t rows, size_t N, size_t K) {
-    prof_add(s, op, 2.0 * (double)rows * (double)N * (double)K,
-             (double)N * (double)sm_dtype_row_bytes(w.dt, K));
-}
-
-void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes) {
-    if (s->prof && ith == 0) prof_add(s, op, flops, bytes);
-}
-
-void sm_fwd_prof_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t N, size_t K) {
-    if (s->prof && ith == 0) prof_add_mm(s, op, w, s->n, N, K);
-}
-
-void sm_fwd_prof_output(sm_state *s) {
-    const sm_config *c = s->m->cfg;
-    if (s->prof)
-        prof_add_mm(s, SM_OP_OUTPUT, s->m->out_w, s->every_row ? s->n : s->n_runs,
-                    (size_t)c->n_vocab, (size_t)c->n_embd);
-}
-
-void sm_fwd_prof_attention(sm_state *s, int ith) {
-    if (!s->prof || ith != 0) return;
-    const sm_config *c = s->m->cfg;
-    double flops = 0, bytes = 0, hd = (double)c->head_dim;
-    for (size_t g = 0; g < s->n_runs; g++) {
-        const sm_run *ru = &s->runs[g];
-        double keys = (double)(ru->pos + ru->len); /* each query sees pos + t + 1 of them */
-        flops += (double)c->n_head * 4.0 * hd *
-                 ((double)ru->len * (double)ru->pos + (double)ru->len * (double)(ru->len + 1) / 2);
-        bytes += (double)c->n_kv_head * 2.0 * keys * hd * sizeof(float);
-    }
-    sm_fwd_prof(s, ith, SM_OP_ATTENTION, flops, bytes);
-}
-
-void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr) {
+/* After the last block: the final norm of the rows that need logits, then the output layer. */
+static void output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr) {
     const sm_model *m = s->m;
     const size_t C = (size_t)m->cfg->n_embd, V = (size_t)m->cfg->n_vocab;
     size_t r0, r1, n0, n1;
@@ -359,7 +471,7 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
     float *xn = sm_fwd_xn(s, ith);
     if (s->every_row) {
         sm_pool_split(s->n, 1, ith, nth, &r0, &r1);
-        sm_fwd_norm_rows(s, xn, s->x, g, b, own ? 0 : r0, own ? s->n : r1);
+        norm_rows(s, xn, s->x, g, b, own ? 0 : r0, own ? s->n : r1);
     } else { /* the last row of each run, packed: row k for run k */
         sm_pool_split(s->n_runs, 1, ith, nth, &r0, &r1);
         for (size_t k = own ? 0 : r0; k < (own ? s->n_runs : r1); k++) {
@@ -368,10 +480,34 @@ void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth
         }
     }
     if (!own) sm_pool_barrier(s->pool);
-    sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
+    mark(s, ith, SM_OP_NORM, 0, 0);
     /* every row, or each run's last row as a lone last token gets it */
     sm_matmul_fn mm = s->every_row ? s->k->matmul : s->k->matmul_rows;
     size_t rows = s->every_row ? s->n : s->n_runs;
-    while (sm_fwd_next_cols(s, V, ith, nth, &n0, &n1))
+    while (next_cols(s, V, ith, nth, &n0, &n1))
         mm(s->logits, xn, m->out_w.data, m->out_w.dt, NULL, rows, V, C, n0, n1, scr);
+}
+
+void sm_forward_task(void *arg, int ith, int nth) {
+    sm_state *s = arg;
+    const sm_model *m = s->m;
+    const sm_config *c = m->cfg;
+    const size_t Q = m->q_dim, F = (size_t)c->n_ff;
+    float *scr = s->scratch + (size_t)ith * s->scratch_floats;
+    size_t r0, r1;
+
+    sm_pool_split(s->n, 1, ith, nth, &r0, &r1);
+    embed_norm(s, m->layers[0].ln1_g, m->layers[0].ln1_b, ith, r0, r1);
+    for (int l = 0; l < c->n_layer; l++) {
+        const sm_layer *L = &m->layers[l];
+        qkv(s, L, ith, nth, scr);
+        attention(s, l, ith, scr);
+        if (residual(s, s->att, L->proj_w, L->proj_b, L->attn_post, Q, ith, nth, scr)) return;
+        norm_next(s, L->ln2_g, L->ln2_b, ith, r0, r1);
+        mlp_in(s, L, ith, nth, scr);
+        if (residual(s, s->hid, L->down_w, L->down_b, L->ffn_post, F, ith, nth, scr)) return;
+        if (l + 1 < c->n_layer)
+            norm_next(s, m->layers[l + 1].ln1_g, m->layers[l + 1].ln1_b, ith, r0, r1);
+    }
+    output(s, m->lnf_g, m->lnf_b, ith, nth, scr);
 }

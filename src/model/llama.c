@@ -1,13 +1,14 @@
 /*
-** llama.c -- the Llama architecture: tensor binding and the forward pass.
+** llama.c -- the Llama architecture's tensors (and its relatives': Qwen,
+** Mistral, Phi-3, Gemma 3, SmolLM), bound for forward.c's shared steps.
 **
 ** Block (pre-RMSNorm):  x += wo(attn(rope(q), rope(k), v));  x += down(silu(gate(n)) * up(n))
 ** with n = rmsnorm(x), then a final RMSNorm and the output layer (tied to
 ** the token embedding or not). Grouped-query attention: n_head query heads
 ** share n_kv_head key/value heads, group by group. Rotary embeddings rotate
 ** pairs (2i, 2i+1) of each head (llama2.c's layout; `convert` permutes
-** Hugging Face's rotate-halves Q and K rows into it). The call structure,
-** runs and thread split are those of gpt2.c (forward.c).
+** Hugging Face's rotate-halves Q and K rows into it, or the config says
+** rope_halves).
 */
 #include "model_internal.h"
 
@@ -68,85 +69,4 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
                             ly->gate_w.dt};
     }
     return st;
-}
-
-void sm_llama_forward_task(void *arg, int ith, int nth) {
-    sm_state *s = arg;
-    const sm_model *m = s->m;
-    const sm_config *c = m->cfg;
-    sm_pool *pool = s->pool;
-    const size_t T = s->n, C = (size_t)c->n_embd, F = (size_t)c->n_ff;
-    const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim;
-    float *scr = s->scratch + (size_t)ith * s->scratch_floats;
-    const sm_matmul_fn mm = sm_fwd_matmul(s);
-    size_t r0, r1, n0, n1;
-
-    sm_pool_split(T, 1, ith, nth, &r0, &r1);
-    float *xn = sm_fwd_xn(s, ith);
-    sm_fwd_embed_norm(s, m->layers[0].ln1_g, NULL, ith, r0, r1);
-    sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
-
-    for (int l = 0; l < c->n_layer; l++) {
-        const sm_layer *L = &m->layers[l];
-        while (sm_fwd_next_cols(s, W, ith, nth, &n0, &n1))
-            sm_fwd_qkv(s, L, xn, n0, n1, scr);
-        sm_pool_barrier(pool);
-        if (L->qkv_w.data) {
-            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->qkv_w, W, C);
-        } else {
-            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->q_w, Q, C);
-            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->k_w, m->kv_dim, C);
-            sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->v_w, m->kv_dim, C);
-        }
-
-        sm_fwd_attention(s, l, ith, scr);
-        sm_pool_barrier(pool);
-        sm_fwd_prof_attention(s, ith);
-
-        if (L->attn_post) /* Gemma: the attention output normalised before it is added */
-            sm_fwd_residual_matmul_norm(s, s->att, L->proj_w, L->attn_post, Q, ith, nth, scr);
-        else
-            sm_fwd_residual_matmul(s, s->att, L->proj_w, NULL, Q, ith, nth, scr);
-        sm_pool_barrier(pool);
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->proj_w, C, Q);
-
-        sm_fwd_norm_next(s, L->ln2_g, NULL, ith, r0, r1);
-        sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
-
-        /* gate and up over the same chunk, so the SwiGLU needs no barrier */
-        while (sm_fwd_next_cols(s, F, ith, nth, &n0, &n1)) {
-            mm(s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
-            mm(s->up, xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
-            sm_fwd_prof(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: products, then */
-            for (size_t t = 0; t < T; t++) {
-                float *h = s->hid + t * F + n0;
-                const float *u = s->up + t * F + n0;
-                if (c->activation == SM_ACT_GELU_TANH) { /* Gemma: GELU-gated */
-                    s->k->gelu_tanh(h, n1 - n0);
-                    for (size_t i = 0; i < n1 - n0; i++) h[i] *= u[i];
-                } else {
-                    s->k->swiglu(h, u, n1 - n0);
-                }
-            }
-            sm_fwd_prof(s, ith, SM_OP_ACT, 0, 0); /* activation */
-        }
-        sm_pool_barrier(pool);
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->gate_w, F, C);
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->up_w, F, C);
-
-        if (L->ffn_post)
-            sm_fwd_residual_matmul_norm(s, s->hid, L->down_w, L->ffn_post, F, ith, nth, scr);
-        else
-            sm_fwd_residual_matmul(s, s->hid, L->down_w, NULL, F, ith, nth, scr);
-        sm_fwd_poll_cancel(s, ith);
-        sm_pool_barrier(pool);
-        sm_fwd_prof_mm(s, ith, SM_OP_MATMUL, L->down_w, C, F);
-        if (s->stop) return; /* every thread read the same answer after the barrier */
-
-        if (l + 1 < c->n_layer) {
-            sm_fwd_norm_next(s, m->layers[l + 1].ln1_g, NULL, ith, r0, r1);
-            sm_fwd_prof(s, ith, SM_OP_NORM, 0, 0);
-        }
-    }
-    sm_fwd_output(s, m->lnf_g, NULL, ith, nth, scr);
 }

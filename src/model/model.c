@@ -230,7 +230,7 @@ sm_status sm_state_plan_bytes(const sm_model *m, const sm_state_params *p, sm_st
 ** Rotary frequencies theta^(-2i/hs), computed in float as llama2.c and
 ** PyTorch's Llama do, so the logits match theirs. The angles of a call's
 ** rows are computed from them as the call embeds its tokens
-** (sm_fwd_embed), so memory and start-up time do not grow with the context.
+** (forward.c's embed), so memory and start-up time do not grow with the context.
 */
 static void rope_freqs(sm_state *s) {
     const sm_config *c = s->m->cfg;
@@ -325,9 +325,7 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     s->rows_apart = rows_apart;
     s->every_row = every_row;
     if (s->prof) s->prof_t = sm_time_now();
-    sm_pool_run_work(s->pool,
-                     s->m->cfg->arch == SM_ARCH_LLAMA ? sm_llama_forward_task : sm_gpt2_forward_task,
-                     s, call_work(s));
+    sm_pool_run_work(s->pool, sm_forward_task, s, call_work(s));
     if (s->stop) return sm_error_set(err, SM_ERR_CANCELLED, "interrupted");
     sm_fwd_prof_output(s);
     *logits = s->logits;

@@ -101,20 +101,7 @@ struct sm_state {
 sm_status sm_gpt2_bind(sm_model *m, sm_error *err);
 sm_status sm_llama_bind(sm_model *m, sm_error *err);
 
-/* The forward pass of one call, as a pool task (see sm_pool_run). */
-void sm_gpt2_forward_task(void *state, int ith, int nth);
-void sm_llama_forward_task(void *state, int ith, int nth);
-
-/* ---- shared by the architectures (forward.c) ---- */
-
-/*
-** Matmul output columns are split between threads in multiples of the
-** widest micro-kernel panel (64) for packed products, and of one vector
-** (16) for matrix-vector rows: a 288-wide layer split by 64 would give one
-** thread 256 columns and the other 32. Every element is computed the same
-** way whatever the split, so the split never changes results.
-*/
-size_t sm_fwd_col_align(const sm_state *s);
+/* ---- forward.c: binding and the forward pass ---- */
 
 /*
 ** One tensor an architecture binds: shape (d0[, d1]) (d1 = 0: a vector),
@@ -136,13 +123,6 @@ typedef struct sm_bind_spec {
 */
 sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_error *err);
 
-/* The product for this call's linear layers: matmul, or matmul_rows for one-row runs. */
-sm_matmul_fn sm_fwd_matmul(const sm_state *s);
-
-/* Rows [r0, r1) of out = norm(x) with (g, b): LayerNorm (gpt2) or RMSNorm (llama). */
-void sm_fwd_norm_rows(const sm_state *s, float *out, const float *x, const float *g,
-                      const float *b, size_t r0, size_t r1);
-
 /*
 ** Calls of up to SM_FWD_OWN_ROWS rows (decoding) normalise into a copy of
 ** each thread's own: every thread computes all rows' norm itself, the same
@@ -159,75 +139,14 @@ static inline float *sm_fwd_xn(const sm_state *s, int ith) {
 }
 
 /*
-** xn = norm(x) with (g, b) before the next products, once x is complete:
-** all rows into the thread's own copy (small calls), else rows [r0, r1) of
-** the shared xn and a barrier.
+** The forward pass of the call in s (s->tokens in s->runs), as a pool task
+** (sm_pool_run): every architecture's blocks, step by step. If thread 0
+** finds *s->cancel set at the end of a residual step, every thread returns
+** there with s->stop true.
 */
-void sm_fwd_norm_next(sm_state *s, const float *g, const float *b, int ith, size_t r0, size_t r1);
+void sm_forward_task(void *state, int ith, int nth);
 
-/*
-** The forward pass's start: token (+ learned position) embeddings of rows
-** [r0, r1) by thread ith, then the
-** first layer's norm (g, b) of all rows into sm_fwd_xn, barriers included.
-*/
-void sm_fwd_embed_norm(sm_state *s, const float *g, const float *b, int ith, size_t r0,
-                       size_t r1);
-
-/*
-** The next chunk [*n0, *n1) of the N output columns of a product, taken
-** from the pool's counters (sm_pool_next: one loop per barrier phase);
-** false when all are taken. SM_FWD_CHUNKS chunks per thread, in multiples
-** of sm_fwd_col_align, so a thread slowed down leaves its later chunks to
-** the others.
-*/
-#define SM_FWD_CHUNKS 2
-bool sm_fwd_next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_t *n1);
-
-/* x (T, C) += in (T, K) . w^T + b, by chunks of output columns. */
-/*
-** The Q, K, V product's output columns [n0, n1) of qkv (T, Q + 2 KV): from
-** the fused matrix (with its bias), or from the three matrices in turn.
-*/
-void sm_fwd_qkv(sm_state *s, const sm_layer *L, const float *xn, size_t n0, size_t n1, float *scr);
-
-/* x += norm(in . w^T) with gain g (Gemma's post-attention and post-MLP norms); ends after a
-   barrier's worth of rows: each thread adds its own rows (sm_pool_split). */
-void sm_fwd_residual_matmul_norm(sm_state *s, const float *in, sm_mat w, const float *g, size_t K,
-                                 int ith, int nth, float *scr);
-void sm_fwd_residual_matmul(sm_state *s, const float *in, sm_mat w, const float *b,
-                            size_t K, int ith, int nth, float *scr);
-
-/*
-** Layer l's attention by key/value heads (from the pool's counter): rotary embedding of q and k
-** (llama), this call's keys and values appended to the cache, then each
-** query head of the group attends. Reads s->qkv, writes s->att.
-*/
-void sm_fwd_attention(sm_state *s, int l, int ith, float *scr);
-
-/*
-** Profiling (no-op unless s->prof): on thread 0, the time since the last
-** mark goes to op, with the given arithmetic and bytes. Called after the
-** barrier that ends a step.
-*/
-void sm_fwd_prof(sm_state *s, int ith, sm_op op, double flops, double bytes);
-
-/* Cost of a linear layer (T rows through w [N, K]) and of this call's attention in layer. */
-void sm_fwd_prof_mm(sm_state *s, int ith, sm_op op, sm_mat w, size_t N, size_t K);
-void sm_fwd_prof_attention(sm_state *s, int ith);
-
-/* After the task: the output layer, the last step, which no barrier ends. */
+/* After the task: profiling's mark for the output layer, the last step, which no barrier ends. */
 void sm_fwd_prof_output(sm_state *s);
-
-/*
-** Called by every thread before a block's last barrier: thread 0 reads the
-** cancel flag into s->stop, which all threads test after the barrier (no
-** thread writes it again before passing another barrier), so they agree.
-*/
-static inline void sm_fwd_poll_cancel(sm_state *s, int ith) {
-    if (ith == 0 && s->cancel && *s->cancel) s->stop = true;
-}
-
-/* After the last block: the final norm of the rows that need logits, then the output layer. */
-void sm_fwd_output(sm_state *s, const float *g, const float *b, int ith, int nth, float *scr);
 
 #endif
