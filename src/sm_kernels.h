@@ -3,8 +3,10 @@
 **
 ** A table holds one implementation of every hot operation for one ISA:
 ** scalar (the reference, portable C), avx2 (AVX2 + FMA) and avx512
-** (AVX-512F). sm_kernels_select picks one at start-up from CPU features; the
-** model only ever calls through the table. Intrinsics live only in
+** (AVX-512F), with the integer products its quantized matmuls use (the
+** best this CPU has for that ISA) and the cache size its blocking follows.
+** The tables are completed once, from CPU features, when first handed out;
+** sm_kernels_select picks one; the model only ever calls through it. Intrinsics live only in
 ** src/kernels/<isa>.c. Every kernel is a pure function of its inputs: the
 ** result of a given output element does not depend on how the caller splits
 ** the work, which is what makes 1- and 2-thread runs bit-identical.
@@ -64,14 +66,29 @@ static inline size_t sm_attn_ctx_padded(size_t ctx) {
     return (ctx + SM_ATTN_KBLOCK - 1) / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
 }
 
-/* A linear-layer product (see matmul below for the contract). */
-typedef void (*sm_matmul_fn)(float *restrict out, const float *restrict x,
+struct sm_kernels;
+struct sm_qkernel;
+
+/* A linear-layer product through table k (see matmul below for the contract). */
+typedef void (*sm_matmul_fn)(const struct sm_kernels *k, float *restrict out, const float *restrict x,
                              const void *restrict w, sm_dtype wt, const float *restrict bias,
                              size_t T, size_t N, size_t K, size_t n0, size_t n1,
                              float *restrict scratch);
 
 typedef struct sm_kernels {
     const char *name;
+
+    /*
+    ** The integer products behind matmul on quantized weights (an
+    ** implementation of kernels_internal.h's sm_qkernel): for avx2, AVX-VNNI's
+    ** vpdpbusd where the CPU has it, else vpmaddubsw; for avx512,
+    ** AVX512-VNNI's where it has it, else avx2's; the scalar reference's.
+    */
+    const struct sm_qkernel *quant;
+
+    /* Bytes of L2 cache per core (512 KiB if the C library does not say): the
+    ** packed products take token rows in blocks whose slice fills half of it. */
+    size_t l2_bytes;
 
     /* Floats of per-thread scratch that matmul needs for f32/f16/bf16 weights
     ** (packed panels); see sm_kernels_scratch for quantized ones. */
@@ -84,8 +101,8 @@ typedef struct sm_kernels {
     ** of its f32 widening. T >= 4 uses packed panels (matrix-matrix, weights
     ** widened while packing), smaller T streams rows of w (matrix-vector,
     ** widened in registers, so 16-bit weights read half the bytes). out must
-    ** not alias x or w.
-    **   out (T, N)  x (T, K)  w (N, K)  bias (N)  scratch (matmul_scratch)
+    ** not alias x or w. k is the table itself (its quant and l2_bytes).
+    **   out (T, N)  x (T, K)  w (N, K)  bias (N)  scratch (sm_kernels_scratch)
     */
     sm_matmul_fn matmul;
 
@@ -179,6 +196,10 @@ const sm_kernels *sm_kernels_select(const char *name);
 ** activation rows if that is more).
 */
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K);
+
+/* The name of the integer products table k's quantized matmuls use (sm_qkernel's name:
+** "scalar", "avx2", "avx-vnni", "avx512-vnni"): what a benchmark of quantized weights measured. */
+const char *sm_kernels_int8_name(const sm_kernels *k);
 
 /* The scalar reference table. */
 const sm_kernels *sm_kernels_reference(void);

@@ -23,11 +23,17 @@ static size_t tables(const sm_kernels **k) {
 }
 
 void test_kernels_matmul(void) {
-    const sm_kernels *ks[8], *ref = sm_kernels_reference();
-    size_t nk = tables(ks);
-    /* a 64 KiB "L2" makes blocks of about 32 token rows, so T = 80 crosses two */
-    size_t l2 = sm_kernels_l2_bytes;
-    sm_kernels_l2_bytes = 64 * 1024;
+    const sm_kernels *avail[8], *ref = sm_kernels_reference(), *ks[8];
+    size_t nk = tables(avail);
+    /* each table as it is, and with a 64 KiB "L2": blocks of about 32 token rows, so T = 80
+       crosses two */
+    sm_kernels small[8];
+    for (size_t i = 0; i < nk; i++) {
+        small[i] = *avail[i];
+        small[i].l2_bytes = 64 * 1024;
+        ks[i] = avail[i], ks[nk + i] = &small[i];
+    }
+    nk *= 2;
     static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17, 80};
     static const size_t Ns[] = {1, 3, 17, 33, 64, 255};
     /* 64 and 296 (256 + 40) pack whole panels by 8 x 8 transposes */
@@ -44,11 +50,11 @@ void test_kernels_matmul(void) {
                 for (int r = 0; r < 2; r++) {
                     size_t n0 = ranges[r][0], n1 = ranges[r][1];
                     const float *bb = r ? bias : NULL;
-                    ref->matmul(want, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, NULL);
+                    ref->matmul(ref, want, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, NULL);
                     for (size_t i = 1; i < nk; i++) {
                         float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
                         for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
-                        ks[i]->matmul(got, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
+                        ks[i]->matmul(ks[i], got, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
                         free(scratch);
                         for (size_t t = 0; t < T; t++)
                             for (size_t n = 0; n < N; n++) {
@@ -69,7 +75,6 @@ void test_kernels_matmul(void) {
                 }
                 free(x), free(w), free(bias), free(want), free(got);
             }
-    sm_kernels_l2_bytes = l2;
 }
 
 /*
@@ -93,9 +98,9 @@ void test_kernels_matmul_rows(void) {
                 float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
                 for (int b = 0; b < 2; b++) {
                     const float *bb = b ? bias : NULL;
-                    ks[i]->matmul_rows(rows, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
+                    ks[i]->matmul_rows(ks[i], rows, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
                     for (size_t t = 0; t < T; t++) {
-                        ks[i]->matmul(one, x + t * K, w, SM_DTYPE_F32, bb, 1, N, K, n0, n1, scratch);
+                        ks[i]->matmul(ks[i], one, x + t * K, w, SM_DTYPE_F32, bb, 1, N, K, n0, n1, scratch);
                         CHECKF(memcmp(rows + t * N + n0, one + n0, (n1 - n0) * sizeof(float)) == 0,
                                "%s matmul_rows T=%zu K=%zu bias=%d: row %zu differs from the row alone",
                                ks[i]->name, T, K, b, t);
@@ -141,8 +146,8 @@ void test_kernels_matmul_16bit(void) {
                         sm_matmul_fn mm = rows ? ks[i]->matmul_rows : ks[i]->matmul;
                         float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
                         for (size_t j = 0; j < T * N; j++) want[j] = got[j] = 12345.0f;
-                        mm(want, x, wide, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
-                        mm(got, x, q, dts[d], bias, T, N, K, n0, n1, scratch);
+                        mm(ks[i], want, x, wide, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
+                        mm(ks[i], got, x, q, dts[d], bias, T, N, K, n0, n1, scratch);
                         free(scratch);
                         CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
                                "%s %s %s T=%zu K=%zu: differs from the f32-widened weights",

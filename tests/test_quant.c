@@ -301,14 +301,14 @@ void test_quant_matmul(void) {
                 float *want = rndf(T * N, &s, 0), *got = rndf(T * N, &s, 0);
                 float *one = rndf(N, &s, 0);
                 float *rs = rndf(sm_kernels_scratch(ref, K), &s, 0);
-                ref->matmul(want, x, w, dt, bias, T, N, K, n0, n1, rs);
+                ref->matmul(ref, want, x, w, dt, bias, T, N, K, n0, n1, rs);
                 for (size_t i = 0; i < nk; i++) {
                     float *scr = rndf(sm_kernels_scratch(ks[i], K), &s, 0);
                     for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
-                    ks[i]->matmul(got, x, w, dt, bias, T, N, K, n0, n1, scr);
-                    bool qgemm = sm_kernels_qgemm_takes(sm_kernels_qkernel(ks[i]), dt, T);
+                    ks[i]->matmul(ks[i], got, x, w, dt, bias, T, N, K, n0, n1, scr);
+                    bool qgemm = sm_kernels_qgemm_takes(ks[i]->quant, dt, T);
                     if (T >= 4 && !qgemm) {
-                        ks[i]->matmul(want, x, deq, SM_DTYPE_F32, bias, T, N, K, n0, n1, scr);
+                        ks[i]->matmul(ks[i], want, x, deq, SM_DTYPE_F32, bias, T, N, K, n0, n1, scr);
                         for (size_t r = 0; r < T; r++)
                             CHECKF(memcmp(got + r * N + n0, want + r * N + n0,
                                           (n1 - n0) * sizeof(float)) == 0,
@@ -331,9 +331,9 @@ void test_quant_matmul(void) {
                                    "%s matmul %s T=%zu K=%zu [%zu,%zu]: %g vs %g", ks[i]->name,
                                    sm_dtype_name(dt), T, K, r, n, g, want[r * N + n]);
                         }
-                    ks[i]->matmul_rows(got, x, w, dt, bias, T, N, K, n0, n1, scr);
+                    ks[i]->matmul_rows(ks[i], got, x, w, dt, bias, T, N, K, n0, n1, scr);
                     for (size_t r = 0; r < T; r++) {
-                        ks[i]->matmul(one, x + r * K, w, dt, bias, 1, N, K, n0, n1, scr);
+                        ks[i]->matmul(ks[i], one, x + r * K, w, dt, bias, 1, N, K, n0, n1, scr);
                         CHECKF(memcmp(got + r * N + n0, one + n0, (n1 - n0) * sizeof(float)) == 0,
                                "%s matmul_rows %s T=%zu K=%zu: row %zu differs from the row alone",
                                ks[i]->name, sm_dtype_name(dt), T, K, r);

@@ -176,14 +176,15 @@ int cli_bench(const cli_opts *o) {
     if (o->json) {
         fputs("{\"model\":\"", stdout);
         cli_json_string(stdout, (const unsigned char *)o->model, strlen(o->model));
-        printf("\",\"kernels\":\"%s\",\"threads\":%d,\"kv_type\":\"%s\",\"prompt_tokens\":%zu,"
+        printf("\",\"kernels\":\"%s\",\"int8_products\":\"%s\",\"threads\":%d,\"kv_type\":\"%s\",\"prompt_tokens\":%zu,"
                "\"decode_tokens\":%zu,\"load_ms\":%.3f,\"prefill_tokens_per_s\":%.1f,"
                "\"decode_tokens_per_s\":%.1f,\"ms_per_token\":%.4f,\"first_token_ms\":%.3f,"
                "\"allocs_per_token\":%.3f,\"peak_rss_kb\":%ld,\"weight_bytes_per_token\":%.0f,"
                "\"bandwidth_gb_per_s\":%.2f,\"bound_tokens_per_s\":%.1f,\"of_bound\":%.3f,"
                "\"working_set_bytes\":%.0f,\"read_gb_per_s\":%.2f,\"read_bound_tokens_per_s\":%.1f,"
                "\"of_read_bound\":%.3f,",
-               r.ls->kernels->name, r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), P, N, r.t_load * 1e3, pf, dtps,
+               r.ls->kernels->name, sm_kernels_int8_name(r.ls->kernels), r.ls->sp.n_threads,
+               sm_dtype_name(r.ls->sp.kv_type), P, N, r.t_load * 1e3, pf, dtps,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, ru.ru_maxrss, bpt, bw / 1e9, bound,
                bound > 0 ? dtps / bound : 0, ws, rbw / 1e9, rbound, rbound > 0 ? dtps / rbound : 0);
         fputs("\"profile\":{\"prefill\":{", stdout);
@@ -192,7 +193,7 @@ int cli_bench(const cli_opts *o) {
         print_profile("", &dec, N, true);
         fputs("}}}\n", stdout);
     } else {
-        printf("model %s, %s kernels, %d threads, KV-cache %s\n"
+        printf("model %s, %s kernels (int8 products: %s), %d threads, KV-cache %s\n"
                "load           %8.2f ms\n"
                "prefill        %8.1f tokens/s (%zu tokens)\n"
                "decode         %8.1f tokens/s (%zu tokens, %.4f ms/token)\n"
@@ -203,7 +204,7 @@ int cli_bench(const cli_opts *o) {
                "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n"
                "read bandwidth %8.2f GB/s over the %.1f MB a decode step reads (weights, KV)\n"
                "read bound     %8.1f tokens/s; decode is %.0f%% of it\n",
-               o->model, r.ls->kernels->name, r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), r.t_load * 1e3, pf, P, dtps, N,
+               o->model, r.ls->kernels->name, sm_kernels_int8_name(r.ls->kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), r.t_load * 1e3, pf, P, dtps, N,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
                bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0, rbw / 1e9, ws / 1e6,
                rbound, rbound > 0 ? 100 * dtps / rbound : 0);

@@ -99,7 +99,7 @@ load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __m256i m) {
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     size_t i = 0;
     if (sm_dtype_quantized(dt)) {
-        sm_qkernel_avx2->dequant(out, src, dt, n);
+        sm_qkernel_avx2_maddubs.dequant(out, src, dt, n);
         return;
     }
     if (dt == SM_DTYPE_F32) {
@@ -173,7 +173,7 @@ void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtyp
     if (nr == width && width % 8 == 0 && kc % 8 == 0 && width <= 32 && sm_dtype_quantized(dt)) {
         float rows[32 * SM_PACK_KC_MAX]; /* the rows' slice dequantized, then transposed */
         for (size_t j = 0; j < width; j++)
-            sm_qkernel_avx2->dequant(rows + j * kc, sm_kernels_elem(w, dt, (n + j) * K + k0), dt, kc);
+            sm_qkernel_avx2_maddubs.dequant(rows + j * kc, sm_kernels_elem(w, dt, (n + j) * K + k0), dt, kc);
         pack_dt(SM_DTYPE_F32, panel, rows, kc, 0, width, 0, kc);
     } else if (nr < width || width % 8 || kc % 8)
         sm_kernels_pack_panel(panel, w, dt, K, n, nr, width, k0, kc, to_f32);
@@ -254,15 +254,15 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
         gemv_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }
 
-static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
+static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (sm_kernels_qgemm_takes(sm_qkernel_avx2, wt, T))
-        sm_qkernel_avx2->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    if (sm_kernels_qgemm_takes(k->quant, wt, T))
+        k->quant->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && T < 4)
-        sm_kernels_qmatmul(sm_qkernel_avx2, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (T >= 4)
-        sm_kernels_gemm(&gemm_kernel, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }
@@ -367,11 +367,11 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
     if (n < n1) gemv_dt(dt, out, x, w, bias, T, N, K, n, n1);
 }
 
-static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
+static void matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
     if (sm_dtype_quantized(wt)) {
-        sm_kernels_qmatmul(sm_qkernel_avx2, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
         return;
     }
     if (T <= 2)
@@ -648,6 +648,8 @@ static float vsum(const float *x, size_t n) {
 
 const sm_kernels sm_kernels_avx2 = {
     .name = "avx2",
+    .quant = &sm_qkernel_avx2_maddubs,
+    .l2_bytes = SM_L2_DEFAULT,
     .matmul_scratch = (size_t)NR * KC,
     .matmul = matmul,
     .matmul_rows = matmul_rows,

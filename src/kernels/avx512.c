@@ -109,7 +109,7 @@ load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __mmask16 m) {
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     size_t i = 0;
     if (sm_dtype_quantized(dt)) {
-        sm_qkernel_avx512->dequant(out, src, dt, n);
+        sm_qkernel_avx2_maddubs.dequant(out, src, dt, n);
         return;
     }
     if (dt == SM_DTYPE_F32) {
@@ -251,15 +251,15 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
         gemv_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }
 
-static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
+static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (sm_kernels_qgemm_takes(sm_qkernel_avx512, wt, T))
-        sm_qkernel_avx512->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    if (sm_kernels_qgemm_takes(k->quant, wt, T))
+        k->quant->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && T < 4)
-        sm_kernels_qmatmul(sm_qkernel_avx512, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (T >= 4)
-        sm_kernels_gemm(&gemm_kernel, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }
@@ -351,11 +351,11 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
     if (n < n1) gemv_dt(dt, out, x, w, bias, T, N, K, n, n1);
 }
 
-static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
+static void matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
     if (sm_dtype_quantized(wt)) {
-        sm_kernels_qmatmul(sm_qkernel_avx512, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
         return;
     }
     if (T <= 4)
@@ -636,6 +636,8 @@ static float vsum(const float *x, size_t n) {
 
 const sm_kernels sm_kernels_avx512 = {
     .name = "avx512",
+    .quant = &sm_qkernel_avx2_maddubs,
+    .l2_bytes = SM_L2_DEFAULT,
     .matmul_scratch = (size_t)NR * KC,
     .matmul = matmul,
     .matmul_rows = matmul_rows,

@@ -1,6 +1,6 @@
 /*
-** dispatch.c -- picks a kernel table from CPU features, once.
-** The x86 tables exist when the Makefile builds avx2.c and avx512.c (it
+** dispatch.c -- completes the kernel tables for this CPU, once, and picks
+** one. The x86 tables exist when the Makefile builds avx2.c and avx512.c (it
 ** defines SM_X86_KERNELS on x86); elsewhere only the scalar table does.
 */
 #include "kernels_internal.h"
@@ -9,12 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-size_t sm_kernels_l2_bytes = 512 * 1024;
-
-/* The L2 size per core from the C library (glibc reads CPUID), kept if sane. */
-static void read_l2(void) {
+/* The L2 size per core from the C library (glibc reads CPUID) if sane, else the default. */
+static size_t read_l2(void) {
     long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (b >= 64 * 1024 && b <= 64L * 1024 * 1024) sm_kernels_l2_bytes = (size_t)b;
+    return b >= 64 * 1024 && b <= 64L * 1024 * 1024 ? (size_t)b : SM_L2_DEFAULT;
 }
 
 #ifdef SM_X86_KERNELS
@@ -44,33 +42,35 @@ static int has_avx512vnni(void) {
     unsigned a, b, c, d;
     return has_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1) && (b >> 31 & 1);
 }
-
-const sm_qkernel *sm_qkernel_avx2 = &sm_qkernel_avx2_maddubs;
-const sm_qkernel *sm_qkernel_avx512 = &sm_qkernel_avx2_maddubs;
 #endif
 
-/* Once, before any table is handed out: cache sizes and the quantized kernels' flavour. */
+/* The tables this CPU runs, scalar first, completed by init. */
+static sm_kernels tables[3];
+static size_t n_tables;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* Once, before any table is handed out: each table's integer products and the cache size. */
 static void init(void) {
-    read_l2();
+    tables[n_tables++] = sm_kernels_scalar;
 #ifdef SM_X86_KERNELS
-    if (has_avxvnni()) sm_qkernel_avx2 = &sm_qkernel_avxvnni;
-    sm_qkernel_avx512 = has_avx512vnni() ? &sm_qkernel_avx512vnni : sm_qkernel_avx2;
+    const sm_qkernel *q2 = has_avxvnni() ? &sm_qkernel_avxvnni : &sm_qkernel_avx2_maddubs;
+    if (has_avx2()) {
+        tables[n_tables] = sm_kernels_avx2;
+        tables[n_tables++].quant = q2;
+    }
+    if (has_avx512()) {
+        tables[n_tables] = sm_kernels_avx512;
+        tables[n_tables++].quant = has_avx512vnni() ? &sm_qkernel_avx512vnni : q2;
+    }
 #endif
+    size_t l2 = read_l2();
+    for (size_t i = 0; i < n_tables; i++) tables[i].l2_bytes = l2;
 }
 
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
     size_t qb = SM_QX_BYTES(K) > SM_QGEMM_BYTES ? SM_QX_BYTES(K) : SM_QGEMM_BYTES;
     size_t q = (qb + sizeof(float) - 1) / sizeof(float);
     return q > k->matmul_scratch ? q : k->matmul_scratch;
-}
-
-const sm_qkernel *sm_kernels_qkernel(const sm_kernels *k) {
-#ifdef SM_X86_KERNELS
-    if (k == &sm_kernels_avx2) return sm_qkernel_avx2;
-    if (k == &sm_kernels_avx512) return sm_qkernel_avx512;
-#endif
-    (void)k;
-    return &sm_qkernel_scalar;
 }
 
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {
@@ -84,19 +84,19 @@ size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {
     return n;
 }
 
+const char *sm_kernels_int8_name(const sm_kernels *k) {
+    return k->quant->name;
+}
+
 const sm_kernels *sm_kernels_reference(void) {
-    return &sm_kernels_scalar;
+    pthread_once(&once, init);
+    return &tables[0];
 }
 
 size_t sm_kernels_available(const sm_kernels **out, size_t cap) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init);
     size_t n = 0;
-    if (n < cap) out[n++] = &sm_kernels_scalar;
-#ifdef SM_X86_KERNELS
-    if (n < cap && has_avx2()) out[n++] = &sm_kernels_avx2;
-    if (n < cap && has_avx512()) out[n++] = &sm_kernels_avx512;
-#endif
+    for (; n < n_tables && n < cap; n++) out[n] = &tables[n];
     return n;
 }
 

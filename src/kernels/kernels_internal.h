@@ -10,11 +10,19 @@
 
 #include <stdint.h>
 
+/*
+** Each ISA file's table as it is on any CPU that runs it: the baseline
+** integer products (vpmaddubsw for the x86 tables) and the default L2 size;
+** dispatch.c completes copies of them for this CPU.
+*/
 extern const sm_kernels sm_kernels_scalar;
 #ifdef SM_X86_KERNELS
 extern const sm_kernels sm_kernels_avx2;
 extern const sm_kernels sm_kernels_avx512;
 #endif
+
+/* The L2 size the tables assume until dispatch.c has read this CPU's. */
+#define SM_L2_DEFAULT (512 * 1024)
 
 /* Most columns one packed panel holds (the KC of every table is at most this). */
 #define SM_PACK_KC_MAX 256
@@ -30,13 +38,6 @@ void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype
                            size_t n, size_t nr, size_t width, size_t k0, size_t kc,
                            void (*widen)(float *restrict, const void *restrict, sm_dtype,
                                          size_t));
-
-/*
-** Bytes of L2 cache per core (512 KiB until sm_kernels_available has read
-** it at start-up). The packed products take token rows in blocks whose
-** KC-column slice fills half of it, so the rows a panel meets stay in L2.
-*/
-extern size_t sm_kernels_l2_bytes;
 
 /*
 ** A table's micro-kernel: out rows i < mr (its own mr: a full block, or
@@ -58,10 +59,11 @@ typedef struct {
 
 /*
 ** matmul for T >= 4 with a table's kernel (pack.c, plain C): token rows in
-** blocks that stay in L2, then kc-column slices, then the thread's panels,
-** each packed once per block and slice into panel (nr x kc floats).
+** blocks whose kc-column slice fills half of l2_bytes (so the rows a panel
+** meets stay in L2), then kc-column slices, then the thread's panels, each
+** packed once per block and slice into panel (nr x kc floats).
 */
-void sm_kernels_gemm(const sm_gemm_kernel *g, float *restrict out, const float *restrict x,
+void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
                      size_t N, size_t K, size_t n0, size_t n1, float *restrict panel);
 
@@ -207,7 +209,7 @@ typedef void sm_qgemm_fn(float *restrict out, const float *restrict x, const voi
 ** product for the types whose bit (1u << dt) is in gemm_types: each output
 ** the same as gemv's up to the order of its f32 sums.
 */
-typedef struct {
+typedef struct sm_qkernel {
     const char *name;
     void (*quant_x)(sm_qx qx, const float *restrict x, size_t r, size_t K);
     void (*gemv)(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
@@ -230,18 +232,7 @@ extern const sm_qkernel sm_qkernel_scalar;
 extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
 /* Their packed products (avx2_qgemm.c, built per flavour; AVX512-VNNI's on 512-bit vectors). */
 sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni;
-
-/*
-** The best AVX2-level implementation this CPU runs (AVX-VNNI's vpdpbusd if
-** it has it, else vpmaddubsw), for the AVX2 table, and the best for the
-** AVX-512 table (AVX512-VNNI + VL if present, else the former); chosen
-** once, by sm_kernels_available.
-*/
-extern const sm_qkernel *sm_qkernel_avx2, *sm_qkernel_avx512;
 #endif
-
-/* The implementation of the quantized products table k uses. */
-const sm_qkernel *sm_kernels_qkernel(const sm_kernels *k);
 
 /* Every implementation this CPU runs, scalar first (for tests); returns the count. */
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap);

@@ -24,15 +24,15 @@ void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype
 }
 
 /* Token rows per block: their kc-column slice of x fills half the L2. */
-static size_t block_rows(size_t kc, size_t mr) {
-    size_t mc = sm_kernels_l2_bytes / 2 / (kc * sizeof(float)) / mr * mr;
+static size_t block_rows(size_t l2_bytes, size_t kc, size_t mr) {
+    size_t mc = l2_bytes / 2 / (kc * sizeof(float)) / mr * mr;
     return mc < 4 * mr ? 4 * mr : mc;
 }
 
-void sm_kernels_gemm(const sm_gemm_kernel *g, float *restrict out, const float *restrict x,
+void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
                      size_t N, size_t K, size_t n0, size_t n1, float *restrict panel) {
-    const size_t mc = block_rows(g->kc, g->mr);
+    const size_t mc = block_rows(l2_bytes, g->kc, g->mr);
     for (size_t t0 = 0; t0 < T; t0 += mc) {
         size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
         for (size_t k0 = 0; k0 < K; k0 += g->kc) {

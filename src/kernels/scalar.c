@@ -39,11 +39,11 @@ static void matmul_deq(float *restrict out, const float *restrict x, const void 
     }
 }
 
-static void matmul(float *restrict out, const float *restrict x, const void *restrict w,
+static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
     if (sm_dtype_quantized(wt) && T < 4)
-        sm_kernels_qmatmul(&sm_qkernel_scalar, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt))
         matmul_deq(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F16)
@@ -55,13 +55,13 @@ static void matmul(float *restrict out, const float *restrict x, const void *res
 }
 
 /* Quantized w: every row as it is alone (quantized activations), whatever T is. */
-static void matmul_rows(float *restrict out, const float *restrict x, const void *restrict w,
+static void matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
     if (sm_dtype_quantized(wt))
-        sm_kernels_qmatmul(&sm_qkernel_scalar, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
-        matmul(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        matmul(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
 }
 
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
@@ -164,6 +164,8 @@ static float vsum(const float *x, size_t n) {
 
 const sm_kernels sm_kernels_scalar = {
     .name = "scalar",
+    .quant = &sm_qkernel_scalar,
+    .l2_bytes = SM_L2_DEFAULT,
     .matmul_scratch = 0,
     .matmul = matmul,
     .matmul_rows = matmul_rows,

@@ -299,13 +299,13 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     size_t n0, n1;
     while (next_cols(s, W, ith, nth, &n0, &n1)) {
         if (L->qkv_w.data) {
-            mm(s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, W, C, n0, n1, scr);
+            mm(s->k, s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, W, C, n0, n1, scr);
             continue;
         }
         for (int p = 0; p < 3; p++) {
             size_t lo = n0 > start[p] ? n0 : start[p], hi = n1 < start[p + 1] ? n1 : start[p + 1];
             if (lo < hi)
-                mm(s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], T, W, C,
+                mm(s->k, s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], T, W, C,
                    lo - start[p], hi - start[p], scr);
         }
     }
@@ -332,7 +332,7 @@ static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, con
     const sm_matmul_fn mm = product(s);
     size_t n0, n1, r0, r1;
     while (next_cols(s, C, ith, nth, &n0, &n1)) {
-        mm(s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
+        mm(s->k, s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
         if (!g)
             for (size_t t = 0; t < T; t++)
                 for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
@@ -379,10 +379,10 @@ static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr)
     size_t n0, n1;
     while (next_cols(s, F, ith, nth, &n0, &n1)) {
         if (gated) {
-            mm(s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
-            mm(s->up, xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
+            mm(s->k, s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
+            mm(s->k, s->up, xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
         } else {
-            mm(s->hid, xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
+            mm(s->k, s->hid, xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
         }
         mark(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: products, then */
         for (size_t t = 0; t < T; t++)
@@ -485,7 +485,7 @@ static void output(sm_state *s, const float *g, const float *b, int ith, int nth
     sm_matmul_fn mm = s->every_row ? s->k->matmul : s->k->matmul_rows;
     size_t rows = s->every_row ? s->n : s->n_runs;
     while (next_cols(s, V, ith, nth, &n0, &n1))
-        mm(s->logits, xn, m->out_w.data, m->out_w.dt, NULL, rows, V, C, n0, n1, scr);
+        mm(s->k, s->logits, xn, m->out_w.data, m->out_w.dt, NULL, rows, V, C, n0, n1, scr);
 }
 
 void sm_forward_task(void *arg, int ith, int nth) {

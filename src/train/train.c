@@ -43,7 +43,7 @@ static void mm_task(void *arg, int ith, int nth) {
         size_t r0 = it / cb * MM_ROWS, c0 = it % cb * MM_COLS;
         size_t rows = j->T - r0 < MM_ROWS ? j->T - r0 : MM_ROWS;
         size_t c1 = c0 + MM_COLS < j->N ? c0 + MM_COLS : j->N;
-        j->t->k->matmul(j->out + r0 * j->N, j->x + r0 * j->K, j->w, SM_DTYPE_F32, j->bias, rows,
+        j->t->k->matmul(j->t->k, j->out + r0 * j->N, j->x + r0 * j->K, j->w, SM_DTYPE_F32, j->bias, rows,
                         j->N, j->K, c0, c1, scr);
         if (j->add)
             for (size_t r = r0; r < r0 + rows; r++)
@@ -258,7 +258,7 @@ static void scatter(float *dst, const float *src, size_t b, size_t T, size_t str
 static void head_forward(const sm_trainer *t, const att_scr *s, float *atty, float *p, size_t b,
                          size_t col, size_t hs, float scale) {
     size_t T = t->T, C = (size_t)t->cfg.n_embd;
-    t->k->matmul(p, s->qh, s->kh, SM_DTYPE_F32, NULL, T, T, hs, 0, T, s->mm);
+    t->k->matmul(t->k, p, s->qh, s->kh, SM_DTYPE_F32, NULL, T, T, hs, 0, T, s->mm);
     for (size_t i = 0; i < T; i++) {
         float *row = p + i * T;
         for (size_t k = 0; k <= i; k++) row[k] *= scale;
@@ -266,7 +266,7 @@ static void head_forward(const sm_trainer *t, const att_scr *s, float *atty, flo
         memset(row + i + 1, 0, (T - i - 1) * sizeof(float));
     }
     transpose_block(s->vt, s->vh, T, hs, 0, hs);
-    t->k->matmul(s->dqh, p, s->vt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
+    t->k->matmul(t->k, s->dqh, p, s->vt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     scatter(atty, s->dqh, b, T, C, col, hs);
 }
 
@@ -277,7 +277,7 @@ static void head_backward(sm_trainer *t, const att_scr *s, const float *p, size_
     gather(s->dyh, t->datty, b, T, C, col, hs);
     /* dP = dY . V^T, then through the softmax (scale folded in) */
     float *ds = s->s1;
-    t->k->matmul(ds, s->dyh, s->vh, SM_DTYPE_F32, NULL, T, T, hs, 0, T, s->mm);
+    t->k->matmul(t->k, ds, s->dyh, s->vh, SM_DTYPE_F32, NULL, T, T, hs, 0, T, s->mm);
     for (size_t i = 0; i < T; i++) {
         const float *pr = p + i * T;
         float *dr = ds + i * T, dot = 0;
@@ -288,14 +288,14 @@ static void head_backward(sm_trainer *t, const att_scr *s, const float *p, size_
     /* dV = P^T . dY */
     transpose_block(s->s2, p, T, T, 0, T);
     transpose_block(s->dyt, s->dyh, T, hs, 0, hs);
-    t->k->matmul(s->dvh, s->s2, s->dyt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
+    t->k->matmul(t->k, s->dvh, s->s2, s->dyt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     /* dQ = dS . K */
     transpose_block(s->kt, s->kh, T, hs, 0, hs);
-    t->k->matmul(s->dqh, ds, s->kt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
+    t->k->matmul(t->k, s->dqh, ds, s->kt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     /* dK = dS^T . Q */
     transpose_block(s->s2, ds, T, T, 0, T);
     transpose_block(s->qt, s->qh, T, hs, 0, hs);
-    t->k->matmul(s->dkh, s->s2, s->qt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
+    t->k->matmul(t->k, s->dkh, s->s2, s->qt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     scatter(t->dqkv, s->dqh, b, T, 3 * C, col, hs);
     scatter(t->dqkv, s->dkh, b, T, 3 * C, C + col, hs);
     scatter(t->dqkv, s->dvh, b, T, 3 * C, 2 * C + col, hs);

@@ -47,7 +47,7 @@ static void mm_task(void *arg, int ith, int nth) {
     size_t n0, n1;
     sm_pool_split(j->N, 64, ith, nth, &n0, &n1);
     if (n0 < n1)
-        j->k->matmul(j->out, j->x, j->w, SM_DTYPE_F32, NULL, j->T, j->N, j->K, n0, n1,
+        j->k->matmul(j->k, j->out, j->x, j->w, SM_DTYPE_F32, NULL, j->T, j->N, j->K, n0, n1,
                      j->scratch + (size_t)ith * j->scratch_floats);
 }
 

@@ -51,7 +51,7 @@ static void mv_task(void *arg, int ith, int nth) {
     size_t n0, n1;
     sm_pool_split(j->N, j->chunk, ith, nth, &n0, &n1);
     if (n0 < n1)
-        j->k->matmul_rows(j->out, j->x, w, j->dt, NULL, j->T, j->N, j->K, n0, n1,
+        j->k->matmul_rows(j->k, j->out, j->x, w, j->dt, NULL, j->T, j->N, j->K, n0, n1,
                           (float *)(void *)(j->scratch + (size_t)ith * j->scratch_bytes));
 }
 
