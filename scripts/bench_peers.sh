@@ -6,6 +6,9 @@
 #
 #   LLAMA_CPP=/path/llama.cpp/build/bin LLAMA2C=/path/llama2.c scripts/bench_peers.sh [ROWS...]
 #
+# BIN_BEFORE may name a second smallmind binary (a build before a change):
+# every smallmind sampler of a row runs again with it, interleaved with the
+# rest, so before and after are measured side by side in the same samples.
 # LLAMA_CPP_AVX2 may name a second llama.cpp build made without AVX-512
 # (-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF), to set beside
 # smallmind's AVX2 table on a machine that has AVX-512.
@@ -25,6 +28,7 @@ MD=${MD:-build/peer-models}
 LC=${LLAMA_CPP:-}
 LC2=${LLAMA_CPP_AVX2:-}
 L2=${LLAMA2C:-}
+B0=${BIN_BEFORE:-}
 SHARED=$(realpath ${SHARED:-../shared/models})
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3 )
 ROWS=${*:-l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm}
@@ -34,7 +38,7 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs," \
     "$(grep -ow -m1 avx512f /proc/cpuinfo || echo 'no AVX-512')"
-echo "$($BIN --version | head -1); llama.cpp: ${LC:-not given}; llama.cpp AVX2: ${LC2:-not given}; llama2.c: ${L2:-not given}"
+echo "$($BIN --version | head -1)${B0:+; before: $($B0 --version | head -1) ($B0)}; llama.cpp: ${LC:-not given}; llama.cpp AVX2: ${LC2:-not given}; llama2.c: ${L2:-not given}"
 
 # Models: smallmind directories from sm_random_model.py; GGUF from
 # gguf_random.py (GPT-2) or llama.cpp's converter (the 15M Llama, from the
@@ -95,7 +99,11 @@ l2_dec() { (cd $L2 && OMP_NUM_THREADS=$2 ./run $1 -z $SHARED/tokenizers/llama2/t
 # interleaved, and prints each program's median and samples.
 row() {
     local name=$1 goal=$2; shift 2
-    local -a progs=("$@") ; declare -A got=()
+    local -a progs=("$@") more=() ; declare -A got=()
+    if [ -n "$B0" ]; then # each smallmind sampler again with the build before a change
+        for p in "${progs[@]}"; do case $p in sm_bound*) ;; sm_*) more+=("BIN=$B0 $p") ;; esac; done
+        progs+=("${more[@]}")
+    fi
     for i in $(seq $N); do
         for p in "${progs[@]}"; do got[$p]+=" $(eval "$p" || echo)"; done
     done
