@@ -62,6 +62,9 @@ typedef struct sm_source {
 /* What path is (the one place that decides): SM_ERR_IO / SM_ERR_INPUT naming it if nothing. */
 sm_status sm_source_kind_of(const char *path, sm_source_kind *kind, sm_error *err);
 const char *sm_source_kind_name(sm_source_kind kind);
+/* Whether path's name ends in .gguf: a GGUF file whatever it holds (a file read is then checked
+** as one, and its header says what is wrong; convert writes one). */
+bool sm_source_gguf_name(const char *path);
 
 /* Opens path (any kind) into *out (free with sm_source_close). */
 sm_status sm_source_open(sm_source **out, const char *path, const sm_source_opts *opts, sm_error *err);

@@ -372,45 +372,23 @@ static void blame_source(sm_error *err, const char *tmp, const job *j, const cha
     memcpy(err->msg, msg, sizeof msg);
 }
 
-/* ----------------------------------------------------------- smallmind */
-
-/* A smallmind directory (to re-type its matrices): every tensor copied, the tokenizer files too. */
-static sm_status from_smallmind(job *j, const char *dir, sm_error *err) {
-    sm_plan *pl = j->pl = &j->own;
-    sm_status st = sm_model_load(&j->src_model, dir, true, err);
-    if (st) return st;
-    const sm_config *s = sm_model_config(j->src_model);
-    pl->cfg = *s;
-    pl->cfg.tensors = NULL;
-    pl->cfg.n_tensors = 0;
-    if (!sm_config_dup_chat(&pl->cfg)) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < s->n_tensors; i++) {
-        const sm_tensor_desc *d = &s->tensors[i];
-        if (d->ndim > 2)
-            return sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: tensor %s has %d dimensions", dir,
-                                d->name, d->ndim);
-        sm_plan_add_whole(pl, d->name, d->shape[0], d->ndim == 2 ? d->shape[1] : 0,
-                             sm_model_tensor_data(j->src_model, i), d->dtype, SM_OP_COPY);
-    }
-    for (int k = 0; k < 2; k++)
-        if (s->tok_file[k][0]) snprintf(pl->tok_src[k], sizeof pl->tok_src[k], "%s/%s", dir, s->tok_file[k]);
-    return SM_OK;
-}
-
-/* ---------------------------------------------------------------- GGUF */
+/* ------------------------------------------------- smallmind, GGUF */
 
 /*
-** A GGUF file: its tensors under smallmind's names (a Llama's separate Q, K
-** and V rows concatenated into the fused matrix), its tokenizer written as
-** smallmind's files.
+** A smallmind directory or a GGUF file, opened (and so checked) as generate
+** opens it: its tensors under smallmind's names, a Llama's separate Q, K
+** and V rows concatenated into the fused matrix; its tokenizer files copied
+** (a directory's) or written from its tables (a GGUF file's).
 */
-static sm_status from_gguf(job *j, const char *path, sm_error *err) {
+static sm_status from_model(job *j, const char *path, const char *tokenizer, sm_error *err) {
     sm_plan *pl = j->pl = &j->own;
-    sm_status st = sm_model_load(&j->src_model, path, true, err); /* checked as generate does */
-    if (st) return st;
+    sm_source *src;
+    sm_status st = sm_source_open(&src, path, &(sm_source_opts){.tokenizer = tokenizer}, err);
+    if (st || (st = sm_model_open(&j->src_model, src, err))) return st;
     const sm_config *s = sm_model_config(j->src_model);
     pl->cfg = *s;
     pl->cfg.tensors = NULL, pl->cfg.n_tensors = 0;
+    pl->from_dir = src->kind == SM_SOURCE_SMALLMIND;
     if (!sm_config_dup_chat(&pl->cfg)) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < s->n_tensors; i++) {
         const sm_tensor_desc *d = &s->tensors[i];
@@ -444,10 +422,14 @@ static sm_status from_gguf(job *j, const char *path, sm_error *err) {
             sm_plan_add_part(t, sm_model_tensor_data(j->src_model, kvi[k]), kv[k]->dtype,
                                 kv[k]->shape[0], kv[k]->shape[1], SM_OP_COPY, 0);
     }
-    if (s->tokenizer != SM_TOKENIZER_BYTE) {
+    if (pl->from_dir) {
+        for (int k = 0; k < 2; k++)
+            if (s->tok_file[k][0])
+                snprintf(pl->tok_src[k], sizeof pl->tok_src[k], "%s/%s", path, s->tok_file[k]);
+    } else if (s->tokenizer != SM_TOKENIZER_BYTE) {
         if (!(j->tok_save = calloc(1, sizeof *j->tok_save)))
             return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-        if ((st = sm_source_tokenizer(sm_model_source(j->src_model), j->tok_save, err))) {
+        if ((st = sm_source_tokenizer(src, j->tok_save, err))) {
             free(j->tok_save);
             j->tok_save = NULL;
             return st;
@@ -510,18 +492,12 @@ static sm_status from_planned(job *j, const char *src, const sm_convert_opts *o,
     return plan_tokenizer_files(j, src, err);
 }
 
-/* A name ending in .gguf: the output is then a GGUF file. */
-static bool gguf_name(const char *path) {
-    size_t n = strlen(path);
-    return n > 5 && strcmp(path + n - 5, ".gguf") == 0;
-}
-
 /* ------------------------------------------------------------- driver */
 
 sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
                      sm_convert_info *info, sm_error *err) {
     memset(info, 0, sizeof *info);
-    bool to_gguf = gguf_name(out);
+    bool to_gguf = sm_source_gguf_name(out); /* the output is then a GGUF file */
     if (lstat(out, &(struct stat){0}) == 0)
         return sm_error_set(err, SM_ERR_INPUT, "'%s' exists; convert writes a new %s", out,
                             to_gguf ? "file" : "directory");
@@ -542,18 +518,11 @@ sm_status sm_convert(const char *src, const char *out, const sm_convert_opts *o,
     sm_source_kind kind;
     sm_status st = sm_source_kind_of(src, &kind, err);
     if (st) return st;
-    if (o->tokenizer && (kind == SM_SOURCE_GGUF || kind == SM_SOURCE_SMALLMIND)) /* ignored: say so */
-        return sm_error_set(err, SM_ERR_INPUT, "--tokenizer is for a llama2.c checkpoint or a Hugging "
-                            "Face directory; '%s' is a %s with its own tokenizer", src,
-                            sm_source_kind_name(kind));
     j.keep = o->keep && (kind == SM_SOURCE_GGUF || kind == SM_SOURCE_SMALLMIND);
-    if (kind == SM_SOURCE_SMALLMIND) {
-        st = from_smallmind(&j, src, err);
-        j.own.from_dir = true;
-        snprintf(info->source, sizeof info->source, "smallmind %s", sm_arch_name(j.own.cfg.arch));
-    } else if (kind == SM_SOURCE_GGUF) {
-        st = from_gguf(&j, src, err);
-        snprintf(info->source, sizeof info->source, "GGUF %s", sm_arch_name(j.own.cfg.arch));
+    if (kind == SM_SOURCE_SMALLMIND || kind == SM_SOURCE_GGUF) {
+        st = from_model(&j, src, o->tokenizer, err); /* --tokenizer refused there: they have their own */
+        snprintf(info->source, sizeof info->source, "%s %s", kind == SM_SOURCE_GGUF ? "GGUF" : "smallmind",
+                 sm_arch_name(j.own.cfg.arch));
     } else {
         st = from_planned(&j, src, o, err);
         if (kind == SM_SOURCE_HF)

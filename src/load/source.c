@@ -47,9 +47,7 @@ static int config_kind(const char *dir) {
     return kind;
 }
 
-/* A name ending in .gguf: what the file is meant to be, whatever it holds (its header then says
-   what is wrong). */
-static bool gguf_name(const char *path) {
+bool sm_source_gguf_name(const char *path) {
     size_t n = strlen(path);
     return n > 5 && strcmp(path + n - 5, ".gguf") == 0;
 }
@@ -74,7 +72,7 @@ sm_status sm_source_kind_of(const char *path, sm_source_kind *kind, sm_error *er
         return sm_error_set(err, SM_ERR_INPUT, "'%s' is not a regular file (a model is a directory with "
                             "config.json, a GGUF file or a llama2.c checkpoint)", path);
     /* an empty file is not a GGUF file either (its message says so) */
-    bool gguf = sb.st_size == 0 || gguf_magic(path) || gguf_name(path);
+    bool gguf = sb.st_size == 0 || gguf_magic(path) || sm_source_gguf_name(path);
     *kind = gguf ? SM_SOURCE_GGUF : SM_SOURCE_LLAMA2C;
     return SM_OK;
 }
@@ -87,10 +85,6 @@ const char *sm_source_kind_name(sm_source_kind kind) {
 
 /* ------------------------------------------------------ planned sources */
 
-static size_t elem_bytes(sm_dtype dt) {
-    return dt == SM_DTYPE_F32 ? 4 : 2;
-}
-
 /* The type tensor t is kept in: its parts' type if they agree (vectors f32), else f32. */
 static sm_dtype kept_type(const sm_plan_tensor *t) {
     sm_dtype dt = t->parts[0].dt;
@@ -102,12 +96,12 @@ static sm_dtype kept_type(const sm_plan_tensor *t) {
 static bool in_place(const sm_plan_tensor *t) {
     const sm_plan_part *p = &t->parts[0];
     return t->n_parts == 1 && p->op == SM_OP_COPY && kept_type(t) == p->dt &&
-           (uintptr_t)p->src % elem_bytes(p->dt) == 0;
+           (uintptr_t)p->src % sm_dtype_row_bytes(p->dt, 1) == 0;
 }
 
 /* Tensor t made into dst (rows x cols of dt): exact, the values are 16-bit or f32 sources' own. */
 static sm_status make(const sm_plan_tensor *t, sm_dtype dt, unsigned char *dst, float *row, sm_error *err) {
-    size_t rb = (size_t)(t->cols ? t->cols : 1) * elem_bytes(dt);
+    size_t rb = (size_t)(t->cols ? t->cols : 1) * sm_dtype_row_bytes(dt, 1);
     int64_t orow = 0;
     sm_status st = SM_OK;
     for (int k = 0; k < t->n_parts && !st; k++)
@@ -138,7 +132,7 @@ static sm_status open_planned(sm_source *s, bool weights, sm_error *err) {
         td->ndim = t->cols ? 2 : 1;
         td->shape[0] = t->rows, td->shape[1] = t->cols;
         td->nelem = (size_t)t->rows * (size_t)(t->cols ? t->cols : 1);
-        td->nbytes = td->nelem * elem_bytes(td->dtype);
+        td->nbytes = td->nelem * sm_dtype_row_bytes(td->dtype, 1);
         if (weights && !in_place(t)) need += (td->nbytes + 63) & ~(size_t)63, s->made_tensors++;
         if ((size_t)t->cols > maxc) maxc = (size_t)t->cols;
     }
