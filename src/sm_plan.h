@@ -41,6 +41,7 @@ typedef struct sm_plan_tensor {
 typedef struct sm_plan_map {
     unsigned char *p;
     size_t n;
+    bool mapped; /* else read into memory (sm_map_file) */
 } sm_plan_map;
 
 typedef struct sm_plan {
@@ -52,12 +53,15 @@ typedef struct sm_plan {
     char tok_src[2][4400]; /* the tokenizer's files, full paths (cfg.tok_file names them) */
     bool nomem;            /* a tensor could not be added (then `spare` took it) */
     bool from_dir;         /* a directory (else a llama2.c checkpoint) */
-    bool in_place;         /* planned to run: a Llama's Q, K, V kept apart and unpermuted
-                              (cfg.rope_halves), so they are used where they lie */
+    bool in_place;         /* planned to run: a Llama's Q, K, V kept apart (and a Hugging
+                              Face one's unpermuted, cfg.rope_halves), so they are used where
+                              they lie */
+    bool read;             /* files read into memory instead of mapped (--no-mmap) */
     sm_plan_tensor spare;
 } sm_plan;
 
-/* Maps a whole source file for the plan's lifetime (unmapped by sm_plan_free). */
+/* Maps (or with pl->read reads) a whole source file for the plan's lifetime (sm_plan_free
+** releases it). */
 sm_status sm_plan_map_file(sm_plan *pl, const char *path, sm_plan_map **out, sm_error *err);
 /* A new output tensor; its parts follow with add_part. Out of memory: pl->nomem, and a spare. */
 sm_plan_tensor *sm_plan_add_tensor(sm_plan *pl, const char *name, int64_t rows, int64_t cols);

@@ -5,7 +5,9 @@
 ** f32 arrays) into a plan. The header must account for the file's size to
 ** the byte; that is also how a checkpoint is told from any other file. Its
 ** rotary pairs are (2i, 2i+1), smallmind's own; its precomputed frequency
-** tables are skipped and recomputed at load.
+** tables are skipped and recomputed at load. Run as it is, every tensor is
+** used where it lies (Q, K and V kept apart); planned for the converter,
+** Q, K and V are fused as a smallmind directory stores them.
 */
 #include "sm_plan.h"
 
@@ -97,11 +99,19 @@ sm_status sm_plan_llama2c(sm_plan *pl, const char *path, const char *tokenizer, 
         size_t f = 4;
         snprintf(nm, sizeof nm, "blk.%lld.attn_norm.weight", (long long)l);
         sm_plan_add_whole(pl, nm, dim, 0, rms_att + f * (size_t)(l * dim), SM_DTYPE_F32, SM_OP_COPY);
-        snprintf(nm, sizeof nm, "blk.%lld.attn_qkv.weight", (long long)l);
-        t = sm_plan_add_tensor(pl, nm, dim + 2 * kvd, dim);
-        sm_plan_add_part(t, wq + f * (size_t)(l * dim * dim), SM_DTYPE_F32, dim, dim, SM_OP_COPY, 0);
-        sm_plan_add_part(t, wk + f * (size_t)(l * kvd * dim), SM_DTYPE_F32, kvd, dim, SM_OP_COPY, 0);
-        sm_plan_add_part(t, wv + f * (size_t)(l * kvd * dim), SM_DTYPE_F32, kvd, dim, SM_OP_COPY, 0);
+        const unsigned char *qkv[3] = {wq + f * (size_t)(l * dim * dim), wk + f * (size_t)(l * kvd * dim),
+                                       wv + f * (size_t)(l * kvd * dim)};
+        if (pl->in_place) { /* three matrices, used where they lie */
+            for (int j = 0; j < 3; j++) {
+                snprintf(nm, sizeof nm, "blk.%lld.attn_%c.weight", (long long)l, "qkv"[j]);
+                sm_plan_add_whole(pl, nm, j ? kvd : dim, dim, qkv[j], SM_DTYPE_F32, SM_OP_COPY);
+            }
+        } else { /* a smallmind directory's fused matrix */
+            snprintf(nm, sizeof nm, "blk.%lld.attn_qkv.weight", (long long)l);
+            t = sm_plan_add_tensor(pl, nm, dim + 2 * kvd, dim);
+            for (int j = 0; j < 3; j++)
+                sm_plan_add_part(t, qkv[j], SM_DTYPE_F32, j ? kvd : dim, dim, SM_OP_COPY, 0);
+        }
         snprintf(nm, sizeof nm, "blk.%lld.attn_out.weight", (long long)l);
         sm_plan_add_whole(pl, nm, dim, dim, wo + f * (size_t)(l * dim * dim), SM_DTYPE_F32, SM_OP_COPY);
         snprintf(nm, sizeof nm, "blk.%lld.ffn_norm.weight", (long long)l);

@@ -19,8 +19,7 @@ sm_status sm_plan_map_file(sm_plan *pl, const char *path, sm_plan_map **out, sm_
                             SM_PLAN_FILES);
     sm_plan_map *m = &pl->maps[pl->n_maps];
     void *p;
-    bool is_map;
-    sm_status st = sm_map_file(path, true, &p, &m->n, &is_map, err);
+    sm_status st = sm_map_file(path, !pl->read, &p, &m->n, &m->mapped, err);
     if (st) return st;
     m->p = p;
     pl->n_maps++;
@@ -30,7 +29,7 @@ sm_status sm_plan_map_file(sm_plan *pl, const char *path, sm_plan_map **out, sm_
 
 void sm_plan_free(sm_plan *pl) {
     for (int i = 0; i < pl->n_maps; i++)
-        sm_unmap(pl->maps[i].p, pl->maps[i].n, true);
+        sm_unmap(pl->maps[i].p, pl->maps[i].n, pl->maps[i].mapped);
     free(pl->t);
     sm_config_free(&pl->cfg);
 }

@@ -232,6 +232,7 @@ sm_status sm_source_open(sm_source **out, const char *path, const sm_source_opts
             break;
         }
         s->pl->in_place = !o->plan_only;
+        s->pl->read = o->read;
         s->pl->from_dir = kind == SM_SOURCE_HF;
         st = kind == SM_SOURCE_HF ? sm_plan_hf(s->pl, path, o->tokenizer, err)
                                   : sm_plan_llama2c(s->pl, path, o->tokenizer, err);
