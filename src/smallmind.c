@@ -203,7 +203,6 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     smallmind_session *s = calloc(1, sizeof *s);
     if (!s) return fail(err, sm_error_set(&e, SM_ERR_NOMEM, "out of memory"), &e);
     s->m = m;
-    s->kernels = k;
     size_t max_batch = l->max_batch ? l->max_batch : 512;
     s->sp.n_ctx = p->n_ctx ? p->n_ctx : (size_t)c->n_ctx;
     s->sp.max_batch = max_batch < s->sp.n_ctx ? max_batch : s->sp.n_ctx;
@@ -275,13 +274,21 @@ static smallmind_result result_of(const sm_gen_stats *g) {
     return (smallmind_result){f, g->n_prompt, g->n_generated, g->t_prefill, g->t_decode};
 }
 
-/* r's prompt (or conversation) into s->tokens: *n ids; stops gets the template's end of turn too. */
-static sm_status request_tokens(smallmind_session *s, const smallmind_request *r, size_t *n,
-                                const char **stops, size_t *n_stop, sm_error *err) {
+/* r's stop strings into stops (*n_stop of them). */
+static sm_status request_stops(const smallmind_request *r, const char **stops, size_t *n_stop,
+                               sm_error *err) {
     if (r->n_stop > SMALLMIND_MAX_STOP)
         return sm_error_set(err, SM_ERR_INPUT, "%zu stop strings; at most %d", r->n_stop, SMALLMIND_MAX_STOP);
     for (size_t i = 0; i < r->n_stop; i++) stops[i] = r->stop[i];
     *n_stop = r->n_stop;
+    return SM_OK;
+}
+
+/* r's prompt (or conversation) into s->tokens: *n ids; stops gets the template's end of turn too. */
+static sm_status request_tokens(smallmind_session *s, const smallmind_request *r, size_t *n,
+                                const char **stops, size_t *n_stop, sm_error *err) {
+    sm_status st = request_stops(r, stops, n_stop, err);
+    if (st) return st;
     if (!r->messages) {
         if (!r->prompt) return sm_error_set(err, SM_ERR_INPUT, "the request has no prompt and no messages");
         size_t dropped;
@@ -289,7 +296,7 @@ static sm_status request_tokens(smallmind_session *s, const smallmind_request *r
                                 s->sp.n_ctx, r->max_tokens, false, s->tokens, n, &dropped, err);
     }
     cJSON *a = NULL;
-    sm_status st = sm_face_chat(s->m, NULL, 0, NULL, NULL, err);
+    st = sm_face_chat(s->m, NULL, 0, NULL, NULL, err);
     if (!st) st = messages_json(r->messages, r->n_messages, &a, err);
     if (!st) st = sm_chat_tokens(&s->m->chat, &s->m->tok, a, s->tokens, s->sp.n_ctx, n, NULL, NULL, err);
     cJSON_Delete(a);
@@ -351,17 +358,17 @@ smallmind_status smallmind_run_batch(smallmind_session *s, const smallmind_reque
             const char *stops[SM_STOP_MAX];
             sm_sched_request q = {.max_tokens = r->max_tokens, .sampling = sampling(&r->sampling),
                                   .tag = (void *)(uintptr_t)next};
+            st = r->messages ? request_tokens(s, r, &n_ids, stops, &n_stop, &e)
+                             : request_stops(r, stops, &n_stop, &e);
+            if (st) { /* which request, in front of why */
+                char why[sizeof e.msg];
+                snprintf(why, sizeof why, "%s", e.msg);
+                st = sm_error_set(&e, st, "request %zu: %s", next, why);
+                break;
+            }
             if (r->messages) {
-                if ((st = request_tokens(s, r, &n_ids, stops, &n_stop, &e))) break;
                 q.ids = s->tokens, q.n_ids = n_ids;
             } else {
-                if (r->n_stop > SMALLMIND_MAX_STOP) {
-                    st = sm_error_set(&e, SM_ERR_INPUT, "request %zu: %zu stop strings; at most %d", next,
-                                      r->n_stop, SMALLMIND_MAX_STOP);
-                    break;
-                }
-                for (size_t i = 0; i < r->n_stop; i++) stops[i] = r->stop[i];
-                n_stop = r->n_stop;
                 q.prompt = r->prompt ? r->prompt : "";
                 q.prompt_len = r->prompt_len ? r->prompt_len : strlen(q.prompt);
             }

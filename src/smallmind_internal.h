@@ -43,8 +43,7 @@ typedef struct sm_face_layout {
 
 struct smallmind_session {
     smallmind_model *m;
-    const sm_kernels *kernels;
-    sm_state_params sp;
+    sm_state_params sp;       /* sp.kernels: the table the session runs */
     sm_state_plan plan;
     sm_pool *pool;
     sm_arena arena;

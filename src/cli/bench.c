@@ -170,7 +170,7 @@ int cli_bench(const cli_opts *o) {
     double pf = (double)P / best_pf, dtps = N ? (double)N / best_dec : 0, bound = bw / bpt;
     /* the working set of a decode step: weights, and keys and values at the mean context */
     double ws = bpt + sm_bench_kv_bytes(c, (double)P + (double)N / 2, r.ls->sp.kv_type);
-    double rbw = sm_bench_read(r.ls->pool, r.ls->kernels, ws), rbound = rbw / ws;
+    double rbw = sm_bench_read(r.ls->pool, r.ls->sp.kernels, ws), rbound = rbw / ws;
     double apt = N ? (double)allocs / (double)(N * (size_t)o->reps) : 0;
     cli_exit_now = 0;
     if (o->json) {
@@ -183,7 +183,7 @@ int cli_bench(const cli_opts *o) {
                "\"bandwidth_gb_per_s\":%.2f,\"bound_tokens_per_s\":%.1f,\"of_bound\":%.3f,"
                "\"working_set_bytes\":%.0f,\"read_gb_per_s\":%.2f,\"read_bound_tokens_per_s\":%.1f,"
                "\"of_read_bound\":%.3f,",
-               r.ls->kernels->name, sm_kernels_int8_name(r.ls->kernels), r.ls->sp.n_threads,
+               r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads,
                sm_dtype_name(r.ls->sp.kv_type), P, N, r.t_load * 1e3, pf, dtps,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, ru.ru_maxrss, bpt, bw / 1e9, bound,
                bound > 0 ? dtps / bound : 0, ws, rbw / 1e9, rbound, rbound > 0 ? dtps / rbound : 0);
@@ -204,7 +204,7 @@ int cli_bench(const cli_opts *o) {
                "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n"
                "read bandwidth %8.2f GB/s over the %.1f MB a decode step reads (weights, KV)\n"
                "read bound     %8.1f tokens/s; decode is %.0f%% of it\n",
-               o->model, r.ls->kernels->name, sm_kernels_int8_name(r.ls->kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), r.t_load * 1e3, pf, P, dtps, N,
+               o->model, r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), r.t_load * 1e3, pf, P, dtps, N,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
                bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0, rbw / 1e9, ws / 1e6,
                rbound, rbound > 0 ? 100 * dtps / rbound : 0);

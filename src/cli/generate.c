@@ -122,7 +122,7 @@ int cli_generate(const cli_opts *o) {
                 "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
                 "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
                 "finish: %s\n",
-                r.t_load * 1e3, r.ls->kernels->name, (int)o->threads, o->threads == 1 ? "" : "s",
+                r.t_load * 1e3, r.ls->sp.kernels->name, (int)o->threads, o->threads == 1 ? "" : "s",
                 (unsigned long long)seed,
                 gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
                 gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,

@@ -68,7 +68,7 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
                 "smallmind: %s: %s, %zu parameters, %zu bytes of weights (%s); %s kernels, "
                 "%d threads; context %zu; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
                 o->model, sm_arch_name(c->arch), sm_model_params(r->lm->model),
-                sm_model_weight_bytes(r->lm->model), o->no_mmap ? "read" : "mapped", r->ls->kernels->name,
+                sm_model_weight_bytes(r->lm->model), o->no_mmap ? "read" : "mapped", r->ls->sp.kernels->name,
                 r->ls->sp.n_threads, r->ls->sp.n_ctx, r->ls->arena.size, r->ls->plan.kv_cache, r->t_load * 1e3);
     return 0;
 }
