@@ -113,11 +113,9 @@ static const char *token_text(const cJSON *v) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static sm_status from_hf_gpt2(sm_plan *pl, st_set *set, const cJSON *hc, sm_error *err) {
+static sm_status from_hf_gpt2(sm_plan *pl, st_set *set, const cJSON *hc, const char *cp, sm_error *err) {
     int64_t C, L, H, ctx, V, F;
     sm_status st;
-    char cp[4200];
-    snprintf(cp, sizeof cp, "%s/config.json", set->where);
     if ((st = hf_int(hc, cp, "n_embd", -1, 1, 65536, &C, err)) ||
         (st = hf_int(hc, cp, "n_layer", -1, 1, 1024, &L, err)) ||
         (st = hf_int(hc, cp, "n_head", -1, 1, 1024, &H, err)) ||
@@ -335,14 +333,13 @@ static void add_row_ranges(sm_plan *pl, int64_t l, const st_tensor *x, int64_t C
     }
 }
 
-static sm_status from_hf_llama(sm_plan *pl, st_set *set, const cJSON *hc, const char *type, sm_error *err) {
+static sm_status from_hf_llama(sm_plan *pl, st_set *set, const cJSON *hc, const char *cp, const char *type,
+                               sm_error *err) {
     bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
     bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
     bool gemma = strcmp(type, "gemma3_text") == 0;
     int64_t C, L, H, KVH, hd, F, ctx, V, bos;
     sm_status st;
-    char cp[4200];
-    snprintf(cp, sizeof cp, "%s/config.json", set->where);
     if ((st = hf_int(hc, cp, "hidden_size", -1, 1, 65536, &C, err)) ||
         (st = hf_int(hc, cp, "num_hidden_layers", -1, 1, 1024, &L, err)) ||
         (st = hf_int(hc, cp, "num_attention_heads", -1, 1, 1024, &H, err)) ||
@@ -514,32 +511,31 @@ static sm_status from_hf_llama(sm_plan *pl, st_set *set, const cJSON *hc, const 
 }
 
 sm_status sm_plan_hf(sm_plan *pl, const char *dir, const char *tokenizer, sm_error *err) {
-    char path[4400];
+    /* the model types of the Llama family (from_hf_llama tells them apart) */
+    static const char *const llamas[] = {"llama", "mistral", "phi3", "qwen2", "qwen3", "gemma3_text"};
+    char path[4400], cp[4400];
     cJSON *hc = NULL, *idx = NULL;
     st_set set = {.where = dir};
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    sm_status st = sm_json_read_file(path, 1u << 20, &hc, err);
+    snprintf(cp, sizeof cp, "%s/config.json", dir);
+    sm_status st = sm_json_read_file(cp, 1u << 20, &hc, err);
     if (st) goto done;
     bool bad = false;
     const char *type = hf_str(hc, "model_type", &bad);
-    bool gpt2 = strcmp(type, "gpt2") == 0, llama = strcmp(type, "llama") == 0;
-    bool qwen2 = strcmp(type, "qwen2") == 0, qwen3 = strcmp(type, "qwen3") == 0;
-    bool mistral = strcmp(type, "mistral") == 0, phi3 = strcmp(type, "phi3") == 0;
-    bool gemma3 = strcmp(type, "gemma3_text") == 0;
-    llama = llama || qwen2 || qwen3 || mistral || phi3 || gemma3;
+    bool gpt2 = strcmp(type, "gpt2") == 0, llama = false;
+    for (size_t i = 0; i < sizeof llamas / sizeof *llamas; i++) llama = llama || strcmp(type, llamas[i]) == 0;
     if (strcmp(type, "gemma3") == 0) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED, "%s: model_type \"gemma3\" (with a vision tower) is not "
-                          "supported; the text-only models (gemma3_text: 270M, 1B) are", path);
+                          "supported; the text-only models (gemma3_text: 270M, 1B) are", cp);
         goto done;
     }
     if (bad) {
-        st = sm_error_set(err, SM_ERR_FORMAT, "%s: \"model_type\" must be a string", path);
+        st = sm_error_set(err, SM_ERR_FORMAT, "%s: \"model_type\" must be a string", cp);
         goto done;
     }
     if (!gpt2 && !llama) {
         st = sm_error_set(err, SM_ERR_UNSUPPORTED,
                           "%s: model_type \"%s\" is not supported (supported: gpt2, llama, mistral, phi3, "
-                          "qwen2, qwen3, gemma3_text)", path,
+                          "qwen2, qwen3, gemma3_text)", cp,
                           type);
         goto done;
     }
@@ -582,7 +578,7 @@ sm_status sm_plan_hf(sm_plan *pl, const char *dir, const char *tokenizer, sm_err
         }
     }
     if (st) goto done;
-    st = gpt2 ? from_hf_gpt2(pl, &set, hc, err) : from_hf_llama(pl, &set, hc, type, err);
+    st = gpt2 ? from_hf_gpt2(pl, &set, hc, cp, err) : from_hf_llama(pl, &set, hc, cp, type, err);
     if (!st) st = plan_tokenizer(pl, dir, tokenizer, err);
     if (!st) st = sm_plan_chat_config(dir, &pl->cfg, err);
     for (size_t i = 0; !st && i < set.n; i++)
