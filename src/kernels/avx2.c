@@ -453,12 +453,12 @@ score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
 }
 
 /*
-** acc[i, d0 .. d0 + 16) = corr[i] * acc[i, ...] + sum_{j < nk} p[i, j] v[j0 + j, ...]
+** acc[i, d0 .. d0 + 16) = corr[i] * acc[i, ...] + sum_{j < nk} p[i, j] v[j, ...]
 ** for i < nq; the keys are summed in np interleaved partial sums.
 */
 static inline __attribute__((always_inline)) void
 pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restrict p,
-        const float *corr, const float *restrict v, size_t hs, size_t j0, size_t nk, size_t d0) {
+        const float *corr, const float *restrict v, size_t hs, size_t nk, size_t d0) {
     __m256i m0 = tail_mask(hs - d0), m1 = tail_mask(hs - d0 > 8 ? hs - d0 - 8 : 0);
     __m256 a[4][4][2];
     for (size_t i = 0; i < nq; i++) {
@@ -470,7 +470,7 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
     size_t j = 0;
     for (; j + np <= nk; j += np)
         for (size_t r = 0; r < np; r++) {
-            const float *vr = v + (j0 + j + r) * hs + d0;
+            const float *vr = v + (j + r) * hs + d0;
             __m256 v0 = _mm256_maskload_ps(vr, m0), v1 = _mm256_maskload_ps(vr + 8, m1);
             for (size_t i = 0; i < nq; i++) {
                 __m256 pv = _mm256_broadcast_ss(p + i * KB + j + r);
@@ -479,7 +479,7 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
             }
         }
     for (; j < nk; j++) {
-        const float *vr = v + (j0 + j) * hs + d0;
+        const float *vr = v + j * hs + d0;
         __m256 v0 = _mm256_maskload_ps(vr, m0), v1 = _mm256_maskload_ps(vr + 8, m1);
         for (size_t i = 0; i < nq; i++) {
             __m256 pv = _mm256_broadcast_ss(p + i * KB + j);
@@ -512,9 +512,9 @@ static void attn_pv(float *restrict acc, size_t as, const float *restrict p, con
                     const float *restrict v, size_t nq, size_t hs, size_t nk) {
     for (size_t d0 = 0; d0 < hs; d0 += 16) {
         if (nq == 1)
-            pv_tile(1, 4, acc, as, p, corr, v, hs, 0, nk, d0);
+            pv_tile(1, 4, acc, as, p, corr, v, hs, nk, d0);
         else
-            pv_tile(4, 1, acc, as, p, corr, v, hs, 0, nk, d0);
+            pv_tile(4, 1, acc, as, p, corr, v, hs, nk, d0);
     }
 }
 

@@ -434,12 +434,12 @@ score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
 }
 
 /*
-** acc[i, d0 .. d0 + 32) = corr[i] * acc[i, ...] + sum_{j < nk} p[i, j] v[j0 + j, ...]
+** acc[i, d0 .. d0 + 32) = corr[i] * acc[i, ...] + sum_{j < nk} p[i, j] v[j, ...]
 ** for i < nq; the keys are summed in np interleaved partial sums.
 */
 static inline __attribute__((always_inline)) void
 pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restrict p,
-        const float *corr, const float *restrict v, size_t hs, size_t j0, size_t nk, size_t d0) {
+        const float *corr, const float *restrict v, size_t hs, size_t nk, size_t d0) {
     __mmask16 m0 = tail_mask(hs - d0), m1 = tail_mask(hs - d0 > 16 ? hs - d0 - 16 : 0);
     __m512 a[4][4][2];
     for (size_t i = 0; i < nq; i++) {
@@ -451,7 +451,7 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
     size_t j = 0;
     for (; j + np <= nk; j += np)
         for (size_t r = 0; r < np; r++) {
-            const float *vr = v + (j0 + j + r) * hs + d0;
+            const float *vr = v + (j + r) * hs + d0;
             __m512 v0 = _mm512_maskz_loadu_ps(m0, vr), v1 = _mm512_maskz_loadu_ps(m1, vr + 16);
             for (size_t i = 0; i < nq; i++) {
                 __m512 pv = _mm512_set1_ps(p[i * KB + j + r]);
@@ -460,7 +460,7 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
             }
         }
     for (; j < nk; j++) {
-        const float *vr = v + (j0 + j) * hs + d0;
+        const float *vr = v + j * hs + d0;
         __m512 v0 = _mm512_maskz_loadu_ps(m0, vr), v1 = _mm512_maskz_loadu_ps(m1, vr + 16);
         for (size_t i = 0; i < nq; i++) {
             __m512 pv = _mm512_set1_ps(p[i * KB + j]);
@@ -493,9 +493,9 @@ static void attn_pv(float *restrict acc, size_t as, const float *restrict p, con
                     const float *restrict v, size_t nq, size_t hs, size_t nk) {
     for (size_t d0 = 0; d0 < hs; d0 += 32) {
         if (nq == 1)
-            pv_tile(1, 4, acc, as, p, corr, v, hs, 0, nk, d0);
+            pv_tile(1, 4, acc, as, p, corr, v, hs, nk, d0);
         else
-            pv_tile(4, 1, acc, as, p, corr, v, hs, 0, nk, d0);
+            pv_tile(4, 1, acc, as, p, corr, v, hs, nk, d0);
     }
 }
 
