@@ -17,7 +17,7 @@
 **                        tokenizer.bin).
 ** Files are mapped (or read) through sm_map_file. Tensors are used where
 ** they lie when their layout is smallmind's; the others (GPT-2's Conv1D
-** weights, a fused Q/K/V, 16-bit norms, a tensor misaligned for the kernels)
+** weights, 16-bit norms, a tensor misaligned for the kernels)
 ** are made once into one heap block the source owns. Nothing is written.
 ** Every check generate relies on is made here, so generate, convert, info
 ** and tokenize refuse the same inputs with the same messages.

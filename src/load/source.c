@@ -6,9 +6,10 @@
 ** A planned source (a Hugging Face directory, a llama2.c checkpoint) is run
 ** as it is: a tensor that is one source tensor copied as it is, in f32, f16
 ** or bf16, at an address aligned for its type, is used in place in the
-** mapped file (a Hugging Face Llama's Q, K and V too: kept apart, and
-** rotated by halves as stored, cfg.rope_halves); the others (GPT-2's Conv1D
-** weights, which need a transpose; a fused Q/K/V; 16-bit norms and biases,
+** mapped file (a Llama's Q, K and V too: kept apart, a Hugging Face one's
+** rotated by halves as stored, cfg.rope_halves; a llama2.c checkpoint thus
+** runs with nothing made); the others (GPT-2's Conv1D weights, which need
+** a transpose; 16-bit norms and biases,
 ** which the model takes as f32; a misaligned tensor) are made once, into
 ** one heap block, in the source's type (vectors f32). A GGUF file's
 ** tensors lie at multiples of its general.alignment; those under
