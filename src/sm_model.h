@@ -98,8 +98,11 @@ sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t 
 
 /*
 ** Runs n >= 1 tokens at positions pos.. as forward calls of up to max_batch
-** tokens each (prompts longer than the batch). *logits is that of the last
-** call, as sm_state_forward gives it.
+** tokens each (prompts longer than the batch), the calls ending at
+** multiples of max_batch: a position's call never depends on where the
+** prefill began, so a prompt prefilled after a cached prefix computes its
+** rows as the whole prompt prefilled from 0 does (see sm_prefix.h). *logits
+** is that of the last call, as sm_state_forward gives it.
 */
 sm_status sm_state_prefill(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
                            const float **logits, sm_error *err);
@@ -109,6 +112,28 @@ sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, s
                                size_t pos, const float **logits, sm_error *err);
 sm_status sm_state_prefill_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
                                size_t pos, const float **logits, sm_error *err);
+
+/*
+** A sequence's keys and values by positions, every layer, as bytes (for the
+** prefix cache and the prompt-cache file): sm_state_kv_bytes per position,
+** in the state's kv_type, layer by layer, in each layer kv head by kv head
+** its keys then its values. get copies positions [p0, p0 + n) of seq out
+** to dst, where `end` is the sequence's length (the position after its
+** last written one); it returns false if a sliding-window layer no longer
+** holds some of them (their bytes are then zeros: only the window before a
+** later position is ever read). put copies them into seq (in increasing
+** positions: a window's ring keeps the latest). Neither checks its range:
+** positions below n_ctx, seq below n_seq.
+*/
+size_t sm_state_kv_bytes(const sm_state *s);
+size_t sm_model_kv_bytes(const sm_model *m, sm_dtype kv_type); /* the same, before a state */
+bool sm_state_kv_get(const sm_state *s, size_t seq, size_t p0, size_t n, size_t end, void *dst);
+void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *src);
+
+/* The widest attention window of a layer whose cache is a ring in states made with p (0:
+** every layer holds the whole context). A query at position q reads keys q - window + 1 .. q
+** of such a layer. */
+size_t sm_model_kv_window(const sm_model *m, const sm_state_params *p);
 
 /*
 ** Batched decoding: one token each for n distinct sequences (1 <= n <=

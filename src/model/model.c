@@ -103,12 +103,7 @@ size_t sm_model_params(const sm_model *m) {
     return m->params;
 }
 
-/*
-** Positions layer l's cache holds: the context padded to whole key blocks,
-** or for a sliding-window layer, when fewer, its window plus the rows one
-** call may add (they are written before they are attended), padded: a ring.
-*/
-static size_t kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows) {
+size_t sm_kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows) {
     size_t full = sm_attn_ctx_padded(n_ctx), w = sm_config_window(m->cfg, l);
     size_t ring = w ? sm_attn_ctx_padded(w + rows - 1) : full;
     return ring < full ? ring : full;
@@ -117,7 +112,7 @@ static size_t kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows) {
 static size_t kv_elems(const sm_model *m, size_t n_ctx, size_t rows) {
     /* per K or V, one sequence */
     size_t n = 0;
-    for (int l = 0; l < m->cfg->n_layer; l++) n += m->kv_dim * kv_len(m, l, n_ctx, rows);
+    for (int l = 0; l < m->cfg->n_layer; l++) n += m->kv_dim * sm_kv_len(m, l, n_ctx, rows);
     return n;
 }
 
@@ -192,7 +187,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->kv_seq_elems = kv_elems(m, p->n_ctx, B);
     s->kv_off = kv_lay, s->kv_len = kv_lay + NL;
     for (size_t l = 0, off = 0; l < NL; l++) {
-        s->kv_len[l] = kv_len(m, (int)l, p->n_ctx, B);
+        s->kv_len[l] = sm_kv_len(m, (int)l, p->n_ctx, B);
         s->kv_off[l] = off;
         off += m->kv_dim * s->kv_len[l];
     }
@@ -403,8 +398,10 @@ sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs
 
 sm_status sm_state_prefill_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
                                size_t pos, const float **logits, sm_error *err) {
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < s->p.max_batch ? n - done : s->p.max_batch;
+    const size_t mb = s->p.max_batch;
+    for (size_t done = 0; done < n;) { /* calls end at multiples of max_batch, wherever pos is */
+        size_t k = mb - (pos + done) % mb;
+        if (k > n - done) k = n - done;
         sm_status st = sm_state_forward_seq(s, seq, tokens + done, k, pos + done, logits, err);
         if (st) return st;
         done += k;

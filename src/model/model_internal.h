@@ -97,6 +97,13 @@ struct sm_state {
     bool every_row;  /* logits for every row (one run, all_logits), else each run's last */
 };
 
+/*
+** Positions layer l's cache holds: the context padded to whole key blocks,
+** or for a sliding-window layer, when fewer, its window plus the rows one
+** call may add (they are written before they are attended), padded: a ring.
+*/
+size_t sm_kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows);
+
 /* Binds and shape-checks every tensor of the architecture; refuses unknown ones. */
 sm_status sm_gpt2_bind(sm_model *m, sm_error *err);
 sm_status sm_llama_bind(sm_model *m, sm_error *err);

@@ -1,0 +1,75 @@
+/*
+** kv.c -- a sequence's keys and values by positions, copied out of the
+** state and back in (sm_model.h: sm_state_kv_get / sm_state_kv_put), for
+** the prefix cache and the prompt-cache file.
+**
+** A range of n positions is laid out layer by layer, in each layer kv head
+** by kv head, a head's n keys (hs each) then its n values, every element in
+** the state's kv_type: sm_state_kv_bytes(s) bytes per position. In the
+** state a head's keys are blocked (sm_attn_key_index) and its values are
+** rows; a sliding-window layer holds position p in slot p % ring.
+*/
+#include "model_internal.h"
+
+#include <string.h>
+
+size_t sm_model_kv_bytes(const sm_model *m, sm_dtype kv_type) {
+    return (size_t)m->cfg->n_layer * 2 * m->kv_dim * sm_dtype_row_bytes(kv_type, 1);
+}
+
+size_t sm_model_kv_window(const sm_model *m, const sm_state_params *p) {
+    size_t w = 0, S = p->n_seq ? p->n_seq : 1, B = p->max_batch > S ? p->max_batch : S;
+    for (int l = 0; l < m->cfg->n_layer; l++)
+        if (sm_kv_len(m, l, p->n_ctx, B) < sm_attn_ctx_padded(p->n_ctx) &&
+            sm_config_window(m->cfg, l) > w)
+            w = sm_config_window(m->cfg, l);
+    return w;
+}
+
+size_t sm_state_kv_bytes(const sm_state *s) {
+    return sm_model_kv_bytes(s->m, s->p.kv_type);
+}
+
+/* Copies between the state's layer l of seq and a range buffer's; to_state picks the way. */
+static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char *buf,
+                       bool to_state) {
+    const size_t hs = (size_t)s->m->cfg->head_dim, KVH = (size_t)s->m->cfg->n_kv_head;
+    const size_t eb = sm_dtype_row_bytes(s->p.kv_type, 1), ctx = s->kv_len[l];
+    const size_t ring = ctx < sm_attn_ctx_padded(s->p.n_ctx) ? ctx : 0;
+    for (size_t kh = 0; kh < KVH; kh++) {
+        size_t off = seq * s->kv_seq_elems + s->kv_off[l] + kh * hs * ctx;
+        char *kt = (char *)s->kt + off * eb, *vh = (char *)s->v + off * eb;
+        char *bk = buf + kh * 2 * n * hs * eb, *bv = bk + n * hs * eb;
+        for (size_t i = 0; i < n; i++) {
+            size_t p = ring ? (p0 + i) % ring : p0 + i; /* its slot */
+            for (size_t d = 0; d < hs; d++) {
+                char *k = kt + sm_attn_key_index(p, d, hs) * eb, *b = bk + (i * hs + d) * eb;
+                memcpy(to_state ? k : b, to_state ? b : k, eb);
+            }
+            char *v = vh + p * hs * eb, *b = bv + i * hs * eb;
+            memcpy(to_state ? v : b, to_state ? b : v, hs * eb);
+        }
+    }
+}
+
+bool sm_state_kv_get(const sm_state *s, size_t seq, size_t p0, size_t n, size_t end, void *dst) {
+    const size_t lb = 2 * s->m->kv_dim * n * sm_dtype_row_bytes(s->p.kv_type, 1);
+    bool whole = true;
+    for (int l = 0; l < s->m->cfg->n_layer; l++) {
+        char *b = (char *)dst + (size_t)l * lb;
+        size_t ctx = s->kv_len[l];
+        if (ctx < sm_attn_ctx_padded(s->p.n_ctx) && p0 + ctx < end) { /* overwritten in the ring */
+            memset(b, 0, lb);
+            whole = false;
+            continue;
+        }
+        copy_layer((sm_state *)s, seq, l, p0, n, b, false);
+    }
+    return whole;
+}
+
+void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *src) {
+    const size_t lb = 2 * s->m->kv_dim * n * sm_dtype_row_bytes(s->p.kv_type, 1);
+    for (int l = 0; l < s->m->cfg->n_layer; l++)
+        copy_layer(s, seq, l, p0, n, (char *)src + (size_t)l * lb, true);
+}

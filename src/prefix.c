@@ -1,0 +1,178 @@
+/*
+** prefix.c -- the prefix cache (sm_prefix.h): a tree of token blocks with
+** their keys and values, a hash from (parent, tokens) to child, and a pool
+** of nodes with least-recently-used eviction of leaves.
+*/
+#include "sm_prefix.h"
+
+#include <string.h>
+
+#define B SM_PREFIX_BLOCK
+#define NONE UINT32_MAX
+
+typedef struct node {
+    int32_t tok[B];
+    uint32_t parent;  /* NONE: a child of the root */
+    uint32_t hnext;   /* the next node in its hash chain, or in the free list */
+    uint32_t n_child; /* nodes under it (a node with children is not evicted) */
+    uint64_t used;    /* the clock when it was last matched, loaded or stored */
+    bool live;
+    bool whole;       /* every layer's keys and values (false: a window's ring had lost them) */
+} node;
+
+struct sm_prefix {
+    node *nodes;
+    unsigned char *data; /* (n_nodes, block_bytes) */
+    uint32_t *bucket;    /* (mask + 1) hash chains */
+    uint32_t *path;      /* (n_ctx / B) the last match's nodes */
+    size_t n_nodes, mask, block_bytes, n_ctx, max_batch, window, n_path;
+    uint32_t free;
+    uint64_t clock;
+    sm_prefix_stats st;
+};
+
+static size_t hash_of(uint32_t parent, const int32_t *tok) {
+    uint64_t h = sm_hash_bytes(tok, B * sizeof *tok);
+    return (size_t)(h ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
+}
+
+static uint32_t find(const sm_prefix *pc, uint32_t parent, const int32_t *tok) {
+    for (uint32_t i = pc->bucket[hash_of(parent, tok) & pc->mask]; i != NONE; i = pc->nodes[i].hnext)
+        if (pc->nodes[i].parent == parent && memcmp(pc->nodes[i].tok, tok, sizeof pc->nodes[i].tok) == 0)
+            return i;
+    return NONE;
+}
+
+sm_status sm_prefix_init(sm_prefix **out, const sm_model *m, const sm_state_params *sp,
+                         size_t bytes, sm_arena *a, sm_error *err) {
+    (void)err;
+    *out = NULL;
+    size_t bb = B * sm_model_kv_bytes(m, sp->kv_type);
+    size_t per = bb + sizeof(node) + 2 * sizeof(uint32_t); /* a node, its data, two buckets */
+    size_t n = bb ? bytes / per : 0;
+    bool aligned = sp->max_batch % B == 0 || sp->max_batch >= sp->n_ctx;
+    if (n == 0 || !aligned || sp->n_ctx < B) return SM_OK;
+    if (n > NONE / 2) n = NONE / 2;
+    size_t nb = 1;
+    while (nb < 2 * n) nb <<= 1;
+    sm_prefix *pc = sm_arena_alloc(a, 1, sizeof *pc);
+    node *nodes = sm_arena_alloc(a, n, sizeof *nodes);
+    uint32_t *bucket = sm_arena_alloc(a, nb, sizeof *bucket);
+    uint32_t *path = sm_arena_alloc(a, sp->n_ctx / B + 1, sizeof *path);
+    unsigned char *data = sm_arena_alloc(a, n, bb);
+    if (!a->base) return SM_OK; /* measuring */
+    if (!pc || !nodes || !bucket || !path || !data)
+        return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the prefix cache");
+    *pc = (sm_prefix){.nodes = nodes, .data = data, .bucket = bucket, .path = path, .n_nodes = n,
+                      .mask = nb - 1, .block_bytes = bb, .n_ctx = sp->n_ctx,
+                      .max_batch = sp->max_batch, .window = sm_model_kv_window(m, sp)};
+    pc->st.bytes_max = n * per;
+    pc->st.blocks_max = n;
+    for (size_t i = 0; i < nb; i++) bucket[i] = NONE;
+    for (size_t i = 0; i < n; i++) nodes[i] = (node){.hnext = i + 1 < n ? (uint32_t)(i + 1) : NONE};
+    pc->free = 0;
+    *out = pc;
+    return SM_OK;
+}
+
+/* Whether reusing P of a prompt's n tokens gives its rows exactly (sm_prefix.h). */
+static bool exact_at(const sm_prefix *pc, size_t P, size_t n) {
+    return P < n && (n - P >= 4 || P % pc->max_batch == 0);
+}
+
+/* Whether the windowed layers have what a prompt continuing from d blocks reads. */
+static bool window_whole(const sm_prefix *pc, size_t d) {
+    if (!pc->window) return true;
+    size_t P = d * B, lo = P > pc->window ? (P - pc->window) / B : 0;
+    for (size_t k = lo; k < d; k++)
+        if (!pc->nodes[pc->path[k]].whole) return false;
+    return true;
+}
+
+sm_prefix_hit sm_prefix_match(sm_prefix *pc, const int32_t *tokens, size_t n) {
+    size_t d = 0;
+    uint32_t parent = NONE;
+    for (; (d + 1) * B <= n; d++) {
+        uint32_t c = find(pc, parent, tokens + d * B);
+        if (c == NONE) break;
+        pc->path[d] = parent = c;
+    }
+    pc->n_path = d;
+    while (d > 0 && !(exact_at(pc, d * B, n) && window_whole(pc, d))) d--;
+    return (sm_prefix_hit){.n_prompt = n, .n_reused = d * B};
+}
+
+void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit) {
+    size_t d = hit.n_reused / B;
+    pc->clock++;
+    for (size_t k = 0; k < d && k < pc->n_path; k++) {
+        pc->nodes[pc->path[k]].used = pc->clock;
+        sm_state_kv_put(s, seq, k * B, B, pc->data + (size_t)pc->path[k] * pc->block_bytes);
+    }
+    pc->st.lookups++;
+    pc->st.hits += d > 0;
+    pc->st.tokens += hit.n_prompt;
+    pc->st.reused += hit.n_reused;
+}
+
+/* Unlinks node i from its hash chain and its parent, and frees it. */
+static void drop(sm_prefix *pc, uint32_t i) {
+    node *x = &pc->nodes[i];
+    uint32_t *link = &pc->bucket[hash_of(x->parent, x->tok) & pc->mask];
+    while (*link != i) link = &pc->nodes[*link].hnext;
+    *link = x->hnext;
+    if (x->parent != NONE) pc->nodes[x->parent].n_child--;
+    x->live = false;
+    x->hnext = pc->free;
+    pc->free = i;
+    pc->st.evicted++;
+}
+
+/* A free node: from the free list, or the least recently used leaf not used at this clock. */
+static uint32_t take(sm_prefix *pc) {
+    if (pc->free == NONE) {
+        uint32_t best = NONE;
+        for (uint32_t i = 0; i < pc->n_nodes; i++) {
+            const node *x = &pc->nodes[i];
+            if (x->live && !x->n_child && x->used < pc->clock &&
+                (best == NONE || x->used < pc->nodes[best].used))
+                best = i;
+        }
+        if (best == NONE) return NONE;
+        drop(pc, best);
+    }
+    uint32_t i = pc->free;
+    pc->free = pc->nodes[i].hnext;
+    return i;
+}
+
+void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens,
+                      size_t n) {
+    uint32_t parent = NONE;
+    pc->clock++;
+    for (size_t d = 0; (d + 1) * B <= n; d++) {
+        uint32_t c = find(pc, parent, tokens + d * B);
+        if (c == NONE) {
+            if ((c = take(pc)) == NONE) return; /* every node is on this path: no room */
+            node *x = &pc->nodes[c];
+            *x = (node){.parent = parent, .live = true};
+            memcpy(x->tok, tokens + d * B, sizeof x->tok);
+            x->whole = sm_state_kv_get(s, seq, d * B, B, n, pc->data + (size_t)c * pc->block_bytes);
+            size_t h = hash_of(parent, x->tok) & pc->mask;
+            x->hnext = pc->bucket[h];
+            pc->bucket[h] = c;
+            if (parent != NONE) pc->nodes[parent].n_child++;
+            pc->st.inserted++;
+        }
+        pc->nodes[c].used = pc->clock;
+        parent = c;
+    }
+}
+
+sm_prefix_stats sm_prefix_stats_of(const sm_prefix *pc) {
+    sm_prefix_stats st = pc->st;
+    st.blocks = 0;
+    for (size_t i = 0; i < pc->n_nodes; i++) st.blocks += pc->nodes[i].live;
+    st.bytes = st.blocks * (pc->block_bytes + sizeof(node));
+    return st;
+}
