@@ -124,6 +124,8 @@ typedef struct smallmind_session_params {
     const char *kv_type; /* "f32" (NULL) or "f16" */
     int n_parallel;      /* requests decoded together by smallmind_run_batch; 0: 1 */
     const char *kernels; /* "auto" (NULL), "scalar", "avx2" or "avx512" */
+    size_t prefix_cache; /* bytes of keys and values kept for prompt prefixes that
+                            smallmind_run_batch's requests share (0: none) */
 } smallmind_session_params;
 
 /* A session on model m (params may be NULL): threads, KV-cache and one arena, planned once. */
@@ -180,6 +182,7 @@ typedef struct smallmind_result {
     smallmind_finish finish;
     size_t n_prompt, n_generated;
     double t_prefill, t_decode; /* seconds */
+    size_t n_cached;            /* prompt tokens served from the prefix cache, not prefilled */
 } smallmind_result;
 
 /* One request, its text streamed through r->on_piece. */

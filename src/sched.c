@@ -1,14 +1,31 @@
 /*
 ** sched.c -- continuous batching over the sequences of one state (sm_sched.h).
 **
-** A slot is free, waiting in the group (its prompt prefilled with the
-** others' at the next step), or decoding. Every decoding slot advances one
-** token per step; results are each request's own, as sm_state_decode and
-** sm_state_forward_many give every sequence exactly what it gets alone.
+** A request waits in the queue (an entry: its tokens, settings and stops),
+** then holds a slot: in the group (its prompt, or what the prefix cache did
+** not have of it, prefilled with the others' in this step's call) or
+** decoding. Every decoding slot advances one token per step; results are
+** each request's own, as sm_state_decode and sm_state_forward_many give
+** every sequence exactly what it gets alone and sm_prefix reuses only rows
+** computed exactly as the prompt's own prefill computes them.
 */
 #include "sm_sched.h"
 
 #include <string.h>
+
+#define NONE ((size_t)-1)
+
+typedef struct entry {
+    bool used;
+    bool admitted;      /* in a slot, its tokens still needed (the group's prefill) */
+    void *tag;
+    int32_t *tokens;    /* (n_ctx) */
+    size_t np, n_truncated, max_tokens, n_stop;
+    sm_sampler_params sampling;
+    char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
+    uint64_t arrival;
+    size_t passed;      /* later requests that took a slot before it */
+} entry;
 
 typedef struct slot {
     sm_sched *owner;
@@ -16,6 +33,7 @@ typedef struct slot {
     void *tag;
     size_t np;          /* prompt tokens */
     size_t n_truncated;
+    entry *w;           /* while in the group: the entry with its tokens */
     sm_sampler smp;
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
     const char *stops[SM_STOP_MAX];
@@ -28,15 +46,18 @@ typedef struct slot {
 struct sm_sched {
     sm_state *state;
     sm_sched_params p;
-    size_t n_slots, n_ctx, max_batch, text_cap;
+    size_t n_slots, n_wait, n_ctx, max_batch, text_cap;
     size_t n_vocab; /* the model's: the length of a logits row (the tokenizer may have fewer) */
     slot *slots;     /* (n_slots) */
-    int32_t *tokens; /* (n_ctx) the prompt being submitted */
+    entry *wait;     /* (n_wait) */
+    uint64_t arrivals;
     /* the rows of the next model call: the group's prompts, then a decode step */
     int32_t *ct;     /* (call_rows) */
     size_t *cs, *cp; /* (call_rows) sequence and position of each row */
     size_t rows;     /* rows the group holds */
     size_t group[SM_MAX_SEQ], ng;
+    entry *started[SM_MAX_SEQ]; /* prompts started in this step that the cache lacked */
+    size_t n_started;
 };
 
 static bool cancelled(const sm_sched *s) {
@@ -56,11 +77,11 @@ static int collect(void *user, const char *text, size_t len) {
 /* Carves everything from a; on a measuring arena only sizes add up. */
 static sm_sched *carve(sm_arena *a, const sm_state_params *sp, const sm_sched_params *p) {
     sm_sched *s = sm_arena_alloc(a, 1, sizeof *s);
-    size_t n_slots = sp->n_seq ? sp->n_seq : 1;
+    size_t n_slots = sp->n_seq ? sp->n_seq : 1, n_wait = 2 * n_slots;
     size_t call_rows = sp->max_batch > n_slots ? sp->max_batch : n_slots;
     size_t text_cap = (sp->n_ctx + 8) * 64;
     slot *slots = sm_arena_alloc(a, n_slots, sizeof *slots);
-    int32_t *tokens = sm_arena_alloc(a, sp->n_ctx, sizeof *tokens);
+    entry *wait = sm_arena_alloc(a, n_wait, sizeof *wait);
     int32_t *ct = sm_arena_alloc(a, call_rows, sizeof *ct);
     size_t *cs = sm_arena_alloc(a, call_rows, sizeof *cs);
     size_t *cp = sm_arena_alloc(a, call_rows, sizeof *cp);
@@ -71,10 +92,14 @@ static sm_sched *carve(sm_arena *a, const sm_state_params *sp, const sm_sched_pa
         char *text = sm_arena_alloc(a, text_cap, 1);
         if (slots) slots[i].text = text;
     }
-    if (!s || !slots || !tokens || !ct || !cs || !cp || a->overflow) return NULL;
-    *s = (sm_sched){.p = *p, .n_slots = n_slots, .n_ctx = sp->n_ctx, .max_batch = sp->max_batch,
-                    .text_cap = text_cap, .slots = slots,
-                    .tokens = tokens, .ct = ct, .cs = cs, .cp = cp};
+    for (size_t i = 0; i < n_wait; i++) {
+        int32_t *t = sm_arena_alloc(a, sp->n_ctx, sizeof *t);
+        if (wait) wait[i] = (entry){.tokens = t};
+    }
+    if (!s || !slots || !wait || !ct || !cs || !cp || a->overflow) return NULL;
+    *s = (sm_sched){.p = *p, .n_slots = n_slots, .n_wait = n_wait, .n_ctx = sp->n_ctx,
+                    .max_batch = sp->max_batch, .text_cap = text_cap, .slots = slots, .wait = wait,
+                    .ct = ct, .cs = cs, .cp = cp};
     for (size_t i = 0; i < n_slots; i++) {
         char *text = slots[i].text;
         sm_sampler smp = slots[i].smp;
@@ -104,14 +129,17 @@ sm_status sm_sched_init(sm_sched **out, sm_state *st, const sm_state_params *sp,
 size_t sm_sched_busy(const sm_sched *s) {
     size_t n = 0;
     for (size_t i = 0; i < s->n_slots; i++) n += s->slots[i].busy;
+    for (size_t i = 0; i < s->n_wait; i++) n += s->wait[i].used && !s->wait[i].admitted;
     return n;
 }
 
-size_t sm_sched_free_slots(const sm_sched *s) {
-    return s->n_slots - sm_sched_busy(s);
+size_t sm_sched_room(const sm_sched *s) {
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_wait; i++) n += !s->wait[i].used;
+    return n;
 }
 
-/* Hands q's request to done (an error if msg is set) and frees the slot. */
+/* Hands a request to done: q's (an error if msg is set), freeing its slot. */
 static sm_status finish(sm_sched *s, slot *q, const char *msg, sm_error *err) {
     q->busy = false;
     sm_sched_result r = {.tag = q->tag, .error = msg, .text = q->text, .len = msg ? 0 : q->len,
@@ -128,18 +156,18 @@ static sm_status settle(sm_sched *s, slot *q, const char *msg, sm_error *err) {
     return q->busy ? SM_OK : finish(s, q, msg, err);
 }
 
-/* Readies q for r: the prompt in s->tokens (q->np of them), sampler and stops. */
-static sm_status start(sm_sched *s, slot *q, const sm_sched_request *r, sm_error *err) {
+/* Tokenizes and checks r into entry e. */
+static sm_status enqueue(sm_sched *s, entry *e, const sm_sched_request *r, sm_error *err) {
     sm_status st = SM_OK;
     if (r->ids) { /* already tokens (a templated conversation) */
         if (r->n_ids < 1 || r->n_ids > s->n_ctx)
             return sm_error_set(err, SM_ERR_INPUT, "prompt is %zu tokens, context is %zu", r->n_ids,
                                 s->n_ctx);
-        memcpy(s->tokens, r->ids, r->n_ids * sizeof *r->ids);
-        q->np = r->n_ids, q->n_truncated = 0;
+        memcpy(e->tokens, r->ids, r->n_ids * sizeof *r->ids);
+        e->np = r->n_ids;
     } else
         st = sm_prompt_encode(s->p.tok, r->prompt, r->prompt_len, s->n_ctx, r->max_tokens,
-                              r->truncate, s->tokens, &q->np, &q->n_truncated, err);
+                              r->truncate, e->tokens, &e->np, &e->n_truncated, err);
     if (st) return st;
     if (r->n_stop > SM_STOP_MAX)
         return sm_error_set(err, SM_ERR_INPUT, "at most %d stop strings", SM_STOP_MAX);
@@ -148,53 +176,148 @@ static sm_status start(sm_sched *s, slot *q, const sm_sched_request *r, sm_error
         if (m < 1 || m > SM_STOP_MAX_BYTES)
             return sm_error_set(err, SM_ERR_INPUT, "a stop string has %zu bytes; 1 to %d allowed",
                                 m, SM_STOP_MAX_BYTES);
-        memcpy(q->stop[i], r->stop[i], m + 1);
-        q->stops[i] = q->stop[i];
+        memcpy(e->stop[i], r->stop[i], m + 1);
     }
-    sm_sampler_reset(&q->smp, &r->sampling);
-    q->gp = (sm_gen_params){r->max_tokens, s->p.cancel, q->stops, r->n_stop, NULL, 0};
-    q->len = 0;
-    return sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, s->tokens, q->np, &q->gp, collect, q,
-                       err);
+    e->n_stop = r->n_stop;
+    e->max_tokens = r->max_tokens;
+    e->sampling = r->sampling;
+    return SM_OK;
 }
 
 sm_status sm_sched_submit(sm_sched *s, const sm_sched_request *r, sm_error *err) {
-    size_t i = 0;
-    while (i < s->n_slots && s->slots[i].busy) i++;
-    if (i == s->n_slots) return sm_error_set(err, SM_ERR_INPUT, "scheduler: no free slot");
+    entry *e = NULL;
+    for (size_t i = 0; i < s->n_wait && !e; i++)
+        if (!s->wait[i].used) e = &s->wait[i];
+    if (!e) return sm_error_set(err, SM_ERR_INPUT, "scheduler: the queue is full");
+    int32_t *tokens = e->tokens;
+    *e = (entry){.tokens = tokens, .tag = r->tag, .arrival = s->arrivals++};
+    sm_error rerr = {{0}};
+    if (enqueue(s, e, r, &rerr) == SM_OK) {
+        e->used = true;
+        return SM_OK;
+    }
+    if (cancelled(s)) return SM_OK; /* never half a request */
+    sm_sched_result res = {.tag = r->tag, .error = rerr.msg, .text = "", .n_truncated = e->n_truncated};
+    return s->p.done(s->p.user, &res, err);
+}
+
+/* Tokens a and b (na, nb of them) agree on from the start, in whole cache blocks. */
+static size_t shared_blocks(const entry *a, const entry *b) {
+    size_t n = a->np < b->np ? a->np : b->np, k = 0;
+    while (k < n && a->tokens[k] == b->tokens[k]) k++;
+    return k / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK;
+}
+
+/*
+** The waiting request to start next, or NONE: those passed over n_slots
+** times first (oldest first), then the longest cached prefix (then the
+** oldest); a request sharing more uncached blocks with a prompt started
+** in this step than the cache gives it waits (unless passed over).
+*/
+static size_t choose(sm_sched *s) {
+    size_t best = NONE, best_reuse = 0;
+    bool best_old = false;
+    for (size_t i = 0; i < s->n_wait; i++) {
+        entry *e = &s->wait[i];
+        if (!e->used || e->admitted) continue;
+        bool old = e->passed >= s->n_slots;
+        size_t reuse = s->p.prefix ? sm_prefix_match(s->p.prefix, e->tokens, e->np).n_reused : 0;
+        bool wait = false;
+        for (size_t k = 0; k < s->n_started && !old && !wait; k++)
+            wait = shared_blocks(e, s->started[k]) > reuse;
+        if (wait) continue;
+        bool better = best == NONE ||
+                      (old != best_old ? old
+                                       : old || reuse == best_reuse
+                                             ? e->arrival < s->wait[best].arrival
+                                             : reuse > best_reuse);
+        if (better) best = i, best_reuse = reuse, best_old = old;
+    }
+    return best;
+}
+
+/* Whether a prompt of n tokens reusing P prefills exactly in one call with others: the call
+   its own prefill makes from P, or two whose second has 4 or more rows (sm_prefix.h). */
+static bool group_exact(const sm_sched *s, size_t P, size_t n) {
+    size_t last = (n - 1) / s->max_batch * s->max_batch; /* where its last own call starts */
+    return n - P >= 4 && n - P <= s->max_batch - s->rows && (last <= P || n - last >= 4);
+}
+
+/* Starts waiting request e in free slot i: its cached prefix loaded, the rest prefilled (in
+   the group, or alone now). */
+static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
     slot *q = &s->slots[i];
-    q->tag = r->tag;
-    q->n_truncated = 0;
+    for (size_t k = 0; k < s->n_wait; k++) /* the earlier requests it overtakes */
+        s->wait[k].passed += s->wait[k].used && !s->wait[k].admitted && s->wait[k].arrival < e->arrival;
+    q->tag = e->tag, q->np = e->np, q->n_truncated = e->n_truncated, q->w = NULL, q->len = 0;
+    for (size_t k = 0; k < e->n_stop; k++) {
+        memcpy(q->stop[k], e->stop[k], sizeof q->stop[k]);
+        q->stops[k] = q->stop[k];
+    }
+    sm_sampler_reset(&q->smp, &e->sampling);
+    q->gp = (sm_gen_params){e->max_tokens, s->p.cancel, q->stops, e->n_stop, NULL, 0};
     memset(&q->q, 0, sizeof q->q);
     q->q.done = true;
     sm_error rerr = {{0}};
-    bool ok = start(s, q, r, &rerr) == SM_OK;
-    if (ok && !q->q.done && q->np >= 4 && q->np <= s->max_batch - s->rows) {
-        /* joins the group: prefilled with the others at the next step */
-        memcpy(s->ct + s->rows, s->tokens, q->np * sizeof *s->ct);
-        for (size_t j = 0; j < q->np; j++) s->cs[s->rows + j] = i, s->cp[s->rows + j] = j;
-        s->rows += q->np;
+    bool ok = sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, e->tokens, e->np, &q->gp, collect,
+                          q, &rerr) == SM_OK;
+    size_t P = 0;
+    if (ok && !q->q.done && s->p.prefix) {
+        sm_prefix_hit h = sm_prefix_match(s->p.prefix, e->tokens, e->np);
+        sm_prefix_load(s->p.prefix, s->state, i, h);
+        P = h.n_reused;
+    }
+    q->q.stats.n_reused = P;
+    if (ok && !q->q.done && s->p.prefix && e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK > P &&
+        s->n_started < SM_MAX_SEQ)
+        s->started[s->n_started++] = e; /* it computes blocks the cache lacks */
+    if (ok && !q->q.done && group_exact(s, P, e->np)) {
+        memcpy(s->ct + s->rows, e->tokens + P, (e->np - P) * sizeof *s->ct);
+        for (size_t j = P; j < e->np; j++) s->cs[s->rows] = i, s->cp[s->rows++] = j;
         s->group[s->ng++] = i;
+        e->admitted = true;
+        q->w = e;
         q->busy = true;
         return SM_OK;
     }
     if (ok && !q->q.done) {
         const float *lg;
         double tp = sm_time_now();
-        ok = sm_state_prefill_seq(s->state, i, s->tokens, q->np, 0, &lg, &rerr) == SM_OK &&
-             sm_seq_begin(&q->q, lg, sm_time_now() - tp, &rerr) == SM_OK;
+        ok = sm_state_prefill_seq(s->state, i, e->tokens + P, e->np - P, P, &lg, &rerr) == SM_OK;
+        if (ok && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, i, e->tokens, e->np);
+        ok = ok && sm_seq_begin(&q->q, lg, sm_time_now() - tp, &rerr) == SM_OK;
     }
+    e->used = false;
     if (cancelled(s)) return SM_OK; /* never half a request: the one in flight is dropped */
     return settle(s, q, ok ? NULL : rerr.msg, err);
 }
 
-/* Prefills the group in one call and samples each prompt's first token. */
+/* Fills free slots from the queue. */
+static sm_status admit_all(sm_sched *s, sm_error *err) {
+    s->n_started = 0;
+    for (size_t i = 0; i < s->n_slots && !cancelled(s); i++) {
+        if (s->slots[i].busy) continue;
+        size_t k = choose(s);
+        if (k == NONE) break;
+        sm_status st = admit(s, &s->wait[k], i, err);
+        if (st) return st;
+    }
+    return SM_OK;
+}
+
+/* Prefills the group in one call, caches its blocks and samples each prompt's first token. */
 static sm_status step_group(sm_sched *s, sm_error *err) {
     const float *lg;
     double tp = sm_time_now();
     sm_status st = sm_state_forward_many(s->state, s->ct, s->cs, s->cp, s->rows, &lg, err);
     size_t ng = s->ng;
     s->rows = s->ng = 0;
+    for (size_t g = 0; g < ng; g++) {
+        slot *q = &s->slots[s->group[g]];
+        if (!st && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, s->group[g], q->w->tokens, q->np);
+        q->w->used = q->w->admitted = false;
+        q->w = NULL;
+    }
     if (st == SM_ERR_CANCELLED && cancelled(s)) return SM_OK;
     if (st) return st;
     tp = sm_time_now() - tp;
@@ -209,6 +332,7 @@ static sm_status step_group(sm_sched *s, sm_error *err) {
 
 sm_status sm_sched_step(sm_sched *s, sm_error *err) {
     sm_status st;
+    if (!cancelled(s) && (st = admit_all(s, err))) return st;
     if (s->ng && !cancelled(s) && (st = step_group(s, err))) return st;
     size_t m = 0;
     for (size_t i = 0; i < s->n_slots; i++) {

@@ -2,23 +2,34 @@
 ** sm_sched.h -- continuous batching: many requests decoded together on one state.
 **
 ** The scheduler owns the sequences of a state (sm_state_params.n_seq of
-** them) as slots; each slot has its KV-cache sequence, a sampler, its stop
-** strings, an sm_seq and the text generated so far. A caller submits a
-** request while a slot is free and calls sm_sched_step until nothing is busy:
+** them) as slots, and a queue of requests waiting for one (twice as many
+** entries as slots). Each slot has its KV-cache sequence, a sampler, its
+** stop strings, an sm_seq and the text generated so far. A caller submits
+** requests while the queue has room and calls sm_sched_step until nothing
+** is left:
 **
 **   sm_sched_init(&s, state, &params, &arena, &err);
 **   while (more input || sm_sched_busy(s)) {
-**       while (more input && sm_sched_free_slots(s)) sm_sched_submit(s, &req, &err);
+**       while (more input && sm_sched_room(s)) sm_sched_submit(s, &req, &err);
 **       sm_sched_step(s, &err);
 **   }
 **
-** A prompt of 4 to max_batch tokens waits for the next step, where the
-** prompts that wait are prefilled together in one call; any other prompt is
-** prefilled alone at submit. Each step then decodes one token for every busy
-** slot in one pass over the weights (sm_state_decode). A request that
-** finishes or fails goes to the done callback with its text, counts, finish
-** reason and timing (or its error), and its slot is free at once. Every
-** request's text is byte for byte what sm_generate gives its prompt alone.
+** A step first moves waiting requests into free slots. With a prefix cache
+** (params.prefix, sm_prefix.h) a request starts from the longest prefix
+** of its prompt that the cache holds, and requests go in the order that
+** computes shared prefixes once: those that reuse most first, and a request
+** that shares uncached blocks with a prompt started in this step waits for
+** the next, when they are cached (unless it has been passed over by as
+** many later requests as there are slots: nobody starves). What is left of
+** a prompt (4 to the room left in the call, not ending 1 to 3 tokens past a
+** multiple of max_batch) is prefilled with the other prompts of the step in
+** one call; any other prompt is prefilled alone. The step then decodes one
+** token for every busy slot in one pass over the weights (sm_state_decode).
+** A request that finishes or fails goes to the done callback with its text,
+** counts (stats.n_reused: its tokens served from the cache), finish reason
+** and timing (or its error), and its slot is free at once. Every request's
+** text is byte for byte what sm_generate gives its prompt alone, cache or no
+** cache.
 **
 ** Memory is carved from the caller's arena at init (a measuring arena plans
 ** it); submit allocates only to cut an over-long prompt with truncate, step
@@ -30,6 +41,7 @@
 #include "sm_arena.h"
 #include "sm_generate.h"
 #include "sm_model.h"
+#include "sm_prefix.h"
 #include "sm_sampler.h"
 #include "sm_tokenizer.h"
 
@@ -63,6 +75,7 @@ typedef sm_status (*sm_sched_done_fn)(void *user, const sm_sched_result *r, sm_e
 
 typedef struct sm_sched_params {
     sm_tokenizer *tok;
+    sm_prefix *prefix;          /* a prefix cache for this state's sequences; may be NULL */
     const volatile int *cancel; /* polled between tokens and requests; may be NULL */
     sm_sched_done_fn done;
     void *user;
@@ -76,23 +89,23 @@ typedef struct sm_sched_params {
 sm_status sm_sched_init(sm_sched **out, sm_state *s, const sm_state_params *sp,
                         const sm_sched_params *p, sm_arena *a, sm_error *err);
 
-/* Slots free for a submit, and slots holding a request. */
-size_t sm_sched_free_slots(const sm_sched *s);
+/* Requests that submit takes now (free queue entries), and requests not yet reported. */
+size_t sm_sched_room(const sm_sched *s);
 size_t sm_sched_busy(const sm_sched *s);
 
 /*
-** Starts request r in the lowest free slot (SM_ERR_INPUT if there is none).
-** A request that cannot run (an empty or over-long prompt, bad stop
-** strings) or that ends at once goes to done before submit returns, and
-** its slot stays free. Returns an error only when the run cannot go on:
-** done failed. Once *cancel is set, the request is dropped unreported.
+** Queues request r (SM_ERR_INPUT if the queue is full), tokenized and
+** checked: one that cannot run (an empty or over-long prompt, bad stop
+** strings) goes to done before submit returns. Returns an error only when
+** the run cannot go on: done failed. Once *cancel is set, the request is
+** dropped unreported.
 */
 sm_status sm_sched_submit(sm_sched *s, const sm_sched_request *r, sm_error *err);
 
 /*
-** Prefills the prompts waiting since the last step in one call, then
-** decodes one token for every busy slot in one call. Finished requests go
-** to done. A failed model call is returned (the run cannot go on). Once
+** Moves waiting requests into free slots (see above) and prefills them,
+** then decodes one token for every busy slot in one call. Finished
+** requests (a request that ends at once too) go to done. A failed model call is returned (the run cannot go on). Once
 ** *cancel is set, requests in flight are left unreported: the caller stops.
 */
 sm_status sm_sched_step(sm_sched *s, sm_error *err);

@@ -173,6 +173,9 @@ sm_status sm_face_carve(smallmind_session *s, const sm_face_layout *layout, sm_a
         if (sm_sampler_init(smp, spar, n_vocab, a)) return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the sampler");
     }
     sm_status st = sm_state_init(&s->state, s->m->model, &s->sp, s->pool, a, err);
+    if (!st && !layout->no_sched && s->prefix_bytes)
+        st = sm_prefix_init(&s->prefix, s->m->model, &s->sp, s->prefix_bytes, a, err);
+    s->sched_params.prefix = s->prefix;
     if (!st && !layout->no_sched) st = sm_sched_init(&s->sched, s->state, &s->sp, &s->sched_params, a, err);
     return st;
 }
@@ -212,6 +215,7 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     s->sp.n_seq = p->n_parallel ? (size_t)p->n_parallel : 1;
     s->sp.kv_type = p->kv_type && strcmp(p->kv_type, "f16") == 0 ? SM_DTYPE_F16 : SM_DTYPE_F32;
     s->n_samplers = l->n_samplers;
+    s->prefix_bytes = p->prefix_cache;
     s->sched_params = l->sched ? *l->sched
                                : (sm_sched_params){.cancel = &s->cancel, .done = on_done, .user = s};
     if (!s->sched_params.tok) s->sched_params.tok = &m->tok;
@@ -271,7 +275,7 @@ static sm_sampler_params sampling(const smallmind_sampling *x) {
 static smallmind_result result_of(const sm_gen_stats *g) {
     smallmind_finish f = g->finish == SM_FINISH_INTERRUPTED ? SMALLMIND_FINISH_CANCELLED
                                                             : (smallmind_finish)g->finish;
-    return (smallmind_result){f, g->n_prompt, g->n_generated, g->t_prefill, g->t_decode};
+    return (smallmind_result){f, g->n_prompt, g->n_generated, g->t_prefill, g->t_decode, g->n_reused};
 }
 
 /* r's stop strings into stops (*n_stop of them). */
@@ -352,7 +356,7 @@ smallmind_status smallmind_run_batch(smallmind_session *s, const smallmind_reque
     size_t next = 0;
     sm_status st = SM_OK;
     while (!st && !s->stop && !s->cancel) {
-        while (!st && next < n && sm_sched_free_slots(s->sched)) {
+        while (!st && next < n && sm_sched_room(s->sched)) {
             const smallmind_request *r = &reqs[next];
             size_t n_ids = 0, n_stop = 0;
             const char *stops[SM_STOP_MAX];

@@ -13,6 +13,7 @@
 #include "sm_generate.h"
 #include "sm_model.h"
 #include "sm_pool.h"
+#include "sm_prefix.h"
 #include "sm_sampler.h"
 #include "sm_sched.h"
 #include "sm_source.h"
@@ -53,6 +54,8 @@ struct smallmind_session {
     int32_t *tokens;          /* n_ctx: a prompt's ids */
     sm_sched *sched;
     sm_sched_params sched_params;
+    size_t prefix_bytes;      /* the prefix cache's budget (0: none) */
+    sm_prefix *prefix;        /* the scheduler's prefix cache, or NULL */
     volatile int cancel;
     /* the batch smallmind_run_batch runs */
     smallmind_done_fn done;

@@ -14,7 +14,7 @@
 #include "sm_source.h"
 #include "test.h"
 
-enum { NREQ = 12, TEXT_MAX = 8192 };
+enum { NREQ = 12, NPFX = 40, TEXT_MAX = 8192 }; /* NPFX: the prefix cache test's requests */
 
 typedef struct {
     const char *prompt;
@@ -35,7 +35,7 @@ typedef struct {
 } outcome;
 
 typedef struct {
-    outcome out[NREQ];
+    outcome out[NPFX];
     int total;
     volatile int cancel;
     int cancel_after; /* set cancel once this many reports came (0: never) */
@@ -70,9 +70,10 @@ typedef struct {
     sm_tokenizer tok;
 } rig;
 
-static bool rig_open(rig *r, const char *name, int nth, const char *kern, size_t nseq) {
+static bool rig_open_batch(rig *r, const char *name, int nth, const char *kern, size_t nseq,
+                           size_t max_batch) {
     memset(&r->tok, 0, sizeof r->tok);
-    if (!test_rig_open(&r->base, name, nth, kern, false, 16, nseq)) return false;
+    if (!test_rig_open(&r->base, name, nth, kern, false, max_batch, nseq)) return false;
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", test_models_dir(), name);
     sm_error err = {{0}};
@@ -81,6 +82,10 @@ static bool rig_open(rig *r, const char *name, int nth, const char *kern, size_t
         return false;
     }
     return true;
+}
+
+static bool rig_open(rig *r, const char *name, int nth, const char *kern, size_t nseq) {
+    return rig_open_batch(r, name, nth, kern, nseq, 16);
 }
 
 static void rig_close(rig *r) {
@@ -116,18 +121,30 @@ static bool alone(rig *r, const req_spec *q, outcome *o) {
     return true;
 }
 
-static sm_sched *sched_open(rig *r, book *b, sm_arena *a) {
+/* A scheduler on r's state; with a prefix cache of cache_bytes (0: none). */
+static sm_sched *sched_open_cached(rig *r, book *b, sm_arena *a, size_t cache_bytes, sm_prefix **pc) {
     sm_sched_params p = {.tok = &r->tok, .cancel = &b->cancel, .done = on_done, .user = b};
     sm_arena meas;
     sm_arena_measure(&meas);
     sm_sched *s = NULL;
     sm_error err = {{0}};
-    if (sm_sched_init(&s, NULL, &r->base.sp, &p, &meas, &err) || s != NULL ||
-        sm_arena_init(a, meas.used) || sm_sched_init(&s, r->base.s, &r->base.sp, &p, a, &err)) {
+    *pc = NULL;
+    if (cache_bytes && sm_prefix_init(pc, r->base.m, &r->base.sp, cache_bytes, &meas, &err)) {
+        test_fail(__FILE__, __LINE__, "prefix cache: %s", err.msg);
+        return NULL;
+    }
+    if (sm_sched_init(&s, NULL, &r->base.sp, &p, &meas, &err) || s != NULL || sm_arena_init(a, meas.used) ||
+        (cache_bytes && sm_prefix_init(pc, r->base.m, &r->base.sp, cache_bytes, a, &err)) ||
+        (p.prefix = *pc, sm_sched_init(&s, r->base.s, &r->base.sp, &p, a, &err))) {
         test_fail(__FILE__, __LINE__, "scheduler: %s", err.msg);
         return NULL;
     }
     return s;
+}
+
+static sm_sched *sched_open(rig *r, book *b, sm_arena *a) {
+    sm_prefix *pc;
+    return sched_open_cached(r, b, a, 0, &pc);
 }
 
 static sm_sched_request request(const req_spec *q, const char *const *stop, outcome *o) {
@@ -207,7 +224,7 @@ void test_sched_matches_alone(void) {
                 size_t next = 0, steps = 0;
                 sm_error err = {{0}};
                 while (next < NREQ || sm_sched_busy(s)) {
-                    while (next < NREQ && sm_sched_free_slots(s)) {
+                    while (next < NREQ && sm_sched_room(s)) {
                         stops[next][0] = q[next].stop;
                         sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
                         CHECKF(sm_sched_submit(s, &rq, &err) == SM_OK, "submit: %s", err.msg);
@@ -225,12 +242,15 @@ void test_sched_matches_alone(void) {
                            b->out[i].text, b->out[i].error, (int)ref[i].len, ref[i].text,
                            ref[i].error);
                 }
-                /* a full scheduler refuses another request */
+                /* a full queue refuses another request */
                 if (slots[si] == 1) {
                     stops[0][0] = NULL;
                     sm_sched_request rq = request(&q[0], stops[0], &b->out[0]);
                     rq.max_tokens = 50;
                     CHECK(sm_sched_submit(s, &rq, &err) == SM_OK && sm_sched_busy(s) == 1);
+                    size_t queued = 1;
+                    while (sm_sched_room(s) && queued < 100) queued += sm_sched_submit(s, &rq, &err) == SM_OK;
+                    CHECKF(queued == 2 && sm_sched_busy(s) == 2, "%zu queued for one slot", queued);
                     CHECK(sm_sched_submit(s, &rq, &err) == SM_ERR_INPUT);
                 }
                 sm_arena_free(&a);
@@ -255,7 +275,7 @@ void test_sched_cancel_stops_reports(void) {
     size_t next = 0, steps = 0;
     sm_error err = {{0}};
     while (!b->cancel && (next < NREQ || sm_sched_busy(s)) && steps++ < 10000) {
-        while (!b->cancel && next < NREQ && sm_sched_free_slots(s)) {
+        while (!b->cancel && next < NREQ && sm_sched_room(s)) {
             stops[next][0] = q[next].stop;
             sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
             CHECK(sm_sched_submit(s, &rq, &err) == SM_OK);
@@ -270,4 +290,94 @@ void test_sched_cancel_stops_reports(void) {
     sm_arena_free(&a);
     rig_close(&r);
     free(b);
+}
+
+/*
+** Prompts that share prefixes of many lengths (ending anywhere in a cache
+** block, inside a multi-byte character, prompts that are exactly a prefix
+** of another, duplicates) through a scheduler with a prefix cache (large,
+** and a few blocks that evict all the time) at 1, 3 and 5 slots, forward
+** calls of 16, 48 and 32 tokens (prompts cross call boundaries, and blocks
+** end inside calls): each request gives exactly what it gives alone, and
+** the cache serves tokens.
+*/
+void test_sched_prefix_cache_matches_alone(void) {
+    static const char base[] =
+        "Once upon a time, a caf\xc3\xa9 in Z\xc3\xbcrich sold \xe6\x97\xa5\xe6\x9c\xac tea to "
+        "every traveller who came by, and the owner wrote each name in a long book.";
+    static const char *tails[] = {"", "a", "ab", "abc", "abcd", " and then?", "\xc3\xa8!", " Z\xc3\xbc"};
+    const char *models[] = {"seed", "odd"};
+    static const size_t slots[] = {1, 3, 5};
+    size_t checked = 0, served = 0;
+    for (int mi = 0; mi < 2; mi++) {
+        rig one;
+        if (!rig_open(&one, models[mi], 1, "auto", 1)) return;
+        size_t room = one.base.sp.n_ctx - 24; /* prompt bytes that leave room for the output */
+        static char text[NPFX][256];
+        req_spec q[NPFX];
+        for (size_t i = 0; i < NPFX; i++) {
+            /* cut points at, before and after block ends, and elsewhere */
+            static const size_t cuts[] = {32, 16, 17, 33, 0, 5, 15, 31, 47, 48, 49, 63, 64, 65, 70, 100, 131};
+            size_t k = cuts[i % 17];
+            const char *t = tails[(i + i / 17 * 3) % 8];
+            if (k + strlen(t) > room) k = room - strlen(t);
+            if (k == 0 && !*t) t = "x";
+            snprintf(text[i], sizeof text[i], "%.*s%s", (int)k, base, t);
+            q[i] = (req_spec){text[i], 6 + i % 5, i % 3 ? 0.9f : 0, (int)(i % 4) * 5, 100 + i, NULL, false};
+        }
+        outcome *ref = calloc(NPFX, sizeof *ref);
+        book *b = calloc(1, sizeof *b);
+        CHECK(ref && b);
+        size_t per = SM_PREFIX_BLOCK * sm_model_kv_bytes(one.base.m, SM_DTYPE_F32) + 256;
+        rig_close(&one);
+        for (size_t si = 0; si < 3; si++)
+            for (int ci = 0; ci < 2; ci++) {
+                rig many;
+                static const size_t mbs[] = {16, 48, 32};
+                if (ci == 0) { /* alone, with the same forward calls as the scheduler's state */
+                    if (!rig_open_batch(&one, models[mi], 1, "auto", 1, mbs[si])) return;
+                    for (size_t i = 0; i < NPFX; i++) CHECK(alone(&one, &q[i], &ref[i]) && !ref[i].error[0]);
+                    rig_close(&one);
+                }
+                if (!rig_open_batch(&many, models[mi], 1 + (int)si % 2, "auto", slots[si], mbs[si])) return;
+                memset(b, 0, sizeof *b);
+                sm_arena a;
+                sm_prefix *pc;
+                sm_sched *s = sched_open_cached(&many, b, &a, ci ? 3 * per : 64u << 20, &pc);
+                if (!s) return;
+                CHECK(pc != NULL);
+                const char *stops[NPFX][1];
+                size_t next = 0, steps = 0;
+                sm_error err = {{0}};
+                while (next < NPFX || sm_sched_busy(s)) {
+                    while (next < NPFX && sm_sched_room(s)) {
+                        stops[next][0] = NULL;
+                        sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
+                        CHECKF(sm_sched_submit(s, &rq, &err) == SM_OK, "submit: %s", err.msg);
+                        next++;
+                    }
+                    CHECKF(sm_sched_step(s, &err) == SM_OK, "step: %s", err.msg);
+                    CHECK(++steps < 10000);
+                }
+                for (size_t i = 0; i < NPFX; i++) {
+                    CHECKF(b->out[i].reports == 1, "request %zu reported %d times", i, b->out[i].reports);
+                    CHECKF(same(&b->out[i], &ref[i]),
+                           "%s, %zu slots, cache %s: request %zu ('%s') differs from alone: '%.*s' vs '%.*s'",
+                           models[mi], slots[si], ci ? "small" : "large", i, q[i].prompt,
+                           (int)b->out[i].len, b->out[i].text, (int)ref[i].len, ref[i].text);
+                    served += b->out[i].stats.n_reused;
+                    checked++;
+                }
+                sm_prefix_stats st = sm_prefix_stats_of(pc);
+                CHECKF(st.hits > 0 && (ci == 0 || st.evicted > 0),
+                       "%s, cache %s: %zu hits, %zu evictions", models[mi], ci ? "small" : "large",
+                       st.hits, st.evicted);
+                sm_arena_free(&a);
+                rig_close(&many);
+            }
+        free(ref);
+        free(b);
+    }
+    CHECKF(checked == 2 * 3 * 2 * NPFX && served > checked * 8, "%zu requests, %zu tokens served",
+           checked, served);
 }

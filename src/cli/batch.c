@@ -26,7 +26,7 @@ typedef struct {
 typedef struct {
     const cli_opts *o;
     cli_out os;
-    pending *pend;  /* (P + 1) */
+    pending *pend;  /* (3 P + 1): in slots, queued, and the one being submitted */
     char **ready;   /* (todo) formatted records not yet written */
     size_t *ready_len;
     size_t written; /* records written: the next to write is ready[written] */
@@ -185,14 +185,14 @@ int cli_batch(const cli_opts *o) {
     sm_sampler_params spar = cli_sampling(o, cli_seed(o->seed));
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = P, .sampling = &spar, .sched = &sched,
-                         .build_state = true};
+                         .cache_bytes = (size_t)o->cache_mib << 20, .build_state = true};
     rc = cli_runner_init(&r, o, &spec);
     if (rc) {
         free(input);
         return rc;
     }
     char *pbuf = malloc(longest + 1);
-    b.pend = calloc(P + 1, sizeof *b.pend);
+    b.pend = calloc(3 * P + 1, sizeof *b.pend);
     b.ready = calloc(todo + 1, sizeof *b.ready);
     b.ready_len = calloc(todo + 1, sizeof *b.ready_len);
     if (!pbuf || !b.pend || !b.ready || !b.ready_len) rc = cli_data_error("out of memory for the batch");
@@ -200,12 +200,12 @@ int cli_batch(const cli_opts *o) {
     bool tty = isatty(STDERR_FILENO) && !o->quiet, more = true;
     at = record = 0;
     while (!rc && !cli_interrupted && !b.stop) {
-        while (!rc && !cli_interrupted && more && sm_sched_free_slots(r.ls->sched) &&
+        while (!rc && !cli_interrupted && more && sm_sched_room(r.ls->sched) &&
                (more = next_line(input, len, &at, &line, &n))) {
             lineno++;
             if (n == 0 || !in_shard(o, ++record)) continue;
             pending *p = b.pend;
-            while (p->used) p++; /* at most P are in flight, so one of P + 1 is free */
+            while (p->used) p++; /* at most 3 P are in flight, so one of 3 P + 1 is free */
             *p = (pending){.used = true, .idx = next_idx++, .lineno = lineno};
             rc = submit(&b, &r, p, line, n, pbuf);
         }
@@ -224,6 +224,17 @@ int cli_batch(const cli_opts *o) {
                         "%.2f s (%.1f tokens/s, %zu decoded together)%s\n",
                 b.written, todo, b.failed, b.tokens, el, el > 0 ? (double)b.tokens / el : 0, P,
                 cli_interrupted ? "; interrupted" : "");
+    if (o->stats && r.ls->prefix) {
+        sm_prefix_stats ps = sm_prefix_stats_of(r.ls->prefix);
+        fprintf(stderr, "cache: %zu of %zu records reused a prefix; %zu of %zu prompt tokens (%.1f%%) "
+                        "served from the cache; %zu of %zu blocks held (%.1f of %.1f MiB), %zu stored, "
+                        "%zu evicted\n",
+                ps.hits, ps.lookups, ps.reused, ps.tokens,
+                ps.tokens ? 100.0 * (double)ps.reused / (double)ps.tokens : 0.0, ps.blocks, ps.blocks_max,
+                (double)ps.bytes / (1 << 20), (double)ps.bytes_max / (1 << 20), ps.inserted, ps.evicted);
+    } else if (o->stats)
+        fprintf(stderr, "cache: off%s\n", o->cache_mib ? " (the budget holds no block, or the batch "
+                                                         "size is not a multiple of 16)" : "");
     if (o->stats) cli_runner_print_threads(&r, stderr);
     for (size_t i = 0; b.ready && i < todo; i++) free(b.ready[i]);
     free(b.ready), free(b.ready_len), free(b.pend), free(pbuf);

@@ -49,7 +49,7 @@ typedef enum {
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
     O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE, O_NOBOS,
     O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN,
-    O_IDS, O_COUNT_
+    O_IDS, O_CACHERAM, O_PCACHE, O_PCACHERO, O_COUNT_
 } opt_id;
 
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_CHAT)
@@ -91,6 +91,9 @@ typedef struct {
     const char *batch_file;
     long shard_i, shard_n;
     long parallel; /* 0: not given */
+    long cache_mib;           /* --cache-ram: the prefix cache of --batch, MiB (0: off) */
+    const char *prompt_cache; /* --prompt-cache FILE */
+    bool prompt_cache_ro;     /* --prompt-cache-ro: read it, never write it */
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
@@ -187,6 +190,7 @@ typedef struct cli_run_spec {
     const sm_sampler_params *sampling; /* for the samplers */
     size_t n_samplers;
     const sm_sched_params *sched;      /* non-NULL: a scheduler over the n_seq sequences */
+    size_t cache_bytes;               /* with sched: its prefix cache (0: none) */
     bool build_state; /* false: only the plan (info) */
 } cli_run_spec;
 

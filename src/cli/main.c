@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
                   .kernels = "auto", .prompt_tokens = 128, .reps = 3, .layers = 4, .heads = 8,
                   .embd = 256, .tctx = 256, .val_fraction = 0.1, .eval_every = 100,
                   .eval_seqs = 64, .ckpt_every = 500, .log_every = 10, .repeat_penalty = 1.0,
-                  .repeat_last_n = 64};
+                  .repeat_last_n = 64, .cache_mib = 256};
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: smallmind COMMAND [flags] (try 'smallmind --help')\n");

@@ -101,6 +101,17 @@ static const struct option_def {
      "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin)"},
     {"parallel", 0, true, CMD_GENERATE, O_PARALLEL,
      "    --parallel N       with --batch: decode up to N records together (default 8)"},
+    {"cache-ram", 0, true, CMD_GENERATE, O_CACHERAM,
+     "    --cache-ram MiB    with --batch: keys and values of shared prompt prefixes kept for\n"
+     "                       reuse, least recently used dropped (default 256, 0 = off;\n"
+     "                       alias --cache-size)"},
+    {"cache-size", 0, true, CMD_GENERATE, O_CACHERAM, NULL},
+    {"prompt-cache", 0, true, CMD_GENERATE | CMD_CHAT, O_PCACHE,
+     "    --prompt-cache FILE  keep the prompt's keys and values in FILE; a later run whose\n"
+     "                       prompt starts with the same tokens loads them instead of\n"
+     "                       prefilling (--batch: the prefix its records share most)"},
+    {"prompt-cache-ro", 0, false, CMD_GENERATE | CMD_CHAT, O_PCACHERO,
+     "    --prompt-cache-ro  with --prompt-cache: read the file, never write it"},
     {"shard", 0, true, CMD_GENERATE, O_SHARD,
      "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
     {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
@@ -318,6 +329,9 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_TRUNCATE: o->truncate = true; break;
     case O_BATCHFILE: o->batch_file = v; break;
     case O_PARALLEL: LONG_OPT(parallel, 1, SM_MAX_SEQ);
+    case O_CACHERAM: LONG_OPT(cache_mib, 0, 1L << 24);
+    case O_PCACHE: o->prompt_cache = v; break;
+    case O_PCACHERO: o->prompt_cache_ro = true; break;
     case O_SHARD: {
         char *end;
         errno = 0;
@@ -420,6 +434,10 @@ int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
         return cli_usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
     if (o->shard_n && !o->batch_file) return cli_usage_error(o, "--shard goes with --batch");
     if (o->parallel && !o->batch_file) return cli_usage_error(o, "--parallel goes with --batch");
+    if (CLI_GIVEN(o, O_CACHERAM) && !o->batch_file)
+        return cli_usage_error(o, "--cache-ram goes with --batch");
+    if (o->prompt_cache_ro && !o->prompt_cache)
+        return cli_usage_error(o, "--prompt-cache-ro goes with --prompt-cache FILE");
     if (o->system && o->cmd == CMD_GENERATE && !o->chat)
         return cli_usage_error(o, "--system goes with --chat");
     if (o->chat_template && o->cmd == CMD_GENERATE && !o->chat && !o->batch_file)

@@ -127,8 +127,9 @@ void cli_json_result(FILE *f, const char *text, size_t len, const sm_gen_stats *
                      ? (double)(gs->n_generated - 1) / gs->t_decode : 0;
     fputs("\"text\": \"", f);
     cli_json_string(f, (const unsigned char *)text, len);
-    fprintf(f, "\", \"tokens_prompt\": %zu, \"tokens_generated\": %zu, \"finish_reason\": \"%s\"",
-            gs->n_prompt, gs->n_generated, sm_finish_str(gs->finish));
+    fprintf(f, "\", \"tokens_prompt\": %zu, \"tokens_cached\": %zu, \"tokens_generated\": %zu, "
+               "\"finish_reason\": \"%s\"",
+            gs->n_prompt, gs->n_reused, gs->n_generated, sm_finish_str(gs->finish));
     if (dropped) fprintf(f, ", \"tokens_truncated\": %zu", dropped);
     fprintf(f, ", \"timing\": {\"prefill_ms\": %.3f, \"decode_ms\": %.3f, \"tokens_per_s\": %.1f}",
             gs->t_prefill * 1e3, gs->t_decode * 1e3, dec);
