@@ -436,3 +436,14 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
     turn->reply_len = cs->reply_len;
     return SM_OK;
 }
+
+const int32_t *sm_chat_session_cached(const sm_chat_session *cs, size_t *n) {
+    *n = cs->n_cache;
+    return cs->cache;
+}
+
+void sm_chat_session_seed(sm_chat_session *cs, const int32_t *tokens, size_t n) {
+    if (n > cs->n_ctx) n = cs->n_ctx;
+    memcpy(cs->cache, tokens, n * sizeof *tokens);
+    cs->n_cache = n;
+}

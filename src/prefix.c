@@ -16,6 +16,7 @@ typedef struct node {
     uint32_t hnext;   /* the next node in its hash chain, or in the free list */
     uint32_t n_child; /* nodes under it (a node with children is not evicted) */
     uint64_t used;    /* the clock when it was last matched, loaded or stored */
+    uint32_t loads;   /* prompts that reused it, and a prompt-cache file's seeding */
     bool live;
     bool whole;       /* every layer's keys and values (false: a window's ring had lost them) */
 } node;
@@ -25,6 +26,7 @@ struct sm_prefix {
     unsigned char *data; /* (n_nodes, block_bytes) */
     uint32_t *bucket;    /* (mask + 1) hash chains */
     uint32_t *path;      /* (n_ctx / B) the last match's nodes */
+    bool *whole;         /* (n_ctx / B) and whether each holds every layer's rows */
     size_t n_nodes, mask, block_bytes, n_ctx, max_batch, window, n_path;
     uint32_t free;
     uint64_t clock;
@@ -59,11 +61,13 @@ sm_status sm_prefix_init(sm_prefix **out, const sm_model *m, const sm_state_para
     node *nodes = sm_arena_alloc(a, n, sizeof *nodes);
     uint32_t *bucket = sm_arena_alloc(a, nb, sizeof *bucket);
     uint32_t *path = sm_arena_alloc(a, sp->n_ctx / B + 1, sizeof *path);
+    bool *whole = sm_arena_alloc(a, sp->n_ctx / B + 1, sizeof *whole);
     unsigned char *data = sm_arena_alloc(a, n, bb);
     if (!a->base) return SM_OK; /* measuring */
-    if (!pc || !nodes || !bucket || !path || !data)
+    if (!pc || !nodes || !bucket || !path || !whole || !data)
         return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the prefix cache");
-    *pc = (sm_prefix){.nodes = nodes, .data = data, .bucket = bucket, .path = path, .n_nodes = n,
+    *pc = (sm_prefix){.nodes = nodes, .data = data, .bucket = bucket, .path = path, .whole = whole,
+                      .n_nodes = n,
                       .mask = nb - 1, .block_bytes = bb, .n_ctx = sp->n_ctx,
                       .max_batch = sp->max_batch, .window = sm_model_kv_window(m, sp)};
     pc->st.bytes_max = n * per;
@@ -75,18 +79,14 @@ sm_status sm_prefix_init(sm_prefix **out, const sm_model *m, const sm_state_para
     return SM_OK;
 }
 
-/* Whether reusing P of a prompt's n tokens gives its rows exactly (sm_prefix.h). */
-static bool exact_at(const sm_prefix *pc, size_t P, size_t n) {
-    return P < n && (n - P >= 4 || P % pc->max_batch == 0);
-}
-
-/* Whether the windowed layers have what a prompt continuing from d blocks reads. */
-static bool window_whole(const sm_prefix *pc, size_t d) {
-    if (!pc->window) return true;
-    size_t P = d * B, lo = P > pc->window ? (P - pc->window) / B : 0;
-    for (size_t k = lo; k < d; k++)
-        if (!pc->nodes[pc->path[k]].whole) return false;
-    return true;
+size_t sm_prefix_usable(size_t d, size_t n, size_t max_batch, size_t window, const bool *whole) {
+    for (; d > 0; d--) {
+        size_t P = d * B, lo = window && P > window ? (P - window) / B : 0;
+        bool ok = P < n && (n - P >= 4 || P % max_batch == 0); /* the call from P as alone */
+        for (size_t k = lo; k < d && ok && window; k++) ok = whole[k]; /* what windows read */
+        if (ok) break;
+    }
+    return d;
 }
 
 sm_prefix_hit sm_prefix_match(sm_prefix *pc, const int32_t *tokens, size_t n) {
@@ -96,9 +96,10 @@ sm_prefix_hit sm_prefix_match(sm_prefix *pc, const int32_t *tokens, size_t n) {
         uint32_t c = find(pc, parent, tokens + d * B);
         if (c == NONE) break;
         pc->path[d] = parent = c;
+        pc->whole[d] = pc->nodes[c].whole;
     }
     pc->n_path = d;
-    while (d > 0 && !(exact_at(pc, d * B, n) && window_whole(pc, d))) d--;
+    d = sm_prefix_usable(d, n, pc->max_batch, pc->window, pc->whole);
     return (sm_prefix_hit){.n_prompt = n, .n_reused = d * B};
 }
 
@@ -107,6 +108,7 @@ void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit) {
     pc->clock++;
     for (size_t k = 0; k < d && k < pc->n_path; k++) {
         pc->nodes[pc->path[k]].used = pc->clock;
+        pc->nodes[pc->path[k]].loads++;
         sm_state_kv_put(s, seq, k * B, B, pc->data + (size_t)pc->path[k] * pc->block_bytes);
     }
     pc->st.lookups++;
@@ -146,8 +148,10 @@ static uint32_t take(sm_prefix *pc) {
     return i;
 }
 
-void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens,
-                      size_t n) {
+/* Stores the whole blocks of tokens[0..n) not yet cached, their keys and values from sequence
+   seq of s, or (s NULL) from blocks (block_bytes each) and whole. */
+static void insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens, size_t n,
+                   const unsigned char *blocks, const bool *whole) {
     uint32_t parent = NONE;
     pc->clock++;
     for (size_t d = 0; (d + 1) * B <= n; d++) {
@@ -157,7 +161,13 @@ void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_
             node *x = &pc->nodes[c];
             *x = (node){.parent = parent, .live = true};
             memcpy(x->tok, tokens + d * B, sizeof x->tok);
-            x->whole = sm_state_kv_get(s, seq, d * B, B, n, pc->data + (size_t)c * pc->block_bytes);
+            unsigned char *dst = pc->data + (size_t)c * pc->block_bytes;
+            if (s) {
+                x->whole = sm_state_kv_get(s, seq, d * B, B, n, dst);
+            } else {
+                memcpy(dst, blocks + d * pc->block_bytes, pc->block_bytes);
+                x->whole = whole[d];
+            }
             size_t h = hash_of(parent, x->tok) & pc->mask;
             x->hnext = pc->bucket[h];
             pc->bucket[h] = c;
@@ -167,6 +177,40 @@ void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_
         pc->nodes[c].used = pc->clock;
         parent = c;
     }
+}
+
+void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens,
+                      size_t n) {
+    insert(pc, s, seq, tokens, n, NULL, NULL);
+}
+
+void sm_prefix_put(sm_prefix *pc, const int32_t *tokens, size_t n_blocks, const void *blocks,
+                   const bool *whole) {
+    insert(pc, NULL, 0, tokens, n_blocks * B, blocks, whole);
+}
+
+size_t sm_prefix_block_bytes(const sm_prefix *pc) {
+    return pc->block_bytes;
+}
+
+size_t sm_prefix_hottest(const sm_prefix *pc, int32_t *tokens, const void **blocks, bool *whole,
+                         size_t max_blocks) {
+    size_t d = 0;
+    for (uint32_t parent = NONE; d < max_blocks; d++) {
+        uint32_t best = NONE;
+        for (uint32_t i = 0; i < pc->n_nodes; i++) {
+            const node *x = &pc->nodes[i];
+            if (x->live && x->parent == parent && x->loads > 0 &&
+                (best == NONE || x->loads > pc->nodes[best].loads))
+                best = i;
+        }
+        if (best == NONE) break;
+        memcpy(tokens + d * B, pc->nodes[best].tok, sizeof pc->nodes[best].tok);
+        blocks[d] = pc->data + (size_t)best * pc->block_bytes;
+        whole[d] = pc->nodes[best].whole;
+        parent = best;
+    }
+    return d;
 }
 
 sm_prefix_stats sm_prefix_stats_of(const sm_prefix *pc) {

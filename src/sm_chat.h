@@ -119,6 +119,14 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
                                const sm_gen_params *gp, sm_emit_fn emit, void *user,
                                sm_chat_turn *turn, sm_error *err);
 
+/*
+** The ids sequence 0 holds at positions 0..*n-1 (after a turn: its prompt,
+** then the reply); seed says that it holds tokens[0..n) (loaded by the
+** caller, as from a prompt cache) so that the next turn reuses what agrees.
+*/
+const int32_t *sm_chat_session_cached(const sm_chat_session *cs, size_t *n);
+void sm_chat_session_seed(sm_chat_session *cs, const int32_t *tokens, size_t n);
+
 /* The conversation so far (a JSON array of messages, owned by the session). */
 const cJSON *sm_chat_session_messages(const sm_chat_session *cs);
 

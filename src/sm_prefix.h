@@ -82,6 +82,29 @@ void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit);
 void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens,
                       size_t n);
 
+/* Stores n_blocks blocks read from a prompt-cache file: their tokens, keys and values
+   (sm_prefix_block_bytes each, one after another) and whether each is whole. */
+void sm_prefix_put(sm_prefix *pc, const int32_t *tokens, size_t n_blocks, const void *blocks,
+                   const bool *whole);
+size_t sm_prefix_block_bytes(const sm_prefix *pc);
+
+/*
+** The path of blocks prompts reused most (from the root, the child loaded
+** most each time), at most max_blocks: its tokens (B per block), each
+** block's keys and values (pointers into the cache) and whether it is
+** whole. Returns its blocks.
+*/
+size_t sm_prefix_hottest(const sm_prefix *pc, int32_t *tokens, const void **blocks, bool *whole,
+                         size_t max_blocks);
+
+/*
+** The exactness rules on their own: of d cached blocks of a prompt of n
+** tokens, how many it may reuse with forward calls of max_batch, sliding
+** windows of `window` tokens (0: none) and whole[k] telling whether block k
+** holds every layer's rows.
+*/
+size_t sm_prefix_usable(size_t d, size_t n, size_t max_batch, size_t window, const bool *whole);
+
 sm_prefix_stats sm_prefix_stats_of(const sm_prefix *pc);
 
 #endif

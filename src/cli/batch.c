@@ -191,6 +191,12 @@ int cli_batch(const cli_opts *o) {
         free(input);
         return rc;
     }
+    bool save_cache = false;
+    if (o->prompt_cache && (rc = cli_prompt_cache_seed(o, &r, &save_cache))) {
+        cli_runner_free(&r);
+        free(input);
+        return rc;
+    }
     char *pbuf = malloc(longest + 1);
     b.pend = calloc(3 * P + 1, sizeof *b.pend);
     b.ready = calloc(todo + 1, sizeof *b.ready);
@@ -218,6 +224,7 @@ int cli_batch(const cli_opts *o) {
     }
     flush(&b, todo, t0, tty);
     if (tty) fputc('\n', stderr);
+    if (!rc && !cli_interrupted && save_cache && r.ls->prefix) rc = cli_prompt_cache_save_hottest(o, &r);
     double el = sm_time_now() - t0;
     if (o->stats || (cli_interrupted && !o->quiet))
         fprintf(stderr, "batch: %zu of %zu records written (%zu failed), %zu tokens generated in "

@@ -34,6 +34,7 @@ typedef struct chat_run {
     cli_out os;
     int turn;
     bool failed; /* a command failed: piped chat exits 1 at the end */
+    bool save_cache; /* --prompt-cache: write the first reply's prompt */
 } chat_run;
 
 static int emit_reply(void *user, const char *text, size_t len) {
@@ -57,6 +58,13 @@ static int turn(chat_run *c, const char *text, size_t len) {
         return st == SM_ERR_INPUT || st == SM_ERR_FORMAT ? 0 : EXIT_DATA;
     }
     if (cli_interrupted && t.gen.finish == SM_FINISH_ABORTED) t.gen.finish = SM_FINISH_INTERRUPTED;
+    if (c->save_cache && t.gen.n_generated > 0) { /* the first reply's prompt, once */
+        size_t end;
+        const int32_t *ids = sm_chat_session_cached(c->cs, &end);
+        c->save_cache = false;
+        int rc = cli_prompt_cache_save(o, &c->r, ids, t.n_tokens, end);
+        if (rc) return rc;
+    }
     if (t.n_dropped && !o->quiet)
         fprintf(stderr, "smallmind: the context is full: dropped the %zu oldest messages "
                 "(the system message stays) and rebuilt the cache\n", t.n_dropped);
@@ -245,6 +253,7 @@ int cli_chat(const cli_opts *o) {
         rc = cli_data_error(err.msg);
         goto done;
     }
+    if (o->prompt_cache && (rc = cli_prompt_cache_chat_load(o, &c.r, c.cs, &c.save_cache))) goto done;
     cli_exit_now = 0; /* Ctrl-C stops a reply, not the program */
     rc = isatty(STDIN_FILENO) && !o->json ? interactive(&c) : piped(&c);
 done:

@@ -207,6 +207,20 @@ void cli_runner_print_threads(const cli_runner *r, FILE *f);
 */
 int cli_load_tokenizer(const cli_opts *o, sm_source **src, sm_tokenizer *tok);
 
+/* ---- pcache.c: --prompt-cache (exit codes) */
+
+/* Loads into sequence 0 what the prompt r->ls->tokens[0..n) may reuse from the file
+   (*cached tokens); *save: write the file after the run (cli_prompt_cache_save). */
+int cli_prompt_cache_load(const cli_opts *o, cli_runner *r, size_t n, size_t *cached, bool *save);
+/* chat: loads the file's blocks into sequence 0 for the session's first turn. */
+int cli_prompt_cache_chat_load(const cli_opts *o, cli_runner *r, sm_chat_session *cs, bool *save);
+/* Writes the whole blocks of tokens[0..n) from sequence 0 (positions [0, end) filled). */
+int cli_prompt_cache_save(const cli_opts *o, cli_runner *r, const int32_t *tokens, size_t n, size_t end);
+/* --batch: puts the file's blocks into the prefix cache; *save as above. */
+int cli_prompt_cache_seed(const cli_opts *o, cli_runner *r, bool *save);
+/* --batch: writes the path of blocks the records reused most (nothing if none was). */
+int cli_prompt_cache_save_hottest(const cli_opts *o, cli_runner *r);
+
 /* The sampling flags as sampler parameters. */
 sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed);
 

@@ -90,8 +90,18 @@ int cli_generate(const cli_opts *o) {
     sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, stops,
                         n_stop, NULL, 0};
     sm_gen_stats gs;
-    sm_status st = sm_generate(r.ls->state, &r.lm->tok, r.ls->samplers, r.ls->tokens, n, &gp, emit_sink, &k,
-                               &gs, &err);
+    size_t cached = 0;
+    bool save = false;
+    if (o->prompt_cache && (rc = cli_prompt_cache_load(o, &r, n, &cached, &save))) {
+        free(k.buf);
+        sm_chat_free(&chat);
+        cli_runner_free(&r);
+        return rc;
+    }
+    sm_status st = sm_generate_from(r.ls->state, &r.lm->tok, r.ls->samplers, r.ls->tokens, n, cached, &gp,
+                                    emit_sink, &k, &gs, &err);
+    if (!st && save && gs.n_generated > 0) /* the prompt is in the KV-cache */
+        rc = cli_prompt_cache_save(o, &r, r.ls->tokens, n, n + gs.n_generated);
     if (cli_interrupted && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;
     if (st) rc = cli_run_error(o, st, err.msg);
     if (o->json && !st) {
@@ -119,12 +129,13 @@ int cli_generate(const cli_opts *o) {
         double dec = gs.n_generated > 1 ? (double)(gs.n_generated - 1) / gs.t_decode : 0;
         fprintf(stderr,
                 "load: %.1f ms (%s kernels, %d thread%s, seed %llu)\n"
-                "prompt: %zu tokens in %.2f ms (%.1f tokens/s)\n"
+                "prompt: %zu tokens (%zu from the prompt cache) in %.2f ms (%.1f tokens/s)\n"
                 "generated: %zu tokens in %.2f ms (%.1f tokens/s, %.3f ms/token)\n"
                 "finish: %s\n",
                 r.t_load * 1e3, r.ls->sp.kernels->name, (int)o->threads, o->threads == 1 ? "" : "s",
                 (unsigned long long)seed,
-                gs.n_prompt, gs.t_prefill * 1e3, gs.t_prefill > 0 ? (double)gs.n_prompt / gs.t_prefill : 0,
+                gs.n_prompt, gs.n_reused, gs.t_prefill * 1e3,
+                gs.t_prefill > 0 ? (double)(gs.n_prompt - gs.n_reused) / gs.t_prefill : 0,
                 gs.n_generated, gs.t_decode * 1e3, dec, dec > 0 ? 1e3 / dec : 0,
                 sm_finish_str(gs.finish));
         cli_runner_print_threads(&r, stderr);
