@@ -18,7 +18,8 @@
 # gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
 # gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
-# tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m gpt2-q4_k_m. Quantized GGUF files are made by the
+# tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m gpt2-q4_k_m; prefix reuse (issue 35):
+# prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl (llama-server too). Quantized GGUF files are made by the
 # given llama.cpp build's llama-quantize, ours by `smallmind convert --dtype`,
 # each from random weights of the same shape. N (default 5), MD (model folder, default build/peer-models).
 set -eu
@@ -199,5 +200,50 @@ gpt2-pre-q8_0)
     need_q gpt2 q8_0
     P=("sm_pre $MD/gpt2-q8_0 512" "sm_pre $MD/gpt2-q8_0 512 avx2"); lcs lc_pre $MD/gpt2-q8_0.gguf 512
     row "prefill 512 tokens, GPT-2 small shape, q8_0, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+prefix-gpt2|prefix-tl|noprefix-gpt2|noprefix-tl)
+    # 256 records: one 400-token instruction shared by all (prefix-*) or a
+    # different one per record (noprefix-*), then a 20-40-token item; 16
+    # tokens out, greedy, 8 at a time. Records/s over the wall clock: ours
+    # load the model in each run; llama-server's is loaded before its clock
+    # starts (--parallel 8, prompts cached per slot, 8 curl clients).
+    # Every program runs the same GGUF file, so the token counts agree.
+    case $r in *gpt2) need_q gpt2 q8_0; g=$MD/gpt2-small-f32.gguf; mkg gpt2-small-f32; nm="GPT-2 small f32" ;;
+               *) need_q tl q4_0; g=$MD/tl-q4_0.gguf; nm="TinyLlama-1.1B shape q4_0" ;; esac
+    shared=1; [ ${r#no} != $r ] && shared=0
+    $PY scripts/prefix_records.py --model $g --bin $BIN --shared $shared --out $MD/$r.jsonl --curl $MD/$r.curl
+    sm_recs() { # [FLAGS...]: records/s of one --batch run
+        local s e; s=$(date +%s.%N)
+        $BIN generate -m $g --batch $MD/$r.jsonl -n 16 --parallel 8 -t 2 --temp 0 -q "$@" >$MD/$r.out || return 1
+        e=$(date +%s.%N); $PY -c "import sys; print(round(256 / (float(sys.argv[2]) - float(sys.argv[1])), 3))" $s $e
+    }
+    ls_recs() { # records/s of llama-server, started and loaded before the clock
+        local port=$((18000 + RANDOM % 1000)) s e pid
+        $1/llama-server -m $g --parallel 8 -c $((8 * 1024)) -t 2 --port $port -np 8 >/dev/null 2>&1 & pid=$!
+        until curl -sf http://127.0.0.1:$port/health >/dev/null; do kill -0 $pid 2>/dev/null || return 1; sleep 0.5; done
+        s=$(date +%s.%N)
+        xargs -P 8 -I{} curl -sf http://127.0.0.1:$port/completion -H 'Content-Type: application/json' -d @{}             <$MD/$r.curl >$MD/$r.lsout
+        e=$(date +%s.%N); kill $pid; wait $pid 2>/dev/null || true
+        [ $(grep -c '"content"' $MD/$r.lsout) = 256 ] || return 1
+        $PY -c "import sys; print(round(256 / (float(sys.argv[2]) - float(sys.argv[1])), 3))" $s $e
+    }
+    P=("sm_recs"); [ $shared = 1 ] && P+=("sm_recs --cache-ram 0"); [ -n "$LC" ] && P+=("ls_recs $LC")
+    row "256 records ($([ $shared = 1 ] && echo "a shared 400-token instruction" || echo "400 different tokens each") + 20-40-token item, 16 out), $nm, 2 threads, records/s" \
+        "$([ $shared = 1 ] && echo ">= 4x smallmind before, >= 3x llama-server" || echo "no slower than before")" "${P[@]}" ;;
+ttft-tl)
+    # generate with a 1,500-token prompt: the first run writes --prompt-cache,
+    # the second loads it. Time to the first token: wall clock of -n 1 (load
+    # included) and the prefill_ms generate --json reports.
+    need_q tl q4_0; g=$MD/tl-q4_0.gguf
+    $PY scripts/prefix_records.py --model $g --bin $BIN --long 1500 --out $MD/long1500.txt
+    ttft() { # first|second|none: wall ms of -n 1
+        local s e; [ $1 = first ] && rm -f $MD/long1500.pcache
+        s=$(date +%s.%N)
+        $BIN generate -m $g -f $MD/long1500.txt -n 1 -t 2 --temp 0 --json \
+            $([ $1 != none ] && echo --prompt-cache $MD/long1500.pcache) >$MD/ttft.json || return 1
+        e=$(date +%s.%N); $PY -c "import sys; print(round((float(sys.argv[2]) - float(sys.argv[1])) * 1e3))" $s $e
+    }
+    P=("ttft none" "ttft first" "ttft second")
+    row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
+        "second <= 10% of first" "${P[@]}" ;;
+*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done

@@ -373,6 +373,32 @@ def llama3_scaled_inv(torch, hd, theta, factor, low, high, octx):
     return torch.tensor(out, dtype=torch.float64)
 
 
+def prefix_cache_window(smbin, model, text, label):
+    """--batch records sharing prefixes of up to ~700 tokens on a sliding-window model: its
+    rings (576 positions for forward calls of 512) wrap, cached blocks that a ring had lost
+    are never used, and every record equals the run without the cache."""
+    words = (text + " " + text).split(" ")
+    recs = []
+    for k in (700, 640, 600, 560, 420, 300, 260, 120, 60, 40):  # the longest first: its ring
+        for tail in ("", " and then", " a cat"):                # loses its first blocks
+            recs.append(" ".join(words[:k]) + tail)
+    path = model + "-prefix.jsonl"
+    with open(path, "w") as f:
+        for r in recs:
+            f.write(json.dumps({"prompt": r}) + "\n")
+    out = []
+    for flags in (["--cache-ram", "0", "--parallel", "1"], ["--parallel", "4"], ["--parallel", "2", "-t", "1"]):
+        p = subprocess.run([smbin, "generate", "-m", model, "--batch", path, "-n", "8", "--temp", "0", *flags],
+                           capture_output=True)
+        out.append([json.loads(x) for x in p.stdout.splitlines()] if p.returncode == 0 else [])
+    ok = all(len(o) == len(recs) for o in out)
+    same = ok and all([r["text"] for r in o] == [r["text"] for r in out[0]] for o in out[1:])
+    served = sum(r["tokens_cached"] for o in out[1:] for r in o) if ok else 0
+    check(same and served > 0, f"{label}: --batch records sharing prefixes through wrapped sliding-window "
+          f"rings equal the uncached run ({served} prompt tokens from the cache)",
+          str([len(o) for o in out]))
+
+
 def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
     """Mistral (a Llama with sliding_window) and Phi-3 (Q, K, V in one qkv_proj, gate and up in one
     gate_up_proj, sliding_window, untied): random Hugging Face directories run in place against
@@ -405,6 +431,8 @@ def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
                        f"{'fused qkv_proj and gate_up_proj, untied' if fam == 'phi3' else 'tied'}) run in place, "
                        "300+ tokens through a ring cache")
         greedy_vs_torch(torch, smbin, hf, ref, f"HF {fam} ({tag}) run in place", reps=7)
+        if fam == "mistral":
+            prefix_cache_window(smbin, hf, text, f"HF mistral ({tag}, sliding window {win})")
         if fam == "phi3":  # llama.cpp's phi3 GGUF: attn_qkv and ffn_up (gate | up) fused, window in metadata
             gguf_family(torch, smbin, W, tiny, "phi3", hf + ".gguf", L, H, KVH, C, F, ctx, 1e-5, 10000.0, text,
                         ref, f"GGUF phi3 ({tag}, fused attn_qkv and ffn_up, sliding window) in place",

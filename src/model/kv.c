@@ -4,8 +4,10 @@
 ** the prefix cache and the prompt-cache file.
 **
 ** A range of n positions is laid out layer by layer, in each layer kv head
-** by kv head, a head's n keys (hs each) then its n values, every element in
-** the state's kv_type: sm_state_kv_bytes(s) bytes per position. In the
+** by kv head, a head's keys (dimension by dimension, n positions each: the
+** state's key blocks are runs of positions per dimension, so a range copies
+** in runs) then its n values (hs each), every element in the state's
+** kv_type: sm_state_kv_bytes(s) bytes per position. In the
 ** state a head's keys are blocked (sm_attn_key_index) and its values are
 ** rows; a sliding-window layer holds position p in slot p % ring.
 */
@@ -40,14 +42,19 @@ static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char
         size_t off = seq * s->kv_seq_elems + s->kv_off[l] + kh * hs * ctx;
         char *kt = (char *)s->kt + off * eb, *vh = (char *)s->v + off * eb;
         char *bk = buf + kh * 2 * n * hs * eb, *bv = bk + n * hs * eb;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n;) {
             size_t p = ring ? (p0 + i) % ring : p0 + i; /* its slot */
+            /* a run of slots in one key block (and before the ring wraps): one copy per dimension */
+            size_t run = SM_ATTN_KBLOCK - p % SM_ATTN_KBLOCK;
+            if (run > n - i) run = n - i;
+            if (ring && run > ring - p) run = ring - p;
             for (size_t d = 0; d < hs; d++) {
-                char *k = kt + sm_attn_key_index(p, d, hs) * eb, *b = bk + (i * hs + d) * eb;
-                memcpy(to_state ? k : b, to_state ? b : k, eb);
+                char *k = kt + sm_attn_key_index(p, d, hs) * eb, *b = bk + (d * n + i) * eb;
+                memcpy(to_state ? k : b, to_state ? b : k, run * eb);
             }
             char *v = vh + p * hs * eb, *b = bv + i * hs * eb;
-            memcpy(to_state ? v : b, to_state ? b : v, hs * eb);
+            memcpy(to_state ? v : b, to_state ? b : v, run * hs * eb);
+            i += run;
         }
     }
 }
