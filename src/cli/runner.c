@@ -54,8 +54,9 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
         char msg[600];
         const char *tail = strstr(e.message, "; a smaller context");
         if (e.status == SMALLMIND_ERR_NOMEM && tail) /* name the flags that reduce it */
-            snprintf(msg, sizeof msg, "%.*s; a smaller -c%s reduces it", (int)(tail - e.message), e.message,
-                     spec->n_seq > 1 ? " or --parallel" : "");
+            snprintf(msg, sizeof msg, "%.*s; a smaller -c%s%s%s reduces it", (int)(tail - e.message), e.message,
+                     spec->n_seq > 1 && spec->cache_bytes ? ", " : spec->n_seq > 1 ? " or " : "",
+                     spec->n_seq > 1 ? "--parallel" : "", spec->cache_bytes ? " or --cache-ram" : "");
         else
             snprintf(msg, sizeof msg, "%s", e.message);
         cli_runner_free(r);
