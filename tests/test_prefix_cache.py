@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from st_file import with_chat_template  # noqa: E402
 from tally import Tally  # noqa: E402
 
-T = Tally("prefix cache")
+T = Tally("prefix")
 
 
 def report(ok, name, detail=""):
