@@ -186,13 +186,21 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
             case 1: qrow(dt, 1, out + n, N, qx, K, row, b); break;
             case 2: qrow(dt, 2, out + n, N, qx, K, row, b); break;
             case 3: qrow(dt, 3, out + n, N, qx, K, row, b); break;
-            default: qrow(dt, 4, out + n, N, qx, K, row, b); break;
+            case 4: qrow(dt, 4, out + n, N, qx, K, row, b); break;
+            case 5: qrow(dt, 5, out + n, N, qx, K, row, b); break;
+            case 6: qrow(dt, 6, out + n, N, qx, K, row, b); break;
+            case 7: qrow(dt, 7, out + n, N, qx, K, row, b); break;
+            default: qrow(dt, 8, out + n, N, qx, K, row, b); break;
             }
         else switch (r) {
             case 1: krow(dt, 1, out + n, N, qx, K, row, b); break;
             case 2: krow(dt, 2, out + n, N, qx, K, row, b); break;
             case 3: krow(dt, 3, out + n, N, qx, K, row, b); break;
-            default: krow(dt, 4, out + n, N, qx, K, row, b); break;
+            case 4: krow(dt, 4, out + n, N, qx, K, row, b); break;
+            case 5: krow(dt, 5, out + n, N, qx, K, row, b); break;
+            case 6: krow(dt, 6, out + n, N, qx, K, row, b); break;
+            case 7: krow(dt, 7, out + n, N, qx, K, row, b); break;
+            default: krow(dt, 8, out + n, N, qx, K, row, b); break;
             }
     }
 }
