@@ -166,11 +166,7 @@ sm_status sm_pcache_read(sm_pcache *pc, const char *path, const sm_model *m,
     memcpy(&want_sum, at, 8);
     const sm_config *c = sm_model_config(m);
     ok = ok && h == want_sum;
-    for (size_t i = 0; ok && i < n * B; i++) {
-        int32_t t;
-        memcpy(&t, (char *)pc->tokens + i * sizeof t, sizeof t);
-        ok = t >= 0 && t < c->n_vocab;
-    }
+    for (size_t i = 0; ok && i < n * B; i++) ok = pc->tokens[i] >= 0 && pc->tokens[i] < c->n_vocab;
     if (!ok) {
         free(buf);
         memset(pc, 0, sizeof *pc);
@@ -212,15 +208,13 @@ sm_status sm_pcache_write(const char *path, const sm_model *m, const sm_state_pa
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory writing prompt cache '%s'", path);
     }
     for (size_t k = 0; k < n_blocks; k++) w[k] = whole[k] ? 1 : 0;
-    uint64_t sum = checksum(0, &h, sizeof h);
-    sum = checksum(sum, tokens, n_blocks * B * sizeof *tokens);
-    sum = checksum(sum, w, n_blocks);
-    for (size_t k = 0; k < n_blocks; k++) sum = checksum(sum, blocks[k], (size_t)h.block_bytes);
     size_t np = 0;
     pieces[np++] = (sm_piece){&h, sizeof h};
     pieces[np++] = (sm_piece){tokens, n_blocks * B * sizeof *tokens};
     pieces[np++] = (sm_piece){w, n_blocks};
     for (size_t k = 0; k < n_blocks; k++) pieces[np++] = (sm_piece){blocks[k], (size_t)h.block_bytes};
+    uint64_t sum = 0; /* of the pieces in order, as the reader sums them */
+    for (size_t k = 0; k < np; k++) sum = checksum(sum, pieces[k].p, pieces[k].n);
     pieces[np++] = (sm_piece){&sum, sizeof sum};
     sm_status st = sm_write_file(path, pieces, np, err);
     free(pieces), free(w);

@@ -155,6 +155,30 @@ static sm_sched_request request(const req_spec *q, const char *const *stop, outc
                               .truncate = q->truncate, .tag = o};
 }
 
+/* Submits q[0..n) as the queue has room and steps until every one is reported; false (the
+   test failed) on an error. */
+static bool run_all(sm_sched *s, const req_spec *q, size_t n, book *b) {
+    const char *stops[NPFX][1];
+    size_t next = 0, steps = 0;
+    sm_error err = {{0}};
+    while (next < n || sm_sched_busy(s)) {
+        while (next < n && sm_sched_room(s)) {
+            stops[next][0] = q[next].stop; /* copied at submit */
+            sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
+            if (sm_sched_submit(s, &rq, &err)) {
+                test_fail(__FILE__, __LINE__, "submit: %s", err.msg);
+                return false;
+            }
+            next++;
+        }
+        if (sm_sched_step(s, &err) || ++steps >= 10000) {
+            test_fail(__FILE__, __LINE__, "step %zu: %s", steps, err.msg);
+            return false;
+        }
+    }
+    return true;
+}
+
 static const char long_prompt[] =
     "A prompt longer than one forward call of sixteen tokens, so it is prefilled alone in chunks.";
 
@@ -220,19 +244,9 @@ void test_sched_matches_alone(void) {
                 sm_arena a;
                 sm_sched *s = sched_open(&many, b, &a);
                 if (!s) return;
-                const char *stops[NREQ][1];
-                size_t next = 0, steps = 0;
+                if (!run_all(s, q, NREQ, b)) return;
+                const char *stops[1][1];
                 sm_error err = {{0}};
-                while (next < NREQ || sm_sched_busy(s)) {
-                    while (next < NREQ && sm_sched_room(s)) {
-                        stops[next][0] = q[next].stop;
-                        sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
-                        CHECKF(sm_sched_submit(s, &rq, &err) == SM_OK, "submit: %s", err.msg);
-                        next++;
-                    }
-                    CHECKF(sm_sched_step(s, &err) == SM_OK, "step: %s", err.msg);
-                    CHECK(++steps < 10000);
-                }
                 for (size_t i = 0; i < NREQ; i++) {
                     CHECKF(b->out[i].reports == 1, "request %zu reported %d times", i,
                            b->out[i].reports);
@@ -346,19 +360,7 @@ void test_sched_prefix_cache_matches_alone(void) {
                 sm_sched *s = sched_open_cached(&many, b, &a, ci ? 3 * per : 64u << 20, &pc);
                 if (!s) return;
                 CHECK(pc != NULL);
-                const char *stops[NPFX][1];
-                size_t next = 0, steps = 0;
-                sm_error err = {{0}};
-                while (next < NPFX || sm_sched_busy(s)) {
-                    while (next < NPFX && sm_sched_room(s)) {
-                        stops[next][0] = NULL;
-                        sm_sched_request rq = request(&q[next], stops[next], &b->out[next]);
-                        CHECKF(sm_sched_submit(s, &rq, &err) == SM_OK, "submit: %s", err.msg);
-                        next++;
-                    }
-                    CHECKF(sm_sched_step(s, &err) == SM_OK, "step: %s", err.msg);
-                    CHECK(++steps < 10000);
-                }
+                if (!run_all(s, q, NPFX, b)) return;
                 for (size_t i = 0; i < NPFX; i++) {
                     CHECKF(b->out[i].reports == 1, "request %zu reported %d times", i, b->out[i].reports);
                     CHECKF(same(&b->out[i], &ref[i]),
