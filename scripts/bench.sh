@@ -14,7 +14,8 @@
 #      3 samples; with the peers too when LLAMA_CPP / LLAMA2C name their builds);
 #   7. tokenizers encoding 1 MB (scripts/bench_tokenizer.sh);
 #   8. threads on a busy machine: next to spinning processes, and four processes
-#      at once (scripts/bench_load.sh).
+#      at once (scripts/bench_load.sh);
+#   9. batch jobs: an OpenAI batch file by 1 process and by GNU parallel (scripts/bench_batch.sh).
 # Figures go to docs/performance.md by hand, with this command. Benchmarks,
 # not tests: nothing here asserts a time.
 #   scripts/bench.sh [BIN]
@@ -162,3 +163,7 @@ N=${N:-3} bash scripts/bench_tokenizer.sh $BIN | sed 's/^/  /'
 echo
 echo "threads on a busy machine (scripts/bench_load.sh, 3 samples)"
 N=${N:-3} bash scripts/bench_load.sh $BIN | sed 's/^/  /'
+
+echo
+echo "batch jobs: an OpenAI batch file by 1 process x 1 or 2 threads and by GNU parallel (scripts/bench_batch.sh)"
+N=${N:-3} bash scripts/bench_batch.sh $BIN | sed 's/^/  /'

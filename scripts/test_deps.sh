@@ -27,6 +27,12 @@ command -v script >/dev/null || add bsdutils
 command -v taskset >/dev/null || add util-linux
 [ -f /usr/share/unicode/UnicodeData.txt ] || add unicode-data
 command -v npm >/dev/null || add npm
+command -v parallel >/dev/null || add parallel
+# a one-node Slurm cluster for the job-array test (started by the test itself, as root)
+if [ "$(id -u)" = 0 ]; then
+    command -v slurmctld >/dev/null || add slurm-wlm
+    command -v munged >/dev/null || add munge
+fi
 if [ "$want_asan" = asan ]; then
     # the sanitizer runtime: a program linked with -fsanitize=address,undefined
     if ! command -v clang >/dev/null || ! echo 'int main(void){return 0;}' |

@@ -24,6 +24,7 @@ typedef struct entry {
     sm_sampler_params sampling;
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
     uint64_t arrival;
+    double t_submit;    /* sm_time_now() at submit */
     size_t passed;      /* later requests that took a slot before it */
 } entry;
 
@@ -33,6 +34,7 @@ typedef struct slot {
     void *tag;
     size_t np;          /* prompt tokens */
     size_t n_truncated;
+    double t_queue;     /* seconds it waited for the slot */
     entry *w;           /* while in the group: the entry with its tokens */
     sm_sampler smp;
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
@@ -139,11 +141,12 @@ size_t sm_sched_room(const sm_sched *s) {
     return n;
 }
 
-/* Hands a request to done: q's (an error if msg is set), freeing its slot. */
-static sm_status finish(sm_sched *s, slot *q, const char *msg, sm_error *err) {
+/* Hands a request to done: q's (an error if msg is set: st says its kind), freeing its slot. */
+static sm_status finish(sm_sched *s, slot *q, sm_status st, const char *msg, sm_error *err) {
     q->busy = false;
-    sm_sched_result r = {.tag = q->tag, .error = msg, .text = q->text, .len = msg ? 0 : q->len,
-                         .stats = q->q.stats, .n_truncated = q->n_truncated};
+    sm_sched_result r = {.tag = q->tag, .error = msg, .status = msg ? st : SM_OK, .text = q->text,
+                         .len = msg ? 0 : q->len, .stats = q->q.stats, .n_truncated = q->n_truncated,
+                         .t_queue = q->t_queue};
     return s->p.done(s->p.user, &r, err);
 }
 
@@ -151,9 +154,9 @@ static sm_status finish(sm_sched *s, slot *q, const char *msg, sm_error *err) {
 ** After q's sequence took logits (msg: why it failed): a finished request
 ** goes to done; otherwise the slot stays busy.
 */
-static sm_status settle(sm_sched *s, slot *q, const char *msg, sm_error *err) {
+static sm_status settle(sm_sched *s, slot *q, sm_status st, const char *msg, sm_error *err) {
     q->busy = !msg && !q->q.done;
-    return q->busy ? SM_OK : finish(s, q, msg, err);
+    return q->busy ? SM_OK : finish(s, q, st, msg, err);
 }
 
 /* Tokenizes and checks r into entry e. */
@@ -190,14 +193,16 @@ sm_status sm_sched_submit(sm_sched *s, const sm_sched_request *r, sm_error *err)
         if (!s->wait[i].used) e = &s->wait[i];
     if (!e) return sm_error_set(err, SM_ERR_INPUT, "scheduler: the queue is full");
     int32_t *tokens = e->tokens;
-    *e = (entry){.tokens = tokens, .tag = r->tag, .arrival = s->arrivals++};
+    *e = (entry){.tokens = tokens, .tag = r->tag, .arrival = s->arrivals++, .t_submit = sm_time_now()};
     sm_error rerr = {{0}};
-    if (enqueue(s, e, r, &rerr) == SM_OK) {
+    sm_status est = enqueue(s, e, r, &rerr);
+    if (est == SM_OK) {
         e->used = true;
         return SM_OK;
     }
     if (cancelled(s)) return SM_OK; /* never half a request */
-    sm_sched_result res = {.tag = r->tag, .error = rerr.msg, .text = "", .n_truncated = e->n_truncated};
+    sm_sched_result res = {.tag = r->tag, .error = rerr.msg, .status = est, .text = "",
+                           .n_truncated = e->n_truncated};
     return s->p.done(s->p.user, &res, err);
 }
 
@@ -250,6 +255,7 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
     for (size_t k = 0; k < s->n_wait; k++) /* the earlier requests it overtakes */
         s->wait[k].passed += s->wait[k].used && !s->wait[k].admitted && s->wait[k].arrival < e->arrival;
     q->tag = e->tag, q->np = e->np, q->n_truncated = e->n_truncated, q->w = NULL, q->len = 0;
+    q->t_queue = sm_time_now() - e->t_submit;
     for (size_t k = 0; k < e->n_stop; k++) {
         memcpy(q->stop[k], e->stop[k], sizeof q->stop[k]);
         q->stops[k] = q->stop[k];
@@ -259,8 +265,9 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
     memset(&q->q, 0, sizeof q->q);
     q->q.done = true;
     sm_error rerr = {{0}};
-    bool ok = sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, e->tokens, e->np, &q->gp, collect,
-                          q, &rerr) == SM_OK;
+    sm_status rst = sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, e->tokens, e->np, &q->gp, collect,
+                                q, &rerr);
+    bool ok = rst == SM_OK;
     size_t P = 0;
     if (ok && !q->q.done && s->p.prefix) {
         sm_prefix_hit h = sm_prefix_match(s->p.prefix, e->tokens, e->np);
@@ -283,13 +290,14 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
     if (ok && !q->q.done) {
         const float *lg;
         double tp = sm_time_now();
-        ok = sm_state_prefill_seq(s->state, i, e->tokens + P, e->np - P, P, &lg, &rerr) == SM_OK;
-        if (ok && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, i, e->tokens, e->np);
-        ok = ok && sm_seq_begin(&q->q, lg, sm_time_now() - tp, &rerr) == SM_OK;
+        rst = sm_state_prefill_seq(s->state, i, e->tokens + P, e->np - P, P, &lg, &rerr);
+        if (!rst && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, i, e->tokens, e->np);
+        if (!rst) rst = sm_seq_begin(&q->q, lg, sm_time_now() - tp, &rerr);
+        ok = rst == SM_OK;
     }
     e->used = false;
     if (cancelled(s)) return SM_OK; /* never half a request: the one in flight is dropped */
-    return settle(s, q, ok ? NULL : rerr.msg, err);
+    return settle(s, q, rst, ok ? NULL : rerr.msg, err);
 }
 
 /* Fills free slots from the queue. */
@@ -324,8 +332,8 @@ static sm_status step_group(sm_sched *s, sm_error *err) {
     for (size_t g = 0; g < ng && !cancelled(s); g++) {
         slot *q = &s->slots[s->group[g]];
         sm_error rerr = {{0}};
-        const char *msg = sm_seq_begin(&q->q, lg + g * s->n_vocab, tp, &rerr) ? rerr.msg : NULL;
-        if (!cancelled(s) && (st = settle(s, q, msg, err))) return st;
+        sm_status qst = sm_seq_begin(&q->q, lg + g * s->n_vocab, tp, &rerr);
+        if (!cancelled(s) && (st = settle(s, q, qst, qst ? rerr.msg : NULL, err))) return st;
     }
     return SM_OK;
 }
@@ -348,8 +356,8 @@ sm_status sm_sched_step(sm_sched *s, sm_error *err) {
     for (size_t j = 0; j < m && !cancelled(s); j++) {
         slot *q = &s->slots[s->cs[j]];
         sm_error rerr = {{0}};
-        const char *msg = sm_seq_accept(&q->q, logits + j * s->n_vocab, &rerr) ? rerr.msg : NULL;
-        if (!cancelled(s) && (st = settle(s, q, msg, err))) return st;
+        sm_status qst = sm_seq_accept(&q->q, logits + j * s->n_vocab, &rerr);
+        if (!cancelled(s) && (st = settle(s, q, qst, qst ? rerr.msg : NULL, err))) return st;
     }
     return SM_OK;
 }

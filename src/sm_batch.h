@@ -1,15 +1,23 @@
 /*
-** sm_batch.h -- one input record of `generate --batch`.
+** sm_batch.h -- one input line of `generate --batch`, in any of its forms.
 **
-** A line is either plain text (the whole line is the prompt) or, when its
-** first non-blank byte is '{', a JSON object:
-**   {"id": ..., "prompt": "...", "max_tokens": N, "temperature": T,
-**    "top_k": K, "top_p": P, "min_p": P, "repeat_penalty": X, "repeat_last_n": N,
-**    "presence_penalty": X, "frequency_penalty": X, "seed": S,
-**    "stop": "..." or ["...", ...]}
-** where only "prompt" is required, or "messages": [{"role": ..., "content":
-** ...}, ...] (OpenAI style, checked) instead, for the chat template. Unknown keys and out-of-range values are
-** refused with a message naming the key.
+** A line is one of:
+**  - plain text: the whole line is the prompt;
+**  - one of our JSON records (its first non-blank byte is '{'):
+**      {"id": ..., "prompt": "...", "max_tokens": N, "temperature": T,
+**       "top_k": K, "top_p": P, "min_p": P, "repeat_penalty": X, "repeat_last_n": N,
+**       "presence_penalty": X, "frequency_penalty": X, "seed": S,
+**       "stop": "..." or ["...", ...]}
+**    where only "prompt" is required, or "messages": [{"role": ..., "content":
+**    ...}, ...] (OpenAI style, checked) instead, for the chat template;
+**  - an OpenAI Batch API request (a JSON object with "custom_id", "method",
+**    "url" and "body"), whose body is a /v1/chat/completions or
+**    /v1/completions request (sm_oai.h).
+** With SM_BATCH_AUTO a JSON object is an OpenAI request when it has any of
+** "custom_id", "method", "url" or "body", else ours; SM_BATCH_TEXT takes every
+** line as plain text, SM_BATCH_JSONL and SM_BATCH_OPENAI require their form.
+** Unknown keys and out-of-range values are refused with a message naming
+** the key. Never prints.
 */
 #ifndef SM_BATCH_H
 #define SM_BATCH_H
@@ -21,9 +29,22 @@
 enum { SM_REC_MAX_TOKENS = 1, SM_REC_STOP = 2 };
 
 #define SM_REC_ID_MAX 256
+#define SM_REC_MODEL_MAX 128
+
+typedef enum { SM_BATCH_AUTO, SM_BATCH_TEXT, SM_BATCH_JSONL, SM_BATCH_OPENAI } sm_batch_format;
+
+/* What a line is (also when it is bad: as far as it could be read). */
+typedef enum {
+    SM_REC_TEXT,           /* a plain line */
+    SM_REC_JSON,           /* one of our records */
+    SM_REC_OAI_CHAT,       /* an OpenAI request to /v1/chat/completions */
+    SM_REC_OAI_COMPLETION, /* an OpenAI request to /v1/completions */
+    SM_REC_OAI_BAD         /* an OpenAI request whose line is bad (JSON, custom_id, method, url) */
+} sm_rec_kind;
 
 typedef struct sm_batch_record {
-    char id[SM_REC_ID_MAX]; /* the id as JSON text ("" when the record has none) */
+    sm_rec_kind kind;
+    char id[SM_REC_ID_MAX]; /* JSON text of "id" (ours) or "custom_id" (OpenAI); "" if none */
     char *prompt;           /* decoded prompt, in the caller's buffer */
     struct cJSON *messages; /* or a conversation (owned: cJSON_Delete it), else NULL */
     size_t prompt_len;
@@ -32,14 +53,28 @@ typedef struct sm_batch_record {
     sm_sampler_params sampling; /* the caller's defaults, with the record's fields over them */
     size_t n_stop;
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
+    /* OpenAI requests */
+    char model[SM_REC_MODEL_MAX]; /* the body's "model" ("" if none) */
+    bool stream, include_usage;   /* "stream", "stream_options": {"include_usage"} */
+    int top_logprobs;             /* -1: no log-probabilities asked; else how many alternatives */
+    /* why a record is bad (OpenAI's error shape) */
+    char param[64];   /* the body's field at fault ("" if none) */
+    const char *code; /* a static error code ("invalid_url", ...) or NULL */
 } sm_batch_record;
 
 /*
-** Parses line[0..len) (no newline). The decoded prompt goes to buf, which
-** must hold len bytes; rec->sampling starts as *defaults. SM_ERR_INPUT with
-** a message on a bad record.
+** Parses line[0..len) (no newline) as fmt says. The decoded prompt goes to
+** buf, which must hold len bytes; rec->sampling starts as *defaults.
+** SM_ERR_INPUT with a message on a bad record; rec->kind, id, param and code
+** then say as much as could be read.
 */
-sm_status sm_batch_parse(const char *line, size_t len, char *buf, const sm_sampler_params *defaults,
-                         sm_batch_record *rec, sm_error *err);
+sm_status sm_batch_parse(const char *line, size_t len, sm_batch_format fmt, char *buf,
+                         const sm_sampler_params *defaults, sm_batch_record *rec, sm_error *err);
+
+/* Frees what a parsed record owns (its messages); safe on a zeroed or failed record. */
+void sm_batch_record_free(sm_batch_record *rec);
+
+/* Whether s (NUL-terminated) is valid UTF-8 (RFC 3629). */
+bool sm_utf8_valid(const char *s);
 
 #endif

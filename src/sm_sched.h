@@ -63,10 +63,12 @@ typedef struct sm_sched_request {
 typedef struct sm_sched_result {
     void *tag;
     const char *error;  /* NULL, or why the request could not run (text is then empty) */
+    sm_status status;   /* with error: its kind (SM_ERR_INPUT: the request's own fault) */
     const char *text;   /* generated text, valid during the callback */
     size_t len;
     sm_gen_stats stats;
     size_t n_truncated; /* prompt tokens truncate dropped */
+    double t_queue;     /* seconds from submit to its slot */
 } sm_sched_result;
 
 /* Receives a finished request. A status other than SM_OK (with err set) stops

@@ -1,37 +1,67 @@
 /*
-** batch.c -- `smallmind generate --batch FILE`: read lines, submit each
-** record to the scheduler (sm_sched.h), write the finished records as JSONL
-** in input order.
+** batch.c -- `smallmind generate --batch FILE|-`: records in (plain lines,
+** our JSONL, OpenAI Batch API requests), the scheduler (sm_sched.h) running
+** them, JSONL results out.
 **
-** Records finish out of order; each is formatted when it finishes and
-** written once all records before it are, so output keeps the input order
-** and every write is one whole record. Ctrl-C writes no partial record.
+** Lines are taken as they arrive: while the scheduler works, input is only
+** polled, and when it has nothing to do the command waits for the next line,
+** so a coprocess or a FIFO gets each answer as soon as it is done. A result
+** is formatted when its record finishes and written, one whole line at a
+** time, in input order (--ordered, the default: at most `window` records
+** are in flight or waiting to be written) or at once (--unordered). A
+** regular file is read once more first: its record count (for progress)
+** and its ids (a repeated id refuses the run before anything is written).
+** --resume reads the results file first and skips every record whose id it
+** holds. Ctrl-C writes no partial record.
 */
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sm_batch.h"
 
-/* A record in flight: what its output line needs besides the result. */
+#define KEY_MAX (SM_REC_ID_MAX + 8)
+
+/* A record in flight: what its result line needs besides the result. */
 typedef struct {
     bool used;
-    size_t idx, lineno; /* ordinal among this shard's records; input line */
+    size_t idx, lineno; /* ordinal among the records run; input line */
+    sm_rec_kind kind;
     char id[SM_REC_ID_MAX];
+    char param[64];     /* OpenAI: the field an error names */
+    const char *code;
 } pending;
+
+/* A result formatted and not yet written (ordered output). */
+typedef struct {
+    char *line;
+    size_t len;
+    bool failed;
+} ready;
 
 typedef struct {
     const cli_opts *o;
     cli_out os;
+    cli_sink out, errs; /* errs.fd < 0: failed records go to out */
+    bool ordered;
     pending *pend;  /* (3 P + 1): in slots, queued, and the one being submitted */
-    char **ready;   /* (todo) formatted records not yet written */
-    size_t *ready_len;
-    size_t written; /* records written: the next to write is ready[written] */
-    size_t failed, tokens;
+    ready *ring;    /* (window) ordered: record idx in ring[idx % window] */
+    size_t window;
+    size_t next_idx, written; /* records taken; records written (in order) */
+    size_t failed, tokens, skipped;
+    size_t failed_kept; /* --resume: error results the files held already */
+    size_t total;   /* records this run has to do, when known (a regular file) */
+    bool total_known;
     bool stop;      /* a write failed or the pipe closed */
+    const char *model_name;
+    long long created;
+    double t0, t_progress;
+    bool tty;
     /* records with "messages": the chat template, set up at the first of them */
     int chat_state; /* 0 not yet, 1 ready, 2 failed (chat_err says why) */
     sm_chat chat;
@@ -59,177 +89,375 @@ static const char *templated(batch *b, cli_runner *r, const cJSON *msgs, size_t 
     return NULL;
 }
 
-/* The next line of buf from *at (newline and a trailing CR removed); false at the end. */
-static bool next_line(const char *buf, size_t len, size_t *at, const char **line, size_t *n) {
-    if (*at >= len) return false;
-    const char *nl = memchr(buf + *at, '\n', len - *at);
-    size_t end = nl ? (size_t)(nl - buf) : len;
-    *line = buf + *at;
-    *n = end - *at;
-    if (*n && (*line)[*n - 1] == '\r') --*n;
-    *at = end + 1;
-    return true;
-}
-
-/* Whether the record-th non-empty line (1-based) is this process's under --shard. */
+/* Whether the record-th record (1-based) is this process's under --shard. */
 static bool in_shard(const cli_opts *o, size_t record) {
     return !o->shard_n || (record - 1) % (size_t)o->shard_n == (size_t)(o->shard_i - 1);
 }
 
-/* Formats p's record (an error if msg is set) into b->ready. false: out of memory. */
-static bool format_record(batch *b, const pending *p, const char *msg, const sm_sched_result *res) {
-    char idbuf[32];
-    snprintf(idbuf, sizeof idbuf, "%zu", p->lineno);
-    char *out = NULL;
-    size_t out_len = 0;
-    FILE *f = open_memstream(&out, &out_len);
+static bool is_oai(sm_rec_kind k) {
+    return k == SM_REC_OAI_CHAT || k == SM_REC_OAI_COMPLETION || k == SM_REC_OAI_BAD;
+}
+
+/*
+** p's result line (an error if msg is set; status: its kind) into *out.
+** Ours: {"id", "line", "text", counts, "finish_reason", "timing"} or
+** {"id", "line", "error"}; OpenAI's: {"id", "custom_id", "response", "error"}.
+*/
+static bool format_record(batch *b, const pending *p, const char *msg, sm_status status,
+                          const sm_sched_result *res, ready *out) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f) return false;
-    fprintf(f, "{\"id\": %s, ", *p->id ? p->id : idbuf);
-    if (msg) {
-        fprintf(f, "\"line\": %zu, \"error\": \"", p->lineno);
-        cli_json_string(f, (const unsigned char *)msg, strlen(msg));
-        fputs("\"}\n", f);
-        b->failed++;
+    if (!is_oai(p->kind)) {
+        if (*p->id) fprintf(f, "{\"id\": %s, \"line\": %zu, ", p->id, p->lineno);
+        else fprintf(f, "{\"id\": %zu, \"line\": %zu, ", p->lineno, p->lineno);
+        if (msg) {
+            fputs("\"error\": \"", f);
+            cli_json_string(f, (const unsigned char *)msg, strlen(msg));
+            fputs("\"}\n", f);
+        } else {
+            cli_json_result(f, res->text, res->len, &res->stats, res->n_truncated, res->t_queue);
+            fputs("}\n", f);
+        }
     } else {
-        cli_json_result(f, res->text, res->len, &res->stats, res->n_truncated);
-        fputs("}\n", f);
-        b->tokens += res->stats.n_generated;
+        fprintf(f, "{\"id\": \"batch_req_%zu\", \"custom_id\": %s, ", p->lineno, *p->id ? p->id : "null");
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "%zu", p->lineno);
+        if (msg && p->kind == SM_REC_OAI_BAD) { /* the line itself: no request was made */
+            fputs("\"response\": null, \"error\": {\"code\": ", f);
+            fprintf(f, "\"%s\", \"message\": \"", p->code ? p->code : "invalid_request");
+            cli_json_string(f, (const unsigned char *)msg, strlen(msg));
+            fputs("\"}}\n", f);
+        } else {
+            int code = !msg ? 200 : p->code && strcmp(p->code, "model_not_found") == 0 ? 404
+                                  : status == SM_ERR_INPUT ? 400 : 500;
+            fprintf(f, "\"response\": {\"status_code\": %d, \"request_id\": \"req_%zu\", \"body\": ", code,
+                    p->lineno);
+            if (msg) {
+                cli_oai_error(f, msg, code == 500 ? "server_error" : "invalid_request_error", p->param, p->code);
+            } else {
+                cli_oai_result r = {.kind = p->kind, .id_suffix = suffix, .model = b->model_name,
+                                    .created = b->created, .text = res->text, .len = res->len,
+                                    .stats = &res->stats, .t_queue = res->t_queue};
+                cli_oai_body(f, &r);
+            }
+            fputs("}, \"error\": null}\n", f);
+        }
     }
     if (fclose(f) != 0) {
-        free(out);
+        free(text);
         return false;
     }
-    b->ready[p->idx] = out;
-    b->ready_len[p->idx] = out_len;
+    *out = (ready){.line = text, .len = len, .failed = msg != NULL};
     return true;
+}
+
+/* Writes one result line to its file; frees it. */
+static void write_one(batch *b, ready *r) {
+    if (r->failed) b->failed++;
+    cli_sink *s = r->failed && b->errs.fd >= 0 ? &b->errs : &b->out;
+    if (!b->stop && cli_sink_write(s, &b->os, r->line, r->len)) b->stop = true;
+    free(r->line);
+    *r = (ready){0};
+    b->written++;
+}
+
+/* Hands p's result on: written at once (unordered), or held for its turn. */
+static int deliver(batch *b, pending *p, const char *msg, sm_status status, const sm_sched_result *res) {
+    ready r;
+    p->used = false;
+    if (!format_record(b, p, msg, status, res, &r)) return cli_data_error("out of memory for a result");
+    if (b->ordered) b->ring[p->idx % b->window] = r;
+    else write_one(b, &r);
+    return 0;
 }
 
 /* The scheduler's done callback. */
 static sm_status on_done(void *user, const sm_sched_result *res, sm_error *err) {
     batch *b = user;
     pending *p = res->tag;
-    p->used = false;
-    if (!format_record(b, p, res->error, res))
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for an output record");
+    if (!res->error) b->tokens += res->stats.n_generated;
+    if (deliver(b, p, res->error, res->status, res))
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a result");
     return SM_OK;
 }
 
-/* Writes the records that are next in input order. */
-static void flush(batch *b, size_t todo, double t0, bool tty) {
-    while (!b->stop && b->written < todo && b->ready[b->written]) {
-        char *out = b->ready[b->written];
-        b->ready[b->written] = NULL;
-        if (cli_out_write(&b->os, out, b->ready_len[b->written])) b->stop = true;
-        free(out);
-        b->written++;
-        if (tty) {
-            double el = sm_time_now() - t0;
-            fprintf(stderr, "\r\033[Krecords %zu/%zu  %.0f tokens/s  ETA %.0fs", b->written, todo,
-                    el > 0 ? (double)b->tokens / el : 0,
-                    el / (double)b->written * (double)(todo - b->written));
-        }
+/* Writes the results that are next in input order. */
+static void flush(batch *b) {
+    if (!b->ordered) return;
+    while (b->written < b->next_idx && b->ring[b->written % b->window].line)
+        write_one(b, &b->ring[b->written % b->window]);
+}
+
+/* "1h02m", "3m05s", "12s" */
+static void duration(char *out, size_t cap, double s) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, cap, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(out, cap, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, cap, "%lds", t);
+}
+
+/* Progress on stderr: in place on a terminal, a line per interval with --progress (and at the end). */
+static void progress(batch *b, bool last) {
+    double now = sm_time_now();
+    if (b->o->quiet || !(b->tty || b->o->progress)) return;
+    double every = b->o->progress ? (b->o->progress_s > 0 ? b->o->progress_s : 10.0) : 0.2;
+    if (!last && now - b->t_progress < every) return;
+    b->t_progress = now;
+    double el = now - b->t0;
+    char done[64], eta[32] = "", spent[32];
+    if (b->total_known) snprintf(done, sizeof done, "%zu/%zu", b->written, b->total);
+    else snprintf(done, sizeof done, "%zu", b->written);
+    duration(spent, sizeof spent, el);
+    if (b->total_known && b->written && b->written < b->total) {
+        char t[24];
+        duration(t, sizeof t, el / (double)b->written * (double)(b->total - b->written));
+        snprintf(eta, sizeof eta, ", ETA %s", t);
     }
+    char failed[40] = "";
+    if (b->failed) snprintf(failed, sizeof failed, " (%zu failed)", b->failed);
+    bool in_place = b->tty && !b->o->progress;
+    fprintf(stderr, "%srecords %s%s, %.1f tokens/s, %.2f records/s, %s%s%s", in_place ? "\r\033[K" : "", done,
+            failed, el > 0 ? (double)b->tokens / el : 0, el > 0 ? (double)b->written / el : 0, spent, eta,
+            in_place ? "" : "\n");
 }
 
 /*
 ** Parses record (line, n) and submits it with the flags' settings under its
-** own. A record that cannot be parsed is formatted at once. Returns an exit code.
+** own; a record that cannot run gets its error result at once. Returns an
+** exit code.
 */
-static int submit(batch *b, cli_runner *r, pending *p, const char *line, size_t n, char *pbuf) {
+static int submit(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec, const char *why) {
     const cli_opts *o = b->o;
-    sm_batch_record rec;
     sm_error err = {{0}};
-    rec.id[0] = '\0';
-    sm_sampler_params dflt = cli_sampling(o, cli_seed(o->seed));
-    sm_status st = sm_batch_parse(line, n, pbuf, &dflt, &rec, &err);
-    memcpy(p->id, rec.id, sizeof p->id);
     size_t n_ids = 0;
-    const char *why = st ? err.msg : rec.messages ? templated(b, r, rec.messages, &n_ids, &err) : NULL;
-    cJSON_Delete(rec.messages);
-    if (why) {
-        p->used = false;
-        return format_record(b, p, why, NULL) ? 0 : cli_data_error("out of memory for an output record");
+    if (!why && b->o->alias && *rec->model && strcmp(rec->model, b->o->alias) != 0) {
+        snprintf(err.msg, sizeof err.msg, "The model '%s' does not exist (this run serves '%s')", rec->model,
+                 b->o->alias);
+        p->code = "model_not_found";
+        snprintf(p->param, sizeof p->param, "model");
+        why = err.msg;
     }
-    sm_sched_request req = {.prompt = rec.prompt, .prompt_len = rec.prompt_len,
+    if (!why && (rec->stream || rec->top_logprobs >= 0)) {
+        snprintf(p->param, sizeof p->param, "%s", rec->stream ? "stream" : "logprobs");
+        why = rec->stream ? "\"stream\": true is not supported in a batch"
+                          : "\"logprobs\" is not supported in a batch";
+    }
+    if (!why && rec->messages) why = templated(b, r, rec->messages, &n_ids, &err);
+    if (why) return deliver(b, p, why, SM_ERR_INPUT, NULL);
+    sm_sched_request req = {.prompt = rec->prompt, .prompt_len = rec->prompt_len,
                             .ids = n_ids ? b->ids : NULL, .n_ids = n_ids,
-                            .max_tokens = rec.set & SM_REC_MAX_TOKENS ? (size_t)rec.max_tokens
-                                                                      : (size_t)o->max_tokens,
-                            .sampling = rec.sampling, .truncate = o->truncate, .tag = p};
+                            .max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
+                                                                       : (size_t)o->max_tokens,
+                            .sampling = rec->sampling, .truncate = o->truncate, .tag = p};
     const char *stops[SM_STOP_MAX];
-    req.n_stop = rec.set & SM_REC_STOP ? rec.n_stop : o->n_stop;
+    req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++)
-        stops[i] = rec.set & SM_REC_STOP ? rec.stop[i] : o->stop[i];
+        stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
     if (n_ids) req.n_stop = sm_chat_add_stop(&b->chat, stops, req.n_stop);
     req.stop = stops;
     if (sm_sched_submit(r->ls->sched, &req, &err)) return cli_data_error(err.msg);
     return 0;
 }
 
-int cli_batch(const cli_opts *o) {
-    char *input;
-    size_t len;
-    int rc = cli_read_all(o->batch_file, &input, &len);
-    if (rc) return rc;
-    /* first pass: this shard's records, and the longest line (the prompt buffer) */
+/* State of reading the input, shared by the first pass and the run. */
+typedef struct {
+    size_t record;    /* non-empty lines so far */
+    char *pbuf;       /* a line's decoded prompt */
+    size_t pcap;
+    cli_keys seen;    /* keys of the records taken */
+} intake;
+
+/* Parses one line into rec (buffer grown to fit); its key into key. 0, or an exit code. */
+static int parse_line(const cli_opts *o, intake *in, const char *line, size_t n, size_t lineno,
+                      sm_batch_record *rec, sm_error *err, sm_status *st, char *key) {
+    if (n + 1 > in->pcap) {
+        char *nb = realloc(in->pbuf, n + 1);
+        if (!nb) return cli_data_error("out of memory for an input line");
+        in->pbuf = nb, in->pcap = n + 1;
+    }
+    sm_sampler_params dflt = cli_sampling(o, cli_seed(o->seed));
+    *st = sm_batch_parse(line, n, o->input_format, in->pbuf, &dflt, rec, err);
+    cli_record_key(key, KEY_MAX, rec->kind, rec->id, lineno);
+    return 0;
+}
+
+/* A key's text for messages: the id as written ("i:7" -> 7, "c:\"a\"" -> "a", "l:3" -> line 3). */
+static const char *key_text(const char *key) {
+    return key[0] == 'l' ? "(none)" : key + 2;
+}
+
+/*
+** The first pass over a regular file: how many records this run has to do,
+** and no id twice (unless allowed). Reads from the current offset and goes
+** back to it. Exit code (the message printed).
+*/
+static int first_pass(batch *b, cli_reader *rd, cli_keys *done) {
+    const cli_opts *o = b->o;
+    off_t start = lseek(rd->fd, 0, SEEK_CUR);
+    if (start < 0) return 0; /* cannot go back: no first pass */
+    cli_reader r = {.fd = rd->fd, .name = rd->name, .regular = true};
+    intake in = {0};
     const char *line;
-    size_t n, at = 0, longest = 0, todo = 0, record = 0, lineno = 0, next_idx = 0;
-    while (next_line(input, len, &at, &line, &n)) {
-        if (n > longest) longest = n;
-        if (n) todo += in_shard(o, ++record);
+    size_t n;
+    int k, rc = 0;
+    char key[KEY_MAX];
+    size_t todo = 0;
+    while (!rc && (k = cli_reader_next(&r, -1, &line, &n)) == 1) {
+        if (n == 0 || !in_shard(o, ++in.record)) continue;
+        sm_batch_record rec;
+        sm_error err = {{0}};
+        sm_status st;
+        if ((rc = parse_line(o, &in, line, n, r.lineno, &rec, &err, &st, key))) break;
+        sm_batch_record_free(&rec);
+        cli_key *e = cli_keys_add(&in.seen, key, r.lineno);
+        if (!e) rc = cli_data_error("out of memory for the ids");
+        else if (e->count > 1 && !o->allow_dup_ids) {
+            fprintf(stderr, "smallmind: '%s' line %zu: %s %s repeats line %zu's (ids name results for "
+                            "--resume; --allow-duplicate-ids runs both)\n",
+                    rd->name, r.lineno, key[0] == 'c' ? "custom_id" : "id", key_text(key), e->line);
+            rc = EXIT_DATA;
+        } else if (!cli_keys_take(done, key)) {
+            todo++;
+        }
+    }
+    if (!rc && k < 0) rc = EXIT_DATA;
+    free(r.buf);
+    free(in.pbuf);
+    cli_keys_free(&in.seen);
+    if (!rc && lseek(rd->fd, start, SEEK_SET) < 0) rc = cli_data_error("cannot go back to the start of the input");
+    b->total = todo;
+    b->total_known = !rc;
+    return rc;
+}
+
+int cli_batch(const cli_opts *o) {
+    cli_reader rd;
+    int rc = cli_reader_open(&rd, o->batch_file);
+    if (rc) return rc;
+    batch b = {.o = o, .os = {.last_was_newline = true}, .ordered = o->ordered >= 0,
+               .out = {.fd = -1}, .errs = {.fd = -1}};
+    cli_keys done = {0}, done_copy = {0};
+    size_t n_done = 0;
+    struct stat sb;
+    for (int k = 0; k < 2 && !rc; k++) { /* results must not go over the input */
+        const char *path = k ? o->errors : o->output;
+        if (path && rd.regular && stat(path, &sb) == 0 && sb.st_dev == rd.dev && sb.st_ino == rd.ino)
+            rc = cli_usage_error(o, "--%s names the input file '%s'", k ? "errors" : "output", path);
+    }
+    if (!rc && o->resume_batch) {
+        size_t m = 0, f = 0;
+        rc = cli_resume_scan(o->output, &done, &n_done, &b.failed_kept, o->quiet);
+        if (!rc && o->errors) rc = cli_resume_scan(o->errors, &done, &m, &f, o->quiet);
+        n_done += m, b.failed_kept += f;
+        if (!rc) rc = cli_resume_scan(o->output, &done_copy, &m, &f, true); /* the first pass takes from a copy */
+        if (!rc && o->errors) rc = cli_resume_scan(o->errors, &done_copy, &m, &f, true);
+    }
+    if (!rc && rd.regular) rc = first_pass(&b, &rd, &done_copy);
+    cli_keys_free(&done_copy);
+    if (rc) {
+        cli_keys_free(&done);
+        cli_reader_close(&rd);
+        return rc;
     }
     size_t P = o->parallel ? (size_t)o->parallel : 8;
-    if (P > todo) P = todo ? todo : 1;
-    batch b = {.o = o, .os = {.last_was_newline = true}};
-    sm_sched_params sched = {.cancel = (const volatile int *)&cli_interrupted, .done = on_done,
-                             .user = &b};
+    if (b.total_known && P > b.total) P = b.total ? b.total : 1;
+    sm_sched_params sched = {.cancel = (const volatile int *)&cli_interrupted, .done = on_done, .user = &b};
     sm_sampler_params spar = cli_sampling(o, cli_seed(o->seed));
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = P, .sampling = &spar, .sched = &sched,
                          .cache_bytes = (size_t)o->cache_mib << 20, .build_state = true};
     rc = cli_runner_init(&r, o, &spec);
     if (rc) {
-        free(input);
+        cli_keys_free(&done);
+        cli_reader_close(&rd);
         return rc;
     }
     bool save_cache = false;
-    if (o->prompt_cache && (rc = cli_prompt_cache_seed(o, &r, &save_cache))) {
-        cli_runner_free(&r);
-        free(input);
-        return rc;
-    }
-    char *pbuf = malloc(longest + 1);
+    if (o->prompt_cache) rc = cli_prompt_cache_seed(o, &r, &save_cache);
+    /* the model's name in OpenAI results: --alias, else the model path's last part */
+    const char *slash = strrchr(o->model, '/');
+    char name[SM_REC_MODEL_MAX];
+    snprintf(name, sizeof name, "%s", o->alias ? o->alias : slash && slash[1] ? slash + 1 : o->model);
+    b.model_name = name;
+    b.created = (long long)time(NULL);
+    /* files are opened (an --output emptied) only now that the run can start */
+    if (!rc && o->output) rc = cli_sink_open(&b.out, o->output, o->resume_batch);
+    else if (!rc) cli_sink_open(&b.out, NULL, false);
+    if (!rc && o->errors) rc = cli_sink_open(&b.errs, o->errors, o->resume_batch);
+    b.window = 4 * P + 64;
     b.pend = calloc(3 * P + 1, sizeof *b.pend);
-    b.ready = calloc(todo + 1, sizeof *b.ready);
-    b.ready_len = calloc(todo + 1, sizeof *b.ready_len);
-    if (!pbuf || !b.pend || !b.ready || !b.ready_len) rc = cli_data_error("out of memory for the batch");
-    double t0 = sm_time_now();
-    bool tty = isatty(STDERR_FILENO) && !o->quiet, more = true;
-    at = record = 0;
+    b.ring = calloc(b.window, sizeof *b.ring);
+    if (!rc && (!b.pend || !b.ring)) rc = cli_data_error("out of memory for the batch");
+    if (!rc && o->resume_batch && n_done && !o->quiet)
+        fprintf(stderr, "smallmind: resuming: %zu results kept in %s%s%s\n", n_done, o->output,
+                o->errors ? " and " : "", o->errors ? o->errors : "");
+    b.t0 = b.t_progress = sm_time_now();
+    b.tty = isatty(STDERR_FILENO) && !o->quiet;
+    intake in = {0};
+    sm_sched *s = r.ls->sched;
     while (!rc && !cli_interrupted && !b.stop) {
-        while (!rc && !cli_interrupted && more && sm_sched_room(r.ls->sched) &&
-               (more = next_line(input, len, &at, &line, &n))) {
-            lineno++;
-            if (n == 0 || !in_shard(o, ++record)) continue;
+        /* take the lines that are here (waiting for one only when there is nothing else to do) */
+        while (!rc && !cli_interrupted && !rd.eof && sm_sched_room(s) && b.next_idx - b.written < b.window) {
+            bool idle = !sm_sched_busy(s) && b.written == b.next_idx;
+            int wait_ms = !idle ? 0 : b.o->progress ? (int)((b.o->progress_s > 0 ? b.o->progress_s : 10) * 1000) : -1;
+            const char *line;
+            size_t n;
+            int k = cli_reader_next(&rd, wait_ms, &line, &n);
+            if (k < 0) rc = EXIT_DATA;
+            if (k <= 0) break;
+            if (n == 0 || !in_shard(o, ++in.record)) continue;
+            sm_batch_record rec;
+            sm_error err = {{0}};
+            sm_status st;
+            char key[KEY_MAX];
+            if ((rc = parse_line(o, &in, line, n, rd.lineno, &rec, &err, &st, key))) break;
+            if (cli_keys_take(&done, key)) { /* its result is in the file already */
+                b.skipped++;
+                sm_batch_record_free(&rec);
+                continue;
+            }
+            cli_key *e = cli_keys_add(&in.seen, key, rd.lineno);
             pending *p = b.pend;
             while (p->used) p++; /* at most 3 P are in flight, so one of 3 P + 1 is free */
-            *p = (pending){.used = true, .idx = next_idx++, .lineno = lineno};
-            rc = submit(&b, &r, p, line, n, pbuf);
+            *p = (pending){.used = true, .idx = b.next_idx++, .lineno = rd.lineno, .kind = rec.kind,
+                           .code = rec.code};
+            memcpy(p->id, rec.id, sizeof p->id);
+            memcpy(p->param, rec.param, sizeof p->param);
+            const char *why = st ? err.msg : NULL;
+            if (!e) {
+                rc = cli_data_error("out of memory for the ids");
+            } else if (!why && e->count > 1 && !o->allow_dup_ids) { /* (a stream: a file was checked) */
+                snprintf(err.msg, sizeof err.msg, "%s %s repeats line %zu's (--allow-duplicate-ids runs both)",
+                         key[0] == 'c' ? "custom_id" : "id", key_text(key), e->line);
+                if (is_oai(p->kind)) p->kind = SM_REC_OAI_BAD, p->code = "duplicate_custom_id";
+                why = err.msg;
+            }
+            if (!rc) rc = submit(&b, &r, p, &rec, why);
+            sm_batch_record_free(&rec);
         }
-        flush(&b, todo, t0, tty);
-        if (rc || cli_interrupted || b.stop || (!more && !sm_sched_busy(r.ls->sched))) break;
-        sm_error err = {{0}};
-        sm_status sst = sm_sched_step(r.ls->sched, &err);
-        if (sst) rc = cli_run_error(o, sst, err.msg);
-        flush(&b, todo, t0, tty);
+        flush(&b);
+        progress(&b, false);
+        if (rc || cli_interrupted || b.stop) break;
+        if (sm_sched_busy(s)) {
+            sm_error err = {{0}};
+            sm_status sst = sm_sched_step(s, &err);
+            if (sst) rc = cli_run_error(o, sst, err.msg);
+            flush(&b);
+        } else if (rd.eof && b.written == b.next_idx) {
+            break;
+        }
     }
-    flush(&b, todo, t0, tty);
-    if (tty) fputc('\n', stderr);
+    flush(&b);
+    if (b.tty || o->progress) progress(&b, true);
+    if (b.tty && !o->progress && !o->quiet) fputc('\n', stderr);
     if (!rc && !cli_interrupted && save_cache && r.ls->prefix) rc = cli_prompt_cache_save_hottest(o, &r);
-    double el = sm_time_now() - t0;
+    double el = sm_time_now() - b.t0;
     if (o->stats || (cli_interrupted && !o->quiet))
-        fprintf(stderr, "batch: %zu of %zu records written (%zu failed), %zu tokens generated in "
-                        "%.2f s (%.1f tokens/s, %zu decoded together)%s\n",
-                b.written, todo, b.failed, b.tokens, el, el > 0 ? (double)b.tokens / el : 0, P,
+        fprintf(stderr, "batch: %zu records written (%zu failed), %zu skipped as done (%zu of them failed), "
+                        "%zu tokens generated in %.2f s (%.1f tokens/s, %zu decoded together)%s\n",
+                b.written, b.failed, b.skipped, b.failed_kept, b.tokens, el, el > 0 ? (double)b.tokens / el : 0, P,
                 cli_interrupted ? "; interrupted" : "");
     if (o->stats && r.ls->prefix) {
         sm_prefix_stats ps = sm_prefix_stats_of(r.ls->prefix);
@@ -243,13 +471,18 @@ int cli_batch(const cli_opts *o) {
         fprintf(stderr, "cache: off%s\n", o->cache_mib ? " (the budget holds no block, or the batch "
                                                          "size is not a multiple of 16)" : "");
     if (o->stats) cli_runner_print_threads(&r, stderr);
-    for (size_t i = 0; b.ready && i < todo; i++) free(b.ready[i]);
-    free(b.ready), free(b.ready_len), free(b.pend), free(pbuf);
-    free(input);
+    for (size_t i = 0; b.ring && i < b.window; i++) free(b.ring[i].line);
+    free(b.ring), free(b.pend), free(in.pbuf);
     free(b.ids);
+    cli_keys_free(&in.seen);
+    cli_keys_free(&done);
     sm_chat_free(&b.chat);
     cli_runner_free(&r);
+    cli_reader_close(&rd);
+    int frc = b.errs.fd >= 0 ? cli_sink_close(&b.errs) : 0;
+    if (o->output) frc = cli_sink_close(&b.out) ? EXIT_DATA : frc;
+    if (!rc) rc = frc;
     if (!rc && cli_interrupted) rc = cli_interrupt_code();
-    if (!rc && b.failed) rc = EXIT_DATA;
+    if (!rc && (b.failed || b.failed_kept)) rc = EXIT_DATA; /* the job's status, wherever it was resumed */
     return cli_finish_stdout(&b.os, rc);
 }

@@ -74,7 +74,7 @@ static int turn(chat_run *c, const char *text, size_t len) {
         FILE *f = open_memstream(&buf, &n);
         if (!f) return cli_data_error("out of memory");
         fprintf(f, "{\"turn\": %d, ", c->turn);
-        cli_json_result(f, t.reply, t.reply_len, &t.gen, 0);
+        cli_json_result(f, t.reply, t.reply_len, &t.gen, 0, -1);
         fprintf(f, ", \"tokens_reused\": %zu, \"messages_dropped\": %zu}\n", t.gen.n_reused,
                 t.n_dropped);
         fclose(f);

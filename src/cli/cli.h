@@ -19,8 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "sm_base.h"
+#include "sm_batch.h"
 #include "sm_chat.h"
 #include "sm_generate.h"
 #include "sm_model.h"
@@ -49,7 +51,8 @@ typedef enum {
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
     O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE, O_NOBOS,
     O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN,
-    O_IDS, O_CACHERAM, O_PCACHE, O_PCACHERO, O_COUNT_
+    O_IDS, O_CACHERAM, O_PCACHE, O_PCACHERO, O_INFMT, O_OUTPUT, O_BRESUME, O_ERRORS, O_ORDERED,
+    O_UNORDERED, O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS, O_COUNT_
 } opt_id;
 
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_CHAT)
@@ -94,6 +97,15 @@ typedef struct {
     long cache_mib;           /* --cache-ram: the prefix cache of --batch, MiB (0: off) */
     const char *prompt_cache; /* --prompt-cache FILE */
     bool prompt_cache_ro;     /* --prompt-cache-ro: read it, never write it */
+    sm_batch_format input_format; /* --input-format (SM_BATCH_AUTO when zeroed) */
+    const char *output;       /* --output FILE: results there instead of stdout */
+    const char *errors;       /* --errors FILE: failed records there */
+    bool resume_batch;        /* generate --resume: append to --output, skipping records it has */
+    int ordered;              /* 1 --ordered, -1 --unordered, 0 the default (ordered) */
+    bool allow_dup_ids;       /* --allow-duplicate-ids */
+    bool progress;            /* --progress: a progress line on stderr every progress_s */
+    double progress_s;
+    const char *alias;        /* --alias NAME: the model's name in OpenAI results */
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
@@ -165,13 +177,103 @@ int cli_out_write(cli_out *os, const char *s, size_t n);
 int cli_finish_stdout(cli_out *os, int code);
 /* Appends s[0..n) to f as the inside of a JSON string; invalid UTF-8 bytes become U+FFFD. */
 void cli_json_string(FILE *f, const unsigned char *s, size_t n);
-/* "text": ..., counts, finish reason, timing: a generation result's JSON fields. */
+/* "text": ..., counts, finish reason, timing (with queue_ms when t_queue >= 0, seconds): a
+   generation result's JSON fields. */
 void cli_json_result(FILE *f, const char *text, size_t len, const sm_gen_stats *gs,
-                     size_t dropped);
+                     size_t dropped, double t_queue);
 /* Reads a whole file ('-' = stdin) into a malloc'd buffer. Returns an exit code. */
 int cli_read_all(const char *path, char **out, size_t *len);
 /* The text to work on: -p, else -f, else stdin if it is not a terminal. */
 int cli_get_text(const cli_opts *o, char **text, size_t *len, bool *owned);
+
+/* ---- batch_io.c: --batch input lines, record keys, result files */
+
+/* Lines of a file, pipe, FIFO or stdin ('-'), read as they arrive. */
+typedef struct cli_reader {
+    int fd;
+    bool own, regular, eof;
+    bool had_newline;  /* the last line returned ended with a newline (not the end of the input) */
+    const char *name;
+    char *buf;         /* (cap) unread bytes are buf[lo..hi); no newline in buf[lo..scan) */
+    size_t cap, lo, hi, scan;
+    size_t lineno;     /* lines returned so far */
+    off_t pos;         /* offset in the input just past the last line returned */
+    dev_t dev;         /* of a file, to refuse writing results over it */
+    ino_t ino;
+} cli_reader;
+
+/* Opens path ('-' = stdin). Returns an exit code (0 = open; the message printed). */
+int cli_reader_open(cli_reader *r, const char *path);
+/*
+** The next line in *line, *n (no newline or trailing CR; valid until the next
+** call): returns 1. Without a whole line, waits up to timeout_ms for input
+** (-1: until a line, the end, or a signal) and returns 0: at the end r->eof
+** is set, else nothing complete has arrived yet. The last line of an input
+** that does not end in a newline is returned at the end. -1: a read error
+** (printed).
+*/
+int cli_reader_next(cli_reader *r, int timeout_ms, const char **line, size_t *n);
+void cli_reader_close(cli_reader *r);
+
+/* A multiset of keys (record ids), each with the line it was first added at. */
+typedef struct cli_key {
+    char *key;
+    size_t count, line;
+} cli_key;
+typedef struct cli_keys {
+    cli_key *t; /* (cap) open addressing */
+    size_t cap, n;
+} cli_keys;
+/* Adds one of key; NULL when out of memory. */
+cli_key *cli_keys_add(cli_keys *k, const char *key, size_t line);
+size_t cli_keys_count(cli_keys *k, const char *key);
+/* Takes one of key away; false if there is none. */
+bool cli_keys_take(cli_keys *k, const char *key);
+void cli_keys_free(cli_keys *k);
+/*
+** A record's key: "i:ID" for our records (a record without an id: its line
+** number, the id its result carries), "c:CUSTOM_ID" for OpenAI requests,
+** "l:LINE" for an OpenAI line without a custom_id.
+*/
+void cli_record_key(char *out, size_t cap, sm_rec_kind kind, const char *id, size_t line);
+
+/* Where results go: stdout (path NULL), or a file written a whole line at a time. */
+typedef struct cli_sink {
+    int fd;
+    const char *path;
+    int err;
+} cli_sink;
+/* Opens path for results: appended to with append, else emptied. Exit code. */
+int cli_sink_open(cli_sink *s, const char *path, bool append);
+/* Writes p[0..n) (one or more whole lines); non-zero once nothing more can be written. */
+int cli_sink_write(cli_sink *s, cli_out *os, const char *p, size_t n);
+/* Syncs and closes a file; exit code (errors printed). */
+int cli_sink_close(cli_sink *s);
+/*
+** --resume: adds the key of every whole line of the results file at path to
+** done (*n_lines of them, *n_failed of them errors); a missing file is
+** empty. A torn last line (no newline) is cut off the file; a whole line
+** that is not a result refuses the run. Exit code.
+*/
+int cli_resume_scan(const char *path, cli_keys *done, size_t *n_lines, size_t *n_failed, bool quiet);
+
+/* ---- oai_out.c: results in OpenAI's shapes */
+
+typedef struct cli_oai_result {
+    sm_rec_kind kind;        /* SM_REC_OAI_CHAT or SM_REC_OAI_COMPLETION */
+    const char *id_suffix;   /* the response's id is "chatcmpl-" / "cmpl-" and this */
+    const char *model;
+    long long created;       /* Unix time */
+    const char *text;
+    size_t len;
+    const sm_gen_stats *stats;
+    double t_queue;          /* seconds */
+} cli_oai_result;
+
+/* A chat.completion or text_completion object (no newline). */
+void cli_oai_body(FILE *f, const cli_oai_result *r);
+/* {"error": {"message", "type", "param", "code"}}; param and code may be NULL. */
+void cli_oai_error(FILE *f, const char *msg, const char *type, const char *param, const char *code);
 
 /* ---- runner.c */
 

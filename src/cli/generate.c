@@ -110,7 +110,7 @@ int cli_generate(const cli_opts *o) {
         FILE *f = open_memstream(&out, &out_len);
         if (f) {
             fputc('{', f);
-            cli_json_result(f, k.buf, k.len, &gs, dropped);
+            cli_json_result(f, k.buf, k.len, &gs, dropped, -1);
             fprintf(f, ", \"load_ms\": %.3f}\n", r.t_load * 1e3);
             fclose(f);
             cli_out_write(&os, out, out_len);

@@ -112,6 +112,30 @@ static const struct option_def {
      "                       prefilling (--batch: the prefix its records share most)"},
     {"prompt-cache-ro", 0, false, CMD_GENERATE | CMD_CHAT, O_PCACHERO,
      "    --prompt-cache-ro  with --prompt-cache: read the file, never write it"},
+    {"input-format", 0, true, CMD_GENERATE, O_INFMT,
+     "    --input-format F   with --batch: auto (default: each line plain, our JSON or an OpenAI\n"
+     "                       Batch API request), text (every line a prompt), jsonl or openai"},
+    {"output", 'o', true, CMD_GENERATE, O_OUTPUT,
+     "-o, --output FILE      with --batch: results to FILE (whole lines only) instead of stdout"},
+    {"resume", 0, false, CMD_GENERATE, O_BRESUME,
+     "    --resume           with --output: keep FILE's results and run only the records it\n"
+     "                       lacks (by id or custom_id); a torn last line is cut and redone"},
+    {"errors", 0, true, CMD_GENERATE, O_ERRORS,
+     "    --errors FILE      with --batch: failed records to FILE instead of the results"},
+    {"ordered", 0, false, CMD_GENERATE, O_ORDERED,
+     "    --ordered          with --batch: results in input order (the default)"},
+    {"unordered", 0, false, CMD_GENERATE, O_UNORDERED,
+     "    --unordered        with --batch: each result as soon as it is done (id and line say which)"},
+    {"allow-duplicate-ids", 0, false, CMD_GENERATE, O_ALLOWDUP,
+     "    --allow-duplicate-ids  with --batch: run records whose id repeats (else an error)"},
+    {"progress", 0, false, CMD_GENERATE, O_PROGRESS,
+     "    --progress         with --batch: a progress line on stderr every 10 s (for logs; a\n"
+     "                       terminal gets one line updated in place without it)"},
+    {"progress-interval", 0, true, CMD_GENERATE, O_PROGINT,
+     "    --progress-interval S  seconds between --progress lines (implies --progress)"},
+    {"alias", 0, true, CMD_GENERATE, O_ALIAS,
+     "    --alias NAME       with --batch: the model's name in OpenAI results; requests naming\n"
+     "                       another \"model\" are refused (default: any name, the model's path)"},
     {"shard", 0, true, CMD_GENERATE, O_SHARD,
      "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
     {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
@@ -343,6 +367,31 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
         o->shard_n = n;
         break;
     }
+    case O_INFMT:
+        if (strcmp(v, "auto") == 0) o->input_format = SM_BATCH_AUTO;
+        else if (strcmp(v, "text") == 0) o->input_format = SM_BATCH_TEXT;
+        else if (strcmp(v, "jsonl") == 0) o->input_format = SM_BATCH_JSONL;
+        else if (strcmp(v, "openai") == 0) o->input_format = SM_BATCH_OPENAI;
+        else return cli_usage_error(o, "%s expects auto, text, jsonl or openai, got '%s'", flag, v);
+        break;
+    case O_OUTPUT: o->output = v; break;
+    case O_BRESUME: o->resume_batch = true; break;
+    case O_ERRORS: o->errors = v; break;
+    case O_ORDERED: o->ordered = 1; break;
+    case O_UNORDERED: o->ordered = -1; break;
+    case O_ALLOWDUP: o->allow_dup_ids = true; break;
+    case O_PROGRESS: o->progress = true; break;
+    case O_PROGINT:
+        if (!parse_double(v, &x) || x < 0.1 || x > 86400)
+            return cli_usage_error(o, "%s expects seconds from 0.1 to 86400, got '%s'", flag, v);
+        o->progress = true;
+        o->progress_s = x;
+        break;
+    case O_ALIAS:
+        if (!*v || strlen(v) >= SM_REC_MODEL_MAX)
+            return cli_usage_error(o, "%s expects a name of 1 to %d bytes", flag, SM_REC_MODEL_MAX - 1);
+        o->alias = v;
+        break;
     case O_UNTIED: o->untied = true; break;
     case O_NOBIAS: o->no_bias = true; break;
     case O_QUIET: o->quiet = true; break;
@@ -434,6 +483,17 @@ int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
         return cli_usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
     if (o->shard_n && !o->batch_file) return cli_usage_error(o, "--shard goes with --batch");
     if (o->parallel && !o->batch_file) return cli_usage_error(o, "--parallel goes with --batch");
+    static const opt_id batch_only[] = {O_INFMT, O_OUTPUT, O_BRESUME, O_ERRORS, O_ORDERED, O_UNORDERED,
+                                        O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS};
+    for (size_t k = 0; k < sizeof batch_only / sizeof batch_only[0]; k++)
+        if (CLI_GIVEN(o, batch_only[k]) && !o->batch_file)
+            return cli_usage_error(o, "--%s goes with --batch", cli_flag_name(batch_only[k]));
+    if (o->resume_batch && !o->output)
+        return cli_usage_error(o, "--resume goes with --output FILE (the results to keep)");
+    if (CLI_GIVEN(o, O_ORDERED) && CLI_GIVEN(o, O_UNORDERED))
+        return cli_usage_error(o, "give --ordered or --unordered, not both");
+    if (o->output && o->errors && strcmp(o->output, o->errors) == 0)
+        return cli_usage_error(o, "--errors names the --output file; give another");
     if (CLI_GIVEN(o, O_CACHERAM) && !o->batch_file)
         return cli_usage_error(o, "--cache-ram goes with --batch");
     if (o->prompt_cache_ro && !o->prompt_cache)

@@ -122,7 +122,7 @@ void cli_json_string(FILE *f, const unsigned char *s, size_t n) {
 
 /* {"text": ..., counts, finish, timing} without the braces' closing newline. */
 void cli_json_result(FILE *f, const char *text, size_t len, const sm_gen_stats *gs,
-                     size_t dropped) {
+                     size_t dropped, double t_queue) {
     double dec = gs->n_generated > 1 && gs->t_decode > 0
                      ? (double)(gs->n_generated - 1) / gs->t_decode : 0;
     fputs("\"text\": \"", f);
@@ -131,7 +131,9 @@ void cli_json_result(FILE *f, const char *text, size_t len, const sm_gen_stats *
                "\"finish_reason\": \"%s\"",
             gs->n_prompt, gs->n_reused, gs->n_generated, sm_finish_str(gs->finish));
     if (dropped) fprintf(f, ", \"tokens_truncated\": %zu", dropped);
-    fprintf(f, ", \"timing\": {\"prefill_ms\": %.3f, \"decode_ms\": %.3f, \"tokens_per_s\": %.1f}",
+    fputs(", \"timing\": {", f);
+    if (t_queue >= 0) fprintf(f, "\"queue_ms\": %.3f, ", t_queue * 1e3);
+    fprintf(f, "\"prefill_ms\": %.3f, \"decode_ms\": %.3f, \"tokens_per_s\": %.1f}",
             gs->t_prefill * 1e3, gs->t_decode * 1e3, dec);
 }
 

@@ -1,6 +1,7 @@
 /*
-** libFuzzer target: one `generate --batch` input line (sm_batch_parse). Any
-** line gives a record or an error message; a record's prompt fits the
+** libFuzzer target: one `generate --batch` input line (sm_batch_parse), read
+** in each input format (plain, ours, OpenAI's). Any line gives a record or an
+** error message; a record's prompt fits the
 ** caller's buffer and its stop strings are within the limits.
 */
 #include <stdint.h>
@@ -16,19 +17,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf = malloc(size + 1);
     if (!buf) return 0;
-    sm_batch_record rec;
-    sm_error err = {{0}};
-    sm_sampler_params dflt = {.top_p = 1};
-    if (sm_batch_parse((const char *)data, size, buf, &dflt, &rec, &err) == SM_OK) {
-        if (rec.prompt_len > size || rec.n_stop > SM_STOP_MAX) abort();
-        for (size_t i = 0; i < rec.n_stop; i++) {
-            size_t m = strlen(rec.stop[i]);
-            if (m < 1 || m > SM_STOP_MAX_BYTES) abort();
+    static const sm_batch_format formats[] = {SM_BATCH_AUTO, SM_BATCH_TEXT, SM_BATCH_JSONL, SM_BATCH_OPENAI};
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        sm_batch_record rec;
+        sm_error err = {{0}};
+        sm_sampler_params dflt = {.top_p = 1};
+        if (sm_batch_parse((const char *)data, size, formats[f], buf, &dflt, &rec, &err) == SM_OK) {
+            if (rec.prompt_len > size || rec.n_stop > SM_STOP_MAX) abort();
+            if (!rec.prompt && !rec.messages) abort();
+            for (size_t i = 0; i < rec.n_stop; i++) {
+                size_t m = strlen(rec.stop[i]);
+                if (m < 1 || m > SM_STOP_MAX_BYTES) abort();
+            }
+            if (rec.kind == SM_REC_OAI_BAD || (formats[f] == SM_BATCH_OPENAI && rec.kind < SM_REC_OAI_CHAT)) abort();
+        } else if (!err.msg[0]) {
+            abort();
         }
-        if (strlen(rec.id) >= SM_REC_ID_MAX) abort();
-        cJSON_Delete(rec.messages);
-    } else if (!err.msg[0]) {
-        abort();
+        if (strlen(rec.id) >= SM_REC_ID_MAX || strlen(rec.model) >= SM_REC_MODEL_MAX ||
+            strlen(rec.param) >= sizeof rec.param)
+            abort();
+        sm_batch_record_free(&rec);
     }
     free(buf);
     return 0;

@@ -1,0 +1,24 @@
+/*
+** batch_internal.h -- the field readers that batch.c (our records) and
+** oai.c (OpenAI bodies) share. Each returns SM_ERR_INPUT with a message
+** naming key on a bad value.
+*/
+#ifndef SM_BATCH_INTERNAL_H
+#define SM_BATCH_INTERNAL_H
+
+#include <cJSON.h>
+
+#include "sm_batch.h"
+
+/* "KEY" what: the message every reader gives. */
+sm_status sm_rec_bad(sm_error *err, const char *key, const char *what);
+/* A number in [lo, hi], or (lo, hi] if open, into *out. */
+sm_status sm_rec_number(const cJSON *v, const char *key, double lo, double hi, bool open, float *out,
+                        sm_error *err);
+/* A whole number in [lo, hi]. */
+sm_status sm_rec_whole(const cJSON *v, const char *key, double lo, double hi, long long *out,
+                       sm_error *err);
+/* "stop": a string or a list of strings (null: none), into rec (SM_REC_STOP set). */
+sm_status sm_rec_stops(sm_batch_record *rec, const cJSON *v, sm_error *err);
+
+#endif

@@ -1,0 +1,186 @@
+/*
+** oai.c -- OpenAI request bodies (/v1/chat/completions, /v1/completions) as
+** generation requests (sm_oai.h). Every field is checked; a field that would
+** change the text in a way we cannot honour is refused by name.
+*/
+#include "sm_oai.h"
+
+#include "batch_internal.h"
+#include "sm_chat.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Sets rec->param and the message "KEY what". */
+static sm_status field_error(sm_batch_record *rec, sm_error *err, const char *key, const char *what) {
+    snprintf(rec->param, sizeof rec->param, "%s", key);
+    return sm_rec_bad(err, key, what);
+}
+
+/* Whether v is JSON null (an absent field, for OpenAI's optional ones). */
+static bool is_null(const cJSON *v) {
+    return cJSON_IsNull(v);
+}
+
+/* A request body field that our records read the same way (ranges as OpenAI's or wider). */
+static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *rec, bool *known,
+                              sm_error *err) {
+    sm_sampler_params *sp = &rec->sampling;
+    long long x;
+    sm_status st = SM_OK;
+    *known = true;
+    if (is_null(v) && strcmp(k, "model") != 0) return SM_OK; /* null = not given */
+    if (strcmp(k, "model") == 0) {
+        if (!cJSON_IsString(v) || !sm_utf8_valid(v->valuestring) || strlen(v->valuestring) >= SM_REC_MODEL_MAX)
+            return sm_rec_bad(err, k, "must be a string of at most 127 bytes");
+        snprintf(rec->model, sizeof rec->model, "%s", v->valuestring);
+    } else if (strcmp(k, "temperature") == 0) {
+        st = sm_rec_number(v, k, 0, 1000, false, &sp->temperature, err);
+    } else if (strcmp(k, "top_p") == 0) {
+        float p;
+        st = sm_rec_number(v, k, 0, 1, false, &p, err);
+        if (!st && p == 0) sp->top_k = 1, sp->top_p = 1; /* the smallest set with any mass: the top token */
+        else if (!st) sp->top_p = p;
+    } else if (strcmp(k, "seed") == 0) {
+        if (!(st = sm_rec_whole(v, k, -9007199254740992.0, 9007199254740992.0, &x, err))) sp->seed = (uint64_t)x;
+    } else if (strcmp(k, "presence_penalty") == 0) {
+        st = sm_rec_number(v, k, -100, 100, false, &sp->presence_penalty, err);
+    } else if (strcmp(k, "frequency_penalty") == 0) {
+        st = sm_rec_number(v, k, -100, 100, false, &sp->frequency_penalty, err);
+    } else if (strcmp(k, "stop") == 0) {
+        st = sm_rec_stops(rec, v, err);
+    } else if (strcmp(k, "max_tokens") == 0 || strcmp(k, "max_completion_tokens") == 0) {
+        if ((st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) return st;
+        /* max_completion_tokens replaces the deprecated max_tokens: it wins when both are given */
+        if (!(rec->set & SM_REC_MAX_TOKENS) || strcmp(k, "max_completion_tokens") == 0) rec->max_tokens = (long)x;
+        rec->set |= SM_REC_MAX_TOKENS;
+    } else if (strcmp(k, "n") == 0) {
+        if (!(st = sm_rec_whole(v, k, 1, 1, &x, err))) return SM_OK;
+        return sm_rec_bad(err, k, "must be 1 (one choice per request)");
+    } else if (strcmp(k, "stream") == 0) {
+        if (!cJSON_IsBool(v)) return sm_rec_bad(err, k, "must be true or false");
+        rec->stream = cJSON_IsTrue(v);
+    } else if (strcmp(k, "stream_options") == 0) {
+        if (!cJSON_IsObject(v)) return sm_rec_bad(err, k, "must be an object");
+        for (const cJSON *o = v->child; o; o = o->next) {
+            if (strcmp(o->string, "include_usage") != 0 || !cJSON_IsBool(o))
+                return sm_rec_bad(err, k, "takes only \"include_usage\": true or false");
+            rec->include_usage = cJSON_IsTrue(o);
+        }
+    } else if (strcmp(k, "response_format") == 0) {
+        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+        if (!cJSON_IsString(t)) return sm_rec_bad(err, k, "must be an object with a \"type\"");
+        if (strcmp(t->valuestring, "text") != 0)
+            return sm_rec_bad(err, k, "type must be \"text\": JSON output is not supported by this version");
+    } else if (strcmp(k, "top_k") == 0) {
+        if (!(st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) sp->top_k = (int)x;
+    } else if (strcmp(k, "min_p") == 0) {
+        st = sm_rec_number(v, k, 0, 1, false, &sp->min_p, err);
+    } else if (strcmp(k, "repeat_penalty") == 0) {
+        st = sm_rec_number(v, k, 0, 100, true, &sp->repeat_penalty, err);
+    } else if (strcmp(k, "repeat_last_n") == 0) {
+        if (!(st = sm_rec_whole(v, k, 0, SM_SAMPLER_MAX_LAST_N, &x, err))) sp->repeat_last_n = (int)x;
+    } else if (strcmp(k, "user") == 0) {
+        if (!cJSON_IsString(v)) return sm_rec_bad(err, k, "must be a string");
+    } else if (strcmp(k, "metadata") == 0) {
+        if (!cJSON_IsObject(v)) return sm_rec_bad(err, k, "must be an object");
+    } else if (strcmp(k, "store") == 0) {
+        if (!cJSON_IsBool(v)) return sm_rec_bad(err, k, "must be true or false");
+    } else if (strcmp(k, "service_tier") == 0) {
+        if (!cJSON_IsString(v)) return sm_rec_bad(err, k, "must be a string");
+    } else if (strcmp(k, "logit_bias") == 0) {
+        if (!cJSON_IsObject(v)) return sm_rec_bad(err, k, "must be an object");
+        if (v->child) return sm_rec_bad(err, k, "is not supported (only an empty object)");
+    } else {
+        *known = false;
+    }
+    return st;
+}
+
+sm_status sm_oai_parse_body(const cJSON *body, sm_rec_kind kind, char *buf, size_t cap,
+                            sm_batch_record *rec, sm_error *err) {
+    bool chat = kind == SM_REC_OAI_CHAT, have_prompt = false;
+    bool logprobs = false;
+    int top_logprobs = -1;
+    rec->kind = kind;
+    if (!cJSON_IsObject(body)) return field_error(rec, err, "body", "must be a JSON object");
+    for (const cJSON *v = body->child; v; v = v->next) {
+        const char *k = v->string ? v->string : "";
+        bool known;
+        sm_status st = common_field(k, v, rec, &known, err);
+        if (st) {
+            snprintf(rec->param, sizeof rec->param, "%s", k);
+            return st;
+        }
+        if (known) continue;
+        long long x;
+        if (chat && strcmp(k, "messages") == 0) {
+            if (!cJSON_IsArray(v) || !v->child) return field_error(rec, err, k, "must be a non-empty array");
+            if ((st = sm_chat_check_messages(v, "body", err))) {
+                snprintf(rec->param, sizeof rec->param, "%s", k);
+                return st;
+            }
+            if (!(rec->messages = cJSON_Duplicate(v, 1)))
+                return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+        } else if (!chat && strcmp(k, "prompt") == 0) {
+            const cJSON *p = v;
+            if (cJSON_IsArray(v)) {
+                if (!v->child || v->child->next)
+                    return field_error(rec, err, k, "must be a string or a list of one string");
+                p = v->child;
+            }
+            if (!cJSON_IsString(p) || !p->valuestring)
+                return field_error(rec, err, k, "must be a string (token lists are not supported)");
+            size_t n = strlen(p->valuestring);
+            if (n > cap) return field_error(rec, err, k, "is too long");
+            memcpy(buf, p->valuestring, n);
+            rec->prompt = buf;
+            rec->prompt_len = n;
+            have_prompt = true;
+        } else if (strcmp(k, "logprobs") == 0) {
+            if (is_null(v)) continue;
+            if (chat) {
+                if (!cJSON_IsBool(v)) return field_error(rec, err, k, "must be true or false");
+                logprobs = cJSON_IsTrue(v);
+            } else {
+                if (sm_rec_whole(v, k, 0, 5, &x, err)) return field_error(rec, err, k, "must be a whole number from 0 to 5");
+                logprobs = true, top_logprobs = (int)x;
+            }
+        } else if (chat && strcmp(k, "top_logprobs") == 0) {
+            if (is_null(v)) continue;
+            if (sm_rec_whole(v, k, 0, 20, &x, err)) return field_error(rec, err, k, "must be a whole number from 0 to 20");
+            top_logprobs = (int)x;
+        } else if (chat && (strcmp(k, "tools") == 0 || strcmp(k, "functions") == 0)) {
+            if (is_null(v) || (cJSON_IsArray(v) && !v->child)) continue;
+            return field_error(rec, err, k, "is not supported (tool calls are not parsed from the output)");
+        } else if (chat && (strcmp(k, "tool_choice") == 0 || strcmp(k, "function_call") == 0)) {
+            if (is_null(v) || (cJSON_IsString(v) && strcmp(v->valuestring, "none") == 0)) continue;
+            return field_error(rec, err, k, "is not supported (tool calls are not parsed from the output)");
+        } else if (chat && strcmp(k, "parallel_tool_calls") == 0) {
+            if (!cJSON_IsBool(v) && !is_null(v)) return field_error(rec, err, k, "must be true or false");
+        } else if (!chat && strcmp(k, "echo") == 0) {
+            if (!is_null(v) && !cJSON_IsFalse(v)) return field_error(rec, err, k, "is not supported (only false)");
+        } else if (!chat && strcmp(k, "best_of") == 0) {
+            if (!is_null(v) && (sm_rec_whole(v, k, 1, 1, &x, err)))
+                return field_error(rec, err, k, "must be 1");
+        } else if (!chat && strcmp(k, "suffix") == 0) {
+            if (!is_null(v)) return field_error(rec, err, k, "is not supported (only null)");
+        } else {
+            snprintf(rec->param, sizeof rec->param, "%.63s", k);
+            return sm_error_set(err, SM_ERR_INPUT, "Unrecognized request argument supplied: %.64s", k);
+        }
+    }
+    if (logprobs) rec->top_logprobs = top_logprobs < 0 ? 0 : top_logprobs;
+    else if (top_logprobs > 0)
+        return field_error(rec, err, "top_logprobs", "needs \"logprobs\": true");
+    if (chat && !rec->messages) return field_error(rec, err, "messages", "is required");
+    if (!chat && !have_prompt) return field_error(rec, err, "prompt", "is required");
+    if (rec->include_usage && !rec->stream)
+        return field_error(rec, err, "stream_options", "goes with \"stream\": true");
+    return SM_OK;
+}
+
+const char *sm_oai_finish(sm_finish f) {
+    return f == SM_FINISH_LENGTH ? "length" : "stop";
+}
