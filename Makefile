@@ -41,7 +41,7 @@ LDLIBS  = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LIB_SRC := src/smallmind.c src/base.c src/arena.c src/dtype.c src/json.c src/pool.c src/quant.c \
            src/load/source.c src/load/config.c src/load/weights.c src/load/gguf.c src/load/gguf_config.c src/load/plan.c src/load/hf.c src/load/safetensors.c src/load/llama2c.c \
            src/model/model.c src/model/kv.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/pretok.c src/tokenizer/pretok_named.c src/tokenizer/hf.c src/tokenizer/unicode_tables.c src/sampler.c \
-           src/generate.c src/oai.c src/prefix.c src/pcache.c src/chat.c src/template/lex.c src/template/parse.c src/template/value.c src/template/filters.c src/template/seqfilters.c \
+           src/generate.c src/oai.c src/grammar/gbnf.c src/grammar/core.c src/grammar/mask.c src/grammar/schema.c src/grammar/regex.c src/prefix.c src/pcache.c src/chat.c src/template/lex.c src/template/parse.c src/template/value.c src/template/filters.c src/template/seqfilters.c \
            src/template/render.c src/kernels/dispatch.c src/kernels/scalar.c src/kernels/pack.c src/kernels/attention.c src/kernels/quant_ref.c \
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c \
            src/convert/convert.c src/convert/hf_tokenizer.c src/convert/export_gguf.c
@@ -166,7 +166,7 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py | test-deps
 	@touch $@
 test-models: $(TM)/.done
 
-FUZZ_TARGETS := config weights tokenizer batch spm bpe hftok hfdir gguf template pcache
+FUZZ_TARGETS := config weights tokenizer batch spm bpe hftok hfdir gguf template pcache grammar
 FUZZ_SECONDS ?= 60
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
@@ -195,7 +195,7 @@ fuzz:
 	  fi; \
 	done
 
-test: test-deps $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done
+test: test-deps $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/grammar_tool $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done
 	@$(MAKE) --no-print-directory install PREFIX=$(abspath $(BUILD))/prefix >/dev/null
 	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) SM_PREFIX=$(abspath $(BUILD))/prefix \
 	  SM_CC="$(CC)" SM_CFLAGS="$(CFLAGS)" bash tests/run_all.sh $(BUILD) $(PYTHON)
@@ -286,3 +286,6 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/lib/libsmallmind.so.0 $(DESTDIR)$(PREFIX)/lib/libsmallmind.so \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/smallmind.pc
 	rm -rf $(SHARE)
+
+$(BUILD)/grammar_tool: $(BUILD)/tests/tools/grammar_tool.o $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)

@@ -22,6 +22,7 @@ command -v "$PY" >/dev/null 2>&1 || fatal+=(python3)
 have_py numpy || add python3-numpy
 have_py torch || add python3-torch
 have_py jinja2 || add python3-jinja2
+have_py jsonschema || add python3-jsonschema
 command -v tmux >/dev/null || add tmux
 command -v script >/dev/null || add bsdutils
 command -v taskset >/dev/null || add util-linux
@@ -61,9 +62,27 @@ npm_deps() {
         "${pkgs[@]}" >/dev/null 2>&1) || echo "npm could not install ${missing[*]}: the checks that need them skip" >&2
 }
 
+# llama.cpp's grammars (grammars/*.gbnf, the files its own tests use) from the npm package that
+# ships them, node-llama-cpp (only its tarball is fetched and the grammars taken out; nothing is
+# installed or run), into build/npm/llama-grammars; without it the checks on them skip
+llama_grammars() {
+    local dir=build/npm/llama-grammars pkg=node-llama-cpp@3.22.1
+    [ -f "$dir/json.gbnf" ] && return 0
+    command -v npm >/dev/null || return 0
+    mkdir -p build/npm/pack "$dir"
+    if ! (cd build/npm/pack && timeout 300 npm pack --fetch-retries=0 "$pkg" >/dev/null 2>&1); then
+        echo "npm could not fetch $pkg: the checks on llama.cpp's grammars skip" >&2
+        return 0
+    fi
+    tar xzf build/npm/pack/node-llama-cpp-3.22.1.tgz -C "$dir" --strip-components=3 package/llama/grammars/ 2>/dev/null ||
+        echo "no grammars in $pkg: the checks on llama.cpp's grammars skip" >&2
+    rm -f build/npm/pack/node-llama-cpp-3.22.1.tgz
+}
+
 all=("${need[@]}" "${fatal[@]}")
 if [ ${#all[@]} -eq 0 ]; then
     npm_deps
+    llama_grammars
     exit 0
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -71,11 +90,13 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${all[@]}" >/dev/null; then
         npm_deps
+        llama_grammars
         exit 0
     fi
     echo "apt-get could not install ${all[*]}" >&2
 fi
 npm_deps
+llama_grammars
 if [ ${#fatal[@]} -gt 0 ]; then
     echo "make test needs: sudo apt-get install ${fatal[*]} ${need[*]}" >&2
     exit 1

@@ -145,11 +145,14 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
             st = sm_rec_number(v, k, -100, 100, false, &sp->frequency_penalty, err);
         } else if (strcmp(k, "stop") == 0) {
             st = sm_rec_stops(rec, v, err);
+        } else if (strcmp(k, "grammar") == 0 || strcmp(k, "json_schema") == 0) {
+            if (rec->gkind) return sm_rec_bad(err, k, "goes with no other grammar or schema");
+            st = sm_rec_grammar(rec, k[0] == 'g' ? SM_GK_GBNF : SM_GK_SCHEMA, v, k, err);
         } else {
             return sm_error_set(err, SM_ERR_INPUT,
                                 "unknown key \"%.64s\" (known: id, prompt, messages, max_tokens, "
                                 "temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, "
-                                "presence_penalty, frequency_penalty, seed, stop)", k);
+                                "presence_penalty, frequency_penalty, seed, stop, grammar, json_schema)", k);
         }
     }
     if (!st && have_prompt && rec->messages)
@@ -249,5 +252,17 @@ sm_status sm_batch_parse(const char *line, size_t len, sm_batch_format fmt, char
 
 void sm_batch_record_free(sm_batch_record *rec) {
     cJSON_Delete(rec->messages);
-    rec->messages = NULL;
+    free(rec->gtext);
+    rec->messages = NULL, rec->gtext = NULL;
+}
+
+sm_status sm_rec_grammar(sm_batch_record *rec, sm_grammar_kind kind, const cJSON *v, const char *key, sm_error *err) {
+    if (kind == SM_GK_GBNF && !cJSON_IsString(v)) return sm_rec_bad(err, key, "must be a string of GBNF rules");
+    if (kind == SM_GK_SCHEMA && !cJSON_IsObject(v) && !cJSON_IsBool(v))
+        return sm_rec_bad(err, key, "must be a JSON Schema (an object)");
+    char *t = kind == SM_GK_GBNF ? strdup(v->valuestring) : cJSON_PrintUnformatted(v);
+    if (!t) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    free(rec->gtext);
+    rec->gtext = t, rec->gkind = kind;
+    return SM_OK;
 }

@@ -18,6 +18,8 @@ sm_status sm_rec_number(const cJSON *v, const char *key, double lo, double hi, b
 /* A whole number in [lo, hi]. */
 sm_status sm_rec_whole(const cJSON *v, const char *key, double lo, double hi, long long *out,
                        sm_error *err);
+/* A grammar (kind SM_GK_GBNF: a string) or schema (SM_GK_SCHEMA: an object) from v into rec. */
+sm_status sm_rec_grammar(sm_batch_record *rec, sm_grammar_kind kind, const cJSON *v, const char *key, sm_error *err);
 /* "stop": a string or a list of strings (null: none), into rec (SM_REC_STOP set). */
 sm_status sm_rec_stops(sm_batch_record *rec, const cJSON *v, sm_error *err);
 

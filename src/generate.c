@@ -3,6 +3,8 @@
 */
 #include "sm_generate.h"
 
+#include "sm_grammar.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +73,7 @@ static int push(sm_pending *pd, const char *piece, size_t len) {
 /* Ends q: what is held back could not become a stop string after all, so it goes out. */
 static void seq_end(sm_seq *q, sm_finish f) {
     q->stats.finish = f;
+    q->stats.valid = q->pd.gp->grammar && f != SM_FINISH_STOP && sm_gmatch_complete(q->pd.gp->grammar);
     q->done = true;
     if (q->pd.n && f != SM_FINISH_STOP && f != SM_FINISH_ABORTED) drain(&q->pd, q->pd.n);
     q->stats.t_decode = sm_time_now() - q->t_decode0;
@@ -83,7 +86,22 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
         return SM_OK;
     }
     int32_t next;
-    if (sm_sampler_sample(q->smp, logits, &next) != SM_OK) {
+    sm_gmatch *gm = gp->grammar;
+    const uint64_t *allow = gm ? sm_gmatch_mask(gm, q->prev) : NULL;
+    sm_status sst = sm_sampler_sample_masked(q->smp, logits, allow, &next);
+    if (sst == SM_ERR_INPUT) { /* the grammar allows no token: it is complete (and no end token), or stuck */
+        if (sm_gmatch_complete(gm)) {
+            seq_end(q, SM_FINISH_EOS);
+            q->stats.valid = true;
+            return SM_OK;
+        }
+        q->done = true;
+        q->stats.t_decode = sm_time_now() - q->t_decode0;
+        return sm_error_set(err, SM_ERR_INPUT,
+                            "the grammar allows no token of this vocabulary after %zu generated tokens",
+                            q->stats.n_generated);
+    }
+    if (sst != SM_OK) {
         q->done = true;
         q->stats.t_decode = sm_time_now() - q->t_decode0;
         return sm_error_set(err, SM_ERR_RUNTIME,
@@ -95,6 +113,10 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
         seq_end(q, SM_FINISH_EOS);
         return SM_OK;
     }
+    if (gm && sm_gmatch_accept(gm, q->prev, next, err)) { /* cannot be: the mask allowed it */
+        q->done = true;
+        return SM_ERR_RUNTIME;
+    }
     sm_sampler_accept(q->smp, next);
     if (gp->ids && q->stats.n_generated < gp->ids_cap) gp->ids[q->stats.n_generated] = next;
     q->stats.n_generated++;
@@ -104,6 +126,10 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
     int verdict = push(&q->pd, piece, len);
     if (verdict) {
         seq_end(q, verdict == 1 ? SM_FINISH_STOP : SM_FINISH_ABORTED);
+        return SM_OK;
+    }
+    if (gm && !sm_gmatch_can_continue(gm)) { /* the grammar's sentence is whole and can go no further */
+        seq_end(q, SM_FINISH_EOS);
         return SM_OK;
     }
     if (q->stats.n_generated == gp->max_tokens) {

@@ -71,8 +71,20 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
     } else if (strcmp(k, "response_format") == 0) {
         const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
         if (!cJSON_IsString(t)) return sm_rec_bad(err, k, "must be an object with a \"type\"");
-        if (strcmp(t->valuestring, "text") != 0)
-            return sm_rec_bad(err, k, "type must be \"text\": JSON output is not supported by this version");
+        if (strcmp(t->valuestring, "json_object") == 0) {
+            rec->gkind = SM_GK_JSON_OBJECT;
+        } else if (strcmp(t->valuestring, "json_schema") == 0) {
+            const cJSON *js = cJSON_GetObjectItemCaseSensitive(v, "json_schema");
+            const cJSON *sch = cJSON_IsObject(js) ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
+            if (!sch) return sm_rec_bad(err, k, "of type json_schema needs \"json_schema\": {\"name\", \"schema\"}");
+            for (const cJSON *f = js->child; f; f = f->next)
+                if (strcmp(f->string, "name") && strcmp(f->string, "schema") && strcmp(f->string, "strict") &&
+                    strcmp(f->string, "description"))
+                    return sm_rec_bad(err, k, "json_schema takes name, description, schema and strict");
+            st = sm_rec_grammar(rec, SM_GK_SCHEMA, sch, "response_format.json_schema.schema", err);
+        } else if (strcmp(t->valuestring, "text") != 0) {
+            return sm_rec_bad(err, k, "type must be text, json_object or json_schema");
+        }
     } else if (strcmp(k, "top_k") == 0) {
         if (!(st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) sp->top_k = (int)x;
     } else if (strcmp(k, "min_p") == 0) {

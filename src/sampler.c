@@ -31,6 +31,7 @@ sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vo
     s->count = sm_arena_alloc(arena, n_vocab, sizeof *s->count);
     s->recent = sm_arena_alloc(arena, SM_SAMPLER_MAX_LAST_N, sizeof *s->recent);
     s->pen = sm_arena_alloc(arena, SM_SAMPLER_MAX_LAST_N, sizeof *s->pen);
+    s->masked = sm_arena_alloc(arena, n_vocab, sizeof *s->masked);
     if (arena->overflow) return SM_ERR_NOMEM;
     if (s->count) memset(s->count, 0, n_vocab * sizeof *s->count);
     return SM_OK;
@@ -207,8 +208,12 @@ static size_t nucleus_candidates(sm_sampler *s, const float *logits, const int32
     return n;
 }
 
-/* sm_sampler_dist, with the candidates' total weight (what a draw scales by). */
-static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double *total_out) {
+/*
+** sm_sampler_dist, with the candidates' total weight (what a draw scales by).
+** masked: logits of -infinity are tokens a grammar does not allow (the
+** caller checked the others are finite); SM_ERR_INPUT if none is allowed.
+*/
+static sm_status dist(sm_sampler *s, const float *logits, bool masked, size_t *n_out, double *total_out) {
     size_t V = s->n_vocab, n_pen = 0;
     const int32_t *skip = NULL;
     if (penalized(s)) {
@@ -218,12 +223,13 @@ static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double 
     /* the best: the highest logit, the lowest id among equals; one pass that checks them all */
     sm_candidate top = {-INFINITY, -1};
     for (size_t i = 0; i < V; i++) {
-        if (!isfinite(logits[i])) return SM_ERR_RUNTIME;
-        if ((top.id < 0 || logits[i] > top.logit) && !(skip && skip[i]))
+        if (!isfinite(logits[i]) && !(masked && logits[i] == -INFINITY)) return SM_ERR_RUNTIME;
+        if ((top.id < 0 || logits[i] > top.logit) && !(skip && skip[i]) && logits[i] != -INFINITY)
             top = (sm_candidate){logits[i], (int32_t)i};
     }
     for (size_t j = 0; j < n_pen; j++)
-        if (top.id < 0 || before(s->pen[j], top)) top = s->pen[j];
+        if (s->pen[j].logit != -INFINITY && (top.id < 0 || before(s->pen[j], top))) top = s->pen[j];
+    if (top.id < 0) return SM_ERR_INPUT; /* a grammar allows nothing here */
     sm_candidate *c = s->cand;
     /* greedy, also for a temperature so small that 1/T overflows (its limit) */
     if (s->p.temperature <= 0.0f || !isfinite(1.0f / s->p.temperature)) {
@@ -280,14 +286,15 @@ static sm_status dist(sm_sampler *s, const float *logits, size_t *n_out, double 
 sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate **c, size_t *n) {
     double total;
     *c = s->cand;
-    return dist(s, logits, n, &total);
+    return dist(s, logits, false, n, &total);
 }
 
-sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
+/* Draws from logits (masked: see dist). */
+static sm_status draw(sm_sampler *s, const float *logits, bool masked, int32_t *out) {
     const sm_candidate *c = s->cand;
     size_t n;
     double total;
-    sm_status st = dist(s, logits, &n, &total);
+    sm_status st = dist(s, logits, masked, &n, &total);
     if (st) return st;
     /* a draw even from one candidate, as before min-p: the RNG stream does not depend on how
        many survive (greedy's draw picks its argmax and changes nothing it decides) */
@@ -299,8 +306,29 @@ sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
             return SM_OK;
         }
     }
-    *out = c[n - 1].id; /* rounding left r at the very top */
+    while (n > 1 && c[n - 1].logit == 0) n--; /* rounding left r at the very top: the last one that has weight */
+    *out = c[n - 1].id;
     return SM_OK;
+}
+
+sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out) {
+    return draw(s, logits, false, out);
+}
+
+sm_status sm_sampler_sample_masked(sm_sampler *s, const float *logits, const uint64_t *allow, int32_t *out) {
+    if (!allow) return draw(s, logits, false, out);
+    size_t V = s->n_vocab;
+    float *m = s->masked;
+    for (size_t w = 0; w * 64 < V; w++) { /* the allowed logits as they are, the others -infinity */
+        uint64_t bits = allow[w];
+        size_t end = w * 64 + 64 < V ? w * 64 + 64 : V;
+        for (size_t i = w * 64; i < end; i++) {
+            bool ok = (bits >> (i - w * 64)) & 1;
+            if (ok && !isfinite(logits[i])) return SM_ERR_RUNTIME;
+            m[i] = ok ? logits[i] : -INFINITY;
+        }
+    }
+    return draw(s, m, true, out);
 }
 
 void sm_sampler_reset(sm_sampler *s, const sm_sampler_params *p) {

@@ -13,6 +13,8 @@
 
 #include <string.h>
 
+#include "sm_grammar.h"
+
 #define NONE ((size_t)-1)
 
 typedef struct entry {
@@ -25,6 +27,7 @@ typedef struct entry {
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
     uint64_t arrival;
     double t_submit;    /* sm_time_now() at submit */
+    sm_gbind *grammar;  /* the grammar its text keeps to, or NULL */
     size_t passed;      /* later requests that took a slot before it */
 } entry;
 
@@ -35,6 +38,8 @@ typedef struct slot {
     size_t np;          /* prompt tokens */
     size_t n_truncated;
     double t_queue;     /* seconds it waited for the slot */
+    sm_gmatch *gm;      /* a matcher of gm_bind's grammar, kept for the next request with it */
+    sm_gbind *gm_bind;
     entry *w;           /* while in the group: the entry with its tokens */
     sm_sampler smp;
     char stop[SM_STOP_MAX][SM_STOP_MAX_BYTES + 1];
@@ -182,6 +187,7 @@ static sm_status enqueue(sm_sched *s, entry *e, const sm_sched_request *r, sm_er
         memcpy(e->stop[i], r->stop[i], m + 1);
     }
     e->n_stop = r->n_stop;
+    e->grammar = r->grammar;
     e->max_tokens = r->max_tokens;
     e->sampling = r->sampling;
     return SM_OK;
@@ -261,12 +267,22 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         q->stops[k] = q->stop[k];
     }
     sm_sampler_reset(&q->smp, &e->sampling);
-    q->gp = (sm_gen_params){e->max_tokens, s->p.cancel, q->stops, e->n_stop, NULL, 0};
+    q->gp = (sm_gen_params){.max_tokens = e->max_tokens, .cancel = s->p.cancel, .stop = q->stops,
+                            .n_stop = e->n_stop};
     memset(&q->q, 0, sizeof q->q);
     q->q.done = true;
     sm_error rerr = {{0}};
-    sm_status rst = sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, e->tokens, e->np, &q->gp, collect,
-                                q, &rerr);
+    sm_status rst = SM_OK;
+    if (e->grammar && q->gm_bind == e->grammar) { /* the slot's matcher fits: back to its start */
+        sm_gmatch_reset(q->gm);
+    } else if (e->grammar) { /* once per slot and grammar, not per token */
+        sm_gmatch_free(q->gm);
+        q->gm = NULL, q->gm_bind = NULL;
+        if (!(rst = sm_gmatch_new(&q->gm, e->grammar, &rerr))) q->gm_bind = e->grammar;
+    }
+    q->gp.grammar = e->grammar ? q->gm : NULL;
+    if (!rst)
+        rst = sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, e->tokens, e->np, &q->gp, collect, q, &rerr);
     bool ok = rst == SM_OK;
     size_t P = 0;
     if (ok && !q->q.done && s->p.prefix) {
@@ -360,4 +376,19 @@ sm_status sm_sched_step(sm_sched *s, sm_error *err) {
         if (!cancelled(s) && (st = settle(s, q, qst, qst ? rerr.msg : NULL, err))) return st;
     }
     return SM_OK;
+}
+
+void sm_sched_release(sm_sched *s) {
+    for (size_t i = 0; s && i < s->n_slots; i++) {
+        sm_gmatch_free(s->slots[i].gm);
+        s->slots[i].gm = NULL, s->slots[i].gm_bind = NULL;
+    }
+}
+
+void sm_sched_forget_grammar(sm_sched *s, const sm_gbind *b) {
+    for (size_t i = 0; s && b && i < s->n_slots; i++)
+        if (s->slots[i].gm_bind == b) {
+            sm_gmatch_free(s->slots[i].gm);
+            s->slots[i].gm = NULL, s->slots[i].gm_bind = NULL;
+        }
 }

@@ -9,7 +9,8 @@
 **       "presence_penalty": X, "frequency_penalty": X, "seed": S,
 **       "stop": "..." or ["...", ...]}
 **    where only "prompt" is required, or "messages": [{"role": ..., "content":
-**    ...}, ...] (OpenAI style, checked) instead, for the chat template;
+**    ...}, ...] (OpenAI style, checked) instead, for the chat template; and
+**    "grammar": "GBNF text" or "json_schema": {...} for structured output;
 **  - an OpenAI Batch API request (a JSON object with "custom_id", "method",
 **    "url" and "body"), whose body is a /v1/chat/completions or
 **    /v1/completions request (sm_oai.h).
@@ -27,6 +28,10 @@
 #include "sm_sampler.h"
 
 enum { SM_REC_MAX_TOKENS = 1, SM_REC_STOP = 2 };
+
+/* What a record's output keeps to (sm_grammar.h): nothing, a GBNF grammar, a JSON Schema, any
+   JSON value, or any JSON object (OpenAI's json_object). */
+typedef enum { SM_GK_NONE = 0, SM_GK_GBNF, SM_GK_SCHEMA, SM_GK_JSON, SM_GK_JSON_OBJECT } sm_grammar_kind;
 
 #define SM_REC_ID_MAX 256
 #define SM_REC_MODEL_MAX 128
@@ -47,6 +52,8 @@ typedef struct sm_batch_record {
     char id[SM_REC_ID_MAX]; /* JSON text of "id" (ours) or "custom_id" (OpenAI); "" if none */
     char *prompt;           /* decoded prompt, in the caller's buffer */
     struct cJSON *messages; /* or a conversation (owned: cJSON_Delete it), else NULL */
+    sm_grammar_kind gkind;  /* "grammar", "json_schema" or OpenAI's response_format */
+    char *gtext;            /* the grammar's or schema's text (owned), NULL for the JSON kinds */
     size_t prompt_len;
     unsigned set;           /* SM_REC_* bits: max_tokens and stop given */
     long max_tokens;
@@ -71,7 +78,7 @@ typedef struct sm_batch_record {
 sm_status sm_batch_parse(const char *line, size_t len, sm_batch_format fmt, char *buf,
                          const sm_sampler_params *defaults, sm_batch_record *rec, sm_error *err);
 
-/* Frees what a parsed record owns (its messages); safe on a zeroed or failed record. */
+/* Frees what a parsed record owns (messages, grammar text); safe on a zeroed or failed record. */
 void sm_batch_record_free(sm_batch_record *rec);
 
 /* Whether s (NUL-terminated) is valid UTF-8 (RFC 3629). */

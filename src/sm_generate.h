@@ -39,6 +39,10 @@ typedef struct sm_gen_params {
     size_t n_stop; /* 0..SM_STOP_MAX */
     int32_t *ids;   /* if not NULL: the generated ids, the first ids_cap of them */
     size_t ids_cap;
+    /* A grammar the text keeps to (sm_grammar.h; reset by the caller for each sequence), or
+       NULL: every token sampled keeps the text a valid prefix, the end token comes only where
+       the grammar accepts the text, and the text ends when it can go no further. */
+    struct sm_gmatch *grammar;
 } sm_gen_params;
 
 typedef struct sm_gen_stats {
@@ -46,6 +50,7 @@ typedef struct sm_gen_stats {
     size_t n_reused; /* of the prompt's tokens, those already in the cache (not prefilled) */
     double t_prefill, t_decode; /* seconds */
     sm_finish finish;
+    bool valid;       /* with a grammar: the text is a whole sentence of it (else it was cut) */
     bool context_full; /* with SM_FINISH_LENGTH: the context, not max_tokens, ended it */
 } sm_gen_stats;
 

@@ -46,6 +46,7 @@ typedef struct sm_sampler {
     int32_t *count;        /* (n_vocab) times each id is in recent */
     int32_t *recent;       /* (SM_SAMPLER_MAX_LAST_N) ring of the last tokens */
     sm_candidate *pen;     /* (SM_SAMPLER_MAX_LAST_N) the window's ids with their penalized logits */
+    float *masked;         /* (n_vocab) logits a grammar's mask left (sm_sampler_sample_masked) */
     size_t n_recent, recent_at;
 } sm_sampler;
 
@@ -75,5 +76,12 @@ sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate
 ** infinite (the model produced garbage: stop rather than emit it).
 */
 sm_status sm_sampler_sample(sm_sampler *s, const float *logits, int32_t *out);
+
+/*
+** As sm_sampler_sample over the tokens bitmap allow (n_vocab bits; NULL:
+** all) takes: every setting (penalties, top-k, top-p, min-p, temperature)
+** applies to those alone. SM_ERR_INPUT when allow takes none.
+*/
+sm_status sm_sampler_sample_masked(sm_sampler *s, const float *logits, const uint64_t *allow, int32_t *out);
 
 #endif

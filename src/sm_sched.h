@@ -57,6 +57,8 @@ typedef struct sm_sched_request {
     const char *const *stop;     /* 0..SM_STOP_MAX strings of 1..SM_STOP_MAX_BYTES bytes; copied */
     size_t n_stop;
     bool truncate; /* a prompt longer than the context keeps its last tokens (see sm_prompt_encode) */
+    struct sm_gbind *grammar; /* a grammar bound to the tokenizer (sm_grammar.h) its text keeps to, or
+                                 NULL; the caller's, until the request is reported */
     void *tag;     /* the caller's; comes back with the result */
 } sm_sched_request;
 
@@ -111,5 +113,10 @@ sm_status sm_sched_submit(sm_sched *s, const sm_sched_request *r, sm_error *err)
 ** *cancel is set, requests in flight are left unreported: the caller stops.
 */
 sm_status sm_sched_step(sm_sched *s, sm_error *err);
+
+/* Frees what the slots made for grammars (before the arena goes); s may be NULL. */
+void sm_sched_release(sm_sched *s);
+/* Frees the slots' matchers of binding b (before b is freed; no request may hold it). */
+void sm_sched_forget_grammar(sm_sched *s, const struct sm_gbind *b);
 
 #endif

@@ -248,6 +248,7 @@ smallmind_status smallmind_session_new(smallmind_session **out, smallmind_model 
 
 void smallmind_session_free(smallmind_session *s) {
     if (!s) return;
+    sm_sched_release(s->sched);
     sm_arena_free(&s->arena);
     sm_pool_free(s->pool);
     free(s);
@@ -328,7 +329,7 @@ smallmind_status smallmind_generate(smallmind_session *s, const smallmind_reques
     if (st) return fail(err, st, &e);
     sm_sampler_params sp = sampling(&r->sampling);
     sm_sampler_reset(&s->samplers[0], &sp);
-    sm_gen_params gp = {r->max_tokens, &s->cancel, stops, n_stop, NULL, 0};
+    sm_gen_params gp = {.max_tokens = r->max_tokens, .cancel = &s->cancel, .stop = stops, .n_stop = n_stop};
     sm_gen_stats gs;
     st = sm_generate(s->state, &s->m->tok, &s->samplers[0], s->tokens, n, &gp, emit, (void *)r, &gs, &e);
     if (s->cancel && gs.finish == SM_FINISH_ABORTED) gs.finish = SM_FINISH_INTERRUPTED;

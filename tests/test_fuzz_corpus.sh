@@ -5,7 +5,7 @@
 set -u
 B=${1:-build}
 pass=0 fail=0
-for t in config weights tokenizer batch spm bpe hftok hfdir gguf template pcache; do
+for t in config weights tokenizer batch spm bpe hftok hfdir gguf template pcache grammar; do
     files=$(find tests/fuzz/corpus/$t tests/fuzz/crashes/$t -type f 2>/dev/null | sort)
     n=$(echo "$files" | grep -c .)
     if out=$(echo "$files" | xargs "$B/fuzz_$t" 2>&1) && echo "$out" | grep -q "^$n inputs ran clean"; then

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "sm_batch.h"
+#include "sm_grammar.h"
 
 #define KEY_MAX (SM_REC_ID_MAX + 8)
 
@@ -35,6 +36,7 @@ typedef struct {
     char id[SM_REC_ID_MAX];
     char param[64];     /* OpenAI: the field an error names */
     const char *code;
+    struct sm_gbind *grammar; /* held in the batch's cache while the record runs */
 } pending;
 
 /* A result formatted and not yet written (ordered output). */
@@ -67,6 +69,8 @@ typedef struct {
     sm_chat chat;
     char chat_err[600];
     int32_t *ids;   /* (n_ctx) a templated conversation's tokens */
+    cli_gcache *grammars;      /* the records' grammars and schemas, each compiled once */
+    char *flag_gtext;          /* --grammar/--json-schema's text, the records' default */
 } batch;
 
 /* A record's conversation as tokens in b->ids (*n); NULL, or why it cannot be. */
@@ -118,6 +122,7 @@ static bool format_record(batch *b, const pending *p, const char *msg, sm_status
             fputs("\"}\n", f);
         } else {
             cli_json_result(f, res->text, res->len, &res->stats, res->n_truncated, res->t_queue);
+            if (p->grammar) fprintf(f, ", \"valid\": %s", res->stats.valid ? "true" : "false");
             fputs("}\n", f);
         }
     } else {
@@ -167,6 +172,7 @@ static void write_one(batch *b, ready *r) {
 static int deliver(batch *b, pending *p, const char *msg, sm_status status, const sm_sched_result *res) {
     ready r;
     p->used = false;
+    cli_gcache_put(b->grammars, p->grammar);
     if (!format_record(b, p, msg, status, res, &r)) return cli_data_error("out of memory for a result");
     if (b->ordered) b->ring[p->idx % b->window] = r;
     else write_one(b, &r);
@@ -245,12 +251,24 @@ static int submit(batch *b, cli_runner *r, pending *p, const sm_batch_record *re
                           : "\"logprobs\" is not supported in a batch";
     }
     if (!why && rec->messages) why = templated(b, r, rec->messages, &n_ids, &err);
+    /* the record's grammar or schema, else the flag's */
+    sm_grammar_kind gk = rec->gkind ? rec->gkind : o->gkind;
+    const char *gt = rec->gkind ? rec->gtext : b->flag_gtext;
+    if (!why && gk) {
+        sm_error gerr = {{0}};
+        if (cli_gcache_get(b->grammars, gk, gt, &p->grammar, &gerr)) {
+            snprintf(err.msg, sizeof err.msg, "%s", gerr.msg);
+            snprintf(p->param, sizeof p->param, "%s", is_oai(p->kind) ? "response_format" : gk == SM_GK_GBNF ? "grammar" : "json_schema");
+            why = err.msg;
+        }
+    }
     if (why) return deliver(b, p, why, SM_ERR_INPUT, NULL);
     sm_sched_request req = {.prompt = rec->prompt, .prompt_len = rec->prompt_len,
                             .ids = n_ids ? b->ids : NULL, .n_ids = n_ids,
                             .max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
                                                                        : (size_t)o->max_tokens,
-                            .sampling = rec->sampling, .truncate = o->truncate, .tag = p};
+                            .sampling = rec->sampling, .truncate = o->truncate, .grammar = p->grammar,
+                            .tag = p};
     const char *stops[SM_STOP_MAX];
     req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++)
@@ -376,6 +394,24 @@ int cli_batch(const cli_opts *o) {
     }
     bool save_cache = false;
     if (o->prompt_cache) rc = cli_prompt_cache_seed(o, &r, &save_cache);
+    if (!rc && !(b.grammars = cli_gcache_new(&r.lm->tok, r.ls->sched))) rc = cli_data_error("out of memory");
+    if (!rc && (o->gkind == SM_GK_GBNF || o->gkind == SM_GK_SCHEMA)) { /* the flag's text, checked now */
+        size_t glen = 0;
+        if (o->ginline && !(b.flag_gtext = strdup(o->gsrc))) rc = cli_data_error("out of memory");
+        else if (!o->ginline) rc = cli_read_all(o->gsrc, &b.flag_gtext, &glen);
+        if (!rc && !o->ginline && strlen(b.flag_gtext) != glen)
+            rc = cli_data_error("the grammar or schema file has a NUL byte");
+    }
+    if (!rc && o->gkind) {
+        sm_gbind *gb;
+        sm_error gerr = {{0}};
+        if (cli_gcache_get(b.grammars, o->gkind, b.flag_gtext, &gb, &gerr)) {
+            fprintf(stderr, "smallmind: --%s: %s\n", o->gflag, gerr.msg);
+            rc = EXIT_DATA;
+        } else {
+            cli_gcache_put(b.grammars, gb);
+        }
+    }
     /* the model's name in OpenAI results: --alias, else the model path's last part */
     const char *slash = strrchr(o->model, '/');
     char name[SM_REC_MODEL_MAX];
@@ -477,6 +513,8 @@ int cli_batch(const cli_opts *o) {
     cli_keys_free(&in.seen);
     cli_keys_free(&done);
     sm_chat_free(&b.chat);
+    cli_gcache_free(b.grammars);
+    free(b.flag_gtext);
     cli_runner_free(&r);
     cli_reader_close(&rd);
     int frc = b.errs.fd >= 0 ? cli_sink_close(&b.errs) : 0;

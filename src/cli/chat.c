@@ -25,6 +25,7 @@
 #include <editline/readline.h>
 
 #include "json_internal.h"
+#include "sm_grammar.h"
 
 typedef struct chat_run {
     const cli_opts *o;
@@ -35,6 +36,9 @@ typedef struct chat_run {
     int turn;
     bool failed; /* a command failed: piped chat exits 1 at the end */
     bool save_cache; /* --prompt-cache: write the first reply's prompt */
+    sm_grammar *gr;  /* --grammar, --json-schema, --format: each reply keeps to it */
+    sm_gbind *gb;
+    sm_gmatch *gm;
 } chat_run;
 
 static int emit_reply(void *user, const char *text, size_t len) {
@@ -46,10 +50,11 @@ static int emit_reply(void *user, const char *text, size_t len) {
 /* One user turn. Returns an exit code (0 also when Ctrl-C stopped the reply). */
 static int turn(chat_run *c, const char *text, size_t len) {
     const cli_opts *o = c->o;
-    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, o->stop,
-                        o->n_stop, NULL, 0};
+    sm_gen_params gp = {.max_tokens = (size_t)o->max_tokens, .cancel = (const volatile int *)&cli_interrupted,
+                        .stop = o->stop, .n_stop = o->n_stop, .grammar = c->gm};
     sm_chat_turn t;
     sm_error err = {{0}};
+    if (c->gm) sm_gmatch_reset(c->gm);
     c->turn++;
     sm_status st = sm_chat_session_turn(c->cs, text, len, &gp, emit_reply, c, &t, &err);
     if (st) { /* a message too long, a template that fails on it: the chat goes on */
@@ -75,6 +80,7 @@ static int turn(chat_run *c, const char *text, size_t len) {
         if (!f) return cli_data_error("out of memory");
         fprintf(f, "{\"turn\": %d, ", c->turn);
         cli_json_result(f, t.reply, t.reply_len, &t.gen, 0, -1);
+        if (c->gm) fprintf(f, ", \"valid\": %s", t.gen.valid ? "true" : "false");
         fprintf(f, ", \"tokens_reused\": %zu, \"messages_dropped\": %zu}\n", t.gen.n_reused,
                 t.n_dropped);
         fclose(f);
@@ -249,6 +255,11 @@ int cli_chat(const cli_opts *o) {
     if (rc) return rc;
     sm_error err = {{0}};
     if ((rc = cli_chat_setup(o, sm_model_config(c.r.lm->model), &c.r.lm->tok, &c.chat))) goto done;
+    if ((rc = cli_grammar_flag(o, &c.r.lm->tok, &c.gr, &c.gb))) goto done;
+    if (c.gb && sm_gmatch_new(&c.gm, c.gb, &err)) {
+        rc = cli_data_error(err.msg);
+        goto done;
+    }
     if (sm_chat_session_new(&c.cs, &c.chat, c.r.ls->state, &c.r.lm->tok, c.r.ls->samplers, o->system, &err)) {
         rc = cli_data_error(err.msg);
         goto done;
@@ -260,6 +271,7 @@ done:
     if (o->stats) cli_runner_print_threads(&c.r, stderr);
     sm_chat_session_free(c.cs);
     sm_chat_free(&c.chat);
+    sm_gmatch_free(c.gm), sm_gbind_free(c.gb), sm_grammar_free(c.gr);
     cli_runner_free(&c.r);
     return cli_finish_stdout(&c.os, rc);
 }

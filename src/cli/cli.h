@@ -52,7 +52,8 @@ typedef enum {
     O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_KVTYPE, O_NOBOS,
     O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN,
     O_IDS, O_CACHERAM, O_PCACHE, O_PCACHERO, O_INFMT, O_OUTPUT, O_BRESUME, O_ERRORS, O_ORDERED,
-    O_UNORDERED, O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS, O_COUNT_
+    O_UNORDERED, O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS, O_GRAMMAR, O_GRAMMARTEXT, O_JSONSCHEMA,
+    O_FORMAT, O_COUNT_
 } opt_id;
 
 #define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_CHAT)
@@ -106,6 +107,10 @@ typedef struct {
     bool progress;            /* --progress: a progress line on stderr every progress_s */
     double progress_s;
     const char *alias;        /* --alias NAME: the model's name in OpenAI results */
+    sm_grammar_kind gkind;    /* --grammar, --grammar-text, --json-schema, --format: what output keeps to */
+    const char *gsrc;         /* the flag's value: a file, or the text itself (ginline) */
+    bool ginline;
+    const char *gflag;        /* the flag, for messages */
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
@@ -181,7 +186,7 @@ void cli_json_string(FILE *f, const unsigned char *s, size_t n);
    generation result's JSON fields. */
 void cli_json_result(FILE *f, const char *text, size_t len, const sm_gen_stats *gs,
                      size_t dropped, double t_queue);
-/* Reads a whole file ('-' = stdin) into a malloc'd buffer. Returns an exit code. */
+/* Reads a whole file ('-' = stdin) into a malloc'd buffer (a NUL after it). Returns an exit code. */
 int cli_read_all(const char *path, char **out, size_t *len);
 /* The text to work on: -p, else -f, else stdin if it is not a terminal. */
 int cli_get_text(const cli_opts *o, char **text, size_t *len, bool *owned);
@@ -274,6 +279,24 @@ typedef struct cli_oai_result {
 void cli_oai_body(FILE *f, const cli_oai_result *r);
 /* {"error": {"message", "type", "param", "code"}}; param and code may be NULL. */
 void cli_oai_error(FILE *f, const char *msg, const char *type, const char *param, const char *code);
+
+/* ---- constrain.c: structured output (sm_grammar.h) */
+
+struct sm_grammar;
+struct sm_gbind;
+/* Compiles a grammar of kind from text[0..len) (none for the JSON kinds) and binds it to tok. */
+struct sm_vtrie;
+sm_status cli_grammar_compile(sm_grammar_kind kind, const char *text, size_t len, const sm_tokenizer *tok,
+                              const struct sm_vtrie *trie, struct sm_grammar **g, struct sm_gbind **b, sm_error *err);
+/* The grammar of --grammar/--grammar-text/--json-schema/--format (none: *g NULL). Exit code. */
+int cli_grammar_flag(const cli_opts *o, const sm_tokenizer *tok, struct sm_grammar **g, struct sm_gbind **b);
+/* A batch's bindings by text, each compiled once; a binding no record uses may go. */
+typedef struct cli_gcache cli_gcache;
+cli_gcache *cli_gcache_new(const sm_tokenizer *tok, sm_sched *sched);
+void cli_gcache_free(cli_gcache *c);
+/* The binding of (kind, text), held until cli_gcache_put; err says why a text does not compile. */
+sm_status cli_gcache_get(cli_gcache *c, sm_grammar_kind kind, const char *text, struct sm_gbind **out, sm_error *err);
+void cli_gcache_put(cli_gcache *c, struct sm_gbind *b);
 
 /* ---- runner.c */
 

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sm_grammar.h"
+
 /* Where generated text goes: streamed to stdout, or collected for the JSON object. */
 typedef struct {
     cli_out *os;
@@ -70,7 +72,13 @@ int cli_generate(const cli_opts *o) {
                                        o->truncate, r.ls->tokens, &n, &dropped, &err))
         rc = cli_data_error(err.msg);
     if (owned) free(text);
+    sm_grammar *gr = NULL;
+    sm_gbind *gb = NULL;
+    sm_gmatch *gm = NULL;
+    if (!rc && (rc = cli_grammar_flag(o, &r.lm->tok, &gr, &gb)) == 0 && gb && sm_gmatch_new(&gm, gb, &err))
+        rc = cli_data_error(err.msg);
     if (rc) {
+        sm_gbind_free(gb), sm_grammar_free(gr);
         sm_chat_free(&chat);
         cli_runner_free(&r);
         return rc;
@@ -87,13 +95,14 @@ int cli_generate(const cli_opts *o) {
             return cli_data_error("out of memory for the output");
         }
     }
-    sm_gen_params gp = {(size_t)o->max_tokens, (const volatile int *)&cli_interrupted, stops,
-                        n_stop, NULL, 0};
+    sm_gen_params gp = {.max_tokens = (size_t)o->max_tokens, .cancel = (const volatile int *)&cli_interrupted,
+                        .stop = stops, .n_stop = n_stop, .grammar = gm};
     sm_gen_stats gs;
     size_t cached = 0;
     bool save = false;
     if (o->prompt_cache && (rc = cli_prompt_cache_load(o, &r, n, &cached, &save))) {
         free(k.buf);
+        sm_gmatch_free(gm), sm_gbind_free(gb), sm_grammar_free(gr);
         sm_chat_free(&chat);
         cli_runner_free(&r);
         return rc;
@@ -111,6 +120,7 @@ int cli_generate(const cli_opts *o) {
         if (f) {
             fputc('{', f);
             cli_json_result(f, k.buf, k.len, &gs, dropped, -1);
+            if (gm) fprintf(f, ", \"valid\": %s", gs.valid ? "true" : "false");
             fprintf(f, ", \"load_ms\": %.3f}\n", r.t_load * 1e3);
             fclose(f);
             cli_out_write(&os, out, out_len);
@@ -123,6 +133,10 @@ int cli_generate(const cli_opts *o) {
         cli_out_write(&os, "\n", 1);
     }
     free(k.buf);
+    if (gm && !st && !gs.valid && !o->quiet && !o->json && gs.finish != SM_FINISH_INTERRUPTED)
+        fprintf(stderr, "smallmind: the output is not a whole sentence of the grammar (%s)\n",
+                gs.finish == SM_FINISH_LENGTH ? "-n ran out first" : "a stop string cut it");
+    sm_gmatch_free(gm), sm_gbind_free(gb), sm_grammar_free(gr);
     if (gs.context_full && (o->stats || !o->quiet) && !o->json)
         fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.ls->sp.n_ctx);
     if (o->stats) {

@@ -93,6 +93,15 @@ static const struct option_def {
      "    --no-generation-prompt  end after the last message (no assistant header)"},
     {"ids", 0, false, CMD_TEMPLATE, O_IDS,
      "    --ids              the text's token ids, as apply_chat_template gives them (no BOS added)"},
+    {"grammar", 0, true, CMD_SAMPLE, O_GRAMMAR,
+     "    --grammar FILE     output that keeps to a GBNF grammar (llama.cpp's syntax; its rule 'root')"},
+    {"grammar-text", 0, true, CMD_SAMPLE, O_GRAMMARTEXT,
+     "    --grammar-text STR the GBNF grammar itself"},
+    {"json-schema", 0, true, CMD_SAMPLE, O_JSONSCHEMA,
+     "    --json-schema S    output that is JSON valid under the JSON Schema S (a file, or the\n"
+     "                       schema itself when it starts with '{')"},
+    {"format", 0, true, CMD_SAMPLE, O_FORMAT,
+     "    --format F         json: output that is any JSON value (or F a JSON Schema, as ollama's)"},
     {"stop", 0, true, CMD_SAMPLE, O_STOP,
      "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
     {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
@@ -392,6 +401,19 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
             return cli_usage_error(o, "%s expects a name of 1 to %d bytes", flag, SM_REC_MODEL_MAX - 1);
         o->alias = v;
         break;
+    case O_GRAMMAR: case O_GRAMMARTEXT: case O_JSONSCHEMA: case O_FORMAT: {
+        if (o->gkind) return cli_usage_error(o, "%s: give one of --grammar, --grammar-text, --json-schema, --format", flag);
+        const char *t = v;
+        while (*t == ' ' || *t == '\t' || *t == '\n') t++;
+        o->gsrc = v, o->gflag = d->name;
+        if (d->id == O_GRAMMAR) o->gkind = SM_GK_GBNF;
+        else if (d->id == O_GRAMMARTEXT) o->gkind = SM_GK_GBNF, o->ginline = true;
+        else if (d->id == O_JSONSCHEMA) o->gkind = SM_GK_SCHEMA, o->ginline = *t == '{';
+        else if (strcmp(v, "json") == 0) o->gkind = SM_GK_JSON;
+        else if (*t == '{') o->gkind = SM_GK_SCHEMA, o->ginline = true;
+        else return cli_usage_error(o, "%s expects json or a JSON Schema, got '%.40s'", flag, v);
+        break;
+    }
     case O_UNTIED: o->untied = true; break;
     case O_NOBIAS: o->no_bias = true; break;
     case O_QUIET: o->quiet = true; break;

@@ -148,7 +148,7 @@ int cli_read_all(const char *path, char **out, size_t *len) {
     char *buf = malloc(cap);
     int rc = 0;
     while (buf) {
-        if (n == cap) {
+        if (n + 1 >= cap) { /* room for the NUL after the text too */
             if (cap >= MAX_PROMPT_BYTES) {
                 fprintf(stderr, "smallmind: '%s' is larger than %zu bytes\n", path, MAX_PROMPT_BYTES);
                 rc = EXIT_DATA;
@@ -178,6 +178,7 @@ int cli_read_all(const char *path, char **out, size_t *len) {
         free(buf);
         return rc;
     }
+    buf[n] = '\0';
     *out = buf;
     *len = n;
     return 0;

@@ -1,0 +1,422 @@
+#!/usr/bin/python3
+"""Structured output (issue 37): grammars and JSON schemas the sampled text
+cannot break, checked by independent validators on random-weight models
+whose unconstrained output is noise.
+
+- The engine: every token's mask, at every step of random walks, equals
+  that token checked on its own (grammar_tool masks), for llama.cpp's
+  grammars and schemas, on the GPT-2, Llama 2 (SentencePiece), Llama 3,
+  Qwen 2.5 and Gemma 3 vocabularies.
+- llama.cpp's grammars (json, json_arr, list, arithmetic, c, chess, english,
+  japanese: build/npm/llama-grammars, or LLAMA_CPP's checkout): every output,
+  greedy and sampled, is a viable prefix for an independent GBNF recogniser
+  (tests/gbnf_ref.py, an Earley parser), and a whole sentence where it says
+  "valid" (then also for llama.cpp's own validator when LLAMA_CPP is set).
+- A suite of JSON Schemas: every output that says "valid" passes Python's
+  jsonschema (with format checks); bounded schemas always finish; one cut by
+  -n says finish_reason "length" and "valid": false.
+- The same through generate, generate --chat, chat, and OpenAI's
+  response_format in --batch; a batch record equals its prompt alone.
+- Bad grammars and schemas: one line naming the rule or keyword and where.
+
+    test_structured.py --bin build --shared ../shared --models build/test-models
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tally import Tally  # noqa: E402
+
+TALLY = Tally("structured")
+report, skip = TALLY.report, TALLY.skip
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LLAMA_GRAMMARS = ["json", "json_arr", "list", "arithmetic", "c", "chess", "english", "japanese"]
+
+# (schema, bounded): a bounded schema's texts have a bounded length, so they always finish
+SCHEMAS = [
+    ({"type": "string", "maxLength": 8}, True),
+    ({"type": "string", "minLength": 3, "maxLength": 5}, True),
+    ({"type": "integer"}, True),
+    ({"type": "integer", "minimum": 0, "maximum": 9}, True),
+    ({"type": "integer", "minimum": -120, "maximum": 35}, True),
+    ({"type": "integer", "minimum": 1000}, True),
+    ({"type": "integer", "exclusiveMinimum": -5, "exclusiveMaximum": 5}, True),
+    ({"type": "integer", "maximum": -7}, True),
+    ({"type": "number"}, True),
+    ({"type": "boolean"}, True),
+    ({"type": "null"}, True),
+    ({"type": ["string", "null"], "maxLength": 4}, True),
+    ({"enum": ["red", "green", 3, None, {"a": [1, 2]}]}, True),
+    ({"const": {"kind": "fixed", "n": 2}}, True),
+    ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                       "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+      "required": ["name", "age"]}, True),
+    ({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "integer", "maximum": 99, "minimum": 0},
+                                       "c": {"enum": ["x", "y"]}}, "required": ["b"]}, True),
+    ({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 5}},
+      "required": ["id"], "additionalProperties": {"type": "boolean"}}, False),
+    ({"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 3}},
+      "additionalProperties": False}, True),
+    ({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 2, "maxItems": 4}, True),
+    ({"type": "array", "items": {"type": "boolean"}, "maxItems": 3}, True),
+    ({"type": "array", "prefixItems": [{"type": "string", "maxLength": 3}, {"type": "integer", "minimum": 0,
+                                                                           "maximum": 9}], "items": False}, True),
+    ({"type": "array", "prefixItems": [{"const": "head"}], "items": {"type": "null"}, "maxItems": 3}, True),
+    ({"type": "object", "properties": {"inner": {"type": "object", "properties": {
+        "deep": {"type": "array", "items": {"enum": [1, 2, 3]}, "maxItems": 2}}, "required": ["deep"]}},
+        "required": ["inner"]}, True),
+    ({"anyOf": [{"type": "integer", "minimum": 0, "maximum": 5}, {"type": "string", "maxLength": 3},
+                {"type": "null"}]}, True),
+    ({"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "v": {"type": "boolean"}},
+                 "required": ["kind", "v"]},
+                {"type": "object", "properties": {"kind": {"const": "b"}, "w": {"type": "null"}},
+                 "required": ["kind", "w"]}]}, True),
+    ({"$defs": {"pt": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9},
+                                                        "y": {"type": "integer", "minimum": 0, "maximum": 9}},
+                       "required": ["x", "y"]}},
+      "type": "array", "items": {"$ref": "#/$defs/pt"}, "maxItems": 2}, True),
+    ({"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer", "minimum": 0, "maximum": 9},
+        "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v", "next"]}},
+      "$ref": "#/$defs/node"}, False),
+    ({"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"}, True),
+    ({"type": "string", "pattern": "^(cat|dog)s?\\.?$"}, True),
+    ({"type": "string", "pattern": "^\\d{1,3}(\\.\\d{1,2})?$"}, True),
+    ({"type": "string", "format": "date"}, True),
+    ({"type": "string", "format": "time"}, True),
+    ({"type": "string", "format": "date-time"}, True),
+    ({"type": "string", "format": "uuid"}, True),
+    ({"type": "string", "format": "ipv4"}, True),
+    ({"type": "object", "properties": {"when": {"type": "string", "format": "date"},
+                                       "tags": {"type": "array", "items": {"type": "string", "maxLength": 4},
+                                                "minItems": 1, "maxItems": 2}},
+      "required": ["when", "tags"], "title": "an event", "description": "annotations are ignored"}, True),
+    ({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}, False),
+    ({"type": "array", "items": {"type": "number"}}, False),
+]
+
+BAD_SCHEMAS = [
+    ({"type": "integer", "multipleOf": 3}, "'multipleOf' is not supported"),
+    ({"type": "array", "minItems": 3, "maxItems": 2}, "'maxItems' 2 is below 'minItems' 3"),
+    ({"type": "string", "minLength": 5, "maxLength": 2}, "'maxLength' 2 is below 'minLength' 5"),
+    ({"type": "integer", "minimum": 5, "maximum": 4}, "no integer is within"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]}, "'required' names \"b\""),
+    ({"type": "strin"}, "'type' must be"),
+    ({"enum": []}, "'enum' must be a non-empty array"),
+    ({"$ref": "#/$defs/missing"}, "names nothing"),
+    ({"type": "string", "pattern": "^(?=a)b$"}, "lookarounds"),
+    ({"type": "string", "format": "email"}, "\"email\" is not supported"),
+    ({"properties": {"a": {"type": "object", "properties": {"b": {"uniqueItems": True}}}}},
+     "#/properties/a/properties/b"),
+    (False, "nothing is valid"),
+]
+
+BAD_GRAMMARS = [
+    ('root ::= a\na ::= a "x" | "y"\n', "rule 'a' is left-recursive"),
+    ('root ::= x\n', "rule 'x' is not defined"),
+    ('root ::= ("a"?)*\n', "left-recursive"),
+    ('root ::= "a\n', "grammar line"),
+    ('root = "a"\n', "expecting '::='"),
+    ('root ::= [a-\n', "grammar line 1"),
+    ('root ::= "a"{5,2}\n', "n < m"),
+    ('rot ::= "a"\n', "no rule named 'root'"),
+    ('root ::= "\\q"\n', "unknown escape"),
+]
+
+
+def loads(data):
+    return [json.loads(x) for x in data.decode().splitlines() if x.strip()]
+
+
+def jsonschema_checker():
+    try:
+        import jsonschema
+    except ImportError:
+        return None
+    fc = jsonschema.FormatChecker()
+
+    @fc.checks("date-time", raises=ValueError)
+    def _dt(s):  # RFC 3339: the date, "T", the time with an offset
+        if not isinstance(s, str):
+            return True
+        d, _, t = s.partition("T")
+        datetime.date.fromisoformat(d)
+        return _time(t)
+
+    @fc.checks("time", raises=ValueError)
+    def _time(s):
+        if not isinstance(s, str):
+            return True
+        if not (s.endswith("Z") or s[-6] in "+-"):
+            raise ValueError("no offset")
+        datetime.time.fromisoformat(s)
+        return True
+
+    @fc.checks("date", raises=ValueError)
+    def _date(s):
+        if isinstance(s, str):
+            if len(s) != 10:
+                raise ValueError("not YYYY-MM-DD")
+            datetime.date.fromisoformat(s)
+        return True
+
+    def check(schema, value):
+        try:
+            jsonschema.Draft202012Validator(schema, format_checker=fc).validate(value)
+            return None
+        except jsonschema.ValidationError as e:
+            return e.message[:120]
+    return check
+
+
+def batch(sm, model, flags, records, *extra):
+    p = subprocess.run([sm, "generate", "-m", model, *flags, "--batch", "-", "-q", *extra],
+                       input="".join(json.dumps(r) + "\n" for r in records).encode(), capture_output=True)
+    return p.returncode, loads(p.stdout), p.stderr.decode()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--shared", required=True)
+    ap.add_argument("--models", required=True)
+    a = ap.parse_args()
+    sm = os.path.join(a.bin, "smallmind")
+    tool = os.path.join(a.bin, "grammar_tool")
+    shared_models = os.path.join(a.shared, "models")
+    lc = os.environ.get("LLAMA_CPP")
+    gdir = os.path.join(ROOT, "build", "npm", "llama-grammars")
+    if not os.path.exists(os.path.join(gdir, "json.gbnf")) and lc:
+        gdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lc))), "grammars")
+    have_grammars = all(os.path.exists(os.path.join(gdir, g + ".gbnf")) for g in LLAMA_GRAMMARS)
+    try:
+        import numpy  # noqa: F401
+        from vocab_models import vocab_models
+        models = vocab_models(shared_models, a.models)
+    except ImportError:
+        models = {"gpt2": (os.path.join(shared_models, "tiny-gpt2"), [])}
+        skip("the Llama 2, Llama 3, Qwen 2.5 and Gemma 3 vocabularies", "NumPy is not installed")
+    check = jsonschema_checker()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gbnf_ref
+
+    with tempfile.TemporaryDirectory() as tmp:
+        engine(tool, models, gdir if have_grammars else None, tmp)
+        if have_grammars:
+            llama_grammars(sm, models, gdir, gbnf_ref, lc, tmp)
+        else:
+            skip("llama.cpp's grammars", "not fetched (npm unreachable) and LLAMA_CPP not set")
+        if check:
+            schemas(sm, models, check, tmp)
+        else:
+            skip("JSON schemas against jsonschema", "python3-jsonschema is not installed")
+        bad_inputs(sm, tool, tmp)
+        commands(sm, a.models, check, tmp)
+    return TALLY.close()
+
+
+def engine(tool, models, gdir, tmp):
+    """Masks equal to each token checked alone, on every vocabulary."""
+    s1 = os.path.join(tmp, "engine-schema.json")
+    with open(s1, "w") as f:
+        json.dump(SCHEMAS[14][0], f)
+    for name, (path, flags) in models.items():
+        if flags:  # llama.cpp's tokenizer.bin beside a directory: grammar_tool reads tokenizer.json only
+            continue
+        runs = [("-s", s1, 30)] + ([("-g", os.path.join(gdir, g + ".gbnf"), 20) for g in ("json", "japanese", "c")]
+                                   if gdir else [])
+        bad = []
+        for flag, f, steps in runs:
+            p = subprocess.run([tool, "masks", flag, f, path, str(steps), "7"], capture_output=True)
+            if p.returncode != 0:
+                bad.append((os.path.basename(f), p.stdout.decode()[-300:]))
+        report(not bad, f"{name}: every token's mask = the token checked alone, {len(runs)} grammars", str(bad)[:400])
+
+
+def llama_grammars(sm, models, gdir, gbnf_ref, lc, tmp):
+    texts = {g: open(os.path.join(gdir, g + ".gbnf"), encoding="utf-8").read() for g in LLAMA_GRAMMARS}
+    refs = {g: gbnf_ref.Grammar(t) for g, t in texts.items()}
+    validator = os.path.join(lc, "test-gbnf-validator") if lc else None
+    if validator and not os.path.exists(validator):
+        validator = None
+    for name, (path, flags) in models.items():
+        recs = []
+        for g in LLAMA_GRAMMARS:
+            recs.append({"id": f"{g}-greedy", "prompt": "Write:", "grammar": texts[g], "temperature": 0})
+            recs.append({"id": f"{g}-s", "prompt": "Write:", "grammar": texts[g], "temperature": 1.0, "seed": 3})
+        rc, out, err = batch(sm, path, flags, recs, "-n", "96")
+        bad, complete = [], 0
+        for r in out:
+            g = r["id"].rsplit("-", 1)[0]
+            if "error" in r:
+                bad.append((r["id"], r["error"]))
+                continue
+            text = r["text"]
+            if r["finish_reason"] == "length":
+                text = text.rstrip("\ufffd")  # a character the cut split (JSON writes its bytes as U+FFFD)
+            if r["valid"]:
+                complete += 1
+                if not refs[g].accepts(text):
+                    bad.append((r["id"], "valid, but not a sentence", text[:80]))
+                elif validator:
+                    gf, tf = os.path.join(tmp, "g.gbnf"), os.path.join(tmp, "t.txt")
+                    with open(gf, "w") as f:
+                        f.write(texts[g])
+                    with open(tf, "w") as f:
+                        f.write(text)
+                    v = subprocess.run([validator, gf, tf], capture_output=True)
+                    if v.returncode != 0:
+                        bad.append((r["id"], "llama.cpp's validator refuses it", text[:80]))
+            elif not refs[g].viable_prefix(text) or r["finish_reason"] != "length":
+                bad.append((r["id"], "not a prefix of a sentence, or not valid without being cut", text[:80]))
+        report(rc == 0 and len(out) == len(recs) and not bad,
+               f"{name}: llama.cpp's 8 grammars, greedy and sampled: viable prefixes, {complete} whole sentences"
+               f"{' (and llama.cpp validator)' if validator else ''}", (str(bad) + err)[:400])
+
+
+def schemas(sm, models, check, tmp):
+    for name, (path, flags) in models.items():
+        recs = []
+        for i, (s, _) in enumerate(SCHEMAS):
+            recs.append({"id": f"{i}-g", "prompt": "Answer in JSON:", "json_schema": s, "temperature": 0})
+            recs.append({"id": f"{i}-s", "prompt": "Answer in JSON:", "json_schema": s, "temperature": 1.0,
+                         "seed": i + 1})
+        rc, out, err = batch(sm, path, flags, recs, "-n", "200")
+        bad, complete, cut = [], 0, 0
+        for r in out:
+            i = int(r["id"].split("-")[0])
+            schema, bounded = SCHEMAS[i]
+            if "error" in r:
+                bad.append((r["id"], r["error"]))
+                continue
+            if r["finish_reason"] == "length" or not r["valid"]:
+                cut += 1
+                if r["valid"] or r["finish_reason"] != "length" or bounded:
+                    bad.append((r["id"], "cut, but bounded or not said", r["finish_reason"], r["valid"]))
+                continue
+            complete += 1
+            try:
+                value = json.loads(r["text"])
+            except ValueError as e:
+                bad.append((r["id"], f"not JSON: {e}", r["text"][:80]))
+                continue
+            why = check(schema, value)
+            if why:
+                bad.append((r["id"], why, r["text"][:80]))
+        report(rc == 0 and len(out) == 2 * len(SCHEMAS) and not bad,
+               f"{name}: {len(SCHEMAS)} schemas, greedy and sampled: {complete} outputs valid under jsonschema, "
+               f"{cut} cut by -n and said so", (str(bad) + err)[:500])
+
+
+def bad_inputs(sm, tool, tmp):
+    model = os.path.join(ROOT, "models", "default")
+    bad = []
+    for k, (schema, needle) in enumerate(BAD_SCHEMAS):
+        path = os.path.join(tmp, f"bad-{k}.json")  # a file (the value false is not inline JSON)
+        with open(path, "w") as f:
+            json.dump(schema, f)
+        p = subprocess.run([sm, "generate", "-m", model, "-p", "x", "--json-schema", path], capture_output=True)
+        e = p.stderr.decode()
+        if p.returncode != 1 or needle not in e or e.count("\n") != 1 or p.stdout:
+            bad.append((schema, e))
+    report(not bad, f"{len(BAD_SCHEMAS)} bad schemas: exit 1, one line naming the keyword and where", str(bad)[:400])
+    bad = []
+    for text, needle in BAD_GRAMMARS:
+        p = subprocess.run([sm, "generate", "-m", model, "-p", "x", "--grammar-text", text], capture_output=True)
+        e = p.stderr.decode()
+        if p.returncode != 1 or needle not in e or e.count("\n") != 1 or p.stdout:
+            bad.append((text, e))
+    report(not bad, f"{len(BAD_GRAMMARS)} bad grammars: exit 1, one line naming the rule or position", str(bad)[:400])
+    p = subprocess.run([sm, "generate", "-m", model, "-p", "x", "--grammar-text", "root ::= \"a\"",
+                        "--json-schema", "{}"], capture_output=True)
+    report(p.returncode == 2 and b"give one of" in p.stderr, "two grammar flags: a usage error")
+    p = subprocess.run([sm, "generate", "-m", model, "-p", "x", "--grammar", os.path.join(tmp, "none.gbnf")],
+                       capture_output=True)
+    report(p.returncode == 1 and b"none.gbnf" in p.stderr, "--grammar of a missing file names it")
+    p = subprocess.run([sm, "generate", "-m", model, "--batch", "-", "-n", "4"], capture_output=True,
+                       input=b'{"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 2}}\n'
+                             b'{"prompt": "x", "grammar": 7}\n{"prompt": "x", "json_schema": {"type": "null"}}\n')
+    r = loads(p.stdout)
+    report(p.returncode == 1 and "multipleOf" in r[0].get("error", "") and "grammar" in r[1].get("error", "") and
+           r[2].get("text") == "null" and r[2].get("valid") is True,
+           "batch: a bad schema or grammar is that record's error, the rest run", json.dumps(r)[:300])
+
+
+def commands(sm, models_dir, check, tmp):
+    model = os.path.join(ROOT, "models", "default")
+    schema = SCHEMAS[14][0]
+    sj = json.dumps(schema)
+    # -n runs out before the schema can end: finish length, valid false
+    p = subprocess.run([sm, "generate", "-m", model, "-p", "x", "--json-schema", sj, "-n", "3", "--json"],
+                       capture_output=True)
+    j = json.loads(p.stdout or b"{}")
+    report(p.returncode == 0 and j.get("finish_reason") == "length" and j.get("valid") is False,
+           "-n too small: finish_reason length and valid false", p.stdout.decode()[:200])
+    p = subprocess.run([sm, "generate", "-m", model, "-p", "x", "--json-schema", sj, "-n", "3"], capture_output=True)
+    report(b"not a whole sentence of the grammar" in p.stderr, "text output: a cut output is said on stderr")
+    # a record in a batch = the same prompt alone (greedy and sampled, several at once)
+    recs = [{"id": i, "prompt": f"Who {i}?", "json_schema": schema, "temperature": t, "seed": i}
+            for i, t in enumerate([0, 0.9, 1.3, 0.7, 0])]
+    rc, out, err = batch(sm, model, [], recs, "-n", "120", "--parallel", "3")
+    bad = []
+    for r, q in zip(recs, out):
+        p = subprocess.run([sm, "generate", "-m", model, "-p", r["prompt"], "--json-schema", sj, "-n", "120",
+                            "--temp", str(r["temperature"]), "-s", str(r["seed"]), "--json"], capture_output=True)
+        alone = json.loads(p.stdout)
+        if alone["text"] != q["text"] or alone["valid"] != q["valid"]:
+            bad.append((r["id"], alone["text"][:60], q["text"][:60]))
+    report(rc == 0 and not bad, "batch records under a schema = each prompt alone (--parallel 3)", str(bad)[:300])
+    # --format json: any JSON value; generate --chat and chat with a schema
+    tpl = os.path.join(tmp, "t.jinja")
+    with open(tpl, "w") as f:
+        f.write("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:")
+    p = subprocess.run([sm, "generate", "-m", model, "-p", "x", "--format", "json", "-n", "100", "--json"],
+                       capture_output=True)
+    j = json.loads(p.stdout)
+    ok = j["valid"]
+    if ok:
+        json.loads(j["text"])
+    report(p.returncode == 0 and (ok or j["finish_reason"] == "length"), "--format json: a JSON value", j["text"][:80])
+    p = subprocess.run([sm, "generate", "-m", model, "-p", "Name one.", "--chat", "--chat-template", tpl,
+                        "--json-schema", sj, "-n", "150", "--json"], capture_output=True)
+    j = json.loads(p.stdout or b"{}")
+    report(p.returncode == 0 and j.get("valid") and (not check or check(schema, json.loads(j["text"])) is None),
+           "generate --chat --json-schema: valid JSON", p.stdout.decode()[:200] + p.stderr.decode()[:200])
+    p = subprocess.run([sm, "chat", "-m", model, "--chat-template", tpl, "--json-schema", sj, "-n", "150", "--json"],
+                       input=b"Name one.\nAnd another.\n", capture_output=True)
+    turns = loads(p.stdout)
+    report(p.returncode == 0 and len(turns) == 2 and all(t.get("valid") for t in turns) and
+           (not check or all(check(schema, json.loads(t["text"])) is None for t in turns)),
+           "chat --json-schema: every reply valid JSON", p.stdout.decode()[:200])
+    # OpenAI's response_format in a batch: json_schema and json_object
+    lines = [{"custom_id": "s", "method": "POST", "url": "/v1/completions",
+              "body": {"prompt": "JSON:", "max_tokens": 150,
+                       "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": True,
+                                                                                  "schema": schema}}}},
+             {"custom_id": "o", "method": "POST", "url": "/v1/completions",
+              "body": {"prompt": "JSON:", "max_tokens": 150, "response_format": {"type": "json_object"}}},
+             {"custom_id": "c", "method": "POST", "url": "/v1/chat/completions",
+              "body": {"messages": [{"role": "user", "content": "JSON please"}], "max_tokens": 150,
+                       "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}}}]
+    rc, out, err = batch(sm, model, [], lines, "--chat-template", tpl)
+    ok = len(out) == 3 and all(r["response"]["status_code"] == 200 for r in out)
+    if ok:
+        texts = [out[0]["response"]["body"]["choices"][0]["text"], out[1]["response"]["body"]["choices"][0]["text"],
+                 out[2]["response"]["body"]["choices"][0]["message"]["content"]]
+        fins = [r["response"]["body"]["choices"][0]["finish_reason"] for r in out]
+        try:
+            vals = [json.loads(t) if f == "stop" else None for t, f in zip(texts, fins)]
+            ok = (isinstance(vals[1], dict) or fins[1] == "length") and \
+                 (not check or all(check(schema, v) is None for v in (vals[0], vals[2]) if v is not None))
+        except ValueError:
+            ok = False
+    report(rc == 0 and ok, "OpenAI response_format json_schema and json_object in a batch", (json.dumps(out) + err)[:300])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
