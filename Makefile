@@ -1,7 +1,7 @@
 # smallmind -- build, test and run.
 #
-#   make            build build/smallmind (installs libcjson-dev, libpcre2-dev, libutf8proc-dev and libedit-dev
-#                   via apt when run as root)
+#   make            build build/smallmind (installs libcjson-dev, libpcre2-dev, libutf8proc-dev, libedit-dev
+#                   and libmicrohttpd-dev via apt when run as root)
 #   make run        build, then generate from the default model
 #   make test       unit tests, NumPy reference checks and CLI tests (installs the tools the
 #                   tests use via apt when run as root; otherwise names them and those checks skip)
@@ -26,8 +26,8 @@ PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pyth
 ARCH    := $(shell uname -m)
 
 # Libraries found with pkg-config (their Debian packages in DEBS, installed as root by make).
-PKGS    := libcjson libpcre2-8 libutf8proc libedit
-DEBS    := libcjson-dev libpcre2-dev libutf8proc-dev libedit-dev pkg-config
+PKGS    := libcjson libpcre2-8 libutf8proc libedit libmicrohttpd
+DEBS    := libcjson-dev libpcre2-dev libutf8proc-dev libedit-dev libmicrohttpd-dev pkg-config
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
            -Wformat=2 -Wvla
 OPT     ?= -O2

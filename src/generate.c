@@ -5,6 +5,7 @@
 
 #include "sm_grammar.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,34 @@ static void seq_end(sm_seq *q, sm_finish f) {
     q->stats.t_decode = sm_time_now() - q->t_decode0;
 }
 
+/* The log-probability of next under logits (the tokenizer's ids) and the best alternatives, to on_token. */
+static void token_info(const sm_seq *q, const float *logits, int32_t next) {
+    const sm_gen_params *gp = q->pd.gp;
+    size_t V = (size_t)q->tok->n_vocab, k = (size_t)gp->top_logprobs;
+    if (k > SM_TOP_LOGPROBS_MAX) k = SM_TOP_LOGPROBS_MAX;
+    sm_token_info t = {.id = next};
+    float mx = logits[0];
+    for (size_t i = 1; i < V; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (size_t i = 0; i < V; i++) {
+        sum += exp((double)(logits[i] - mx));
+        /* the k best, kept sorted (ties: the lower id first) */
+        if (k && (t.n_top < k || logits[i] > t.top_logprob[t.n_top - 1])) {
+            size_t j = t.n_top < k ? t.n_top++ : k - 1;
+            while (j > 0 && logits[i] > t.top_logprob[j - 1]) {
+                t.top_logprob[j] = t.top_logprob[j - 1], t.top_id[j] = t.top_id[j - 1];
+                j--;
+            }
+            t.top_logprob[j] = logits[i], t.top_id[j] = (int32_t)i;
+        }
+    }
+    float lse = mx + (float)log(sum);
+    t.logprob = logits[next] - lse;
+    for (size_t j = 0; j < t.n_top; j++) t.top_logprob[j] -= lse;
+    gp->on_token(gp->token_user, &t);
+}
+
 sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
     const sm_gen_params *gp = q->pd.gp;
     if (gp->cancel && *gp->cancel) {
@@ -113,6 +142,7 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
         seq_end(q, SM_FINISH_EOS);
         return SM_OK;
     }
+    if (gp->on_token && gp->logprobs) token_info(q, logits, next);
     if (gm && sm_gmatch_accept(gm, q->prev, next, err)) { /* cannot be: the mask allowed it */
         q->done = true;
         return SM_ERR_RUNTIME;

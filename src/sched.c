@@ -28,6 +28,8 @@ typedef struct entry {
     uint64_t arrival;
     double t_submit;    /* sm_time_now() at submit */
     sm_gbind *grammar;  /* the grammar its text keeps to, or NULL */
+    bool logprobs;
+    int top_logprobs;
     size_t passed;      /* later requests that took a slot before it */
 } entry;
 
@@ -78,7 +80,14 @@ static int collect(void *user, const char *text, size_t len) {
     size_t cap = q->owner->text_cap, take = len < cap - q->len ? len : cap - q->len;
     memcpy(q->text + q->len, text, take);
     q->len += take;
+    if (q->owner->p.piece) q->owner->p.piece(q->owner->p.user, q->tag, text, len);
     return cancelled(q->owner);
+}
+
+/* The on_token callback of every slot: to the scheduler's token callback with the request's tag. */
+static void token_of(void *user, const sm_token_info *t) {
+    slot *q = user;
+    if (q->owner->p.token) q->owner->p.token(q->owner->p.user, q->tag, t);
 }
 
 /* Carves everything from a; on a measuring arena only sizes add up. */
@@ -188,6 +197,7 @@ static sm_status enqueue(sm_sched *s, entry *e, const sm_sched_request *r, sm_er
     }
     e->n_stop = r->n_stop;
     e->grammar = r->grammar;
+    e->logprobs = r->logprobs, e->top_logprobs = r->top_logprobs;
     e->max_tokens = r->max_tokens;
     e->sampling = r->sampling;
     return SM_OK;
@@ -268,7 +278,9 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
     }
     sm_sampler_reset(&q->smp, &e->sampling);
     q->gp = (sm_gen_params){.max_tokens = e->max_tokens, .cancel = s->p.cancel, .stop = q->stops,
-                            .n_stop = e->n_stop};
+                            .n_stop = e->n_stop, .logprobs = e->logprobs, .top_logprobs = e->top_logprobs,
+                            .on_token = token_of,
+                            .token_user = q};
     memset(&q->q, 0, sizeof q->q);
     q->q.done = true;
     sm_error rerr = {{0}};
@@ -391,4 +403,25 @@ void sm_sched_forget_grammar(sm_sched *s, const sm_gbind *b) {
             sm_gmatch_free(s->slots[i].gm);
             s->slots[i].gm = NULL, s->slots[i].gm_bind = NULL;
         }
+}
+
+bool sm_sched_cancel(sm_sched *s, void *tag, sm_error *err) {
+    sm_sched_result r = {.tag = tag, .error = "cancelled", .status = SM_ERR_CANCELLED, .text = ""};
+    for (size_t i = 0; i < s->n_wait; i++) {
+        entry *e = &s->wait[i];
+        if (!e->used || e->admitted || e->tag != tag) continue;
+        e->used = false;
+        s->p.done(s->p.user, &r, err);
+        return true;
+    }
+    for (size_t i = 0; i < s->n_slots; i++) {
+        slot *q = &s->slots[i];
+        if (!q->busy || q->tag != tag) continue;
+        if (q->w) return false; /* in the group being prefilled this step: ended after it */
+        r.stats = q->q.stats;
+        q->busy = false;
+        s->p.done(s->p.user, &r, err);
+        return true;
+    }
+    return false;
 }

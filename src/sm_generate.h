@@ -29,6 +29,18 @@ const char *sm_finish_str(sm_finish f);
 /* Receives generated text; return non-zero to stop generating. */
 typedef int (*sm_emit_fn)(void *user, const char *text, size_t len);
 
+#define SM_TOP_LOGPROBS_MAX 20
+
+/* A sampled token's log-probability under the model (its raw logits, before any sampling
+   setting), and its most likely alternatives (best first). */
+typedef struct sm_token_info {
+    int32_t id;
+    float logprob;
+    size_t n_top;
+    int32_t top_id[SM_TOP_LOGPROBS_MAX];
+    float top_logprob[SM_TOP_LOGPROBS_MAX];
+} sm_token_info;
+
 typedef struct sm_gen_params {
     size_t max_tokens;          /* tokens to generate at most */
     const volatile int *cancel; /* polled once per token; may be NULL */
@@ -43,6 +55,12 @@ typedef struct sm_gen_params {
        NULL: every token sampled keeps the text a valid prefix, the end token comes only where
        the grammar accepts the text, and the text ends when it can go no further. */
     struct sm_gmatch *grammar;
+    /* logprobs: each generated token's log-probability and its top_logprobs best alternatives
+       (at most SM_TOP_LOGPROBS_MAX) go to on_token(token_user, ...) as it is sampled. */
+    bool logprobs;
+    int top_logprobs;
+    void (*on_token)(void *user, const sm_token_info *t);
+    void *token_user;
 } sm_gen_params;
 
 typedef struct sm_gen_stats {

@@ -10,8 +10,9 @@
 ** "stream_options" ({"include_usage"}), "stop" (a string or a list),
 ** "seed" (any whole number), "presence_penalty", "frequency_penalty",
 ** "logprobs" / "top_logprobs" (chat: a boolean and 0..20; completions: a
-** number 0..5), "response_format" ({"type": "text"} only, until structured
-** output), and llama.cpp's extensions "top_k", "min_p", "repeat_penalty",
+** number 0..5), "response_format" ({"type": "text"}, {"type":
+** "json_object"} or {"type": "json_schema", "json_schema": {"name",
+** "schema", "strict", "description"}}: rec->gkind/gtext), and llama.cpp's extensions "top_k", "min_p", "repeat_penalty",
 ** "repeat_last_n". Accepted and ignored (they do not change the text):
 ** "user", "metadata", "store", "service_tier"; "echo": false, "best_of": 1,
 ** "suffix": null, "logit_bias": {} and "parallel_tool_calls" with no tools.

@@ -59,6 +59,8 @@ typedef struct sm_sched_request {
     bool truncate; /* a prompt longer than the context keeps its last tokens (see sm_prompt_encode) */
     struct sm_gbind *grammar; /* a grammar bound to the tokenizer (sm_grammar.h) its text keeps to, or
                                  NULL; the caller's, until the request is reported */
+    bool logprobs;    /* each token's log-probability (and top_logprobs alternatives) to params.token */
+    int top_logprobs;
     void *tag;     /* the caller's; comes back with the result */
 } sm_sched_request;
 
@@ -76,12 +78,18 @@ typedef struct sm_sched_result {
 /* Receives a finished request. A status other than SM_OK (with err set) stops
    the scheduler: submit or step returns it. */
 typedef sm_status (*sm_sched_done_fn)(void *user, const sm_sched_result *r, sm_error *err);
+/* Receives a request's text as it is generated (stop strings held back until they cannot match). */
+typedef void (*sm_sched_piece_fn)(void *user, void *tag, const char *text, size_t len);
+/* Receives a request's sampled tokens with their log-probabilities (top_logprobs >= 0). */
+typedef void (*sm_sched_token_fn)(void *user, void *tag, const sm_token_info *t);
 
 typedef struct sm_sched_params {
     sm_tokenizer *tok;
     sm_prefix *prefix;          /* a prefix cache for this state's sequences; may be NULL */
     const volatile int *cancel; /* polled between tokens and requests; may be NULL */
     sm_sched_done_fn done;
+    sm_sched_piece_fn piece; /* may be NULL */
+    sm_sched_token_fn token; /* may be NULL */
     void *user;
 } sm_sched_params;
 
@@ -113,6 +121,14 @@ sm_status sm_sched_submit(sm_sched *s, const sm_sched_request *r, sm_error *err)
 ** *cancel is set, requests in flight are left unreported: the caller stops.
 */
 sm_status sm_sched_step(sm_sched *s, sm_error *err);
+
+/*
+** Ends the request whose tag is tag at once (a client went away): waiting,
+** it is dropped; running, its slot is freed. Either way it goes to done
+** with the error "cancelled" (status SM_ERR_CANCELLED). false if no request
+** has that tag.
+*/
+bool sm_sched_cancel(sm_sched *s, void *tag, sm_error *err);
 
 /* Frees what the slots made for grammars (before the arena goes); s may be NULL. */
 void sm_sched_release(sm_sched *s);

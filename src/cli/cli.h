@@ -40,7 +40,8 @@
 
 enum {
     CMD_GENERATE = 1, CMD_SCORE = 2, CMD_INFO = 4, CMD_BENCH = 8, CMD_TRAIN = 16,
-    CMD_CONVERT = 32, CMD_TOKENIZE = 64, CMD_DETOKENIZE = 128, CMD_CHAT = 256, CMD_TEMPLATE = 512
+    CMD_CONVERT = 32, CMD_TOKENIZE = 64, CMD_DETOKENIZE = 128, CMD_CHAT = 256, CMD_TEMPLATE = 512,
+    CMD_SERVE = 1024
 };
 
 typedef enum {
@@ -53,14 +54,14 @@ typedef enum {
     O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN,
     O_IDS, O_CACHERAM, O_PCACHE, O_PCACHERO, O_INFMT, O_OUTPUT, O_BRESUME, O_ERRORS, O_ORDERED,
     O_UNORDERED, O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS, O_GRAMMAR, O_GRAMMARTEXT, O_JSONSCHEMA,
-    O_FORMAT, O_COUNT_
+    O_FORMAT, O_HOST, O_PORT, O_APIKEY, O_QUEUE, O_COUNT_
 } opt_id;
 
-#define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_CHAT)
+#define CMD_RUN (CMD_GENERATE | CMD_SCORE | CMD_BENCH | CMD_CHAT | CMD_SERVE)
 #define CMD_MODEL (CMD_RUN | CMD_INFO)              /* load the weights */
 #define CMD_TOKENS (CMD_TOKENIZE | CMD_DETOKENIZE | CMD_TEMPLATE) /* load only the tokenizer */
 #define CMD_ALL (CMD_MODEL | CMD_TOKENS | CMD_TRAIN | CMD_CONVERT)
-#define CMD_SAMPLE (CMD_GENERATE | CMD_CHAT) /* sampling flags */
+#define CMD_SAMPLE (CMD_GENERATE | CMD_CHAT | CMD_SERVE) /* sampling flags (serve: the requests' defaults) */
 
 /* Whether flag id was on the command line. */
 #define CLI_GIVEN(o, id) (((o)->given[(id) / 64] >> ((id) % 64)) & 1)
@@ -111,6 +112,11 @@ typedef struct {
     const char *gsrc;         /* the flag's value: a file, or the text itself (ginline) */
     bool ginline;
     const char *gflag;        /* the flag, for messages */
+    /* serve */
+    const char *host;         /* --host (default 127.0.0.1) */
+    long port;                /* --port (default 8080) */
+    const char *api_key;      /* --api-key: requests need "Authorization: Bearer KEY" */
+    long queue;               /* --queue: requests waiting for a slot at most (0: 4 x parallel) */
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */
@@ -373,6 +379,7 @@ int cli_convert(const cli_opts *o);
 int cli_tokenize(const cli_opts *o);
 int cli_chat(const cli_opts *o);
 int cli_template(const cli_opts *o);
+int cli_serve(const cli_opts *o);
 int cli_detokenize(const cli_opts *o);
 
 /* Heap allocations the program's own code has made so far (alloc_count.c). */

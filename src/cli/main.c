@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
                   .kernels = "auto", .prompt_tokens = 128, .reps = 3, .layers = 4, .heads = 8,
                   .embd = 256, .tctx = 256, .val_fraction = 0.1, .eval_every = 100,
                   .eval_seqs = 64, .ckpt_every = 500, .log_every = 10, .repeat_penalty = 1.0,
-                  .repeat_last_n = 64, .cache_mib = 256};
+                  .repeat_last_n = 64, .cache_mib = 256, .port = 8080};
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: smallmind COMMAND [flags] (try 'smallmind --help')\n");
@@ -77,7 +77,8 @@ int main(int argc, char **argv) {
     } cmds[] = {{"generate", CMD_GENERATE}, {"score", CMD_SCORE},     {"info", CMD_INFO},
                 {"bench", CMD_BENCH},       {"train", CMD_TRAIN},     {"convert", CMD_CONVERT},
                 {"tokenize", CMD_TOKENIZE}, {"detokenize", CMD_DETOKENIZE},
-                {"chat", CMD_CHAT},         {"template", CMD_TEMPLATE}};
+                {"chat", CMD_CHAT},         {"template", CMD_TEMPLATE},
+                {"serve", CMD_SERVE}};
     const char *c = argv[1];
     if (strcmp(c, "-h") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "help") == 0) {
         cli_print_help(&o);
@@ -142,6 +143,7 @@ int main(int argc, char **argv) {
     case CMD_DETOKENIZE: return cli_detokenize(&o);
     case CMD_CHAT: return cli_chat(&o);
     case CMD_TEMPLATE: return cli_template(&o);
+    case CMD_SERVE: return cli_serve(&o);
     default: return cli_bench(&o);
     }
 }

@@ -86,7 +86,7 @@ static const struct option_def {
      "    --chat             the prompt as a user message in the model's chat template"},
     {"system", 0, true, CMD_GENERATE | CMD_CHAT | CMD_TEMPLATE, O_SYSTEM,
      "    --system TEXT      a system message first (with --chat; chat; template)"},
-    {"chat-template", 0, true, CMD_GENERATE | CMD_CHAT | CMD_TEMPLATE, O_CHATTPL,
+    {"chat-template", 0, true, CMD_GENERATE | CMD_CHAT | CMD_TEMPLATE | CMD_SERVE, O_CHATTPL,
      "    --chat-template FILE  a Jinja chat template instead of the model's"},
     {"chat-template-file", 0, true, CMD_GENERATE | CMD_CHAT | CMD_TEMPLATE, O_CHATTPL, NULL},
     {"no-generation-prompt", 0, false, CMD_TEMPLATE, O_NOGENP,
@@ -108,13 +108,13 @@ static const struct option_def {
      "    --truncate         keep the end of a prompt longer than the context"},
     {"batch", 0, true, CMD_GENERATE, O_BATCHFILE,
      "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin)"},
-    {"parallel", 0, true, CMD_GENERATE, O_PARALLEL,
-     "    --parallel N       with --batch: decode up to N records together (default 8)"},
-    {"cache-ram", 0, true, CMD_GENERATE, O_CACHERAM,
+    {"parallel", 0, true, CMD_GENERATE | CMD_SERVE, O_PARALLEL,
+     "    --parallel N       with --batch (and serve): decode up to N records together (default 8)"},
+    {"cache-ram", 0, true, CMD_GENERATE | CMD_SERVE, O_CACHERAM,
      "    --cache-ram MiB    with --batch: keys and values of shared prompt prefixes kept for\n"
      "                       reuse, least recently used dropped (default 256, 0 = off;\n"
      "                       alias --cache-size)"},
-    {"cache-size", 0, true, CMD_GENERATE, O_CACHERAM, NULL},
+    {"cache-size", 0, true, CMD_GENERATE | CMD_SERVE, O_CACHERAM, NULL},
     {"prompt-cache", 0, true, CMD_GENERATE | CMD_CHAT, O_PCACHE,
      "    --prompt-cache FILE  keep the prompt's keys and values in FILE; a later run whose\n"
      "                       prompt starts with the same tokens loads them instead of\n"
@@ -142,9 +142,17 @@ static const struct option_def {
      "                       terminal gets one line updated in place without it)"},
     {"progress-interval", 0, true, CMD_GENERATE, O_PROGINT,
      "    --progress-interval S  seconds between --progress lines (implies --progress)"},
-    {"alias", 0, true, CMD_GENERATE, O_ALIAS,
+    {"alias", 0, true, CMD_GENERATE | CMD_SERVE, O_ALIAS,
      "    --alias NAME       with --batch: the model's name in OpenAI results; requests naming\n"
      "                       another \"model\" are refused (default: any name, the model's path)"},
+    {"host", 0, true, CMD_SERVE, O_HOST,
+     "    --host ADDR        address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"},
+    {"port", 0, true, CMD_SERVE, O_PORT,
+     "    --port N           TCP port (default 8080)"},
+    {"api-key", 0, true, CMD_SERVE, O_APIKEY,
+     "    --api-key KEY      requests need \"Authorization: Bearer KEY\" (default $SMALLMIND_API_KEY)"},
+    {"queue", 0, true, CMD_SERVE, O_QUEUE,
+     "    --queue N          requests that may wait for a slot; past it a 503 (default 4 x --parallel)"},
     {"shard", 0, true, CMD_GENERATE, O_SHARD,
      "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
     {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,
@@ -414,6 +422,13 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
         else return cli_usage_error(o, "%s expects json or a JSON Schema, got '%.40s'", flag, v);
         break;
     }
+    case O_HOST: o->host = v; break;
+    case O_PORT: LONG_OPT(port, 1, 65535);
+    case O_APIKEY:
+        if (!*v) return cli_usage_error(o, "%s expects a key", flag);
+        o->api_key = v;
+        break;
+    case O_QUEUE: LONG_OPT(queue, 1, 100000);
     case O_UNTIED: o->untied = true; break;
     case O_NOBIAS: o->no_bias = true; break;
     case O_QUIET: o->quiet = true; break;
@@ -504,11 +519,11 @@ int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
     if (o->batch_file && (o->prompt || o->file))
         return cli_usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
     if (o->shard_n && !o->batch_file) return cli_usage_error(o, "--shard goes with --batch");
-    if (o->parallel && !o->batch_file) return cli_usage_error(o, "--parallel goes with --batch");
+    if (o->parallel && !o->batch_file && o->cmd != CMD_SERVE) return cli_usage_error(o, "--parallel goes with --batch");
     static const opt_id batch_only[] = {O_INFMT, O_OUTPUT, O_BRESUME, O_ERRORS, O_ORDERED, O_UNORDERED,
                                         O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS};
     for (size_t k = 0; k < sizeof batch_only / sizeof batch_only[0]; k++)
-        if (CLI_GIVEN(o, batch_only[k]) && !o->batch_file)
+        if (CLI_GIVEN(o, batch_only[k]) && !o->batch_file && !(o->cmd == CMD_SERVE && batch_only[k] == O_ALIAS))
             return cli_usage_error(o, "--%s goes with --batch", cli_flag_name(batch_only[k]));
     if (o->resume_batch && !o->output)
         return cli_usage_error(o, "--resume goes with --output FILE (the results to keep)");
@@ -516,7 +531,7 @@ int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
         return cli_usage_error(o, "give --ordered or --unordered, not both");
     if (o->output && o->errors && strcmp(o->output, o->errors) == 0)
         return cli_usage_error(o, "--errors names the --output file; give another");
-    if (CLI_GIVEN(o, O_CACHERAM) && !o->batch_file)
+    if (CLI_GIVEN(o, O_CACHERAM) && !o->batch_file && o->cmd != CMD_SERVE)
         return cli_usage_error(o, "--cache-ram goes with --batch");
     if (o->prompt_cache_ro && !o->prompt_cache)
         return cli_usage_error(o, "--prompt-cache-ro goes with --prompt-cache FILE");
@@ -540,6 +555,7 @@ void cli_print_help(const cli_opts *o) {
                "  convert    a llama2.c checkpoint or Hugging Face directory to a model directory\n"
                "  chat       talk with an instruct model (interactive on a terminal)\n"
                "  template   a conversation as the model's chat template renders it\n"
+               "  serve      an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)\n"
                "  tokenize   token ids of a text\n"
                "  detokenize the text of token ids\n\n"
                "'smallmind COMMAND --help' lists a command's flags.\n",
@@ -564,6 +580,11 @@ void cli_print_help(const cli_opts *o) {
                                               "terminal: line editing and history, Ctrl-C stops a reply, Ctrl-D or /exit\n"
                                               "ends; /reset, /system TEXT, /save FILE, /load FILE. Otherwise each line of\n"
                                               "stdin is a user turn and each reply is printed after it (--json: JSONL)."
+                       : o->cmd == CMD_SERVE ? "Serves the model over HTTP as the OpenAI API does: POST /v1/chat/completions\n"
+                                               "and /v1/completions (streamed as server-sent events with \"stream\": true),\n"
+                                               "GET /v1/models, /health and /metrics, POST /tokenize and /detokenize.\n"
+                                               "Requests share decode steps; each text is what generate gives alone.\n"
+                                               "The sampling flags are the requests' defaults (no -s: a random seed each)."
                        : o->cmd == CMD_TEMPLATE ? "Prints a conversation (-f: a JSON list of {role, content}, or an object\n"
                                                   "of template variables with \"messages\") rendered by the chat template."
                        : o->cmd == CMD_TRAIN  ? "Trains a GPT-2-style model with the byte vocabulary on a text file\n"

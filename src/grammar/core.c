@@ -108,7 +108,7 @@ static uint32_t node_id(gc_core *c, uint32_t pos, uint32_t parent) {
     for (uint32_t v; (v = c->node_hash[j]); j = (j + 1) & (c->node_hcap - 1))
         if (c->nodes[v - 1].pos == pos && c->nodes[v - 1].parent == parent) return v - 1;
     if (c->n_nodes + 1 >= c->node_cap) {
-        if (c->fixed || !grow_nodes(c)) {
+        if (c->fixed || c->node_cap >= GC_MAX_NODES || !grow_nodes(c)) {
             c->full = true;
             return GC_FULL;
         }

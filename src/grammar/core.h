@@ -40,6 +40,7 @@ typedef struct {
 } gc_trans;
 
 #define GC_ROWS 1024 /* states with a row of ASCII transitions, direct-mapped */
+#define GC_MAX_NODES ((size_t)1 << 21) /* a growing core's limit: a grammar that needs more is refused */
 
 typedef struct gc_core {
     const sm_grammar *g;

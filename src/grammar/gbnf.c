@@ -104,10 +104,10 @@ static size_t rule_id(parser *ps, const char *name, size_t n, const char *at) {
     return ps->n_rules++;
 }
 
-/* A new rule for a group or repetition inside rule `parent`: "parent_N". */
+/* A new rule for a group or repetition inside rule `parent`: "parent~N", a name no text can call. */
 static size_t synth_rule(parser *ps, size_t parent, const char *at) {
     char name[160];
-    snprintf(name, sizeof name, "%.120s_%zu", ps->rules[parent].name, ++ps->synth);
+    snprintf(name, sizeof name, "%.120s~%zu", ps->rules[parent].name, ++ps->synth);
     size_t id = rule_id(ps, name, strlen(name), at);
     if (id != SIZE_MAX) ps->rules[id].defined = true;
     return id;

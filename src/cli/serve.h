@@ -1,0 +1,123 @@
+/*
+** serve.h -- what the server's two files share (private to src/cli/):
+** serve.c is HTTP (libmicrohttpd, a thread per connection: routing, limits,
+** the API key, bodies, responses and event streams); serve_work.c is the
+** one thread that owns the model and its scheduler, and the OpenAI shapes
+** of results.
+**
+** A completion is an sreq: the connection's thread parses and checks it and
+** puts it in the inbox; the worker templates, tokenizes and submits it,
+** steps the scheduler, and fills the sreq's output (pieces as they come,
+** then the result) under the sreq's lock, signalling its condition; the
+** connection's thread waits on that condition and writes. A client that
+** goes away marks its sreq cancelled; the worker ends it in the scheduler
+** at once (its slot free for the next request). An sreq is freed by
+** whichever side lets go of it last.
+*/
+#ifndef SM_SERVE_H
+#define SM_SERVE_H
+
+#include <pthread.h>
+
+#include "cli.h"
+#include "sm_batch.h"
+
+#define SERVE_MAX_BODY ((size_t)4 << 20)   /* bytes of a request body at most */
+#define SERVE_MAX_MESSAGES 2048
+
+typedef struct sreq sreq;
+
+/* One token's log-probability, kept for the response (logprobs). */
+typedef struct {
+    int32_t id;
+    float logprob;
+    uint8_t n_top;
+    int32_t top_id[SM_TOP_LOGPROBS_MAX];
+    float top_logprob[SM_TOP_LOGPROBS_MAX];
+} stoken;
+
+struct sreq {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;              /* the connection's thread and the worker */
+    sreq *next;            /* in the inbox */
+    /* the request (set by the connection's thread, read-only afterwards) */
+    sm_batch_record rec;   /* kind: SM_REC_OAI_CHAT or SM_REC_OAI_COMPLETION */
+    char *prompt_buf;
+    bool stream, include_usage, logprobs;
+    int top_logprobs;
+    char id[48];           /* chatcmpl-... / cmpl-... */
+    long long created;
+    /* what the worker gives back (under mu) */
+    char *text;            /* the generated text so far (streamed: pieces not yet sent start at sent) */
+    size_t len, cap, sent;
+    stoken *tokens;        /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
+    size_t n_tok, cap_tok, n_tok_sent;
+    bool done;
+    char error[600];       /* done with an error: why, and its HTTP status */
+    int status;
+    const char *code;
+    char param[64];
+    sm_gen_stats stats;
+    double t_queue;
+    bool cancelled;        /* the client went away */
+    struct sm_gbind *grammar;
+};
+
+/* The server: the model, the worker, the inbox, counters. */
+typedef struct server {
+    const cli_opts *o;
+    cli_runner r;
+    pthread_mutex_t mu;    /* inbox, cancels, counters, stopping */
+    pthread_mutex_t tok_mu; /* encoding with the tokenizer (its work buffers are shared) */
+    pthread_cond_t cv;     /* the worker waits on it for work */
+    sreq *head, *tail;     /* inbox */
+    size_t n_inbox, queue_max;
+    sreq **cancel;         /* (cap_cancel) requests whose client went away */
+    size_t n_cancel, cap_cancel;
+    size_t n_running;      /* submitted to the scheduler, not yet done: running[0 .. n_running) */
+    sreq **running;
+    bool stopping;
+    pthread_t worker;
+    char model_name[SM_REC_MODEL_MAX];
+    bool has_template;
+    sm_sampler_params defaults;
+    bool random_seed;      /* no -s: each request without a seed gets a fresh one */
+    /* counters for /metrics */
+    unsigned long long n_requests, n_failed, n_rejected, prompt_tokens, cached_tokens, gen_tokens;
+    double t_prompt, t_gen;
+} server;
+
+/* ---- serve_work.c */
+
+/* The scheduler's callbacks (the worker's thread). */
+sm_status serve_on_done(void *user, const sm_sched_result *r, sm_error *err);
+void serve_on_piece(void *user, void *tag, const char *text, size_t len);
+void serve_on_token(void *user, void *tag, const sm_token_info *t);
+
+/* Starts the worker on s (its runner ready). 0, or an exit code. */
+int serve_work_start(server *s);
+/* Stops it: requests in flight are cancelled; returns once it has ended. */
+void serve_work_stop(server *s);
+/* Queues q for the worker; false when the queue is full (a 503). */
+bool serve_submit(server *s, sreq *q);
+/* The client of q went away: the worker ends it. */
+void serve_cancel(server *s, sreq *q);
+/* Lets go of q (the last side frees it). */
+void sreq_release(sreq *q);
+sreq *sreq_new(void);
+
+/* The response body of a finished q (non-streamed): a completion, or an error object. malloc'd. */
+char *serve_body(const server *s, sreq *q, size_t *len);
+/* The event-stream bytes for what q has that was not sent yet (q->mu held); *end when the stream is
+   complete ([DONE] included). malloc'd, NULL when there is nothing new. */
+char *serve_chunks(const server *s, sreq *q, size_t *len, bool *end);
+/* {"error": {...}} for an HTTP error. malloc'd. */
+char *serve_error_json(const char *msg, const char *type, const char *param, const char *code, size_t *len);
+/* GET /metrics: Prometheus text. malloc'd. */
+char *serve_metrics(server *s, size_t *len);
+/* POST /tokenize and /detokenize (llama-server's shapes): a body, or NULL with *status and *err set. */
+char *serve_tokenize(server *s, const char *body, size_t n, bool detok, size_t *len, int *status, char *err,
+                     size_t cap);
+
+#endif

@@ -1,0 +1,625 @@
+/*
+** serve_work.c -- the server's worker: the one thread that owns the model
+** and its scheduler (sm_sched.h), and the OpenAI shapes of what it makes
+** (serve.h).
+**
+** The worker takes requests from the inbox while the scheduler has room,
+** renders a chat's template, compiles its grammar (once per text), submits
+** it, and steps; the scheduler's callbacks put each request's pieces, its
+** tokens' log-probabilities and then its result into the request under its
+** lock and wake its connection. A request whose client went away is ended
+** in the scheduler between steps. With nothing to do the worker sleeps on
+** the server's condition.
+*/
+#include "serve.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_grammar.h"
+#include "json_internal.h"
+#include "sm_oai.h"
+
+typedef struct {
+    server *s;
+    sm_chat chat;
+    int32_t *ids;       /* (n_ctx) a templated conversation's tokens */
+    cli_gcache *grammars;
+} worker;
+
+static worker W; /* the one worker */
+
+sreq *sreq_new(void) {
+    sreq *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    q->refs = 1;
+    return q;
+}
+
+void sreq_release(sreq *q) {
+    if (!q) return;
+    pthread_mutex_lock(&q->mu);
+    bool last = --q->refs == 0;
+    pthread_mutex_unlock(&q->mu);
+    if (!last) return;
+    sm_batch_record_free(&q->rec);
+    free(q->prompt_buf), free(q->text), free(q->tokens);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+}
+
+/* ---- the scheduler's callbacks (the worker's thread) */
+
+void serve_on_piece(void *user, void *tag, const char *text, size_t len) {
+    (void)user;
+    sreq *q = tag;
+    pthread_mutex_lock(&q->mu);
+    if (q->len + len + 1 > q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 1024;
+        while (cap < q->len + len + 1) cap *= 2;
+        char *t = realloc(q->text, cap);
+        if (t) q->text = t, q->cap = cap;
+    }
+    if (q->len + len + 1 <= q->cap) {
+        memcpy(q->text + q->len, text, len);
+        q->len += len;
+        q->text[q->len] = '\0';
+    }
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void serve_on_token(void *user, void *tag, const sm_token_info *t) {
+    (void)user;
+    sreq *q = tag;
+    pthread_mutex_lock(&q->mu);
+    if (q->n_tok == q->cap_tok) {
+        size_t cap = q->cap_tok ? q->cap_tok * 2 : 64;
+        stoken *n = realloc(q->tokens, cap * sizeof *n);
+        if (n) q->tokens = n, q->cap_tok = cap;
+    }
+    if (q->n_tok < q->cap_tok) {
+        stoken *k = &q->tokens[q->n_tok++];
+        k->id = t->id, k->logprob = t->logprob, k->n_top = (uint8_t)t->n_top;
+        memcpy(k->top_id, t->top_id, sizeof k->top_id);
+        memcpy(k->top_logprob, t->top_logprob, sizeof k->top_logprob);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* q is done (msg: an error of status). */
+static void finish(server *s, sreq *q, const char *msg, int status, const sm_sched_result *r) {
+    pthread_mutex_lock(&s->mu);
+    s->n_requests++;
+    if (msg) s->n_failed++;
+    if (r && !msg) {
+        s->prompt_tokens += r->stats.n_prompt, s->cached_tokens += r->stats.n_reused;
+        s->gen_tokens += r->stats.n_generated, s->t_prompt += r->stats.t_prefill, s->t_gen += r->stats.t_decode;
+    }
+    pthread_mutex_unlock(&s->mu);
+    cli_gcache_put(W.grammars, q->grammar);
+    pthread_mutex_lock(&q->mu);
+    if (msg) {
+        snprintf(q->error, sizeof q->error, "%s", msg);
+        q->status = status;
+    }
+    if (r) q->stats = r->stats, q->t_queue = r->t_queue;
+    q->done = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    sreq_release(q);
+}
+
+/* q leaves the requests the scheduler has (s->mu held). */
+static void unlist(server *s, sreq *q) {
+    for (size_t i = 0; i < s->n_running; i++)
+        if (s->running[i] == q) {
+            s->running[i] = s->running[--s->n_running];
+            return;
+        }
+}
+
+sm_status serve_on_done(void *user, const sm_sched_result *r, sm_error *err) {
+    (void)err;
+    server *s = user;
+    sreq *q = r->tag;
+    pthread_mutex_lock(&s->mu);
+    unlist(s, q);
+    pthread_mutex_unlock(&s->mu);
+    int status = !r->error ? 200 : r->status == SM_ERR_INPUT ? 400 : r->status == SM_ERR_CANCELLED ? 499 : 500;
+    if (r->error && strstr(r->error, "context is")) q->code = "context_length_exceeded";
+    finish(s, q, r->error, status, r);
+    return SM_OK;
+}
+
+/* Templates, compiles and submits q (the worker's thread). */
+static void start(server *s, sreq *q) {
+    cli_runner *r = &s->r;
+    sm_error err = {{0}};
+    size_t n_ids = 0;
+    const sm_batch_record *rec = &q->rec;
+    if (rec->messages) {
+        if (!s->has_template) {
+            snprintf(err.msg, sizeof err.msg, "the model has no chat template (start the server with "
+                                              "--chat-template FILE)");
+            finish(s, q, err.msg, 400, NULL);
+            return;
+        }
+        pthread_mutex_lock(&s->tok_mu);
+        sm_status st = sm_chat_tokens(&W.chat, &r->lm->tok, rec->messages, W.ids, r->ls->sp.n_ctx, &n_ids, NULL,
+                                      NULL, &err);
+        pthread_mutex_unlock(&s->tok_mu);
+        if (!st && n_ids > r->ls->sp.n_ctx) {
+            snprintf(err.msg, sizeof err.msg, "the templated conversation is %zu tokens, context is %zu", n_ids,
+                     r->ls->sp.n_ctx);
+            q->code = "context_length_exceeded";
+            st = SM_ERR_INPUT;
+        }
+        if (st) {
+            finish(s, q, err.msg, 400, NULL);
+            return;
+        }
+    }
+    if (rec->gkind && cli_gcache_get(W.grammars, rec->gkind, rec->gtext, &q->grammar, &err)) {
+        snprintf(q->param, sizeof q->param, "response_format");
+        finish(s, q, err.msg, 400, NULL);
+        return;
+    }
+    size_t room = r->ls->sp.n_ctx; /* max_tokens is bounded by the context (the text ends there) */
+    size_t max = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens : room;
+    sm_sched_request req = {.prompt = rec->prompt, .prompt_len = rec->prompt_len, .ids = n_ids ? W.ids : NULL,
+                            .n_ids = n_ids, .max_tokens = max < room ? max : room, .sampling = rec->sampling,
+                            .grammar = q->grammar, .logprobs = q->logprobs, .top_logprobs = q->top_logprobs,
+                            .tag = q};
+    const char *stops[SM_STOP_MAX];
+    req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : s->o->n_stop;
+    for (size_t i = 0; i < req.n_stop; i++) stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : s->o->stop[i];
+    if (n_ids) req.n_stop = sm_chat_add_stop(&W.chat, stops, req.n_stop);
+    req.stop = stops;
+    pthread_mutex_lock(&s->mu);
+    s->running[s->n_running++] = q; /* (room: at most the scheduler's slots and queue) */
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->tok_mu);
+    sm_status st = sm_sched_submit(r->ls->sched, &req, &err); /* a bad prompt goes to on_done at once */
+    pthread_mutex_unlock(&s->tok_mu);
+    if (st) { /* the scheduler cannot take it: cannot happen with room checked */
+        pthread_mutex_lock(&s->mu);
+        unlist(s, q);
+        pthread_mutex_unlock(&s->mu);
+        finish(s, q, err.msg, 500, NULL);
+    }
+}
+
+static void *work(void *arg) {
+    server *s = arg;
+    sm_sched *sc = s->r.ls->sched;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        /* clients gone: their requests end now (one being prefilled in this step's group: after it) */
+        size_t keep = 0;
+        while (s->n_cancel > keep) {
+            sreq *q = s->cancel[keep];
+            pthread_mutex_unlock(&s->mu);
+            sm_error err = {{0}};
+            bool gone = sm_sched_cancel(sc, q, &err); /* if it is still there: to on_done as cancelled */
+            pthread_mutex_lock(&q->mu);
+            bool done = q->done, queued = !done && !gone;
+            pthread_mutex_unlock(&q->mu);
+            pthread_mutex_lock(&s->mu);
+            bool in_sched = false;
+            for (size_t i = 0; i < s->n_running && !in_sched; i++) in_sched = s->running[i] == q;
+            if (queued && in_sched) { /* try again after the next step */
+                keep++;
+                continue;
+            }
+            s->cancel[keep] = s->cancel[--s->n_cancel];
+            pthread_mutex_unlock(&s->mu);
+            sreq_release(q); /* the cancel list's */
+            pthread_mutex_lock(&s->mu);
+        }
+        if (s->stopping) { /* everything in flight and waiting is cancelled */
+            while (s->head) {
+                sreq *q = s->head;
+                s->head = q->next, s->n_inbox--;
+                pthread_mutex_unlock(&s->mu);
+                finish(s, q, "the server is stopping", 503, NULL);
+                pthread_mutex_lock(&s->mu);
+            }
+            if (s->n_running == 0) break;
+        }
+        while (s->head && sm_sched_room(sc) && !s->stopping) {
+            sreq *q = s->head;
+            s->head = q->next, s->n_inbox--;
+            if (!s->head) s->tail = NULL;
+            pthread_mutex_unlock(&s->mu);
+            bool gone;
+            pthread_mutex_lock(&q->mu);
+            gone = q->cancelled;
+            pthread_mutex_unlock(&q->mu);
+            if (gone) finish(s, q, "cancelled", 499, NULL);
+            else start(s, q);
+            pthread_mutex_lock(&s->mu);
+        }
+        if (s->stopping && s->n_running) { /* cancel what runs, then stop */
+            sreq *q = s->running[0];
+            pthread_mutex_unlock(&s->mu);
+            sm_error err = {{0}};
+            if (!sm_sched_cancel(sc, q, &err)) sm_sched_step(sc, &err); /* (in this step's group: after it) */
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        if (!sm_sched_busy(sc)) {
+            if (!s->head && !s->n_cancel && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        sm_error err = {{0}};
+        sm_status st = sm_sched_step(sc, &err);
+        if (st && !s->stopping) fprintf(stderr, "smallmind: serve: %s\n", err.msg);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int serve_work_start(server *s) {
+    W = (worker){.s = s};
+    cli_runner *r = &s->r;
+    sm_error err = {{0}};
+    if (!cli_chat_load(s->o, sm_model_config(r->lm->model), &r->lm->tok, &W.chat, &err)) s->has_template = true;
+    W.ids = malloc(r->ls->sp.n_ctx * sizeof *W.ids);
+    W.grammars = cli_gcache_new(&r->lm->tok, r->ls->sched);
+    s->running = calloc(3 * r->ls->sp.n_seq + 4, sizeof *s->running);
+    if (!W.ids || !W.grammars || !s->running) return cli_data_error("out of memory for the server");
+    if (pthread_create(&s->worker, NULL, work, s)) return cli_data_error("cannot start the server's worker");
+    return 0;
+}
+
+void serve_work_stop(server *s) {
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->worker, NULL);
+    sm_chat_free(&W.chat);
+    cli_gcache_free(W.grammars);
+    free(W.ids);
+    free(s->running);
+    free(s->cancel);
+}
+
+bool serve_submit(server *s, sreq *q) {
+    pthread_mutex_lock(&s->mu);
+    bool ok = !s->stopping && s->n_inbox < s->queue_max;
+    if (ok) {
+        q->refs++; /* the worker's */
+        q->next = NULL;
+        if (s->tail) s->tail->next = q;
+        else s->head = q;
+        s->tail = q, s->n_inbox++;
+        pthread_cond_signal(&s->cv);
+    } else {
+        s->n_rejected++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+void serve_cancel(server *s, sreq *q) {
+    pthread_mutex_lock(&q->mu);
+    bool done = q->done;
+    q->cancelled = true;
+    if (!done) q->refs++; /* the cancel list's */
+    pthread_mutex_unlock(&q->mu);
+    if (done) return;
+    pthread_mutex_lock(&s->mu);
+    if (s->n_cancel == s->cap_cancel) {
+        size_t cap = s->cap_cancel ? 2 * s->cap_cancel : 16;
+        sreq **c = realloc(s->cancel, cap * sizeof *c);
+        if (c) s->cancel = c, s->cap_cancel = cap;
+    }
+    if (s->n_cancel < s->cap_cancel) s->cancel[s->n_cancel++] = q;
+    else sreq_release(q);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the OpenAI shapes */
+
+static void json_str(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    cli_json_string(f, (const unsigned char *)s, n);
+    fputc('"', f);
+}
+
+/* The "logprobs" object of q's tokens [from, to): chat's {"content": [...]}, completions' lists. */
+static void logprobs_json(const server *s, FILE *f, const sreq *q, size_t from, size_t to) {
+    const sm_tokenizer *tok = &s->r.lm->tok;
+    bool chat = q->rec.kind == SM_REC_OAI_CHAT;
+    if (chat) {
+        fputs("{\"content\": [", f);
+        for (size_t i = from; i < to; i++) {
+            const stoken *t = &q->tokens[i];
+            size_t pl;
+            const char *p = sm_tokenizer_piece(tok, t->id, &pl);
+            fputs(i > from ? ", {\"token\": " : "{\"token\": ", f);
+            json_str(f, p, pl);
+            fprintf(f, ", \"logprob\": %.6g, \"bytes\": [", (double)t->logprob);
+            for (size_t b = 0; b < pl; b++) fprintf(f, "%s%u", b ? ", " : "", (unsigned char)p[b]);
+            fputs("], \"top_logprobs\": [", f);
+            for (size_t k = 0; k < t->n_top; k++) {
+                size_t tl;
+                const char *tp = sm_tokenizer_piece(tok, t->top_id[k], &tl);
+                fputs(k ? ", {\"token\": " : "{\"token\": ", f);
+                json_str(f, tp, tl);
+                fprintf(f, ", \"logprob\": %.6g, \"bytes\": [", (double)t->top_logprob[k]);
+                for (size_t b = 0; b < tl; b++) fprintf(f, "%s%u", b ? ", " : "", (unsigned char)tp[b]);
+                fputs("]}", f);
+            }
+            fputs("]}", f);
+        }
+        fputs("]}", f);
+        return;
+    }
+    fputs("{\"tokens\": [", f);
+    for (size_t i = from; i < to; i++) {
+        size_t pl;
+        const char *p = sm_tokenizer_piece(tok, q->tokens[i].id, &pl);
+        if (i > from) fputs(", ", f);
+        json_str(f, p, pl);
+    }
+    fputs("], \"token_logprobs\": [", f);
+    for (size_t i = from; i < to; i++) fprintf(f, "%s%.6g", i > from ? ", " : "", (double)q->tokens[i].logprob);
+    fputs("], \"top_logprobs\": [", f);
+    for (size_t i = from; i < to; i++) {
+        const stoken *t = &q->tokens[i];
+        fputs(i > from ? ", {" : "{", f);
+        for (size_t k = 0; k < t->n_top; k++) {
+            size_t tl;
+            const char *tp = sm_tokenizer_piece(tok, t->top_id[k], &tl);
+            if (k) fputs(", ", f);
+            json_str(f, tp, tl);
+            fprintf(f, ": %.6g", (double)t->top_logprob[k]);
+        }
+        fputs("}", f);
+    }
+    fputs("]}", f);
+}
+
+char *serve_error_json(const char *msg, const char *type, const char *param, const char *code, size_t *len) {
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) return NULL;
+    cli_oai_error(f, msg, type, param, code);
+    fputc('\n', f);
+    fclose(f);
+    return out;
+}
+
+static void usage_json(FILE *f, const sm_gen_stats *gs) {
+    fprintf(f, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"total_tokens\": %zu, "
+               "\"prompt_tokens_details\": {\"cached_tokens\": %zu}}",
+            gs->n_prompt, gs->n_generated, gs->n_prompt + gs->n_generated, gs->n_reused);
+}
+
+char *serve_body(const server *s, sreq *q, size_t *len) {
+    if (q->error[0]) {
+        const char *type = q->status >= 500 ? "server_error" : "invalid_request_error";
+        return serve_error_json(q->error, type, q->param[0] ? q->param : NULL, q->code, len);
+    }
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) return NULL;
+    bool chat = q->rec.kind == SM_REC_OAI_CHAT;
+    fprintf(f, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", q->id,
+            chat ? "chat.completion" : "text_completion", q->created);
+    json_str(f, s->model_name, strlen(s->model_name));
+    fputs(", \"choices\": [{\"index\": 0, ", f);
+    if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": ", f);
+    else fputs("\"text\": ", f);
+    json_str(f, q->text ? q->text : "", q->len);
+    if (chat) fputs(", \"refusal\": null}", f);
+    fputs(", \"logprobs\": ", f);
+    if (q->logprobs) logprobs_json(s, f, q, 0, q->n_tok);
+    else fputs("null", f);
+    fprintf(f, ", \"finish_reason\": \"%s\"}], ", sm_oai_finish(q->stats.finish));
+    usage_json(f, &q->stats);
+    fprintf(f, ", \"system_fingerprint\": \"smallmind-%s\"}\n", SM_VERSION);
+    fclose(f);
+    return out;
+}
+
+/* One "data: {chunk}\n\n" event: a delta of text (and its tokens' logprobs), or the finish. */
+static void chunk(const server *s, FILE *f, sreq *q, const char *text, size_t n, bool first, const char *finish,
+                  size_t tok_from, size_t tok_to) {
+    bool chat = q->rec.kind == SM_REC_OAI_CHAT;
+    fprintf(f, "data: {\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", q->id,
+            chat ? "chat.completion.chunk" : "text_completion", q->created);
+    json_str(f, s->model_name, strlen(s->model_name));
+    fprintf(f, ", \"system_fingerprint\": \"smallmind-%s\", \"choices\": [{\"index\": 0, ", SM_VERSION);
+    if (chat) {
+        fputs("\"delta\": {", f);
+        if (first) fputs("\"role\": \"assistant\", ", f);
+        if (!finish || n) {
+            fputs("\"content\": ", f);
+            json_str(f, text, n);
+        }
+        fputs("}", f);
+    } else {
+        fputs("\"text\": ", f);
+        json_str(f, text, n);
+    }
+    fputs(", \"logprobs\": ", f);
+    if (q->logprobs && tok_to > tok_from) logprobs_json(s, f, q, tok_from, tok_to);
+    else fputs("null", f);
+    if (finish) fprintf(f, ", \"finish_reason\": \"%s\"}]", finish);
+    else fputs(", \"finish_reason\": null}]", f);
+    if (q->include_usage) fputs(", \"usage\": null", f);
+    fputs("}\n\n", f);
+}
+
+char *serve_chunks(const server *s, sreq *q, size_t *len, bool *end) {
+    *end = false;
+    bool first = q->sent == 0 && q->n_tok_sent == 0 && !q->error[0];
+    size_t whole = q->len;
+    if (!q->done) whole = sm_utf8_complete((const unsigned char *)q->text, q->len); /* no split character */
+    if (whole <= q->sent && !q->done) return NULL;
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) return NULL;
+    if (q->done && q->error[0]) { /* an error in the stream: OpenAI's error object as an event */
+        fputs("data: ", f);
+        cli_oai_error(f, q->error, q->status >= 500 ? "server_error" : "invalid_request_error",
+                      q->param[0] ? q->param : NULL, q->code);
+        fputs("\n\ndata: [DONE]\n\n", f);
+        *end = true;
+    } else {
+        if (whole > q->sent) {
+            chunk(s, f, q, q->text + q->sent, whole - q->sent, first, NULL, q->n_tok_sent, q->n_tok);
+            q->sent = whole, q->n_tok_sent = q->n_tok;
+            first = false;
+        }
+        if (q->done) {
+            chunk(s, f, q, "", 0, first, sm_oai_finish(q->stats.finish), q->n_tok_sent, q->n_tok);
+            if (q->include_usage) {
+                bool chat = q->rec.kind == SM_REC_OAI_CHAT;
+                fprintf(f, "data: {\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", q->id,
+                        chat ? "chat.completion.chunk" : "text_completion", q->created);
+                json_str(f, s->model_name, strlen(s->model_name));
+                fputs(", \"choices\": [], ", f);
+                usage_json(f, &q->stats);
+                fputs("}\n\n", f);
+            }
+            fputs("data: [DONE]\n\n", f);
+            *end = true;
+        }
+    }
+    fclose(f);
+    if (*len == 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+char *serve_metrics(server *s, size_t *len) {
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) return NULL;
+    pthread_mutex_lock(&s->mu);
+    size_t busy = s->n_running;
+    fprintf(f,
+            "# HELP smallmind_requests_total Completions finished (successful or not).\n"
+            "# TYPE smallmind_requests_total counter\nsmallmind_requests_total %llu\n"
+            "# HELP smallmind_requests_failed_total Completions that ended with an error.\n"
+            "# TYPE smallmind_requests_failed_total counter\nsmallmind_requests_failed_total %llu\n"
+            "# HELP smallmind_requests_rejected_total Completions refused with 503 (the queue was full).\n"
+            "# TYPE smallmind_requests_rejected_total counter\nsmallmind_requests_rejected_total %llu\n"
+            "# HELP smallmind_prompt_tokens_total Prompt tokens of finished completions.\n"
+            "# TYPE smallmind_prompt_tokens_total counter\nsmallmind_prompt_tokens_total %llu\n"
+            "# HELP smallmind_prompt_tokens_cached_total Of those, served from the prefix cache (hits).\n"
+            "# TYPE smallmind_prompt_tokens_cached_total counter\nsmallmind_prompt_tokens_cached_total %llu\n"
+            "# HELP smallmind_tokens_generated_total Tokens generated.\n"
+            "# TYPE smallmind_tokens_generated_total counter\nsmallmind_tokens_generated_total %llu\n"
+            "# HELP smallmind_prompt_seconds_total Seconds spent prefilling.\n"
+            "# TYPE smallmind_prompt_seconds_total counter\nsmallmind_prompt_seconds_total %.3f\n"
+            "# HELP smallmind_generation_seconds_total Seconds spent generating.\n"
+            "# TYPE smallmind_generation_seconds_total counter\nsmallmind_generation_seconds_total %.3f\n"
+            "# HELP smallmind_requests_processing Completions in the scheduler now.\n"
+            "# TYPE smallmind_requests_processing gauge\nsmallmind_requests_processing %zu\n"
+            "# HELP smallmind_requests_waiting Completions waiting in the queue now.\n"
+            "# TYPE smallmind_requests_waiting gauge\nsmallmind_requests_waiting %zu\n",
+            s->n_requests, s->n_failed, s->n_rejected, s->prompt_tokens, s->cached_tokens, s->gen_tokens,
+            s->t_prompt, s->t_gen, busy, s->n_inbox);
+    pthread_mutex_unlock(&s->mu);
+    fclose(f);
+    return out;
+}
+
+char *serve_tokenize(server *s, const char *body, size_t n, bool detok, size_t *len, int *status, char *err,
+                     size_t cap) {
+    sm_tokenizer *tok = &s->r.lm->tok;
+    cJSON *root = NULL;
+    sm_error e = {{0}};
+    *status = 400;
+    if (sm_json_parse_strict(body, n, NULL, &root, &e) || !cJSON_IsObject(root)) {
+        snprintf(err, cap, "%s", e.msg[0] ? e.msg : "the request body must be a JSON object");
+        cJSON_Delete(root);
+        return NULL;
+    }
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) {
+        cJSON_Delete(root);
+        snprintf(err, cap, "out of memory");
+        *status = 500;
+        return NULL;
+    }
+    bool ok = true;
+    if (detok) {
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+        if (!cJSON_IsArray(ids)) ok = false, snprintf(err, cap, "\"tokens\" must be an array of token ids");
+        for (const cJSON *v = ids ? ids->child : NULL; ok && v; v = v->next)
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= tok->n_vocab ||
+                v->valuedouble != (double)(int32_t)v->valuedouble)
+                ok = false, snprintf(err, cap, "\"tokens\": %g is not a token id (0 to %d)", v->valuedouble,
+                                     tok->n_vocab - 1);
+        if (ok) {
+            fputs("{\"content\": \"", f);
+            int32_t prev = -1;
+            for (const cJSON *v = ids->child; v; v = v->next) {
+                size_t pl;
+                const char *p = sm_tokenizer_piece_after(tok, prev, (int32_t)v->valuedouble, &pl);
+                cli_json_string(f, (const unsigned char *)p, pl);
+                prev = (int32_t)v->valuedouble;
+            }
+            fputs("\"}\n", f);
+        }
+    } else {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(root, "content");
+        const cJSON *add = cJSON_GetObjectItemCaseSensitive(root, "add_special");
+        const cJSON *parse = cJSON_GetObjectItemCaseSensitive(root, "parse_special");
+        const cJSON *pieces = cJSON_GetObjectItemCaseSensitive(root, "with_pieces");
+        if (!cJSON_IsString(content)) ok = false, snprintf(err, cap, "\"content\" must be a string");
+        if (ok && ((add && !cJSON_IsBool(add)) || (parse && !cJSON_IsBool(parse)) || (pieces && !cJSON_IsBool(pieces))))
+            ok = false, snprintf(err, cap, "add_special, parse_special and with_pieces must be true or false");
+        if (ok) {
+            size_t tl = strlen(content->valuestring);
+            unsigned how = (cJSON_IsTrue(add) ? SM_ENCODE_BOS : 0) | (!parse || cJSON_IsTrue(parse) ? SM_ENCODE_SPECIAL : 0);
+            pthread_mutex_lock(&s->tok_mu);
+            size_t need = sm_tokenizer_encode_as(tok, content->valuestring, tl, NULL, 0, how);
+            int32_t *ids = malloc((need + 1) * sizeof *ids);
+            if (ids) sm_tokenizer_encode_as(tok, content->valuestring, tl, ids, need, how);
+            pthread_mutex_unlock(&s->tok_mu);
+            if (!ids) {
+                ok = false, snprintf(err, cap, "out of memory"), *status = 500;
+            } else {
+                fputs("{\"tokens\": [", f);
+                for (size_t i = 0; i < need; i++) {
+                    if (cJSON_IsTrue(pieces)) {
+                        size_t pl;
+                        const char *p = sm_tokenizer_piece(tok, ids[i], &pl);
+                        fprintf(f, "%s{\"id\": %d, \"piece\": \"", i ? ", " : "", (int)ids[i]);
+                        cli_json_string(f, (const unsigned char *)p, pl);
+                        fputs("\"}", f);
+                    } else {
+                        fprintf(f, "%s%d", i ? ", " : "", (int)ids[i]);
+                    }
+                }
+                fputs("]}\n", f);
+                free(ids);
+            }
+        }
+    }
+    fclose(f);
+    cJSON_Delete(root);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
