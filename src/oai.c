@@ -29,8 +29,13 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
     sm_sampler_params *sp = &rec->sampling;
     long long x;
     sm_status st = SM_OK;
+    static const char *const nullable[] = {"temperature", "top_p", "seed", "presence_penalty", "frequency_penalty",
+                                           "stop", "max_tokens", "max_completion_tokens", "n", "stream",
+                                           "stream_options", "response_format", "top_k", "min_p", "repeat_penalty",
+                                           "repeat_last_n", "user", "metadata", "store", "service_tier", "logit_bias"};
     *known = true;
-    if (is_null(v) && strcmp(k, "model") != 0) return SM_OK; /* null = not given */
+    for (size_t i = 0; i < sizeof nullable / sizeof nullable[0]; i++)
+        if (is_null(v) && strcmp(k, nullable[i]) == 0) return SM_OK; /* an optional field as null: not given */
     if (strcmp(k, "model") == 0) {
         if (!cJSON_IsString(v) || !sm_utf8_valid(v->valuestring) || strlen(v->valuestring) >= SM_REC_MODEL_MAX)
             return sm_rec_bad(err, k, "must be a string of at most 127 bytes");

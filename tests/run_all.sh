@@ -29,6 +29,7 @@ stage "$PY" tests/test_chat.py --bin "$B" --shared "${SM_SHARED:-../shared}"
 stage "$PY" tests/test_generate.py --bin "$B" --model models/default
 stage "$PY" tests/test_batch.py --bin "$B" --model models/default
 stage "$PY" tests/test_structured.py --bin "$B" --shared "${SM_SHARED:-../shared}" --models "$TM"
+stage "$PY" tests/test_serve.py --bin "$B" --model models/default --shared "${SM_SHARED:-../shared}"
 stage "$PY" tests/test_prefix_cache.py --bin "$B" --shared "${SM_SHARED:-../shared}" --models "$TM"
 stage "$PY" tests/test_threads.py --bin "$B" --model "$TM/seed"
 stage "$PY" tests/test_hostile.py --bin "$B" --shared "${SM_SHARED:-../shared}"

@@ -116,7 +116,7 @@ typedef struct {
     const char *host;         /* --host (default 127.0.0.1) */
     long port;                /* --port (default 8080) */
     const char *api_key;      /* --api-key: requests need "Authorization: Bearer KEY" */
-    long queue;               /* --queue: requests waiting for a slot at most (0: 4 x parallel) */
+    long queue;               /* --queue: requests waiting for a slot at most (0: 256) */
     /* convert, tokenize, detokenize */
     const char *tokenizer;
     sm_dtype dtype; /* convert --dtype */

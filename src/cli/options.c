@@ -152,7 +152,7 @@ static const struct option_def {
     {"api-key", 0, true, CMD_SERVE, O_APIKEY,
      "    --api-key KEY      requests need \"Authorization: Bearer KEY\" (default $SMALLMIND_API_KEY)"},
     {"queue", 0, true, CMD_SERVE, O_QUEUE,
-     "    --queue N          requests that may wait for a slot; past it a 503 (default 4 x --parallel)"},
+     "    --queue N          requests that may wait for a slot; past it a 503 (default 256)"},
     {"shard", 0, true, CMD_GENERATE, O_SHARD,
      "    --shard I/N        with --batch: only records I, I+N, I+2N, ... (1-based)"},
     {"output-format", 0, true, CMD_GENERATE, O_OUTFMT,

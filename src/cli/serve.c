@@ -157,7 +157,7 @@ static void stream_free(void *cls) {
 
 /* Whether the request carries the API key (compared in constant time). */
 static bool authorized(struct MHD_Connection *c) {
-    const char *key = S.o->api_key;
+    const char *key = S.api_key;
     if (!key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
@@ -384,9 +384,11 @@ int cli_serve(const cli_opts *o) {
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
         return cli_usage_error(o, "--host expects an IPv4 address such as 127.0.0.1, got '%s'", host);
     size_t P = o->parallel ? (size_t)o->parallel : 8;
-    S.queue_max = o->queue ? (size_t)o->queue : 4 * P;
+    S.queue_max = o->queue ? (size_t)o->queue : 256; /* as many as the connections */
     S.defaults = cli_sampling(o, cli_seed(o->seed));
     S.random_seed = !CLI_GIVEN(o, O_SEED);
+    S.api_key = o->api_key;
+    if (!S.api_key && getenv("SMALLMIND_API_KEY") && *getenv("SMALLMIND_API_KEY")) S.api_key = getenv("SMALLMIND_API_KEY");
     sm_sched_params sched = {.done = serve_on_done, .piece = serve_on_piece, .token = serve_on_token, .user = &S};
     cli_run_spec spec = {.max_batch = 512, .n_seq = P, .sampling = &S.defaults, .sched = &sched,
                          .cache_bytes = (size_t)o->cache_mib << 20, .build_state = true};
@@ -414,7 +416,7 @@ int cli_serve(const cli_opts *o) {
     }
     if (!o->quiet)
         fprintf(stderr, "smallmind: serving %s on http://%s:%ld/v1 (%zu in parallel, %s)\n", S.model_name, host,
-                o->port, P, o->api_key ? "an API key required" : "no API key");
+                o->port, P, S.api_key ? "an API key required" : "no API key");
     cli_exit_now = 0; /* a signal stops the server (below), a second one exits at once */
     while (!cli_interrupted) pause();
     MHD_quiesce_daemon(d); /* no new connections */

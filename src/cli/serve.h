@@ -83,6 +83,7 @@ typedef struct server {
     bool has_template;
     sm_sampler_params defaults;
     bool random_seed;      /* no -s: each request without a seed gets a fresh one */
+    const char *api_key;   /* --api-key, else $SMALLMIND_API_KEY, else NULL */
     /* counters for /metrics */
     unsigned long long n_requests, n_failed, n_rejected, prompt_tokens, cached_tokens, gen_tokens;
     double t_prompt, t_gen;
