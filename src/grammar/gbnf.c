@@ -115,7 +115,7 @@ static size_t synth_rule(parser *ps, size_t parent, const char *at) {
 
 static bool push(parser *ps, brule *r, unsigned type, size_t v) {
     if (ps->n_elems >= MAX_ELEMS || !grow((void **)&r->e, &r->cap, r->n + 1, sizeof *r->e)) return false;
-    r->e[r->n++] = (sm_gelem){.type = type & 3, .v = (uint32_t)v};
+    r->e[r->n++] = (sm_gelem){.type = type, .v = (uint32_t)v};
     ps->n_elems++;
     return true;
 }

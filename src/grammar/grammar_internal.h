@@ -16,8 +16,8 @@
 enum { GE_END = 0, GE_CHARS, GE_REF };
 
 typedef struct {
-    uint32_t type : 2;
-    uint32_t v : 30; /* GE_CHARS: set index; GE_REF: rule */
+    uint32_t type; /* GE_END, GE_CHARS or GE_REF */
+    uint32_t v;    /* GE_CHARS: set index; GE_REF: rule */
 } sm_gelem;
 
 typedef struct {
