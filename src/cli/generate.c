@@ -136,7 +136,6 @@ int cli_generate(const cli_opts *o) {
     if (gm && !st && !gs.valid && !o->quiet && !o->json && gs.finish != SM_FINISH_INTERRUPTED)
         fprintf(stderr, "smallmind: the output is not a whole sentence of the grammar (%s)\n",
                 gs.finish == SM_FINISH_LENGTH ? "-n ran out first" : "a stop string cut it");
-    sm_gmatch_free(gm), sm_gbind_free(gb), sm_grammar_free(gr);
     if (gs.context_full && (o->stats || !o->quiet) && !o->json)
         fprintf(stderr, "smallmind: stopped: the context of %zu tokens is full\n", r.ls->sp.n_ctx);
     if (o->stats) {
@@ -154,6 +153,12 @@ int cli_generate(const cli_opts *o) {
                 sm_finish_str(gs.finish));
         cli_runner_print_threads(&r, stderr);
     }
+    if (o->stats && gm) {
+        sm_gmatch_stats gt = sm_gmatch_timing(gm);
+        fprintf(stderr, "grammar: %zu masks (%zu from the cache): median %.4f ms, p99 %.4f ms, max %.3f ms, "
+                        "%.1f ms in all\n", gt.n, gt.hits, gt.median * 1e3, gt.p99 * 1e3, gt.max * 1e3, gt.total * 1e3);
+    }
+    sm_gmatch_free(gm), sm_gbind_free(gb), sm_grammar_free(gr);
     sm_chat_free(&chat);
     cli_runner_free(&r);
     if (!rc && gs.finish == SM_FINISH_INTERRUPTED) rc = cli_interrupt_code();

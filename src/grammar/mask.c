@@ -15,11 +15,13 @@
 */
 #include "core.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MATCH_NODES 32768 /* a matcher's node table: rebuilt around the state when full */
 #define MASK_CACHE 32 /* masks kept per matcher, by state (the least recently used goes) */
+#define TBINS 400     /* mask times: bin k holds [1e-7 * 1.05^k, 1e-7 * 1.05^(k+1)) seconds */
 
 typedef struct {
     uint32_t end;      /* one past the node's subtree */
@@ -66,6 +68,9 @@ struct sm_gmatch {
     uint32_t cache_state[MASK_CACHE], cache_epoch[MASK_CACHE];
     uint64_t cache_used[MASK_CACHE], clock;
     gc_at *walk;       /* (max_depth + 1) a walk's place at each depth */
+    uint32_t tbin[TBINS]; /* how long masks took (a histogram: no allocation per token) */
+    size_t n_masks, n_hits;
+    double t_total, t_max;
     bool failed;       /* the state outgrew the tables: nothing is allowed */
 };
 
@@ -396,7 +401,37 @@ static void mask_after_bos(sm_gmatch *m, int32_t prev) {
         for (size_t k = 0; k < b->n_ends; k++) set_bit(m->mask, b->ends[k]);
 }
 
+static const uint64_t *mask_of(sm_gmatch *m, int32_t prev);
+
+/* Counts a mask that took dt seconds. */
+static void timed(sm_gmatch *m, double dt) {
+    m->n_masks++, m->t_total += dt;
+    if (dt > m->t_max) m->t_max = dt;
+    int k = dt > 1e-7 ? (int)(log(dt / 1e-7) / log(1.05)) : 0;
+    m->tbin[k < 0 ? 0 : k >= TBINS ? TBINS - 1 : k]++;
+}
+
 const uint64_t *sm_gmatch_mask(sm_gmatch *m, int32_t prev) {
+    double t0 = sm_time_now();
+    const uint64_t *r = mask_of(m, prev);
+    timed(m, sm_time_now() - t0);
+    return r;
+}
+
+sm_gmatch_stats sm_gmatch_timing(const sm_gmatch *m) {
+    sm_gmatch_stats st = {.n = m->n_masks, .hits = m->n_hits, .total = m->t_total, .max = m->t_max};
+    size_t acc = 0, half = (m->n_masks + 1) / 2, p99 = m->n_masks - m->n_masks / 100;
+    for (int k = 0; k < TBINS; k++) {
+        size_t before = acc;
+        acc += m->tbin[k];
+        double mid = 1e-7 * pow(1.05, k + 0.5);
+        if (before < half && acc >= half) st.median = mid;
+        if (before < p99 && acc >= p99) st.p99 = mid;
+    }
+    return st;
+}
+
+static const uint64_t *mask_of(sm_gmatch *m, int32_t prev) {
     const sm_gbind *b = m->b;
     if (m->failed || m->at.s == GC_DEAD) {
         memset(m->mask, 0, b->words * sizeof *m->mask);
@@ -411,6 +446,7 @@ const uint64_t *sm_gmatch_mask(sm_gmatch *m, int32_t prev) {
         for (size_t i = 0; i < MASK_CACHE; i++)
             if (m->cache_epoch[i] == m->epoch && m->cache_state[i] == m->at.s) {
                 m->cache_used[i] = ++m->clock;
+                m->n_hits++;
                 return m->cache[i];
             }
     for (int tries = 0; compute(m, m->at) == GC_FULL; tries++)
