@@ -62,6 +62,31 @@ static sm_status add_stop(sm_batch_record *rec, const cJSON *s, sm_error *err) {
     return SM_OK;
 }
 
+bool sm_rec_sampling(sm_batch_record *rec, const char *k, const cJSON *v, sm_status *st, sm_error *err) {
+    sm_sampler_params *sp = &rec->sampling;
+    long long x;
+    if (strcmp(k, "temperature") == 0) {
+        *st = sm_rec_number(v, k, 0, 1000, false, &sp->temperature, err);
+    } else if (strcmp(k, "top_k") == 0) {
+        if (!(*st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) sp->top_k = (int)x;
+    } else if (strcmp(k, "min_p") == 0) {
+        *st = sm_rec_number(v, k, 0, 1, false, &sp->min_p, err);
+    } else if (strcmp(k, "repeat_penalty") == 0) {
+        *st = sm_rec_number(v, k, 0, 100, true, &sp->repeat_penalty, err);
+    } else if (strcmp(k, "repeat_last_n") == 0) {
+        if (!(*st = sm_rec_whole(v, k, 0, SM_SAMPLER_MAX_LAST_N, &x, err))) sp->repeat_last_n = (int)x;
+    } else if (strcmp(k, "presence_penalty") == 0) {
+        *st = sm_rec_number(v, k, -100, 100, false, &sp->presence_penalty, err);
+    } else if (strcmp(k, "frequency_penalty") == 0) {
+        *st = sm_rec_number(v, k, -100, 100, false, &sp->frequency_penalty, err);
+    } else if (strcmp(k, "stop") == 0) {
+        *st = sm_rec_stops(rec, v, err);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 sm_status sm_rec_stops(sm_batch_record *rec, const cJSON *v, sm_error *err) {
     sm_status st = SM_OK;
     rec->set |= SM_REC_STOP;
@@ -125,26 +150,12 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
         } else if (strcmp(k, "max_tokens") == 0) {
             if (!(st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) rec->max_tokens = (long)x;
             rec->set |= SM_REC_MAX_TOKENS;
-        } else if (strcmp(k, "top_k") == 0) {
-            if (!(st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) sp->top_k = (int)x;
         } else if (strcmp(k, "seed") == 0) {
             if (!(st = sm_rec_whole(v, k, 0, 2147483647.0, &x, err))) sp->seed = (uint64_t)x;
-        } else if (strcmp(k, "repeat_last_n") == 0) {
-            if (!(st = sm_rec_whole(v, k, 0, SM_SAMPLER_MAX_LAST_N, &x, err))) sp->repeat_last_n = (int)x;
-        } else if (strcmp(k, "temperature") == 0) {
-            st = sm_rec_number(v, k, 0, 1000, false, &sp->temperature, err);
         } else if (strcmp(k, "top_p") == 0) {
             st = sm_rec_number(v, k, 0, 1, true, &sp->top_p, err);
-        } else if (strcmp(k, "min_p") == 0) {
-            st = sm_rec_number(v, k, 0, 1, false, &sp->min_p, err);
-        } else if (strcmp(k, "repeat_penalty") == 0) {
-            st = sm_rec_number(v, k, 0, 100, true, &sp->repeat_penalty, err);
-        } else if (strcmp(k, "presence_penalty") == 0) {
-            st = sm_rec_number(v, k, -100, 100, false, &sp->presence_penalty, err);
-        } else if (strcmp(k, "frequency_penalty") == 0) {
-            st = sm_rec_number(v, k, -100, 100, false, &sp->frequency_penalty, err);
-        } else if (strcmp(k, "stop") == 0) {
-            st = sm_rec_stops(rec, v, err);
+        } else if (sm_rec_sampling(rec, k, v, &st, err)) {
+            /* a sampling setting read as OpenAI bodies read it */
         } else if (strcmp(k, "grammar") == 0 || strcmp(k, "json_schema") == 0) {
             if (rec->gkind) return sm_rec_bad(err, k, "goes with no other grammar or schema");
             st = sm_rec_grammar(rec, k[0] == 'g' ? SM_GK_GBNF : SM_GK_SCHEMA, v, k, err);

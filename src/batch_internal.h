@@ -20,6 +20,12 @@ sm_status sm_rec_whole(const cJSON *v, const char *key, double lo, double hi, lo
                        sm_error *err);
 /* A grammar (kind SM_GK_GBNF: a string) or schema (SM_GK_SCHEMA: an object) from v into rec. */
 sm_status sm_rec_grammar(sm_batch_record *rec, sm_grammar_kind kind, const cJSON *v, const char *key, sm_error *err);
+/*
+** The sampling fields our records and OpenAI bodies read alike: temperature,
+** top_k, min_p, repeat_penalty, repeat_last_n, presence_penalty,
+** frequency_penalty, stop. false if k is none of them; else *st says how it went.
+*/
+bool sm_rec_sampling(sm_batch_record *rec, const char *k, const cJSON *v, sm_status *st, sm_error *err);
 /* "stop": a string or a list of strings (null: none), into rec (SM_REC_STOP set). */
 sm_status sm_rec_stops(sm_batch_record *rec, const cJSON *v, sm_error *err);
 

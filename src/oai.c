@@ -40,8 +40,8 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
         if (!cJSON_IsString(v) || !sm_utf8_valid(v->valuestring) || strlen(v->valuestring) >= SM_REC_MODEL_MAX)
             return sm_rec_bad(err, k, "must be a string of at most 127 bytes");
         snprintf(rec->model, sizeof rec->model, "%s", v->valuestring);
-    } else if (strcmp(k, "temperature") == 0) {
-        st = sm_rec_number(v, k, 0, 1000, false, &sp->temperature, err);
+    } else if (sm_rec_sampling(rec, k, v, &st, err)) {
+        /* as our records read it */
     } else if (strcmp(k, "top_p") == 0) {
         float p;
         st = sm_rec_number(v, k, 0, 1, false, &p, err);
@@ -49,12 +49,6 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
         else if (!st) sp->top_p = p;
     } else if (strcmp(k, "seed") == 0) {
         if (!(st = sm_rec_whole(v, k, -9007199254740992.0, 9007199254740992.0, &x, err))) sp->seed = (uint64_t)x;
-    } else if (strcmp(k, "presence_penalty") == 0) {
-        st = sm_rec_number(v, k, -100, 100, false, &sp->presence_penalty, err);
-    } else if (strcmp(k, "frequency_penalty") == 0) {
-        st = sm_rec_number(v, k, -100, 100, false, &sp->frequency_penalty, err);
-    } else if (strcmp(k, "stop") == 0) {
-        st = sm_rec_stops(rec, v, err);
     } else if (strcmp(k, "max_tokens") == 0 || strcmp(k, "max_completion_tokens") == 0) {
         if ((st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) return st;
         /* max_completion_tokens replaces the deprecated max_tokens: it wins when both are given */
@@ -90,14 +84,6 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
         } else if (strcmp(t->valuestring, "text") != 0) {
             return sm_rec_bad(err, k, "type must be text, json_object or json_schema");
         }
-    } else if (strcmp(k, "top_k") == 0) {
-        if (!(st = sm_rec_whole(v, k, 0, 1 << 30, &x, err))) sp->top_k = (int)x;
-    } else if (strcmp(k, "min_p") == 0) {
-        st = sm_rec_number(v, k, 0, 1, false, &sp->min_p, err);
-    } else if (strcmp(k, "repeat_penalty") == 0) {
-        st = sm_rec_number(v, k, 0, 100, true, &sp->repeat_penalty, err);
-    } else if (strcmp(k, "repeat_last_n") == 0) {
-        if (!(st = sm_rec_whole(v, k, 0, SM_SAMPLER_MAX_LAST_N, &x, err))) sp->repeat_last_n = (int)x;
     } else if (strcmp(k, "user") == 0) {
         if (!cJSON_IsString(v)) return sm_rec_bad(err, k, "must be a string");
     } else if (strcmp(k, "metadata") == 0) {

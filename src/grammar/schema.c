@@ -145,6 +145,17 @@ static bool count(sc *s, const cJSON *v, const char *path, const char *key, long
     return true;
 }
 
+/* A pair of counts such as minLength/maxLength into *lo (default 0) and *hi (default -1: none). */
+static bool count_pair(sc *s, const cJSON *sch, const char *path, const char *min, const char *max, long *lo,
+                       long *hi) {
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(sch, min), *mx = cJSON_GetObjectItemCaseSensitive(sch, max);
+    *lo = 0, *hi = -1;
+    if (mn && !count(s, mn, path, min, lo)) return false;
+    if (mx && !count(s, mx, path, max, hi)) return false;
+    if (mx && *hi < *lo) return fail(s, path, "'%s' %ld is below '%s' %ld: nothing is valid", max, *hi, min, *lo), false;
+    return true;
+}
+
 /* ---- integers in a range: digit by digit, as alternatives */
 
 static int digits(long long v) {
@@ -258,12 +269,9 @@ static const cJSON *resolve(sc *s, const char *ref, const char *path) {
 static bool string_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(sch, "format");
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(sch, "pattern");
-    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(sch, "minLength");
-    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(sch, "maxLength");
-    long lo = 0, hi = -1;
-    if (mn && !count(s, mn, path, "minLength", &lo)) return false;
-    if (mx && !count(s, mx, path, "maxLength", &hi)) return false;
-    if (mx && hi < lo) return fail(s, path, "'maxLength' %ld is below 'minLength' %ld: nothing is valid", hi, lo), false;
+    bool mn = cJSON_GetObjectItemCaseSensitive(sch, "minLength"), mx = cJSON_GetObjectItemCaseSensitive(sch, "maxLength");
+    long lo, hi;
+    if (!count_pair(s, sch, path, "minLength", "maxLength", &lo, &hi)) return false;
     if ((fmt ? 1 : 0) + (pat ? 1 : 0) > 1 || ((fmt || pat) && (mn || mx)))
         return fail(s, path, "'%s' with '%s' is not supported", fmt ? "format" : "pattern",
                     fmt && pat ? "pattern" : mn ? "minLength" : "maxLength"), false;
@@ -473,13 +481,9 @@ static bool object_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
 static bool array_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(sch, "items");
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(sch, "prefixItems");
-    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(sch, "minItems");
-    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(sch, "maxItems");
-    long lo = 0, hi = -1;
+    long lo, hi;
     char sub[600];
-    if (mn && !count(s, mn, path, "minItems", &lo)) return false;
-    if (mx && !count(s, mx, path, "maxItems", &hi)) return false;
-    if (mx && hi < lo) return fail(s, path, "'maxItems' %ld is below 'minItems' %ld: nothing is valid", hi, lo), false;
+    if (!count_pair(s, sch, path, "minItems", "maxItems", &lo, &hi)) return false;
     if (cJSON_IsArray(items)) { /* draft 4's tuple form */
         if (pre) return fail(s, path, "'items' as a list with 'prefixItems'"), false;
         pre = items, items = NULL;

@@ -57,14 +57,22 @@ static uint64_t rng(uint64_t *s) {
     return *s >> 33;
 }
 
+/* The tokenizer of the model at path (its source in *src); false (said) if it cannot be had. */
+static bool open_tokenizer(const char *path, sm_source **src, sm_tokenizer *tok) {
+    sm_error err = {{0}};
+    *src = NULL;
+    if (sm_source_open(src, path, &(sm_source_opts){.no_weights = true}, &err) || sm_source_tokenizer(*src, tok, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return false;
+    }
+    return true;
+}
+
 static int masks(sm_grammar *g, const char *model, int steps, uint64_t seed) {
     sm_source *src = NULL;
     sm_tokenizer tok;
     sm_error err = {{0}};
-    if (sm_source_open(&src, model, &(sm_source_opts){.no_weights = true}, &err) || sm_source_tokenizer(src, &tok, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    if (!open_tokenizer(model, &src, &tok)) return 1;
     sm_gbind *b = NULL;
     sm_gmatch *m = NULL;
     double t0 = sm_time_now();
@@ -169,10 +177,7 @@ static int speed(sm_grammar *g, const char *model, int steps, uint64_t seed) {
     sm_source *src = NULL;
     sm_tokenizer tok;
     sm_error err = {{0}};
-    if (sm_source_open(&src, model, &(sm_source_opts){.no_weights = true}, &err) || sm_source_tokenizer(src, &tok, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    if (!open_tokenizer(model, &src, &tok)) return 1;
     sm_gbind *b = NULL;
     sm_gmatch *m = NULL;
     double t0 = sm_time_now();
