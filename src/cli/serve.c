@@ -418,7 +418,8 @@ int cli_serve(const cli_opts *o) {
         fprintf(stderr, "smallmind: serving %s on http://%s:%ld/v1 (%zu in parallel, %s)\n", S.model_name, host,
                 o->port, P, S.api_key ? "an API key required" : "no API key");
     cli_exit_now = 0; /* a signal stops the server (below), a second one exits at once */
-    while (!cli_interrupted) pause();
+    /* any thread may take the signal (the handler only sets the flag): look at it every 0.1 s */
+    while (!cli_interrupted) usleep(100000);
     MHD_quiesce_daemon(d); /* no new connections */
     serve_work_stop(&S);   /* in-flight requests cancelled: their connections finish */
     MHD_stop_daemon(d);
