@@ -149,6 +149,12 @@ size_t sm_sched_busy(const sm_sched *s) {
     return n;
 }
 
+size_t sm_sched_waiting(const sm_sched *s) {
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_wait; i++) n += s->wait[i].used && !s->wait[i].admitted;
+    return n;
+}
+
 size_t sm_sched_room(const sm_sched *s) {
     size_t n = 0;
     for (size_t i = 0; i < s->n_wait; i++) n += !s->wait[i].used;

@@ -101,9 +101,11 @@ typedef struct sm_sched_params {
 sm_status sm_sched_init(sm_sched **out, sm_state *s, const sm_state_params *sp,
                         const sm_sched_params *p, sm_arena *a, sm_error *err);
 
-/* Requests that submit takes now (free queue entries), and requests not yet reported. */
+/* Requests that submit takes now (free queue entries), requests not yet reported, and of
+** those the ones still waiting for a slot. */
 size_t sm_sched_room(const sm_sched *s);
 size_t sm_sched_busy(const sm_sched *s);
+size_t sm_sched_waiting(const sm_sched *s);
 
 /*
 ** Queues request r (SM_ERR_INPUT if the queue is full), tokenized and

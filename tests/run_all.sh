@@ -7,8 +7,9 @@ B=${1:-build} PY=${2:-python3}
 TM=$B/test-models
 status=0 P=0 F=0 S=0
 stage() {
-    local log; log=$(mktemp)
+    local log t0; log=$(mktemp); t0=$SECONDS
     "$@" 2>&1 | tee "$log"
+    echo "[stage took $((SECONDS - t0)) s]"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     local tally; tally=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -1)
     if [ -z "$tally" ]; then echo "stage '$*' printed no tally"; status=1; F=$((F + 1)); rm -f "$log"; return; fi

@@ -73,9 +73,11 @@ typedef struct server {
     pthread_cond_t cv;     /* the worker waits on it for work */
     sreq *head, *tail;     /* inbox */
     size_t n_inbox, queue_max;
+    size_t n_open;         /* taken by serve_submit, not yet finished (a 503 past slots + queue_max) */
     sreq **cancel;         /* (cap_cancel) requests whose client went away */
     size_t n_cancel, cap_cancel;
     size_t n_running;      /* submitted to the scheduler, not yet done: running[0 .. n_running) */
+    size_t n_sched_wait;   /* of those, still waiting in the scheduler for a slot (the worker sets it) */
     sreq **running;
     bool stopping;
     pthread_t worker;

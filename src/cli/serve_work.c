@@ -94,7 +94,7 @@ void serve_on_token(void *user, void *tag, const sm_token_info *t) {
 /* q is done (msg: an error of status). */
 static void finish(server *s, sreq *q, const char *msg, int status, const sm_sched_result *r) {
     pthread_mutex_lock(&s->mu);
-    s->n_requests++;
+    s->n_requests++, s->n_open--;
     if (msg) s->n_failed++;
     if (r && !msg) {
         s->prompt_tokens += r->stats.n_prompt, s->cached_tokens += r->stats.n_reused;
@@ -231,6 +231,7 @@ static void *work(void *arg) {
             }
             if (s->n_running == 0) break;
         }
+        s->n_sched_wait = sm_sched_waiting(sc);
         while (s->head && sm_sched_room(sc) && !s->stopping) {
             sreq *q = s->head;
             s->head = q->next, s->n_inbox--;
@@ -243,6 +244,7 @@ static void *work(void *arg) {
             if (gone) finish(s, q, "cancelled", 499, NULL);
             else start(s, q);
             pthread_mutex_lock(&s->mu);
+            s->n_sched_wait = sm_sched_waiting(sc);
         }
         if (s->stopping && s->n_running) { /* cancel what runs, then stop */
             sreq *q = s->running[0];
@@ -294,13 +296,14 @@ void serve_work_stop(server *s) {
 
 bool serve_submit(server *s, sreq *q) {
     pthread_mutex_lock(&s->mu);
-    bool ok = !s->stopping && s->n_inbox < s->queue_max;
+    /* those not yet done, beyond the slots, wait (in the inbox or in the scheduler) */
+    bool ok = !s->stopping && s->n_open < s->queue_max + s->r.ls->sp.n_seq;
     if (ok) {
         q->refs++; /* the worker's */
         q->next = NULL;
         if (s->tail) s->tail->next = q;
         else s->head = q;
-        s->tail = q, s->n_inbox++;
+        s->tail = q, s->n_inbox++, s->n_open++;
         pthread_cond_signal(&s->cv);
     } else {
         s->n_rejected++;
@@ -511,7 +514,7 @@ char *serve_metrics(server *s, size_t *len) {
     FILE *f = open_memstream(&out, len);
     if (!f) return NULL;
     pthread_mutex_lock(&s->mu);
-    size_t busy = s->n_running;
+    size_t busy = s->n_running > s->n_sched_wait ? s->n_running - s->n_sched_wait : 0, waiting = s->n_inbox + s->n_sched_wait;
     fprintf(f,
             "# HELP smallmind_requests_total Completions finished (successful or not).\n"
             "# TYPE smallmind_requests_total counter\nsmallmind_requests_total %llu\n"
@@ -534,7 +537,7 @@ char *serve_metrics(server *s, size_t *len) {
             "# HELP smallmind_requests_waiting Completions waiting in the queue now.\n"
             "# TYPE smallmind_requests_waiting gauge\nsmallmind_requests_waiting %zu\n",
             s->n_requests, s->n_failed, s->n_rejected, s->prompt_tokens, s->cached_tokens, s->gen_tokens,
-            s->t_prompt, s->t_gen, busy, s->n_inbox);
+            s->t_prompt, s->t_gen, busy, waiting);
     pthread_mutex_unlock(&s->mu);
     fclose(f);
     return out;

@@ -26,6 +26,11 @@ int main(int argc, char **argv) {
         toks[T++] = (int32_t)strtol(p, &p, 10);
         if (*p == ',') p++;
     }
+    const sm_kernels *k = sm_kernels_select(argv[2]);
+    if (!k) {
+        fprintf(stderr, "kernels %s not available\n", argv[2]);
+        return 3;
+    }
     sm_error err = {{0}};
     sm_model *m;
     if (sm_model_load(&m, argv[1], true, &err)) {
@@ -33,11 +38,6 @@ int main(int argc, char **argv) {
         return 1;
     }
     const sm_config *c = sm_model_config(m);
-    const sm_kernels *k = sm_kernels_select(argv[2]);
-    if (!k) {
-        fprintf(stderr, "kernels %s not available\n", argv[2]);
-        return 3;
-    }
     int nth = atoi(argv[3]);
     size_t chunk = strcmp(argv[4], "batch") == 0 ? T : strcmp(argv[4], "chunk") == 0 ? 5 : 1;
     const char *kv = getenv("SM_KV_TYPE"); /* "f16": an f16 KV-cache */
