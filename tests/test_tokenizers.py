@@ -63,6 +63,24 @@ def run(args, data=None):
     return subprocess.run(args, input=data, capture_output=True, timeout=900)
 
 
+def batch_ids(smbin, d, texts, *flags):
+    """tokenize --batch: the ids of each text (one process, the tokenizer loaded once), or its error."""
+    data = "".join(json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(texts)).encode()
+    p = run([smbin, "tokenize", "-m", d, "--batch", "-", *flags], data)
+    out = [json.loads(x) for x in p.stdout.decode().splitlines()]
+    if p.returncode != 0 or len(out) != len(texts) or any(o.get("id") != i for i, o in enumerate(out)):
+        return [p.stderr.decode(errors="replace") or f"exit {p.returncode}"] * len(texts)
+    return [o["ids"] for o in out]
+
+
+def batch_texts(smbin, d, id_lists):
+    """detokenize --batch: the text of each list of ids (bytes that are not UTF-8 as U+FFFD)."""
+    data = "".join(json.dumps({"ids": ids}) + "\n" for ids in id_lists).encode()
+    p = run([smbin, "detokenize", "-m", d, "--batch", "-"], data)
+    out = [json.loads(x).get("text") for x in p.stdout.decode().splitlines()]
+    return out if p.returncode == 0 and len(out) == len(id_lists) else [None] * len(id_lists)
+
+
 def ids_of(smbin, d, text, special=False):
     p = run([smbin, "tokenize", "-m", d, "-f", "-"] + (["--special"] if special else []), text.encode())
     if p.returncode != 0:
@@ -153,16 +171,15 @@ def hf_llama_dir(root, name, V):
 def check_ids(smbin, d, fixtures, key, label, empty):
     """tokenize on every fixture text = the reference ids, and detokenize gives the text back."""
     bad = []
-    for fx in fixtures:
+    gots = batch_ids(smbin, d, [fx["text"] for fx in fixtures])
+    backs = batch_texts(smbin, d, [g if isinstance(g, list) else [] for g in gots])
+    for fx, got, back in zip(fixtures, gots, backs):
         want = fx[key] if fx["text"] else empty
-        got, err = ids_of(smbin, d, fx["text"])
         if got != want:
-            bad.append(f"{fx['text']!r}: {got} {err} want {want}")
+            bad.append(f"{fx['text']!r}: {got} want {want}")
             continue
-        if got and got != empty:
-            back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
-            if back != fx["text"].encode():
-                bad.append(f"{fx['text']!r} decodes to {back!r}")
+        if got and got != empty and back != fx["text"]:
+            bad.append(f"{fx['text']!r} decodes to {back!r}")
     check(not bad, f"{label} on {len(fixtures)} texts, and decodes back", "; ".join(bad[:3]))
 
 
@@ -256,9 +273,10 @@ def hf_reference(smbin, tmp, tok, here):
         pairs = list(zip(ref["texts"], ref["ids"][name]))
         if os.environ.get("SM_SANITIZED") and name in NPM_TOKENIZERS:  # make asan: a sample (all: make test)
             pairs = pairs[::4]
-        for text, want in pairs:
-            p = run([smbin, "tokenize", "-m", d, "--special", "-f", "-"], text.encode())
-            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
+        gots = batch_ids(smbin, d, [t for t, _ in pairs], "--special")
+        cut = [g[before:len(g) - after] if isinstance(g, list) else [] for g in gots]
+        backs = batch_texts(smbin, d, cut)
+        for (text, want), got, back in zip(pairs, gots, backs):
             if got != want:
                 bad.append(f"{text[:40]!r}: {str(got)[:120]} want {want[:20]}")
                 continue
@@ -268,8 +286,7 @@ def hf_reference(smbin, tmp, tok, here):
             got = got[before:len(got) - after]
             if strip and not prepend and shown.startswith(" "):
                 shown = shown[1:]
-            back = run([smbin, "detokenize", "-m", d] + [str(i) for i in got]).stdout
-            if got and back != shown.encode():
+            if got and back != shown:
                 back_bad.append(f"{text[:40]!r} decodes to {back[:60]!r}")
         check(not bad, f"{name} tokenizer.json = transformers.js on {len(pairs)} texts",
               "; ".join(bad[:3]))
@@ -399,14 +416,12 @@ def gguf_export_round_trip(smbin, tmp, tok, here):
             os.path.join(tmp, f"vocab-{name}.gguf")
         lc_ref = lc_ref if os.path.exists(lc_ref) else None
         bad, bad_lc, n = [], [], 0
-        for text in texts:
-            if name.startswith("qwen") and unicodedata.normalize("NFC", text) != text:
-                continue
+        mine = [t for t in texts if not (name.startswith("qwen") and unicodedata.normalize("NFC", t) != t)]
+        wants, gots = batch_ids(smbin, d, mine), batch_ids(smbin, g, mine)
+        for text, want, got in zip(mine, wants, gots):
             n += 1
-            want, e1 = ids_of(smbin, d, text)
-            got, e2 = ids_of(smbin, g, text)
-            if want is None or got != want:
-                bad.append(f"{text[:30]!r}: {str(got)[:60]} {e1}{e2} want {str(want)[:60]}")
+            if not isinstance(want, list) or got != want:
+                bad.append(f"{text[:30]!r}: {str(got)[:60]} want {str(want)[:60]}")
             if lc and text and "\0" not in text:  # (llama.cpp reads token texts as C strings: a NUL token is empty)
                 theirs = llama_cpp_ids(lc, g, text, tmp)
                 ref_ids = llama_cpp_ids(lc, lc_ref, text, tmp) if lc_ref else ids_of(smbin, d, text, True)[0]
@@ -443,6 +458,43 @@ def detokenize_cli(smbin, tmp):
           "detokenize: 10,000 ids as arguments, ids from stdin and -f ([a, b] lists too), the text byte "
           "for byte (no newline added off a terminal), a bad id refused with nothing written",
           f"{back.stdout[:60]!r} {len(many.stdout)} {fromfile.stdout[:40]!r} rc={bad.returncode} {bad.stdout[:20]!r}")
+
+
+def batch_cli(smbin, tmp, d):
+    """tokenize/detokenize --batch: one JSON line out per line in (blank lines skipped), each id
+    echoed, the same ids as one text at a time, flushed line by line; a bad line gets an error line
+    naming it, the others still run, and the exit status is 1."""
+    texts = ["Hello world", "caf\u00e9 \u4e2d", "", "a\u0000b", " two  spaces\n"]
+    singles = [ids_of(smbin, d, t)[0] for t in texts]
+    lines = [json.dumps({"id": f"r{i}", "text": t}) for i, t in enumerate(texts)]
+    p = run([smbin, "tokenize", "-m", d, "--batch", "-"], ("\n".join(lines[:2] + [""] + lines[2:]) + "\n").encode())
+    out = [json.loads(x) for x in p.stdout.decode().splitlines()]
+    check(p.returncode == 0 and [o["ids"] for o in out] == singles and [o["id"] for o in out] ==
+          [f"r{i}" for i in range(len(texts))], "tokenize --batch: the ids one text at a time gives, ids echoed",
+          p.stdout.decode()[:200] + p.stderr.decode())
+    back = batch_texts(smbin, d, singles)
+    check(back == texts, "detokenize --batch gives each text back", str(back))
+    bad = run([smbin, "tokenize", "-m", d, "--batch", "-"], b'"ok"\n{"text": 5}\nnot json\n["a"]\n"fine"\n')
+    out = [json.loads(x) for x in bad.stdout.decode().splitlines()]
+    check(bad.returncode == 1 and len(out) == 5 and [o.get("line") for o in out] == [None, 2, 3, 4, None] and
+          all("error" in o for o in out[1:4]) and b"3 of 5 lines" in bad.stderr,
+          "tokenize --batch: each bad line an error line naming it, the rest answered, exit 1",
+          bad.stdout.decode()[:300] + bad.stderr.decode())
+    bad = run([smbin, "detokenize", "-m", d, "--batch", "-"], b'[65, 66]\n[65, 999999]\n{"ids": "x"}\n[1.5]\n')
+    out = [json.loads(x) for x in bad.stdout.decode().splitlines()]
+    check(bad.returncode == 1 and out[0] == {"text": "AB"} and [o.get("line") for o in out[1:]] == [2, 3, 4],
+          "detokenize --batch: ids out of range, not a list, not whole: error lines, exit 1", bad.stdout.decode()[:300])
+    # a coprocess: one line written, its answer read before stdin closes
+    c = subprocess.Popen([smbin, "tokenize", "-m", d, "--batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    c.stdin.write(b'"AB"\n')
+    c.stdin.flush()
+    first = c.stdout.readline()
+    c.stdin.close()
+    c.wait(timeout=600)
+    check(json.loads(first) == {"ids": [65, 66]} and c.returncode == 0,
+          "tokenize --batch -: each answer as soon as its line arrives", first.decode())
+    p = run([smbin, "tokenize", "-m", d, "--batch", "-", "-p", "x"])
+    check(p.returncode == 2 and b"--batch" in p.stderr, "tokenize --batch with -p: a usage error", p.stderr.decode())
 
 
 def encode_allocations(smbin, bindir, d, name, texts, tmp):
@@ -483,9 +535,7 @@ def chat_text_ids(smbin, tmp, here):
             T.skip(f"{config}: rendered conversations' ids", "its tokenizer.json is absent")
             continue
         bad = []
-        for c in cases:
-            p = run([smbin, "tokenize", "-m", d, "--special", "--no-bos", "-f", "-"], c["text"].encode())
-            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
+        for c, got in zip(cases, batch_ids(smbin, d, [c["text"] for c in cases], "--special", "--no-bos")):
             if got != c["ids"]:
                 bad.append(f"{c['text'][:40]!r}: {str(got)[:80]} want {c['ids'][:10]}")
         check(not bad, f"{config}: {len(cases)} rendered conversations tokenize to transformers.js's "
@@ -560,15 +610,15 @@ def gguf_same_as_hf(smbin, tmp, tok, here):
         path = os.path.join(tmp, f"vocab-{name}.gguf")
         with open(path, "wb") as f:
             f.write(mg.Model(meta, []).bytes())
-        bad, n = [], 0
+        bad, pairs = [], []
         for text, want in zip(ref["texts"], ref["ids"][name]):
             if name.startswith("qwen") and unicodedata.normalize("NFC", text) != text:
                 continue
             if name == "internlm2" and "<s>" in text:  # its tokenizer.json adds no tokens: <s> and </s> are
                 continue  # text there; a GGUF file's BOS and EOS are control tokens (llama.cpp's too)
-            n += 1
-            p = run([smbin, "tokenize", "-m", path, "--special", "-f", "-"], text.encode())
-            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.decode()
+            pairs.append((text, want))
+        n = len(pairs)
+        for (text, want), got in zip(pairs, batch_ids(smbin, path, [t for t, _ in pairs], "--special")):
             if got != want:
                 bad.append(f"{text[:30]!r}: {str(got)[:100]} want {want[:12]}")
         label = f"SentencePiece, add_space_prefix {str(pre == 'prefix').lower()}" if spm else f"tokenizer.ggml.pre {pre}"
@@ -729,6 +779,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         bad_tokenizer_files(smbin, tmp)
         detokenize_cli(smbin, tmp)
+        batch_cli(smbin, tmp, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "default"))
         gpt2_dirs = []
         if os.path.isdir(os.path.join(tok, "gpt2")):
             gpt2_dirs.append(("encoder.json + vocab.bpe", model_dir(

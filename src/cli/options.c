@@ -106,8 +106,9 @@ static const struct option_def {
      "    --stop STR         end before this text (repeatable, up to 8; 1-64 bytes each)"},
     {"truncate", 0, false, CMD_GENERATE, O_TRUNCATE,
      "    --truncate         keep the end of a prompt longer than the context"},
-    {"batch", 0, true, CMD_GENERATE, O_BATCHFILE,
-     "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin)"},
+    {"batch", 0, true, CMD_GENERATE | CMD_TOKENIZE | CMD_DETOKENIZE, O_BATCHFILE,
+     "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin;\n"
+     "                       tokenize: a JSON string or {\"text\"} a line, detokenize: [ids] or {\"ids\"})"},
     {"parallel", 0, true, CMD_GENERATE | CMD_SERVE, O_PARALLEL,
      "    --parallel N       with --batch (and serve): decode up to N records together (default 8)"},
     {"cache-ram", 0, true, CMD_GENERATE | CMD_SERVE, O_CACHERAM,
@@ -516,7 +517,7 @@ int cli_parse_args(cli_opts *o, int argc, char **argv, int first) {
         if (rc) return rc;
     }
     if (o->prompt && o->file) return cli_usage_error(o, "give -p or -f, not both");
-    if (o->batch_file && (o->prompt || o->file))
+    if (o->batch_file && (o->prompt || o->file || o->n_args))
         return cli_usage_error(o, "--batch takes the prompts from its file; drop -p/-f");
     if (o->shard_n && !o->batch_file) return cli_usage_error(o, "--shard goes with --batch");
     if (o->parallel && !o->batch_file && o->cmd != CMD_SERVE) return cli_usage_error(o, "--parallel goes with --batch");

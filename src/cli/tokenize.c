@@ -1,6 +1,8 @@
 /*
 ** tokenize.c -- `smallmind tokenize` (text -> ids) and `detokenize` (ids -> text):
-** only the config and the tokenizer are loaded, not the weights.
+** only the config and the tokenizer are loaded, not the weights. With --batch
+** FILE, one JSON line in, one JSON line out (flushed: a coprocess gets each
+** answer at once), the tokenizer loaded once for all of them.
 */
 #include "cli.h"
 
@@ -11,9 +13,13 @@
 #include "sm_config.h"
 #include "sm_gguf.h"
 #include "sm_convert.h"
+#include "json_internal.h"
 
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static int batch(const cli_opts *o, sm_tokenizer *tok, bool encode);
 
 int cli_tokenize(const cli_opts *o) {
     sm_source *src = NULL;
@@ -21,6 +27,12 @@ int cli_tokenize(const cli_opts *o) {
     cli_exit_now = 1; /* nothing is printed until the text is encoded: a signal exits at once */
     int rc = cli_load_tokenizer(o, &src, &tok);
     if (rc) return rc;
+    if (o->batch_file) {
+        rc = batch(o, &tok, true);
+        sm_tokenizer_free(&tok);
+        sm_source_close(src);
+        return rc;
+    }
     char *text = NULL;
     size_t len = 0, n = 0;
     bool owned = false;
@@ -80,11 +92,17 @@ int cli_detokenize(const cli_opts *o) {
     size_t len = 0;
     bool owned = false;
     int rc = 0;
-    if (o->n_args == 0 && (rc = cli_get_text(o, &text, &len, &owned))) return rc;
+    if (o->n_args == 0 && !o->batch_file && (rc = cli_get_text(o, &text, &len, &owned))) return rc;
     sm_source *src = NULL;
     sm_tokenizer tok;
     if ((rc = cli_load_tokenizer(o, &src, &tok))) {
         if (owned) free(text);
+        return rc;
+    }
+    if (o->batch_file) {
+        rc = batch(o, &tok, false);
+        sm_tokenizer_free(&tok);
+        sm_source_close(src);
         return rc;
     }
     /* every id checked before any text is written: a bad one leaves the output empty */
@@ -125,5 +143,143 @@ int cli_detokenize(const cli_opts *o) {
     if (owned) free(text);
     sm_tokenizer_free(&tok);
     sm_source_close(src);
+    return rc;
+}
+
+/*
+** --batch: each line of the file (or stdin) is a record; blank lines are
+** skipped. tokenize reads a JSON string or {"text": ..., "id": ...} and
+** writes {"id": ..., "ids": [...]}; detokenize reads [ids] or {"ids": [...],
+** "id": ...} and writes {"id": ..., "text": ...} (bytes that are not UTF-8
+** as U+FFFD). A bad line gets {"line": N, "error": ...} and the run goes on;
+** the exit status is then 1.
+*/
+typedef struct {
+    int32_t *ids;
+    size_t cap;
+    char *text;
+    size_t text_cap;
+} bbuf;
+
+static bool grow(void **p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * size);
+    if (!q) return false;
+    *p = q, *cap = c;
+    return true;
+}
+
+/* One record; its answer (or the reason it has none, in msg) on stdout. */
+static bool one(sm_tokenizer *tok, bool encode, const char *line, size_t len, bbuf *b, char *msg, size_t cap) {
+    cJSON *j = NULL;
+    sm_error err = {{0}};
+    if (sm_json_parse_nul(line, len, NULL, &j, &err)) {
+        snprintf(msg, cap, "not JSON: %s", err.msg);
+        return false;
+    }
+    const cJSON *id = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "id") : NULL;
+    const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, encode ? "text" : "ids") : j;
+    bool ok = false;
+    size_t n = 0, tl = 0;
+    if (encode) {
+        if (!cJSON_IsString(v)) {
+            snprintf(msg, cap, "expected a JSON string or an object with a string \"text\"");
+        } else if (!grow((void **)&b->text, &b->text_cap, strlen(v->valuestring) + 1, 1)) {
+            snprintf(msg, cap, "out of memory");
+        } else {
+            tl = sm_json_unnul(v->valuestring, strlen(v->valuestring), b->text);
+            n = sm_tokenizer_encode(tok, b->text, tl, NULL, 0);
+            if (!grow((void **)&b->ids, &b->cap, n + 1, sizeof *b->ids)) snprintf(msg, cap, "out of memory");
+            else ok = (sm_tokenizer_encode(tok, b->text, tl, b->ids, n), true);
+        }
+    } else if (!cJSON_IsArray(v)) {
+        snprintf(msg, cap, "expected a JSON array of token ids or an object with an array \"ids\"");
+    } else {
+        ok = grow((void **)&b->ids, &b->cap, (size_t)cJSON_GetArraySize(v) + 1, sizeof *b->ids);
+        if (!ok) snprintf(msg, cap, "out of memory");
+        const cJSON *e;
+        cJSON_ArrayForEach(e, v) {
+            if (!ok) break;
+            double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
+            if (!(d >= 0 && d < tok->n_vocab && d == (double)(int32_t)d)) {
+                snprintf(msg, cap, "token id %zu is not a whole number from 0 to %d", n, (int)tok->n_vocab - 1);
+                ok = false;
+            } else {
+                b->ids[n++] = (int32_t)d;
+            }
+        }
+        for (size_t i = 0; i < n && ok; i++) { /* the whole text: a character's bytes may span pieces */
+            size_t pl;
+            const char *p = sm_tokenizer_piece_after(tok, i ? b->ids[i - 1] : tok->bos, b->ids[i], &pl);
+            if (!(ok = grow((void **)&b->text, &b->text_cap, tl + pl + 1, 1))) snprintf(msg, cap, "out of memory");
+            else memcpy(b->text + tl, p, pl), tl += pl;
+        }
+    }
+    if (ok) {
+        putchar('{');
+        if (id) {
+            char *t = cJSON_PrintUnformatted(id);
+            if (t) printf("\"id\": %s, ", t);
+            free(t);
+        }
+        if (encode) {
+            printf("\"ids\": [");
+            for (size_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", (int)b->ids[i]);
+            printf("]}\n");
+        } else {
+            printf("\"text\": \"");
+            cli_json_string(stdout, (const unsigned char *)b->text, tl);
+            printf("\"}\n");
+        }
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
+static int batch(const cli_opts *o, sm_tokenizer *tok, bool encode) {
+    bool std_in = strcmp(o->batch_file, "-") == 0;
+    FILE *in = std_in ? stdin : fopen(o->batch_file, "r");
+    char m[600];
+    if (!in) {
+        snprintf(m, sizeof m, "%s: %s", o->batch_file, strerror(errno));
+        return cli_data_error(m);
+    }
+    cli_exit_now = 0;
+    bbuf b = {0};
+    char *line = NULL;
+    size_t lcap = 0, line_no = 0, n_bad = 0;
+    ssize_t len;
+    int rc = 0;
+    while (!cli_interrupted && (len = getline(&line, &lcap, in)) >= 0) {
+        line_no++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        size_t k = 0;
+        while (k < (size_t)len && strchr(" \t", line[k])) k++;
+        if (k == (size_t)len) continue;
+        char msg[600];
+        if (!one(tok, encode, line, (size_t)len, &b, msg, sizeof msg)) {
+            n_bad++;
+            printf("{\"line\": %zu, \"error\": \"", line_no);
+            cli_json_string(stdout, (const unsigned char *)msg, strlen(msg));
+            printf("\"}\n");
+        }
+        if (fflush(stdout)) break;
+    }
+    if (ferror(in)) {
+        snprintf(m, sizeof m, "%s: %s", o->batch_file, strerror(errno));
+        rc = cli_data_error(m);
+    }
+    if (!std_in) fclose(in);
+    free(line), free(b.ids), free(b.text);
+    cli_out os = {.last_was_newline = true};
+    rc = cli_finish_stdout(&os, rc ? rc : cli_interrupted ? cli_interrupt_code() : 0);
+    if (!rc && n_bad) {
+        fprintf(stderr, "smallmind: %s: %zu of %zu lines were not %s records\n", std_in ? "stdin" : o->batch_file,
+                n_bad, line_no,
+                encode ? "tokenize" : "detokenize");
+        rc = 1;
+    }
     return rc;
 }
