@@ -25,6 +25,12 @@ DESTDIR ?=
 PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 ARCH    := $(shell uname -m)
 
+# Builds use every core (a -jN of your own wins; sub-makes share the top one's jobs); not with
+# clean, which must not race a build.
+ifeq ($(MAKELEVEL)$(filter clean uninstall,$(MAKECMDGOALS)),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
+
 # Libraries found with pkg-config (their Debian packages in DEBS, installed as root by make).
 PKGS    := libcjson libpcre2-8 libutf8proc libedit libmicrohttpd
 DEBS    := libcjson-dev libpcre2-dev libutf8proc-dev libedit-dev libmicrohttpd-dev pkg-config
@@ -87,7 +93,7 @@ deps: $(DEPSOK)
 # What the tests need beyond the build (NumPy, PyTorch, Jinja2, tmux, Unicode
 # data; clang's sanitizer runtime for make asan): installed with apt-get as root,
 # else named in one line, and the tests that need them skip.
-test-deps:
+test-deps: | $(DEPSOK)
 	@bash scripts/test_deps.sh $(PYTHON)
 
 # Objects are rebuilt when the flags change (a stamp holding them).

@@ -325,6 +325,8 @@ def token_ids(smbin, tmp, ref, shared, skip):
         cfg = ref["configs"][config]
         d = model_dir(tmp, "m-" + config.replace("/", "_"), tj, cfg["chat_template"])
         bad = []
+        if os.environ.get("SM_SANITIZED"):  # make asan: a sample, each a process loading the tokenizer
+            cases = cases[::4]
         for c in cases:
             ctx = dict(c["vars"], messages=c["messages"], add_generation_prompt=c["add_generation_prompt"])
             for k in ("bos_token", "eos_token"):

@@ -53,6 +53,8 @@ void test_prefix_reuse_is_exact(void) {
     static const size_t batches[] = {16, 32, 0}; /* 0: the whole context */
     enum { STEPS = 3 };
     size_t checked = 0, reused = 0;
+    /* make asan: every third length (each offset in a block still met across the shares) */
+    size_t stride = getenv("SM_SANITIZED") && *getenv("SM_SANITIZED") ? 3 : 1;
     for (int mi = 0; mi < 3; mi++)
         for (int ki = 0; ki < 2; ki++)
             for (int bi = 0; bi < 3; bi++) {
@@ -78,7 +80,7 @@ void test_prefix_reuse_is_exact(void) {
                 /* b: a's first `shared` tokens, then others, n long */
                 static const size_t shares[] = {0, 5, 16, 20, 33, 48, 200};
                 for (size_t si = 0; si < sizeof shares / sizeof *shares; si++)
-                    for (size_t n = 1, shared = shares[si] < L ? shares[si] : L; n <= L; n++) {
+                    for (size_t n = 1 + si % stride, shared = shares[si] < L ? shares[si] : L; n <= L; n += stride) {
                         for (size_t i = 0; i < n; i++)
                             b[i] = i < shared ? a[i] : (int32_t)((i * 53 + 5) % r.V);
                         CHECK(run_from(&r, 1, b, n, 0, STEPS, want));
@@ -107,7 +109,7 @@ void test_prefix_reuse_is_exact(void) {
                 sm_arena_free(&c.a);
                 test_rig_close(&r);
             }
-    CHECKF(checked > 2000 && reused > checked / 3, "%zu prompts checked, %zu reused a prefix",
+    CHECKF(checked > 2000 / stride && reused > checked / 3, "%zu prompts checked, %zu reused a prefix",
            checked, reused);
 }
 

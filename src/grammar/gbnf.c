@@ -573,6 +573,7 @@ bool sm_gset_meets(const sm_grammar *g, const sm_gset *s, uint32_t lo, uint32_t 
         if ((s->ascii[c >> 6] >> (c & 63)) & 1) return true;
     if (hi < 128) return false;
     if (lo < 128) lo = 128;
+    if (s->n == 0) return false; /* (g->ranges may be NULL) */
     const sm_grange *r = g->ranges + s->start;
     for (size_t i = 0; i < s->n; i++)
         if (r[i].lo <= hi && r[i].hi >= lo) return true;

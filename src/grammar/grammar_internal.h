@@ -43,6 +43,7 @@ struct sm_grammar {
 /* Whether set s takes code point c. */
 static inline bool sm_gset_has(const sm_grammar *g, const sm_gset *s, uint32_t c) {
     if (c < 128) return (s->ascii[c >> 6] >> (c & 63)) & 1;
+    if (s->n == 0) return false; /* (g->ranges may be NULL) */
     const sm_grange *r = g->ranges + s->start;
     size_t lo = 0, hi = s->n;
     while (lo < hi) { /* the first range whose hi >= c */
