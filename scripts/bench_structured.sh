@@ -58,8 +58,10 @@ for v in qwen2_5 llama3; do
         p99="$p99 $(echo "$o" | sed -n 's/^grammar: .*p99 \([0-9.]*\) ms.*/\1/p')"
         if [ -n "$LC" ]; then
             for k in 0 1; do
+                extra=()
+                [ $k = 1 ] && extra=(--json-schema "$SCHEMA")
                 o=$("$LC/llama-completion" -m "$f" -p "List people:" -n "$TOKENS" --temp 0 -t 2 -no-cnv --ignore-eos \
-                    $([ $k = 1 ] && echo --json-schema) $([ $k = 1 ] && echo "$SCHEMA") 2>&1 </dev/null)
+                    "${extra[@]}" 2>&1 </dev/null)
                 tps=$(echo "$o" | sed -n 's/.* eval time = .* runs.*, *\([0-9.]*\) tokens per second.*/\1/p' | tail -1)
                 samp=$(echo "$o" | sed -n 's/.*sampling time = *\([0-9.]*\) ms.*/\1/p' | tail -1)
                 if [ $k = 0 ]; then lplain="$lplain $tps" lsamp0="$lsamp0 $samp"; else lcon="$lcon $tps" lsamp1="$lsamp1 $samp"; fi
