@@ -259,6 +259,15 @@ else
     a=$(cat "$T/b16" 2>/dev/null) b=$(cat "$T/b64" 2>/dev/null)
     if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: batch of 4 at --parallel 4, 16 tokens = 64 tokens ($a)"
     else bad "allocations per batch token" "16 tokens: '$a', 64 tokens: '$b'"; fi
+    # under a JSON Schema (masks from the matcher's planned storage), sampled: none per token either
+    S='{"type":"array","items":{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":8}},"required":["a","b"]}}'
+    for n in 16 200; do
+        SM_ALLOC_OUT=$T/s$n LD_PRELOAD=$SM_ALLOC_SO $BIN generate -m $M -p "a" -n $n --json-schema "$S" \
+            --temp 0.9 -s 3 >/dev/null 2>&1
+    done
+    a=$(cat "$T/s16" 2>/dev/null) b=$(cat "$T/s200" 2>/dev/null)
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "allocations: under a JSON Schema, 16 tokens = 200 tokens ($a)"
+    else bad "allocations per token under a schema" "16 tokens: '$a', 200 tokens: '$b'"; fi
 fi
 
 # --- (14) --check-weights names the tensor holding NaN; a clean model passes
