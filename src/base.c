@@ -167,6 +167,18 @@ void sm_remove_stale_tmp(const char *path) {
     closedir(d);
 }
 
+bool sm_grow(void **p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 16, bytes;
+    while (c < need)
+        if (__builtin_mul_overflow(c, 2, &c)) return false;
+    if (!sm_size_mul(&bytes, c, size)) return false;
+    void *q = realloc(*p, bytes);
+    if (!q) return false;
+    *p = q, *cap = c;
+    return true;
+}
+
 uint64_t sm_hash_bytes(const void *p, size_t n) {
     const unsigned char *s = p;
     uint64_t h = 0xcbf29ce484222325ull;

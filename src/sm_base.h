@@ -65,6 +65,13 @@ static inline bool sm_size_align(size_t *out, size_t n, size_t align) {
     return true;
 }
 
+/*
+** Grows *p, an array of *cap elements of size bytes, to hold at least need
+** (capacities double, from 16). false when memory runs out or the bytes
+** overflow; *p and *cap are then unchanged.
+*/
+bool sm_grow(void **p, size_t *cap, size_t need, size_t size);
+
 uint32_t sm_read_u32le(const void *p);
 uint64_t sm_read_u64le(const void *p);
 void sm_write_u32le(void *p, uint32_t v);

@@ -61,16 +61,6 @@ static sm_status fail_at(parser *ps, const char *at, const char *what) {
     return sm_error_set(ps->err, SM_ERR_INPUT, "grammar line %zu, column %zu: %s", line, col, what);
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *n = realloc(*p, c * size);
-    if (!n) return false;
-    *p = n, *cap = c;
-    return true;
-}
-
 static bool word_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
 }
@@ -94,7 +84,7 @@ static size_t rule_id(parser *ps, const char *name, size_t n, const char *at) {
         fail_at(ps, at, "too many rules");
         return SIZE_MAX;
     }
-    if (!grow((void **)&ps->rules, &ps->cap_rules, ps->n_rules + 1, sizeof *ps->rules)) return SIZE_MAX;
+    if (!sm_grow((void **)&ps->rules, &ps->cap_rules, ps->n_rules + 1, sizeof *ps->rules)) return SIZE_MAX;
     brule *r = &ps->rules[ps->n_rules];
     *r = (brule){0};
     if (!(r->name = malloc(n + 1))) return SIZE_MAX;
@@ -114,7 +104,7 @@ static size_t synth_rule(parser *ps, size_t parent, const char *at) {
 }
 
 static bool push(parser *ps, brule *r, unsigned type, size_t v) {
-    if (ps->n_elems >= MAX_ELEMS || !grow((void **)&r->e, &r->cap, r->n + 1, sizeof *r->e)) return false;
+    if (ps->n_elems >= MAX_ELEMS || !sm_grow((void **)&r->e, &r->cap, r->n + 1, sizeof *r->e)) return false;
     r->e[r->n++] = (sm_gelem){.type = type, .v = (uint32_t)v};
     ps->n_elems++;
     return true;
@@ -212,11 +202,11 @@ static size_t make_set(parser *ps, sm_grange *r, size_t n, bool neg) {
     for (size_t i = 0; i < m; i++) {
         for (uint32_t c = r[i].lo; c <= r[i].hi && c < 128; c++) s.ascii[c >> 6] |= 1ull << (c & 63);
         if (r[i].hi < 128) continue;
-        if (!grow((void **)&ps->ranges, &ps->cap_ranges, ps->n_ranges + 1, sizeof *ps->ranges)) return SIZE_MAX;
+        if (!sm_grow((void **)&ps->ranges, &ps->cap_ranges, ps->n_ranges + 1, sizeof *ps->ranges)) return SIZE_MAX;
         ps->ranges[ps->n_ranges++] = (sm_grange){r[i].lo < 128 ? 128 : r[i].lo, r[i].hi};
         s.n++;
     }
-    if (!grow((void **)&ps->sets, &ps->cap_sets, ps->n_sets + 1, sizeof *ps->sets)) return SIZE_MAX;
+    if (!sm_grow((void **)&ps->sets, &ps->cap_sets, ps->n_sets + 1, sizeof *ps->sets)) return SIZE_MAX;
     ps->sets[ps->n_sets] = s;
     return ps->n_sets++;
 }
@@ -295,7 +285,7 @@ static sm_status sequence(parser *ps, size_t rule, bool nested) {
             bool neg = false;
             size_t n = 0;
             if (c == '.') {
-                if (!grow((void **)&buf, &cap, 2, sizeof *buf)) { st = SM_ERR_NOMEM; break; }
+                if (!sm_grow((void **)&buf, &cap, 2, sizeof *buf)) { st = SM_ERR_NOMEM; break; }
                 buf[n++] = (sm_grange){0, 0x10FFFF};
                 ps->p++;
             } else {
@@ -310,7 +300,7 @@ static sm_status sequence(parser *ps, size_t rule, bool nested) {
                         if ((st = parse_char(ps, &hi, true))) break;
                         if (hi < lo) { st = fail_at(ps, at, "a character range whose end is below its start"); break; }
                     }
-                    if (!grow((void **)&buf, &cap, n + 2, sizeof *buf)) { st = SM_ERR_NOMEM; break; }
+                    if (!sm_grow((void **)&buf, &cap, n + 2, sizeof *buf)) { st = SM_ERR_NOMEM; break; }
                     buf[n++] = (sm_grange){lo, hi};
                 }
                 if (st) break;
@@ -318,7 +308,7 @@ static sm_status sequence(parser *ps, size_t rule, bool nested) {
                 if (!n && !neg) { st = fail_at(ps, at, "an empty character class"); break; }
             }
             last = ps->rules[rule].n;
-            if (!grow((void **)&buf, &cap, n + 2, sizeof *buf)) { st = SM_ERR_NOMEM; break; } /* the complement's room */
+            if (!sm_grow((void **)&buf, &cap, n + 2, sizeof *buf)) { st = SM_ERR_NOMEM; break; } /* the complement's room */
             size_t set = make_set(ps, buf, n, neg);
             if (set == SIZE_MAX || !push(ps, &ps->rules[rule], GE_CHARS, set)) st = SM_ERR_NOMEM;
             space(ps, nested);
@@ -573,9 +563,7 @@ bool sm_gset_meets(const sm_grammar *g, const sm_gset *s, uint32_t lo, uint32_t 
         if ((s->ascii[c >> 6] >> (c & 63)) & 1) return true;
     if (hi < 128) return false;
     if (lo < 128) lo = 128;
-    if (s->n == 0) return false; /* (g->ranges may be NULL) */
-    const sm_grange *r = g->ranges + s->start;
-    for (size_t i = 0; i < s->n; i++)
-        if (r[i].lo <= hi && r[i].hi >= lo) return true;
+    for (size_t i = s->start; i < s->start + s->n; i++) /* (g->ranges is NULL when no set has ranges) */
+        if (g->ranges[i].lo <= hi && g->ranges[i].hi >= lo) return true;
     return false;
 }

@@ -43,15 +43,13 @@ struct sm_grammar {
 /* Whether set s takes code point c. */
 static inline bool sm_gset_has(const sm_grammar *g, const sm_gset *s, uint32_t c) {
     if (c < 128) return (s->ascii[c >> 6] >> (c & 63)) & 1;
-    if (s->n == 0) return false; /* (g->ranges may be NULL) */
-    const sm_grange *r = g->ranges + s->start;
-    size_t lo = 0, hi = s->n;
+    size_t lo = 0, hi = s->n; /* (indexed from g->ranges, which is NULL when no set has ranges) */
     while (lo < hi) { /* the first range whose hi >= c */
         size_t mid = (lo + hi) / 2;
-        if (r[mid].hi < c) lo = mid + 1;
+        if (g->ranges[s->start + mid].hi < c) lo = mid + 1;
         else hi = mid;
     }
-    return lo < s->n && r[lo].lo <= c;
+    return lo < s->n && g->ranges[s->start + lo].lo <= c;
 }
 
 /* Whether set s takes some code point in [lo, hi]. */
