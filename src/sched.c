@@ -142,16 +142,15 @@ sm_status sm_sched_init(sm_sched **out, sm_state *st, const sm_state_params *sp,
     return SM_OK;
 }
 
-size_t sm_sched_busy(const sm_sched *s) {
+size_t sm_sched_waiting(const sm_sched *s) {
     size_t n = 0;
-    for (size_t i = 0; i < s->n_slots; i++) n += s->slots[i].busy;
     for (size_t i = 0; i < s->n_wait; i++) n += s->wait[i].used && !s->wait[i].admitted;
     return n;
 }
 
-size_t sm_sched_waiting(const sm_sched *s) {
-    size_t n = 0;
-    for (size_t i = 0; i < s->n_wait; i++) n += s->wait[i].used && !s->wait[i].admitted;
+size_t sm_sched_busy(const sm_sched *s) {
+    size_t n = sm_sched_waiting(s);
+    for (size_t i = 0; i < s->n_slots; i++) n += s->slots[i].busy;
     return n;
 }
 

@@ -47,7 +47,7 @@ typedef struct {
     int fd;            /* the client's socket, to notice it leave */
 } conn;
 
-static long n_requests; /* requests begun and not yet completed (their conn alive) */
+static long n_in_flight; /* requests begun and not yet completed (their conn alive) */
 
 /* A streamed response's state: bytes formatted and not yet given to libmicrohttpd. */
 typedef struct {
@@ -299,7 +299,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     conn *k = *con_cls;
     if (!k) { /* the headers are in: the body follows */
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
-        __atomic_add_fetch(&n_requests, 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&n_in_flight, 1, __ATOMIC_SEQ_CST);
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         k->fd = ci ? ci->connect_fd : -1;
         *con_cls = k;
@@ -370,7 +370,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     free(k->body);
     free(k);
     *con_cls = NULL;
-    __atomic_sub_fetch(&n_requests, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&n_in_flight, 1, __ATOMIC_SEQ_CST);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -427,7 +427,7 @@ int cli_serve(const cli_opts *o) {
     MHD_quiesce_daemon(d); /* no new connections */
     serve_work_stop(&S);   /* in-flight requests cancelled: their connections finish */
     /* let their last bytes (a stream's final chunk) go out, for a second at most */
-    for (int i = 0; i < 100 && __atomic_load_n(&n_requests, __ATOMIC_SEQ_CST) > 0; i++) usleep(10000);
+    for (int i = 0; i < 100 && __atomic_load_n(&n_in_flight, __ATOMIC_SEQ_CST) > 0; i++) usleep(10000);
     MHD_stop_daemon(d);
     cli_runner_free(&S.r);
     if (!o->quiet) fprintf(stderr, "smallmind: stopped\n");

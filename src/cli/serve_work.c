@@ -231,7 +231,6 @@ static void *work(void *arg) {
             }
             if (s->n_running == 0) break;
         }
-        s->n_sched_wait = sm_sched_waiting(sc);
         while (s->head && sm_sched_room(sc) && !s->stopping) {
             sreq *q = s->head;
             s->head = q->next, s->n_inbox--;
@@ -244,8 +243,8 @@ static void *work(void *arg) {
             if (gone) finish(s, q, "cancelled", 499, NULL);
             else start(s, q);
             pthread_mutex_lock(&s->mu);
-            s->n_sched_wait = sm_sched_waiting(sc);
         }
+        s->n_sched_wait = sm_sched_waiting(sc); /* for /metrics, which cannot look into the scheduler */
         if (s->stopping && s->n_running) { /* cancel what runs, then stop */
             sreq *q = s->running[0];
             pthread_mutex_unlock(&s->mu);
