@@ -202,6 +202,16 @@ const char *sm_tokenizer_piece_after(const sm_tokenizer *t, int32_t prev, int32_
                                      size_t *len);
 
 /*
+** The text of ids[0..n) (valid ids): each piece as sm_tokenizer_piece_after
+** shows it after the one before, prev before the first (the tokenizer's bos:
+** a whole text, its prefixed space dropped; -1: kept). Writes at most cap
+** bytes to out and returns the bytes the whole text needs, which may exceed
+** cap. The bytes of a character may span pieces: write the text whole.
+*/
+size_t sm_tokenizer_decode(const sm_tokenizer *t, int32_t prev, const int32_t *ids, size_t n, char *out,
+                           size_t cap);
+
+/*
 ** Length of the longest prefix of s[0..n) that does not end inside a UTF-8
 ** character: a trailing lead byte with fewer continuation bytes than it
 ** announces is held back (at most 3 bytes). Invalid bytes count as complete.

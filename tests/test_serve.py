@@ -243,6 +243,9 @@ def endpoints(s, sm, model):
            "POST /tokenize = smallmind tokenize (with pieces)", b.decode()[:200])
     st, b = s.post("/detokenize", {"tokens": want})
     report(st == 200 and json.loads(b) == {"content": "And God said"}, "POST /detokenize", b.decode()[:120])
+    st, b = s.post("/detokenize", {"tokens": [99, 97, 102, 195, 169]})  # a character's two bytes, two tokens
+    report(st == 200 and json.loads(b) == {"content": "caf\u00e9"},
+           "POST /detokenize: a character whose bytes span tokens comes out whole", b.decode()[:120])
     st, b = s.get("/metrics")
     text = b.decode()
     names = ["smallmind_requests_total", "smallmind_tokens_generated_total", "smallmind_requests_waiting",

@@ -188,6 +188,15 @@ int cli_out_write(cli_out *os, const char *s, size_t n);
 int cli_finish_stdout(cli_out *os, int code);
 /* Appends s[0..n) to f as the inside of a JSON string; invalid UTF-8 bytes become U+FFFD. */
 void cli_json_string(FILE *f, const unsigned char *s, size_t n);
+/* Token ids from JSON array a (a request's "tokens", a batch line's "ids") into *ids (capacity
+   *cap, grown), *n of them; false with err naming field and the item that is not an id. */
+struct cJSON;
+bool cli_json_ids(const struct cJSON *a, const char *field, int32_t n_vocab, int32_t **ids, size_t *cap,
+                  size_t *n, char *err, size_t errcap);
+/* The text of ids[0..n) after prev (sm_tokenizer_decode) into *buf (capacity *cap, grown), *len
+   bytes; false when memory runs out. */
+bool cli_decode(const sm_tokenizer *t, int32_t prev, const int32_t *ids, size_t n, char **buf, size_t *cap,
+                size_t *len);
 /* "text": ..., counts, finish reason, timing (with queue_ms when t_queue >= 0, seconds): a
    generation result's JSON fields. */
 void cli_json_result(FILE *f, const char *text, size_t len, const sm_gen_stats *gs,

@@ -563,24 +563,21 @@ char *serve_tokenize(server *s, const char *body, size_t n, bool detok, size_t *
     }
     bool ok = true;
     if (detok) {
-        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(root, "tokens");
-        if (!cJSON_IsArray(ids)) ok = false, snprintf(err, cap, "\"tokens\" must be an array of token ids");
-        for (const cJSON *v = ids ? ids->child : NULL; ok && v; v = v->next)
-            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= tok->n_vocab ||
-                v->valuedouble != (double)(int32_t)v->valuedouble)
-                ok = false, snprintf(err, cap, "\"tokens\": %g is not a token id (0 to %d)", v->valuedouble,
-                                     tok->n_vocab - 1);
-        if (ok) {
+        int32_t *ids = NULL;
+        char *text = NULL;
+        size_t n_ids = 0, ids_cap = 0, text_cap = 0, tl = 0;
+        ok = cli_json_ids(cJSON_GetObjectItemCaseSensitive(root, "tokens"), "tokens", tok->n_vocab, &ids, &ids_cap,
+                          &n_ids, err, cap);
+        if (ok && !(ok = cli_decode(tok, -1, ids, n_ids, &text, &text_cap, &tl))) {
+            snprintf(err, cap, "out of memory");
+            *status = 500;
+        }
+        if (ok) { /* the text whole: a character's bytes may span tokens */
             fputs("{\"content\": \"", f);
-            int32_t prev = -1;
-            for (const cJSON *v = ids->child; v; v = v->next) {
-                size_t pl;
-                const char *p = sm_tokenizer_piece_after(tok, prev, (int32_t)v->valuedouble, &pl);
-                cli_json_string(f, (const unsigned char *)p, pl);
-                prev = (int32_t)v->valuedouble;
-            }
+            cli_json_string(f, (const unsigned char *)text, tl);
             fputs("\"}\n", f);
         }
+        free(ids), free(text);
     } else {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(root, "content");
         const cJSON *add = cJSON_GetObjectItemCaseSensitive(root, "add_special");

@@ -124,17 +124,16 @@ int cli_detokenize(const cli_opts *o) {
         }
         if (!(rc = parse_id(o, s, l, tok.n_vocab, &ids[n]))) n++;
     }
+    /* the ids are a whole text: its first piece drops the prefixed space, with BOS or without
+       (as llama.cpp's detokenize and Hugging Face's Strip decoder do) */
+    char *out = NULL;
+    size_t ocap = 0, tl = 0;
+    if (!rc && !cli_decode(&tok, tok.bos, ids, n, &out, &ocap, &tl)) rc = cli_data_error("out of memory");
     cli_out os = {.last_was_newline = true};
-    char last = '\n';
     cli_exit_now = 0;
-    for (size_t i = 0; !rc && i < n && !cli_interrupted; i++) {
-        size_t pl;
-        /* the ids are a whole text: its first piece drops the prefixed space, with BOS or without
-           (as llama.cpp's detokenize and Hugging Face's Strip decoder do) */
-        const char *p = sm_tokenizer_piece_after(&tok, i ? ids[i - 1] : tok.bos, ids[i], &pl);
-        fwrite(p, 1, pl, stdout);
-        if (pl) last = p[pl - 1];
-    }
+    if (!rc) fwrite(out, 1, tl, stdout);
+    char last = tl ? out[tl - 1] : '\n';
+    free(out);
     if (!rc) {
         if (last != '\n' && isatty(STDOUT_FILENO)) putchar('\n');
         rc = cli_finish_stdout(&os, cli_interrupted ? cli_interrupt_code() : 0);
@@ -146,33 +145,77 @@ int cli_detokenize(const cli_opts *o) {
     return rc;
 }
 
+bool cli_json_ids(const struct cJSON *a, const char *field, int32_t n_vocab, int32_t **ids, size_t *cap,
+                  size_t *n, char *err, size_t errcap) {
+    *n = 0;
+    if (!cJSON_IsArray(a)) {
+        snprintf(err, errcap, "\"%s\" must be an array of token ids", field);
+        return false;
+    }
+    if (!sm_grow((void **)ids, cap, (size_t)cJSON_GetArraySize(a) + 1, sizeof **ids)) {
+        snprintf(err, errcap, "out of memory");
+        return false;
+    }
+    for (const cJSON *v = a->child; v; v = v->next) {
+        double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+        if (!(d >= 0 && d < n_vocab && d == (double)(int32_t)d)) {
+            snprintf(err, errcap, "\"%s\": item %zu is not a token id (a whole number from 0 to %d)", field, *n,
+                     (int)n_vocab - 1);
+            return false;
+        }
+        (*ids)[(*n)++] = (int32_t)d;
+    }
+    return true;
+}
+
+bool cli_decode(const sm_tokenizer *t, int32_t prev, const int32_t *ids, size_t n, char **buf, size_t *cap,
+                size_t *len) {
+    *len = sm_tokenizer_decode(t, prev, ids, n, *buf, *cap);
+    if (*len <= *cap) return true;
+    if (!sm_grow((void **)buf, cap, *len, 1)) return false;
+    sm_tokenizer_decode(t, prev, ids, n, *buf, *cap);
+    return true;
+}
+
 /*
 ** --batch: each line of the file (or stdin) is a record; blank lines are
 ** skipped. tokenize reads a JSON string or {"text": ..., "id": ...} and
 ** writes {"id": ..., "ids": [...]}; detokenize reads [ids] or {"ids": [...],
 ** "id": ...} and writes {"id": ..., "text": ...} (bytes that are not UTF-8
 ** as U+FFFD). A bad line gets {"line": N, "error": ...} and the run goes on;
-** the exit status is then 1.
+** the exit status is then 1. The buffers are kept from line to line.
 */
 typedef struct {
     int32_t *ids;
-    size_t cap;
+    size_t cap, n;
     char *text;
     size_t text_cap;
 } bbuf;
 
-static bool grow(void **p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 256;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * size);
-    if (!q) return false;
-    *p = q, *cap = c;
+/* The ids of JSON string v into b (encoded once when they fit what b holds). */
+static bool encode(sm_tokenizer *tok, const cJSON *v, bbuf *b, char *msg, size_t cap) {
+    if (!cJSON_IsString(v)) {
+        snprintf(msg, cap, "expected a JSON string or an object with a string \"text\"");
+        return false;
+    }
+    size_t sl = strlen(v->valuestring);
+    if (!sm_grow((void **)&b->text, &b->text_cap, sl + 1, 1)) {
+        snprintf(msg, cap, "out of memory");
+        return false;
+    }
+    size_t tl = sm_json_unnul(v->valuestring, sl, b->text);
+    b->n = sm_tokenizer_encode(tok, b->text, tl, b->ids, b->cap);
+    if (b->n <= b->cap) return true;
+    if (!sm_grow((void **)&b->ids, &b->cap, b->n, sizeof *b->ids)) {
+        snprintf(msg, cap, "out of memory");
+        return false;
+    }
+    sm_tokenizer_encode(tok, b->text, tl, b->ids, b->cap);
     return true;
 }
 
 /* One record; its answer (or the reason it has none, in msg) on stdout. */
-static bool one(sm_tokenizer *tok, bool encode, const char *line, size_t len, bbuf *b, char *msg, size_t cap) {
+static bool one(sm_tokenizer *tok, bool enc, const char *line, size_t len, bbuf *b, char *msg, size_t cap) {
     cJSON *j = NULL;
     sm_error err = {{0}};
     if (sm_json_parse_nul(line, len, NULL, &j, &err)) {
@@ -180,60 +223,29 @@ static bool one(sm_tokenizer *tok, bool encode, const char *line, size_t len, bb
         return false;
     }
     const cJSON *id = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "id") : NULL;
-    const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, encode ? "text" : "ids") : j;
-    bool ok = false;
-    size_t n = 0, tl = 0;
-    if (encode) {
-        if (!cJSON_IsString(v)) {
-            snprintf(msg, cap, "expected a JSON string or an object with a string \"text\"");
-        } else if (!grow((void **)&b->text, &b->text_cap, strlen(v->valuestring) + 1, 1)) {
-            snprintf(msg, cap, "out of memory");
-        } else {
-            tl = sm_json_unnul(v->valuestring, strlen(v->valuestring), b->text);
-            n = sm_tokenizer_encode(tok, b->text, tl, NULL, 0);
-            if (!grow((void **)&b->ids, &b->cap, n + 1, sizeof *b->ids)) snprintf(msg, cap, "out of memory");
-            else ok = (sm_tokenizer_encode(tok, b->text, tl, b->ids, n), true);
-        }
-    } else if (!cJSON_IsArray(v)) {
+    const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, enc ? "text" : "ids") : j;
+    bool ok;
+    size_t tl = 0;
+    if (enc) {
+        ok = encode(tok, v, b, msg, cap);
+    } else if (!(ok = cJSON_IsArray(v))) {
         snprintf(msg, cap, "expected a JSON array of token ids or an object with an array \"ids\"");
-    } else {
-        ok = grow((void **)&b->ids, &b->cap, (size_t)cJSON_GetArraySize(v) + 1, sizeof *b->ids);
-        if (!ok) snprintf(msg, cap, "out of memory");
-        const cJSON *e;
-        cJSON_ArrayForEach(e, v) {
-            if (!ok) break;
-            double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
-            if (!(d >= 0 && d < tok->n_vocab && d == (double)(int32_t)d)) {
-                snprintf(msg, cap, "token id %zu is not a whole number from 0 to %d", n, (int)tok->n_vocab - 1);
-                ok = false;
-            } else {
-                b->ids[n++] = (int32_t)d;
-            }
-        }
-        for (size_t i = 0; i < n && ok; i++) { /* the whole text: a character's bytes may span pieces */
-            size_t pl;
-            const char *p = sm_tokenizer_piece_after(tok, i ? b->ids[i - 1] : tok->bos, b->ids[i], &pl);
-            if (!(ok = grow((void **)&b->text, &b->text_cap, tl + pl + 1, 1))) snprintf(msg, cap, "out of memory");
-            else memcpy(b->text + tl, p, pl), tl += pl;
-        }
+    } else if ((ok = cli_json_ids(v, "ids", tok->n_vocab, &b->ids, &b->cap, &b->n, msg, cap)) &&
+               !(ok = cli_decode(tok, tok->bos, b->ids, b->n, &b->text, &b->text_cap, &tl))) {
+        snprintf(msg, cap, "out of memory");
     }
-    if (ok) {
-        putchar('{');
-        if (id) {
-            char *t = cJSON_PrintUnformatted(id);
-            if (t) printf("\"id\": %s, ", t);
-            free(t);
-        }
-        if (encode) {
-            printf("\"ids\": [");
-            for (size_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", (int)b->ids[i]);
-            printf("]}\n");
-        } else {
-            printf("\"text\": \"");
-            cli_json_string(stdout, (const unsigned char *)b->text, tl);
-            printf("\"}\n");
-        }
+    char *t = ok && id ? cJSON_PrintUnformatted(id) : NULL;
+    if (ok) printf("{%s%s%s", t ? "\"id\": " : "", t ? t : "", t ? ", " : "");
+    if (ok && enc) {
+        printf("\"ids\": [");
+        for (size_t i = 0; i < b->n; i++) printf("%s%d", i ? ", " : "", (int)b->ids[i]);
+        printf("]}\n");
+    } else if (ok) {
+        printf("\"text\": \"");
+        cli_json_string(stdout, (const unsigned char *)b->text, tl);
+        printf("\"}\n");
     }
+    free(t);
     cJSON_Delete(j);
     return ok;
 }
@@ -258,11 +270,10 @@ static int batch(const cli_opts *o, sm_tokenizer *tok, bool encode) {
         size_t k = 0;
         while (k < (size_t)len && strchr(" \t", line[k])) k++;
         if (k == (size_t)len) continue;
-        char msg[600];
-        if (!one(tok, encode, line, (size_t)len, &b, msg, sizeof msg)) {
+        if (!one(tok, encode, line, (size_t)len, &b, m, sizeof m)) {
             n_bad++;
             printf("{\"line\": %zu, \"error\": \"", line_no);
-            cli_json_string(stdout, (const unsigned char *)msg, strlen(msg));
+            cli_json_string(stdout, (const unsigned char *)m, strlen(m));
             printf("\"}\n");
         }
         if (fflush(stdout)) break;
@@ -277,8 +288,7 @@ static int batch(const cli_opts *o, sm_tokenizer *tok, bool encode) {
     rc = cli_finish_stdout(&os, rc ? rc : cli_interrupted ? cli_interrupt_code() : 0);
     if (!rc && n_bad) {
         fprintf(stderr, "smallmind: %s: %zu of %zu lines were not %s records\n", std_in ? "stdin" : o->batch_file,
-                n_bad, line_no,
-                encode ? "tokenize" : "detokenize");
+                n_bad, line_no, encode ? "tokenize" : "detokenize");
         rc = 1;
     }
     return rc;

@@ -544,3 +544,15 @@ const char *sm_tokenizer_piece_after(const sm_tokenizer *t, int32_t prev, int32_
     }
     return p;
 }
+
+size_t sm_tokenizer_decode(const sm_tokenizer *t, int32_t prev, const int32_t *ids, size_t n, char *out,
+                           size_t cap) {
+    size_t len = 0;
+    for (size_t i = 0; i < n; prev = ids[i++]) {
+        size_t pl;
+        const char *p = sm_tokenizer_piece_after(t, prev, ids[i], &pl);
+        if (len < cap) memcpy(out + len, p, pl < cap - len ? pl : cap - len);
+        len += pl;
+    }
+    return len;
+}
