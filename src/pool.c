@@ -73,6 +73,9 @@
 #define MOVE_MARGIN 1.08    /* a probe must beat the windows around it by 8% */
 #define ABORT_RATIO 1.5     /* a probe slower than the window before by this much ... */
 #define ABORT_SLACK 2e-3    /* ... plus this (its first run wakes workers) ends at once */
+#define START_WAITED 0.25   /* a start narrowed for load: the share of its life the thread waited to run */
+#define EARLY_SECONDS 0.5   /* ... and the time it probes up whenever a window is uncontended */
+#define EARLY_EVERY 4       /* ... at least this many windows apart */
 
 /* One thread's hand-out counter, run count and run-queue sample, alone on a cache line. */
 typedef struct {
@@ -101,6 +104,8 @@ typedef struct {
     int windows;        /* windows since then */
     int seen;           /* windows since the start */
     int contended;      /* windows in a row in which a thread waited to run */
+    bool low_start;     /* began below the widest for the load seen at creation (initial_width) */
+    double born;        /* when the pool was created */
     window win;
 } tuner;
 
@@ -303,8 +308,12 @@ static void window_done(sm_pool *p, double rate, double queued, double now) {
     double since = now - t->last;
     bool eased = queued >= 0 && t->ref_queued >= 0 && queued < t->ref_queued - EASED;
     bool down = t->contended >= 2 && t->width > 1 && (since > PROBE_GAP_MIN || !p->st.probes);
-    bool up = !contended && t->width < p->nth && since > PROBE_GAP_MIN &&
-              (eased || (since > t->gap && t->windows >= PROBE_EVERY));
+    /* a start narrowed for load that its windows do not see is undone soon */
+    if (t->low_start && now - t->born > EARLY_SECONDS) t->low_start = false;
+    bool early = t->low_start && queued >= 0 && queued < CONTENDED / 2 && t->windows >= EARLY_EVERY;
+    bool up = !contended && t->width < p->nth &&
+              (early || (since > PROBE_GAP_MIN &&
+                         (eased || (since > t->gap && t->windows >= PROBE_EVERY))));
     if (!down && !up) return;
     t->probe = neighbour(p, t->width, down);
     t->contended = 0;
@@ -357,6 +366,45 @@ static void account(sm_pool *p, int width, double work, double t0, double t1) {
 
 /* ---- the pool ---- */
 
+/*
+** The width to start at. Several processes started at once (xargs -P, a
+** job array on one node) should begin narrow instead of spending their
+** first windows, a short prompt's whole prefill, in barriers whose partner
+** waits for a CPU. Two signs must agree: the kernel's count of runnable
+** threads (/proc/loadavg, this one included) says other threads leave fewer
+** CPUs than nth, and this thread waited to run for a good share of its life
+** so far (/proc/thread-self/schedstat: loading the model, before the pool).
+** One other runnable thread is not counted: a pipe's other end (the producer
+** of our stdin, the consumer of our output) runs beside us for a moment and
+** then waits on us. Only when this process may run on every online CPU: the
+** count is machine-wide, and a process pinned to a subset does not compete
+** with the rest. A start narrowed wrongly is undone within the first
+** windows (window_done: early).
+*/
+static int initial_width(int nth, long cpus) {
+#ifdef __linux__
+    if (nth < 2 || cpus != sysconf(_SC_NPROCESSORS_ONLN)) return nth;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return nth;
+    long running = -1, threads = 0;
+    if (fscanf(f, "%*f %*f %*f %ld/%ld", &running, &threads) != 2) running = -1;
+    fclose(f);
+    long others = running - 1;
+    if (others <= 1) return nth;
+    f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long run_ns = 0, wait_ns = 0;
+    if (!f) return nth;
+    if (fscanf(f, "%llu %llu", &run_ns, &wait_ns) != 2) run_ns = wait_ns = 0;
+    fclose(f);
+    if ((double)wait_ns < START_WAITED * (double)(run_ns + wait_ns)) return nth;
+    long free_cpus = cpus - (others - 1);
+    return free_cpus >= nth ? nth : free_cpus < 1 ? 1 : (int)free_cpus;
+#else
+    (void)cpus;
+    return nth;
+#endif
+}
+
 sm_status sm_pool_create(sm_pool **out, int n_threads) {
     *out = NULL;
     if (n_threads < 1) return SM_ERR_INPUT;
@@ -370,7 +418,9 @@ sm_status sm_pool_create(sm_pool **out, int n_threads) {
                                                             : sysconf(_SC_NPROCESSORS_ONLN);
     p->over = cpus > 0 && n_threads > cpus;
     p->gap_ns = (uint64_t)(SPIN_MAX * 1e9); /* before any run: the longest idle spin */
-    p->tn.width = n_threads;
+    p->tn.width = p->adapt ? initial_width(n_threads, cpus) : n_threads;
+    p->tn.low_start = p->tn.width < n_threads;
+    p->tn.born = sm_time_now();
     p->tn.gap = PROBE_GAP_MIN;
     p->tn.last = sm_time_now();
     p->tn.ref_queued = -1;
@@ -407,6 +457,7 @@ void sm_pool_set_width(sm_pool *p, int width) {
     p->tn.probe = 0;
     p->tn.win = (window){0};
     p->tn.width = width < 1 || width > p->nth ? p->nth : width;
+    p->tn.low_start = false;
 }
 
 void sm_pool_get_stats(const sm_pool *p, sm_pool_stats *st) {
