@@ -104,8 +104,10 @@ typedef struct {
     int windows;        /* windows since then */
     int seen;           /* windows since the start */
     int contended;      /* windows in a row in which a thread waited to run */
-    bool low_start;     /* began below the widest for the load seen at creation (initial_width) */
-    double born;        /* when the pool was created */
+    int start_width;    /* the width for the load seen at creation (initial_width), taken by the
+                           first run that states its work (0: taken) */
+    bool low_start;     /* that width was below the widest */
+    double born;        /* when it was taken */
     window win;
 } tuner;
 
@@ -379,7 +381,9 @@ static void account(sm_pool *p, int width, double work, double t0, double t1) {
 ** then waits on us. Only when this process may run on every online CPU: the
 ** count is machine-wide, and a process pinned to a subset does not compete
 ** with the rest. A start narrowed wrongly is undone within the first
-** windows (window_done: early).
+** windows (window_done: early). Only pools whose runs state their work
+** (the model's) take it, at their first such run: a pool that never
+** measures (convert, train, bench's probes) keeps every thread.
 */
 static int initial_width(int nth, long cpus) {
 #ifdef __linux__
@@ -418,9 +422,8 @@ sm_status sm_pool_create(sm_pool **out, int n_threads) {
                                                             : sysconf(_SC_NPROCESSORS_ONLN);
     p->over = cpus > 0 && n_threads > cpus;
     p->gap_ns = (uint64_t)(SPIN_MAX * 1e9); /* before any run: the longest idle spin */
-    p->tn.width = p->adapt ? initial_width(n_threads, cpus) : n_threads;
-    p->tn.low_start = p->tn.width < n_threads;
-    p->tn.born = sm_time_now();
+    p->tn.width = n_threads;
+    p->tn.start_width = initial_width(n_threads, cpus);
     p->tn.gap = PROBE_GAP_MIN;
     p->tn.last = sm_time_now();
     p->tn.ref_queued = -1;
@@ -458,6 +461,7 @@ void sm_pool_set_width(sm_pool *p, int width) {
     p->tn.win = (window){0};
     p->tn.width = width < 1 || width > p->nth ? p->nth : width;
     p->tn.low_start = false;
+    p->tn.start_width = 0;
 }
 
 void sm_pool_get_stats(const sm_pool *p, sm_pool_stats *st) {
@@ -473,6 +477,12 @@ void sm_pool_run_work(sm_pool *p, sm_task_fn fn, void *arg, double work) {
         atomic_store(&p->gap_ns, avg - avg / 8 + g / 8);
     }
     tls_phase_start = t0;
+    if (p->tn.start_width && work > 0 && p->adapt) { /* the first measured run: the start's width */
+        p->tn.width = p->tn.start_width;
+        p->tn.low_start = p->tn.start_width < p->nth;
+        p->tn.born = t0;
+        p->tn.start_width = 0;
+    }
     const int width = next_width(p, t0);
     reset_work(p);
     p->run_width = width;

@@ -163,7 +163,6 @@ static void quant_rows(void *arg, int ith, int nth) {
     qwriter *q = arg;
     size_t b, e;
     sm_pool_split(q->n, 1, ith, nth, &b, &e);
-    q->bad_row[ith] = q->n;
     for (size_t r = b; r < e; r++) {
         size_t k = sm_quant_quantize(q->out + r * q->rb, q->rows + r * q->C, q->dt, q->C);
         if (k < q->C / sm_dtype_block(q->dt)) {
@@ -178,6 +177,7 @@ static sm_status flush_quantized(qwriter *q, const sm_plan_tensor *t, int64_t or
                                  const char *path, sm_error *err) {
     if (!q->n) return SM_OK;
     int nth = q->pool ? sm_pool_threads(q->pool) : 1;
+    for (int i = 0; i < nth; i++) q->bad_row[i] = q->n; /* a run may use fewer threads (sm_pool.h) */
     if (q->pool)
         sm_pool_run(q->pool, quant_rows, q);
     else
