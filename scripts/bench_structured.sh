@@ -44,11 +44,43 @@ EOF
     echo "$f"
 }
 
+# llama.cpp's time per token in its sampler (common_sampler_sample: the grammar's masks and
+# checks, and the sampling), call by call, from perf uprobes at its entry and return (root
+# and linux-perf; else only its total is known). Prints "median p99" in ms.
+PROBED=""
+if [ -n "$LC" ] && command -v perf >/dev/null && [ "$(id -u)" = 0 ]; then
+    LIBC=$(readlink -f "$LC/libllama-common.so" 2>/dev/null || true)
+    ADDR=$(nm -D "$LIBC" 2>/dev/null | awk '/ T _Z21common_sampler_sampleP14common_samplerP13llama_contextib$/ {print $1}')
+    if [ -n "$ADDR" ] && perf probe -q -x "$LIBC" --add "smsample=0x$ADDR" 2>/dev/null &&
+        perf probe -q -x "$LIBC" --add "smsample=0x$ADDR%return" 2>/dev/null; then
+        PROBED=1
+        trap 'perf probe -q -d "probe_libllama:smsample*" 2>/dev/null || true' EXIT
+    else
+        perf probe -q -d "probe_libllama:smsample*" 2>/dev/null || true
+    fi
+fi
+call_times() { # call_times ARGS...: llama-completion under the probes; "median p99" of its sampler calls, ms
+    perf record -q -o "$MD/perf.data" -e probe_libllama:smsample -e probe_libllama:smsample__return -- \
+        "$LC/llama-completion" "$@" </dev/null >/dev/null 2>&1
+    perf script -i "$MD/perf.data" -F event,time 2>/dev/null | $PY -c '
+import sys
+t0, d = None, []
+for ln in sys.stdin:
+    t = float(ln.split(":")[0])
+    if "return" in ln:
+        if t0 is not None: d.append((t - t0) * 1e3)
+        t0 = None
+    else: t0 = t
+d.sort()
+print("%.3f %.3f" % (d[len(d) // 2], d[min(len(d) - 1, int(len(d) * 0.99))]) if d else "- -")'
+    rm -f "$MD/perf.data"
+}
+
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
 echo "$("$BIN" --version); llama.cpp: ${LC:-not given}; $TOKENS tokens from a 3-token prompt, greedy, 2 threads, medians of $N"
 for v in qwen2_5 llama3; do
     f=$(model $v)
-    plain="" con="" med="" p99="" lplain="" lcon="" lsamp0="" lsamp1=""
+    plain="" con="" med="" p99="" lplain="" lcon="" lsamp0="" lsamp1="" cmed0="" cp990="" cmed1="" cp991=""
     for s in $(seq "$N"); do
         o=$("$BIN" generate -m "$f" -p "List people:" -n "$TOKENS" --temp 0 -t 2 --stats 2>&1 >/dev/null)
         plain="$plain $(echo "$o" | sed -n 's/^generated: .*(\([0-9.]*\) tokens\/s.*/\1/p')"
@@ -65,6 +97,10 @@ for v in qwen2_5 llama3; do
                 tps=$(echo "$o" | sed -n 's/.* eval time = .* runs.*, *\([0-9.]*\) tokens per second.*/\1/p' | tail -1)
                 samp=$(echo "$o" | sed -n 's/.*sampling time = *\([0-9.]*\) ms.*/\1/p' | tail -1)
                 if [ $k = 0 ]; then lplain="$lplain $tps" lsamp0="$lsamp0 $samp"; else lcon="$lcon $tps" lsamp1="$lsamp1 $samp"; fi
+                if [ -n "$PROBED" ]; then
+                    read -r cm cp < <(call_times -m "$f" -p "List people:" -n "$TOKENS" --temp 0 -t 2 -no-cnv --ignore-eos "${extra[@]}")
+                    if [ $k = 0 ]; then cmed0="$cmed0 $cm" cp990="$cp990 $cp"; else cmed1="$cmed1 $cm" cp991="$cp991 $cp"; fi
+                fi
             done
         fi
     done
@@ -76,5 +112,9 @@ for v in qwen2_5 llama3; do
             "$v" "$(echo $lplain | median)" "$(echo $lcon | median)" \
             "$(awk "BEGIN { print $(echo $lcon | median) / $(echo $lplain | median) }")" "$(echo $lsamp0 | median)" \
             "$(echo $lsamp1 | median)" "$(awk "BEGIN { print ($(echo $lsamp1 | median) - $(echo $lsamp0 | median)) / $TOKENS }")"
+    fi
+    if [ -n "$PROBED" ]; then
+        printf '  %-8s llama.cpp sampler per token (perf uprobes): median %s ms, p99 %s ms plain; median %s ms, p99 %s ms with the schema\n' \
+            "$v" "$(echo $cmed0 | median)" "$(echo $cp990 | median)" "$(echo $cmed1 | median)" "$(echo $cp991 | median)"
     fi
 done

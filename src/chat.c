@@ -422,7 +422,8 @@ sm_status sm_chat_session_turn(sm_chat_session *cs, const char *text, size_t len
     size_t k = turn->gen.n_generated;
     if (k || turn->gen.finish != SM_FINISH_INTERRUPTED) { /* the prompt is in the cache */
         memcpy(cs->cache, cs->ids, n * sizeof *cs->ids);
-        k = k ? k - 1 : 0; /* the newest token may not have run */
+        size_t unfed = turn->gen.n_unfed > 1 ? turn->gen.n_unfed : 1; /* the newest may not have run */
+        k = k > unfed ? k - unfed : 0;
         if (n + k > cs->n_ctx) k = cs->n_ctx - n;
         memcpy(cs->cache + n, cs->gen, k * sizeof *cs->gen);
         cs->n_cache = n + k;

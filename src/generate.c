@@ -108,8 +108,45 @@ static void token_info(const sm_seq *q, const float *logits, int32_t next) {
     gp->on_token(gp->token_user, &t);
 }
 
+/*
+** Takes token id as generated (sampled, or forced by the grammar): the
+** grammar's state, the sampler's history, the ids and the text. Returns
+** true when q ended with it (a stop string, the grammar's end, max_tokens,
+** the context).
+*/
+static bool take(sm_seq *q, int32_t id) {
+    const sm_gen_params *gp = q->pd.gp;
+    q->stats.n_unfed = q->n_next + 1; /* if it ends here: id and those taken with it */
+    sm_sampler_accept(q->smp, id);
+    if (gp->ids && q->stats.n_generated < gp->ids_cap) gp->ids[q->stats.n_generated] = id;
+    q->stats.n_generated++;
+    size_t len;
+    const char *piece = sm_tokenizer_piece_after(q->tok, q->prev, id, &len);
+    q->prev = id;
+    int verdict = push(&q->pd, piece, len);
+    if (verdict) {
+        seq_end(q, verdict == 1 ? SM_FINISH_STOP : SM_FINISH_ABORTED);
+        return true;
+    }
+    if (gp->grammar && !sm_gmatch_can_continue(gp->grammar)) { /* the sentence is whole and can go no further */
+        seq_end(q, SM_FINISH_EOS);
+        return true;
+    }
+    if (q->stats.n_generated == gp->max_tokens) {
+        seq_end(q, SM_FINISH_LENGTH);
+        return true;
+    }
+    if (q->stats.n_prompt + q->stats.n_generated - 1 == q->n_ctx) { /* no position for it */
+        q->stats.context_full = true;
+        seq_end(q, SM_FINISH_LENGTH);
+        return true;
+    }
+    return false;
+}
+
 sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
     const sm_gen_params *gp = q->pd.gp;
+    q->stats.n_unfed = 0; /* these logits came from the last tokens taken */
     if (gp->cancel && *gp->cancel) {
         seq_end(q, SM_FINISH_INTERRUPTED);
         return SM_OK;
@@ -147,31 +184,25 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
         q->done = true;
         return SM_ERR_RUNTIME;
     }
-    sm_sampler_accept(q->smp, next);
-    if (gp->ids && q->stats.n_generated < gp->ids_cap) gp->ids[q->stats.n_generated] = next;
-    q->stats.n_generated++;
-    size_t len;
-    const char *piece = sm_tokenizer_piece_after(q->tok, q->prev, next, &len);
-    q->prev = next;
-    int verdict = push(&q->pd, piece, len);
-    if (verdict) {
-        seq_end(q, verdict == 1 ? SM_FINISH_STOP : SM_FINISH_ABORTED);
-        return SM_OK;
+    q->n_next = 0;
+    if (take(q, next)) return SM_OK;
+    q->next[q->n_next++] = next;
+    if (!gm || gp->logprobs) return SM_OK; /* (a forced token has no log-probability to report) */
+    /* the tokens the grammar forces after it: fed with it in one call, none sampled */
+    int32_t forced[SM_SEQ_RUN - 1];
+    size_t pos = sm_seq_pos(q), cap = SM_SEQ_RUN - 1;
+    if (cap > gp->max_tokens - q->stats.n_generated) cap = gp->max_tokens - q->stats.n_generated;
+    if (cap > q->n_ctx - 1 - pos) cap = q->n_ctx - 1 - pos;
+    size_t n = sm_gmatch_forced(gm, next, forced, cap);
+    for (size_t k = 0; k < n; k++) {
+        if (sm_gmatch_accept(gm, q->prev, forced[k], err)) { /* cannot be: the grammar forced it */
+            q->done = true;
+            return SM_ERR_RUNTIME;
+        }
+        q->stats.n_forced++;
+        if (take(q, forced[k])) return SM_OK;
+        q->next[q->n_next++] = forced[k];
     }
-    if (gm && !sm_gmatch_can_continue(gm)) { /* the grammar's sentence is whole and can go no further */
-        seq_end(q, SM_FINISH_EOS);
-        return SM_OK;
-    }
-    if (q->stats.n_generated == gp->max_tokens) {
-        seq_end(q, SM_FINISH_LENGTH);
-        return SM_OK;
-    }
-    if (sm_seq_pos(q) == q->n_ctx) {
-        q->stats.context_full = true;
-        seq_end(q, SM_FINISH_LENGTH);
-        return SM_OK;
-    }
-    q->next = next;
     return SM_OK;
 }
 
@@ -235,7 +266,8 @@ sm_status sm_generate_from(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp
         else st = sm_seq_begin(&q, logits, sm_time_now() - t0, err);
     }
     while (!st && !q.done) {
-        st = sm_state_forward(s, &q.next, 1, sm_seq_pos(&q), &logits, err);
+        st = q.n_next == 1 ? sm_state_forward(s, q.next, 1, sm_seq_pos(&q), &logits, err)
+                           : sm_state_prefill(s, q.next, q.n_next, sm_seq_pos(&q), &logits, err);
         if (!st) st = sm_seq_accept(&q, logits, err);
     }
     if (st == SM_ERR_CANCELLED) { /* a forward call stopped at the caller's cancel flag */

@@ -4,7 +4,8 @@
 ** A request waits in the queue (an entry: its tokens, settings and stops),
 ** then holds a slot: in the group (its prompt, or what the prefix cache did
 ** not have of it, prefilled with the others' in this step's call) or
-** decoding. Every decoding slot advances one token per step; results are
+** decoding. Every decoding slot advances one token per step (or, after
+** tokens its grammar forces, by a prefill of them alone); results are
 ** each request's own, as sm_state_decode and sm_state_forward_many give
 ** every sequence exactly what it gets alone and sm_prefix reuses only rows
 ** computed exactly as the prompt's own prefill computes them.
@@ -376,10 +377,19 @@ sm_status sm_sched_step(sm_sched *s, sm_error *err) {
     if (!cancelled(s) && (st = admit_all(s, err))) return st;
     if (s->ng && !cancelled(s) && (st = step_group(s, err))) return st;
     size_t m = 0;
-    for (size_t i = 0; i < s->n_slots; i++) {
-        const slot *q = &s->slots[i];
+    for (size_t i = 0; i < s->n_slots && !cancelled(s); i++) {
+        slot *q = &s->slots[i];
         if (!q->busy) continue;
-        s->ct[m] = q->q.next, s->cs[m] = i, s->cp[m] = sm_seq_pos(&q->q);
+        if (q->q.n_next > 1) { /* a sampled token and those its grammar forces: prefilled as alone */
+            const float *lg;
+            sm_error rerr = {{0}};
+            st = sm_state_prefill_seq(s->state, i, q->q.next, q->q.n_next, sm_seq_pos(&q->q), &lg, err);
+            if (st) return st == SM_ERR_CANCELLED && cancelled(s) ? SM_OK : st;
+            sm_status qst = sm_seq_accept(&q->q, lg, &rerr);
+            if (!cancelled(s) && (st = settle(s, q, qst, qst ? rerr.msg : NULL, err))) return st;
+            continue;
+        }
+        s->ct[m] = q->q.next[0], s->cs[m] = i, s->cp[m] = sm_seq_pos(&q->q);
         m++;
     }
     if (m == 0 || cancelled(s)) return SM_OK;

@@ -66,6 +66,8 @@ typedef struct sm_gen_params {
 typedef struct sm_gen_stats {
     size_t n_prompt, n_generated;
     size_t n_reused; /* of the prompt's tokens, those already in the cache (not prefilled) */
+    size_t n_forced; /* of the generated tokens, those a grammar forced (not sampled) */
+    size_t n_unfed;  /* the last generated tokens never run through the model (not in the cache) */
     double t_prefill, t_decode; /* seconds */
     sm_finish finish;
     bool valid;       /* with a grammar: the text is a whole sentence of it (else it was cut) */
@@ -87,15 +89,20 @@ typedef struct sm_pending {
 ** sm_generate gives it alone:
 **   sm_seq_init(&q, ...);                        check the arguments
 **   prefill the prompt into sequence seq; sm_seq_begin(&q, last logits, ...);
-**   while (!q.done) { forward q.next at sm_seq_pos(&q) of seq; sm_seq_accept(&q, logits); }
+**   while (!q.done) { forward q.next[0 .. q.n_next) from sm_seq_pos(&q) of seq (one row: a
+**                     decode step; more: sm_state_prefill's calls); sm_seq_accept(&q, logits); }
 ** q.stats is final once q.done. Fields are read-only for the caller.
 */
+#define SM_SEQ_RUN 33 /* a sampled token and up to 32 that a grammar forces after it */
+
 typedef struct sm_seq {
     const sm_tokenizer *tok;
     sm_sampler *smp;
     size_t n_ctx;
     sm_pending pd;
-    int32_t next;    /* token to feed at sm_seq_pos (valid while !done) */
+    int32_t next[SM_SEQ_RUN]; /* tokens to feed from sm_seq_pos on (valid while !done): the one
+                                 sampled, then those its grammar forces (sm_gmatch_forced) */
+    size_t n_next;
     int32_t prev;    /* the token before the one being sampled (how its text shows) */
     bool done;
     double t_decode0;
@@ -112,10 +119,10 @@ sm_status sm_seq_init(sm_seq *q, size_t n_ctx, const sm_tokenizer *tok, sm_sampl
                       sm_emit_fn emit, void *user, sm_error *err);
 sm_status sm_seq_begin(sm_seq *q, const float *logits, double t_prefill, sm_error *err);
 
-/* Where q.next goes: the prompt and every generated token but the newest fill
-   the positions before it. */
+/* Where q.next[0] goes: the prompt and every generated token but the newest
+   n_next fill the positions before it. */
 static inline size_t sm_seq_pos(const sm_seq *q) {
-    return q->stats.n_prompt + q->stats.n_generated - 1;
+    return q->stats.n_prompt + q->stats.n_generated - q->n_next;
 }
 
 /*

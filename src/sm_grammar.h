@@ -102,6 +102,20 @@ const uint64_t *sm_gmatch_mask(sm_gmatch *m, int32_t prev);
 /* Advances over token id's text (as shown after prev). SM_ERR_INPUT if the grammar refuses it. */
 sm_status sm_gmatch_accept(sm_gmatch *m, int32_t prev, int32_t id, sm_error *err);
 
+/*
+** Tokens the grammar forces next, after token prev (at most cap, into ids):
+** the bytes that every continuation of the text starts with (while exactly
+** one byte can follow and the text could not end), cut into the longest
+** tokens that are prefixes of them, left to right. The last token must end
+** before those bytes do (a longer one could run on past them) unless
+** nothing can follow. The matcher is not advanced: the caller accepts
+** them. Lets a caller feed them through one forward call instead of
+** sampling each (the model could have chosen another way to spell the same
+** bytes, which is never a different text).
+*/
+#define SM_FORCED_BYTES 256
+size_t sm_gmatch_forced(sm_gmatch *m, int32_t prev, int32_t *ids, size_t cap);
+
 /* Whether the text so far is a whole sentence of the grammar, and whether it may go on. */
 bool sm_gmatch_complete(const sm_gmatch *m);
 bool sm_gmatch_can_continue(const sm_gmatch *m);

@@ -218,6 +218,7 @@ def main():
             schemas(sm, models, check, tmp)
         else:
             skip("JSON schemas against jsonschema", "python3-jsonschema is not installed")
+        forced(sm, models, gbnf_ref)
         bad_inputs(sm, tool, tmp)
         commands(sm, a.models, check, tmp)
     return TALLY.close()
@@ -280,6 +281,39 @@ def llama_grammars(sm, models, gdir, gbnf_ref, lc, tmp):
         report(rc == 0 and len(out) == len(recs) and not bad,
                f"{name}: llama.cpp's 8 grammars, greedy and sampled: viable prefixes, {complete} whole sentences"
                f"{' (and llama.cpp validator)' if validator else ''}", (str(bad) + err)[:400])
+
+
+FORCED_GBNF = ('root ::= "{\\"description\\": \\"" [a-z ]{2,12} "\\", \\"the long and winding key\\": " '
+               '("true" | "false") ", \\"another key, also long\\": [" [0-9]{1,3} "]}"\n')
+
+
+def forced(sm, models, gbnf_ref):
+    """Tokens the grammar forces go through one call (--stats counts them): the texts stay
+    sentences of the grammar for an independent recogniser, on every vocabulary, and a batch
+    record (forced runs prefilled in the scheduler) equals its prompt alone."""
+    ref = gbnf_ref.Grammar(FORCED_GBNF)
+    for name, (path, flags) in models.items():
+        recs = [{"id": f"{i}", "prompt": f"Item {i}:", "grammar": FORCED_GBNF, "temperature": t, "seed": i}
+                for i, t in enumerate([0, 1.0, 0.8])]
+        rc, out, err = batch(sm, path, flags, recs, "-n", "120", "--parallel", "2")
+        bad, n_forced = [], []
+        for r, q in zip(recs, out):
+            p = subprocess.run([sm, "generate", "-m", path, *flags, "-p", r["prompt"], "--grammar-text", FORCED_GBNF,
+                                "-n", "120", "--temp", str(r["temperature"]), "-s", str(r["seed"]), "--json",
+                                "--stats"], capture_output=True)
+            alone = json.loads(p.stdout or b"{}")
+            m = [ln for ln in p.stderr.decode().splitlines() if "tokens forced" in ln]
+            k = int(m[0].split("; ")[-1].split()[0]) if m else 0
+            n_forced.append(k)
+            if p.returncode != 0 or not alone.get("valid") or not ref.accepts(alone.get("text", "")):
+                bad.append((r["id"], "alone: not a whole sentence", alone.get("text", "")[:80]))
+            elif k < 10:
+                bad.append((r["id"], f"only {k} tokens forced"))
+            elif alone["text"] != q.get("text"):
+                bad.append((r["id"], "batch differs from alone", alone["text"][:60], q.get("text", "")[:60]))
+        report(rc == 0 and len(out) == len(recs) and not bad,
+               f"{name}: forced tokens fed in one call ({n_forced} forced): sentences, batch = alone",
+               (str(bad) + err)[:400])
 
 
 def schemas(sm, models, check, tmp):

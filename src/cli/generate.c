@@ -156,7 +156,8 @@ int cli_generate(const cli_opts *o) {
     if (o->stats && gm) {
         sm_gmatch_stats gt = sm_gmatch_timing(gm);
         fprintf(stderr, "grammar: %zu masks (%zu from the cache): median %.4f ms, p99 %.4f ms, max %.3f ms, "
-                        "%.1f ms in all\n", gt.n, gt.hits, gt.median * 1e3, gt.p99 * 1e3, gt.max * 1e3, gt.total * 1e3);
+                        "%.1f ms in all; %zu tokens forced (fed with the token before them, not sampled)\n",
+                gt.n, gt.hits, gt.median * 1e3, gt.p99 * 1e3, gt.max * 1e3, gt.total * 1e3, gs.n_forced);
     }
     sm_gmatch_free(gm), sm_gbind_free(gb), sm_grammar_free(gr);
     sm_chat_free(&chat);

@@ -488,6 +488,74 @@ sm_status sm_gmatch_accept(sm_gmatch *m, int32_t prev, int32_t id, sm_error *err
     return SM_OK;
 }
 
+/*
+** The bytes every continuation of place at starts with (at most cap): one
+** byte at a time while exactly one byte can follow and the text could not
+** end here. *hard: the text can go no further after them. 0 bytes when a
+** fixed core fills up (the next mask rebuilds it).
+*/
+static size_t forced_bytes(gc_core *c, gc_at at, uint8_t *out, size_t cap, bool *hard) {
+    size_t n = 0;
+    *hard = false;
+    while (n < cap) {
+        if (!at.part && gc_has(c, at.s, GC_ACCEPT)) {
+            uint32_t len;
+            const uint32_t *nodes = gc_nodes(c, at.s, &len);
+            bool more = false;
+            for (uint32_t i = 0; i < len && !more; i++) more = nodes[i] > GC_POP;
+            *hard = !more;
+            return n;
+        }
+        gc_at only = {GC_DEAD, 0};
+        int viable = 0;
+        for (unsigned b = 0; b < 256 && viable < 2; b++) {
+            gc_at nx = gc_step_byte(c, at, (uint8_t)b);
+            if (nx.s == GC_FULL) return 0;
+            if (nx.s != GC_DEAD) viable++, only = nx, out[n] = (uint8_t)b;
+        }
+        if (viable != 1) return n;
+        at = only;
+        n++;
+    }
+    return n;
+}
+
+size_t sm_gmatch_forced(sm_gmatch *m, int32_t prev, int32_t *ids, size_t cap) {
+    const sm_gbind *b = m->b;
+    const vtrie *t = b->trie_p;
+    if (m->failed || m->at.s == GC_DEAD || cap == 0) return 0;
+    if (prev >= 0 && prev == b->tok->bos && b->tok->space_prefix) return 0; /* first pieces show otherwise */
+    uint8_t f[SM_FORCED_BYTES];
+    bool hard;
+    size_t nf = forced_bytes(&m->c, m->at, f, sizeof f, &hard), at = 0, n = 0;
+    while (n < cap && at < nf) {
+        /* the longest token that is a prefix of f[at..): it must end before f does (a
+           longer token could run on past it) unless nothing can follow f */
+        size_t i = 0, best = 0, best_len = 0;
+        for (size_t d = at; d < nf;) {
+            size_t j = i + 1, end = t->nd[i].end;
+            while (j < end && t->nd[j].byte != f[d]) j = t->nd[j].end;
+            if (j >= end) break;
+            i = j, d++;
+            if (t->nd[i].tok_n && (d < nf || hard)) best = i, best_len = d - at;
+        }
+        if (!best_len) break;
+        /* of the tokens with these bytes, a normal one (SentencePiece's byte tokens spell
+           single bytes that a normal piece also has) */
+        const tnode *nd = &t->nd[best];
+        int32_t id = t->ids[nd->tok_at];
+        for (uint32_t k = 0; k < nd->tok_n; k++)
+            if (b->tok->type == SM_TOKENIZER_BYTE ||
+                sm_tokenizer_kind(b->tok, t->ids[nd->tok_at + k]) == SM_TOK_NORMAL) {
+                id = t->ids[nd->tok_at + k];
+                break;
+            }
+        ids[n++] = id;
+        at += best_len;
+    }
+    return n;
+}
+
 bool sm_gmatch_complete(const sm_gmatch *m) {
     return !m->failed && !m->at.part && gc_has(&m->c, m->at.s, GC_ACCEPT);
 }

@@ -2,20 +2,57 @@
 ** libFuzzer target: grammar texts (sm_grammar_parse) and JSON Schemas
 ** (sm_grammar_from_schema). Any input compiles or gives a one-line error;
 ** a compiled grammar then matches a few texts without crashing (its
-** expansion terminates: left recursion is refused at compile time).
+** expansion terminates: left recursion is refused at compile time), and
+** is bound to a byte vocabulary for a short walk: each step's forced
+** tokens (sm_gmatch_forced) are accepted, then a token the mask allows
+** (chosen by the input).
 */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sm_config.h"
 #include "sm_grammar.h"
+#include "sm_tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void walk(sm_grammar *g, const uint8_t *data, size_t size) {
+    sm_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.tokenizer = SM_TOKENIZER_BYTE;
+    cfg.n_vocab = 256;
+    sm_tokenizer tok;
+    sm_error err = {{0}};
+    if (sm_tokenizer_init(&tok, &cfg, NULL, NULL, &err) != SM_OK) abort();
+    sm_gbind *b = NULL;
+    sm_gmatch *m = NULL;
+    if (sm_gbind_new(&b, g, &tok, NULL, &err) == SM_OK && sm_gmatch_new(&m, b, &err) == SM_OK) {
+        int32_t prev = -1, forced[32];
+        for (size_t step = 0; step < 16; step++) {
+            size_t n = sm_gmatch_forced(m, prev, forced, 32);
+            for (size_t k = 0; k < n; k++, prev = forced[k - 1])
+                if (sm_gmatch_accept(m, prev, forced[k], &err) != SM_OK) abort(); /* forced: never refused */
+            const uint64_t *mask = sm_gmatch_mask(m, prev);
+            int32_t pick = -1;
+            for (int32_t i = 0, skip = size ? data[step % size] : 0; i < 256 * 2 && pick < 0; i++) {
+                int32_t id = (i + skip) % 256;
+                if (mask[id >> 6] >> (id & 63) & 1) pick = id;
+            }
+            if (pick < 0 || sm_gmatch_accept(m, prev, pick, &err) != SM_OK) break;
+            prev = pick;
+        }
+    }
+    sm_gmatch_free(m);
+    sm_gbind_free(b);
+    sm_tokenizer_free(&tok);
+}
 
 static void exercise(sm_grammar *g, const uint8_t *data, size_t size) {
     static const char *const texts[] = {"", "a", "{}", "[1, 2]", "{\"a\": \"b\"}", "1. e4 e5\n", "true", "\"\xc3\xa9\"", "\xff"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) sm_grammar_accepts(g, texts[i], strlen(texts[i]));
     sm_grammar_accepts(g, (const char *)data, size < 256 ? size : 256);
+    walk(g, data, size);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
