@@ -188,20 +188,18 @@ sm_status sm_seq_accept(sm_seq *q, const float *logits, sm_error *err) {
     if (take(q, next)) return SM_OK;
     q->next[q->n_next++] = next;
     if (!gm || gp->logprobs) return SM_OK; /* (a forced token has no log-probability to report) */
-    /* the tokens the grammar forces after it: fed with it in one call, none sampled */
-    int32_t forced[SM_SEQ_RUN - 1];
+    /* the tokens the grammar forces after it, into next[1..]: fed with it in one call, none sampled */
     size_t pos = sm_seq_pos(q), cap = SM_SEQ_RUN - 1;
     if (cap > gp->max_tokens - q->stats.n_generated) cap = gp->max_tokens - q->stats.n_generated;
     if (cap > q->n_ctx - 1 - pos) cap = q->n_ctx - 1 - pos;
-    size_t n = sm_gmatch_forced(gm, next, forced, cap);
-    for (size_t k = 0; k < n; k++) {
-        if (sm_gmatch_accept(gm, q->prev, forced[k], err)) { /* cannot be: the grammar forced it */
+    for (size_t n = sm_gmatch_forced(gm, next, q->next + 1, cap); q->n_next <= n; q->n_next++) {
+        int32_t id = q->next[q->n_next];
+        if (sm_gmatch_accept(gm, q->prev, id, err)) { /* cannot be: the grammar forced it */
             q->done = true;
             return SM_ERR_RUNTIME;
         }
         q->stats.n_forced++;
-        if (take(q, forced[k])) return SM_OK;
-        q->next[q->n_next++] = forced[k];
+        if (take(q, id)) return SM_OK;
     }
     return SM_OK;
 }
@@ -266,8 +264,7 @@ sm_status sm_generate_from(sm_state *s, const sm_tokenizer *tok, sm_sampler *smp
         else st = sm_seq_begin(&q, logits, sm_time_now() - t0, err);
     }
     while (!st && !q.done) {
-        st = q.n_next == 1 ? sm_state_forward(s, q.next, 1, sm_seq_pos(&q), &logits, err)
-                           : sm_state_prefill(s, q.next, q.n_next, sm_seq_pos(&q), &logits, err);
+        st = sm_state_prefill(s, q.next, q.n_next, sm_seq_pos(&q), &logits, err); /* one token: one call */
         if (!st) st = sm_seq_accept(&q, logits, err);
     }
     if (st == SM_ERR_CANCELLED) { /* a forward call stopped at the caller's cancel flag */

@@ -488,6 +488,16 @@ sm_status sm_gmatch_accept(sm_gmatch *m, int32_t prev, int32_t id, sm_error *err
     return SM_OK;
 }
 
+/* Whether text can follow place at (a live state): inside a character, or a stack not yet at its end. */
+static bool goes_on(const gc_core *c, gc_at at) {
+    if (at.part) return true;
+    uint32_t len;
+    const uint32_t *n = gc_nodes(c, at.s, &len);
+    for (uint32_t i = 0; i < len; i++)
+        if (n[i] > GC_POP) return true;
+    return false;
+}
+
 /*
 ** The bytes every continuation of place at starts with (at most cap): one
 ** byte at a time while exactly one byte can follow and the text could not
@@ -499,11 +509,7 @@ static size_t forced_bytes(gc_core *c, gc_at at, uint8_t *out, size_t cap, bool 
     *hard = false;
     while (n < cap) {
         if (!at.part && gc_has(c, at.s, GC_ACCEPT)) {
-            uint32_t len;
-            const uint32_t *nodes = gc_nodes(c, at.s, &len);
-            bool more = false;
-            for (uint32_t i = 0; i < len && !more; i++) more = nodes[i] > GC_POP;
-            *hard = !more;
+            *hard = !goes_on(c, at);
             return n;
         }
         gc_at only = {GC_DEAD, 0};
@@ -545,8 +551,7 @@ size_t sm_gmatch_forced(sm_gmatch *m, int32_t prev, int32_t *ids, size_t cap) {
         const tnode *nd = &t->nd[best];
         int32_t id = t->ids[nd->tok_at];
         for (uint32_t k = 0; k < nd->tok_n; k++)
-            if (b->tok->type == SM_TOKENIZER_BYTE ||
-                sm_tokenizer_kind(b->tok, t->ids[nd->tok_at + k]) == SM_TOK_NORMAL) {
+            if (sm_tokenizer_kind(b->tok, t->ids[nd->tok_at + k]) == SM_TOK_NORMAL) {
                 id = t->ids[nd->tok_at + k];
                 break;
             }
@@ -561,13 +566,7 @@ bool sm_gmatch_complete(const sm_gmatch *m) {
 }
 
 bool sm_gmatch_can_continue(const sm_gmatch *m) {
-    if (m->failed || m->at.s == GC_DEAD) return false;
-    if (m->at.part) return true;
-    uint32_t len;
-    const uint32_t *n = gc_nodes(&m->c, m->at.s, &len);
-    for (uint32_t i = 0; i < len; i++)
-        if (n[i] > GC_POP) return true;
-    return false;
+    return !m->failed && m->at.s != GC_DEAD && goes_on(&m->c, m->at);
 }
 
 bool sm_grammar_accepts(const sm_grammar *g, const char *s, size_t n) {
