@@ -167,19 +167,25 @@ static void futex_wake(atomic_uint *w) {
 #endif
 }
 
-/* The share of the time since this thread's last sample that it spent runnable but not
-** running (another thread had its CPU), or -1 when unknown (first sample, no schedstat). */
-static double sample_queued(void) {
+/* This thread's time on a CPU and waiting for one, in ns, since it began (its schedstat);
+   false when unknown. */
+static bool thread_schedstat(unsigned long long *run_ns, unsigned long long *wait_ns) {
     if (tls_stat_fd == -1) {
         tls_stat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
         if (tls_stat_fd < 0) tls_stat_fd = -2;
     }
     char buf[96];
     ssize_t n = tls_stat_fd >= 0 ? pread(tls_stat_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0) return -1;
+    if (n <= 0) return false;
     buf[n] = 0;
+    return sscanf(buf, "%llu %llu", run_ns, wait_ns) == 2;
+}
+
+/* The share of the time since this thread's last sample that it spent runnable but not
+** running (another thread had its CPU), or -1 when unknown (first sample, no schedstat). */
+static double sample_queued(void) {
     unsigned long long run_ns, wait_ns;
-    if (sscanf(buf, "%llu %llu", &run_ns, &wait_ns) != 2) return -1;
+    if (!thread_schedstat(&run_ns, &wait_ns)) return -1;
     double now = sm_time_now(), q = -1;
     if (tls_wait_at > 0 && now > tls_wait_at)
         q = ((double)wait_ns - tls_wait_ns) * 1e-9 / (now - tls_wait_at);
@@ -390,17 +396,14 @@ static int initial_width(int nth, long cpus) {
     if (nth < 2 || cpus != sysconf(_SC_NPROCESSORS_ONLN)) return nth;
     FILE *f = fopen("/proc/loadavg", "r");
     if (!f) return nth;
-    long running = -1, threads = 0;
-    if (fscanf(f, "%*f %*f %*f %ld/%ld", &running, &threads) != 2) running = -1;
+    long running = -1;
+    if (fscanf(f, "%*f %*f %*f %ld/", &running) != 1) running = -1;
     fclose(f);
     long others = running - 1;
-    if (others <= 1) return nth;
-    f = fopen("/proc/thread-self/schedstat", "r");
-    unsigned long long run_ns = 0, wait_ns = 0;
-    if (!f) return nth;
-    if (fscanf(f, "%llu %llu", &run_ns, &wait_ns) != 2) run_ns = wait_ns = 0;
-    fclose(f);
-    if ((double)wait_ns < START_WAITED * (double)(run_ns + wait_ns)) return nth;
+    unsigned long long run_ns, wait_ns;
+    if (others <= 1 || !thread_schedstat(&run_ns, &wait_ns) ||
+        (double)wait_ns < START_WAITED * (double)(run_ns + wait_ns))
+        return nth;
     long free_cpus = cpus - (others - 1);
     return free_cpus >= nth ? nth : free_cpus < 1 ? 1 : (int)free_cpus;
 #else
