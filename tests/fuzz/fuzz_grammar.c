@@ -11,32 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sm_config.h"
+#include "fuzz_byte_tok.h"
 #include "sm_grammar.h"
-#include "sm_tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void walk(sm_grammar *g, const uint8_t *data, size_t size) {
-    sm_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.tokenizer = SM_TOKENIZER_BYTE;
-    cfg.n_vocab = 256;
     sm_tokenizer tok;
+    fuzz_byte_tokenizer(&tok, 256);
     sm_error err = {{0}};
-    if (sm_tokenizer_init(&tok, &cfg, NULL, NULL, &err) != SM_OK) abort();
     sm_gbind *b = NULL;
     sm_gmatch *m = NULL;
     if (sm_gbind_new(&b, g, &tok, NULL, &err) == SM_OK && sm_gmatch_new(&m, b, &err) == SM_OK) {
         int32_t prev = -1, forced[32];
         for (size_t step = 0; step < 16; step++) {
             size_t n = sm_gmatch_forced(m, prev, forced, 32);
-            for (size_t k = 0; k < n; k++, prev = forced[k - 1])
+            for (size_t k = 0; k < n; k++) {
                 if (sm_gmatch_accept(m, prev, forced[k], &err) != SM_OK) abort(); /* forced: never refused */
+                prev = forced[k];
+            }
+            /* the first token the mask allows from an id the input chooses */
             const uint64_t *mask = sm_gmatch_mask(m, prev);
-            int32_t pick = -1;
-            for (int32_t i = 0, skip = size ? data[step % size] : 0; i < 256 * 2 && pick < 0; i++) {
-                int32_t id = (i + skip) % 256;
+            int32_t pick = -1, from = size ? data[step % size] : 0;
+            for (int32_t i = 0; i < 256 && pick < 0; i++) {
+                int32_t id = (i + from) % 256;
                 if (mask[id >> 6] >> (id & 63) & 1) pick = id;
             }
             if (pick < 0 || sm_gmatch_accept(m, prev, pick, &err) != SM_OK) break;

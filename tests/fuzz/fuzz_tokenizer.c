@@ -8,18 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sm_tokenizer.h"
+#include "fuzz_byte_tok.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    sm_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.tokenizer = SM_TOKENIZER_BYTE;
-    cfg.n_vocab = 300;
     sm_tokenizer tok;
-    sm_error err = {{0}};
-    if (sm_tokenizer_init(&tok, &cfg, NULL, NULL, &err) != SM_OK) abort();
+    fuzz_byte_tokenizer(&tok, 300);
     int32_t *ids = malloc((size + 1) * sizeof *ids);
     char *back = malloc(size + 1);
     if (!ids || !back) goto out;
