@@ -86,8 +86,9 @@ void test_kernels_matmul_rows(void) {
     const sm_kernels *ks[8];
     size_t nk = tables(ks);
     static const size_t Ts[] = {1, 2, 3, 4, 5, 7, 16, 17};
-    /* every way chunks fall into the four partial sums, with and without a tail */
-    static const size_t Ks[] = {1, 15, 16, 17, 61, 88, 181, 256, 257};
+    /* every way chunks fall into the four partial sums, with and without a tail; from 1,024
+       up the rows go in blocks (avx2's gemv_kblocks): one block and a bit, a partial last one */
+    static const size_t Ks[] = {1, 15, 16, 17, 61, 88, 181, 256, 257, 1024, 1031, 1541, 2055};
     unsigned long long s = 7;
     for (size_t i = 0; i < nk; i++)
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
@@ -130,7 +131,7 @@ void test_kernels_matmul_16bit(void) {
     const sm_kernels *ks[8];
     size_t nk = tables(ks);
     static const size_t Ts[] = {1, 2, 3, 4, 9, 17};
-    static const size_t Ks[] = {1, 7, 16, 17, 255, 257, 513};
+    static const size_t Ks[] = {1, 7, 16, 17, 255, 257, 513, 1031, 2053};
     static const sm_dtype dts[] = {SM_DTYPE_F16, SM_DTYPE_BF16};
     unsigned long long s = 11;
     for (size_t d = 0; d < 2; d++)

@@ -2,13 +2,15 @@
 ** avx2.c -- AVX2 + FMA kernels. Compiled with -mavx2 -mfma; only called when
 ** the CPU has both (see dispatch.c). Same algorithms as avx512.c at 8 lanes:
 ** matmul packs NR = 16 weight rows x KC = 256 into a panel and runs an
-** MR = 6 x NR micro-kernel (12 accumulators); tails use masked loads/stores.
+** MR = 6 x NR micro-kernel (12 accumulators); tails use masked loads/stores;
+** the matrix-vector products (one row, and batched rows) are in avx2_rows.c.
 ** f16 weights are widened with F16C (vcvtph2ps), which dispatch.c requires
 ** with AVX2; bf16 weights by a 16-bit shift.
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
 #include "avx2_reduce.h"
+#include "avx2_load.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -19,12 +21,6 @@
 #define MR 6
 #define KC 256
 
-static const int32_t mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-/* Lanes [0, min(n, 8)) set. */
-static inline __m256i tail_mask(size_t n) {
-    return _mm256_loadu_si256((const __m256i *)(mask_table + 8 - (n >= 8 ? 8 : n)));
-}
 
 /* exp(x) to about 2 ulp; same reduction and polynomial as avx512.c. */
 static inline __m256 exp8(__m256 x) {
@@ -77,23 +73,6 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
         _mm256_maskstore_ps(o, m0, _mm256_add_ps(c0[i], add0));
         _mm256_maskstore_ps(o + 8, m1, _mm256_add_ps(c1[i], add1));
     }
-}
-
-/* 8 weights from element i of w (type dt: a constant wherever this is inlined), as f32. */
-static inline __attribute__((always_inline)) __m256 load_w(sm_dtype dt, const void *w, size_t i) {
-    if (dt == SM_DTYPE_F32) return _mm256_loadu_ps((const float *)w + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
-    if (dt == SM_DTYPE_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* The first n < 8 weights from element i (mask m = those lanes), zeros after. */
-static inline __attribute__((always_inline)) __m256
-load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __m256i m) {
-    if (dt == SM_DTYPE_F32) return _mm256_maskload_ps((const float *)w + i, m);
-    uint16_t buf[8] = {0};
-    memcpy(buf, (const uint16_t *)w + i, n * sizeof *buf);
-    return load_w(dt, buf, 0);
 }
 
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
@@ -188,72 +167,6 @@ void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtyp
 static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, micro_1, sm_kernels_pack_avx2};
 
 
-/*
-** Matrix-vector products stream the weights one row at a time: the rows are
-** contiguous, so one row after another is a single sequential stream, which
-** the hardware prefetchers follow at full speed (four rows side by side are
-** four streams, and measured 20-30% slower on Zen; tests/tools/bench_gemv).
-** Each dot product keeps UN = 4 partial sums, chunk c of 8 weights going to
-** sum c % 4, reduced as (s0 + s1) + (s2 + s3) and then across lanes: the
-** same order whatever the number of token rows sharing the pass (what
-** batched decoding relies on: a row's result does not depend on its
-** neighbours).
-*/
-#define UN 4
-
-/* out[t * N] for r token rows (r <= 2, a constant at every call site) against weight row w. */
-static inline __attribute__((always_inline)) void
-dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
-          const void *restrict w, float bias, size_t K) {
-    __m256 a[2][UN];
-    for (size_t i = 0; i < r; i++)
-        for (size_t u = 0; u < UN; u++) a[i][u] = _mm256_setzero_ps();
-    size_t k = 0, c = 0;
-    for (; k + 8 * UN <= K; k += 8 * UN)
-        for (size_t u = 0; u < UN; u++) {
-            __m256 wv = load_w(dt, w, k + 8 * u);
-            for (size_t i = 0; i < r; i++)
-                a[i][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * K + k + 8 * u), a[i][u]);
-        }
-    for (; k + 8 <= K; k += 8, c++) { /* c < UN - 1 here */
-        __m256 wv = load_w(dt, w, k);
-        for (size_t i = 0; i < r; i++)
-            a[i][c] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * K + k), a[i][c]);
-    }
-    if (k < K) {
-        __m256i mt = tail_mask(K - k);
-        __m256 wv = load_w_tail(dt, w, k, K - k, mt);
-        for (size_t i = 0; i < r; i++)
-            a[i][c] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(x + i * K + k, mt), a[i][c]);
-    }
-    for (size_t i = 0; i < r; i++)
-        out[i * N] = hsum(_mm256_add_ps(_mm256_add_ps(a[i][0], a[i][1]),
-                                        _mm256_add_ps(a[i][2], a[i][3]))) + bias;
-}
-
-static inline __attribute__((always_inline)) void
-gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
-        const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
-    for (size_t n = n0; n < n1; n++) {
-        const void *wr = sm_kernels_elem(w, dt, n * K);
-        float b = bias ? bias[n] : 0.0f;
-        size_t t = 0;
-        for (; t + 2 <= T; t += 2) dot_block(dt, 2, out + t * N + n, N, x + t * K, wr, b, K);
-        if (t < T) dot_block(dt, 1, out + t * N + n, N, x + t * K, wr, b, K);
-    }
-}
-
-static void gemv(float *restrict out, const float *restrict x, const void *restrict w,
-                 sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
-                 size_t n0, size_t n1) {
-    if (dt == SM_DTYPE_F16)
-        gemv_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
-    else if (dt == SM_DTYPE_BF16)
-        gemv_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
-    else
-        gemv_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
-}
-
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
@@ -264,124 +177,7 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
     else if (T >= 4)
         sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
-        gemv(out, x, w, wt, bias, T, N, K, n0, n1);
-}
-
-/*
-** hsum of 8 vectors at once, in hsum's tree (lanes i + i+4, then i + i+2,
-** then i + i+1): lane 4i + j of the result is hsum(v[2j + i]), i < 2, j < 4.
-*/
-static inline __m256 hsum8(const __m256 v[8]) {
-    __m256 a[4], c[2];
-    for (int p = 0; p < 4; p++) /* 128-bit half h: vector 2p + h, lanes i + i+4 */
-        a[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
-                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
-    for (int q = 0; q < 2; q++) /* i + i+2 */
-        c[q] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)), /* i + i+1 */
-                         _mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-/*
-** Batched decoding (matmul_rows, T > 2) is bound by arithmetic, not memory:
-** it wants several weight rows x several token rows per register block, so
-** each load feeds several FMAs. The dot products must still be summed
-** exactly as dot_block sums them (chunk g into partial sum g % UN, in
-** increasing g). So the tile takes one partial sum at a time: pass u runs
-** over chunks u, u + UN, ... for 4 weight rows x r token rows (8
-** accumulators, 8 FMAs per 6 loads), and the UN partial vectors of each
-** output are combined at the end in dot_block's order. The tile's rows stay
-** in L1/L2 across the passes. pf is the next 4 weight rows, which the tile
-** prefetches at the offsets it reads, in the passes set in pfm.
-*/
-static inline __attribute__((always_inline)) void
-dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
-         const void *restrict w, const char *pf, unsigned pfm, const float *restrict bias, size_t K) {
-    enum { NW = 4 };
-    const size_t es = dt == SM_DTYPE_F32 ? 4 : 2, nf = K / 8;
-    const __m256i mt = tail_mask(K % 8);
-    __m256 part[2][NW][UN];
-    for (size_t u = 0; u < UN; u++) {
-        __m256 a[2][NW];
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < NW; j++) a[i][j] = _mm256_setzero_ps();
-        for (size_t g = u; g < nf; g += UN) {
-            __m256 wv[NW];
-            for (size_t j = 0; j < NW; j++) {
-                wv[j] = load_w(dt, w, j * K + 8 * g);
-                if (pfm >> u & 1) _mm_prefetch(pf + (j * K + 8 * g) * es, _MM_HINT_T0);
-            }
-            for (size_t i = 0; i < r; i++) {
-                __m256 xv = _mm256_loadu_ps(x + i * K + 8 * g);
-                for (size_t j = 0; j < NW; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
-            }
-        }
-        if (K % 8 && nf % UN == u) {
-            __m256 wv[NW];
-            for (size_t j = 0; j < NW; j++) wv[j] = load_w_tail(dt, w, j * K + 8 * nf, K % 8, mt);
-            for (size_t i = 0; i < r; i++) {
-                __m256 xv = _mm256_maskload_ps(x + i * K + 8 * nf, mt);
-                for (size_t j = 0; j < NW; j++) a[i][j] = _mm256_fmadd_ps(wv[j], xv, a[i][j]);
-            }
-        }
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < NW; j++) part[i][j][u] = a[i][j];
-    }
-    __m256 v[8];
-    for (size_t i = 0; i < 2; i++)
-        for (size_t j = 0; j < NW; j++)
-            v[2 * j + i] = i < r ? _mm256_add_ps(_mm256_add_ps(part[i][j][0], part[i][j][1]),
-                                                 _mm256_add_ps(part[i][j][2], part[i][j][3]))
-                                 : _mm256_setzero_ps();
-    float sum[8];
-    _mm256_storeu_ps(sum, hsum8(v));
-    for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < NW; j++) out[i * N + j] = sum[4 * i + j] + (bias ? bias[j] : 0.0f);
-}
-
-/*
-** Blocks of 4 weight rows; each prefetches the next, its passes shared among
-** the token blocks (block b takes the passes u with u % nb = b, nb = the
-** number of token blocks up to UN) rather than all made by the second one.
-** bench_gemv --kernels avx2 --rows 16, 3 interleaved runs: f32 GPT-2 qkv
-** 72-74 -> 81-83 GFLOPS on 1 thread, 134-139 -> 155-160 on 2; f16 +5-10%.
-** (Into L2 instead, as the AVX-512 tile does, cost the 15M shapes a fifth.)
-*/
-static inline __attribute__((always_inline)) void
-gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
-           const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
-    size_t n = n0;
-    for (; n + 4 <= n1; n += 4) {
-        const void *wr = sm_kernels_elem(w, dt, n * K);
-        const char *next = n + 8 <= n1 ? sm_kernels_elem(w, dt, (n + 4) * K) : NULL;
-        const float *b = bias ? bias + n : NULL;
-        for (size_t t = 0; t < T; t += 2) {
-            unsigned pfm = next ? sm_kernels_pf_passes(t / 2, (T + 1) / 2, UN) : 0;
-            if (T - t >= 2)
-                dot_tile(dt, 2, out + t * N + n, N, x + t * K, wr, next, pfm, b, K);
-            else
-                dot_tile(dt, 1, out + t * N + n, N, x + t * K, wr, next, pfm, b, K);
-        }
-    }
-    if (n < n1) gemv_dt(dt, out, x, w, bias, T, N, K, n, n1);
-}
-
-static void matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
-                        sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
-                        size_t n0, size_t n1, float *restrict scratch) {
-    if (sm_dtype_quantized(wt)) {
-        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
-        return;
-    }
-    if (T <= 2)
-        gemv(out, x, w, wt, bias, T, N, K, n0, n1);
-    else if (wt == SM_DTYPE_F16)
-        gemv_tiles(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
-    else if (wt == SM_DTYPE_BF16)
-        gemv_tiles(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
-    else
-        gemv_tiles(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
+        sm_avx2_gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }
 
 static float vmax(const float *x, size_t n) {
@@ -652,7 +448,7 @@ const sm_kernels sm_kernels_avx2 = {
     .l2_bytes = SM_L2_DEFAULT,
     .matmul_scratch = (size_t)NR * KC,
     .matmul = matmul,
-    .matmul_rows = matmul_rows,
+    .matmul_rows = sm_avx2_matmul_rows,
     .attention = attention,
     .softmax = softmax,
     .layernorm = layernorm,

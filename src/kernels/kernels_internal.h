@@ -76,6 +76,18 @@ void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype 
                           size_t n, size_t nr, size_t width, size_t k0, size_t kc);
 
 /*
+** The AVX2 table's matrix-vector products (avx2_rows.c): sm_avx2_gemv for
+** T <= 2 token rows of f32/f16/bf16 weights (columns [n0, n1)), and
+** sm_avx2_matmul_rows (the table's matmul_rows: each row bit for bit what
+** sm_avx2_gemv gives it alone, whatever T). Only on CPUs with AVX2 and FMA.
+*/
+void sm_avx2_gemv(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
+                  const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1);
+void sm_avx2_matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x,
+                         const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
+                         size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch);
+
+/*
 ** Key block j0 (nk keys) of a head's cache and its values as f32: *kb the
 ** keys (hs, SM_ATTN_KBLOCK), *vb the values (nk, hs). An f32 cache is used
 ** in place; an f16 one is widened by the table's `widen` into kw and vw
