@@ -320,6 +320,16 @@ fails 2 "bench --compare with one file" "--compare takes two bench --json report
 fails 1 "bench --compare of a non-report" "not a bench --json report" \
     $BIN bench --compare "$T/bench-a.json" "$M/config.json"
 fails 2 "bench with a stray argument" "unexpected argument 'x.json'" $BIN bench -m $M x.json
+# the sampler's flags: bench --temp 0 decodes greedily (as llama2.c -t 0 does), and says so
+run $BIN bench -m $M -t 1 -n 8 --prompt-tokens 8 --reps 1 --json --temp 0 --top-k 7
+if [ $rc -eq 0 ] && "$PY" -c '
+import json, sys
+r = json.load(open(sys.argv[1])); a = json.load(open(sys.argv[2]))
+assert (r["temperature"], r["top_k"]) == (0, 7), r
+assert (a["temperature"], a["top_k"], a["top_p"]) == (0.8, 40, 0.95), a' "$T/out" "$T/bench-a.json" 2>"$T/err2" &&
+    $BIN bench -m $M -t 1 -n 4 --prompt-tokens 4 --reps 1 --temp 0 2>/dev/null | head -1 | grep -q ', greedy$'
+then ok "bench --temp 0 --top-k 7: greedy, in the report"; else bad "bench --temp" "rc=$rc $(cat "$T/err" "$T/err2" | head -c 300)"; fi
+fails 2 "bench --temp not a number" "--temp expects a number" $BIN bench -m $M --temp warm
 
 # --- (24) --json is valid UTF-8 JSON even when the bytes generated are not UTF-8
 #     (the random-weight model emits arbitrary bytes; invalid ones become U+FFFD)

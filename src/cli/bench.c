@@ -125,7 +125,7 @@ static int bench_compare(const cli_opts *o) {
 
 /*
 ** bench: P prompt tokens prefilled in one call, then N tokens decoded one
-** at a time with generate's default sampler, best of --reps; heap
+** at a time with generate's default sampler (or --temp/--top-k/--top-p's), best of --reps; heap
 ** allocations counted over the decoding; then one profiled run (time per
 ** step, GFLOPS, GB/s) and the machine's memory bandwidth (triad) with the
 ** decode bound it gives for this model, and the read bandwidth over the
@@ -137,6 +137,10 @@ int cli_bench(const cli_opts *o) {
         return bench_compare(o);
     }
     sm_sampler_params spar = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42};
+    /* --temp 0: greedy, as a peer's benchmark that takes the argmax (llama2.c -t 0) */
+    if (CLI_GIVEN(o, O_TEMP)) spar.temperature = (float)o->temp;
+    if (CLI_GIVEN(o, O_TOPK)) spar.top_k = (int)o->top_k;
+    if (CLI_GIVEN(o, O_TOPP)) spar.top_p = (float)o->top_p;
     cli_runner r;
     size_t P = (size_t)o->prompt_tokens;
     cli_run_spec spec = {.max_batch = P, .n_seq = 1, .sampling = &spar, .n_samplers = 1,
@@ -182,18 +186,25 @@ int cli_bench(const cli_opts *o) {
                "\"allocs_per_token\":%.3f,\"peak_rss_kb\":%ld,\"weight_bytes_per_token\":%.0f,"
                "\"bandwidth_gb_per_s\":%.2f,\"bound_tokens_per_s\":%.1f,\"of_bound\":%.3f,"
                "\"working_set_bytes\":%.0f,\"read_gb_per_s\":%.2f,\"read_bound_tokens_per_s\":%.1f,"
-               "\"of_read_bound\":%.3f,",
+               "\"of_read_bound\":%.3f,\"temperature\":%g,\"top_k\":%d,\"top_p\":%g,",
                r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads,
                sm_dtype_name(r.ls->sp.kv_type), P, N, r.t_load * 1e3, pf, dtps,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, ru.ru_maxrss, bpt, bw / 1e9, bound,
-               bound > 0 ? dtps / bound : 0, ws, rbw / 1e9, rbound, rbound > 0 ? dtps / rbound : 0);
+               bound > 0 ? dtps / bound : 0, ws, rbw / 1e9, rbound, rbound > 0 ? dtps / rbound : 0,
+               (double)spar.temperature, spar.top_k, (double)spar.top_p);
         fputs("\"profile\":{\"prefill\":{", stdout);
         print_profile("", &pre, P, true);
         fputs("},\"decode\":{", stdout);
         print_profile("", &dec, N, true);
         fputs("}}}\n", stdout);
     } else {
-        printf("model %s, %s kernels (int8 products: %s), %d threads, KV-cache %s\n"
+        char smp[96];
+        if (spar.temperature <= 0.0f)
+            snprintf(smp, sizeof smp, "greedy");
+        else
+            snprintf(smp, sizeof smp, "sampling at temperature %g, top-k %d, top-p %g", (double)spar.temperature,
+                     spar.top_k, (double)spar.top_p);
+        printf("model %s, %s kernels (int8 products: %s), %d threads, KV-cache %s, %s\n"
                "load           %8.2f ms\n"
                "prefill        %8.1f tokens/s (%zu tokens)\n"
                "decode         %8.1f tokens/s (%zu tokens, %.4f ms/token)\n"
@@ -204,7 +215,7 @@ int cli_bench(const cli_opts *o) {
                "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n"
                "read bandwidth %8.2f GB/s over the %.1f MB a decode step reads (weights, KV)\n"
                "read bound     %8.1f tokens/s; decode is %.0f%% of it\n",
-               o->model, r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), r.t_load * 1e3, pf, P, dtps, N,
+               o->model, r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), smp, r.t_load * 1e3, pf, P, dtps, N,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
                bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0, rbw / 1e9, ws / 1e6,
                rbound, rbound > 0 ? 100 * dtps / rbound : 0);
