@@ -58,6 +58,16 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
         }
     }
+    if (nr == NR) { /* a whole panel: plain loads and stores (masked stores are slow on AMD) */
+        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
+            float *o = out + i * ldo;
+            __m256 add0 = first ? (bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps()) : _mm256_loadu_ps(o);
+            __m256 add1 = first ? (bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps()) : _mm256_loadu_ps(o + 8);
+            _mm256_storeu_ps(o, _mm256_add_ps(c0[i], add0));
+            _mm256_storeu_ps(o + 8, _mm256_add_ps(c1[i], add1));
+        }
+        return;
+    }
     /* the masks only now: live across the k loop, they cost registers */
     const __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
     _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
