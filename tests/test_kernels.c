@@ -111,6 +111,38 @@ void test_kernels_matmul_rows(void) {
             }
 }
 
+/*
+** The packed product (T >= 4) computes each row the same whatever the call's
+** other rows: a row at the start of a call of T rows and at the end of one
+** (where a block's last rows go through the smaller micro-kernels) equals the
+** same row in a call of 4, bit for bit; prompts prefilled together and
+** prefix reuse rest on it (docs/architecture.md).
+*/
+void test_kernels_matmul_any_rows(void) {
+    const sm_kernels *ks[8];
+    size_t nk = tables(ks);
+    static const size_t Ks[] = {17, 256, 300};
+    unsigned long long s = 13;
+    for (size_t i = 1; i < nk; i++)
+        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
+            for (size_t T = 4; T <= 21; T++) {
+                size_t N = 37, K = Ks[c], n0 = 2, n1 = 35;
+                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
+                float *all = rnd(T * N, &s, 0), *four = rnd(4 * N, &s, 0);
+                float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                ks[i]->matmul(ks[i], all, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
+                for (int end = 0; end < 2; end++) {
+                    size_t t0 = end ? T - 4 : 0;
+                    ks[i]->matmul(ks[i], four, x + t0 * K, w, SM_DTYPE_F32, bias, 4, N, K, n0, n1, scratch);
+                    for (size_t t = 0; t < 4; t++)
+                        CHECKF(memcmp(all + (t0 + t) * N + n0, four + t * N + n0, (n1 - n0) * sizeof(float)) == 0,
+                               "%s matmul T=%zu K=%zu: row %zu differs from the same row in a call of 4",
+                               ks[i]->name, T, K, t0 + t);
+                }
+                free(x), free(w), free(bias), free(all), free(four), free(scratch);
+            }
+}
+
 /* w narrowed to dt (16-bit) into q, and q widened back into wide (what the kernels must use). */
 static void narrow(sm_dtype dt, const float *w, size_t n, uint16_t *q, float *wide) {
     for (size_t i = 0; i < n; i++) {

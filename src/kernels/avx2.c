@@ -174,7 +174,21 @@ void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtyp
         pack_dt(SM_DTYPE_F32, panel, w, K, n, width, k0, kc);
 }
 
-static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, micro_1, sm_kernels_pack_avx2};
+/* A block's last 2 to MR - 1 rows together (sm_gemm_kernel.few). */
+#define MICRO_FEW(r)                                                                              \
+    static void micro_##r(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,  \
+                          const float *restrict panel, size_t kc, const float *restrict bias,    \
+                          int first, size_t nr) {                                                \
+        micro(r, out, ldo, x, ldx, panel, kc, bias, first, nr);                                  \
+    }
+MICRO_FEW(2)
+MICRO_FEW(3)
+MICRO_FEW(4)
+MICRO_FEW(5)
+#undef MICRO_FEW
+
+static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, micro_1, sm_kernels_pack_avx2,
+                                           {NULL, NULL, micro_2, micro_3, micro_4, micro_5}};
 
 
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
