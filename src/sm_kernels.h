@@ -181,6 +181,14 @@ typedef struct sm_kernels {
     ** aligned).
     */
     float (*sum)(const float *x, size_t n);
+
+    /*
+    ** Rows c0 <= c < c1 of out (C, R) = in (R, C)^T: the columns of in from c0
+    ** to c1 (training's backward products; threads take column ranges). A
+    ** copy: every table gives the same bytes.
+    */
+    void (*transpose)(float *restrict out, const float *restrict in, size_t R, size_t C, size_t c0,
+                      size_t c1);
 } sm_kernels;
 
 /*

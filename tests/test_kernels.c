@@ -143,6 +143,33 @@ void test_kernels_matmul_any_rows(void) {
             }
 }
 
+/*
+** transpose: every table's out rows [c0, c1) are in's columns, exactly, on
+** sizes with and without whole 8 x 8 tiles and 32-wide blocks; rows outside
+** the range untouched.
+*/
+void test_kernels_transpose(void) {
+    const sm_kernels *ks[8];
+    size_t nk = tables(ks);
+    static const size_t Rs[] = {1, 7, 8, 33, 64, 100}, Cs[] = {1, 9, 16, 40, 65};
+    unsigned long long s = 17;
+    for (size_t i = 0; i < nk; i++)
+        for (size_t a = 0; a < sizeof Rs / sizeof *Rs; a++)
+            for (size_t b = 0; b < sizeof Cs / sizeof *Cs; b++) {
+                size_t R = Rs[a], C = Cs[b], c0 = C / 4, c1 = C - C / 5;
+                float *in = rnd(R * C, &s, 1), *out = rnd(R * C, &s, 0);
+                for (size_t j = 0; j < R * C; j++) out[j] = -7.0f;
+                ks[i]->transpose(out, in, R, C, c0, c1);
+                size_t bad = 0;
+                for (size_t c = 0; c < C; c++)
+                    for (size_t r = 0; r < R; r++)
+                        bad += out[c * R + r] != (c >= c0 && c < c1 ? in[r * C + c] : -7.0f);
+                CHECKF(bad == 0, "%s transpose R=%zu C=%zu [%zu,%zu): %zu elements wrong", ks[i]->name,
+                       R, C, c0, c1, bad);
+                free(in), free(out);
+            }
+}
+
 /* w narrowed to dt (16-bit) into q, and q widened back into wide (what the kernels must use). */
 static void narrow(sm_dtype dt, const float *w, size_t n, uint16_t *q, float *wide) {
     for (size_t i = 0; i < n; i++) {

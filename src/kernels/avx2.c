@@ -466,6 +466,41 @@ static float vsum(const float *x, size_t n) {
     return hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 }
 
+/*
+** out (C, R) = in (R, C)^T for columns [c0, c1): 8 x 8 tiles transposed in
+** registers (pack_dt's shuffles) over 32-row x 32-column blocks, the edges
+** element by element.
+*/
+void sm_kernels_transpose_avx2(float *restrict out, const float *restrict in, size_t R, size_t C,
+                               size_t c0, size_t c1) {
+    for (size_t rb = 0; rb < R; rb += 32)
+        for (size_t cb = c0; cb < c1; cb += 32) {
+            size_t re = rb + 32 < R ? rb + 32 : R, ce = cb + 32 < c1 ? cb + 32 : c1;
+            size_t r8 = rb + (re - rb) / 8 * 8, c8 = cb + (ce - cb) / 8 * 8;
+            for (size_t r = rb; r < r8; r += 8)
+                for (size_t c = cb; c < c8; c += 8) {
+                    __m256 v[8], t[8], u[8];
+                    for (size_t j = 0; j < 8; j++) v[j] = _mm256_loadu_ps(in + (r + j) * C + c);
+                    for (size_t j = 0; j < 8; j += 2) {
+                        t[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
+                        t[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
+                    }
+                    for (size_t j = 0; j < 8; j += 4) {
+                        u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+                        u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+                        u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+                        u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+                    }
+                    for (size_t i = 0; i < 4; i++) {
+                        _mm256_storeu_ps(out + (c + i) * R + r, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+                        _mm256_storeu_ps(out + (c + i + 4) * R + r, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+                    }
+                }
+            for (size_t c = cb; c < ce; c++) /* the edges: columns past c8, rows past r8 */
+                for (size_t r = c < c8 ? r8 : rb; r < re; r++) out[c * R + r] = in[r * C + c];
+        }
+}
+
 const sm_kernels sm_kernels_avx2 = {
     .name = "avx2",
     .quant = &sm_qkernel_avx2_maddubs,
@@ -485,5 +520,6 @@ const sm_kernels sm_kernels_avx2 = {
     .to_f32 = to_f32,
     .exp = vexp,
     .sum = vsum,
+    .transpose = sm_kernels_transpose_avx2,
 };
 #endif

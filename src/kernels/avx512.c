@@ -653,5 +653,6 @@ const sm_kernels sm_kernels_avx512 = {
     .to_f32 = to_f32,
     .exp = vexp,
     .sum = vsum,
+    .transpose = sm_kernels_transpose_avx2,
 };
 #endif

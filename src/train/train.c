@@ -59,31 +59,22 @@ static void mm(const sm_trainer *t, float *out, const float *x, const float *w, 
 }
 
 typedef struct tr_job {
+    const sm_kernels *k;
     float *out;
     const float *in;
     size_t R, C;
 } tr_job;
 
-static void transpose_block(float *out, const float *in, size_t R, size_t C, size_t c0,
-                            size_t c1) {
-    for (size_t rb = 0; rb < R; rb += 32)
-        for (size_t cb = c0; cb < c1; cb += 32) {
-            size_t re = rb + 32 < R ? rb + 32 : R, ce = cb + 32 < c1 ? cb + 32 : c1;
-            for (size_t c = cb; c < ce; c++)
-                for (size_t r = rb; r < re; r++) out[c * R + r] = in[r * C + c];
-        }
-}
-
 static void tr_task(void *arg, int ith, int nth) {
     const tr_job *j = arg;
     size_t c0, c1;
     sm_pool_split(j->C, 32, ith, nth, &c0, &c1);
-    transpose_block(j->out, j->in, j->R, j->C, c0, c1);
+    if (c0 < c1) j->k->transpose(j->out, j->in, j->R, j->C, c0, c1);
 }
 
 /* out (C, R) = in (R, C)^T */
 static void transpose(const sm_trainer *t, float *out, const float *in, size_t R, size_t C) {
-    tr_job j = {out, in, R, C};
+    tr_job j = {t->k, out, in, R, C};
     sm_pool_run(t->pool, tr_task, &j);
 }
 
@@ -112,7 +103,7 @@ static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, cons
     transpose(t, t->tb, in, BT, K);
     mm(t, t->grads + W, t->ta, t->tb, NULL, NULL, N, K, BT);
     if (b != SM_NO_TENSOR) { /* the bias gradient: row sums of d_out^T (N, BT) */
-        tr_job j = {t->grads + b, t->ta, N, BT};
+        tr_job j = {t->k, t->grads + b, t->ta, N, BT};
         sm_pool_run(t->pool, rowsum_task, &j);
     }
 }
@@ -265,7 +256,7 @@ static void head_forward(const sm_trainer *t, const att_scr *s, float *atty, flo
         t->k->softmax(row, i + 1);
         memset(row + i + 1, 0, (T - i - 1) * sizeof(float));
     }
-    transpose_block(s->vt, s->vh, T, hs, 0, hs);
+    t->k->transpose(s->vt, s->vh, T, hs, 0, hs);
     t->k->matmul(t->k, s->dqh, p, s->vt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     scatter(atty, s->dqh, b, T, C, col, hs);
 }
@@ -286,15 +277,15 @@ static void head_backward(sm_trainer *t, const att_scr *s, const float *p, size_
         memset(dr + i + 1, 0, (T - i - 1) * sizeof(float));
     }
     /* dV = P^T . dY */
-    transpose_block(s->s2, p, T, T, 0, T);
-    transpose_block(s->dyt, s->dyh, T, hs, 0, hs);
+    t->k->transpose(s->s2, p, T, T, 0, T);
+    t->k->transpose(s->dyt, s->dyh, T, hs, 0, hs);
     t->k->matmul(t->k, s->dvh, s->s2, s->dyt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     /* dQ = dS . K */
-    transpose_block(s->kt, s->kh, T, hs, 0, hs);
+    t->k->transpose(s->kt, s->kh, T, hs, 0, hs);
     t->k->matmul(t->k, s->dqh, ds, s->kt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     /* dK = dS^T . Q */
-    transpose_block(s->s2, ds, T, T, 0, T);
-    transpose_block(s->qt, s->qh, T, hs, 0, hs);
+    t->k->transpose(s->s2, ds, T, T, 0, T);
+    t->k->transpose(s->qt, s->qh, T, hs, 0, hs);
     t->k->matmul(t->k, s->dkh, s->s2, s->qt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     scatter(t->dqkv, s->dqh, b, T, 3 * C, col, hs);
     scatter(t->dqkv, s->dkh, b, T, 3 * C, C + col, hs);
