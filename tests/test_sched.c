@@ -225,7 +225,10 @@ void test_sched_matches_alone(void) {
                 book *b = calloc(1, sizeof *b);
                 CHECK(ref && b);
                 rig one, many;
-                if (!rig_open(&one, models[mi], nth, ks[ki]->name, 1)) return;
+                if (!rig_open(&one, models[mi], nth, ks[ki]->name, 1)) {
+                    free(ref), free(b);
+                    return;
+                }
                 make_specs(q, one.base.sp.n_ctx);
                 /* request 3's stop string: two bytes from the middle of its text without one */
                 static char stop3[3];
