@@ -123,6 +123,25 @@ static void micro_1(float *restrict out, size_t ldo, const float *restrict x, si
     micro(1, out, ldo, x, ldx, panel, kc, bias, first, nr);
 }
 
+/* c[i] = column i of the 8 x 8 block whose rows are r[0..7]. */
+static inline __attribute__((always_inline)) void transpose8(const __m256 r[8], __m256 c[8]) {
+    __m256 t[8], u[8];
+    for (size_t j = 0; j < 8; j += 2) {
+        t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+        t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+    }
+    for (size_t j = 0; j < 8; j += 4) {
+        u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+        u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+        u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+        u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        c[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        c[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
 /*
 ** Panel packing by 8 x 8 transposes in registers (16-bit rows widened as
 ** they load): full panels whose width is a multiple of 8 columns, which is
@@ -136,24 +155,10 @@ pack_dt(sm_dtype dt, float *restrict panel, const void *restrict w, size_t K, si
         size_t width, size_t k0, size_t kc) {
     for (size_t h = 0; h < width; h += 8)
         for (size_t kk = 0; kk < kc; kk += 8) {
-            __m256 r[8], t[8], u[8];
+            __m256 r[8], c[8];
             for (size_t j = 0; j < 8; j++) r[j] = load_w(dt, w, (n + h + j) * K + k0 + kk);
-            for (size_t j = 0; j < 8; j += 2) {
-                t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
-                t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
-            }
-            for (size_t j = 0; j < 8; j += 4) {
-                u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
-                u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
-                u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
-                u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
-            }
-            for (size_t i = 0; i < 4; i++) {
-                _mm256_store_ps(panel + (kk + i) * width + h,
-                                _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-                _mm256_store_ps(panel + (kk + i + 4) * width + h,
-                                _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-            }
+            transpose8(r, c);
+            for (size_t i = 0; i < 8; i++) _mm256_store_ps(panel + (kk + i) * width + h, c[i]);
         }
 }
 
@@ -468,7 +473,7 @@ static float vsum(const float *x, size_t n) {
 
 /*
 ** out (C, R) = in (R, C)^T for columns [c0, c1): 8 x 8 tiles transposed in
-** registers (pack_dt's shuffles) over 32-row x 32-column blocks, the edges
+** registers (transpose8) over 32-row x 32-column blocks, the edges
 ** element by element.
 */
 void sm_kernels_transpose_avx2(float *restrict out, const float *restrict in, size_t R, size_t C,
@@ -479,22 +484,10 @@ void sm_kernels_transpose_avx2(float *restrict out, const float *restrict in, si
             size_t r8 = rb + (re - rb) / 8 * 8, c8 = cb + (ce - cb) / 8 * 8;
             for (size_t r = rb; r < r8; r += 8)
                 for (size_t c = cb; c < c8; c += 8) {
-                    __m256 v[8], t[8], u[8];
+                    __m256 v[8], t[8];
                     for (size_t j = 0; j < 8; j++) v[j] = _mm256_loadu_ps(in + (r + j) * C + c);
-                    for (size_t j = 0; j < 8; j += 2) {
-                        t[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
-                        t[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
-                    }
-                    for (size_t j = 0; j < 8; j += 4) {
-                        u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
-                        u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
-                        u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
-                        u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
-                    }
-                    for (size_t i = 0; i < 4; i++) {
-                        _mm256_storeu_ps(out + (c + i) * R + r, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-                        _mm256_storeu_ps(out + (c + i + 4) * R + r, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-                    }
+                    transpose8(v, t);
+                    for (size_t i = 0; i < 8; i++) _mm256_storeu_ps(out + (c + i) * R + r, t[i]);
                 }
             for (size_t c = cb; c < ce; c++) /* the edges: columns past c8, rows past r8 */
                 for (size_t r = c < c8 ? r8 : rb; r < re; r++) out[c * R + r] = in[r * C + c];
