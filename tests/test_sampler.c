@@ -103,6 +103,10 @@ void test_sampler_seeded_and_nan(void) {
     logits[100] = INFINITY;
     make(&s, 0, 0, 1, 1, 300);
     CHECK(sm_sampler_sample(&s, logits, &id) == SM_ERR_RUNTIME);
+    logits[100] = NAN; /* greedy too: neither a NaN nor an unmasked -inf is a logit */
+    CHECK(sm_sampler_sample(&s, logits, &id) == SM_ERR_RUNTIME);
+    logits[100] = -INFINITY;
+    CHECK(sm_sampler_sample(&s, logits, &id) == SM_ERR_RUNTIME);
     sm_arena_free(&arena);
 }
 
