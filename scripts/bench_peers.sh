@@ -96,7 +96,7 @@ lc_pre() { $3/llama-bench -m $1 -p $2 -n 0 -t 2 -r 1 -o json 2>/dev/null | jget 
 # The read bound `smallmind bench` measures beside it: read bandwidth over
 # the bytes of a decode step / those bytes (the ceiling for any program).
 # Greedy (--temp 0), as llama2.c -t 0 takes the argmax (llama-bench samples nothing); a build
-# before bench took --temp gets the default sampler (about 0.1 ms a token over 32,000 logits).
+# before bench took --temp gets the default sampler (top-k 40 at temperature 0.8).
 sm_greedy() { $BIN bench --help | grep -q -- --temp && echo --temp 0; }
 sm_bound() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json | jget read_bound_tokens_per_s; }
 sm_dec() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json $(sm_greedy) ${3:+--kernels $3} | jget decode_tokens_per_s; }
