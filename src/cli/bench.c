@@ -136,11 +136,8 @@ int cli_bench(const cli_opts *o) {
         if (!o->compare) return cli_usage_error(o, "unexpected argument '%s'", o->args[0]);
         return bench_compare(o);
     }
-    sm_sampler_params spar = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42};
-    /* --temp 0: greedy, as a peer's benchmark that takes the argmax (llama2.c -t 0) */
-    if (CLI_GIVEN(o, O_TEMP)) spar.temperature = (float)o->temp;
-    if (CLI_GIVEN(o, O_TOPK)) spar.top_k = (int)o->top_k;
-    if (CLI_GIVEN(o, O_TOPP)) spar.top_p = (float)o->top_p;
+    /* generate's sampler; --temp 0 is greedy, as a peer's benchmark that takes the argmax */
+    sm_sampler_params spar = cli_sampling(o, cli_seed(o->seed));
     cli_runner r;
     size_t P = (size_t)o->prompt_tokens;
     cli_run_spec spec = {.max_batch = P, .n_seq = 1, .sampling = &spar, .n_samplers = 1,
