@@ -107,21 +107,24 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 }
 
 /*
-** The micro-kernel for a full block of MR token rows and for one row, each
-** compiled on its own: inlined into the loop nest, GCC ran out of registers
-** and kept an accumulator on the stack (half the speed).
+** The micro-kernel for a full block of MR token rows and for a block's last
+** 1 to MR - 1 rows (sm_gemm_kernel.few), each compiled on its own: inlined
+** into the loop nest, GCC ran out of registers and kept an accumulator on
+** the stack (half the speed).
 */
-static void micro_mr(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-                     const float *restrict panel, size_t kc, const float *restrict bias,
-                     int first, size_t nr) {
-    micro(MR, out, ldo, x, ldx, panel, kc, bias, first, nr);
-}
-
-static void micro_1(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-                    const float *restrict panel, size_t kc, const float *restrict bias,
-                    int first, size_t nr) {
-    micro(1, out, ldo, x, ldx, panel, kc, bias, first, nr);
-}
+#define MICRO(name, rows)                                                                         \
+    static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,       \
+                     const float *restrict panel, size_t kc, const float *restrict bias,         \
+                     int first, size_t nr) {                                                     \
+        micro(rows, out, ldo, x, ldx, panel, kc, bias, first, nr);                               \
+    }
+MICRO(micro_mr, MR)
+MICRO(micro_1, 1)
+MICRO(micro_2, 2)
+MICRO(micro_3, 3)
+MICRO(micro_4, 4)
+MICRO(micro_5, 5)
+#undef MICRO
 
 /* c[i] = column i of the 8 x 8 block whose rows are r[0..7]. */
 static inline __attribute__((always_inline)) void transpose8(const __m256 r[8], __m256 c[8]) {
@@ -179,21 +182,8 @@ void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtyp
         pack_dt(SM_DTYPE_F32, panel, w, K, n, width, k0, kc);
 }
 
-/* A block's last 2 to MR - 1 rows together (sm_gemm_kernel.few). */
-#define MICRO_FEW(r)                                                                              \
-    static void micro_##r(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,  \
-                          const float *restrict panel, size_t kc, const float *restrict bias,    \
-                          int first, size_t nr) {                                                \
-        micro(r, out, ldo, x, ldx, panel, kc, bias, first, nr);                                  \
-    }
-MICRO_FEW(2)
-MICRO_FEW(3)
-MICRO_FEW(4)
-MICRO_FEW(5)
-#undef MICRO_FEW
-
-static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, micro_1, sm_kernels_pack_avx2,
-                                           {NULL, NULL, micro_2, micro_3, micro_4, micro_5}};
+static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, sm_kernels_pack_avx2,
+                                           {NULL, micro_1, micro_2, micro_3, micro_4, micro_5}};
 
 
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,

@@ -144,7 +144,7 @@ static void micro_1(float *restrict out, size_t ldo, const float *restrict x, si
     micro(1, out, ldo, x, ldx, panel, kc, bias, first, nr);
 }
 
-static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, micro_1, sm_kernels_pack_avx2, {NULL}};
+static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, sm_kernels_pack_avx2, {NULL, micro_1}};
 
 
 /*

@@ -49,17 +49,18 @@ typedef void (*sm_micro_fn)(float *restrict out, size_t ldo, const float *restri
                             const float *restrict panel, size_t kc, const float *restrict bias,
                             int first, size_t nr);
 
-/* A table's packed product: its panel shape, micro-kernels and packer. few[r] (optional, r
-   of 2 to mr - 1) takes r token rows at once: a block's last rows, else `one` each (a
-   single row's product is one dependency chain per output, a quarter of the FMA rate).
-   Every output's arithmetic is the same whichever of them computes it. */
+/* A table's packed product: its panel shape, micro-kernels and packer. A block's last
+   rows (fewer than mr) go to few[r] for r of them at once where the table has one, else
+   to few[1] one by one (a single row's product is one dependency chain per output, a
+   quarter of the FMA rate). Every output's arithmetic is the same whichever kernel
+   computes it. */
 #define SM_MICRO_FEW 8
 typedef struct {
-    size_t nr, mr, kc;     /* panel rows (outputs), tokens per full micro call, columns */
-    sm_micro_fn full, one; /* mr token rows; one token row */
+    size_t nr, mr, kc; /* panel rows (outputs), tokens per full micro call, columns */
+    sm_micro_fn full;  /* mr token rows */
     void (*pack)(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K, size_t n,
                  size_t nr, size_t width, size_t k0, size_t kc);
-    sm_micro_fn few[SM_MICRO_FEW];
+    sm_micro_fn few[SM_MICRO_FEW]; /* [r]: r token rows (r < mr; [1] always there) */
 } sm_gemm_kernel;
 
 /*

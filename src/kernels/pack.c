@@ -41,15 +41,13 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict o
                 size_t nr = n1 - n < g->nr ? n1 - n : g->nr;
                 const float *b = bias ? bias + n : NULL;
                 g->pack(panel, w, dt, K, n, nr, g->nr, k0, kc);
-                size_t t = t0;
+                size_t t = t0, r;
                 for (; t + g->mr <= t1; t += g->mr)
                     g->full(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
-                if (t1 - t > 1 && t1 - t < SM_MICRO_FEW && g->few[t1 - t]) {
-                    g->few[t1 - t](out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
-                    t = t1;
+                for (; t < t1; t += r) { /* the rest: all at once if the table can, else one by one */
+                    r = t1 - t < SM_MICRO_FEW && g->few[t1 - t] ? t1 - t : 1;
+                    g->few[r](out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
                 }
-                for (; t < t1; t++)
-                    g->one(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
             }
         }
     }
