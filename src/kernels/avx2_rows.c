@@ -26,6 +26,11 @@
 */
 #define UN 4
 
+/* An output's UN partial sums combined in the one order every product here uses. */
+static inline __m256 partials(const __m256 p[UN]) {
+    return _mm256_add_ps(_mm256_add_ps(p[0], p[1]), _mm256_add_ps(p[2], p[3]));
+}
+
 /* out[t * N] for r token rows (r <= 2, a constant at every call site) against weight row w. */
 static inline __attribute__((always_inline)) void
 dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
@@ -51,9 +56,7 @@ dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *res
         for (size_t i = 0; i < r; i++)
             a[i][c] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(x + i * K + k, mt), a[i][c]);
     }
-    for (size_t i = 0; i < r; i++)
-        out[i * N] = hsum(_mm256_add_ps(_mm256_add_ps(a[i][0], a[i][1]),
-                                        _mm256_add_ps(a[i][2], a[i][3]))) + bias;
+    for (size_t i = 0; i < r; i++) out[i * N] = hsum(partials(a[i])) + bias;
 }
 
 static inline __attribute__((always_inline)) void
@@ -144,9 +147,7 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
     __m256 v[8];
     for (size_t i = 0; i < 2; i++)
         for (size_t j = 0; j < NW; j++)
-            v[2 * j + i] = i < r ? _mm256_add_ps(_mm256_add_ps(part[i][j][0], part[i][j][1]),
-                                                 _mm256_add_ps(part[i][j][2], part[i][j][3]))
-                                 : _mm256_setzero_ps();
+            v[2 * j + i] = i < r ? partials(part[i][j]) : _mm256_setzero_ps();
     float sum[8];
     _mm256_storeu_ps(sum, hsum8(v));
     for (size_t i = 0; i < r; i++)
@@ -195,9 +196,7 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
 ** at K <= 768 dot_tile was faster here (57 vs 44), so shorter rows keep it.
 */
 #define KBLK 512
-#ifndef KBLK_MIN
 #define KBLK_MIN 1024
-#endif
 #define TG 16 /* token rows per accumulator set (acc on the stack: 8 KB) */
 #define RT 3
 
@@ -267,9 +266,8 @@ static const kb_tile_fn kb_tiles[3][RT] = {{kb_f32_1, kb_f32_2, kb_f32_3},
                                            {kb_f16_1, kb_f16_2, kb_f16_3},
                                            {kb_bf16_1, kb_bf16_2, kb_bf16_3}};
 
-static inline __attribute__((always_inline)) void
-gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
-             const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
+static void gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+                         const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     enum { NW = 4 };
     _Alignas(32) float acc[TG * NW * UN * 8];
     const size_t nf = K / 8;
@@ -283,7 +281,7 @@ gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict x, const vo
                 size_t c1 = c0 + KBLK / 8 < nf ? c0 + KBLK / 8 : nf;
                 bool last = c1 == nf;
                 /* the first token group fetches the next block: this tile's, else the next tile's first */
-                const char *pf = t0 ? NULL : !last ? (const char *)wr + 8 * c1 * (dt == SM_DTYPE_F32 ? 4 : 2) : next;
+                const char *pf = t0 ? NULL : !last ? sm_kernels_elem(wr, dt, 8 * c1) : next;
                 for (size_t t = 0; t < tn; t += RT) {
                     float *ac = acc + t * NW * UN * 8;
                     const float *xt = x + (t0 + t) * K;
@@ -293,16 +291,15 @@ gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict x, const vo
                         ac, xt, wr, K, c0, c1, last && K % 8, p);
                 }
             }
-            for (size_t t = 0; t < tn; t++) /* dot_block's order: (s0 + s1) + (s2 + s3), then lanes */
+            for (size_t t = 0; t < tn; t++) /* dot_block's order */
                 for (size_t j = 0; j < NW; j++) {
-                    const float *ps = acc + (t * NW + j) * UN * 8;
-                    __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(ps), _mm256_load_ps(ps + 8)),
-                                             _mm256_add_ps(_mm256_load_ps(ps + 16), _mm256_load_ps(ps + 24)));
-                    out[(t0 + t) * N + n + j] = hsum(v) + (bias ? bias[n + j] : 0.0f);
+                    __m256 p[UN];
+                    for (size_t u = 0; u < UN; u++) p[u] = _mm256_load_ps(acc + ((t * NW + j) * UN + u) * 8);
+                    out[(t0 + t) * N + n + j] = hsum(partials(p)) + (bias ? bias[n + j] : 0.0f);
                 }
         }
     }
-    if (n < n1) gemv_dt(dt, out, x, w, bias, T, N, K, n, n1);
+    if (n < n1) sm_avx2_gemv(out, x, w, dt, bias, T, N, K, n, n1);
 }
 
 void sm_avx2_matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
@@ -314,12 +311,8 @@ void sm_avx2_matmul_rows(const sm_kernels *k, float *restrict out, const float *
     }
     if (T <= 2)
         sm_avx2_gemv(out, x, w, wt, bias, T, N, K, n0, n1);
-    else if (K >= KBLK_MIN && wt == SM_DTYPE_F16)
-        gemv_kblocks(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
-    else if (K >= KBLK_MIN && wt == SM_DTYPE_BF16)
-        gemv_kblocks(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
-    else if (K >= KBLK_MIN)
-        gemv_kblocks(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
+    else if (K >= KBLK_MIN) /* its tiles are compiled per type (kb_tiles); the loop takes wt as it is */
+        gemv_kblocks(wt, out, x, w, bias, T, N, K, n0, n1);
     else if (wt == SM_DTYPE_F16)
         gemv_tiles(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
     else if (wt == SM_DTYPE_BF16)
