@@ -176,9 +176,9 @@ typedef struct sm_kernels {
     void (*exp)(float *restrict out, const float *restrict x, size_t n);
 
     /*
-    ** The sum of x (n), in any order: a stream of the widest loads, which
-    ** bench uses to measure read bandwidth (n a multiple of 64, x 64-byte
-    ** aligned).
+    ** The sum of x (n), in any order: the widest loads, over four streams
+    ** side by side where n allows (the quarters of x), which bench uses to
+    ** measure read bandwidth (n a multiple of 64, x 64-byte aligned).
     */
     float (*sum)(const float *x, size_t n);
 
