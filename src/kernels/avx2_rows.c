@@ -159,11 +159,12 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
 ** q apart, outputs q apart) and prefetches row i + 1 of each in every pass
 ** (all four passes: two of them would cover every line once, and measured
 ** slower); the rows left over one at a time. Rows of more than
-** GEMV_ONE_BYTES go one after another as before: 4 of them do not stay in
-** L1 across the tile's passes (with GPT-2's 3,072-wide f32 rows here too,
-** its decode measured 13% slower on 1 thread).
+** GEMV_ONE_BYTES go one after another as before: the tile's 4 rows and the
+** 4 it prefetches must stay in L1 (32 KB) beside x across its passes (with
+** GPT-2's 3,072-wide f32 rows here too, its decode measured 13% slower on 1
+** thread; 2,048-wide f16 rows, 4 KB, no faster in bench_gemv).
 */
-#define GEMV_ONE_BYTES 4096
+#define GEMV_ONE_BYTES 3072
 
 static inline __attribute__((always_inline)) void
 gemv_one_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
@@ -225,15 +226,15 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
 
 static inline __attribute__((always_inline)) void
 kb_tile(sm_dtype dt, size_t r, float *restrict acc, const float *restrict x, const void *restrict w,
-        size_t K, size_t c0, size_t c1, bool tail, const char *pf) {
+        size_t K, size_t ws, size_t c0, size_t c1, bool tail, const char *pf) {
     enum { NW = 4 };
     const size_t es = dt == SM_DTYPE_F32 ? 4 : 2, nf = K / 8;
     /* one pointer per row, so the loop indexes each with one offset (no strides to spill) */
     const char *wj[NW], *pj[NW];
     const float *xi[RT];
     for (size_t j = 0; j < NW; j++) {
-        wj[j] = (const char *)w + j * K * es;
-        pj[j] = pf ? pf + j * K * es - 8 * c0 * es : NULL;
+        wj[j] = (const char *)w + j * ws * es;
+        pj[j] = pf ? pf + j * ws * es - 8 * c0 * es : NULL;
     }
     for (size_t i = 0; i < r; i++) xi[i] = x + i * K;
     for (size_t u = 0; u < UN; u++) {
@@ -268,9 +269,9 @@ kb_tile(sm_dtype dt, size_t r, float *restrict acc, const float *restrict x, con
    the loop's pointers spilled to the stack. */
 #define KB_TILE(name, dt, r)                                                                   \
     static __attribute__((noinline)) void name(float *restrict acc, const float *restrict x,    \
-                                               const void *restrict w, size_t K, size_t c0,     \
-                                               size_t c1, bool tail, const char *pf) {          \
-        kb_tile(dt, r, acc, x, w, K, c0, c1, tail, pf);                                         \
+                                               const void *restrict w, size_t K, size_t ws,     \
+                                               size_t c0, size_t c1, bool tail, const char *pf) { \
+        kb_tile(dt, r, acc, x, w, K, ws, c0, c1, tail, pf);                                     \
     }
 KB_TILE(kb_f32_1, SM_DTYPE_F32, 1)
 KB_TILE(kb_f32_2, SM_DTYPE_F32, 2)
@@ -284,7 +285,7 @@ KB_TILE(kb_bf16_3, SM_DTYPE_BF16, 3)
 #undef KB_TILE
 
 typedef void (*kb_tile_fn)(float *restrict, const float *restrict, const void *restrict, size_t, size_t,
-                           size_t, bool, const char *);
+                           size_t, size_t, bool, const char *);
 static const kb_tile_fn kb_tiles[3][RT] = {{kb_f32_1, kb_f32_2, kb_f32_3},
                                            {kb_f16_1, kb_f16_2, kb_f16_3},
                                            {kb_bf16_1, kb_bf16_2, kb_bf16_3}};
@@ -311,7 +312,7 @@ static void gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict
                     const char *p = t == 0 ? pf : NULL;
                     size_t r = tn - t < RT ? tn - t : RT;
                     kb_tiles[dt == SM_DTYPE_F32 ? 0 : dt == SM_DTYPE_F16 ? 1 : 2][r - 1](
-                        ac, xt, wr, K, c0, c1, last && K % 8, p);
+                        ac, xt, wr, K, K, c0, c1, last && K % 8, p);
                 }
             }
             for (size_t t = 0; t < tn; t++) /* dot_block's order */
@@ -325,9 +326,43 @@ static void gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict
     if (n < n1) sm_avx2_gemv(out, x, w, dt, bias, T, N, K, n, n1);
 }
 
+/*
+** One token row, 16-bit rows of K >= KBLK_MIN: gemv_one_dt's four streams
+** in kb_tile's blocks (4 such rows do not stay in L1 across dot_tile's
+** passes). bench_gemv, 1 thread, Zen 3, 3 interleaved runs: f16 GPT-2 down
+** and 1.1B ffn 11-13 -> 13-17 GB/s. f32 rows measured no faster (12-16
+** either way), so they keep one row after another.
+*/
+static void gemv_kblocks_one(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+                             const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
+    enum { NW = 4 };
+    _Alignas(32) float acc[NW * UN * 8];
+    const size_t nf = K / 8, q = (n1 - n0) / 4;
+    const kb_tile_fn tile = kb_tiles[dt == SM_DTYPE_F32 ? 0 : dt == SM_DTYPE_F16 ? 1 : 2][0];
+    for (size_t n = n0; n < n0 + q; n++) {
+        const void *wr = sm_kernels_elem(w, dt, n * K);
+        const char *next = n + 1 < n0 + q ? sm_kernels_elem(w, dt, (n + 1) * K) : NULL;
+        for (size_t c0 = 0; c0 < nf; c0 += KBLK / 8) {
+            size_t c1 = c0 + KBLK / 8 < nf ? c0 + KBLK / 8 : nf;
+            bool last = c1 == nf;
+            tile(acc, x, wr, K, q * K, c0, c1, last && K % 8, !last ? sm_kernels_elem(wr, dt, 8 * c1) : next);
+        }
+        for (size_t j = 0; j < NW; j++) {
+            __m256 p[UN];
+            for (size_t u = 0; u < UN; u++) p[u] = _mm256_load_ps(acc + (j * UN + u) * 8);
+            out[n + j * q] = hsum(partials(p)) + (bias ? bias[n + j * q] : 0.0f);
+        }
+    }
+    if (n0 + 4 * q < n1) sm_avx2_gemv(out, x, w, dt, bias, 1, N, K, n0 + 4 * q, n1);
+}
+
 void sm_avx2_gemv(float *restrict out, const float *restrict x, const void *restrict w,
                  sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                  size_t n0, size_t n1) {
+    if (T == 1 && K >= KBLK_MIN && dt != SM_DTYPE_F32 && n1 - n0 >= 4) {
+        gemv_kblocks_one(dt, out, x, w, bias, N, K, n0, n1);
+        return;
+    }
     bool one = T == 1 && sm_dtype_row_bytes(dt, K) <= GEMV_ONE_BYTES;
     if (dt == SM_DTYPE_F16)
         one ? gemv_one_dt(SM_DTYPE_F16, out, x, w, bias, N, K, n0, n1)
