@@ -14,7 +14,7 @@
 # smallmind's AVX2 table on a machine that has AVX-512.
 # The peers are yours to build (docs/performance.md says how and at which
 # commits); this script only runs them. Without them it prints smallmind's
-# figures alone. ROWS: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total
+# figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total
 # gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
 # gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
@@ -32,7 +32,7 @@ L2=${LLAMA2C:-}
 B0=${BIN_BEFORE:-}
 SHARED=$(realpath ${SHARED:-../shared/models})
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3 )
-ROWS=${*:-l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm}
+ROWS=${*:-l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm}
 mkdir -p $MD
 jget() { $PY -c 'import json,sys; r=json.load(sys.stdin); r=r[0] if isinstance(r,list) else r; print(round(r[sys.argv[1]], 1))' "$1"; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2); else print "-" }'; }
@@ -130,6 +130,15 @@ l15|l15-1t)
     P=("sm_dec $MD/s15 $t" "sm_dec $MD/s15 $t avx2" "sm_bound $MD/s15 $t"); lcs lc_dec $MD/s15.gguf $t
     [ -n "$L2" ] && P+=("l2_dec $(realpath $MD)/s15.bin $t")
     row "decode, 15M Llama shape (6x288, vocab 32,000), f32, $t thread(s), tokens/s" ">= 1.3x the best peer" "${P[@]}" ;;
+l15-f16|l15-f16-1t) # ours and llama.cpp's f16; llama2.c runs f32 only
+    need_l15; t=2; [ $r = l15-f16-1t ] && t=1
+    [ -f $MD/s15-f16/config.json ] || $BIN convert $MD/s15 $MD/s15-f16 --dtype f16 -q -t 2
+    if [ -n "$LC" ] && [ ! -f $MD/s15-f16.gguf ]; then
+        $LC/llama-quantize $MD/s15.gguf $MD/s15-f16.gguf F16 2 >/dev/null 2>&1
+    fi
+    P=("sm_dec $MD/s15-f16 $t" "sm_dec $MD/s15-f16 $t avx2" "sm_bound $MD/s15-f16 $t"); lcs lc_dec $MD/s15-f16.gguf $t
+    [ -n "$L2" ] && P+=("l2_dec $(realpath $MD)/s15.bin $t")
+    row "decode, 15M Llama shape, f16 weights (llama2.c: f32), $t thread(s), tokens/s" ">= 1.3x llama2.c" "${P[@]}" ;;
 seed)
     mk seed-gpt2vocab --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 50257
     P=("sm_dec $MD/seed-gpt2vocab 2" "sm_dec $MD/seed-gpt2vocab 2 avx2" "sm_bound $MD/seed-gpt2vocab 2"); lcs lc_dec $MD/seed-gpt2vocab.gguf 2
@@ -261,5 +270,5 @@ ttft-tl)
     P=("ttft none" "ttft first" "ttft second")
     row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
         "second <= 10% of first" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done
