@@ -15,12 +15,13 @@
 
 /*
 ** Matrix-vector products stream the weights row by row. One token row
-** (decode) reads four streams at once: a tile of 4 weight rows, one from
-** each quarter of the rows it was given (gemv_one): one core keeps more
-** reads in flight over four streams far apart than over one (Zen 3: 17-20
-** GB/s against 11-13; f16 15M and GPT-2 decode 1.25-1.5x), where 4
-** neighbouring rows in a tile measured 20-30% slower than one row after
-** another. Each dot product keeps UN = 4 partial sums, chunk c of 8 weights going to
+** (decode) of 16-bit weights reads four streams at once: a tile of 4 weight
+** rows, one from each quarter of the rows it was given (gemv_one_dt,
+** gemv_kblocks_one), so the widening before each FMA of one row no longer
+** holds up the reads (Zen 3: f16 15M and GPT-2 decode 1.2-1.5x). f32 rows
+** go one after another: in the same tiles they were no faster (GPT-2 small
+** 2-8% slower), and 4 neighbouring rows in a tile measured 20-30% slower
+** than one row after another. Each dot product keeps UN = 4 partial sums, chunk c of 8 weights going to
 ** sum c % 4, reduced as (s0 + s1) + (s2 + s3) and then across lanes: the
 ** same order whatever the number of token rows sharing the pass (what
 ** batched decoding relies on: a row's result does not depend on its
@@ -158,14 +159,9 @@ dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *rest
 ** One token row: tile i takes row i of each quarter of n0..n1 (weight rows
 ** q apart, outputs q apart) and prefetches row i + 1 of each in every pass
 ** (all four passes: two of them would cover every line once, and measured
-** slower); the rows left over one at a time. Rows of more than
-** GEMV_ONE_BYTES go one after another as before: the tile's 4 rows and the
-** 4 it prefetches must stay in L1 (32 KB) beside x across its passes (with
-** GPT-2's 3,072-wide f32 rows here too, its decode measured 13% slower on 1
-** thread; 2,048-wide f16 rows, 4 KB, no faster in bench_gemv).
+** slower); the rows left over one at a time. For rows of K < KBLK_MIN 16-bit
+** weights (< 2 KB: the tile's rows and the next 4 stay in L1 beside x).
 */
-#define GEMV_ONE_BYTES 3072
-
 static inline __attribute__((always_inline)) void
 gemv_one_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
             const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
@@ -330,8 +326,7 @@ static void gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict
 ** One token row, 16-bit rows of K >= KBLK_MIN: gemv_one_dt's four streams
 ** in kb_tile's blocks (4 such rows do not stay in L1 across dot_tile's
 ** passes). bench_gemv, 1 thread, Zen 3, 3 interleaved runs: f16 GPT-2 down
-** and 1.1B ffn 11-13 -> 13-17 GB/s. f32 rows measured no faster (12-16
-** either way), so they keep one row after another.
+** and 1.1B ffn 11-13 -> 13-17 GB/s (f32 rows: 12-16 either way).
 */
 static void gemv_kblocks_one(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
                              const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
@@ -363,16 +358,14 @@ void sm_avx2_gemv(float *restrict out, const float *restrict x, const void *rest
         gemv_kblocks_one(dt, out, x, w, bias, N, K, n0, n1);
         return;
     }
-    bool one = T == 1 && sm_dtype_row_bytes(dt, K) <= GEMV_ONE_BYTES;
     if (dt == SM_DTYPE_F16)
-        one ? gemv_one_dt(SM_DTYPE_F16, out, x, w, bias, N, K, n0, n1)
-            : gemv_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
+        T == 1 ? gemv_one_dt(SM_DTYPE_F16, out, x, w, bias, N, K, n0, n1)
+               : gemv_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
     else if (dt == SM_DTYPE_BF16)
-        one ? gemv_one_dt(SM_DTYPE_BF16, out, x, w, bias, N, K, n0, n1)
-            : gemv_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
+        T == 1 ? gemv_one_dt(SM_DTYPE_BF16, out, x, w, bias, N, K, n0, n1)
+               : gemv_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
     else
-        one ? gemv_one_dt(SM_DTYPE_F32, out, x, w, bias, N, K, n0, n1)
-            : gemv_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
+        gemv_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }
 
 void sm_avx2_matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
