@@ -21,11 +21,11 @@
 ** holds up the reads (Zen 3: f16 15M and GPT-2 decode 1.2-1.5x). f32 rows
 ** go one after another: in the same tiles they were no faster (GPT-2 small
 ** 2-8% slower), and 4 neighbouring rows in a tile measured 20-30% slower
-** than one row after another. Each dot product keeps UN = 4 partial sums, chunk c of 8 weights going to
-** sum c % 4, reduced as (s0 + s1) + (s2 + s3) and then across lanes: the
-** same order whatever the number of token rows sharing the pass (what
-** batched decoding relies on: a row's result does not depend on its
-** neighbours).
+** than one row after another. Each dot product keeps UN = 4 partial sums,
+** chunk c of 8 weights going to sum c % 4, reduced as (s0 + s1) + (s2 + s3)
+** and then across lanes: the same order whatever the number of token rows
+** sharing the pass (what batched decoding relies on: a row's result does
+** not depend on its neighbours).
 */
 #define UN 4
 
@@ -73,8 +73,6 @@ gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *r
         if (t < T) dot_block(dt, 1, out + t * N + n, N, x + t * K, wr, b, K);
     }
 }
-
-
 
 /*
 ** hsum of 8 vectors at once, in hsum's tree (lanes i + i+4, then i + i+2,
