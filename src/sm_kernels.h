@@ -176,8 +176,8 @@ typedef struct sm_kernels {
     void (*exp)(float *restrict out, const float *restrict x, size_t n);
 
     /*
-    ** The sum of x (n), in any order: the widest loads, over four streams
-    ** side by side where n allows (the quarters of x), which bench uses to
+    ** The sum of x (n), in any order: vector loads over four streams side
+    ** by side where n allows (the quarters of x), which bench uses to
     ** measure read bandwidth (n a multiple of 64, x 64-byte aligned).
     */
     float (*sum)(const float *x, size_t n);

@@ -623,17 +623,6 @@ static void vexp(float *restrict out, const float *restrict x, size_t n) {
     }
 }
 
-/* Four streams side by side, then the rest: the AVX2 table's probe (avx2.c). */
-static float vsum(const float *x, size_t n) {
-    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    const size_t q = n / 4 / 64 * 64;
-    for (size_t i = 0; i < q; i += 64)
-        for (size_t j = 0; j < 4; j++)
-            for (size_t e = 0; e < 64; e += 16) s[j] = _mm512_add_ps(s[j], _mm512_load_ps(x + j * q + i + e));
-    for (size_t i = 4 * q; i < n; i += 16) s[0] = _mm512_add_ps(s[0], _mm512_load_ps(x + i));
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
-}
-
 const sm_kernels sm_kernels_avx512 = {
     .name = "avx512",
     .quant = &sm_qkernel_avx2_maddubs,
@@ -652,7 +641,7 @@ const sm_kernels sm_kernels_avx512 = {
     .gelu_erf = gelu_erf,
     .to_f32 = to_f32,
     .exp = vexp,
-    .sum = vsum,
+    .sum = sm_kernels_sum_avx2, /* the read probe: avx2.c's */
     .transpose = sm_kernels_transpose_avx2,
 };
 #endif
