@@ -284,6 +284,11 @@ static const kb_tile_fn kb_tiles[3][RT] = {{kb_f32_1, kb_f32_2, kb_f32_3},
                                            {kb_f16_1, kb_f16_2, kb_f16_3},
                                            {kb_bf16_1, kb_bf16_2, kb_bf16_3}};
 
+/* The blocked tile of weight type dt for r token rows (1 <= r <= RT). */
+static kb_tile_fn kb_tile_for(sm_dtype dt, size_t r) {
+    return kb_tiles[dt == SM_DTYPE_F32 ? 0 : dt == SM_DTYPE_F16 ? 1 : 2][r - 1];
+}
+
 static void gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
                          const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     enum { NW = 4 };
@@ -305,8 +310,7 @@ static void gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict
                     const float *xt = x + (t0 + t) * K;
                     const char *p = t == 0 ? pf : NULL;
                     size_t r = tn - t < RT ? tn - t : RT;
-                    kb_tiles[dt == SM_DTYPE_F32 ? 0 : dt == SM_DTYPE_F16 ? 1 : 2][r - 1](
-                        ac, xt, wr, K, K, c0, c1, last && K % 8, p);
+                    kb_tile_for(dt, r)(ac, xt, wr, K, K, c0, c1, last && K % 8, p);
                 }
             }
             for (size_t t = 0; t < tn; t++) /* dot_block's order */
@@ -331,7 +335,7 @@ static void gemv_kblocks_one(sm_dtype dt, float *restrict out, const float *rest
     enum { NW = 4 };
     _Alignas(32) float acc[NW * UN * 8];
     const size_t nf = K / 8, q = (n1 - n0) / 4;
-    const kb_tile_fn tile = kb_tiles[dt == SM_DTYPE_F32 ? 0 : dt == SM_DTYPE_F16 ? 1 : 2][0];
+    const kb_tile_fn tile = kb_tile_for(dt, 1);
     for (size_t n = n0; n < n0 + q; n++) {
         const void *wr = sm_kernels_elem(w, dt, n * K);
         const char *next = n + 1 < n0 + q ? sm_kernels_elem(w, dt, (n + 1) * K) : NULL;
