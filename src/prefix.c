@@ -103,14 +103,16 @@ sm_prefix_hit sm_prefix_match(sm_prefix *pc, const int32_t *tokens, size_t n) {
     return (sm_prefix_hit){.n_prompt = n, .n_reused = d * B};
 }
 
-void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit) {
+void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit, size_t from) {
     size_t d = hit.n_reused / B;
     pc->clock++;
     for (size_t k = 0; k < d && k < pc->n_path; k++) {
         pc->nodes[pc->path[k]].used = pc->clock;
         pc->nodes[pc->path[k]].loads++;
-        sm_state_kv_put(s, seq, k * B, B, pc->data + (size_t)pc->path[k] * pc->block_bytes);
+        if (k * B >= from)
+            sm_state_kv_put(s, seq, k * B, B, pc->data + (size_t)pc->path[k] * pc->block_bytes);
     }
+    pc->st.in_place += from < hit.n_reused ? from : hit.n_reused;
     pc->st.lookups++;
     pc->st.hits += d > 0;
     pc->st.tokens += hit.n_prompt;

@@ -51,6 +51,11 @@ typedef struct slot {
     sm_seq q;
     char *text; /* (text_cap) what the request generated */
     size_t len;
+    /* the prompt whose rows the slot's cache holds, kept after the request ends; [0, n_held)
+       are rows as the prefix cache holds them (sm_prefix.h), in the slot's own cache or, below
+       n_shared, in slot src's (sm_state_kv_share: only from a slot that shares nothing) */
+    int32_t *held; /* (n_ctx) */
+    size_t n_held, src, n_shared;
 } slot;
 
 struct sm_sched {
@@ -68,6 +73,7 @@ struct sm_sched {
     size_t group[SM_MAX_SEQ], ng;
     entry *started[SM_MAX_SEQ]; /* prompts started in this step that the cache lacked */
     size_t n_started;
+    bool share; /* slots may read a prefix from another's cache (no sliding-window rings) */
 };
 
 static bool cancelled(const sm_sched *s) {
@@ -107,7 +113,8 @@ static sm_sched *carve(sm_arena *a, const sm_state_params *sp, const sm_sched_pa
         sm_sampler scratch;
         sm_sampler_init(slots ? &slots[i].smp : &scratch, &sampling, (size_t)p->tok->n_vocab, a);
         char *text = sm_arena_alloc(a, text_cap, 1);
-        if (slots) slots[i].text = text;
+        int32_t *held = sm_arena_alloc(a, sp->n_ctx, sizeof *held);
+        if (slots) slots[i].text = text, slots[i].held = held;
     }
     for (size_t i = 0; i < n_wait; i++) {
         int32_t *t = sm_arena_alloc(a, sp->n_ctx, sizeof *t);
@@ -119,8 +126,9 @@ static sm_sched *carve(sm_arena *a, const sm_state_params *sp, const sm_sched_pa
                     .ct = ct, .cs = cs, .cp = cp};
     for (size_t i = 0; i < n_slots; i++) {
         char *text = slots[i].text;
+        int32_t *held = slots[i].held;
         sm_sampler smp = slots[i].smp;
-        slots[i] = (slot){.owner = s, .smp = smp, .text = text};
+        slots[i] = (slot){.owner = s, .smp = smp, .text = text, .held = held, .src = i};
     }
     return s;
 }
@@ -138,6 +146,8 @@ sm_status sm_sched_init(sm_sched **out, sm_state *st, const sm_state_params *sp,
     sm_sched *s = carve(a, sp, p);
     if (!s) return sm_error_set(err, SM_ERR_NOMEM, "arena too small for the scheduler");
     s->state = st;
+    s->share = sm_model_kv_window(sm_state_model(st), sp) == 0;
+    for (size_t i = 0; i < s->n_slots; i++) sm_state_kv_share(st, i, i, 0); /* nothing shared yet */
     s->n_vocab = (size_t)sm_model_config(sm_state_model(st))->n_vocab; /* a logits row */
     *out = s;
     return SM_OK;
@@ -263,6 +273,78 @@ static size_t choose(sm_sched *s) {
     return best;
 }
 
+/* How many of a's first na tokens b's first nb agree with, in whole key blocks (the unit a
+   slot shares). */
+static size_t agree_blocks(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
+    size_t n = na < nb ? na : nb, k = 0;
+    while (k < n && a[k] == b[k]) k++;
+    return k / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
+}
+
+/* Slot q no longer shares a prefix (the state's sequence i reads its own cache again). */
+static void unshare(sm_sched *s, size_t i) {
+    sm_state_kv_share(s->state, i, i, 0);
+    s->slots[i].src = i, s->slots[i].n_shared = 0;
+}
+
+/*
+** Slot i's cache is about to be rewritten from position keep on: the busy
+** slots sharing more than that from it move to one of them, which first
+** copies the prefix into its own cache (the one that shares the most;
+** the others then share from it); idle ones just stop sharing.
+*/
+static void hand_over(sm_sched *s, size_t i, size_t keep) {
+    size_t to = NONE;
+    for (size_t r = 0; r < s->n_slots; r++) {
+        slot *o = &s->slots[r];
+        if (r == i || o->src != i || o->n_shared <= keep) continue;
+        if (!o->busy) {
+            unshare(s, r);
+            o->n_held = 0; /* its own cache lacks the prefix */
+        } else if (to == NONE || o->n_shared > s->slots[to].n_shared)
+            to = r;
+    }
+    if (to == NONE) return;
+    sm_state_kv_copy(s->state, to, i, s->slots[to].n_shared);
+    unshare(s, to);
+    for (size_t r = 0; r < s->n_slots; r++) {
+        slot *o = &s->slots[r];
+        if (r != i && r != to && o->src == i && o->n_shared > keep) {
+            sm_state_kv_share(s->state, r, to, o->n_shared);
+            o->src = to;
+        }
+    }
+}
+
+/*
+** Where slot i's cache gets the first P tokens of request e, which the
+** prefix cache has: returns how many of them need no copy. Those its cache
+** keeps from its last prompt (the same tokens, rows as the cache holds them),
+** or more that another slot holds and shares (one that shares nothing
+** itself); only the rest are copied in from the prefix cache. Rows in the
+** same place as in a copy, so nothing changes but the copying and the
+** memory a decode step reads.
+*/
+static size_t place_prefix(sm_sched *s, size_t i, const entry *e, size_t P) {
+    slot *q = &s->slots[i];
+    if (!s->share) return 0;
+    size_t keep = q->n_shared ? 0 : agree_blocks(q->held, q->n_held, e->tokens, P);
+    size_t from = NONE, n = keep;
+    for (size_t j = 0; j < s->n_slots; j++) {
+        const slot *o = &s->slots[j];
+        size_t a = j == i || o->n_shared ? 0 : agree_blocks(o->held, o->n_held, e->tokens, P);
+        if (a > n) from = j, n = a;
+    }
+    if (from != NONE) keep = 0; /* its own cache keeps nothing others need */
+    hand_over(s, i, keep);
+    unshare(s, i);
+    if (from != NONE && sm_state_kv_share(s->state, i, from, n)) {
+        q->src = from, q->n_shared = n;
+        return n;
+    }
+    return keep;
+}
+
 /* Whether a prompt of n tokens reusing P prefills exactly in one call with others: the call
    its own prefill makes from P, or two whose second has 4 or more rows (sm_prefix.h). */
 static bool group_exact(const sm_sched *s, size_t P, size_t n) {
@@ -303,10 +385,14 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         rst = sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, e->tokens, e->np, &q->gp, collect, q, &rerr);
     bool ok = rst == SM_OK;
     size_t P = 0;
-    if (ok && !q->q.done && s->p.prefix) {
-        sm_prefix_hit h = sm_prefix_match(s->p.prefix, e->tokens, e->np);
-        sm_prefix_load(s->p.prefix, s->state, i, h);
+    if (ok && !q->q.done) { /* its cache gets the prompt: the cached prefix, then the rest */
+        sm_prefix_hit h = {0};
+        if (s->p.prefix) h = sm_prefix_match(s->p.prefix, e->tokens, e->np);
+        size_t from = place_prefix(s, i, e, h.n_reused);
+        if (s->p.prefix) sm_prefix_load(s->p.prefix, s->state, i, h, from);
         P = h.n_reused;
+        memcpy(q->held, e->tokens, e->np * sizeof *e->tokens);
+        q->n_held = P;
     }
     q->q.stats.n_reused = P;
     if (ok && !q->q.done && s->p.prefix && e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK > P &&
@@ -325,6 +411,7 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         const float *lg;
         double tp = sm_time_now();
         rst = sm_state_prefill_seq(s->state, i, e->tokens + P, e->np - P, P, &lg, &rerr);
+        if (!rst) q->n_held = e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK; /* the blocks insert takes */
         if (!rst && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, i, e->tokens, e->np);
         if (!rst) rst = sm_seq_begin(&q->q, lg, sm_time_now() - tp, &rerr);
         ok = rst == SM_OK;
@@ -356,6 +443,7 @@ static sm_status step_group(sm_sched *s, sm_error *err) {
     s->rows = s->ng = 0;
     for (size_t g = 0; g < ng; g++) {
         slot *q = &s->slots[s->group[g]];
+        if (!st) q->n_held = q->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK;
         if (!st && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, s->group[g], q->w->tokens, q->np);
         q->w->used = q->w->admitted = false;
         q->w = NULL;

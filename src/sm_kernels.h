@@ -66,6 +66,30 @@ static inline size_t sm_attn_ctx_padded(size_t ctx) {
     return (ctx + SM_ATTN_KBLOCK - 1) / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
 }
 
+/*
+** One head's cache as attention reads it: keys blocked (sm_attn_key_index)
+** in kt, values (rows of hs) in v, elements of `type` (f32 or f16). With
+** ring > 0 (a multiple of SM_ATTN_KBLOCK), position j is held in slot
+** j % ring: a sliding window's cache. Slots below `shared` (a multiple of
+** SM_ATTN_KBLOCK; 0 with a ring) are read from kt0 and v0 instead, laid
+** out the same: another sequence's cache of the same head holding the same
+** prefix (the scheduler's shared prefixes), so the prefix is in memory once.
+*/
+typedef struct sm_kv_head {
+    const void *kt, *v;   /* this sequence's own cache */
+    const void *kt0, *v0; /* the shared prefix's, for slots < shared (NULL when shared is 0) */
+    size_t shared, ring;
+    sm_dtype type;
+} sm_kv_head;
+
+/* The keys (kt) or values (v) array that holds slot j of kv. */
+static inline const void *sm_kv_keys(const sm_kv_head *kv, size_t j) {
+    return j < kv->shared ? kv->kt0 : kv->kt;
+}
+static inline const void *sm_kv_values(const sm_kv_head *kv, size_t j) {
+    return j < kv->shared ? kv->v0 : kv->v;
+}
+
 struct sm_kernels;
 struct sm_qkernel;
 
@@ -116,26 +140,23 @@ typedef struct sm_kernels {
 
     /*
     ** Causal attention of one head for T queries at positions pos..pos+T-1
-    ** over keys 0..pos+T-1, which must already be in kt and v (with window
-    ** > 0, the query at position p sees only keys p - window + 1 .. p:
-    ** sliding-window attention; blocks of keys before every query's window
-    ** are skipped; with ring > 0, a multiple of SM_ATTN_KBLOCK, position j
-    ** is held in slot j % ring of kt and v, a cache of ring positions that
-    ** only a window needs): softmax of
-    ** scale * Q.K^T over the unmasked keys only, times V. The scalar
+    ** over keys 0..pos+T-1, which must already be in kv's cache (with
+    ** window > 0, the query at position p sees only keys p - window + 1 ..
+    ** p: sliding-window attention; blocks of keys before every query's
+    ** window are skipped; kv->ring holds only what a window needs): softmax
+    ** of scale * Q.K^T over the unmasked keys only, times V. The scalar
     ** reference takes one query at a time over a whole score row; the SIMD
     ** tables stream blocks of keys (online softmax, see SM_ATTN_SCRATCH).
-    ** Keys and values are of type kvt: f32, or f16 (half the bytes to read;
-    ** each key block and its values are widened to f32 in the scratch, so
-    ** the result is that of the f32 widening of the cache).
+    ** An f16 cache is half the bytes to read; each key block and its values
+    ** are widened to f32 in the scratch, so the result is that of the f32
+    ** widening of the cache. Where a slot is read from (kv->shared) changes
+    ** no bit.
     **   out (T rows, stride out_stride, hs used)  q (T rows, stride q_stride)
-    **   kt: keys, blocked (sm_attn_key_index)  v (keys, hs)
     **   scores: SM_ATTN_SCRATCH(hs, pos + T) scratch
     */
-    void (*attention)(float *restrict out, const float *restrict q, const void *restrict kt,
-                      const void *restrict v, sm_dtype kvt, float *restrict scores, size_t T,
-                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale,
-                      size_t window, size_t ring);
+    void (*attention)(float *restrict out, const float *restrict q, const sm_kv_head *kv,
+                      float *restrict scores, size_t T, size_t pos, size_t hs, size_t q_stride,
+                      size_t out_stride, float scale, size_t window);
 
     /* x (n) <- softmax(x), in place. n >= 1. */
     void (*softmax)(float *x, size_t n);

@@ -130,6 +130,23 @@ size_t sm_model_kv_bytes(const sm_model *m, sm_dtype kv_type); /* the same, befo
 bool sm_state_kv_get(const sm_state *s, size_t seq, size_t p0, size_t n, size_t end, void *dst);
 void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *src);
 
+/*
+** Shared prefixes: sequence seq reads its positions [0, n) from sequence
+** src's cache instead of its own, so one copy of a prefix serves many
+** sequences (n a multiple of SM_ATTN_KBLOCK; n = 0 ends the sharing). The
+** caller keeps src's rows [0, n) in place and equal to what seq's own would
+** be while they are shared; seq's rows from n on are its own. A row read
+** from another sequence is read as its own would be: no result changes.
+** kv_get reads shared positions where they are; kv_put into them first
+** gives seq its own copy. Returns false, changing nothing, when the state
+** cannot share: a layer's cache is a sliding window's ring, n is unaligned
+** or past the context, src is seq, or src itself shares.
+*/
+bool sm_state_kv_share(sm_state *s, size_t seq, size_t src, size_t n);
+/* Copies positions [0, n) of src's cache (where src reads them) into seq's own; n a multiple
+   of SM_ATTN_KBLOCK. For a sequence taking over a prefix others share. */
+void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n);
+
 /* The widest attention window of a layer whose cache is a ring in states made with p (0:
 ** every layer holds the whole context). A query at position q reads keys q - window + 1 .. q
 ** of such a layer. */

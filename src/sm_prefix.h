@@ -45,6 +45,8 @@ typedef struct sm_prefix_stats {
     size_t lookups, hits;      /* prompts matched, and those that reused >= 1 block */
     size_t tokens, reused;     /* their prompt tokens, and those served from the cache */
     size_t inserted, evicted;  /* blocks stored, and dropped to make room */
+    size_t in_place;           /* of the reused tokens, those not copied in: read where another
+                                  sequence (or the slot's last prompt) holds them */
 } sm_prefix_stats;
 
 /* A prompt's match: how many of its tokens it reuses. */
@@ -70,9 +72,10 @@ sm_status sm_prefix_init(sm_prefix **out, const sm_model *m, const sm_state_para
 */
 sm_prefix_hit sm_prefix_match(sm_prefix *pc, const int32_t *tokens, size_t n);
 
-/* Copies the reused blocks of the last match into sequence seq of state s, marking them
+/* Copies the reused blocks of the last match into sequence seq of state s, those from
+** position `from` on (the sequence holds or shares the others already), marking them all
 ** used, and counts the prompt in the stats. */
-void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit);
+void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit, size_t from);
 
 /*
 ** After sequence seq of s was prefilled with tokens[0..n): stores its whole

@@ -321,12 +321,44 @@ void test_kernels_attention(void) {
                 for (size_t j = 0; j < 16; j++) sc[nsc + j] = 4321.0f;
                 float *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
                 float scale = 1.0f / sqrtf((float)hs);
-                ref->attention(want, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, 0);
+                sm_kv_head kv32 = {.kt = kt, .v = v, .type = SM_DTYPE_F32};
+                sm_kv_head kv16 = {.kt = kt16, .v = v16, .type = SM_DTYPE_F16};
+                ref->attention(want, q, &kv32, sc, T, pos, hs, qs, os, scale, win);
+                /* the same caches split: key blocks below sh in a second (shared) copy, the
+                   own copy's there garbage; a table reads each slot where it is */
+                size_t sh = ctx / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
+                float *okt = rnd(kn, &s, 3), *ov = rnd(ctx * hs, &s, 3);
+                uint16_t *okt16 = calloc(kn, 2), *ov16 = calloc(ctx * hs, 2);
+                memcpy(okt + sh * hs, kt + sh * hs, (kn - sh * hs) * sizeof *kt);
+                memcpy(ov + sh * hs, v + sh * hs, (ctx - sh) * hs * sizeof *v);
+                memcpy(okt16 + sh * hs, kt16 + sh * hs, (kn - sh * hs) * 2);
+                memcpy(ov16 + sh * hs, v16 + sh * hs, (ctx - sh) * hs * 2);
+                for (size_t j = 0; j < sh * hs; j++) okt16[j] = ov16[j] = 0x7bff; /* 65504 */
+                sm_kv_head sp32 = {.kt = okt, .v = ov, .kt0 = kt, .v0 = v, .shared = sh, .type = SM_DTYPE_F32};
+                sm_kv_head sp16 = {.kt = okt16, .v = ov16, .kt0 = kt16, .v0 = v16, .shared = sh,
+                                   .type = SM_DTYPE_F16};
+                for (size_t i = 0; i <= nk; i++) {
+                    const sm_kernels *kk = i < nk ? ks[i] : ref;
+                    float *w32 = rnd(T * os, &s, 0), *w = rnd(T * os, &s, 0);
+                    for (size_t j = 0; j < T * os; j++) w[j] = w32[j] = -777.0f; /* past hs: unwritten */
+                    kk->attention(w32, q, &kv32, sc, T, pos, hs, qs, os, scale, win);
+                    kk->attention(w, q, &sp32, sc, T, pos, hs, qs, os, scale, win);
+                    CHECKF(memcmp(w, w32, T * os * sizeof *w) == 0,
+                           "%s attention hs=%zu T=%zu pos=%zu: a shared prefix of %zu changes the result",
+                           kk->name, hs, T, pos, sh);
+                    kk->attention(w32, q, &kv16, sc, T, pos, hs, qs, os, scale, win);
+                    kk->attention(w, q, &sp16, sc, T, pos, hs, qs, os, scale, win);
+                    CHECKF(memcmp(w, w32, T * os * sizeof *w) == 0,
+                           "%s attention hs=%zu T=%zu pos=%zu: a shared f16 prefix of %zu changes the result",
+                           kk->name, hs, T, pos, sh);
+                    free(w32), free(w);
+                }
+                free(okt), free(ov), free(okt16), free(ov16);
                 for (size_t i = 0; i < nk; i++) {
                     float *w32 = rnd(T * os, &s, 0);
                     for (size_t j = 0; j < T * os; j++) got[j] = w32[j] = -777.0f;
-                    ks[i]->attention(w32, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, 0);
-                    ks[i]->attention(got, q, kt16, v16, SM_DTYPE_F16, sc, T, pos, hs, qs, os, scale, win, 0);
+                    ks[i]->attention(w32, q, &kv32, sc, T, pos, hs, qs, os, scale, win);
+                    ks[i]->attention(got, q, &kv16, sc, T, pos, hs, qs, os, scale, win);
                     CHECKF(memcmp(got, w32, T * os * sizeof *got) == 0,
                            "%s attention hs=%zu T=%zu pos=%zu: the f16 cache is not its f32 widening",
                            ks[i]->name, hs, T, pos);
@@ -379,9 +411,11 @@ void test_kernels_attention_ring(void) {
             }
         float *sc = rnd(SM_ATTN_SCRATCH(hs, ctx), &s, 0), *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
         float scale = 1.0f / sqrtf((float)hs);
-        ref->attention(want, q, kt, v, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, 0);
+        sm_kv_head whole = {.kt = kt, .v = v, .type = SM_DTYPE_F32};
+        sm_kv_head rkv = {.kt = rk, .v = rv, .ring = ring, .type = SM_DTYPE_F32};
+        ref->attention(want, q, &whole, sc, T, pos, hs, qs, os, scale, win);
         for (size_t i = 0; i < nk; i++) {
-            ks[i]->attention(got, q, rk, rv, SM_DTYPE_F32, sc, T, pos, hs, qs, os, scale, win, ring);
+            ks[i]->attention(got, q, &rkv, sc, T, pos, hs, qs, os, scale, win);
             float worst = 0;
             for (size_t j = 0; j < T * os; j++) worst = fmaxf(worst, fabsf(got[j] - want[j]));
             CHECKF(worst <= 2e-5f, "%s attention ring %zu (hs %zu, T %zu, pos %zu, window %zu): off by %g",

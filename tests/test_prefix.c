@@ -92,7 +92,7 @@ void test_prefix_reuse_is_exact(void) {
                         /* seq 1 holds another prompt's keys first, so only the load can help */
                         for (size_t i = 0; i < n; i++) junk[i] = (int32_t)((i * 91 + 17) % r.V);
                         CHECK(run_from(&r, 1, junk, n, 0, 0, got));
-                        sm_prefix_load(c.pc, r.s, 1, h);
+                        sm_prefix_load(c.pc, r.s, 1, h, 0);
                         CHECK(run_from(&r, 1, b, n, h.n_reused, STEPS, got));
                         CHECKF(memcmp(want, got, (STEPS + 1) * r.V * sizeof *got) == 0,
                                "%s/%s batch %zu: prompt of %zu sharing %zu, %zu reused: logits "

@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -136,6 +137,12 @@ def batch_exactness(sm, tmp, models):
                     report(line and "records reused a prefix" in line[0] and
                              sum(1 for r in got if r["tokens_cached"] > 0) > len(got) // 2,
                              f"{name}: --stats reports the cache, most records reused a prefix",
+                             str(line))
+                    # prompts of 64 tokens and more share their prefix's keys and values with
+                    # another slot (or keep their slot's) instead of copying them in
+                    m = re.search(r"\((\d+) read in place", line[0]) if line else None
+                    report(m and int(m.group(1)) >= 64,
+                             f"{name}: --stats counts prefix tokens read in place, not copied",
                              str(line))
         # records alone: generate -p gives the text the batch gave them with their prefixes cached
         bad = []

@@ -377,6 +377,10 @@ void test_sched_prefix_cache_matches_alone(void) {
                 CHECKF(st.hits > 0 && (ci == 0 || st.evicted > 0),
                        "%s, cache %s: %zu hits, %zu evictions", models[mi], ci ? "small" : "large",
                        st.hits, st.evicted);
+                /* prefixes of 64 tokens and more (the seed model's prompts) were read in place (a slot's last prompt, or
+                   another slot's cache: sm_state_kv_share), not copied */
+                CHECKF(ci || mi || st.in_place >= SM_ATTN_KBLOCK, "%s, %zu slots: %zu tokens read in place",
+                       models[mi], slots[si], st.in_place);
                 sm_arena_free(&a);
                 rig_close(&many);
             }

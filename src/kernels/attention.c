@@ -37,10 +37,10 @@ static float online_softmax_row(const sm_attn_kernel *ak, float *s, size_t a, si
 }
 
 void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,
-                          const void *restrict kt, const void *restrict v, sm_dtype kvt,
-                          float *restrict scratch, size_t T, size_t pos, size_t hs,
-                          size_t q_stride, size_t out_stride, float scale, size_t window,
-                          size_t ring) {
+                          const sm_kv_head *kv, float *restrict scratch, size_t T, size_t pos,
+                          size_t hs, size_t q_stride, size_t out_stride, float scale,
+                          size_t window) {
+    const size_t ring = kv->ring;
     const size_t as = SM_ATTN_ACC_STRIDE(hs);
     float *p = scratch, *acc = scratch + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
     for (size_t t0 = 0; t0 < T; t0 += GQ) {
@@ -58,8 +58,7 @@ void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const f
         for (size_t j0 = first; j0 < Lmax; j0 += KB) {
             size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
             const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
-            sm_kernels_kv_block(&kb, &vb, kw, vw, kt, v, kvt, ring ? j0 % ring : j0, nk, hs,
-                                ak->widen);
+            sm_kernels_kv_block(&kb, &vb, kw, vw, kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
             ak->scores(p, qr, rows, kb, hs, nk, scale);
             for (size_t i = 0; i < rows; i++) {
                 size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;

@@ -101,14 +101,13 @@ void sm_avx2_matmul_rows(const sm_kernels *k, float *restrict out, const float *
                          size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch);
 
 /*
-** Key block j0 (nk keys) of a head's cache and its values as f32: *kb the
+** Key block j0 (nk keys, slot j0 of kv) and its values as f32: *kb the
 ** keys (hs, SM_ATTN_KBLOCK), *vb the values (nk, hs). An f32 cache is used
 ** in place; an f16 one is widened by the table's `widen` into kw and vw
 ** (the attention scratch). Plain C, shared by the SIMD attentions (pack.c).
 */
 void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
-                         float *restrict vw, const void *kt, const void *v, sm_dtype kvt,
-                         size_t j0, size_t nk, size_t hs,
+                         float *restrict vw, const sm_kv_head *kv, size_t j0, size_t nk, size_t hs,
                          void (*widen)(float *restrict, const void *restrict, sm_dtype, size_t));
 
 /*
@@ -133,10 +132,9 @@ typedef struct {
 
 /* The kernel table's attention (sm_kernels.h) made of ak's pieces (attention.c, plain C). */
 void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,
-                          const void *restrict kt, const void *restrict v, sm_dtype kvt,
-                          float *restrict scratch, size_t T, size_t pos, size_t hs,
-                          size_t q_stride, size_t out_stride, float scale, size_t window,
-                          size_t ring);
+                          const sm_kv_head *kv, float *restrict scratch, size_t T, size_t pos,
+                          size_t hs, size_t q_stride, size_t out_stride, float scale,
+                          size_t window);
 
 /* rope_halves in plain C (pack.c): contiguous halves, which the compiler vectorizes; every table's. */
 void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const float *restrict sn,

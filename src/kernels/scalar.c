@@ -84,10 +84,10 @@ static void softmax(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-static void attention(float *restrict out, const float *restrict q, const void *restrict kt,
-                      const void *restrict v, sm_dtype kvt, float *restrict scores, size_t T,
-                      size_t pos, size_t hs, size_t q_stride, size_t out_stride, float scale,
-                      size_t window, size_t ring) {
+static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
+                      float *restrict scores, size_t T, size_t pos, size_t hs, size_t q_stride,
+                      size_t out_stride, float scale, size_t window) {
+    const size_t ring = kv->ring;
     for (size_t t = 0; t < T; t++) {
         size_t L = pos + t + 1; /* keys this query may see: lo .. L-1 */
         size_t lo = window && L > window ? L - window : 0, n = L - lo;
@@ -95,16 +95,20 @@ static void attention(float *restrict out, const float *restrict q, const void *
         float *s = scores;
         for (size_t j = 0; j < n; j++) s[j] = 0.0f;
         for (size_t d = 0; d < hs; d++) {
-            for (size_t j = 0; j < n; j++)
-                s[j] += qr[d] * sm_elem_f32(kt, kvt, sm_attn_key_index(ring ? (lo + j) % ring : lo + j, d, hs));
+            for (size_t j = 0; j < n; j++) {
+                size_t sl = ring ? (lo + j) % ring : lo + j; /* its slot */
+                s[j] += qr[d] * sm_elem_f32(sm_kv_keys(kv, sl), kv->type, sm_attn_key_index(sl, d, hs));
+            }
         }
         for (size_t j = 0; j < n; j++) s[j] *= scale;
         softmax(s, n);
         float *o = out + t * out_stride;
         for (size_t d = 0; d < hs; d++) o[d] = 0.0f;
-        for (size_t j = 0; j < n; j++)
-            for (size_t d = 0; d < hs; d++)
-                o[d] += s[j] * sm_elem_f32(v, kvt, (ring ? (lo + j) % ring : lo + j) * hs + d);
+        for (size_t j = 0; j < n; j++) {
+            size_t sl = ring ? (lo + j) % ring : lo + j;
+            const void *v = sm_kv_values(kv, sl);
+            for (size_t d = 0; d < hs; d++) o[d] += s[j] * sm_elem_f32(v, kv->type, sl * hs + d);
+        }
     }
 }
 

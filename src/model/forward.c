@@ -453,9 +453,15 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
                     memcpy((float *)(void *)vh + p * hs, vr, hs * sizeof(float));
                 }
             }
+            sm_kv_head kv = {.kt = kt, .v = vh, .ring = ring, .type = s->p.kv_type,
+                             .shared = s->kv_shared[ru->seq]};
+            if (kv.shared) { /* a prefix another sequence holds (sm_state_kv_share) */
+                const size_t o = s->kv_src[ru->seq] * s->kv_seq_elems + layer_off + kh * hs * ctx;
+                kv.kt0 = (char *)s->kt + o * kvb, kv.v0 = (char *)s->v + o * kvb;
+            }
             for (size_t h = kh * group; h < (kh + 1) * group; h++)
-                K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, kt, vh, s->p.kv_type,
-                             scr, ru->len, ru->pos, hs, W, Q, scale, window, ring);
+                K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, &kv, scr, ru->len,
+                             ru->pos, hs, W, Q, scale, window);
         }
     }
     sm_pool_barrier(s->pool);

@@ -32,6 +32,16 @@ size_t sm_state_kv_bytes(const sm_state *s) {
     return sm_model_kv_bytes(s->m, s->p.kv_type);
 }
 
+/* Where head kh of layer l starts in sequence seq's own cache (elements). */
+static size_t head_at(const sm_state *s, size_t seq, int l, size_t kh) {
+    return seq * s->kv_seq_elems + s->kv_off[l] + kh * (size_t)s->m->cfg->head_dim * s->kv_len[l];
+}
+
+/* The sequence whose cache holds slot p of seq. */
+static size_t holder(const sm_state *s, size_t seq, size_t p) {
+    return p < s->kv_shared[seq] ? s->kv_src[seq] : seq;
+}
+
 /* Copies between the state's layer l of seq and a range buffer's; to_state picks the way. */
 static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char *buf,
                        bool to_state) {
@@ -39,8 +49,6 @@ static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char
     const size_t eb = sm_dtype_row_bytes(s->p.kv_type, 1), ctx = s->kv_len[l];
     const size_t ring = ctx < sm_attn_ctx_padded(s->p.n_ctx) ? ctx : 0;
     for (size_t kh = 0; kh < KVH; kh++) {
-        size_t off = seq * s->kv_seq_elems + s->kv_off[l] + kh * hs * ctx;
-        char *kt = (char *)s->kt + off * eb, *vh = (char *)s->v + off * eb;
         char *bk = buf + kh * 2 * n * hs * eb, *bv = bk + n * hs * eb;
         for (size_t i = 0; i < n;) {
             size_t p = ring ? (p0 + i) % ring : p0 + i; /* its slot */
@@ -48,6 +56,8 @@ static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char
             size_t run = SM_ATTN_KBLOCK - p % SM_ATTN_KBLOCK;
             if (run > n - i) run = n - i;
             if (ring && run > ring - p) run = ring - p;
+            size_t off = head_at(s, holder(s, seq, p), l, kh); /* a run is in one key block */
+            char *kt = (char *)s->kt + off * eb, *vh = (char *)s->v + off * eb;
             for (size_t d = 0; d < hs; d++) {
                 char *k = kt + sm_attn_key_index(p, d, hs) * eb, *b = bk + (d * n + i) * eb;
                 memcpy(to_state ? k : b, to_state ? b : k, run * eb);
@@ -76,7 +86,36 @@ bool sm_state_kv_get(const sm_state *s, size_t seq, size_t p0, size_t n, size_t 
 }
 
 void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *src) {
+    if (p0 < s->kv_shared[seq]) { /* never into the cache it shares: its own copy first */
+        sm_state_kv_copy(s, seq, s->kv_src[seq], s->kv_shared[seq]);
+        s->kv_shared[seq] = 0, s->kv_src[seq] = seq;
+    }
     const size_t lb = 2 * s->m->kv_dim * n * sm_dtype_row_bytes(s->p.kv_type, 1);
     for (int l = 0; l < s->m->cfg->n_layer; l++)
         copy_layer(s, seq, l, p0, n, (char *)src + (size_t)l * lb, true);
+}
+
+bool sm_state_kv_share(sm_state *s, size_t seq, size_t src, size_t n) {
+    if (n == 0) {
+        s->kv_shared[seq] = 0, s->kv_src[seq] = seq;
+        return true;
+    }
+    if (src == seq || s->kv_shared[src] || n % SM_ATTN_KBLOCK || n > s->p.n_ctx ||
+        sm_model_kv_window(s->m, &s->p))
+        return false;
+    s->kv_shared[seq] = n, s->kv_src[seq] = src;
+    return true;
+}
+
+void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n) {
+    const size_t hs = (size_t)s->m->cfg->head_dim, KVH = (size_t)s->m->cfg->n_kv_head;
+    const size_t eb = sm_dtype_row_bytes(s->p.kv_type, 1), B = SM_ATTN_KBLOCK * hs * eb;
+    for (int l = 0; l < s->m->cfg->n_layer; l++)
+        for (size_t kh = 0; kh < KVH; kh++)
+            for (size_t p = 0; p < n; p += SM_ATTN_KBLOCK) { /* a key block and its values */
+                size_t to = head_at(s, seq, l, kh) + p * hs;
+                size_t from = head_at(s, holder(s, src, p), l, kh) + p * hs;
+                memcpy((char *)s->kt + to * eb, (char *)s->kt + from * eb, B);
+                memcpy((char *)s->v + to * eb, (char *)s->v + from * eb, B);
+            }
 }

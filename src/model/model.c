@@ -167,6 +167,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
     size_t NL = (size_t)c->n_layer;
     size_t *kv_lay = sm_arena_alloc(a, 2 * NL, sizeof(size_t));
+    size_t *kv_share = sm_arena_alloc(a, 2 * S, sizeof(size_t));
     size_t t4 = a->used;
     plan->total = t4 - mark;
     plan->activations = t1 - t0;
@@ -191,6 +192,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
         s->kv_off[l] = off;
         off += m->kv_dim * s->kv_len[l];
     }
+    s->kv_src = kv_share, s->kv_shared = kv_share + S;
+    for (size_t i = 0; i < S; i++) s->kv_src[i] = i, s->kv_shared[i] = 0;
     s->runs = runs;
     return s;
 }

@@ -81,6 +81,9 @@ struct sm_state {
     size_t *kv_off;        /* (n_layer) where each layer's heads start in a sequence's cache */
     size_t *kv_len;        /* (n_layer) positions each head of the layer holds (padded); fewer
                               than the context: a sliding-window layer's ring (p in slot p % len) */
+    size_t *kv_src;        /* (n_seq) whose cache holds each sequence's first kv_shared[seq]
+                              positions: its own, or another's (sm_state_kv_share) */
+    size_t *kv_shared;     /* (n_seq) a multiple of SM_ATTN_KBLOCK, 0 when none is shared */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
     /* the forward call in flight: n token rows in runs, each run the rows
