@@ -196,8 +196,19 @@ class Grammar:
     def _chart(self, text):
         cps = [ord(c) for c in text]
         sets = [set() for _ in range(len(cps) + 1)]
+        waits = [{} for _ in range(len(cps) + 1)]  # per set: rule -> the items whose dot is before it
+
+        def add(i, item):
+            if item in sets[i]:
+                return False
+            sets[i].add(item)
+            alt = self.rules[item[0]][item[1]]
+            if item[2] < len(alt) and isinstance(alt[item[2]], str):
+                waits[i].setdefault(alt[item[2]], []).append(item)
+            return True
+
         for k, _ in enumerate(self.rules["root"]):
-            sets[0].add(("root", k, 0, 0))
+            add(0, ("root", k, 0, 0))
         for i in range(len(cps) + 1):
             work = list(sets[i])
             while work:
@@ -205,29 +216,23 @@ class Grammar:
                 rule, k, dot, org = item
                 alt = self.rules[rule][k]
                 if dot == len(alt):  # complete: advance what waited for this rule at org
-                    for w in list(sets[org]):
-                        wr, wk, wd, wo = w
-                        wa = self.rules[wr][wk]
-                        if wd < len(wa) and wa[wd] == rule:
-                            nw = (wr, wk, wd + 1, wo)
-                            if nw not in sets[i]:
-                                sets[i].add(nw)
-                                work.append(nw)
+                    for wr, wk, wd, wo in list(waits[org].get(rule, ())):
+                        nw = (wr, wk, wd + 1, wo)
+                        if add(i, nw):
+                            work.append(nw)
                     continue
                 sym = alt[dot]
                 if isinstance(sym, str):  # predict (and step over a nullable rule at once)
                     for k2, _ in enumerate(self.rules[sym]):
                         nw = (sym, k2, 0, i)
-                        if nw not in sets[i]:
-                            sets[i].add(nw)
+                        if add(i, nw):
                             work.append(nw)
                     if sym in self.null:
                         nw = (rule, k, dot + 1, org)
-                        if nw not in sets[i]:
-                            sets[i].add(nw)
+                        if add(i, nw):
                             work.append(nw)
                 elif i < len(cps) and self._match(sym, cps[i]):
-                    sets[i + 1].add((rule, k, dot + 1, org))
+                    add(i + 1, (rule, k, dot + 1, org))
             if i < len(cps) and not sets[i + 1]:
                 return sets, i + 1  # dead at i + 1
         return sets, None
