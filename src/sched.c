@@ -281,6 +281,13 @@ static size_t agree_blocks(const int32_t *a, size_t na, const int32_t *b, size_t
     return k / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
 }
 
+/* Positions of slot j's held prompt whose rows are still in place: none that another caller
+   of the state wrote over since the slot's last write (sm_state_kv_low). */
+static size_t held(const sm_sched *s, size_t j) {
+    size_t low = sm_state_kv_low(s->state, j);
+    return s->slots[j].n_held < low ? s->slots[j].n_held : low;
+}
+
 /* Slot q no longer shares a prefix (the state's sequence i reads its own cache again). */
 static void unshare(sm_sched *s, size_t i) {
     sm_state_kv_share(s->state, i, i, 0);
@@ -328,11 +335,10 @@ static void hand_over(sm_sched *s, size_t i, size_t keep) {
 static size_t place_prefix(sm_sched *s, size_t i, const entry *e, size_t P) {
     slot *q = &s->slots[i];
     if (!s->share) return 0;
-    size_t keep = q->n_shared ? 0 : agree_blocks(q->held, q->n_held, e->tokens, P);
+    size_t keep = q->n_shared ? 0 : agree_blocks(q->held, held(s, i), e->tokens, P);
     size_t from = NONE, n = keep;
     for (size_t j = 0; j < s->n_slots; j++) {
-        const slot *o = &s->slots[j];
-        size_t a = j == i || o->n_shared ? 0 : agree_blocks(o->held, o->n_held, e->tokens, P);
+        size_t a = j == i || s->slots[j].n_shared ? 0 : agree_blocks(s->slots[j].held, held(s, j), e->tokens, P);
         if (a > n) from = j, n = a;
     }
     if (from != NONE) keep = 0; /* its own cache keeps nothing others need */
@@ -393,6 +399,7 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         P = h.n_reused;
         memcpy(q->held, e->tokens, e->np * sizeof *e->tokens);
         q->n_held = P;
+        sm_state_kv_mark(s->state, i); /* what it holds now: later writes below P are others' */
     }
     q->q.stats.n_reused = P;
     if (ok && !q->q.done && s->p.prefix && e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK > P &&
@@ -412,6 +419,7 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         double tp = sm_time_now();
         rst = sm_state_prefill_seq(s->state, i, e->tokens + P, e->np - P, P, &lg, &rerr);
         if (!rst) q->n_held = e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK; /* the blocks insert takes */
+        sm_state_kv_mark(s->state, i);
         if (!rst && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, i, e->tokens, e->np);
         if (!rst) rst = sm_seq_begin(&q->q, lg, sm_time_now() - tp, &rerr);
         ok = rst == SM_OK;
@@ -444,6 +452,7 @@ static sm_status step_group(sm_sched *s, sm_error *err) {
     for (size_t g = 0; g < ng; g++) {
         slot *q = &s->slots[s->group[g]];
         if (!st) q->n_held = q->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK;
+        sm_state_kv_mark(s->state, s->group[g]);
         if (!st && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, s->group[g], q->w->tokens, q->np);
         q->w->used = q->w->admitted = false;
         q->w = NULL;

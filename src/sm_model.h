@@ -138,7 +138,7 @@ void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *s
 ** be while they are shared; seq's rows from n on are its own. A row read
 ** from another sequence is read as its own would be: no result changes.
 ** kv_get reads shared positions where they are; kv_put into them first
-** gives seq its own copy. Returns false, changing nothing, when the state
+** (or a forward call writing there) gives seq its own copy. Returns false, changing nothing, when the state
 ** cannot share: a layer's cache is a sliding window's ring, n is unaligned
 ** or past the context, src is seq, or src itself shares.
 */
@@ -146,6 +146,15 @@ bool sm_state_kv_share(sm_state *s, size_t seq, size_t src, size_t n);
 /* Copies positions [0, n) of src's cache (where src reads them) into seq's own; n a multiple
    of SM_ATTN_KBLOCK. For a sequence taking over a prefix others share. */
 void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n);
+/*
+** Whether rows a caller keeps track of are still in seq's cache: the lowest
+** position written into it (by a forward call or kv_put) since
+** sm_state_kv_mark(s, seq), SIZE_MAX when none (0 before the first mark).
+** Any writer may use a sequence; a caller that keeps rows there for later
+** (the scheduler's slots) trusts only those below this.
+*/
+size_t sm_state_kv_low(const sm_state *s, size_t seq);
+void sm_state_kv_mark(sm_state *s, size_t seq);
 
 /* The widest attention window of a layer whose cache is a ring in states made with p (0:
 ** every layer holds the whole context). A query at position q reads keys q - window + 1 .. q

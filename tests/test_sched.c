@@ -390,3 +390,51 @@ void test_sched_prefix_cache_matches_alone(void) {
     CHECKF(checked == 2 * 3 * 2 * NPFX && served > checked * 8, "%zu requests, %zu tokens served",
            checked, served);
 }
+
+/*
+** Slots keep their last prompt's rows and share them; another caller of the
+** same state (sm_generate on sequence 0, as a library session's generate
+** between two batches) writes over them. The scheduler then trusts only what
+** is still in place (sm_state_kv_low): the second batch still equals each
+** prompt alone, and the first one read prefixes in place.
+*/
+void test_sched_shared_rows_survive_other_writers(void) {
+    static const char base[] =
+        "Once upon a time, a caf\xc3\xa9 in Z\xc3\xbcrich sold \xe6\x97\xa5\xe6\x9c\xac tea to "
+        "every traveller who came by, and the owner wrote each name in a long book.";
+    static const char *tails[] = {" A", " B then", "", " C, D", " E", " F?"};
+    enum { N = 6 };
+    static char text[N][256];
+    req_spec q[N];
+    for (size_t i = 0; i < N; i++) {
+        snprintf(text[i], sizeof text[i], "%.*s%s", 130, base, tails[i]);
+        q[i] = (req_spec){text[i], 5 + i % 3, i % 2 ? 0.9f : 0, 0, 7 + i, NULL, false};
+    }
+    req_spec other = {"Zzzz, a different story starts here and runs on for a while, long enough to "
+                      "cover two key blocks of sixty-four tokens in the cache of sequence zero.",
+                      4, 0, 0, 1, NULL, false};
+    rig one, many;
+    outcome ref[N], scratch;
+    if (!rig_open_batch(&one, "seed", 1, "auto", 1, 16)) return;
+    for (size_t i = 0; i < N; i++) CHECK(alone(&one, &q[i], &ref[i]) && !ref[i].error[0]);
+    rig_close(&one);
+    if (!rig_open_batch(&many, "seed", 1, "auto", 3, 16)) return;
+    book *b = calloc(1, sizeof *b);
+    sm_arena a;
+    sm_prefix *pc;
+    sm_sched *s = b ? sched_open_cached(&many, b, &a, 64u << 20, &pc) : NULL;
+    if (!s) return;
+    for (int round = 0; round < 3; round++) {
+        memset(b, 0, sizeof *b);
+        if (!run_all(s, q, N, b)) return;
+        for (size_t i = 0; i < N; i++)
+            CHECKF(same(&b->out[i], &ref[i]), "round %d: request %zu differs from alone: '%.*s' vs '%.*s'",
+                   round, i, (int)b->out[i].len, b->out[i].text, (int)ref[i].len, ref[i].text);
+        CHECK(alone(&many, &other, &scratch) && !scratch.error[0]); /* sequence 0 written over */
+    }
+    CHECKF(sm_prefix_stats_of(pc).in_place >= SM_ATTN_KBLOCK, "%zu tokens read in place",
+           sm_prefix_stats_of(pc).in_place);
+    sm_arena_free(&a);
+    rig_close(&many);
+    free(b);
+}

@@ -13,6 +13,7 @@
 */
 #include "model_internal.h"
 
+#include <stdint.h>
 #include <string.h>
 
 size_t sm_model_kv_bytes(const sm_model *m, sm_dtype kv_type) {
@@ -86,10 +87,7 @@ bool sm_state_kv_get(const sm_state *s, size_t seq, size_t p0, size_t n, size_t 
 }
 
 void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *src) {
-    if (p0 < s->kv_shared[seq]) { /* never into the cache it shares: its own copy first */
-        sm_state_kv_copy(s, seq, s->kv_src[seq], s->kv_shared[seq]);
-        s->kv_shared[seq] = 0, s->kv_src[seq] = seq;
-    }
+    sm_kv_will_write(s, seq, p0);
     const size_t lb = 2 * s->m->kv_dim * n * sm_dtype_row_bytes(s->p.kv_type, 1);
     for (int l = 0; l < s->m->cfg->n_layer; l++)
         copy_layer(s, seq, l, p0, n, (char *)src + (size_t)l * lb, true);
@@ -118,4 +116,20 @@ void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n) {
                 memcpy((char *)s->kt + to * eb, (char *)s->kt + from * eb, B);
                 memcpy((char *)s->v + to * eb, (char *)s->v + from * eb, B);
             }
+}
+
+void sm_kv_will_write(sm_state *s, size_t seq, size_t p0) {
+    if (p0 < s->kv_shared[seq]) { /* never into the cache it shares: its own copy first */
+        sm_state_kv_copy(s, seq, s->kv_src[seq], s->kv_shared[seq]);
+        s->kv_shared[seq] = 0, s->kv_src[seq] = seq;
+    }
+    if (p0 < s->kv_low[seq]) s->kv_low[seq] = p0;
+}
+
+size_t sm_state_kv_low(const sm_state *s, size_t seq) {
+    return s->kv_low[seq];
+}
+
+void sm_state_kv_mark(sm_state *s, size_t seq) {
+    s->kv_low[seq] = SIZE_MAX;
 }

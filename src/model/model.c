@@ -167,7 +167,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
     size_t NL = (size_t)c->n_layer;
     size_t *kv_lay = sm_arena_alloc(a, 2 * NL, sizeof(size_t));
-    size_t *kv_share = sm_arena_alloc(a, 2 * S, sizeof(size_t));
+    size_t *kv_share = sm_arena_alloc(a, 3 * S, sizeof(size_t));
     size_t t4 = a->used;
     plan->total = t4 - mark;
     plan->activations = t1 - t0;
@@ -192,8 +192,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
         s->kv_off[l] = off;
         off += m->kv_dim * s->kv_len[l];
     }
-    s->kv_src = kv_share, s->kv_shared = kv_share + S;
-    for (size_t i = 0; i < S; i++) s->kv_src[i] = i, s->kv_shared[i] = 0;
+    s->kv_src = kv_share, s->kv_shared = kv_share + S, s->kv_low = kv_share + 2 * S;
+    for (size_t i = 0; i < S; i++) s->kv_src[i] = i, s->kv_shared[i] = 0, s->kv_low[i] = 0;
     s->runs = runs;
     return s;
 }
@@ -316,6 +316,7 @@ static double call_work(const sm_state *s) {
 /* Runs the call whose runs are in s->runs[0..n_runs) on the pool. */
 static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_runs,
                         bool rows_apart, bool every_row, const float **logits, sm_error *err) {
+    for (size_t g = 0; g < n_runs; g++) sm_kv_will_write(s, s->runs[g].seq, s->runs[g].pos);
     s->stop = false;
     s->tokens = tokens;
     s->n = n;

@@ -84,6 +84,7 @@ struct sm_state {
     size_t *kv_src;        /* (n_seq) whose cache holds each sequence's first kv_shared[seq]
                               positions: its own, or another's (sm_state_kv_share) */
     size_t *kv_shared;     /* (n_seq) a multiple of SM_ATTN_KBLOCK, 0 when none is shared */
+    size_t *kv_low;        /* (n_seq) the lowest position written since sm_state_kv_mark */
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
     /* the forward call in flight: n token rows in runs, each run the rows
@@ -106,6 +107,10 @@ struct sm_state {
 ** call may add (they are written before they are attended), padded: a ring.
 */
 size_t sm_kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows);
+
+/* Before rows from position p0 on are written into seq's cache (kv.c): a sequence sharing
+   them first gets its own copy, and the low-water mark of writes goes down to p0. */
+void sm_kv_will_write(sm_state *s, size_t seq, size_t p0);
 
 /* Binds and shape-checks every tensor of the architecture; refuses unknown ones. */
 sm_status sm_gpt2_bind(sm_model *m, sm_error *err);
