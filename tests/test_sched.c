@@ -318,10 +318,12 @@ void test_sched_cancel_stops_reports(void) {
 ** end inside calls): each request gives exactly what it gives alone, and
 ** the cache serves tokens.
 */
+/* Prompts sharing prefixes are cut from this (multi-byte characters: cuts inside them too). */
+static const char base[] =
+    "Once upon a time, a caf\xc3\xa9 in Z\xc3\xbcrich sold \xe6\x97\xa5\xe6\x9c\xac tea to "
+    "every traveller who came by, and the owner wrote each name in a long book.";
+
 void test_sched_prefix_cache_matches_alone(void) {
-    static const char base[] =
-        "Once upon a time, a caf\xc3\xa9 in Z\xc3\xbcrich sold \xe6\x97\xa5\xe6\x9c\xac tea to "
-        "every traveller who came by, and the owner wrote each name in a long book.";
     static const char *tails[] = {"", "a", "ab", "abc", "abcd", " and then?", "\xc3\xa8!", " Z\xc3\xbc"};
     const char *models[] = {"seed", "odd"};
     static const size_t slots[] = {1, 3, 5};
@@ -399,9 +401,6 @@ void test_sched_prefix_cache_matches_alone(void) {
 ** prompt alone, and the first one read prefixes in place.
 */
 void test_sched_shared_rows_survive_other_writers(void) {
-    static const char base[] =
-        "Once upon a time, a caf\xc3\xa9 in Z\xc3\xbcrich sold \xe6\x97\xa5\xe6\x9c\xac tea to "
-        "every traveller who came by, and the owner wrote each name in a long book.";
     static const char *tails[] = {" A", " B then", "", " C, D", " E", " F?"};
     enum { N = 6 };
     static char text[N][256];
