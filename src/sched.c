@@ -288,7 +288,7 @@ static size_t held(const sm_sched *s, size_t j) {
     return s->slots[j].n_held < low ? s->slots[j].n_held : low;
 }
 
-/* Slot q no longer shares a prefix (the state's sequence i reads its own cache again). */
+/* Slot i no longer shares a prefix (the state's sequence i reads its own cache again). */
 static void unshare(sm_sched *s, size_t i) {
     sm_state_kv_share(s->state, i, i, 0);
     s->slots[i].src = i, s->slots[i].n_shared = 0;
@@ -338,7 +338,8 @@ static size_t place_prefix(sm_sched *s, size_t i, const entry *e, size_t P) {
     size_t keep = q->n_shared ? 0 : agree_blocks(q->held, held(s, i), e->tokens, P);
     size_t from = NONE, n = keep;
     for (size_t j = 0; j < s->n_slots; j++) {
-        size_t a = j == i || s->slots[j].n_shared ? 0 : agree_blocks(s->slots[j].held, held(s, j), e->tokens, P);
+        const slot *o = &s->slots[j];
+        size_t a = j == i || o->n_shared ? 0 : agree_blocks(o->held, held(s, j), e->tokens, P);
         if (a > n) from = j, n = a;
     }
     if (from != NONE) keep = 0; /* its own cache keeps nothing others need */
