@@ -52,10 +52,10 @@ typedef struct slot {
     char *text; /* (text_cap) what the request generated */
     size_t len;
     /* the prompt whose rows the slot's cache holds, kept after the request ends; [0, n_held)
-       are rows as the prefix cache holds them (sm_prefix.h), in the slot's own cache or, below
-       n_shared, in slot src's (sm_state_kv_share: only from a slot that shares nothing) */
+       are rows as the prefix cache holds them (sm_prefix.h), in the slot's own cache or in the
+       part it reads from another slot's (sm_state_kv_shared: only from one that shares nothing) */
     int32_t *held; /* (n_ctx) */
-    size_t n_held, src, n_shared;
+    size_t n_held;
 } slot;
 
 struct sm_sched {
@@ -128,7 +128,7 @@ static sm_sched *carve(sm_arena *a, const sm_state_params *sp, const sm_sched_pa
         char *text = slots[i].text;
         int32_t *held = slots[i].held;
         sm_sampler smp = slots[i].smp;
-        slots[i] = (slot){.owner = s, .smp = smp, .text = text, .held = held, .src = i};
+        slots[i] = (slot){.owner = s, .smp = smp, .text = text, .held = held};
     }
     return s;
 }
@@ -288,10 +288,16 @@ static size_t held(const sm_sched *s, size_t j) {
     return s->slots[j].n_held < low ? s->slots[j].n_held : low;
 }
 
-/* Slot i no longer shares a prefix (the state's sequence i reads its own cache again). */
-static void unshare(sm_sched *s, size_t i) {
-    sm_state_kv_share(s->state, i, i, 0);
-    s->slots[i].src = i, s->slots[i].n_shared = 0;
+/* How many positions slot r reads from slot i's cache (0 when none). */
+static size_t reads_from(const sm_sched *s, size_t r, size_t i) {
+    size_t src, n = sm_state_kv_shared(s->state, r, &src);
+    return r != i && src == i ? n : 0;
+}
+
+/* Whether slot j reads part of its prefix from another slot's cache. */
+static bool sharer(const sm_sched *s, size_t j) {
+    size_t src;
+    return sm_state_kv_shared(s->state, j, &src) > 0;
 }
 
 /*
@@ -301,25 +307,22 @@ static void unshare(sm_sched *s, size_t i) {
 ** the others then share from it); idle ones just stop sharing.
 */
 static void hand_over(sm_sched *s, size_t i, size_t keep) {
-    size_t to = NONE;
+    size_t to = NONE, most = 0;
     for (size_t r = 0; r < s->n_slots; r++) {
-        slot *o = &s->slots[r];
-        if (r == i || o->src != i || o->n_shared <= keep) continue;
-        if (!o->busy) {
-            unshare(s, r);
-            o->n_held = 0; /* its own cache lacks the prefix */
-        } else if (to == NONE || o->n_shared > s->slots[to].n_shared)
-            to = r;
+        size_t n = reads_from(s, r, i);
+        if (n <= keep) continue;
+        if (!s->slots[r].busy) {
+            sm_state_kv_share(s->state, r, r, 0);
+            s->slots[r].n_held = 0; /* its own cache lacks the prefix */
+        } else if (n > most)
+            to = r, most = n;
     }
     if (to == NONE) return;
-    sm_state_kv_copy(s->state, to, i, s->slots[to].n_shared);
-    unshare(s, to);
+    sm_state_kv_copy(s->state, to, i, most);
+    sm_state_kv_share(s->state, to, to, 0);
     for (size_t r = 0; r < s->n_slots; r++) {
-        slot *o = &s->slots[r];
-        if (r != i && r != to && o->src == i && o->n_shared > keep) {
-            sm_state_kv_share(s->state, r, to, o->n_shared);
-            o->src = to;
-        }
+        size_t n = reads_from(s, r, i);
+        if (n > keep) sm_state_kv_share(s->state, r, to, n);
     }
 }
 
@@ -335,21 +338,17 @@ static void hand_over(sm_sched *s, size_t i, size_t keep) {
 static size_t place_prefix(sm_sched *s, size_t i, const entry *e, size_t P) {
     slot *q = &s->slots[i];
     if (!s->share) return 0;
-    size_t keep = q->n_shared ? 0 : agree_blocks(q->held, held(s, i), e->tokens, P);
+    size_t keep = sharer(s, i) ? 0 : agree_blocks(q->held, held(s, i), e->tokens, P);
     size_t from = NONE, n = keep;
     for (size_t j = 0; j < s->n_slots; j++) {
-        const slot *o = &s->slots[j];
-        size_t a = j == i || o->n_shared ? 0 : agree_blocks(o->held, held(s, j), e->tokens, P);
+        if (j == i || sharer(s, j)) continue;
+        size_t a = agree_blocks(s->slots[j].held, held(s, j), e->tokens, P);
         if (a > n) from = j, n = a;
     }
     if (from != NONE) keep = 0; /* its own cache keeps nothing others need */
     hand_over(s, i, keep);
-    unshare(s, i);
-    if (from != NONE && sm_state_kv_share(s->state, i, from, n)) {
-        q->src = from, q->n_shared = n;
-        return n;
-    }
-    return keep;
+    sm_state_kv_share(s->state, i, i, 0);
+    return from != NONE && sm_state_kv_share(s->state, i, from, n) ? n : keep;
 }
 
 /* Whether a prompt of n tokens reusing P prefills exactly in one call with others: the call

@@ -138,14 +138,17 @@ void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *s
 ** be while they are shared; seq's rows from n on are its own. A row read
 ** from another sequence is read as its own would be: no result changes.
 ** kv_get reads shared positions where they are; kv_put into them first
-** (or a forward call writing there) gives seq its own copy. Returns false, changing nothing, when the state
-** cannot share: a layer's cache is a sliding window's ring, n is unaligned
+** (or a forward call writing there) gives seq its own copy. Returns
+** false, changing nothing, when the state cannot share: a layer's cache is a sliding window's ring, n is unaligned
 ** or past the context, src is seq, or src itself shares.
 */
 bool sm_state_kv_share(sm_state *s, size_t seq, size_t src, size_t n);
 /* Copies positions [0, n) of src's cache (where src reads them) into seq's own; n a multiple
    of SM_ATTN_KBLOCK. For a sequence taking over a prefix others share. */
 void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n);
+/* How many of seq's first positions it reads from another sequence's cache (0: none), and
+   from which (*src; seq itself when none). */
+size_t sm_state_kv_shared(const sm_state *s, size_t seq, size_t *src);
 /*
 ** Whether rows a caller keeps track of are still in seq's cache: the lowest
 ** position written into it (by a forward call or kv_put) since

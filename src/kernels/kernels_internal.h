@@ -81,10 +81,10 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict o
 void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K,
                           size_t n, size_t nr, size_t width, size_t k0, size_t kc);
 
-/* The transpose (sm_kernels.transpose) by 8 x 8 blocks in AVX2 registers (avx2.c), for the
-   AVX2 and AVX-512 tables. */
 /* The AVX2 table's sum (the read probe, four streams), which the AVX-512 table uses too. */
 float sm_kernels_sum_avx2(const float *x, size_t n);
+/* The transpose (sm_kernels.transpose) by 8 x 8 blocks in AVX2 registers (avx2.c), for the
+   AVX2 and AVX-512 tables. */
 void sm_kernels_transpose_avx2(float *restrict out, const float *restrict in, size_t R, size_t C,
                                size_t c0, size_t c1);
 

@@ -409,7 +409,6 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
     const size_t KVH = (size_t)c->n_kv_head;
     const size_t group = (size_t)(c->n_head / c->n_kv_head);
     const size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim, half = hs / 2;
-    const size_t layer_off = s->kv_off[l]; /* per head: keys blocked, values (ctx, hs) */
     const bool rope = c->arch == SM_ARCH_LLAMA;
     const sm_layer *L = &m->layers[l];
     const size_t window = sm_config_window(c, l);
@@ -418,7 +417,7 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
         for (size_t g = 0; g < s->n_runs; g++) {
             const sm_run *ru = &s->runs[g];
-            const size_t off = ru->seq * s->kv_seq_elems + layer_off + kh * hs * ctx;
+            const size_t off = sm_kv_head_at(s, ru->seq, l, kh);
             char *kt = (char *)s->kt + off * kvb, *vh = (char *)s->v + off * kvb;
             float *qkv = s->qkv + ru->start * W;
             for (size_t t = 0; t < ru->len; t++) {
@@ -456,7 +455,7 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
             sm_kv_head kv = {.kt = kt, .v = vh, .ring = ring, .type = s->p.kv_type,
                              .shared = s->kv_shared[ru->seq]};
             if (kv.shared) { /* a prefix another sequence holds (sm_state_kv_share) */
-                const size_t o = s->kv_src[ru->seq] * s->kv_seq_elems + layer_off + kh * hs * ctx;
+                const size_t o = sm_kv_head_at(s, s->kv_src[ru->seq], l, kh);
                 kv.kt0 = (char *)s->kt + o * kvb, kv.v0 = (char *)s->v + o * kvb;
             }
             for (size_t h = kh * group; h < (kh + 1) * group; h++)

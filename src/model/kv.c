@@ -33,11 +33,6 @@ size_t sm_state_kv_bytes(const sm_state *s) {
     return sm_model_kv_bytes(s->m, s->p.kv_type);
 }
 
-/* Where head kh of layer l starts in sequence seq's own cache (elements). */
-static size_t head_at(const sm_state *s, size_t seq, int l, size_t kh) {
-    return seq * s->kv_seq_elems + s->kv_off[l] + kh * (size_t)s->m->cfg->head_dim * s->kv_len[l];
-}
-
 /* The sequence whose cache holds slot p of seq. */
 static size_t holder(const sm_state *s, size_t seq, size_t p) {
     return p < s->kv_shared[seq] ? s->kv_src[seq] : seq;
@@ -57,7 +52,7 @@ static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char
             size_t run = SM_ATTN_KBLOCK - p % SM_ATTN_KBLOCK;
             if (run > n - i) run = n - i;
             if (ring && run > ring - p) run = ring - p;
-            size_t off = head_at(s, holder(s, seq, p), l, kh); /* a run is in one key block */
+            size_t off = sm_kv_head_at(s, holder(s, seq, p), l, kh); /* a run is in one key block */
             char *kt = (char *)s->kt + off * eb, *vh = (char *)s->v + off * eb;
             for (size_t d = 0; d < hs; d++) {
                 char *k = kt + sm_attn_key_index(p, d, hs) * eb, *b = bk + (d * n + i) * eb;
@@ -111,8 +106,8 @@ void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n) {
     for (int l = 0; l < s->m->cfg->n_layer; l++)
         for (size_t kh = 0; kh < KVH; kh++)
             for (size_t p = 0; p < n; p += SM_ATTN_KBLOCK) { /* a key block and its values */
-                size_t to = head_at(s, seq, l, kh) + p * hs;
-                size_t from = head_at(s, holder(s, src, p), l, kh) + p * hs;
+                size_t to = sm_kv_head_at(s, seq, l, kh) + p * hs;
+                size_t from = sm_kv_head_at(s, holder(s, src, p), l, kh) + p * hs;
                 memcpy((char *)s->kt + to * eb, (char *)s->kt + from * eb, B);
                 memcpy((char *)s->v + to * eb, (char *)s->v + from * eb, B);
             }
@@ -124,6 +119,11 @@ void sm_kv_will_write(sm_state *s, size_t seq, size_t p0) {
         s->kv_shared[seq] = 0, s->kv_src[seq] = seq;
     }
     if (p0 < s->kv_low[seq]) s->kv_low[seq] = p0;
+}
+
+size_t sm_state_kv_shared(const sm_state *s, size_t seq, size_t *src) {
+    *src = s->kv_src[seq];
+    return s->kv_shared[seq];
 }
 
 size_t sm_state_kv_low(const sm_state *s, size_t seq) {

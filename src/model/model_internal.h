@@ -108,6 +108,11 @@ struct sm_state {
 */
 size_t sm_kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows);
 
+/* Where head kh of layer l starts in sequence seq's own cache, in elements of kt (or v). */
+static inline size_t sm_kv_head_at(const sm_state *s, size_t seq, int l, size_t kh) {
+    return seq * s->kv_seq_elems + s->kv_off[l] + kh * (size_t)s->m->cfg->head_dim * s->kv_len[l];
+}
+
 /* Before rows from position p0 on are written into seq's cache (kv.c): a sequence sharing
    them first gets its own copy, and the low-water mark of writes goes down to p0. */
 void sm_kv_will_write(sm_state *s, size_t seq, size_t p0);
