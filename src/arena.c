@@ -1,5 +1,5 @@
 /*
-** arena.c -- bump allocator over one 64-byte aligned block.
+** arena.c -- bump allocator over one 64-byte aligned block (sm_alloc_big).
 */
 #include "sm_arena.h"
 
@@ -15,7 +15,7 @@ sm_status sm_arena_init(sm_arena *a, size_t bytes) {
     size_t size;
     if (!sm_size_align(&size, bytes ? bytes : SM_ARENA_ALIGN, SM_ARENA_ALIGN))
         return SM_ERR_NOMEM;
-    a->base = aligned_alloc(SM_ARENA_ALIGN, size);
+    a->base = sm_alloc_big(size); /* huge pages for the KV-cache and activations */
     if (!a->base) return SM_ERR_NOMEM;
     a->size = size;
     return SM_OK;
@@ -55,6 +55,6 @@ void sm_arena_reset(sm_arena *a, size_t mark) {
 }
 
 void sm_arena_free(sm_arena *a) {
-    free(a->base);
+    sm_free_big(a->base);
     memset(a, 0, sizeof *a);
 }

@@ -77,6 +77,22 @@ sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err
     return SM_OK;
 }
 
+#define BIG_PAGE ((size_t)2 << 20)
+
+void *sm_alloc_big(size_t bytes) {
+    size_t al = bytes >= BIG_PAGE ? BIG_PAGE : 64, size;
+    if (!sm_size_align(&size, bytes ? bytes : 1, al)) return NULL;
+    void *p = aligned_alloc(al, size);
+#ifdef MADV_HUGEPAGE
+    if (p && al == BIG_PAGE) madvise(p, size, MADV_HUGEPAGE); /* a hint: failure changes nothing */
+#endif
+    return p;
+}
+
+void sm_free_big(void *p) {
+    free(p);
+}
+
 sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void **base, bool *mapped,
                     sm_error *err) {
     *base = NULL;
@@ -85,13 +101,15 @@ sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void *
     if (use_mmap) {
         void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) return sm_error_set(err, SM_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+#ifdef MADV_HUGEPAGE
+        madvise(m, size, MADV_HUGEPAGE); /* readahead fills the page cache in 2 MiB folios */
+#endif
         *base = m;
         *mapped = true;
         return SM_OK;
     }
-    size_t cap;
-    unsigned char *b;
-    if (!sm_size_align(&cap, size, 64) || !(b = aligned_alloc(64, cap)))
+    unsigned char *b = sm_alloc_big(size);
+    if (!b)
         return sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes to read '%s'", size, path);
     size_t off = 0;
     while (off < size) {
@@ -103,7 +121,7 @@ sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void *
     if (off != size) {
         sm_status st = sm_error_set(err, SM_ERR_IO, "cannot read '%s': %s", path,
                                     off < size ? "file shrank while reading" : strerror(errno));
-        free(b);
+        sm_free_big(b);
         return st;
     }
     *base = b;
@@ -125,7 +143,7 @@ sm_status sm_map_file(const char *path, bool use_mmap, void **base, size_t *size
 void sm_unmap(void *base, size_t size, bool mapped) {
     if (!base) return;
     if (mapped) munmap(base, size);
-    else free(base);
+    else sm_free_big(base);
 }
 
 void sm_remove_dir(const char *path) {

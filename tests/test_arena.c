@@ -1,6 +1,7 @@
 /* Tests of the arena and the thread pool. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +44,45 @@ void test_arena_overflow_and_fail_after(void) {
     CHECK(a.used == mark);
     sm_arena_free(&a);
     sm_arena_free(&a); /* free is safe twice */
+}
+
+/* The THPeligible line of the mapping of /proc/self/smaps that holds p: 1 or 0, -1 if none. */
+static int thp_eligible(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0, r = -1;
+    while (r < 0 && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && strncmp(line, "THPeligible:", 12) == 0)
+            r = atoi(line + 12);
+    }
+    fclose(f);
+    return r;
+}
+
+void test_alloc_big_alignment_and_huge_pages(void) {
+    char *small = sm_alloc_big(100), *big = sm_alloc_big(3u << 20);
+    CHECK(small && (uintptr_t)small % 64 == 0);
+    CHECK(big && (uintptr_t)big % (2u << 20) == 0); /* whole huge pages */
+    memset(small, 1, 100);
+    memset(big, 1, 3u << 20); /* every byte asked for is there */
+    CHECK(sm_alloc_big(SIZE_MAX - 4096) == NULL);
+    /* the hint reaches the kernel: its mapping may be backed by huge pages (THP "madvise" mode) */
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char mode[128] = "";
+    if (f) {
+        if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+        fclose(f);
+    }
+    if (!strstr(mode, "[madvise]") && !strstr(mode, "[always]"))
+        test_skip("huge pages: transparent huge pages are off or absent here");
+    else
+        CHECK(thp_eligible(big) == 1);
+    sm_free_big(small);
+    sm_free_big(big);
 }
 
 void test_pool_split_covers_range(void) {

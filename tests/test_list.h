@@ -1,6 +1,7 @@
 /* Every C test, in run order. */
 T(test_arena_plan_matches_carve)
 T(test_arena_overflow_and_fail_after)
+T(test_alloc_big_alignment_and_huge_pages)
 T(test_pool_split_covers_range)
 T(test_pool_barrier_orders_phases)
 T(test_pool_waits_sleep_and_wake)
