@@ -442,11 +442,11 @@ static sm_status admit_all(sm_sched *s, sm_error *err) {
     return SM_OK;
 }
 
-/* Prefills the group in one call, caches its blocks and samples each prompt's first token. */
-static sm_status step_group(sm_sched *s, sm_error *err) {
-    const float *lg;
-    double tp = sm_time_now();
-    sm_status st = sm_state_forward_many(s->state, s->ct, s->cs, s->cp, s->rows, &lg, err);
+/*
+** After the call that prefilled the group (status st, logits lg: row g for the group's
+** prompt g, tp seconds): caches its blocks and samples each prompt's first token.
+*/
+static sm_status group_done(sm_sched *s, sm_status st, const float *lg, double tp, sm_error *err) {
     size_t ng = s->ng;
     s->rows = s->ng = 0;
     for (size_t g = 0; g < ng; g++) {
@@ -459,7 +459,6 @@ static sm_status step_group(sm_sched *s, sm_error *err) {
     }
     if (st == SM_ERR_CANCELLED && cancelled(s)) return SM_OK;
     if (st) return st;
-    tp = sm_time_now() - tp;
     for (size_t g = 0; g < ng && !cancelled(s); g++) {
         slot *q = &s->slots[s->group[g]];
         sm_error rerr = {{0}};
@@ -469,14 +468,31 @@ static sm_status step_group(sm_sched *s, sm_error *err) {
     return SM_OK;
 }
 
+/* Prefills the group in one call of its own. */
+static sm_status step_group(sm_sched *s, sm_error *err) {
+    const float *lg = NULL;
+    double tp = sm_time_now();
+    sm_status st = sm_state_forward_many(s->state, s->ct, s->cs, s->cp, s->rows, &lg, err);
+    return group_done(s, st, lg, sm_time_now() - tp, err);
+}
+
+/*
+** One step: the waiting requests that fit take free slots; then one call prefills the group
+** (the prompts that started) and advances every other decoding slot by a token, so the
+** weights are read once for both (the one-row runs after the group's rows, each computed as
+** alone: sm_state_forward_many). A slot whose grammar forced tokens prefills them alone
+** first. When the rows do not fit one call, the group goes in a call of its own.
+*/
 sm_status sm_sched_step(sm_sched *s, sm_error *err) {
     sm_status st;
     if (!cancelled(s) && (st = admit_all(s, err))) return st;
-    if (s->ng && !cancelled(s) && (st = step_group(s, err))) return st;
-    size_t m = 0;
+    size_t cap = s->max_batch > s->n_slots ? s->max_batch : s->n_slots, busy = 0;
+    for (size_t i = 0; i < s->n_slots; i++) busy += s->slots[i].busy && !s->slots[i].w;
+    if (s->ng && s->rows + busy > cap && !cancelled(s) && (st = step_group(s, err))) return st;
+    size_t base = s->rows, m = base;
     for (size_t i = 0; i < s->n_slots && !cancelled(s); i++) {
         slot *q = &s->slots[i];
-        if (!q->busy) continue;
+        if (!q->busy || q->w) continue;
         if (q->q.n_next > 1) { /* a sampled token and those its grammar forces: prefilled as alone */
             const float *lg;
             sm_error rerr = {{0}};
@@ -489,14 +505,18 @@ sm_status sm_sched_step(sm_sched *s, sm_error *err) {
         s->ct[m] = q->q.next[0], s->cs[m] = i, s->cp[m] = sm_seq_pos(&q->q);
         m++;
     }
-    if (m == 0 || cancelled(s)) return SM_OK;
-    const float *logits;
-    if ((st = sm_state_decode(s->state, s->ct, s->cs, s->cp, m, &logits, err)))
-        return st == SM_ERR_CANCELLED && cancelled(s) ? SM_OK : st;
-    for (size_t j = 0; j < m && !cancelled(s); j++) {
+    if (cancelled(s)) return SM_OK;
+    if (m == base) return s->ng ? step_group(s, err) : SM_OK;
+    const float *logits = NULL;
+    size_t ng = s->ng;
+    double tp = sm_time_now();
+    sm_status cst = sm_state_forward_many(s->state, s->ct, s->cs, s->cp, m, &logits, err);
+    if (ng && (st = group_done(s, cst, logits, sm_time_now() - tp, err))) return st;
+    if (cst) return cst == SM_ERR_CANCELLED && cancelled(s) ? SM_OK : cst;
+    for (size_t j = base; j < m && !cancelled(s); j++) {
         slot *q = &s->slots[s->cs[j]];
         sm_error rerr = {{0}};
-        sm_status qst = sm_seq_accept(&q->q, logits + j * s->n_vocab, &rerr);
+        sm_status qst = sm_seq_accept(&q->q, logits + (ng + j - base) * s->n_vocab, &rerr);
         if (!cancelled(s) && (st = settle(s, q, qst, qst ? rerr.msg : NULL, err))) return st;
     }
     return SM_OK;

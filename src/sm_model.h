@@ -176,10 +176,13 @@ sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs
 /*
 ** Several sequences in one call: row i is tokens[i] at position poss[i] of
 ** sequence seqs[i]; a sequence's rows are one run of consecutive rows and
-** positions. Runs are all 1 row (that is sm_state_decode) or all 4 to
-** max_batch rows (prompts prefilled together), so each run gets exactly what
-** it gets in a call of its own. *logits is (runs, n_vocab): the last row of
-** each run, in run order. n <= max(max_batch, n_seq).
+** positions. Runs of 4 to max_batch rows (prompts prefilled together) come
+** first, then runs of 1 row (sequences decoding; only those: that is
+** sm_state_decode), so each run gets exactly what it gets in a call of its
+** own: the prompts' rows go through the packed products, the one-row runs
+** through the row-by-row ones, column block by column block, so both read
+** the weights once. *logits is (runs, n_vocab): the last row of each run, in
+** run order. n <= max(max_batch, n_seq).
 */
 sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t *seqs,
                                 const size_t *poss, size_t n, const float **logits,

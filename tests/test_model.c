@@ -171,8 +171,10 @@ void test_model_decode_matches_alone(void) {
                 int32_t gt[64];
                 size_t gs[64], gp[64], rows = 0, runs[NS], nr = 0;
                 static const size_t order[NS] = {3, 0, 4, 2, 1};
+                const size_t late = 3; /* prefilled in a decode step's call, ahead of its rows */
                 for (size_t oi = 0; oi < NS; oi++) {
                     size_t q = order[oi];
+                    if (q == late) continue;
                     if (plen[q] < 4) {
                         CHECK(sm_state_forward_seq(r.s, q, toks[q], plen[q], 0, &lg, &err) == SM_OK);
                         CHECKF(memcmp(lg, pre + q * V, V * sizeof(float)) == 0,
@@ -193,25 +195,38 @@ void test_model_decode_matches_alone(void) {
                 size_t bs[6] = {0, 0, 1, 1, 1, 1}, bp[6] = {0, 1, 0, 1, 2, 3};
                 int32_t bt[6] = {1, 2, 3, 4, 5, 6};
                 CHECK(sm_state_forward_many(r.s, bt, bs, bp, 6, &lg, &err) == SM_ERR_INPUT);
+                /* so is a one-token run ahead of a longer one */
+                size_t cs[5] = {0, 1, 1, 1, 1}, cp[5] = {20, 0, 1, 2, 3};
+                CHECK(sm_state_forward_many(r.s, bt, cs, cp, 5, &lg, &err) == SM_ERR_INPUT);
                 size_t done[NS] = {0};
+                bool late_in = false;
                 for (size_t round = 0; round < 3 * STEPS; round++) {
-                    size_t seqs[NS], poss[NS], n = 0;
-                    int32_t in[NS];
+                    size_t seqs[MAXL + NS], poss[MAXL + NS], n = 0, pk = 0;
+                    int32_t in[MAXL + NS];
+                    if (round == 1) /* the late prompt first: one call with the decode rows */
+                        for (; pk < plen[late]; pk++) in[n] = toks[late][pk], seqs[n] = late, poss[n++] = pk;
                     for (size_t j = 0; j < NS; j++) {
                         size_t q = (j + round) % NS; /* a rotating order ... */
                         if ((q + round) % 3 == 0 || done[q] == STEPS) continue; /* ... and subset */
+                        if (q == late && !late_in) continue;
                         seqs[n] = q, poss[n] = plen[q] + done[q], in[n] = toks[q][poss[n]];
                         n++;
                     }
-                    if (!n) continue;
-                    CHECK(sm_state_decode(r.s, in, seqs, poss, n, &lg, &err) == SM_OK);
-                    for (size_t i = 0; i < n; i++) {
+                    if (n == pk) continue;
+                    CHECK(sm_state_forward_many(r.s, in, seqs, poss, n, &lg, &err) == SM_OK);
+                    if (pk) {
+                        CHECKF(memcmp(lg, pre + late * V, V * sizeof(float)) == 0,
+                               "%s/%s/%dt: a prompt prefilled in a decode step's call differs from alone",
+                               models[mi], ks[ki]->name, nth);
+                        lg += V, late_in = true;
+                    }
+                    for (size_t i = pk; i < n; i++) {
                         size_t q = seqs[i];
-                        CHECKF(memcmp(lg + i * V, ref + (q * STEPS + done[q]) * V,
+                        CHECKF(memcmp(lg + (i - pk) * V, ref + (q * STEPS + done[q]) * V,
                                       V * sizeof(float)) == 0,
                                "%s/%s/%dt: sequence %zu step %zu decoded with %zu others differs "
                                "from alone",
-                               models[mi], ks[ki]->name, nth, q, done[q], n - 1);
+                               models[mi], ks[ki]->name, nth, q, done[q], n - pk - 1);
                         done[q]++;
                     }
                 }

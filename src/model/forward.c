@@ -118,7 +118,7 @@ sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_erro
 ** way whatever the split, so the split never changes results.
 */
 static size_t col_align(const sm_state *s) {
-    return s->n >= 4 && !s->rows_apart ? 64 : 16;
+    return s->n_packed >= 4 ? 64 : 16;
 }
 
 /* ---- profiling (no-op unless s->prof): thread 0 marks the end of each step ---- */
@@ -162,9 +162,22 @@ void sm_fwd_prof_output(sm_state *s) {
 
 /* ---- the steps ---- */
 
-/* The product for this call's linear layers: matmul, or matmul_rows for one-row runs. */
-static sm_matmul_fn product(const sm_state *s) {
-    return s->rows_apart ? s->k->matmul_rows : s->k->matmul;
+/*
+** Columns [n0, n1) of out (T rows of N) = x (T rows of K) . w^T + b for this call's rows:
+** the packed rows by matmul, the one-row runs after them by matmul_rows. In a call with
+** both, by 64 columns at a time, so the one-row runs read the weights the packed rows
+** just brought into the cache.
+*/
+#define SM_FWD_MIXED_COLS 64
+static void product(const sm_state *s, float *out, const float *x, const void *w, sm_dtype dt,
+                    const float *b, size_t N, size_t K, size_t n0, size_t n1, float *scr) {
+    const size_t P = s->n_packed, T = s->n;
+    const size_t step = P && P < T ? SM_FWD_MIXED_COLS : n1 - n0;
+    for (size_t c = n0; c < n1; c += step) {
+        size_t c1 = n1 - c < step ? n1 : c + step;
+        if (P) s->k->matmul(s->k, out, x, w, dt, b, P, N, K, c, c1, scr);
+        if (P < T) s->k->matmul_rows(s->k, out + P * N, x + P * K, w, dt, b, T - P, N, K, c, c1, scr);
+    }
 }
 
 static void norm_one(const sm_state *s, float *out, const float *x, const float *g,
@@ -291,7 +304,6 @@ static bool next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_
 static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     const sm_model *m = s->m;
     const size_t T = s->n, C = (size_t)m->cfg->n_embd, W = m->q_dim + 2 * m->kv_dim;
-    const sm_matmul_fn mm = product(s);
     const float *xn = sm_fwd_xn(s, ith);
     const sm_mat *part[3] = {&L->q_w, &L->k_w, &L->v_w};
     const float *bias[3] = {L->q_b, L->k_b, L->v_b};
@@ -299,14 +311,14 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     size_t n0, n1;
     while (next_cols(s, W, ith, nth, &n0, &n1)) {
         if (L->qkv_w.data) {
-            mm(s->k, s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, T, W, C, n0, n1, scr);
+            product(s, s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, W, C, n0, n1, scr);
             continue;
         }
         for (int p = 0; p < 3; p++) {
             size_t lo = n0 > start[p] ? n0 : start[p], hi = n1 < start[p + 1] ? n1 : start[p + 1];
             if (lo < hi)
-                mm(s->k, s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], T, W, C,
-                   lo - start[p], hi - start[p], scr);
+                product(s, s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], W, C,
+                        lo - start[p], hi - start[p], scr);
         }
     }
     sm_pool_barrier(s->pool);
@@ -329,10 +341,9 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
 static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, const float *g,
                      size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
-    const sm_matmul_fn mm = product(s);
     size_t n0, n1, r0, r1;
     while (next_cols(s, C, ith, nth, &n0, &n1)) {
-        mm(s->k, s->tmp, in, w.data, w.dt, b, T, C, K, n0, n1, scr);
+        product(s, s->tmp, in, w.data, w.dt, b, C, K, n0, n1, scr);
         if (!g)
             for (size_t t = 0; t < T; t++)
                 for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
@@ -373,16 +384,15 @@ static void activate(const sm_state *s, float *h, const float *up, size_t n) {
 */
 static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg->n_embd, F = (size_t)s->m->cfg->n_ff;
-    const sm_matmul_fn mm = product(s);
     const float *xn = sm_fwd_xn(s, ith);
     const bool gated = L->gate_w.data != NULL;
     size_t n0, n1;
     while (next_cols(s, F, ith, nth, &n0, &n1)) {
         if (gated) {
-            mm(s->k, s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, T, F, C, n0, n1, scr);
-            mm(s->k, s->up, xn, L->up_w.data, L->up_w.dt, NULL, T, F, C, n0, n1, scr);
+            product(s, s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, F, C, n0, n1, scr);
+            product(s, s->up, xn, L->up_w.data, L->up_w.dt, NULL, F, C, n0, n1, scr);
         } else {
-            mm(s->k, s->hid, xn, L->up_w.data, L->up_w.dt, L->up_b, T, F, C, n0, n1, scr);
+            product(s, s->hid, xn, L->up_w.data, L->up_w.dt, L->up_b, F, C, n0, n1, scr);
         }
         mark(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: products, then */
         for (size_t t = 0; t < T; t++)

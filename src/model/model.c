@@ -315,13 +315,13 @@ static double call_work(const sm_state *s) {
 
 /* Runs the call whose runs are in s->runs[0..n_runs) on the pool. */
 static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_runs,
-                        bool rows_apart, bool every_row, const float **logits, sm_error *err) {
+                        size_t n_packed, bool every_row, const float **logits, sm_error *err) {
     for (size_t g = 0; g < n_runs; g++) sm_kv_will_write(s, s->runs[g].seq, s->runs[g].pos);
     s->stop = false;
     s->tokens = tokens;
     s->n = n;
     s->n_runs = n_runs;
-    s->rows_apart = rows_apart;
+    s->n_packed = n_packed;
     s->every_row = every_row;
     if (s->prof) s->prof_t = sm_time_now();
     sm_pool_run_work(s->pool, sm_forward_task, s, call_work(s));
@@ -345,7 +345,7 @@ sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, s
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
     s->runs[0] = (sm_run){.start = 0, .len = n, .seq = seq, .pos = pos};
-    return launch(s, tokens, n, 1, false, s->p.all_logits, logits, err);
+    return launch(s, tokens, n, 1, n, s->p.all_logits, logits, err);
 }
 
 sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
@@ -382,14 +382,19 @@ sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t
         }
         if (s->runs[runs - 1].len > longest) longest = s->runs[runs - 1].len;
     }
-    for (size_t r = 0; r < runs && longest > 1; r++)
-        if (s->runs[r].len < 4 || s->runs[r].len > s->p.max_batch)
+    size_t packed = 0; /* the rows of the runs of several tokens, which come first */
+    for (size_t r = 0; r < runs && longest > 1; r++) {
+        const sm_run *ru = &s->runs[r];
+        if (ru->len == 1 && packed > 0 && (ru->start == packed || s->runs[r - 1].len == 1)) continue;
+        if (ru->len < 4 || ru->len > s->p.max_batch || packed != ru->start)
             return sm_error_set(err, SM_ERR_INPUT,
-                                "forward: a run of %zu tokens; runs are 1 token each, or 4..%zu",
-                                s->runs[r].len, s->p.max_batch);
+                                "forward: a run of %zu tokens; runs are 4..%zu tokens each, "
+                                "then 1 token each", ru->len, s->p.max_batch);
+        packed += ru->len;
+    }
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
-    return launch(s, tokens, n, runs, longest == 1, false, logits, err);
+    return launch(s, tokens, n, runs, packed, false, logits, err);
 }
 
 sm_status sm_state_decode(sm_state *s, const int32_t *tokens, const size_t *seqs,

@@ -97,7 +97,8 @@ struct sm_state {
     bool stop;         /* thread 0's reading of *cancel, for all threads after a barrier */
     sm_profile *prof;  /* NULL unless profiling */
     double prof_t;     /* thread 0's clock at the end of the last profiled step */
-    bool rows_apart; /* several one-row runs: rows computed as each alone (matmul_rows) */
+    size_t n_packed; /* rows [0, n_packed): runs of several tokens (matmul); the rest one-row runs, each
+                        computed as alone (matmul_rows) */
     bool every_row;  /* logits for every row (one run, all_logits), else each run's last */
 };
 
