@@ -505,8 +505,7 @@ sm_status sm_sched_step(sm_sched *s, sm_error *err) {
         s->ct[m] = q->q.next[0], s->cs[m] = i, s->cp[m] = sm_seq_pos(&q->q);
         m++;
     }
-    if (cancelled(s)) return SM_OK;
-    if (m == base) return s->ng ? step_group(s, err) : SM_OK;
+    if (cancelled(s) || m == 0) return SM_OK;
     const float *logits = NULL;
     size_t ng = s->ng;
     double tp = sm_time_now();

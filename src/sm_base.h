@@ -102,8 +102,9 @@ void sm_free_big(void *p);
 /*
 ** The whole of the open regular file fd (size bytes) in memory: mapped
 ** read-only (use_mmap; huge pages asked for, as sm_alloc_big does), or read
-** into an sm_alloc_big block; *mapped says which. Size 0 gives NULL. Errors name path. The caller closes fd and,
-** when done, calls sm_unmap. The one way every loader maps or reads a file.
+** into an sm_alloc_big block; *mapped says which. Size 0 gives NULL. Errors
+** name path. The caller closes fd and, when done, calls sm_unmap. The one
+** way every loader maps or reads a file.
 */
 sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void **base, bool *mapped,
                     sm_error *err);

@@ -139,8 +139,9 @@ void sm_state_kv_put(sm_state *s, size_t seq, size_t p0, size_t n, const void *s
 ** from another sequence is read as its own would be: no result changes.
 ** kv_get reads shared positions where they are; kv_put into them first
 ** (or a forward call writing there) gives seq its own copy. Returns
-** false, changing nothing, when the state cannot share: a layer's cache is a sliding window's ring, n is unaligned
-** or past the context, src is seq, or src itself shares.
+** false, changing nothing, when the state cannot share: a layer's cache is
+** a sliding window's ring, n is unaligned or past the context, src is seq,
+** or src itself shares.
 */
 bool sm_state_kv_share(sm_state *s, size_t seq, size_t src, size_t n);
 /* Copies positions [0, n) of src's cache (where src reads them) into seq's own; n a multiple

@@ -23,8 +23,10 @@
 ** many later requests as there are slots: nobody starves). What is left of
 ** a prompt (4 to the room left in the call, not ending 1 to 3 tokens past a
 ** multiple of max_batch) is prefilled with the other prompts of the step in
-** one call; any other prompt is prefilled alone. The step then decodes one
-** token for every busy slot in one pass over the weights (sm_state_decode).
+** one call; any other prompt is prefilled alone. The same call decodes one
+** token for every other busy slot (sm_state_forward_many: the group's rows,
+** then one row each), so the step reads the weights once; a slot that
+** started in it decodes from the next step.
 ** A request that finishes or fails goes to the done callback with its text,
 ** counts (stats.n_reused: its tokens served from the cache), finish reason
 ** and timing (or its error), and its slot is free at once. Every request's

@@ -129,9 +129,10 @@ void test_model_width_changes_identical(void) {
 
 /*
 ** Batched decoding: five sequences with different prompt lengths, decoded in
-** rounds of changing subsets and orders through sm_state_decode, give bit
-** for bit the logits each gives decoded alone in a one-sequence state, on
-** every kernel table, with 1 and 2 threads.
+** rounds of changing subsets and orders through sm_state_decode (one round
+** with a prompt prefilled ahead of its rows, sm_state_forward_many), give
+** bit for bit the logits each gives alone in a one-sequence state, on every
+** kernel table, with 1 and 2 threads.
 */
 void test_model_decode_matches_alone(void) {
     enum { NS = 5, STEPS = 6, MAXL = 12 + STEPS };
@@ -198,6 +199,10 @@ void test_model_decode_matches_alone(void) {
                 /* so is a one-token run ahead of a longer one */
                 size_t cs[5] = {0, 1, 1, 1, 1}, cp[5] = {20, 0, 1, 2, 3};
                 CHECK(sm_state_forward_many(r.s, bt, cs, cp, 5, &lg, &err) == SM_ERR_INPUT);
+                /* and a longer run after one-token runs */
+                int32_t xt[10] = {1, 2, 3, 4, 5, 6, 1, 2, 3, 4};
+                size_t xs[10] = {1, 1, 1, 1, 0, 2, 4, 4, 4, 4}, xp[10] = {0, 1, 2, 3, 20, 20, 0, 1, 2, 3};
+                CHECK(sm_state_forward_many(r.s, xt, xs, xp, 10, &lg, &err) == SM_ERR_INPUT);
                 size_t done[NS] = {0};
                 bool late_in = false;
                 for (size_t round = 0; round < 3 * STEPS; round++) {
@@ -213,7 +218,10 @@ void test_model_decode_matches_alone(void) {
                         n++;
                     }
                     if (n == pk) continue;
-                    CHECK(sm_state_forward_many(r.s, in, seqs, poss, n, &lg, &err) == SM_OK);
+                    if (pk)
+                        CHECK(sm_state_forward_many(r.s, in, seqs, poss, n, &lg, &err) == SM_OK);
+                    else
+                        CHECK(sm_state_decode(r.s, in, seqs, poss, n, &lg, &err) == SM_OK);
                     if (pk) {
                         CHECKF(memcmp(lg, pre + late * V, V * sizeof(float)) == 0,
                                "%s/%s/%dt: a prompt prefilled in a decode step's call differs from alone",

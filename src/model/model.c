@@ -385,7 +385,7 @@ sm_status sm_state_forward_many(sm_state *s, const int32_t *tokens, const size_t
     size_t packed = 0; /* the rows of the runs of several tokens, which come first */
     for (size_t r = 0; r < runs && longest > 1; r++) {
         const sm_run *ru = &s->runs[r];
-        if (ru->len == 1 && packed > 0 && (ru->start == packed || s->runs[r - 1].len == 1)) continue;
+        if (ru->len == 1 && packed > 0) continue; /* a longer run after it: start != packed */
         if (ru->len < 4 || ru->len > s->p.max_batch || packed != ru->start)
             return sm_error_set(err, SM_ERR_INPUT,
                                 "forward: a run of %zu tokens; runs are 4..%zu tokens each, "
