@@ -9,8 +9,9 @@ status=0 P=0 F=0 S=0
 stage() {
     local log t0; log=$(mktemp); t0=$SECONDS
     "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]} # the stage's own status (read before any other command)
     echo "[stage took $((SECONDS - t0)) s]"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    [ "$rc" -eq 0 ] || status=1
     local tally; tally=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -1)
     if [ -z "$tally" ]; then echo "stage '$*' printed no tally"; status=1; F=$((F + 1)); rm -f "$log"; return; fi
     set -- $(echo "$tally" | grep -oE '[0-9]+')
@@ -40,4 +41,5 @@ stage env SM_BIN="$B/smallmind" SM_TEST_MODELS="$TM" SM_ALLOC_SO="$B/alloc_count
       SM_SKIP_ALLOC="${SM_SKIP_ALLOC:-}" bash tests/test_cli.sh
 echo
 echo "all: $P passed, $F failed, $S skipped"
+[ "$F" -eq 0 ] || status=1
 exit $status
