@@ -123,7 +123,8 @@ typedef struct smallmind_session_params {
     size_t n_ctx;        /* KV-cache length in tokens; 0: the model's context */
     const char *kv_type; /* "f32" (NULL) or "f16" */
     int n_parallel;      /* requests decoded together by smallmind_run_batch; 0: 1 */
-    const char *kernels; /* "auto" (NULL), "scalar", "avx2" or "avx512" */
+    const char *kernels; /* "auto" (NULL), "scalar", "avx2", "avx512", or a table per
+                            operation: "avx512,rows=avx2" (see --kernels) */
     size_t prefix_cache; /* bytes of keys and values kept for prompt prefixes that
                             smallmind_run_batch's requests share (0: none) */
 } smallmind_session_params;

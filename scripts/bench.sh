@@ -3,7 +3,8 @@
 #   1. memory bandwidth (STREAM-like triad, `smallmind bench`) on 1 and 2 threads;
 #   2. smallmind's matrix-matrix product against OpenBLAS sgemm (build/bench_gemm,
 #      when libopenblas-dev is installed) on 512^3, 768^3 and the models' shapes;
-#      matrix-vector products against a read probe (build/bench_gemv);
+#      matrix-vector products against a read probe (build/bench_gemv); each kernel
+#      table's operations and the choice per operation (`smallmind bench --pick-kernels`);
 #   3. for each model shape (random weights): decode tokens/s beside the bound
 #      memory bandwidth sets (bandwidth / weight bytes read per token), prefill,
 #      load and allocations per token, 2 threads; written to
@@ -66,6 +67,10 @@ if [ -x $BDIR/bench_gemv ]; then
     echo "matrix-vector products (decode) beside a read probe over the same bytes"
     $BDIR/bench_gemv 1 2 | sed 's/^/  /'
 fi
+
+echo
+echo "kernels per operation: every table on fixed cases (smallmind bench --pick-kernels)"
+$BIN bench --pick-kernels -t 2 | sed 's/^/  /'
 
 # The model shapes: name, generator arguments. Decode with a 128-token prompt;
 # prefill 512 tokens where the context allows.

@@ -14,14 +14,14 @@
 #include "sm_kernels.h"
 
 #define B SM_PREFIX_BLOCK
-#define VERSION 1u
+#define VERSION 2u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {
     char magic[8];
     uint32_t version, kv_type;
     uint64_t model;       /* sm_pcache identity of the model */
-    char kernels[48];     /* table/int8 products, NUL-padded */
+    char kernels[112];    /* table (a composed one names its parts)/int8 products, NUL-padded */
     uint64_t max_batch, n_ctx, block_bytes, n_blocks;
 } header;
 

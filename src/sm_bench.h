@@ -38,4 +38,20 @@ double sm_bench_weight_bytes(const sm_config *c);
 /* Bytes of keys and values (of type kv_type, f32 or f16) one decoded token reads at context length ctx. */
 double sm_bench_kv_bytes(const sm_config *c, double ctx, sm_dtype kv_type);
 
+/*
+** The fixed cases `bench --pick-kernels` times each table on: per operation
+** (sm_kernels_op) the shapes of a ~1B-parameter model's layers, prefill's
+** many rows, decoding's one (and eight) from memory and from cache, one
+** head's attention. A case owns its weights and buffers (out of memory:
+** SM_ERR_NOMEM); run times `calls` calls of its operation through table k
+** on the pool's threads and returns seconds per call.
+*/
+typedef struct sm_bench_case sm_bench_case;
+size_t sm_bench_n_cases(void);
+sm_kernels_op sm_bench_case_op(size_t i);
+const char *sm_bench_case_what(size_t i);
+sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_error *err);
+double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, size_t calls);
+void sm_bench_case_free(sm_bench_case *c);
+
 #endif

@@ -6,7 +6,11 @@
 ** (AVX-512F), with the integer products its quantized matmuls use (the
 ** best this CPU has for that ISA) and the cache size its blocking follows.
 ** The tables are completed once, from CPU features, when first handed out;
-** sm_kernels_select picks one; the model only ever calls through it. Intrinsics live only in
+** sm_kernels_select picks one; the model only ever calls through it. A
+** table may also be composed: the products of prefill, of decoding and
+** attention each taken from the table that runs them fastest on this CPU
+** (sm_kernels_op; the choice per CPU family is a table in dispatch.c that
+** `bench --pick-kernels` measures), the rest from the best ISA's. Intrinsics live only in
 ** src/kernels/<isa>.c. Every kernel is a pure function of its inputs: the
 ** result of a given output element does not depend on how the caller splits
 ** the work, which is what makes 1- and 2-thread runs bit-identical.
@@ -93,6 +97,21 @@ static inline const void *sm_kv_values(const sm_kv_head *kv, size_t j) {
 struct sm_kernels;
 struct sm_qkernel;
 
+/*
+** The operations a composed table takes from different tables. Each keeps
+** its contract within one table: a product of 1-3 rows and matmul_rows come
+** from the same table (ROWS/QROWS), so a row decoded beside others is still
+** bit for bit the row decoded alone.
+*/
+typedef enum sm_kernels_op {
+    SM_KOP_GEMM,      /* matmul of 4 or more rows, f32/f16/bf16 weights (prefill, training) */
+    SM_KOP_QGEMM,     /* the same, quantized weights */
+    SM_KOP_ROWS,      /* matmul of 1-3 rows and matmul_rows, f32/f16/bf16 weights (decoding) */
+    SM_KOP_QROWS,     /* the same, quantized weights */
+    SM_KOP_ATTENTION, /* attention */
+    SM_KOP_COUNT
+} sm_kernels_op;
+
 /* A linear-layer product through table k (see matmul below for the contract). */
 typedef void (*sm_matmul_fn)(const struct sm_kernels *k, float *restrict out, const float *restrict x,
                              const void *restrict w, sm_dtype wt, const float *restrict bias,
@@ -100,7 +119,13 @@ typedef void (*sm_matmul_fn)(const struct sm_kernels *k, float *restrict out, co
                              float *restrict scratch);
 
 typedef struct sm_kernels {
+    /* "scalar", "avx2", "avx512"; a composed table's is its spec, the base table first and each
+    ** operation taken from another after it: "avx512,rows=avx2". */
     const char *name;
+
+    /* The table each operation comes from: this table's own (the tables as dispatch.c completes
+    ** them), or, composed, the ones its matmul, matmul_rows and attention hand the work to. */
+    const struct sm_kernels *from[SM_KOP_COUNT];
 
     /*
     ** The integer products behind matmul on quantized weights (an
@@ -213,11 +238,45 @@ typedef struct sm_kernels {
 } sm_kernels;
 
 /*
-** The table named `name` ("scalar", "avx2", "avx512") if this CPU runs it, or
-** the best one this CPU runs for "auto" (or NULL name). NULL if the name is
-** unknown or the CPU lacks the features.
+** The table a spec names, if this CPU runs it: "auto" (or NULL) for this
+** CPU's choice (the best ISA's table, with the operations the CPU-family
+** table in dispatch.c takes from others); "scalar", "avx2" or "avx512" for
+** that table alone; or a comma-separated list whose items are a table name
+** (the base: every operation from it) or OP=TABLE with OP one of gemm,
+** qgemm, rows, qrows, attention (sm_kernels_op), applied in order from auto's
+** choice ("rows=scalar": this CPU's choice with decoding's products from the
+** reference). The same composition always gives the same pointer, named in
+** one canonical form. On a bad spec, returns SM_ERR_INPUT and a message
+** naming the item; SM_ERR_NOMEM past 32 distinct compositions.
 */
+sm_status sm_kernels_choose(const char *spec, const sm_kernels **out, sm_error *err);
+
+/* sm_kernels_choose without the message: NULL if the spec is bad or the CPU lacks a table. */
 const sm_kernels *sm_kernels_select(const char *name);
+
+/* "gemm", "qgemm", "rows", "qrows", "attention". */
+const char *sm_kernels_op_name(sm_kernels_op op);
+
+/* Into buf (n bytes, cut short if needed): where each operation of k comes from, with the
+** integer products of its quantized ones: "gemm avx2, qgemm avx2 (avx2), rows scalar, ...". */
+void sm_kernels_describe(const sm_kernels *k, char *buf, size_t n);
+
+/*
+** This CPU as CPUID names it: vendor ("AuthenticAMD", "GenuineIntel"; "" off
+** x86), family and model with their extended fields added (AMD Zen 3 is
+** family 25, models 0-15 and 32-95; Zen 4 family 25, models 16-31, 96-127, 160-175).
+*/
+void sm_kernels_cpu(char vendor[13], unsigned *family, unsigned *model);
+
+/* Family and model from CPUID leaf 1's EAX, as the vendors' manuals combine them. */
+void sm_kernels_cpu_decode(unsigned eax, unsigned *family, unsigned *model);
+
+/*
+** The operations the table keyed by CPU family takes from other tables than
+** the best ISA's, as a spec ("rows=avx2"), for this vendor, family and model;
+** NULL where the best table does everything (no entry).
+*/
+const char *sm_kernels_cpu_choice(const char *vendor, unsigned family, unsigned model);
 
 /*
 ** Floats of per-thread scratch that matmul and matmul_rows need for inputs

@@ -38,6 +38,13 @@ bool test_failed(void);
 /* Deterministic pseudo-random floats in [-1, 1). */
 float test_rand(unsigned long long *state);
 
+/*
+** The kernel specs the exactness tests run through: every table this CPU runs and, with two or
+** more, one composed table (the best ISA's, decoding's products from the scalar reference), so
+** sequences decoded together equal them alone also when prefill and decoding use other tables.
+*/
+size_t test_kernel_specs(const char **out, size_t cap);
+
 /* Directory of the random test models (SM_TEST_MODELS), or NULL (then skip). */
 const char *test_models_dir(void);
 

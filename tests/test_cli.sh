@@ -85,7 +85,7 @@ usage_case "got '1.5'" $BIN generate -m $M -p x -s 1.5
 usage_case "-p does not apply to 'info'" $BIN info -m $M -p x
 usage_case "give -p or -f, not both" $BIN generate -m $M -p x -f "$T/prompt"
 usage_case "-c 1000 exceeds the model's context of 256" $BIN generate -m $M -p x -c 1000
-usage_case "--kernels neon is unknown or not supported" $BIN generate -m $M -p x --kernels neon
+usage_case "--kernels 'neon': 'neon' is not a kernel table (this CPU runs" $BIN generate -m $M -p x --kernels neon
 usage_case "--help takes no value" $BIN generate --help=yes
 usage_case "unexpected argument 'hello'" $BIN generate -m $M hello
 SMALLMIND_THREADS=abc usage_case "SMALLMIND_THREADS must be a whole number" $BIN generate -m $M -p x
@@ -171,6 +171,17 @@ run $BIN generate -m $M -p "x" -n 3 -v
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ] && grep -q "3290624 parameters" "$T/err"; then ok "-v reports the load on stderr"; else bad "-v" "rc=$rc $(cat "$T/err")"; fi
 run $BIN generate -m $M -p "a" -n 1000 -q
 if [ $rc -eq 0 ] && [ ! -s "$T/err" ]; then ok "-q: no notice when the context fills"; else bad "-q" "$(cat "$T/err")"; fi
+# --- kernels per operation: info names where each comes from; a composition of one table is it
+run $BIN info -m $M --kernels rows=scalar
+if [ $rc -eq 0 ] && grep -q "^operations: .*rows scalar, qrows" "$T/out" && grep -q "^kernels: .*family [0-9]* model" "$T/out"
+then ok "info --kernels rows=scalar: rows from scalar, the CPU named"; else bad "info --kernels" "rc=$rc $(cat "$T/out" "$T/err" | head -c 400)"; fi
+a=$($BIN generate -m $M -p "And" -n 24 --temp 0 --kernels scalar 2>&1)
+b=$($BIN generate -m $M -p "And" -n 24 --temp 0 --kernels scalar,rows=scalar,attention=scalar 2>&1)
+if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "--kernels scalar,rows=scalar,attention=scalar is the scalar table"
+else bad "composition of one table" "'$a' vs '$b'"; fi
+usage_case "--kernels 'rows=neon': 'neon' is not a kernel table (this CPU runs" $BIN generate -m $M -p x --kernels rows=neon
+usage_case "--kernels 'lines=scalar': 'lines' is not an operation" $BIN generate -m $M -p x --kernels lines=scalar
+usage_case "--pick-kernels takes no model, reports or arguments" $BIN bench --pick-kernels x.json
 run $BIN generate -m $M -p "x" -n 3 --no-mmap --kernels scalar
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--no-mmap --kernels scalar"; else bad "--no-mmap" "rc=$rc $(cat "$T/err")"; fi
 

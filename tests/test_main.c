@@ -53,6 +53,20 @@ const char *test_models_dir(void) {
     return d && *d ? d : NULL;
 }
 
+size_t test_kernel_specs(const char **out, size_t cap) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8), n = 0;
+    for (size_t i = 0; i < nk && n < cap; i++) out[n++] = ks[i]->name;
+    if (nk >= 2 && n < cap) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "%s,rows=%s,qrows=%s", ks[nk - 1]->name, ks[0]->name, ks[0]->name);
+        const sm_kernels *c = sm_kernels_select(spec);
+        if (c && c->from[SM_KOP_ROWS] == ks[0] && c->from[SM_KOP_GEMM] == ks[nk - 1]) out[n++] = c->name;
+        else test_fail(__FILE__, __LINE__, "the composed table '%s' is missing or not as named", spec);
+    }
+    return n;
+}
+
 bool test_rig_open(test_rig *r, const char *name, int nth, const char *kern, bool all, size_t batch,
                    size_t nseq) {
     memset(r, 0, sizeof *r);

@@ -137,14 +137,14 @@ void test_model_width_changes_identical(void) {
 void test_model_decode_matches_alone(void) {
     enum { NS = 5, STEPS = 6, MAXL = 12 + STEPS };
     static const size_t plen[NS] = {3, 7, 1, 12, 5};
-    const sm_kernels *ks[8];
-    size_t nk = sm_kernels_available(ks, 8);
+    const char *ks[9];
+    size_t nk = test_kernel_specs(ks, 9);
     const char *models[] = {"seed", "odd"};
     for (int mi = 0; mi < 2; mi++)
         for (size_t ki = 0; ki < nk; ki++)
             for (int nth = 1; nth <= 2; nth++) {
                 rig r;
-                if (!rig_open_seq(&r, models[mi], nth, ks[ki]->name, false, 32, NS)) return;
+                if (!rig_open_seq(&r, models[mi], nth, ks[ki], false, 32, NS)) return;
                 size_t V = r.V;
                 int32_t toks[NS][MAXL];
                 float *ref = malloc((size_t)NS * STEPS * V * sizeof(float));
@@ -153,7 +153,7 @@ void test_model_decode_matches_alone(void) {
                     for (size_t i = 0; i < MAXL; i++)
                         toks[q][i] = (int32_t)((q * 37 + i * 11 + 5) % (V < 256 ? V : 256));
                     rig one;
-                    if (!rig_open(&one, models[mi], nth, ks[ki]->name, false, 16)) return;
+                    if (!rig_open(&one, models[mi], nth, ks[ki], false, 16)) return;
                     const float *lg;
                     sm_error err = {{0}};
                     CHECK(sm_state_forward(one.s, toks[q], plen[q], 0, &lg, &err) == SM_OK);
@@ -180,7 +180,7 @@ void test_model_decode_matches_alone(void) {
                         CHECK(sm_state_forward_seq(r.s, q, toks[q], plen[q], 0, &lg, &err) == SM_OK);
                         CHECKF(memcmp(lg, pre + q * V, V * sizeof(float)) == 0,
                                "%s/%s/%dt: sequence %zu prefilled in its own slot differs",
-                               models[mi], ks[ki]->name, nth, q);
+                               models[mi], ks[ki], nth, q);
                         continue;
                     }
                     for (size_t i = 0; i < plen[q]; i++)
@@ -191,7 +191,7 @@ void test_model_decode_matches_alone(void) {
                 for (size_t g = 0; g < nr; g++)
                     CHECKF(memcmp(lg + g * V, pre + runs[g] * V, V * sizeof(float)) == 0,
                            "%s/%s/%dt: sequence %zu prefilled with others differs from alone",
-                           models[mi], ks[ki]->name, nth, runs[g]);
+                           models[mi], ks[ki], nth, runs[g]);
                 /* a run of 2 or 3 tokens beside longer ones is refused */
                 size_t bs[6] = {0, 0, 1, 1, 1, 1}, bp[6] = {0, 1, 0, 1, 2, 3};
                 int32_t bt[6] = {1, 2, 3, 4, 5, 6};
@@ -225,7 +225,7 @@ void test_model_decode_matches_alone(void) {
                     if (pk) {
                         CHECKF(memcmp(lg, pre + late * V, V * sizeof(float)) == 0,
                                "%s/%s/%dt: a prompt prefilled in a decode step's call differs from alone",
-                               models[mi], ks[ki]->name, nth);
+                               models[mi], ks[ki], nth);
                         lg += V, late_in = true;
                     }
                     for (size_t i = pk; i < n; i++) {
@@ -234,7 +234,7 @@ void test_model_decode_matches_alone(void) {
                                       V * sizeof(float)) == 0,
                                "%s/%s/%dt: sequence %zu step %zu decoded with %zu others differs "
                                "from alone",
-                               models[mi], ks[ki]->name, nth, q, done[q], n - pk - 1);
+                               models[mi], ks[ki], nth, q, done[q], n - pk - 1);
                         done[q]++;
                     }
                 }

@@ -86,7 +86,13 @@ int cli_info(const cli_opts *o) {
                "source; the rest used in place\n", made, (double)made / (1 << 20));
     printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.lm->model) /
                                        (double)sm_model_params(r.lm->model));
-    printf("kernels:      %s\n", r.ls->sp.kernels->name);
+    char ops[256], vendor[13];
+    unsigned fam, mod;
+    sm_kernels_describe(r.ls->sp.kernels, ops, sizeof ops);
+    sm_kernels_cpu(vendor, &fam, &mod);
+    printf("kernels:      %s (for %s family %u model %u)\n", r.ls->sp.kernels->name,
+           vendor[0] ? vendor : "this CPU", fam, mod);
+    printf("operations:   %s\n", ops);
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.ls->sp.n_ctx,
            r.ls->sp.max_batch, r.ls->sp.n_threads, r.ls->sp.n_threads == 1 ? "" : "s");
     print_bytes("arena", meas.used);

@@ -57,7 +57,9 @@ static const struct option_def {
     {"kv-type", 0, true, CMD_MODEL, O_KVTYPE,
      "    --kv-type T        f32 (default) or f16: type of the KV-cache (f16 halves its memory)"},
     {"kernels", 0, true, CMD_MODEL | CMD_TRAIN, O_KERNELS,
-     "    --kernels NAME     auto, scalar, avx2 or avx512 (default auto)"},
+     "    --kernels SPEC     auto (this CPU's choice per operation), scalar, avx2 or avx512, or\n"
+     "                         items OP=TABLE (OP: gemm, qgemm, rows, qrows, attention), e.g.\n"
+     "                         avx512,rows=avx2 (default auto)"},
     {"check-weights", 0, false, CMD_MODEL, O_CHECKW,
      "    --check-weights    scan every weight for NaN or infinity before running"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
@@ -171,6 +173,9 @@ static const struct option_def {
      "    --reps N           repetitions, best is reported (default 3)"},
     {"compare", 0, false, CMD_BENCH, O_COMPARE,
      "    --compare A B      two bench --json reports side by side, with B/A"},
+    {"pick-kernels", 0, false, CMD_BENCH, O_PICK,
+     "    --pick-kernels     time every kernel table's operations on fixed cases (no model) and\n"
+     "                         print the choice per operation for this CPU"},
     {"data", 0, true, CMD_TRAIN, O_DATA,
      "    --data FILE        the text to train on (required)"},
     {"out", 'o', true, CMD_TRAIN, O_OUT,
@@ -454,6 +459,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_SPECIAL: o->special = true; break;
     case O_NOBOS: o->no_bos = true; break;
     case O_COMPARE: o->compare = true; break;
+    case O_PICK: o->pick = true; break;
     case O_CHAT: o->chat = true; break;
     case O_SYSTEM: o->system = v; break;
     case O_CHATTPL: o->chat_template = v; break;

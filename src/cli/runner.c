@@ -24,9 +24,9 @@ sm_status cli_runner_carve(cli_runner *r, sm_arena *a, sm_error *err) {
 int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) {
     memset(r, 0, sizeof *r);
     double t0 = sm_time_now();
-    if (!sm_kernels_select(o->kernels))
-        return cli_usage_error(o, "--kernels %s is unknown or not supported by this CPU (have: %s)",
-                               o->kernels, sm_kernels_select(NULL)->name);
+    const sm_kernels *k;
+    sm_error ke = {{0}};
+    if (sm_kernels_choose(o->kernels, &k, &ke)) return cli_usage_error(o, "--%s", ke.msg);
     cli_exit_now = 1; /* nothing to flush while loading: a signal exits at once */
     char what[4200];
     snprintf(what, sizeof what, "a weight file of '%s'", o->model);

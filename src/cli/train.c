@@ -200,8 +200,8 @@ int cli_train(const cli_opts *o) {
         fprintf(stderr, "smallmind: %s (choose another --out)\n", err.msg);
         return EXIT_DATA;
     }
-    const sm_kernels *k = sm_kernels_select(o->kernels);
-    if (!k) return cli_usage_error(o, "--kernels %s is unknown or this CPU cannot run it", o->kernels);
+    const sm_kernels *k;
+    if (sm_kernels_choose(o->kernels, &k, &err)) return cli_usage_error(o, "--%s", err.msg);
 
     char *text = NULL;
     size_t n_train = 0, n_val = 0;

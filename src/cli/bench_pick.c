@@ -1,0 +1,105 @@
+/*
+** bench_pick.c -- `smallmind bench --pick-kernels`: every operation of every
+** kernel table this CPU runs, timed on sm_bench's fixed cases (the tables
+** interleaved, medians of 7), and the table each operation should come
+** from, printed as the --kernels spec and the line of dispatch.c's
+** CPU-family table that makes it this CPU's choice.
+*/
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_bench.h"
+
+enum { SAMPLES = 7, MAX_TABLES = 8 };
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cli_bench_pick(const cli_opts *o) {
+    const sm_kernels *tabs[MAX_TABLES];
+    size_t nt = sm_kernels_available(tabs, MAX_TABLES);
+    const sm_kernels *best = tabs[nt - 1];
+    sm_pool *pool = NULL;
+    if (sm_pool_create(&pool, (int)o->threads)) {
+        fprintf(stderr, "smallmind: cannot start %ld threads\n", o->threads);
+        return EXIT_DATA;
+    }
+    cli_exit_now = 1; /* nothing to flush: a signal exits at once */
+    char vendor[13];
+    unsigned fam, mod;
+    sm_kernels_cpu(vendor, &fam, &mod);
+    printf("CPU %s family %u model %u, %ld thread%s; microseconds per call, median of %d, the tables "
+           "interleaved\n%-9s %-50s", vendor[0] ? vendor : "(not x86)", fam, mod, o->threads,
+           o->threads == 1 ? "" : "s", SAMPLES, "operation", "case");
+    for (size_t t = 0; t < nt; t++) printf(" %10s", tabs[t]->name);
+    printf("\n");
+    double score[SM_KOP_COUNT][MAX_TABLES] = {{0}};
+    int n_cases[SM_KOP_COUNT] = {0};
+    for (size_t i = 0; i < sm_bench_n_cases(); i++) {
+        sm_bench_case *c;
+        sm_error err = {{0}};
+        if (sm_bench_case_new(&c, i, (int)o->threads, &err)) {
+            fprintf(stderr, "smallmind: %s\n", err.msg);
+            sm_pool_free(pool);
+            return EXIT_DATA;
+        }
+        /* calls per sample: about 20 ms of the best table's, after a warm-up call of each */
+        for (size_t t = 0; t < nt; t++) sm_bench_case_run(c, pool, tabs[t], 1);
+        double one = sm_bench_case_run(c, pool, best, 1);
+        size_t calls = one > 0.02 ? 1 : one < 2e-5 ? 1000 : (size_t)(0.02 / one);
+        double s[MAX_TABLES][SAMPLES], med[MAX_TABLES], fastest = 1e30;
+        for (int r = 0; r < SAMPLES; r++)
+            for (size_t t = 0; t < nt; t++) s[t][r] = sm_bench_case_run(c, pool, tabs[t], calls);
+        sm_bench_case_free(c);
+        sm_kernels_op op = sm_bench_case_op(i);
+        printf("%-9s %-50s", sm_kernels_op_name(op), sm_bench_case_what(i));
+        for (size_t t = 0; t < nt; t++) {
+            qsort(s[t], SAMPLES, sizeof(double), cmp_double);
+            med[t] = s[t][SAMPLES / 2];
+            if (med[t] < fastest) fastest = med[t];
+            printf(" %10.1f", med[t] * 1e6);
+        }
+        printf("\n");
+        fflush(stdout);
+        for (size_t t = 0; t < nt; t++) score[op][t] += med[t] / fastest;
+        n_cases[op]++;
+    }
+    /* per operation: the table with the least mean ratio to the fastest, case by case; the best
+       ISA's table unless another is more than 3% ahead */
+    char spec[128] = "", line[512] = "";
+    size_t sl = 0;
+    printf("per operation (mean over its cases of time / the fastest table's):\n");
+    for (int op = 0; op < SM_KOP_COUNT; op++) {
+        size_t pick = nt - 1;
+        for (size_t t = 0; t < nt; t++)
+            if (score[op][t] * 1.03 < score[op][pick]) pick = t;
+        printf("  %-9s", sm_kernels_op_name((sm_kernels_op)op));
+        for (size_t t = 0; t < nt; t++) printf(" %s %.2f", tabs[t]->name, score[op][t] / n_cases[op]);
+        printf(" -> %s\n", tabs[pick]->name);
+        if (tabs[pick] != best) {
+            int w = snprintf(spec + sl, sizeof spec - sl, "%s%s=%s", sl ? "," : "",
+                             sm_kernels_op_name((sm_kernels_op)op), tabs[pick]->name);
+            sl += w > 0 && (size_t)w < sizeof spec - sl ? (size_t)w : 0;
+        }
+    }
+    const sm_kernels *now = sm_kernels_select(NULL);
+    const char *entry = sm_kernels_cpu_choice(vendor, fam, mod);
+    char picked[160];
+    snprintf(picked, sizeof picked, "%s%s%s", best->name, sl ? "," : "", spec);
+    if (!sl)
+        snprintf(line, sizeof line, "%s for every operation: no entry in dispatch.c's table", best->name);
+    else
+        snprintf(line, sizeof line, "--kernels %s\n  dispatch.c's entry: {\"%s\", %u, 0x%02x, 0x%02x, \"%s\"},",
+                 picked, vendor, fam, mod, mod, spec);
+    printf("this CPU: %s\nauto today: %s (%s), %s\n", line, now->name,
+           entry ? "dispatch.c's entry for this CPU" : "no entry for this CPU",
+           strcmp(now->name, picked) == 0 ? "the same" : "not what was measured");
+    sm_pool_free(pool);
+    cli_out os = {0};
+    return cli_finish_stdout(&os, 0);
+}

@@ -1,0 +1,162 @@
+/*
+** test_dispatch.c -- choosing kernels: specs, composed tables (each
+** operation through the table it names, bit for bit), the CPU's identity
+** and the table keyed by CPU family.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_half.h"
+#include "sm_kernels.h"
+#include "sm_quant.h"
+#include "test.h"
+
+static float *rnd(size_t n, unsigned long long *s) {
+    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
+    for (size_t i = 0; i < n; i++) p[i] = test_rand(s);
+    return p;
+}
+
+/* Bad specs: SM_ERR_INPUT and a message naming the item. */
+void test_dispatch_bad_specs(void) {
+    static const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"neon", "'neon' is not a kernel table"},
+        {"rows=neon", "'neon' is not a kernel table"},
+        {"bogus=scalar", "'bogus' is not an operation"},
+        {"scalar,,rows=scalar", "'' is not a kernel table"},
+        {"rows=", "'' is not a kernel table"},
+        {"=scalar", "'' is not an operation"},
+        {"", "an empty name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const sm_kernels *k = NULL;
+        sm_error err = {{0}};
+        CHECKF(sm_kernels_choose(bad[i].spec, &k, &err) == SM_ERR_INPUT && strstr(err.msg, bad[i].needle),
+               "spec '%s': '%s'", bad[i].spec, err.msg);
+        CHECK(sm_kernels_select(bad[i].spec) == NULL);
+    }
+    /* a table this CPU lacks, in the words the tests of every table skip on */
+    const sm_kernels *avail[8];
+    if (sm_kernels_available(avail, 8) < 3) {
+        const sm_kernels *k = NULL;
+        sm_error err = {{0}};
+        CHECKF(sm_kernels_choose("rows=avx512", &k, &err) == SM_ERR_INPUT &&
+               strstr(err.msg, "'avx512' is not supported by this CPU (this CPU runs scalar"), "'%s'", err.msg);
+    }
+    /* a plain name and a composition of one table are that table itself */
+    const sm_kernels *ref = sm_kernels_reference();
+    CHECK(sm_kernels_select("scalar") == ref);
+    CHECK(sm_kernels_select("scalar,rows=scalar,attention=scalar") == ref);
+    CHECK(sm_kernels_select("auto") == sm_kernels_select(NULL));
+    for (int op = 0; op < SM_KOP_COUNT; op++) CHECK(ref->from[op] == ref);
+}
+
+/* CPUID leaf 1 EAX values of real CPUs (the vendors' revision guides) decoded to family and model. */
+void test_dispatch_cpu_identity(void) {
+    static const struct {
+        unsigned eax, family, model;
+        const char *what;
+    } cpus[] = {
+        {0x00A00F11, 25, 0x01, "AMD Zen 3 (Milan B1)"},
+        {0x00A20F12, 25, 0x21, "AMD Zen 3 (Vermeer B2)"},
+        {0x00A10F11, 25, 0x11, "AMD Zen 4 (Genoa B1)"},
+        {0x00A60F12, 25, 0x61, "AMD Zen 4 (Raphael B2)"},
+        {0x00B00F21, 26, 0x02, "AMD Zen 5 (Turin)"},
+        {0x00830F10, 23, 0x31, "AMD Zen 2 (Rome)"},
+        {0x00050657, 6, 0x55, "Intel Cascade Lake"},
+        {0x000906EA, 6, 0x9E, "Intel Coffee Lake"},
+        {0x00000F29, 15, 0x02, "Intel Pentium 4"},
+    };
+    for (size_t i = 0; i < sizeof cpus / sizeof *cpus; i++) {
+        unsigned f, m;
+        sm_kernels_cpu_decode(cpus[i].eax, &f, &m);
+        CHECKF(f == cpus[i].family && m == cpus[i].model, "%s: family %u model 0x%x, want %u 0x%x",
+               cpus[i].what, f, m, cpus[i].family, cpus[i].model);
+    }
+    /* the table keyed by family: Zen 4 decodes its float weights with avx2; Zen 3, Zen 5, Intel
+       and another vendor with Zen 4's numbers have no entry */
+    const char *z4 = sm_kernels_cpu_choice("AuthenticAMD", 25, 0x61);
+    CHECK(z4 && strstr(z4, "rows=avx2"));
+    CHECK(sm_kernels_cpu_choice("AuthenticAMD", 25, 0x11) && sm_kernels_cpu_choice("AuthenticAMD", 25, 0xa0));
+    CHECK(!sm_kernels_cpu_choice("AuthenticAMD", 25, 0x01) && !sm_kernels_cpu_choice("AuthenticAMD", 25, 0x21));
+    CHECK(!sm_kernels_cpu_choice("AuthenticAMD", 26, 0x02) && !sm_kernels_cpu_choice("GenuineIntel", 25, 0x61));
+    char vendor[13];
+    unsigned f, m;
+    sm_kernels_cpu(vendor, &f, &m);
+#ifdef SM_X86_KERNELS
+    CHECKF(strlen(vendor) == 12 && f >= 6, "vendor '%s' family %u", vendor, f);
+#endif
+}
+
+/*
+** A composed table hands each operation to the table it names: products of
+** 1-3 rows and matmul_rows to ROWS/QROWS's, of 4 or more to GEMM/QGEMM's,
+** attention to ATTENTION's; every result equal bit for bit to that
+** table's own, for f32, f16 and quantized weights.
+*/
+void test_dispatch_composed(void) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8);
+    if (nk < 2) {
+        test_skip("one kernel table on this CPU: nothing to compose");
+        return;
+    }
+    const sm_kernels *lo = ks[0], *hi = ks[nk - 1];
+    char spec[96], want[96];
+    /* decoding from the reference, prefill from the best; and the other way round */
+    for (int way = 0; way < 2; way++) {
+        const sm_kernels *gemm = way ? lo : hi, *rows = way ? hi : lo, *base = hi;
+        if (way)
+            snprintf(spec, sizeof spec, "%s,gemm=%s,qgemm=%s,attention=%s", hi->name, lo->name, lo->name, lo->name);
+        else
+            snprintf(spec, sizeof spec, "%s,rows=%s,qrows=%s", hi->name, lo->name, lo->name);
+        snprintf(want, sizeof want, "%s", spec);
+        const sm_kernels *c = sm_kernels_select(spec);
+        CHECKF(c && strcmp(c->name, want) == 0, "spec '%s' named '%s'", spec, c ? c->name : "(none)");
+        if (!c) return;
+        CHECK(sm_kernels_select(c->name) == c); /* its name is a spec of itself, the same table */
+        CHECK(c->from[SM_KOP_GEMM] == gemm && c->from[SM_KOP_QGEMM] == gemm);
+        CHECK(c->from[SM_KOP_ROWS] == rows && c->from[SM_KOP_QROWS] == rows);
+        CHECK(c->attention == (way ? lo : hi)->attention && c->softmax == base->softmax);
+        char desc[256];
+        sm_kernels_describe(c, desc, sizeof desc);
+        snprintf(want, sizeof want, "rows %s, qrows %s", rows->name, rows->name);
+        CHECKF(strstr(desc, want) != NULL, "describe: '%s'", desc);
+        static const sm_dtype dts[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_Q8_0, SM_DTYPE_Q4_K};
+        unsigned long long s = 11;
+        const size_t N = 40, K = 512, n0 = 3, n1 = 37;
+        for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+            float *wf = rnd(N * K, &s);
+            void *w = malloc(sm_dtype_row_bytes(dts[d], K) * N);
+            if (dts[d] == SM_DTYPE_F32) memcpy(w, wf, N * K * sizeof(float));
+            else if (dts[d] == SM_DTYPE_F16)
+                for (size_t i = 0; i < N * K; i++) ((uint16_t *)w)[i] = sm_f32_to_f16(wf[i]);
+            else CHECK(sm_quant_quantize(w, wf, dts[d], N * K) == N * K / sm_dtype_block(dts[d]));
+            size_t scr_n = sm_kernels_scratch(c, K);
+            CHECK(scr_n >= sm_kernels_scratch(lo, K) && scr_n >= sm_kernels_scratch(hi, K));
+            float *scr = rnd(scr_n, &s);
+            for (size_t T = 1; T <= 9; T += (T < 5 ? 1 : 4)) {
+                float *x = rnd(T * K, &s), *a = rnd(T * N, &s), *b = rnd(T * N, &s);
+                bool q = dts[d] >= SM_DTYPE_Q8_0;
+                const sm_kernels *mt = T >= 4 ? (q ? c->from[SM_KOP_QGEMM] : gemm) : rows;
+                c->matmul(c, a, x, w, dts[d], NULL, T, N, K, n0, n1, scr);
+                mt->matmul(mt, b, x, w, dts[d], NULL, T, N, K, n0, n1, scr);
+                for (size_t t = 0; t < T; t++)
+                    CHECKF(memcmp(a + t * N + n0, b + t * N + n0, (n1 - n0) * sizeof(float)) == 0,
+                           "%s matmul %s T=%zu: row %zu differs from %s's", c->name, sm_dtype_name(dts[d]), T, t,
+                           mt->name);
+                c->matmul_rows(c, a, x, w, dts[d], NULL, T, N, K, n0, n1, scr);
+                rows->matmul_rows(rows, b, x, w, dts[d], NULL, T, N, K, n0, n1, scr);
+                for (size_t t = 0; t < T; t++)
+                    CHECKF(memcmp(a + t * N + n0, b + t * N + n0, (n1 - n0) * sizeof(float)) == 0,
+                           "%s matmul_rows %s T=%zu: row %zu differs from %s's", c->name, sm_dtype_name(dts[d]),
+                           T, t, rows->name);
+                free(x), free(a), free(b);
+            }
+            free(wf), free(w), free(scr);
+        }
+    }
+}
