@@ -51,6 +51,7 @@ void test_dispatch_bad_specs(void) {
     CHECK(sm_kernels_select("scalar") == ref);
     CHECK(sm_kernels_select("scalar,rows=scalar,attention=scalar") == ref);
     CHECK(sm_kernels_select("auto") == sm_kernels_select(NULL));
+    CHECK(sm_kernels_select("auto,rows=scalar") == sm_kernels_select("rows=scalar"));
     for (int op = 0; op < SM_KOP_COUNT; op++) CHECK(ref->from[op] == ref);
 }
 

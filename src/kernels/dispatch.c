@@ -237,12 +237,12 @@ static sm_status compose(const sm_kernels *base, const sm_kernels *const from[SM
 }
 
 /*
-** Applies the items of spec (comma-separated; a table name, or OP=TABLE) to base and from[].
+** Applies the items (comma-separated; a table name, or OP=TABLE) of spec to base and from[].
 ** Items naming a table this CPU lacks are errors when strict, else skipped (the CPU table).
 */
-static sm_status apply(const char *spec, const sm_kernels **base, const sm_kernels *from[SM_KOP_COUNT],
-                       bool strict, sm_error *err) {
-    for (const char *p = spec;;) {
+static sm_status apply(const char *spec, const char *items, const sm_kernels **base,
+                       const sm_kernels *from[SM_KOP_COUNT], bool strict, sm_error *err) {
+    for (const char *p = items;;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         const char *eq = memchr(p, '=', len);
@@ -285,10 +285,11 @@ sm_status sm_kernels_choose(const char *spec, const sm_kernels **out, sm_error *
     unsigned family, model;
     sm_kernels_cpu(vendor, &family, &model);
     const char *cpu = sm_kernels_cpu_choice(vendor, family, model);
-    if (cpu) apply(cpu, &base, from, false, NULL);
+    if (cpu) apply(cpu, cpu, &base, from, false, NULL);
     if (spec && strcmp(spec, "auto") != 0) {
         if (!*spec) return sm_error_set(err, SM_ERR_INPUT, "kernels: an empty name");
-        sm_status st = apply(spec, &base, from, true, err);
+        /* "auto,rows=scalar" is "rows=scalar": the items apply to auto's choice */
+        sm_status st = apply(spec, strncmp(spec, "auto,", 5) == 0 ? spec + 5 : spec, &base, from, true, err);
         if (st) return st;
     }
     int op = 0;
