@@ -84,9 +84,10 @@ mk $MD/llama-15m-f16 --arch llama --layers 6 --heads 6 --embd 288 --ff 768 --ctx
 mk $MD/gpt2-medium-f16 --layers 24 --heads 16 --embd 1024 --ctx 1024 --vocab 50257 --dtype f16
 echo
 echo "decode against the memory-bandwidth bounds, 2 threads (128-token prompt, 128 tokens decoded, best of 3)"
-echo "  bound: triad bandwidth / weight bytes per token; read bound: read bandwidth over the"
-echo "  working set of a decode step (weights + KV at the mean context) / that working set"
-printf '  %-22s %8s %9s %10s %10s %8s %10s %8s %11s %9s %8s\n' model "params M" "MB/token" "decode t/s" "bound t/s" "of bound" \
+echo "  triad: triad bandwidth / weight bytes per token (an estimate, not a bound: the triad also writes);"
+echo "  read bound: read bandwidth over the working set of a decode step (weights + KV at the mean"
+echo "  context) / that working set"
+printf '  %-22s %8s %9s %10s %10s %8s %10s %8s %11s %9s %8s\n' model "params M" "MB/token" "decode t/s" "triad t/s" "of triad" \
     "read bound" "of read" "prefill t/s" "load ms" "allocs/t"
 TSV=$MD/decode.tsv
 printf 'model\tparams\tbytes_per_token\tdecode\tbound\tread_bound\n' >$TSV
@@ -103,7 +104,7 @@ for m in seed seed-gpt2vocab llama-15m llama-15m-f16 gpt2-small gpt2-small-bf16 
         'BEGIN { printf "  %-22s %8.1f %9.1f %10.1f %10.1f %7.0f%% %10.1f %7.0f%% %11s %9.2f %8s\n", m, p / 1e6, b / 1e6, d, u, 100 * d / u, r, 100 * d / r, pre, l, a }'
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' $m $P $bpt $dec $bound $rb >>$TSV
 done
-echo "  (a triad bound below the rate means the weights fit in cache, where the read bound holds; $TSV has the table)"
+echo "  (decode above the triad rate: the weights fit in cache, or the reads outrun the triad's mix; $TSV has the table)"
 
 echo
 echo "seed shape (4 layers, 256 wide, 256-byte vocabulary), every kernel table"

@@ -128,7 +128,7 @@ static int bench_compare(const cli_opts *o) {
 ** at a time with generate's default sampler (or --temp/--top-k/--top-p's), best of --reps; heap
 ** allocations counted over the decoding; then one profiled run (time per
 ** step, GFLOPS, GB/s) and the machine's memory bandwidth (triad) with the
-** decode bound it gives for this model, and the read bandwidth over the
+** rate it gives for this model (an estimate: the triad also writes), and the read bandwidth over the
 ** working set of one decode step with the bound that gives.
 */
 int cli_bench(const cli_opts *o) {
@@ -218,12 +218,13 @@ int cli_bench(const cli_opts *o) {
                "allocations    %8.3f per generated token (%zu in %ld x %zu tokens)\n"
                "peak RSS       %8ld KiB\n"
                "bandwidth      %8.2f GB/s (triad); %.1f MB of weights per token\n"
-               "decode bound   %8.1f tokens/s; decode is %.0f%% of it\n"
+               "triad rate     %8.1f tokens/s, the weights at the triad's bandwidth (not a bound: the triad also\n"
+               "                        writes, decode only reads; the read bound below is the bound)\n"
                "read bandwidth %8.2f GB/s over the %.1f MB a decode step reads (weights, KV)\n"
                "read bound     %8.1f tokens/s; decode is %.0f%% of it\n",
                o->model, r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), smp, ops, vendor, fam, mod, r.t_load * 1e3, pf, P, dtps, N,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
-               bw / 1e9, bpt / 1e6, bound, bound > 0 ? 100 * dtps / bound : 0, rbw / 1e9, ws / 1e6,
+               bw / 1e9, bpt / 1e6, bound, rbw / 1e9, ws / 1e6,
                rbound, rbound > 0 ? 100 * dtps / rbound : 0);
         print_profile("decode profile (one run; time per token, share of the forward + sampling):",
                       &dec, N, false);
