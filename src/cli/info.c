@@ -90,8 +90,10 @@ int cli_info(const cli_opts *o) {
     unsigned fam, mod;
     sm_kernels_describe(r.ls->sp.kernels, ops, sizeof ops);
     sm_kernels_cpu(vendor, &fam, &mod);
-    printf("kernels:      %s (for %s family %u model %u)\n", r.ls->sp.kernels->name,
-           vendor[0] ? vendor : "this CPU", fam, mod);
+    if (vendor[0])
+        printf("kernels:      %s (for %s family %u model %u)\n", r.ls->sp.kernels->name, vendor, fam, mod);
+    else
+        printf("kernels:      %s (this build does not identify the CPU)\n", r.ls->sp.kernels->name);
     printf("operations:   %s\n", ops);
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.ls->sp.n_ctx,
            r.ls->sp.max_batch, r.ls->sp.n_threads, r.ls->sp.n_threads == 1 ? "" : "s");
