@@ -177,10 +177,12 @@ int cli_bench(const cli_opts *o) {
     double rbw = sm_bench_read(r.ls->pool, r.ls->sp.kernels, ws), rbound = rbw / ws;
     double apt = N ? (double)allocs / (double)(N * (size_t)o->reps) : 0;
     cli_exit_now = 0;
-    char ops[256], vendor[13];
+    char ops[256], vendor[13], cpu[64];
     unsigned fam, mod;
     sm_kernels_describe(r.ls->sp.kernels, ops, sizeof ops);
     sm_kernels_cpu(vendor, &fam, &mod);
+    if (vendor[0]) snprintf(cpu, sizeof cpu, "%s family %u model %u", vendor, fam, mod);
+    else snprintf(cpu, sizeof cpu, "not identified by this build");
     if (o->json) {
         fputs("{\"model\":\"", stdout);
         cli_json_string(stdout, (const unsigned char *)o->model, strlen(o->model));
@@ -196,7 +198,7 @@ int cli_bench(const cli_opts *o) {
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, ru.ru_maxrss, bpt, bw / 1e9, bound,
                bound > 0 ? dtps / bound : 0, ws, rbw / 1e9, rbound, rbound > 0 ? dtps / rbound : 0,
                (double)spar.temperature, spar.top_k, (double)spar.top_p);
-        printf("\"kernels_per_op\":\"%s\",\"cpu\":\"%s family %u model %u\",", ops, vendor, fam, mod);
+        printf("\"kernels_per_op\":\"%s\",\"cpu\":\"%s\",", ops, cpu);
         fputs("\"profile\":{\"prefill\":{", stdout);
         print_profile("", &pre, P, true);
         fputs("},\"decode\":{", stdout);
@@ -210,7 +212,7 @@ int cli_bench(const cli_opts *o) {
             snprintf(smp, sizeof smp, "sampling at temperature %g, top-k %d, top-p %g", (double)spar.temperature,
                      spar.top_k, (double)spar.top_p);
         printf("model %s, %s kernels (int8 products: %s), %d threads, KV-cache %s, %s\n"
-               "kernels        %s (%s family %u model %u)\n"
+               "kernels        %s (CPU: %s)\n"
                "load           %8.2f ms\n"
                "prefill        %8.1f tokens/s (%zu tokens)\n"
                "decode         %8.1f tokens/s (%zu tokens, %.4f ms/token)\n"
@@ -222,7 +224,7 @@ int cli_bench(const cli_opts *o) {
                "                        writes, decode only reads; the read bound below is the bound)\n"
                "read bandwidth %8.2f GB/s over the %.1f MB a decode step reads (weights, KV)\n"
                "read bound     %8.1f tokens/s; decode is %.0f%% of it\n",
-               o->model, r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), smp, ops, vendor, fam, mod, r.t_load * 1e3, pf, P, dtps, N,
+               o->model, r.ls->sp.kernels->name, sm_kernels_int8_name(r.ls->sp.kernels), r.ls->sp.n_threads, sm_dtype_name(r.ls->sp.kv_type), smp, ops, cpu, r.t_load * 1e3, pf, P, dtps, N,
                dtps > 0 ? 1e3 / dtps : 0, ttft * 1e3, apt, allocs, o->reps, N, ru.ru_maxrss,
                bw / 1e9, bpt / 1e6, bound, rbw / 1e9, ws / 1e6,
                rbound, rbound > 0 ? 100 * dtps / rbound : 0);
