@@ -92,9 +92,9 @@ sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_err
     if (!c) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     c->i = (int)i;
     const size_t T = cases[i].T, N = cases[i].N, K = cases[i].K;
+    const bool att = cases[i].op == SM_KOP_ATTENTION;
     uint64_t s = 0x5eed + i;
-    bool ok = true;
-    if (cases[i].op == SM_KOP_ATTENTION) {
+    if (att) {
         c->ctx = sm_attn_ctx_padded(cases[i].pos + T);
         c->copy_bytes = 2 * K * c->ctx * sm_dtype_row_bytes(cases[i].dt, 1); /* keys and values of a head */
         c->copies = N;
@@ -110,21 +110,15 @@ sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_err
         }
     }
     c->scratch_floats = (c->scratch_floats + 15) & ~(size_t)15;
-    bool att = cases[i].op == SM_KOP_ATTENTION;
     size_t xn = T * (att ? N * K : K), on = T * (att ? N * K : N);
     c->w = sm_alloc_big(c->copy_bytes * c->copies);
     c->x = aligned_alloc(64, (xn * sizeof(float) + 63) & ~(size_t)63);
     c->out = aligned_alloc(64, (on * sizeof(float) + 63) & ~(size_t)63);
     c->scratch = aligned_alloc(64, c->scratch_floats * (size_t)n_threads * sizeof(float));
-    ok = c->w && c->x && c->out && c->scratch;
-    if (ok && att) {
-        size_t n = c->copy_bytes * c->copies / sm_dtype_row_bytes(cases[i].dt, 1);
-        for (size_t j = 0; j < n; j++) {
-            float v = rnd(&s);
-            if (cases[i].dt == SM_DTYPE_F16) ((uint16_t *)(void *)c->w)[j] = sm_f32_to_f16(v);
-            else ((float *)(void *)c->w)[j] = v;
-        }
-    } else if (ok) {
+    bool ok = c->w && c->x && c->out && c->scratch;
+    if (ok && att) /* every head's keys and values: rows of K */
+        ok = fill_weights(c->w, cases[i].dt, c->copy_bytes * c->copies / sm_dtype_row_bytes(cases[i].dt, K), K, &s);
+    else if (ok) {
         ok = fill_weights(c->w, cases[i].dt, N, K, &s);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->w + k * c->copy_bytes, c->w, c->copy_bytes);
     }

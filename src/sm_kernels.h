@@ -268,6 +268,9 @@ void sm_kernels_describe(const sm_kernels *k, char *buf, size_t n);
 */
 void sm_kernels_cpu(char vendor[13], unsigned *family, unsigned *model);
 
+/* Into buf (n bytes): "VENDOR family F model M", or "not identified by this build". */
+void sm_kernels_cpu_name(char *buf, size_t n);
+
 /* Family and model from CPUID leaf 1's EAX, as the vendors' manuals combine them. */
 void sm_kernels_cpu_decode(unsigned eax, unsigned *family, unsigned *model);
 

@@ -190,9 +190,8 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     sm_error e = {{0}};
     *out = NULL;
     const sm_config *c = sm_model_config(m->model);
-    const char *kname = p->kernels && strcmp(p->kernels, "auto") != 0 ? p->kernels : NULL;
     const sm_kernels *k;
-    sm_status kst = sm_kernels_choose(kname, &k, &e);
+    sm_status kst = sm_kernels_choose(p->kernels, &k, &e);
     if (kst) return fail(err, kst, &e);
     if (p->kv_type && strcmp(p->kv_type, "f32") != 0 && strcmp(p->kv_type, "f16") != 0)
         return fail(err, sm_error_set(&e, SM_ERR_INPUT, "kv_type \"%.40s\" is not f32 or f16", p->kv_type), &e);

@@ -173,7 +173,7 @@ run $BIN generate -m $M -p "a" -n 1000 -q
 if [ $rc -eq 0 ] && [ ! -s "$T/err" ]; then ok "-q: no notice when the context fills"; else bad "-q" "$(cat "$T/err")"; fi
 # --- kernels per operation: info names where each comes from; a composition of one table is it
 run $BIN info -m $M --kernels rows=scalar
-if [ $rc -eq 0 ] && grep -q "^operations: .*rows scalar, qrows" "$T/out" && grep -qE "^kernels: .*(family [0-9]+ model|does not identify the CPU)" "$T/out"
+if [ $rc -eq 0 ] && grep -q "^operations: .*rows scalar, qrows" "$T/out" && grep -qE "^kernels: .*CPU: (.* family [0-9]+ model [0-9]+|not identified by this build)" "$T/out"
 then ok "info --kernels rows=scalar: rows from scalar, the CPU named"; else bad "info --kernels" "rc=$rc $(cat "$T/out" "$T/err" | head -c 400)"; fi
 a=$($BIN generate -m $M -p "And" -n 24 --temp 0 --kernels scalar 2>&1)
 b=$($BIN generate -m $M -p "And" -n 24 --temp 0 --kernels scalar,rows=scalar,attention=scalar 2>&1)

@@ -177,12 +177,9 @@ int cli_bench(const cli_opts *o) {
     double rbw = sm_bench_read(r.ls->pool, r.ls->sp.kernels, ws), rbound = rbw / ws;
     double apt = N ? (double)allocs / (double)(N * (size_t)o->reps) : 0;
     cli_exit_now = 0;
-    char ops[256], vendor[13], cpu[64];
-    unsigned fam, mod;
+    char ops[256], cpu[64];
     sm_kernels_describe(r.ls->sp.kernels, ops, sizeof ops);
-    sm_kernels_cpu(vendor, &fam, &mod);
-    if (vendor[0]) snprintf(cpu, sizeof cpu, "%s family %u model %u", vendor, fam, mod);
-    else snprintf(cpu, sizeof cpu, "not identified by this build");
+    sm_kernels_cpu_name(cpu, sizeof cpu);
     if (o->json) {
         fputs("{\"model\":\"", stdout);
         cli_json_string(stdout, (const unsigned char *)o->model, strlen(o->model));

@@ -30,11 +30,12 @@ int cli_bench_pick(const cli_opts *o) {
         return EXIT_DATA;
     }
     cli_exit_now = 1; /* nothing to flush: a signal exits at once */
-    char vendor[13];
+    char vendor[13], cpu[64];
     unsigned fam, mod;
     sm_kernels_cpu(vendor, &fam, &mod);
-    printf("CPU %s family %u model %u, %ld thread%s; microseconds per call, median of %d, the tables "
-           "interleaved\n%-9s %-50s", vendor[0] ? vendor : "(not x86)", fam, mod, o->threads,
+    sm_kernels_cpu_name(cpu, sizeof cpu);
+    printf("CPU %s, %ld thread%s; microseconds per call, median of %d, the tables "
+           "interleaved\n%-9s %-50s", cpu, o->threads,
            o->threads == 1 ? "" : "s", SAMPLES, "operation", "case");
     for (size_t t = 0; t < nt; t++) printf(" %10s", tabs[t]->name);
     printf("\n");
@@ -70,9 +71,10 @@ int cli_bench_pick(const cli_opts *o) {
         n_cases[op]++;
     }
     /* per operation: the table with the least mean ratio to the fastest, case by case; the best
-       ISA's table unless another is more than 3% ahead */
-    char spec[128] = "", line[512] = "";
-    size_t sl = 0;
+       ISA's table unless another is more than 3% ahead; the spec of those picks, as --kernels
+       takes it, gives the table they make (named in its canonical form) */
+    char spec[160];
+    size_t sl = (size_t)snprintf(spec, sizeof spec, "%s", best->name);
     printf("per operation (mean over its cases of time / the fastest table's):\n");
     for (int op = 0; op < SM_KOP_COUNT; op++) {
         size_t pick = nt - 1;
@@ -81,24 +83,20 @@ int cli_bench_pick(const cli_opts *o) {
         printf("  %-9s", sm_kernels_op_name((sm_kernels_op)op));
         for (size_t t = 0; t < nt; t++) printf(" %s %.2f", tabs[t]->name, score[op][t] / n_cases[op]);
         printf(" -> %s\n", tabs[pick]->name);
-        if (tabs[pick] != best) {
-            int w = snprintf(spec + sl, sizeof spec - sl, "%s%s=%s", sl ? "," : "",
-                             sm_kernels_op_name((sm_kernels_op)op), tabs[pick]->name);
-            sl += w > 0 && (size_t)w < sizeof spec - sl ? (size_t)w : 0;
-        }
+        if (tabs[pick] != best && sl < sizeof spec)
+            sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ",%s=%s", sm_kernels_op_name((sm_kernels_op)op),
+                                   tabs[pick]->name);
     }
-    const sm_kernels *now = sm_kernels_select(NULL);
+    const sm_kernels *measured = sm_kernels_select(spec), *now = sm_kernels_select(NULL);
     const char *entry = sm_kernels_cpu_choice(vendor, fam, mod);
-    char picked[160];
-    snprintf(picked, sizeof picked, "%s%s%s", best->name, sl ? "," : "", spec);
-    if (!sl)
-        snprintf(line, sizeof line, "%s for every operation: no entry in dispatch.c's table", best->name);
+    if (measured == best)
+        printf("this CPU: %s for every operation: no entry in dispatch.c's table\n", best->name);
     else
-        snprintf(line, sizeof line, "--kernels %s\n  dispatch.c's entry: {\"%s\", %u, 0x%02x, 0x%02x, \"%s\"},",
-                 picked, vendor, fam, mod, mod, spec);
-    printf("this CPU: %s\nauto today: %s (%s), %s\n", line, now->name,
+        printf("this CPU: --kernels %s\n  dispatch.c's entry: {\"%s\", %u, 0x%02x, 0x%02x, \"%s\"},\n",
+               measured->name, vendor, fam, mod, mod, spec + strlen(best->name) + 1);
+    printf("auto today: %s (%s), %s\n", now->name,
            entry ? "dispatch.c's entry for this CPU" : "no entry for this CPU",
-           strcmp(now->name, picked) == 0 ? "the same" : "not what was measured");
+           now == measured ? "the same" : "not what was measured");
     sm_pool_free(pool);
     cli_out os = {0};
     return cli_finish_stdout(&os, 0);

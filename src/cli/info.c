@@ -86,14 +86,10 @@ int cli_info(const cli_opts *o) {
                "source; the rest used in place\n", made, (double)made / (1 << 20));
     printf("bits/weight:  %.2f\n", 8.0 * (double)sm_model_weight_bytes(r.lm->model) /
                                        (double)sm_model_params(r.lm->model));
-    char ops[256], vendor[13];
-    unsigned fam, mod;
+    char ops[256], cpu[64];
     sm_kernels_describe(r.ls->sp.kernels, ops, sizeof ops);
-    sm_kernels_cpu(vendor, &fam, &mod);
-    if (vendor[0])
-        printf("kernels:      %s (for %s family %u model %u)\n", r.ls->sp.kernels->name, vendor, fam, mod);
-    else
-        printf("kernels:      %s (this build does not identify the CPU)\n", r.ls->sp.kernels->name);
+    sm_kernels_cpu_name(cpu, sizeof cpu);
+    printf("kernels:      %s (CPU: %s)\n", r.ls->sp.kernels->name, cpu);
     printf("operations:   %s\n", ops);
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.ls->sp.n_ctx,
            r.ls->sp.max_batch, r.ls->sp.n_threads, r.ls->sp.n_threads == 1 ? "" : "s");

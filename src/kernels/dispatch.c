@@ -31,6 +31,9 @@ static const struct {
     {"AuthenticAMD", 25, 0xa0, 0xaf, "rows=avx2"},
 };
 
+static sm_status apply(const char *spec, const char *items, const sm_kernels **base,
+                       const sm_kernels *from[SM_KOP_COUNT], bool strict, sm_error *err);
+
 /* The L2 size per core from the C library (glibc reads CPUID) if sane, else the default. */
 static size_t read_l2(void) {
     long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -70,6 +73,9 @@ static int has_avx512vnni(void) {
 static sm_kernels tables[3];
 static size_t n_tables;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* auto's choice: the best table, and where each operation comes from (the CPU-family table). */
+static const sm_kernels *auto_base, *auto_from[SM_KOP_COUNT];
 
 /* The composed tables handed out so far (their pointers stay valid for the process). */
 enum { MAX_COMPOSED = 32, NAME_MAX_LEN = 96 };
@@ -116,6 +122,14 @@ void sm_kernels_cpu(char vendor[13], unsigned *family, unsigned *model) {
 #endif
 }
 
+void sm_kernels_cpu_name(char *buf, size_t n) {
+    char vendor[13];
+    unsigned family, model;
+    sm_kernels_cpu(vendor, &family, &model);
+    if (vendor[0]) snprintf(buf, n, "%s family %u model %u", vendor, family, model);
+    else snprintf(buf, n, "not identified by this build");
+}
+
 const char *sm_kernels_cpu_choice(const char *vendor, unsigned family, unsigned model) {
     for (size_t i = 0; i < sizeof cpu_choices / sizeof cpu_choices[0]; i++)
         if (strcmp(cpu_choices[i].vendor, vendor) == 0 && cpu_choices[i].family == family &&
@@ -159,6 +173,13 @@ static void init(void) {
         tables[i].l2_bytes = l2;
         for (int op = 0; op < SM_KOP_COUNT; op++) tables[i].from[op] = &tables[i];
     }
+    auto_base = &tables[n_tables - 1];
+    for (int op = 0; op < SM_KOP_COUNT; op++) auto_from[op] = auto_base;
+    char vendor[13];
+    unsigned family, model;
+    sm_kernels_cpu(vendor, &family, &model);
+    const char *cpu = sm_kernels_cpu_choice(vendor, family, model);
+    if (cpu) apply(cpu, cpu, &auto_base, auto_from, false, NULL);
 }
 
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
@@ -194,10 +215,15 @@ size_t sm_kernels_available(const sm_kernels **out, size_t cap) {
     return n;
 }
 
+/* Whether the len bytes at s are the string lit. */
+static bool is(const char *s, size_t len, const char *lit) {
+    return strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
 /* The table this CPU runs named n (len bytes), or NULL. */
 static const sm_kernels *table_named(const char *n, size_t len) {
     for (size_t i = 0; i < n_tables; i++)
-        if (strlen(tables[i].name) == len && memcmp(tables[i].name, n, len) == 0) return &tables[i];
+        if (is(n, len, tables[i].name)) return &tables[i];
     return NULL;
 }
 
@@ -252,8 +278,7 @@ static sm_status apply(const char *spec, const char *items, const sm_kernels **b
         int op = -1;
         if (eq)
             for (int o = 0; o < SM_KOP_COUNT && op < 0; o++)
-                if (strlen(op_names[o]) == (size_t)(eq - p) && memcmp(op_names[o], p, (size_t)(eq - p)) == 0)
-                    op = o;
+                if (is(p, (size_t)(eq - p), op_names[o])) op = o;
         if (eq && op < 0)
             return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': '%.*s' is not an operation (gemm, qgemm, "
                                 "rows, qrows, attention)", spec, (int)(eq - p), p);
@@ -261,8 +286,7 @@ static sm_status apply(const char *spec, const char *items, const sm_kernels **b
             char have[64] = "";
             for (size_t i = 0; i < n_tables; i++)
                 snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", tables[i].name);
-            bool known = (tlen == 6 && memcmp(tn, "scalar", 6) == 0) || (tlen == 4 && memcmp(tn, "avx2", 4) == 0) ||
-                         (tlen == 6 && memcmp(tn, "avx512", 6) == 0);
+            bool known = is(tn, tlen, "scalar") || is(tn, tlen, "avx2") || is(tn, tlen, "avx512");
             return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': '%.*s' is %s (this CPU runs %s)", spec, (int)tlen,
                                 tn, known ? "not supported by this CPU" : "not a kernel table", have);
         }
@@ -279,13 +303,8 @@ static sm_status apply(const char *spec, const char *items, const sm_kernels **b
 
 sm_status sm_kernels_choose(const char *spec, const sm_kernels **out, sm_error *err) {
     pthread_once(&once, init);
-    const sm_kernels *base = &tables[n_tables - 1], *from[SM_KOP_COUNT];
-    for (int op = 0; op < SM_KOP_COUNT; op++) from[op] = base;
-    char vendor[13];
-    unsigned family, model;
-    sm_kernels_cpu(vendor, &family, &model);
-    const char *cpu = sm_kernels_cpu_choice(vendor, family, model);
-    if (cpu) apply(cpu, cpu, &base, from, false, NULL);
+    const sm_kernels *base = auto_base, *from[SM_KOP_COUNT];
+    memcpy(from, auto_from, sizeof from);
     if (spec && strcmp(spec, "auto") != 0) {
         if (!*spec) return sm_error_set(err, SM_ERR_INPUT, "kernels: an empty name");
         /* "auto,rows=scalar" is "rows=scalar": the items apply to auto's choice */
