@@ -9,6 +9,8 @@
 # BIN_BEFORE may name a second smallmind binary (a build before a change):
 # every smallmind sampler of a row runs again with it, interleaved with the
 # rest, so before and after are measured side by side in the same samples.
+# IK_LLAMA may name ik_llama.cpp's build/bin (the prefill rows run its llama-bench with
+# -rtr 1; it aborts on GPT-2 models, so it is on the Llama rows only).
 # LLAMA_CPP_AVX2 may name a second llama.cpp build made without AVX-512
 # (-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF), to set beside
 # smallmind's AVX2 table on a machine that has AVX-512.
@@ -17,7 +19,7 @@
 # figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total
 # gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
-# gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
+# tl-pre-f16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
 # tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m gpt2-q4_k_m; prefix reuse (issue 35):
 # prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl (llama-server too). Quantized GGUF files are made by the
 # given llama.cpp build's llama-quantize, ours by `smallmind convert --dtype`,
@@ -29,6 +31,7 @@ MD=${MD:-build/peer-models}
 LC=${LLAMA_CPP:-}
 LC2=${LLAMA_CPP_AVX2:-}
 L2=${LLAMA2C:-}
+IK=${IK_LLAMA:-}
 B0=${BIN_BEFORE:-}
 SHARED=$(realpath ${SHARED:-../shared/models})
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3 )
@@ -39,7 +42,7 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs," \
     "$(grep -ow -m1 avx512f /proc/cpuinfo || echo 'no AVX-512')"
-echo "$($BIN --version | head -1)${B0:+; before: $($B0 --version | head -1) ($B0)}; llama.cpp: ${LC:-not given}; llama.cpp AVX2: ${LC2:-not given}; llama2.c: ${L2:-not given}"
+echo "$($BIN --version | head -1)${B0:+; before: $($B0 --version | head -1) ($B0)}; llama.cpp: ${LC:-not given}; llama.cpp AVX2: ${LC2:-not given}; llama2.c: ${L2:-not given}; ik_llama.cpp: ${IK:-not given}"
 
 # Models: smallmind directories from sm_random_model.py; GGUF from
 # gguf_random.py (GPT-2) or llama.cpp's converter (the 15M Llama, from the
@@ -90,6 +93,8 @@ need_q() { # need_q NAME QTYPE
 }
 sm_pre() { $BIN bench -m $1 -t 2 --prompt-tokens $2 -n 1 --reps 1 --json ${3:+--kernels $3} | jget prefill_tokens_per_s; }
 lc_pre() { $3/llama-bench -m $1 -p $2 -n 0 -t 2 -r 1 -o json 2>/dev/null | jget avg_ts; }
+# ik_llama.cpp with its weights repacked for this CPU at load (-rtr 1), as its README advises
+ik_pre() { $IK/llama-bench -m $1 -p $2 -n 0 -t 2 -r 1 -rtr 1 -o json 2>/dev/null | jget avg_ts; }
 
 # One sample of each program: decode tokens/s from an empty context (the
 # first token excluded), 128 tokens.
@@ -207,10 +212,12 @@ tl-q4_0|tl-q8_0|tl-q4_k_m|tl-q5_k_m|tl-q6_k|tl-q4_0-1t|tl-q8_0-1t|tl-q4_k_m-1t)
     need_q tl $q
     P=("sm_dec $MD/tl-$q $t" "sm_dec $MD/tl-$q $t avx2" "sm_bound $MD/tl-$q $t"); lcs lc_dec $MD/tl-$q.gguf $t
     row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0, q4_k_m >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
-tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m)
-    q=${r#tl-pre-}; need_q tl $q
-    P=("sm_pre $MD/tl-$q 128" "sm_pre $MD/tl-$q 128 avx2"); lcs lc_pre $MD/tl-$q.gguf 128
-    row "prefill 128 tokens, TinyLlama-1.1B shape, $q, 2 threads, tokens/s" ">= 1.5x llama.cpp" "${P[@]}" ;;
+tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m|tl-pre-f16|tl-pre512-q4_0|tl-pre512-q8_0|tl-pre512-q4_k_m|tl-pre512-f16)
+    q=${r#tl-pre*-}; pp=128; [ ${r#tl-pre512} != $r ] && pp=512
+    if [ $q = f16 ]; then need_q tl q8_0; else need_q tl $q; fi # (tl-f16 and its GGUF come with any)
+    P=("sm_pre $MD/tl-$q $pp" "sm_pre $MD/tl-$q $pp avx2"); lcs lc_pre $MD/tl-$q.gguf $pp
+    [ -n "$IK" ] && P+=("ik_pre $MD/tl-$q.gguf $pp")
+    row "prefill $pp tokens, TinyLlama-1.1B shape, $q, 2 threads, tokens/s" ">= 1.5x ik_llama.cpp" "${P[@]}" ;;
 gpt2-q8_0|gpt2-q4_0|gpt2-q4_k_m)
     q=${r#gpt2-}; need_q gpt2 $q
     P=("sm_dec $MD/gpt2-$q 2" "sm_dec $MD/gpt2-$q 2 avx2" "sm_bound $MD/gpt2-$q 2"); lcs lc_dec $MD/gpt2-$q.gguf 2
@@ -270,5 +277,5 @@ ttft-tl)
     P=("ttft none" "ttft first" "ttft second")
     row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
         "second <= 10% of first" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-f16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done

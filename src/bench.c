@@ -96,3 +96,34 @@ double sm_bench_weight_bytes(const sm_config *c) {
     }
     return b;
 }
+
+typedef struct {
+    sm_peak p;
+    size_t iters;
+    double ops;  /* one thread's */
+    float *sink; /* (nth) */
+} peak_job;
+
+static void peak_task(void *arg, int ith, int nth) {
+    (void)nth;
+    peak_job *j = arg;
+    double ops = sm_kernels_peak(j->p, j->iters, &j->sink[ith]);
+    if (ith == 0) j->ops = ops;
+}
+
+double sm_bench_peak(sm_pool *pool, sm_peak p) {
+    if (!sm_kernels_peak_runs(p)) return 0;
+    int nth = sm_pool_threads(pool);
+    peak_job j = {.p = p, .iters = 1000, .sink = calloc((size_t)nth, sizeof(float))};
+    if (!j.sink) return 0;
+    for (;;) { /* iterations for about 20 ms a run */
+        double t0 = sm_time_now();
+        sm_pool_run(pool, peak_task, &j);
+        double t = sm_time_now() - t0;
+        if (t >= 0.02 || j.iters >= (size_t)1 << 40) break;
+        j.iters *= t < 0.002 ? 10 : 2;
+    }
+    double ops = j.ops * nth / best_run(pool, peak_task, &j, 5);
+    free(j.sink);
+    return ops;
+}

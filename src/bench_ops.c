@@ -173,3 +173,78 @@ double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, s
     }
     return (sm_time_now() - t0) / (double)(calls ? calls : 1);
 }
+
+/* The linear layers of one block of the TinyLlama-1.1B shape: q, k, v, o, gate, up, down (N x K). */
+static const size_t layer_nk[][2] = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
+                                     {5632, 2048}, {5632, 2048}, {2048, 5632}};
+enum { N_LAYER = sizeof layer_nk / sizeof layer_nk[0], LAYER_KMAX = 5632, LAYER_NMAX = 5632 };
+
+struct sm_bench_layer {
+    sm_dtype dt;
+    size_t T;
+    char *w[N_LAYER];
+    float *x, *out, *scratch;
+    size_t scratch_floats; /* per thread */
+    const sm_kernels *k;
+    int cur; /* the product under way */
+};
+
+sm_status sm_bench_layer_new(sm_bench_layer **out, sm_dtype dt, size_t T, int n_threads, sm_error *err) {
+    *out = NULL;
+    sm_bench_layer *l = calloc(1, sizeof *l);
+    if (!l) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    l->dt = dt, l->T = T;
+    uint64_t s = 0x1a7e + (uint64_t)dt;
+    const sm_kernels *avail[8];
+    size_t nk = sm_kernels_available(avail, 8);
+    for (size_t t = 0; t < nk; t++) {
+        size_t f = sm_kernels_scratch(avail[t], LAYER_KMAX);
+        if (f > l->scratch_floats) l->scratch_floats = f;
+    }
+    l->scratch_floats = (l->scratch_floats + 15) & ~(size_t)15;
+    l->x = aligned_alloc(64, T * LAYER_KMAX * sizeof(float));
+    l->out = aligned_alloc(64, T * LAYER_NMAX * sizeof(float));
+    l->scratch = aligned_alloc(64, l->scratch_floats * (size_t)n_threads * sizeof(float));
+    bool ok = l->x && l->out && l->scratch;
+    for (int i = 0; ok && i < N_LAYER; i++) {
+        l->w[i] = sm_alloc_big(sm_dtype_row_bytes(dt, layer_nk[i][1]) * layer_nk[i][0]);
+        ok = l->w[i] && fill_weights(l->w[i], dt, layer_nk[i][0], layer_nk[i][1], &s);
+    }
+    for (size_t j = 0; ok && j < T * LAYER_KMAX; j++) l->x[j] = rnd(&s);
+    if (!ok) {
+        sm_bench_layer_free(l);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a TinyLlama layer of %zu rows", T);
+    }
+    *out = l;
+    return SM_OK;
+}
+
+double sm_bench_layer_ops(const sm_bench_layer *l) {
+    double ops = 0;
+    for (int i = 0; i < N_LAYER; i++) ops += 2.0 * (double)l->T * (double)layer_nk[i][0] * (double)layer_nk[i][1];
+    return ops;
+}
+
+/* One product of the layer, each thread taking its share of the output columns (multiples of 64). */
+static void layer_task(void *arg, int ith, int nth) {
+    sm_bench_layer *l = arg;
+    const size_t N = layer_nk[l->cur][0], K = layer_nk[l->cur][1];
+    size_t n0, n1;
+    sm_pool_split(N, 64, ith, nth, &n0, &n1);
+    if (n0 < n1)
+        l->k->matmul(l->k, l->out, l->x, l->w[l->cur], l->dt, NULL, l->T, N, K, n0, n1,
+                     l->scratch + (size_t)ith * l->scratch_floats);
+}
+
+double sm_bench_layer_run(sm_bench_layer *l, sm_pool *pool, const sm_kernels *k) {
+    l->k = k;
+    double t0 = sm_time_now();
+    for (l->cur = 0; l->cur < N_LAYER; l->cur++) sm_pool_run(pool, layer_task, l);
+    return sm_time_now() - t0;
+}
+
+void sm_bench_layer_free(sm_bench_layer *l) {
+    if (!l) return;
+    for (int i = 0; i < N_LAYER; i++) sm_free_big(l->w[i]);
+    free(l->x), free(l->out), free(l->scratch), free(l);
+}

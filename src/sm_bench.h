@@ -54,4 +54,25 @@ sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_err
 double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, size_t calls);
 void sm_bench_case_free(sm_bench_case *c);
 
+/*
+** Arithmetic operations per second of peak loop p (sm_kernels_peak) on all
+** the pool's threads at once, best of 5 runs of about 20 ms; 0 where the
+** CPU does not run p.
+*/
+double sm_bench_peak(sm_pool *pool, sm_peak p);
+
+/*
+** Prefill's products on the TinyLlama-1.1B shape: one block's seven linear
+** layers (q, k, v, o: 2048 x 2048 and 256 x 2048; gate, up: 5632 x 2048;
+** down: 2048 x 5632) with random weights of type dt, for T token rows.
+** run times one pass of the seven through table k, the pool's threads
+** taking halves of each product's columns, in seconds; ops is the pass's
+** arithmetic, 2 T N K per product. Out of memory: SM_ERR_NOMEM.
+*/
+typedef struct sm_bench_layer sm_bench_layer;
+sm_status sm_bench_layer_new(sm_bench_layer **out, sm_dtype dt, size_t T, int n_threads, sm_error *err);
+double sm_bench_layer_ops(const sm_bench_layer *l);
+double sm_bench_layer_run(sm_bench_layer *l, sm_pool *pool, const sm_kernels *k);
+void sm_bench_layer_free(sm_bench_layer *l);
+
 #endif

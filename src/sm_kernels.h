@@ -298,4 +298,32 @@ const sm_kernels *sm_kernels_reference(void);
 /* Fills out with every table this CPU can run (scalar first); returns count. */
 size_t sm_kernels_available(const sm_kernels **out, size_t cap);
 
+/*
+** The core's arithmetic peaks (peak.c): register-only loops of one
+** instruction, the ceiling `bench --peaks` measures the products against.
+*/
+typedef enum sm_peak {
+    SM_PEAK_FMA256,     /* f32 vfmadd, 256-bit */
+    SM_PEAK_FMA512,     /* f32 vfmadd, 512-bit */
+    SM_PEAK_MADDUBS256, /* int8 as the tables multiply without VNNI: vpmaddubsw, vpmaddwd, vpaddd */
+    SM_PEAK_VNNI256,    /* int8 AVX-VNNI vpdpbusd, 256-bit */
+    SM_PEAK_VNNI512,    /* int8 AVX512-VNNI vpdpbusd, 512-bit */
+    SM_PEAK_BF16_512,   /* bf16 AVX512-BF16 vdpbf16ps, 512-bit */
+    SM_PEAK_COUNT
+} sm_peak;
+
+/* "f32 FMA, 512-bit", ...; "" for no such loop. */
+const char *sm_kernels_peak_name(sm_peak p);
+
+/* Whether this CPU (and build) runs loop p. */
+bool sm_kernels_peak_runs(sm_peak p);
+
+/*
+** Runs loop p `iters` times on the calling thread, adding a value made of
+** its results to *sink; returns the arithmetic operations done (a
+** multiply-add counts two, an int8 or bf16 pair product one multiply-add),
+** 0 where p does not run here.
+*/
+double sm_kernels_peak(sm_peak p, size_t iters, float *sink);
+
 #endif

@@ -182,6 +182,7 @@ else bad "composition of one table" "'$a' vs '$b'"; fi
 usage_case "--kernels 'rows=neon': 'neon' is not a kernel table (this CPU runs" $BIN generate -m $M -p x --kernels rows=neon
 usage_case "--kernels 'lines=scalar': 'lines' is not an operation" $BIN generate -m $M -p x --kernels lines=scalar
 usage_case "--pick-kernels takes no model, reports or arguments" $BIN bench --pick-kernels x.json
+usage_case "--peaks takes no model, reports or arguments" $BIN bench --peaks x.json
 run $BIN generate -m $M -p "x" -n 3 --no-mmap --kernels scalar
 if [ $rc -eq 0 ] && [ "$(wc -c <"$T/out")" -eq 3 ]; then ok "--no-mmap --kernels scalar"; else bad "--no-mmap" "rc=$rc $(cat "$T/err")"; fi
 

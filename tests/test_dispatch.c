@@ -3,6 +3,7 @@
 ** operation through the table it names, bit for bit), the CPU's identity
 ** and the table keyed by CPU family.
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,4 +160,38 @@ void test_dispatch_composed(void) {
             free(wf), free(w), free(scr);
         }
     }
+}
+
+/*
+** The peak loops: each one this CPU runs does its iterations (twice the
+** iterations, twice the operations; 16 f32 or 64 int8 operations per
+** 256-bit instruction, twice that at 512 bits, times its accumulators) and
+** leaves a finite value; one it does not run reports nothing and touches
+** nothing.
+*/
+void test_dispatch_peaks(void) {
+    static const double per_instr[SM_PEAK_COUNT] = {16, 32, 64, 64, 128, 64};
+    int ran = 0;
+    for (int p = 0; p < SM_PEAK_COUNT; p++) {
+        float sink = 0;
+        CHECKF(sm_kernels_peak_name((sm_peak)p)[0] != 0, "peak %d has no name", p);
+        double a = sm_kernels_peak((sm_peak)p, 1000, &sink), b = sm_kernels_peak((sm_peak)p, 2000, &sink);
+        if (!sm_kernels_peak_runs((sm_peak)p)) {
+            CHECKF(a == 0 && b == 0 && sink == 0, "%s: ran on a CPU without it", sm_kernels_peak_name((sm_peak)p));
+            printf("     (%s: not on this CPU)\n", sm_kernels_peak_name((sm_peak)p));
+            continue;
+        }
+        ran++;
+        CHECKF(a > 0 && b == 2 * a, "%s: %g then %g operations", sm_kernels_peak_name((sm_peak)p), a, b);
+        CHECKF(fmod(a, per_instr[p] * 1000) == 0 && a / (per_instr[p] * 1000) >= 8,
+               "%s: %g operations for 1000 iterations is not a whole number of at least 8 accumulators",
+               sm_kernels_peak_name((sm_peak)p), a);
+        CHECKF(isfinite(sink), "%s: its value is not finite", sm_kernels_peak_name((sm_peak)p));
+    }
+    CHECKF(sm_kernels_peak(SM_PEAK_COUNT, 1000, &(float){0}) == 0, "a peak past the last ran");
+#ifdef SM_X86_KERNELS
+    if (sm_kernels_select("avx2")) CHECKF(ran >= 2, "AVX2 CPU, but %d peak loops ran", ran);
+#else
+    CHECKF(ran == 0, "a build without SIMD tables ran %d peak loops", ran);
+#endif
 }

@@ -125,16 +125,18 @@ static int bench_compare(const cli_opts *o) {
 
 /*
 ** bench: P prompt tokens prefilled in one call, then N tokens decoded one
-** at a time with generate's default sampler (or --temp/--top-k/--top-p's), best of --reps; heap
+** at a time with generate's default sampler (or --temp/--top-k/--top-p's), best of --reps after
+** an untimed prefill of the P tokens (the weights faulted in, as llama-bench warms up); heap
 ** allocations counted over the decoding; then one profiled run (time per
 ** step, GFLOPS, GB/s) and the machine's memory bandwidth (triad) with the
 ** rate it gives for this model (an estimate: the triad also writes), and the read bandwidth over the
 ** working set of one decode step with the bound that gives.
 */
 int cli_bench(const cli_opts *o) {
-    if (o->pick && (o->compare || o->n_args))
-        return cli_usage_error(o, "--pick-kernels takes no model, reports or arguments");
+    if ((o->pick || o->peaks) && (o->compare || o->n_args || (o->pick && o->peaks)))
+        return cli_usage_error(o, "--%s takes no model, reports or arguments", o->pick ? "pick-kernels" : "peaks");
     if (o->pick) return cli_bench_pick(o);
+    if (o->peaks) return cli_bench_peaks(o);
     if (o->compare || o->n_args) {
         if (!o->compare) return cli_usage_error(o, "unexpected argument '%s'", o->args[0]);
         return bench_compare(o);
@@ -155,6 +157,8 @@ int cli_bench(const cli_opts *o) {
     for (size_t i = 0; i < P; i++) r.ls->tokens[i] = (int32_t)((i * 7919 + 13) % V);
     double best_pf = 1e30, best_dec = 1e30, t_pf, t_dec;
     size_t allocs = 0, a;
+    /* an untimed warm-up, as llama-bench makes: the first pass faults the mapped weights in */
+    rc = bench_run(&r, P, 0, NULL, NULL, &t_pf, &t_dec, &a);
     for (long rep = 0; rep < o->reps && !rc; rep++) {
         rc = bench_run(&r, P, N, NULL, NULL, &t_pf, &t_dec, &a);
         allocs += a;

@@ -50,7 +50,7 @@ typedef enum {
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
-    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_PICK, O_KVTYPE, O_NOBOS,
+    O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_PICK, O_PEAKS, O_KVTYPE, O_NOBOS,
     O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN,
     O_IDS, O_CACHERAM, O_PCACHE, O_PCACHERO, O_INFMT, O_OUTPUT, O_BRESUME, O_ERRORS, O_ORDERED,
     O_UNORDERED, O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS, O_GRAMMAR, O_GRAMMARTEXT, O_JSONSCHEMA,
@@ -125,6 +125,7 @@ typedef struct {
     sm_dtype kv_type; /* --kv-type (SM_DTYPE_F32 when zeroed) */
     bool compare;   /* bench --compare A.json B.json */
     bool pick;      /* bench --pick-kernels */
+    bool peaks;     /* bench --peaks */
     bool special;
     bool no_bos;   /* tokenize: no BOS even where the tokenizer adds one */
     /* chat */
@@ -386,6 +387,8 @@ int cli_info(const cli_opts *o);
 int cli_bench(const cli_opts *o);
 /* bench --pick-kernels: each table's operations timed, the choice per operation (bench_pick.c). */
 int cli_bench_pick(const cli_opts *o);
+/* bench --peaks: the arithmetic peaks and prefill's products beside them (bench_peaks.c). */
+int cli_bench_peaks(const cli_opts *o);
 int cli_train(const cli_opts *o);
 int cli_convert(const cli_opts *o);
 int cli_tokenize(const cli_opts *o);

@@ -176,6 +176,9 @@ static const struct option_def {
     {"pick-kernels", 0, false, CMD_BENCH, O_PICK,
      "    --pick-kernels     time every kernel table's operations on fixed cases (no model) and\n"
      "                         print the choice per operation for this CPU"},
+    {"peaks", 0, false, CMD_BENCH, O_PEAKS,
+     "    --peaks            the CPU's arithmetic peaks (f32 FMA, int8, bf16 loops; no model) and\n"
+     "                         prefill's products on the TinyLlama shape beside them"},
     {"data", 0, true, CMD_TRAIN, O_DATA,
      "    --data FILE        the text to train on (required)"},
     {"out", 'o', true, CMD_TRAIN, O_OUT,
@@ -460,6 +463,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_NOBOS: o->no_bos = true; break;
     case O_COMPARE: o->compare = true; break;
     case O_PICK: o->pick = true; break;
+    case O_PEAKS: o->peaks = true; break;
     case O_CHAT: o->chat = true; break;
     case O_SYSTEM: o->system = v; break;
     case O_CHATTPL: o->chat_template = v; break;

@@ -10,13 +10,16 @@
 ** q5_k: D = d sc, M = dmin m). So one vector load is four columns of GV
 ** rows, and one broadcast of four activation bytes feeds a dot product per
 ** vector: int32 lanes are output rows, and a block's integer sums are
-** exact. Each block then adds D (d_x sum) - M xs per row and token, in f32.
+** exact. Each block then adds D (d_x sum) - M xs per row and token, in f32;
+** where M is a fixed multiple z of D (q4_0: 8, q8_0: 128) the integer sum
+** starts instead from -z times the block's activation sum (xz), so the
+** block adds D d_x sum alone: one f32 operation fewer per row and token.
 ** q6_k's scale changes every 16 weights: its two halves keep separate
 ** integer sums, each started from its zero point, -32 times the half's
 ** activation sum (xz), and D, M hold the halves' scales d sc.
 **
 ** The micro-kernel keeps GMR tokens x GNR rows of accumulators in
-** registers: AVX512-VNNI on 512-bit vectors (32 of them: 2 x 16 rows x 4
+** registers: AVX512-VNNI on 512-bit vectors (32 of them: 2 x 16 rows x 6
 ** tokens of int32 and f32 sums), the 256-bit flavours on 8 rows (16
 ** registers). vpmaddubsw's int16 pair sums would saturate on q8_0's
 ** unsigned bytes (2 x 255 x 127), so that flavour leaves q8_0 to the
@@ -61,7 +64,8 @@ static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return VOP(fmadd_ps)(a, b, c); }
 static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return VOP(fnmadd_ps)(a, b, c); }
 
 enum {
-    GMR = 4,                          /* tokens per micro-kernel call */
+    GMR = 6,                          /* tokens per micro-kernel call: 2 GMR GNV accumulators */
+    GMR_Q6 = 4,                       /* q6_k's (3 GMR GNV: its halves' integer sums apart) */
     GNR = GV * GNV,                   /* rows per panel */
     GBS = 40 * GNR,                   /* bytes per packed block: levels, D, M */
     KB = SM_QGEMM_KC / SM_QK,         /* blocks per column slice */
@@ -138,6 +142,54 @@ static AI void transpose8(__m256i r[8]) {
     }
 }
 
+#if SM_QFLAVOUR == 2
+/*
+** A q4_0 panel of GNR whole rows written straight in the interleaved layout
+** (no pass through `rows`): per block, 16 rows at a time, each row's 16
+** bytes of nibbles in a 128-bit lane, the four-byte groups of the 16 rows
+** brought together by two-source permutes (groups 4-7 are the high
+** nibbles of 0-3), and their scales widened 16 at a time. The same bytes
+** and floats as unpack_row and pack give. (q8_0's rows, 32 bytes a block,
+** gain nothing from it on Zen 5: they take the general path.)
+*/
+static void pack_q4_0(uint8_t *restrict panel, const void *restrict w, size_t K, size_t n, size_t k0,
+                      size_t nbk) {
+    const size_t bsz = sizeof(sm_block_q4_0), stride = K / SM_QK * bsz;
+    const uint8_t *base = (const uint8_t *)w + n * stride + k0 / SM_QK * bsz;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (size_t b = 0; b < nbk; b++) {
+        uint8_t *pb = panel + b * GBS;
+        float *pd = (float *)(void *)(pb + 32 * GNR);
+        for (size_t h = 0; h < GNR; h += 16) {
+            const uint8_t *x = base + h * stride + b * bsz; /* row h's block: d, then the nibbles */
+            __m512i r4[4];
+            for (size_t q = 0; q < 4; q++) {
+                const uint8_t *xr = x + 4 * q * stride + 2;
+                __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)xr));
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(xr + stride)), 1);
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(xr + 2 * stride)), 2);
+                r4[q] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(xr + 3 * stride)), 3);
+            }
+            for (int g = 0; g < 4; g++) {
+                const __m512i idx = _mm512_setr_epi32(g, 4 + g, 8 + g, 12 + g, 16 + g, 20 + g, 24 + g, 28 + g,
+                                                      g, 4 + g, 8 + g, 12 + g, 16 + g, 20 + g, 24 + g, 28 + g);
+                __m512i lo = _mm512_permutex2var_epi32(r4[0], idx, r4[1]); /* rows 0-7 */
+                __m512i hi = _mm512_permutex2var_epi32(r4[2], idx, r4[3]); /* rows 8-15 */
+                __m512i all = _mm512_inserti64x4(lo, _mm512_castsi512_si256(hi), 1);
+                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)g * GNR + h)), _mm512_and_si512(all, m4));
+                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)(g + 4) * GNR + h)),
+                                    _mm512_and_si512(_mm512_srli_epi32(all, 4), m4));
+            }
+            uint16_t d16[16]; /* (a gather of them is slower on Zen 5) */
+            for (size_t j = 0; j < 16; j++) memcpy(&d16[j], x + j * stride, 2);
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)d16));
+            _mm512_storeu_ps(pd + h, d);
+            _mm512_storeu_ps(pd + GNR + h, _mm512_mul_ps(d, _mm512_set1_ps(8.0f)));
+        }
+    }
+}
+#endif
+
 /*
 ** The panel of rows n..n+nr-1 (nr <= GNR; the rest zero) over nbk blocks
 ** from column k0: rows unpacked into `rows` (GNR x SM_QGEMM_KC) and dm, then
@@ -146,6 +198,12 @@ static AI void transpose8(__m256i r[8]) {
 static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restrict dm,
                  const void *restrict w, sm_dtype dt, size_t K, size_t n, size_t nr, size_t k0,
                  size_t nbk) {
+#if SM_QFLAVOUR == 2
+    if (nr == GNR && dt == SM_DTYPE_Q4_0) {
+        pack_q4_0(panel, w, K, n, k0, nbk);
+        return;
+    }
+#endif
     float *D = dm, *M = dm + GNR * KB;
     for (size_t j = 0; j < GNR; j++) {
         if (j < nr) {
@@ -176,7 +234,11 @@ static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restric
 ** SM_QGEMM_KC; scales xd and scaled sums xs, stride KB) with the panel's
 ** nbk blocks.
 */
-static AI void micro(bool q6, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
+/* How a block's integer sums become f32 (see the top): D d_x sum - M xs (MIN), from zero point
+   xz (ZP), two halves from their zero points (Q6). */
+enum { MIN, ZP, Q6 };
+
+static AI void micro(int mode, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
                      const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
                      const uint8_t *restrict panel, size_t nbk, const float *restrict bias,
                      int first, size_t nr) {
@@ -185,9 +247,10 @@ static AI void micro(bool q6, size_t r, float *restrict out, size_t N, const int
         for (int v = 0; v < GNV; v++) acc[i][v] = g_zerof();
     for (size_t b = 0; b < nbk; b++) {
         const uint8_t *pb = panel + b * GBS;
+        const bool q6 = mode == Q6;
         gvi ia[GMR][GNV], ih[GMR][GNV]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
         for (size_t i = 0; i < r; i++)
-            for (int v = 0; v < GNV; v++) ia[i][v] = q6 ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
+            for (int v = 0; v < GNV; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
         for (int g = 0; g < 8; g++) {
             if (q6 && g == 4)
                 for (size_t i = 0; i < r; i++)
@@ -214,7 +277,7 @@ static AI void micro(bool q6, size_t r, float *restrict out, size_t N, const int
                     continue;
                 }
                 acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
-                acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
+                if (mode == MIN) acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
             }
         }
     }
@@ -234,6 +297,23 @@ static AI void micro(bool q6, size_t r, float *restrict out, size_t N, const int
         }
 }
 
+/*
+** The next panel's weights (rows n..n+GNR-1 below n1, the slice's nbk blocks
+** from k0) asked into L2 while this panel's products run: the panel is read
+** once per token block, 32 rows far apart, so without it each pack waits on
+** memory for every line (most of a pack's time at 128 tokens).
+*/
+static void prefetch_panel(const void *w, sm_dtype dt, size_t K, size_t n, size_t n1, size_t k0,
+                           size_t nbk) {
+    size_t bytes = sm_dtype_row_bytes(dt, nbk * SM_QK), stride = sm_dtype_row_bytes(dt, K);
+    size_t first = sm_dtype_row_bytes(dt, k0);
+    for (size_t j = n; j < n1 && j < n + GNR; j++) {
+        const char *row = (const char *)w + j * stride + first;
+        for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
+        _mm_prefetch(row + bytes - 1, _MM_HINT_T1);
+    }
+}
+
 static uint8_t *align64(uint8_t *p) {
     return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
@@ -247,7 +327,8 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
     int8_t *xq = (int8_t *)align64((uint8_t *)(dm + 2 * GNR * KB));
     float *xd = (float *)(void *)(xq + (size_t)SM_QGEMM_MC * SM_QGEMM_KC), *xs = xd + SM_QGEMM_MC * KB;
     int32_t *xz = (int32_t *)(void *)(xs + SM_QGEMM_MC * KB);
-    const bool q6 = dt == SM_DTYPE_Q6_K;
+    const int mode = dt == SM_DTYPE_Q6_K ? Q6 : dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 ? ZP : MIN;
+    const int32_t zp = dt == SM_DTYPE_Q4_0 ? 8 : 128; /* ZP: M / D */
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
         for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
@@ -256,34 +337,53 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
                 for (size_t b = 0, i = t - t0; b < nbk; b++) {
                     int32_t s4[SM_QK / 4]; /* minus each 4 levels' sum */
                     quant_block(x + t * K + k0 + SM_QK * b, xq + i * SM_QGEMM_KC + SM_QK * b,
-                                q6 ? s4 : NULL, xd + i * KB + b, xs + i * KB + b);
-                    if (q6)
+                                mode != MIN ? s4 : NULL, xd + i * KB + b, xs + i * KB + b);
+                    if (mode == Q6)
                         for (int h = 0; h < 2; h++)
                             xz[2 * (i * KB + b) + (size_t)h] = 32 * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
+                    else if (mode == ZP) {
+                        int32_t sum = 0;
+                        for (int g = 0; g < SM_QK / 4; g++) sum += s4[g];
+                        xz[2 * (i * KB + b)] = zp * sum;
+                    }
                 }
             for (size_t n = n0; n < n1; n += GNR) {
                 size_t nr = n1 - n < GNR ? n1 - n : GNR;
                 const float *bn = bias ? bias + n : NULL;
                 pack(panel, rows, dm, w, dt, K, n, nr, k0, nbk);
-                for (size_t t = t0; t < t1; t += GMR) {
+                prefetch_panel(w, dt, K, n + GNR, n1, k0, nbk);
+                const size_t mr = mode == Q6 ? GMR_Q6 : GMR;
+                for (size_t t = t0; t < t1; t += mr) {
                     size_t i = t - t0;
                     float *o = out + t * N + n;
                     const int8_t *q = xq + i * SM_QGEMM_KC;
                     const float *d = xd + i * KB, *s = xs + i * KB;
                     const int32_t *z = xz + 2 * i * KB;
-                    size_t r = t1 - t < GMR ? t1 - t : GMR;
-                    if (q6) switch (r) {
-                        case 1: micro(true, 1, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
-                        case 2: micro(true, 2, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
-                        case 3: micro(true, 3, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
-                        default: micro(true, GMR, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                    size_t r = t1 - t < mr ? t1 - t : mr;
+#define MICRO(m, rr) micro(m, rr, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr)
+                    if (mode == Q6) switch (r) {
+                        case 1: MICRO(Q6, 1); break;
+                        case 2: MICRO(Q6, 2); break;
+                        case 3: MICRO(Q6, 3); break;
+                        default: MICRO(Q6, GMR_Q6); break;
+                        }
+                    else if (mode == ZP) switch (r) {
+                        case 1: MICRO(ZP, 1); break;
+                        case 2: MICRO(ZP, 2); break;
+                        case 3: MICRO(ZP, 3); break;
+                        case 4: MICRO(ZP, 4); break;
+                        case 5: MICRO(ZP, 5); break;
+                        default: MICRO(ZP, GMR); break;
                         }
                     else switch (r) {
-                        case 1: micro(false, 1, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
-                        case 2: micro(false, 2, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
-                        case 3: micro(false, 3, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
-                        default: micro(false, GMR, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr); break;
+                        case 1: MICRO(MIN, 1); break;
+                        case 2: MICRO(MIN, 2); break;
+                        case 3: MICRO(MIN, 3); break;
+                        case 4: MICRO(MIN, 4); break;
+                        case 5: MICRO(MIN, 5); break;
+                        default: MICRO(MIN, GMR); break;
                         }
+#undef MICRO
                 }
             }
         }

@@ -67,7 +67,28 @@ static int has_avx512vnni(void) {
     unsigned a, b, c, d;
     return has_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1) && (b >> 31 & 1);
 }
+/* AVX512-BF16: leaf 7 subleaf 1, EAX bit 5. */
+static int has_avx512bf16(void) {
+    unsigned a, b, c, d;
+    return has_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
+}
 #endif
+
+bool sm_kernels_peak_runs(sm_peak p) {
+#ifdef SM_X86_KERNELS
+    switch (p) {
+    case SM_PEAK_FMA256: case SM_PEAK_MADDUBS256: return has_avx2();
+    case SM_PEAK_FMA512: return has_avx512();
+    case SM_PEAK_VNNI256: return has_avxvnni();
+    case SM_PEAK_VNNI512: return has_avx512vnni();
+    case SM_PEAK_BF16_512: return has_avx512bf16();
+    default: return false;
+    }
+#else
+    (void)p;
+    return false;
+#endif
+}
 
 /* The tables this CPU runs, scalar first, completed by init. */
 static sm_kernels tables[3];

@@ -1,0 +1,107 @@
+/*
+** bench_peaks.c -- `smallmind bench --peaks`: the core's arithmetic peaks
+** (register-only loops of one instruction: f32 FMA, int8 dot products,
+** bf16 pair products) on 1 thread and on -t threads, then prefill's
+** products on the TinyLlama-1.1B shape (one block's seven linear layers at
+** 128 and 512 token rows) through the --kernels table, each weight type
+** beside the peak of the instructions its product runs on.
+*/
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sm_bench.h"
+
+enum { SAMPLES = 5 };
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The peak a product of weight type dt through table k runs against: its FMA width, or the
+   integer products of its quantized table (the 512-bit ones for AVX512-VNNI's packed product). */
+static sm_peak peak_of(const sm_kernels *k, sm_dtype dt) {
+    if (sm_dtype_quantized(dt)) {
+        const char *q = sm_kernels_int8_name(k->from[SM_KOP_QGEMM]);
+        return strcmp(q, "avx512-vnni") == 0 ? SM_PEAK_VNNI512
+               : strcmp(q, "avx-vnni") == 0  ? SM_PEAK_VNNI256
+               : strcmp(q, "avx2") == 0      ? SM_PEAK_MADDUBS256
+                                             : SM_PEAK_COUNT;
+    }
+    const char *g = k->from[SM_KOP_GEMM]->name;
+    return strcmp(g, "avx512") == 0 ? SM_PEAK_FMA512 : strcmp(g, "avx2") == 0 ? SM_PEAK_FMA256 : SM_PEAK_COUNT;
+}
+
+int cli_bench_peaks(const cli_opts *o) {
+    const sm_kernels *k;
+    sm_error err = {{0}};
+    if (sm_kernels_choose(o->kernels, &k, &err)) return cli_usage_error(o, "--%s", err.msg);
+    int nth = (int)o->threads;
+    sm_pool *pools[2] = {NULL, NULL};
+    if (sm_pool_create(&pools[0], 1) || sm_pool_create(&pools[1], nth)) {
+        sm_pool_free(pools[0]);
+        fprintf(stderr, "smallmind: cannot start %d threads\n", nth);
+        return EXIT_DATA;
+    }
+    cli_exit_now = 1; /* nothing to flush: a signal exits at once */
+    char cpu[64];
+    sm_kernels_cpu_name(cpu, sizeof cpu);
+    printf("CPU %s; arithmetic peaks, GOPS (a multiply-add is 2 operations), best of 5\n", cpu);
+    printf("  %-38s %12s %12s\n", "loop", "1 thread", nth == 1 ? "" : "threads");
+    double peak[SM_PEAK_COUNT] = {0};
+    for (int p = 0; p < SM_PEAK_COUNT; p++) {
+        if (!sm_kernels_peak_runs((sm_peak)p)) {
+            printf("  %-38s %12s\n", sm_kernels_peak_name((sm_peak)p), "not on this CPU");
+            continue;
+        }
+        double one = sm_bench_peak(pools[0], (sm_peak)p);
+        peak[p] = nth == 1 ? one : sm_bench_peak(pools[1], (sm_peak)p);
+        printf("  %-38s %12.1f", sm_kernels_peak_name((sm_peak)p), one / 1e9);
+        if (nth > 1) printf(" %9.1f (%d)", peak[p] / 1e9, nth);
+        printf("\n");
+        fflush(stdout);
+    }
+    printf("prefill's products, TinyLlama-1.1B shape (one block's q, k, v, o, gate, up, down), "
+           "kernels %s, %d thread%s, median of %d\n"
+           "(each sample's share of the peak measured just before it)\n  %-6s %6s %10s %8s  %s\n",
+           k->name, nth, nth == 1 ? "" : "s", SAMPLES, "type", "rows", "ms", "GOPS", "share of the peak of its instructions");
+    static const sm_dtype types[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16, SM_DTYPE_Q4_0,
+                                     SM_DTYPE_Q8_0, SM_DTYPE_Q4_K, SM_DTYPE_Q6_K};
+    static const size_t rows[] = {128, 512};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t ri = 0; ri < 2; ri++) {
+            sm_bench_layer *l;
+            if (sm_bench_layer_new(&l, types[ti], rows[ri], nth, &err)) {
+                fprintf(stderr, "smallmind: %s\n", err.msg);
+                sm_pool_free(pools[0]), sm_pool_free(pools[1]);
+                return EXIT_DATA;
+            }
+            /* each sample: the peak of the product's instructions, then the product, so the
+               share is taken of the peak of the same moment on a shared machine */
+            sm_peak p = peak_of(k, types[ti]);
+            bool has_peak = p < SM_PEAK_COUNT && peak[p] > 0;
+            double s[SAMPLES], share[SAMPLES];
+            sm_bench_layer_run(l, pools[1], k); /* warm-up */
+            for (int r = 0; r < SAMPLES; r++) {
+                double pk = has_peak ? sm_bench_peak(pools[1], p) : 0;
+                s[r] = sm_bench_layer_run(l, pools[1], k);
+                share[r] = pk > 0 ? sm_bench_layer_ops(l) / s[r] / pk : 0;
+            }
+            qsort(s, SAMPLES, sizeof(double), cmp_double);
+            qsort(share, SAMPLES, sizeof(double), cmp_double);
+            double gops = sm_bench_layer_ops(l) / s[SAMPLES / 2];
+            sm_bench_layer_free(l);
+            printf("  %-6s %6zu %10.2f %8.1f", sm_dtype_name(types[ti]), rows[ri], s[SAMPLES / 2] * 1e3, gops / 1e9);
+            if (has_peak)
+                printf("  %3.0f%% of %s\n", 100 * share[SAMPLES / 2], sm_kernels_peak_name(p));
+            else
+                printf("  (no SIMD peak for the %s table)\n", k->from[SM_KOP_GEMM]->name);
+            fflush(stdout);
+        }
+    sm_pool_free(pools[0]), sm_pool_free(pools[1]);
+    cli_out os = {0};
+    return cli_finish_stdout(&os, 0);
+}

@@ -1,0 +1,123 @@
+/*
+** peak.c -- the core's arithmetic peaks: register-only loops that issue one
+** kind of instruction as fast as the core takes it (sm_kernels_peak in
+** sm_kernels.h), the ceiling `bench --peaks` sets the products beside.
+**
+** Each loop keeps ACC independent accumulators in registers (more than any
+** x86 core's latency times its issue width for these instructions, so the
+** rate is the throughput, not a dependency chain), touches no memory, and
+** returns a value made of every accumulator, so no step can be dropped.
+** The int8 product without VNNI is the sequence the tables use
+** (vpmaddubsw to int16 pairs, vpmaddwd by ones to int32, vpaddd): its rate
+** is counted in int8 multiply-adds like vpdpbusd's. An empty asm statement
+** hides the multiplicand from the compiler before each use, so the product
+** of loop-invariant operands is not hoisted out of the loop or shared
+** between accumulators.
+**
+** Functions carry their ISA as a target attribute (one file for all);
+** sm_kernels_peak runs only what dispatch.c found on this CPU.
+*/
+#include "sm_kernels.h"
+
+#if defined(SM_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+enum { ACC = 12 };
+
+#define LOOP(body)                                                                                 \
+    for (size_t it = 0; it < iters; it++)                                                          \
+        for (int i = 0; i < ACC; i++) { body; }
+
+__attribute__((target("avx2,fma"))) static float fma256(size_t iters) {
+    __m256 a[ACC], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-6f);
+    for (int i = 0; i < ACC; i++) a[i] = _mm256_set1_ps((float)i);
+    LOOP(a[i] = _mm256_fmadd_ps(a[i], x, y));
+    __m256 s = a[0];
+    for (int i = 1; i < ACC; i++) s = _mm256_add_ps(s, a[i]);
+    return _mm256_cvtss_f32(s);
+}
+
+__attribute__((target("avx512f"))) static float fma512(size_t iters) {
+    __m512 a[ACC], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-6f);
+    for (int i = 0; i < ACC; i++) a[i] = _mm512_set1_ps((float)i);
+    LOOP(a[i] = _mm512_fmadd_ps(a[i], x, y));
+    __m512 s = a[0];
+    for (int i = 1; i < ACC; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2"))) static float maddubs256(size_t iters) {
+    __m256i a[ACC], u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < ACC; i++) a[i] = _mm256_set1_epi32(i);
+    LOOP(__asm__("" : "+x"(u)); a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones)));
+    __m256i t = a[0];
+    for (int i = 1; i < ACC; i++) t = _mm256_add_epi32(t, a[i]);
+    return (float)_mm256_extract_epi32(t, 0);
+}
+
+__attribute__((target("avx2,avxvnni"))) static float vnni256(size_t iters) {
+    __m256i a[ACC], u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+    for (int i = 0; i < ACC; i++) a[i] = _mm256_set1_epi32(i);
+    LOOP(a[i] = _mm256_dpbusd_avx_epi32(a[i], u, s));
+    __m256i t = a[0];
+    for (int i = 1; i < ACC; i++) t = _mm256_add_epi32(t, a[i]);
+    return (float)_mm256_extract_epi32(t, 0);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static float vnni512(size_t iters) {
+    __m512i a[ACC], u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+    for (int i = 0; i < ACC; i++) a[i] = _mm512_set1_epi32(i);
+    LOOP(a[i] = _mm512_dpbusd_epi32(a[i], u, s));
+    __m512i t = a[0];
+    for (int i = 1; i < ACC; i++) t = _mm512_add_epi32(t, a[i]);
+    return (float)_mm512_reduce_add_epi32(t);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static float bf16_512(size_t iters) {
+    __m512 a[ACC];
+    __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
+    __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-6f), _mm512_set1_ps(2e-6f));
+    for (int i = 0; i < ACC; i++) a[i] = _mm512_set1_ps((float)i);
+    LOOP(a[i] = _mm512_dpbf16_ps(a[i], x, y));
+    __m512 s = a[0];
+    for (int i = 1; i < ACC; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+/* Arithmetic operations of one instruction (a multiply-add counts two). */
+static const struct {
+    const char *name;
+    float (*loop)(size_t);
+    double ops;
+} peaks[SM_PEAK_COUNT] = {
+    [SM_PEAK_FMA256] = {"f32 FMA, 256-bit", fma256, 16},
+    [SM_PEAK_FMA512] = {"f32 FMA, 512-bit", fma512, 32},
+    [SM_PEAK_MADDUBS256] = {"int8 vpmaddubsw+vpmaddwd, 256-bit", maddubs256, 64},
+    [SM_PEAK_VNNI256] = {"int8 AVX-VNNI vpdpbusd, 256-bit", vnni256, 64},
+    [SM_PEAK_VNNI512] = {"int8 AVX512-VNNI vpdpbusd, 512-bit", vnni512, 128},
+    [SM_PEAK_BF16_512] = {"bf16 AVX512-BF16 vdpbf16ps, 512-bit", bf16_512, 64},
+};
+
+const char *sm_kernels_peak_name(sm_peak p) {
+    return p < SM_PEAK_COUNT ? peaks[p].name : "";
+}
+
+double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
+    if (p >= SM_PEAK_COUNT || !sm_kernels_peak_runs(p)) return 0;
+    *sink += peaks[p].loop(iters);
+    return peaks[p].ops * ACC * (double)iters;
+}
+
+#else
+
+const char *sm_kernels_peak_name(sm_peak p) {
+    (void)p;
+    return "";
+}
+
+double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
+    (void)p, (void)iters, (void)sink;
+    return 0;
+}
+
+#endif
