@@ -54,7 +54,7 @@ int cli_bench_peaks(const cli_opts *o) {
     double peak[SM_PEAK_COUNT] = {0};
     for (int p = 0; p < SM_PEAK_COUNT; p++) {
         if (!sm_kernels_peak_runs((sm_peak)p)) {
-            printf("  %-38s %12s\n", sm_kernels_peak_name((sm_peak)p), "not on this CPU");
+            printf("  %-38s %12s\n", sm_kernels_peak_name((sm_peak)p), "not on this CPU or build");
             continue;
         }
         double one = sm_bench_peak(pools[0], (sm_peak)p);

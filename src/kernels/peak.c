@@ -19,6 +19,19 @@
 */
 #include "sm_kernels.h"
 
+static const char *const names[SM_PEAK_COUNT] = {
+    [SM_PEAK_FMA256] = "f32 FMA, 256-bit",
+    [SM_PEAK_FMA512] = "f32 FMA, 512-bit",
+    [SM_PEAK_MADDUBS256] = "int8 vpmaddubsw+vpmaddwd, 256-bit",
+    [SM_PEAK_VNNI256] = "int8 AVX-VNNI vpdpbusd, 256-bit",
+    [SM_PEAK_VNNI512] = "int8 AVX512-VNNI vpdpbusd, 512-bit",
+    [SM_PEAK_BF16_512] = "bf16 AVX512-BF16 vdpbf16ps, 512-bit",
+};
+
+const char *sm_kernels_peak_name(sm_peak p) {
+    return p < SM_PEAK_COUNT ? names[p] : "";
+}
+
 #if defined(SM_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 
@@ -86,21 +99,13 @@ __attribute__((target("avx512f,avx512bf16"))) static float bf16_512(size_t iters
 
 /* Arithmetic operations of one instruction (a multiply-add counts two). */
 static const struct {
-    const char *name;
     float (*loop)(size_t);
     double ops;
 } peaks[SM_PEAK_COUNT] = {
-    [SM_PEAK_FMA256] = {"f32 FMA, 256-bit", fma256, 16},
-    [SM_PEAK_FMA512] = {"f32 FMA, 512-bit", fma512, 32},
-    [SM_PEAK_MADDUBS256] = {"int8 vpmaddubsw+vpmaddwd, 256-bit", maddubs256, 64},
-    [SM_PEAK_VNNI256] = {"int8 AVX-VNNI vpdpbusd, 256-bit", vnni256, 64},
-    [SM_PEAK_VNNI512] = {"int8 AVX512-VNNI vpdpbusd, 512-bit", vnni512, 128},
-    [SM_PEAK_BF16_512] = {"bf16 AVX512-BF16 vdpbf16ps, 512-bit", bf16_512, 64},
+    [SM_PEAK_FMA256] = {fma256, 16},     [SM_PEAK_FMA512] = {fma512, 32},
+    [SM_PEAK_MADDUBS256] = {maddubs256, 64}, [SM_PEAK_VNNI256] = {vnni256, 64},
+    [SM_PEAK_VNNI512] = {vnni512, 128},  [SM_PEAK_BF16_512] = {bf16_512, 64},
 };
-
-const char *sm_kernels_peak_name(sm_peak p) {
-    return p < SM_PEAK_COUNT ? peaks[p].name : "";
-}
 
 double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
     if (p >= SM_PEAK_COUNT || !sm_kernels_peak_runs(p)) return 0;
@@ -109,11 +114,6 @@ double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
 }
 
 #else
-
-const char *sm_kernels_peak_name(sm_peak p) {
-    (void)p;
-    return "";
-}
 
 double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
     (void)p, (void)iters, (void)sink;
