@@ -85,6 +85,17 @@ static bool fill_weights(char *w, sm_dtype dt, size_t N, size_t K, uint64_t *s) 
     return true;
 }
 
+/* Floats of per-thread scratch the products of K columns need through any table this CPU runs. */
+static size_t scratch_floats(size_t K) {
+    const sm_kernels *avail[8];
+    size_t nk = sm_kernels_available(avail, 8), most = 0;
+    for (size_t t = 0; t < nk; t++) {
+        size_t f = sm_kernels_scratch(avail[t], K);
+        if (f > most) most = f;
+    }
+    return most;
+}
+
 sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_error *err) {
     *out = NULL;
     if (i >= N_CASES) return sm_error_set(err, SM_ERR_INPUT, "no case %zu", i);
@@ -102,12 +113,7 @@ sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_err
     } else {
         c->copy_bytes = sm_dtype_row_bytes(cases[i].dt, K) * N;
         c->copies = cases[i].set > 0 ? (size_t)(cases[i].set / (double)c->copy_bytes) + 1 : 1;
-        const sm_kernels *avail[8];
-        size_t nk = sm_kernels_available(avail, 8);
-        for (size_t t = 0; t < nk; t++) {
-            size_t f = sm_kernels_scratch(avail[t], K);
-            if (f > c->scratch_floats) c->scratch_floats = f;
-        }
+        c->scratch_floats = scratch_floats(K);
     }
     c->scratch_floats = (c->scratch_floats + 15) & ~(size_t)15;
     size_t xn = T * (att ? N * K : K), on = T * (att ? N * K : N);
@@ -195,13 +201,7 @@ sm_status sm_bench_layer_new(sm_bench_layer **out, sm_dtype dt, size_t T, int n_
     if (!l) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     l->dt = dt, l->T = T;
     uint64_t s = 0x1a7e + (uint64_t)dt;
-    const sm_kernels *avail[8];
-    size_t nk = sm_kernels_available(avail, 8);
-    for (size_t t = 0; t < nk; t++) {
-        size_t f = sm_kernels_scratch(avail[t], LAYER_KMAX);
-        if (f > l->scratch_floats) l->scratch_floats = f;
-    }
-    l->scratch_floats = (l->scratch_floats + 15) & ~(size_t)15;
+    l->scratch_floats = (scratch_floats(LAYER_KMAX) + 15) & ~(size_t)15;
     l->x = aligned_alloc(64, T * LAYER_KMAX * sizeof(float));
     l->out = aligned_alloc(64, T * LAYER_NMAX * sizeof(float));
     l->scratch = aligned_alloc(64, l->scratch_floats * (size_t)n_threads * sizeof(float));
