@@ -133,7 +133,13 @@ for t in 1 2; do
     tps=$(awk -F, 'NR > 3 { s += $6; n++ } END { printf "%.0f", s / n }' build/bench-models/train-out/loss.csv)
     printf '%-24s %-7d %12s\n' "smallmind train" $t "$tps"
     if $PY -c 'import torch' 2>/dev/null; then
-        $PY scripts/train_ref.py bench --threads $t --steps 4 | sed 's/^/    /'
+        # Debian's torch multiplies through the system BLAS: netlib's reference
+        # BLAS (a tenth of the speed) unless OpenBLAS is installed, whose kernels
+        # are named as for bench_gemm above (it takes Zen 5 for Haswell)
+        blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
+        case $blas in *openblas*) ;; *) echo "    (PyTorch's BLAS is $blas, not OpenBLAS: apt-get install libopenblas0-pthread for a fair figure)" ;; esac
+        core=${OPENBLAS_CORETYPE:-}; grep -qw avx512f /proc/cpuinfo && core=SkylakeX
+        env ${core:+OPENBLAS_CORETYPE=$core} $PY scripts/train_ref.py bench --threads $t --steps 4 | sed 's/^/    /'
     fi
 done
 
