@@ -71,7 +71,7 @@ need_tl_gguf() { # the TinyLlama shape at q4_0 as one GGUF file (llama.cpp's qua
     [ -f $MD/tl-q4_0.gguf ] || { [ -n "$LC" ] && $LC/llama-quantize $MD/tl-f16.gguf $MD/tl-q4_0.gguf Q4_0 2 >/dev/null 2>&1; } ||
         $BIN convert $MD/tl-f16.gguf $MD/tl-q4_0.gguf --dtype q4_0 -q -t 2
 }
-need_q() { # need_q NAME QTYPE
+need_q() { # need_q NAME QTYPE (f16: the f16 sources every other type is made from)
     local n=$1 q=$2
     if [ $n = tl ]; then
         mk tl-f16 --arch llama --layers 22 --heads 32 --kv-heads 4 --embd 2048 --ff 5632 --ctx 2048 \
@@ -86,6 +86,7 @@ need_q() { # need_q NAME QTYPE
         [ -n "$LC" ] && mkg gpt2-small-f16 --dtype f16
     fi
     local src=$MD/$n-f16; [ $n = gpt2 ] && src=$MD/gpt2-small-f16
+    [ $q = f16 ] && return 0
     [ -f $MD/$n-$q/config.json ] || $BIN convert $src $MD/$n-$q --dtype $q -q -t 2
     if [ -n "$LC" ] && [ ! -f $MD/$n-$q.gguf ]; then
         $LC/llama-quantize $src.gguf $MD/$n-$q.gguf ${q^^} 2 >/dev/null 2>&1
@@ -214,7 +215,7 @@ tl-q4_0|tl-q8_0|tl-q4_k_m|tl-q5_k_m|tl-q6_k|tl-q4_0-1t|tl-q8_0-1t|tl-q4_k_m-1t)
     row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0, q4_k_m >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
 tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m|tl-pre-f16|tl-pre512-q4_0|tl-pre512-q8_0|tl-pre512-q4_k_m|tl-pre512-f16)
     q=${r#tl-pre*-}; pp=128; [ ${r#tl-pre512} != $r ] && pp=512
-    if [ $q = f16 ]; then need_q tl q8_0; else need_q tl $q; fi # (tl-f16 and its GGUF come with any)
+    need_q tl $q
     P=("sm_pre $MD/tl-$q $pp" "sm_pre $MD/tl-$q $pp avx2"); lcs lc_pre $MD/tl-$q.gguf $pp
     [ -n "$IK" ] && P+=("ik_pre $MD/tl-$q.gguf $pp")
     row "prefill $pp tokens, TinyLlama-1.1B shape, $q, 2 threads, tokens/s" ">= 1.5x ik_llama.cpp" "${P[@]}" ;;

@@ -11,15 +11,18 @@
 #include "sm_half.h"
 #include "sm_quant.h"
 
-/* The cases: the shapes of a model of ~1B parameters' layers, one head's attention. */
-static const struct {
+/* A case: one operation on fixed shapes. */
+typedef struct {
     sm_kernels_op op;
     const char *what;
     sm_dtype dt;
     size_t T, N, K; /* attention: T queries, N heads of K dimensions */
     size_t pos;     /* attention: the first query's position */
     double set;     /* bytes the weights cycle through (0: one copy, warm in the caches) */
-} cases[] = {
+} case_desc;
+
+/* --pick-kernels' cases: the shapes of a model of ~1B parameters' layers, one head's attention. */
+static const case_desc cases[] = {
     {SM_KOP_GEMM, "f32, 64 rows x 2048 x 2048", SM_DTYPE_F32, 64, 2048, 2048, 0, 0},
     {SM_KOP_GEMM, "f16, 64 rows x 2048 x 2048", SM_DTYPE_F16, 64, 2048, 2048, 0, 0},
     {SM_KOP_QGEMM, "q4_0, 64 rows x 2048 x 2048", SM_DTYPE_Q4_0, 64, 2048, 2048, 0, 0},
@@ -40,7 +43,7 @@ static const struct {
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
 struct sm_bench_case {
-    int i;               /* into cases[] */
+    case_desc d;
     const sm_kernels *k; /* the table of the run under way */
     char *w;             /* weights: copies back to back; attention: keys then values per head */
     size_t copy_bytes, copies, cur;
@@ -96,23 +99,24 @@ static size_t scratch_floats(size_t K) {
     return most;
 }
 
-sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_error *err) {
+/* A case of d, its random values from seed: weights (in copies), inputs, per-thread scratch. */
+static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t seed, int n_threads,
+                           sm_error *err) {
     *out = NULL;
-    if (i >= N_CASES) return sm_error_set(err, SM_ERR_INPUT, "no case %zu", i);
     sm_bench_case *c = calloc(1, sizeof *c);
     if (!c) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    c->i = (int)i;
-    const size_t T = cases[i].T, N = cases[i].N, K = cases[i].K;
-    const bool att = cases[i].op == SM_KOP_ATTENTION;
-    uint64_t s = 0x5eed + i;
+    c->d = *d;
+    const size_t T = d->T, N = d->N, K = d->K;
+    const bool att = d->op == SM_KOP_ATTENTION;
+    uint64_t s = seed;
     if (att) {
-        c->ctx = sm_attn_ctx_padded(cases[i].pos + T);
-        c->copy_bytes = 2 * K * c->ctx * sm_dtype_row_bytes(cases[i].dt, 1); /* keys and values of a head */
+        c->ctx = sm_attn_ctx_padded(d->pos + T);
+        c->copy_bytes = 2 * K * c->ctx * sm_dtype_row_bytes(d->dt, 1); /* keys and values of a head */
         c->copies = N;
         c->scratch_floats = SM_ATTN_SCRATCH(K, c->ctx);
     } else {
-        c->copy_bytes = sm_dtype_row_bytes(cases[i].dt, K) * N;
-        c->copies = cases[i].set > 0 ? (size_t)(cases[i].set / (double)c->copy_bytes) + 1 : 1;
+        c->copy_bytes = sm_dtype_row_bytes(d->dt, K) * N;
+        c->copies = d->set > 0 ? (size_t)(d->set / (double)c->copy_bytes) + 1 : 1;
         c->scratch_floats = scratch_floats(K);
     }
     c->scratch_floats = (c->scratch_floats + 15) & ~(size_t)15;
@@ -123,18 +127,24 @@ sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_err
     c->scratch = aligned_alloc(64, c->scratch_floats * (size_t)n_threads * sizeof(float));
     bool ok = c->w && c->x && c->out && c->scratch;
     if (ok && att) /* every head's keys and values: rows of K */
-        ok = fill_weights(c->w, cases[i].dt, c->copy_bytes * c->copies / sm_dtype_row_bytes(cases[i].dt, K), K, &s);
+        ok = fill_weights(c->w, d->dt, c->copy_bytes * c->copies / sm_dtype_row_bytes(d->dt, K), K, &s);
     else if (ok) {
-        ok = fill_weights(c->w, cases[i].dt, N, K, &s);
+        ok = fill_weights(c->w, d->dt, N, K, &s);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->w + k * c->copy_bytes, c->w, c->copy_bytes);
     }
     for (size_t j = 0; ok && j < xn; j++) c->x[j] = rnd(&s);
     if (!ok) {
         sm_bench_case_free(c);
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the case '%s'", cases[i].what);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for the case '%s'", d->what);
     }
     *out = c;
     return SM_OK;
+}
+
+sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_error *err) {
+    *out = NULL;
+    if (i >= N_CASES) return sm_error_set(err, SM_ERR_INPUT, "no case %zu", i);
+    return case_make(out, &cases[i], 0x5eed + i, n_threads, err);
 }
 
 void sm_bench_case_free(sm_bench_case *c) {
@@ -146,28 +156,28 @@ void sm_bench_case_free(sm_bench_case *c) {
 /* One call of the case's operation, the threads splitting its columns (or heads) as the model does. */
 static void case_task(void *arg, int ith, int nth) {
     sm_bench_case *c = arg;
-    const size_t T = cases[c->i].T, N = cases[c->i].N, K = cases[c->i].K;
+    const size_t T = c->d.T, N = c->d.N, K = c->d.K;
     float *scr = c->scratch + (size_t)ith * c->scratch_floats;
     size_t n0, n1;
-    if (cases[c->i].op == SM_KOP_ATTENTION) {
+    if (c->d.op == SM_KOP_ATTENTION) {
         sm_pool_split(N, 1, ith, nth, &n0, &n1);
-        size_t half = K * c->ctx * sm_dtype_row_bytes(cases[c->i].dt, 1);
+        size_t half = K * c->ctx * sm_dtype_row_bytes(c->d.dt, 1);
         for (size_t h = n0; h < n1; h++) {
             const char *kv = c->w + h * c->copy_bytes;
-            sm_kv_head head = {.kt = kv, .v = kv + half, .type = cases[c->i].dt};
-            c->k->attention(c->out + h * K, c->x + h * K, &head, scr, T, cases[c->i].pos, K, N * K, N * K,
+            sm_kv_head head = {.kt = kv, .v = kv + half, .type = c->d.dt};
+            c->k->attention(c->out + h * K, c->x + h * K, &head, scr, T, c->d.pos, K, N * K, N * K,
                             0.125f, 0);
         }
         return;
     }
-    sm_pool_split(N, 16, ith, nth, &n0, &n1);
+    sm_pool_split(N, 64, ith, nth, &n0, &n1); /* whole panels of the packed products (32 rows) */
     if (n0 >= n1) return;
     const void *w = c->w + c->cur * c->copy_bytes;
-    sm_kernels_op op = cases[c->i].op;
+    sm_kernels_op op = c->d.op;
     if (op == SM_KOP_GEMM || op == SM_KOP_QGEMM)
-        c->k->matmul(c->k, c->out, c->x, w, cases[c->i].dt, NULL, T, N, K, n0, n1, scr);
+        c->k->matmul(c->k, c->out, c->x, w, c->d.dt, NULL, T, N, K, n0, n1, scr);
     else
-        c->k->matmul_rows(c->k, c->out, c->x, w, cases[c->i].dt, NULL, T, N, K, n0, n1, scr);
+        c->k->matmul_rows(c->k, c->out, c->x, w, c->d.dt, NULL, T, N, K, n0, n1, scr);
 }
 
 double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, size_t calls) {
@@ -180,40 +190,32 @@ double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, s
     return (sm_time_now() - t0) / (double)(calls ? calls : 1);
 }
 
-/* The linear layers of one block of the TinyLlama-1.1B shape: q, k, v, o, gate, up, down (N x K). */
-static const size_t layer_nk[][2] = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
-                                     {5632, 2048}, {5632, 2048}, {2048, 5632}};
-enum { N_LAYER = sizeof layer_nk / sizeof layer_nk[0], LAYER_KMAX = 5632, LAYER_NMAX = 5632 };
+/* The linear layers of one block of the TinyLlama-1.1B shape (N x K), each a case of T rows. */
+static const struct {
+    const char *what;
+    size_t N, K;
+} layer[] = {{"TinyLlama block: q", 2048, 2048},    {"TinyLlama block: k", 256, 2048},
+             {"TinyLlama block: v", 256, 2048},     {"TinyLlama block: o", 2048, 2048},
+             {"TinyLlama block: gate", 5632, 2048}, {"TinyLlama block: up", 5632, 2048},
+             {"TinyLlama block: down", 2048, 5632}};
+enum { N_LAYER = sizeof layer / sizeof layer[0] };
 
 struct sm_bench_layer {
-    sm_dtype dt;
-    size_t T;
-    char *w[N_LAYER];
-    float *x, *out, *scratch;
-    size_t scratch_floats; /* per thread */
-    const sm_kernels *k;
-    int cur; /* the product under way */
+    sm_bench_case *c[N_LAYER];
 };
 
 sm_status sm_bench_layer_new(sm_bench_layer **out, sm_dtype dt, size_t T, int n_threads, sm_error *err) {
     *out = NULL;
     sm_bench_layer *l = calloc(1, sizeof *l);
     if (!l) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    l->dt = dt, l->T = T;
-    uint64_t s = 0x1a7e + (uint64_t)dt;
-    l->scratch_floats = (scratch_floats(LAYER_KMAX) + 15) & ~(size_t)15;
-    l->x = aligned_alloc(64, T * LAYER_KMAX * sizeof(float));
-    l->out = aligned_alloc(64, T * LAYER_NMAX * sizeof(float));
-    l->scratch = aligned_alloc(64, l->scratch_floats * (size_t)n_threads * sizeof(float));
-    bool ok = l->x && l->out && l->scratch;
-    for (int i = 0; ok && i < N_LAYER; i++) {
-        l->w[i] = sm_alloc_big(sm_dtype_row_bytes(dt, layer_nk[i][1]) * layer_nk[i][0]);
-        ok = l->w[i] && fill_weights(l->w[i], dt, layer_nk[i][0], layer_nk[i][1], &s);
-    }
-    for (size_t j = 0; ok && j < T * LAYER_KMAX; j++) l->x[j] = rnd(&s);
-    if (!ok) {
-        sm_bench_layer_free(l);
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a TinyLlama layer of %zu rows", T);
+    const sm_kernels_op op = sm_dtype_quantized(dt) ? SM_KOP_QGEMM : SM_KOP_GEMM;
+    for (int i = 0; i < N_LAYER; i++) {
+        const case_desc d = {op, layer[i].what, dt, T, layer[i].N, layer[i].K, 0, 0};
+        sm_status st = case_make(&l->c[i], &d, 0x1a7e + 8 * (uint64_t)dt + (uint64_t)i, n_threads, err);
+        if (st) {
+            sm_bench_layer_free(l);
+            return st;
+        }
     }
     *out = l;
     return SM_OK;
@@ -221,30 +223,18 @@ sm_status sm_bench_layer_new(sm_bench_layer **out, sm_dtype dt, size_t T, int n_
 
 double sm_bench_layer_ops(const sm_bench_layer *l) {
     double ops = 0;
-    for (int i = 0; i < N_LAYER; i++) ops += 2.0 * (double)l->T * (double)layer_nk[i][0] * (double)layer_nk[i][1];
+    for (int i = 0; i < N_LAYER; i++) ops += 2.0 * (double)l->c[i]->d.T * (double)layer[i].N * (double)layer[i].K;
     return ops;
 }
 
-/* One product of the layer, each thread taking its share of the output columns (multiples of 64). */
-static void layer_task(void *arg, int ith, int nth) {
-    sm_bench_layer *l = arg;
-    const size_t N = layer_nk[l->cur][0], K = layer_nk[l->cur][1];
-    size_t n0, n1;
-    sm_pool_split(N, 64, ith, nth, &n0, &n1);
-    if (n0 < n1)
-        l->k->matmul(l->k, l->out, l->x, l->w[l->cur], l->dt, NULL, l->T, N, K, n0, n1,
-                     l->scratch + (size_t)ith * l->scratch_floats);
-}
-
 double sm_bench_layer_run(sm_bench_layer *l, sm_pool *pool, const sm_kernels *k) {
-    l->k = k;
-    double t0 = sm_time_now();
-    for (l->cur = 0; l->cur < N_LAYER; l->cur++) sm_pool_run(pool, layer_task, l);
-    return sm_time_now() - t0;
+    double t = 0;
+    for (int i = 0; i < N_LAYER; i++) t += sm_bench_case_run(l->c[i], pool, k, 1);
+    return t;
 }
 
 void sm_bench_layer_free(sm_bench_layer *l) {
     if (!l) return;
-    for (int i = 0; i < N_LAYER; i++) sm_free_big(l->w[i]);
-    free(l->x), free(l->out), free(l->scratch), free(l);
+    for (int i = 0; i < N_LAYER; i++) sm_bench_case_free(l->c[i]);
+    free(l);
 }

@@ -64,10 +64,10 @@ double sm_bench_peak(sm_pool *pool, sm_peak p);
 /*
 ** Prefill's products on the TinyLlama-1.1B shape: one block's seven linear
 ** layers (q, k, v, o: 2048 x 2048 and 256 x 2048; gate, up: 5632 x 2048;
-** down: 2048 x 5632) with random weights of type dt, for T token rows.
-** run times one pass of the seven through table k, the pool's threads
-** taking halves of each product's columns, in seconds; ops is the pass's
-** arithmetic, 2 T N K per product. Out of memory: SM_ERR_NOMEM.
+** down: 2048 x 5632) with random weights of type dt, for T token rows:
+** seven of the cases above (GEMM or QGEMM). run times one pass of the
+** seven through table k, in seconds; ops is the pass's arithmetic, 2 T N K
+** per product. Out of memory: SM_ERR_NOMEM.
 */
 typedef struct sm_bench_layer sm_bench_layer;
 sm_status sm_bench_layer_new(sm_bench_layer **out, sm_dtype dt, size_t T, int n_threads, sm_error *err);

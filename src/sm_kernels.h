@@ -98,6 +98,20 @@ struct sm_kernels;
 struct sm_qkernel;
 
 /*
+** The core's arithmetic peaks (peak.c): register-only loops of one
+** instruction, the ceiling `bench --peaks` measures the products against.
+*/
+typedef enum sm_peak {
+    SM_PEAK_FMA256,     /* f32 vfmadd, 256-bit */
+    SM_PEAK_FMA512,     /* f32 vfmadd, 512-bit */
+    SM_PEAK_MADDUBS256, /* int8 as the tables multiply without VNNI: vpmaddubsw, vpmaddwd, vpaddd */
+    SM_PEAK_VNNI256,    /* int8 AVX-VNNI vpdpbusd, 256-bit */
+    SM_PEAK_VNNI512,    /* int8 AVX512-VNNI vpdpbusd, 512-bit */
+    SM_PEAK_BF16_512,   /* bf16 AVX512-BF16 vdpbf16ps, 512-bit */
+    SM_PEAK_COUNT
+} sm_peak;
+
+/*
 ** The operations a composed table takes from different tables. Each keeps
 ** its contract within one table: a product of 1-3 rows and matmul_rows come
 ** from the same table (ROWS/QROWS), so a row decoded beside others is still
@@ -142,6 +156,10 @@ typedef struct sm_kernels {
     /* Floats of per-thread scratch that matmul needs for f32/f16/bf16 weights
     ** (packed panels); see sm_kernels_scratch for quantized ones. */
     size_t matmul_scratch;
+
+    /* The instruction its packed f32 products (GEMM) run on, whose peak they are measured
+    ** against (peak.c); SM_PEAK_COUNT for none (the scalar table). */
+    sm_peak gemm_peak;
 
     /*
     ** out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for all t < T and
@@ -298,25 +316,19 @@ const sm_kernels *sm_kernels_reference(void);
 /* Fills out with every table this CPU can run (scalar first); returns count. */
 size_t sm_kernels_available(const sm_kernels **out, size_t cap);
 
-/*
-** The core's arithmetic peaks (peak.c): register-only loops of one
-** instruction, the ceiling `bench --peaks` measures the products against.
-*/
-typedef enum sm_peak {
-    SM_PEAK_FMA256,     /* f32 vfmadd, 256-bit */
-    SM_PEAK_FMA512,     /* f32 vfmadd, 512-bit */
-    SM_PEAK_MADDUBS256, /* int8 as the tables multiply without VNNI: vpmaddubsw, vpmaddwd, vpaddd */
-    SM_PEAK_VNNI256,    /* int8 AVX-VNNI vpdpbusd, 256-bit */
-    SM_PEAK_VNNI512,    /* int8 AVX512-VNNI vpdpbusd, 512-bit */
-    SM_PEAK_BF16_512,   /* bf16 AVX512-BF16 vdpbf16ps, 512-bit */
-    SM_PEAK_COUNT
-} sm_peak;
-
 /* "f32 FMA, 512-bit", ...; "" for no such loop. */
 const char *sm_kernels_peak_name(sm_peak p);
 
 /* Whether this CPU (and build) runs loop p. */
 bool sm_kernels_peak_runs(sm_peak p);
+
+/*
+** The loop whose peak bounds k's matmul of 4 or more rows of weights of
+** type dt: the int8 products of its packed quantized product where that
+** takes dt, else the FMA of its f32 GEMM (which dequantizes the rest);
+** SM_PEAK_COUNT where there is none (the scalar reference).
+*/
+sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt);
 
 /*
 ** Runs loop p `iters` times on the calling thread, adding a value made of

@@ -189,6 +189,24 @@ void test_dispatch_peaks(void) {
         CHECKF(isfinite(sink), "%s: its value is not finite", sm_kernels_peak_name((sm_peak)p));
     }
     CHECKF(sm_kernels_peak(SM_PEAK_COUNT, 1000, &(float){0}) == 0, "a peak past the last ran");
+    /* the peak each table's products are set beside: none for the reference, the FMA of the
+       float GEMM's width, the int8 products where the packed quantized product takes the type */
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8);
+    for (size_t t = 0; t < nk; t++)
+        for (int dt = 0; dt < SM_DTYPE_COUNT; dt++) {
+            sm_peak p = sm_kernels_peak_of(ks[t], (sm_dtype)dt);
+            bool q = sm_dtype_quantized((sm_dtype)dt);
+            sm_peak want = t == 0 ? SM_PEAK_COUNT
+                           : !q ? (strcmp(ks[t]->name, "avx512") == 0 ? SM_PEAK_FMA512 : SM_PEAK_FMA256)
+                                : p; /* checked below */
+            CHECKF(p == want, "%s %s: peak %d, want %d", ks[t]->name, sm_dtype_name((sm_dtype)dt), p, want);
+            CHECKF(p == SM_PEAK_COUNT || sm_kernels_peak_runs(p), "%s %s: a peak this CPU lacks", ks[t]->name,
+                   sm_dtype_name((sm_dtype)dt));
+            if (q && t > 0 && dt == SM_DTYPE_Q4_0)
+                CHECKF(p == SM_PEAK_MADDUBS256 || p == SM_PEAK_VNNI256 || p == SM_PEAK_VNNI512,
+                       "%s q4_0 (a packed int8 product on every SIMD table): peak %d", ks[t]->name, p);
+        }
 #ifdef SM_X86_KERNELS
     if (sm_kernels_select("avx2")) CHECKF(ran >= 2, "AVX2 CPU, but %d peak loops ran", ran);
 #else

@@ -133,10 +133,12 @@ static int bench_compare(const cli_opts *o) {
 ** working set of one decode step with the bound that gives.
 */
 int cli_bench(const cli_opts *o) {
-    if ((o->pick || o->peaks) && (o->compare || o->n_args || (o->pick && o->peaks)))
-        return cli_usage_error(o, "--%s takes no model, reports or arguments", o->pick ? "pick-kernels" : "peaks");
-    if (o->pick) return cli_bench_pick(o);
-    if (o->peaks) return cli_bench_peaks(o);
+    if (o->pick || o->peaks) {
+        const char *mode = o->pick ? "--pick-kernels" : "--peaks";
+        if (o->pick && o->peaks) return cli_usage_error(o, "--pick-kernels and --peaks are two runs: one at a time");
+        if (o->compare || o->n_args) return cli_usage_error(o, "%s takes no model, reports or arguments", mode);
+        return o->pick ? cli_bench_pick(o) : cli_bench_peaks(o);
+    }
     if (o->compare || o->n_args) {
         if (!o->compare) return cli_usage_error(o, "unexpected argument '%s'", o->args[0]);
         return bench_compare(o);

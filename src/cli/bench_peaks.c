@@ -10,7 +10,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "sm_bench.h"
 
@@ -19,20 +18,6 @@ enum { SAMPLES = 5 };
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-/* The peak a product of weight type dt through table k runs against: its FMA width, or the
-   integer products of its quantized table (the 512-bit ones for AVX512-VNNI's packed product). */
-static sm_peak peak_of(const sm_kernels *k, sm_dtype dt) {
-    if (sm_dtype_quantized(dt)) {
-        const char *q = sm_kernels_int8_name(k->from[SM_KOP_QGEMM]);
-        return strcmp(q, "avx512-vnni") == 0 ? SM_PEAK_VNNI512
-               : strcmp(q, "avx-vnni") == 0  ? SM_PEAK_VNNI256
-               : strcmp(q, "avx2") == 0      ? SM_PEAK_MADDUBS256
-                                             : SM_PEAK_COUNT;
-    }
-    const char *g = k->from[SM_KOP_GEMM]->name;
-    return strcmp(g, "avx512") == 0 ? SM_PEAK_FMA512 : strcmp(g, "avx2") == 0 ? SM_PEAK_FMA256 : SM_PEAK_COUNT;
 }
 
 int cli_bench_peaks(const cli_opts *o) {
@@ -51,16 +36,13 @@ int cli_bench_peaks(const cli_opts *o) {
     sm_kernels_cpu_name(cpu, sizeof cpu);
     printf("CPU %s; arithmetic peaks, GOPS (a multiply-add is 2 operations), best of 5\n", cpu);
     printf("  %-38s %12s %12s\n", "loop", "1 thread", nth == 1 ? "" : "threads");
-    double peak[SM_PEAK_COUNT] = {0};
     for (int p = 0; p < SM_PEAK_COUNT; p++) {
         if (!sm_kernels_peak_runs((sm_peak)p)) {
             printf("  %-38s %12s\n", sm_kernels_peak_name((sm_peak)p), "not on this CPU or build");
             continue;
         }
-        double one = sm_bench_peak(pools[0], (sm_peak)p);
-        peak[p] = nth == 1 ? one : sm_bench_peak(pools[1], (sm_peak)p);
-        printf("  %-38s %12.1f", sm_kernels_peak_name((sm_peak)p), one / 1e9);
-        if (nth > 1) printf(" %9.1f (%d)", peak[p] / 1e9, nth);
+        printf("  %-38s %12.1f", sm_kernels_peak_name((sm_peak)p), sm_bench_peak(pools[0], (sm_peak)p) / 1e9);
+        if (nth > 1) printf(" %9.1f (%d)", sm_bench_peak(pools[1], (sm_peak)p) / 1e9, nth);
         printf("\n");
         fflush(stdout);
     }
@@ -81,8 +63,8 @@ int cli_bench_peaks(const cli_opts *o) {
             }
             /* each sample: the peak of the product's instructions, then the product, so the
                share is taken of the peak of the same moment on a shared machine */
-            sm_peak p = peak_of(k, types[ti]);
-            bool has_peak = p < SM_PEAK_COUNT && peak[p] > 0;
+            sm_peak p = sm_kernels_peak_of(k, types[ti]);
+            bool has_peak = sm_kernels_peak_runs(p);
             double s[SAMPLES], share[SAMPLES];
             sm_bench_layer_run(l, pools[1], k); /* warm-up */
             for (int r = 0; r < SAMPLES; r++) {

@@ -494,6 +494,7 @@ const sm_kernels sm_kernels_avx2 = {
     .quant = &sm_qkernel_avx2_maddubs,
     .l2_bytes = SM_L2_DEFAULT,
     .matmul_scratch = (size_t)NR * KC,
+    .gemm_peak = SM_PEAK_FMA256,
     .matmul = matmul,
     .matmul_rows = sm_avx2_matmul_rows,
     .attention = attention,

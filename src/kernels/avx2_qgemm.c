@@ -297,6 +297,25 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
         }
 }
 
+/* micro for r token rows (at most the mode's GMR), each count its own unrolled kernel; mode is a
+   constant at every call, so only its counts are built (q6_k's stop at GMR_Q6 = 4). */
+static AI void micro_rows(int mode, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
+                          const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
+                          const uint8_t *restrict panel, size_t nbk, const float *restrict bias, int first,
+                          size_t nr) {
+#define MICRO(rr) micro(mode, rr, out, N, xq, xd, xs, xz, panel, nbk, bias, first, nr)
+    _Static_assert(GMR_Q6 == 4 && GMR == 6, "the cases below");
+    switch (r) {
+    case 1: MICRO(1); break;
+    case 2: MICRO(2); break;
+    case 3: MICRO(3); break;
+    case 4: MICRO(4); break;
+    case 5: if (mode != Q6) MICRO(5); break;
+    default: if (mode != Q6) MICRO(GMR); break;
+    }
+#undef MICRO
+}
+
 /*
 ** The next panel's weights (rows n..n+GNR-1 below n1, the slice's nbk blocks
 ** from k0) asked into L2 while this panel's products run: the panel is read
@@ -360,30 +379,9 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
                     const float *d = xd + i * KB, *s = xs + i * KB;
                     const int32_t *z = xz + 2 * i * KB;
                     size_t r = t1 - t < mr ? t1 - t : mr;
-#define MICRO(m, rr) micro(m, rr, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr)
-                    if (mode == Q6) switch (r) {
-                        case 1: MICRO(Q6, 1); break;
-                        case 2: MICRO(Q6, 2); break;
-                        case 3: MICRO(Q6, 3); break;
-                        default: MICRO(Q6, GMR_Q6); break;
-                        }
-                    else if (mode == ZP) switch (r) {
-                        case 1: MICRO(ZP, 1); break;
-                        case 2: MICRO(ZP, 2); break;
-                        case 3: MICRO(ZP, 3); break;
-                        case 4: MICRO(ZP, 4); break;
-                        case 5: MICRO(ZP, 5); break;
-                        default: MICRO(ZP, GMR); break;
-                        }
-                    else switch (r) {
-                        case 1: MICRO(MIN, 1); break;
-                        case 2: MICRO(MIN, 2); break;
-                        case 3: MICRO(MIN, 3); break;
-                        case 4: MICRO(MIN, 4); break;
-                        case 5: MICRO(MIN, 5); break;
-                        default: MICRO(MIN, GMR); break;
-                        }
-#undef MICRO
+                    if (mode == Q6) micro_rows(Q6, r, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr);
+                    else if (mode == ZP) micro_rows(ZP, r, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr);
+                    else micro_rows(MIN, r, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr);
                 }
             }
         }

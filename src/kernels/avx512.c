@@ -627,6 +627,7 @@ const sm_kernels sm_kernels_avx512 = {
     .quant = &sm_qkernel_avx2_maddubs,
     .l2_bytes = SM_L2_DEFAULT,
     .matmul_scratch = (size_t)NR * KC,
+    .gemm_peak = SM_PEAK_FMA512,
     .matmul = matmul,
     .matmul_rows = matmul_rows,
     .attention = attention,

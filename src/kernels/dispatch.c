@@ -220,6 +220,12 @@ size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {
     return n;
 }
 
+sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt) {
+    const sm_kernels *q = k->from[SM_KOP_QGEMM];
+    if (!sm_dtype_quantized(dt)) return k->from[SM_KOP_GEMM]->gemm_peak;
+    return sm_kernels_qgemm_takes(q->quant, dt, 4) ? q->quant->gemm_peak : q->gemm_peak;
+}
+
 const char *sm_kernels_int8_name(const sm_kernels *k) {
     return k->quant->name;
 }

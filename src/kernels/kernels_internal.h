@@ -230,7 +230,8 @@ typedef void sm_qgemm_fn(float *restrict out, const float *restrict x, const voi
 ** (+ bias) for t < r <= SM_QX_ROWS and n0 <= n < n1 from those rows.
 ** dequant is to_f32 for the q types. gemm (NULL if none) is the packed
 ** product for the types whose bit (1u << dt) is in gemm_types: each output
-** the same as gemv's up to the order of its f32 sums.
+** the same as gemv's up to the order of its f32 sums; gemm_peak the
+** instruction it runs on (SM_PEAK_COUNT without one).
 */
 typedef struct sm_qkernel {
     const char *name;
@@ -240,6 +241,7 @@ typedef struct sm_qkernel {
     void (*dequant)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
     sm_qgemm_fn *gemm;
     unsigned gemm_types;
+    sm_peak gemm_peak;
 } sm_qkernel;
 
 /* Whether qk's packed product takes T rows of weights of type dt. */

@@ -181,6 +181,7 @@ const sm_kernels sm_kernels_scalar = {
     .quant = &sm_qkernel_scalar,
     .l2_bytes = SM_L2_DEFAULT,
     .matmul_scratch = 0,
+    .gemm_peak = SM_PEAK_COUNT,
     .matmul = matmul,
     .matmul_rows = matmul_rows,
     .attention = attention,
