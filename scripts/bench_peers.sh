@@ -19,7 +19,7 @@
 # figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total
 # gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
-# tl-pre-f16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
+# tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
 # tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m gpt2-q4_k_m; prefix reuse (issue 35):
 # prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl (llama-server too). Quantized GGUF files are made by the
 # given llama.cpp build's llama-quantize, ours by `smallmind convert --dtype`,
@@ -213,7 +213,7 @@ tl-q4_0|tl-q8_0|tl-q4_k_m|tl-q5_k_m|tl-q6_k|tl-q4_0-1t|tl-q8_0-1t|tl-q4_k_m-1t)
     need_q tl $q
     P=("sm_dec $MD/tl-$q $t" "sm_dec $MD/tl-$q $t avx2" "sm_bound $MD/tl-$q $t"); lcs lc_dec $MD/tl-$q.gguf $t
     row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0, q4_k_m >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
-tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m|tl-pre-f16|tl-pre512-q4_0|tl-pre512-q8_0|tl-pre512-q4_k_m|tl-pre512-f16)
+tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m|tl-pre-f16|tl-pre-bf16|tl-pre512-q4_0|tl-pre512-q8_0|tl-pre512-q4_k_m|tl-pre512-f16|tl-pre512-bf16)
     q=${r#tl-pre*-}; pp=128; [ ${r#tl-pre512} != $r ] && pp=512
     need_q tl $q
     P=("sm_pre $MD/tl-$q $pp" "sm_pre $MD/tl-$q $pp avx2"); lcs lc_pre $MD/tl-$q.gguf $pp
@@ -278,5 +278,5 @@ ttft-tl)
     P=("ttft none" "ttft first" "ttft second")
     row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
         "second <= 10% of first" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-f16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done

@@ -18,7 +18,9 @@
 ** Layouts (row-major, float32 unless said):
 **   linear weights      w[N, K]      (out features, in features); f32, f16
 **                                    or bf16, widened to f32 in registers
-**                                    (exact), so every product and sum is f32;
+**                                    (exact), so every product and sum is f32
+**                                    (but see dot16_types: prefill on
+**                                    vdpbf16ps, x rounded to bf16);
 **                                    or a quantized type (sm_quant.h): x is
 **                                    quantized to 8-bit blocks and each
 **                                    block's integer dot product scaled (T < 4
@@ -161,11 +163,17 @@ typedef struct sm_kernels {
     ** against (peak.c); SM_PEAK_COUNT for none (the scalar table). */
     sm_peak gemm_peak;
 
+    /* The 16-bit weight types (bit 1u << dtype) whose packed products (T >= 4, K even) run on
+    ** AVX512-BF16's vdpbf16ps, rounding the activations to bf16: bf16 on CPUs that have it
+    ** (dispatch.c), none elsewhere. See sm_kernels_dot16_takes. */
+    unsigned dot16_types;
+
     /*
     ** out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for all t < T and
     ** n0 <= n < n1; other columns of out are not touched. bias may be NULL.
     ** w holds elements of type wt; a 16-bit weight gives exactly the result
-    ** of its f32 widening. T >= 4 uses packed panels (matrix-matrix, weights
+    ** of its f32 widening, except where dot16_types has its type: there T >= 4
+    ** gives sum_k bf16(x[t, k]) w[n, k] (x rounded to bf16, f32 sums). T >= 4 uses packed panels (matrix-matrix, weights
     ** widened while packing), smaller T streams rows of w (matrix-vector,
     ** widened in registers, so 16-bit weights read half the bytes). out must
     ** not alias x or w. k is the table itself (its quant and l2_bytes).
@@ -276,7 +284,8 @@ const sm_kernels *sm_kernels_select(const char *name);
 const char *sm_kernels_op_name(sm_kernels_op op);
 
 /* Into buf (n bytes, cut short if needed): where each operation of k comes from, with the
-** integer products of its quantized ones: "gemm avx2, qgemm avx2 (avx2), rows scalar, ...". */
+** integer products of its quantized ones and the bf16 products of its GEMM where it has them:
+** "gemm avx512 (bf16: vdpbf16ps), qgemm avx2 (avx2), rows scalar, ...". */
 void sm_kernels_describe(const sm_kernels *k, char *buf, size_t n);
 
 /*
@@ -316,6 +325,12 @@ const sm_kernels *sm_kernels_reference(void);
 /* Fills out with every table this CPU can run (scalar first); returns count. */
 size_t sm_kernels_available(const sm_kernels **out, size_t cap);
 
+/* Whether k's matmul of T rows of weights of type wt and K columns runs on vdpbf16ps (its
+** dot16_types; T >= 4, K even), rounding the activations to bf16. */
+static inline bool sm_kernels_dot16_takes(const sm_kernels *k, sm_dtype wt, size_t T, size_t K) {
+    return T >= 4 && K % 2 == 0 && (k->dot16_types >> wt & 1u);
+}
+
 /* "f32 FMA, 512-bit", ...; "" for no such loop. */
 const char *sm_kernels_peak_name(sm_peak p);
 
@@ -325,7 +340,8 @@ bool sm_kernels_peak_runs(sm_peak p);
 /*
 ** The loop whose peak bounds k's matmul of 4 or more rows of weights of
 ** type dt: the int8 products of its packed quantized product where that
-** takes dt, else the FMA of its f32 GEMM (which dequantizes the rest);
+** takes dt, vdpbf16ps where its dot16_types has dt, else the FMA of its f32
+** GEMM (which dequantizes the rest);
 ** SM_PEAK_COUNT where there is none (the scalar reference).
 */
 sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt);

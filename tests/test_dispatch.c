@@ -31,6 +31,10 @@ void test_dispatch_bad_specs(void) {
         {"rows=", "'' is not a kernel table"},
         {"=scalar", "'' is not an operation"},
         {"", "an empty name"},
+        {"bf16=fast", "bf16=fast must be bf16 (vdpbf16ps, activations rounded to bf16) or f32"},
+        {"f32=bf16", "'f32' is not an operation (gemm, qgemm, rows, qrows, attention) or a 16-bit type"},
+        {"scalar,f16=bf16", "f16=bf16 needs vdpbf16ps"},
+        {"scalar,bf16=bf16", "bf16=bf16 needs vdpbf16ps"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const sm_kernels *k = NULL;
@@ -54,6 +58,36 @@ void test_dispatch_bad_specs(void) {
     CHECK(sm_kernels_select("auto") == sm_kernels_select(NULL));
     CHECK(sm_kernels_select("auto,rows=scalar") == sm_kernels_select("rows=scalar"));
     for (int op = 0; op < SM_KOP_COUNT; op++) CHECK(ref->from[op] == ref);
+    /* f32 arithmetic for 16-bit weights is every table's; asking for it where it is changes nothing */
+    CHECK(sm_kernels_select("scalar,bf16=f32,f16=f32") == ref);
+    const sm_kernels *best = sm_kernels_select("auto");
+    if (!best->from[SM_KOP_GEMM]->dot16_types) {
+        CHECK(sm_kernels_select("auto,bf16=f32") == best);
+        return;
+    }
+    /* where the CPU has AVX512-BF16: each type on vdpbf16ps or in f32 as the items say, named so */
+    static const struct { const char *spec, *name; unsigned types; } v[] = {
+        {"avx512,bf16=f32", "avx512,bf16=f32", 0},
+        {"avx512,f16=bf16", "avx512,f16=bf16", 1u << SM_DTYPE_BF16 | 1u << SM_DTYPE_F16},
+        {"avx512,f16=bf16,bf16=f32", "avx512,bf16=f32,f16=bf16", 1u << SM_DTYPE_F16},
+        {"avx512,bf16=f32,bf16=bf16", "avx512", 1u << SM_DTYPE_BF16},
+        {"avx512,f16=bf16,avx2", "avx2", 0}, /* a table item starts over */
+        {"avx512,rows=avx2,f16=bf16", "avx512,rows=avx2,f16=bf16", 1u << SM_DTYPE_BF16 | 1u << SM_DTYPE_F16},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        const sm_kernels *k = sm_kernels_select(v[i].spec);
+        CHECKF(k && strcmp(k->name, v[i].name) == 0, "spec '%s' named '%s'", v[i].spec, k ? k->name : "(none)");
+        if (!k) continue;
+        CHECK(sm_kernels_select(k->name) == k);
+        CHECKF(k->from[SM_KOP_GEMM]->dot16_types == v[i].types && k->dot16_types == v[i].types,
+               "spec '%s': dot16_types %#x", v[i].spec, k->from[SM_KOP_GEMM]->dot16_types);
+        CHECK(strcmp(k->from[SM_KOP_GEMM]->name, v[i].types || strstr(v[i].spec, "=f32") ? "avx512" : "avx2") == 0);
+        char desc[256];
+        sm_kernels_describe(k, desc, sizeof desc);
+        const char *want = v[i].types == 0 ? NULL : v[i].types == 1u << SM_DTYPE_F16 ? "(f16: vdpbf16ps)"
+                           : v[i].types == 1u << SM_DTYPE_BF16 ? "(bf16: vdpbf16ps)" : "(f16, bf16: vdpbf16ps)";
+        CHECKF(want ? strstr(desc, want) != NULL : strstr(desc, "vdpbf16ps") == NULL, "'%s': %s", v[i].spec, desc);
+    }
 }
 
 /* CPUID leaf 1 EAX values of real CPUs (the vendors' revision guides) decoded to family and model. */
@@ -197,9 +231,10 @@ void test_dispatch_peaks(void) {
         for (int dt = 0; dt < SM_DTYPE_COUNT; dt++) {
             sm_peak p = sm_kernels_peak_of(ks[t], (sm_dtype)dt);
             bool q = sm_dtype_quantized((sm_dtype)dt);
-            sm_peak want = t == 0 ? SM_PEAK_COUNT
-                           : !q ? (strcmp(ks[t]->name, "avx512") == 0 ? SM_PEAK_FMA512 : SM_PEAK_FMA256)
-                                : p; /* checked below */
+            sm_peak want = t == 0                           ? SM_PEAK_COUNT
+                           : q                              ? p /* checked below */
+                           : ks[t]->dot16_types >> dt & 1u ? SM_PEAK_BF16_512
+                           : strcmp(ks[t]->name, "avx512") == 0 ? SM_PEAK_FMA512 : SM_PEAK_FMA256;
             CHECKF(p == want, "%s %s: peak %d, want %d", ks[t]->name, sm_dtype_name((sm_dtype)dt), p, want);
             CHECKF(p == SM_PEAK_COUNT || sm_kernels_peak_runs(p), "%s %s: a peak this CPU lacks", ks[t]->name,
                    sm_dtype_name((sm_dtype)dt));
@@ -207,6 +242,11 @@ void test_dispatch_peaks(void) {
                 CHECKF(p == SM_PEAK_MADDUBS256 || p == SM_PEAK_VNNI256 || p == SM_PEAK_VNNI512,
                        "%s q4_0 (a packed int8 product on every SIMD table): peak %d", ks[t]->name, p);
         }
+    /* the bf16 GEMM exactly where the CPU has AVX512-BF16: the avx512 table's, for bf16 weights */
+    for (size_t t = 0; t < nk; t++)
+        CHECKF(ks[t]->dot16_types == (strcmp(ks[t]->name, "avx512") == 0 && sm_kernels_peak_runs(SM_PEAK_BF16_512)
+                                          ? 1u << SM_DTYPE_BF16 : 0u),
+               "%s: dot16_types %#x", ks[t]->name, ks[t]->dot16_types);
 #ifdef SM_X86_KERNELS
     if (sm_kernels_select("avx2")) CHECKF(ran >= 2, "AVX2 CPU, but %d peak loops ran", ran);
 #else

@@ -184,11 +184,14 @@ static void narrow(sm_dtype dt, const float *w, size_t n, uint16_t *q, float *wi
 ** on both paths (matrix-vector T < 4, packed panels T >= 4), vector tails
 ** (K not a multiple of 16 or 8) and a column range that is not aligned. With
 ** test_kernels_matmul that puts every table within tolerance of the scalar
-** reference for every dtype.
+** reference for every dtype. The products a table runs on vdpbf16ps (its
+** dot16_types) are test_kernels_matmul_dot16's; where they exist, the
+** composition that asks for f32 instead (bf16=f32) is tested here.
 */
 void test_kernels_matmul_16bit(void) {
     const sm_kernels *ks[8];
     size_t nk = tables(ks);
+    if (ks[nk - 1]->dot16_types) ks[nk++] = sm_kernels_select("avx512,bf16=f32"); /* its exact GEMM */
     static const size_t Ts[] = {1, 2, 3, 4, 9, 17};
     static const size_t Ks[] = {1, 7, 16, 17, 255, 257, 513, 1031, 2053};
     static const sm_dtype dts[] = {SM_DTYPE_F16, SM_DTYPE_BF16};
@@ -203,6 +206,7 @@ void test_kernels_matmul_16bit(void) {
                 narrow(dts[d], w, N * K, q, wide);
                 for (size_t i = 0; i < nk; i++)
                     for (int rows = 0; rows < 2; rows++) {
+                        if (!rows && sm_kernels_dot16_takes(ks[i], dts[d], T, K)) continue;
                         sm_matmul_fn mm = rows ? ks[i]->matmul_rows : ks[i]->matmul;
                         float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
                         for (size_t j = 0; j < T * N; j++) want[j] = got[j] = 12345.0f;
@@ -216,6 +220,82 @@ void test_kernels_matmul_16bit(void) {
                     }
                 free(x), free(w), free(bias), free(wide), free(want), free(got), free(q);
             }
+}
+
+/*
+** The packed products on vdpbf16ps (tables whose dot16_types has the type;
+** f16 in a copy of the table that asks for it): every output within f32
+** rounding of sum_k bf16(x) bf16(w) (+ bias) computed in double, where the
+** unrounded x would be far off (one case is exact: x = 1 + 2^-10 rounds to
+** 1); each row bit for bit the same computed in a call of 4 rows, and the
+** columns in two calls; columns outside [n0, n1) untouched. T crosses the
+** blocks of SM_BF16_MC rows, K the slices of SM_BF16_KC columns and the
+** panels' 8-pair transposes.
+*/
+void test_kernels_matmul_dot16(void) {
+    const sm_kernels *avail[8];
+    size_t na = tables(avail), tested = 0;
+    static const size_t Ts[] = {4, 5, 9, 17, 80, 200, 401};
+    static const size_t Ks[] = {2, 16, 34, 64, 510, 512, 530, 1040, 2048};
+    unsigned long long s = 17;
+    for (size_t i = 0; i < na; i++) {
+        if (!avail[i]->dot16_types) continue;
+        sm_kernels k = *avail[i];
+        k.dot16_types |= 1u << SM_DTYPE_F16;
+        float *scratch = rnd(k.matmul_scratch, &s, 0);
+        for (int d = 0; d < 2; d++) {
+            sm_dtype dt = d ? SM_DTYPE_BF16 : SM_DTYPE_F16;
+            const char *dn = d ? "bf16" : "f16";
+            for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+                for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                    size_t T = Ts[a], N = 37 + 32 * (a % 2), K = Ks[c], n0 = 3, n1 = N - 2;
+                    CHECK(sm_kernels_dot16_takes(&k, dt, T, K) && !sm_kernels_dot16_takes(&k, dt, 3, K) &&
+                          !sm_kernels_dot16_takes(&k, dt, T, K + 1));
+                    float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
+                    float *wide = rnd(N * K, &s, 0), *got = rnd(T * N, &s, 0), *part = rnd(T * N, &s, 0);
+                    uint16_t *q = malloc(N * K * sizeof *q);
+                    narrow(dt, w, N * K, q, wide);
+                    if (c == 1) /* the exact case: rounding x is the whole answer */
+                        for (size_t j = 0; j < T * K; j++) x[j] = 1.0f + 0x1p-10f;
+                    if (c == 1)
+                        for (size_t j = 0; j < N * K; j++) q[j] = d ? 0x3F80 : 0x3C00, wide[j] = 1.0f;
+                    for (size_t j = 0; j < T * N; j++) got[j] = part[j] = 12345.0f;
+                    k.matmul(&k, got, x, q, dt, bias, T, N, K, n0, n1, scratch);
+                    size_t bad = 0, far = 0;
+                    for (size_t t = 0; t < T; t++)
+                        for (size_t n = 0; n < N; n++) {
+                            double want = 0, mag = 0, raw = 0;
+                            for (size_t j = 0; j < K; j++) {
+                                double wb = sm_bf16_to_f32(sm_f32_to_bf16(wide[n * K + j]));
+                                double p = sm_bf16_to_f32(sm_f32_to_bf16(x[t * K + j])) * wb;
+                                want += p, mag += fabs(p), raw += (double)x[t * K + j] * wb;
+                            }
+                            want += bias[n], raw += bias[n], mag += fabs(bias[n]);
+                            double g = got[t * N + n];
+                            if (n < n0 || n >= n1) bad += g != 12345.0f;
+                            else bad += !(fabs(g - want) <= 2e-6 * mag * (1 + sqrt((double)K) / 8));
+                            if (n >= n0 && n < n1) far += fabs(raw - want) > 2e-6 * mag * (1 + sqrt((double)K) / 8);
+                            if (c == 1 && n >= n0 && n < n1) bad += g != (double)((float)K + bias[n]);
+                        }
+                    CHECKF(bad == 0, "%s %s T=%zu K=%zu: %zu outputs off sum bf16(x) w", k.name, dn, T, K, bad);
+                    if (c == 1 || K >= 64) /* unrounded activations would be told apart */
+                        CHECKF(far > 0, "%s %s T=%zu K=%zu: the test cannot tell rounded x", k.name, dn, T, K);
+                    /* rows 4 at a time (the last call may overlap), columns in two calls */
+                    for (size_t t = 0; t < T; t += 4) {
+                        size_t t4 = t + 4 <= T ? t : T - 4;
+                        size_t mid = n0 + (n1 - n0) / 2;
+                        k.matmul(&k, part + t4 * N, x + t4 * K, q, dt, bias, 4, N, K, n0, mid, scratch);
+                        k.matmul(&k, part + t4 * N, x + t4 * K, q, dt, bias, 4, N, K, mid, n1, scratch);
+                    }
+                    CHECKF(memcmp(got, part, T * N * sizeof *got) == 0,
+                           "%s %s T=%zu K=%zu: a row differs computed 4 rows at a time", k.name, dn, T, K);
+                    free(x), free(w), free(bias), free(wide), free(got), free(part), free(q);
+                    tested++;
+                }
+        }
+        free(scratch);
+    }
+    if (!tested) test_skip("no kernel table runs vdpbf16ps on this CPU (AVX512-BF16)");
 }
 
 /*

@@ -31,6 +31,10 @@ from tally import Tally  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 T = Tally("models")
 TOL = 1e-4
+# The kernels these tests run: this CPU's choice, with bf16 weights' products in f32 on the
+# exact widening (where the CPU has AVX512-BF16, prefill's default rounds activations to bf16 for
+# them: test_llama_hf checks that path against its own reference).
+EXACT = "auto,bf16=f32"
 
 
 SANITIZED = bool(os.environ.get("SM_SANITIZED"))  # make asan: each path once, not every dtype
@@ -52,7 +56,7 @@ def write_safetensors(path, tensors, torch):
         f.write(safetensors_bytes([(n, names[t.dtype], t.shape, raw(t.contiguous())) for n, t in tensors.items()]))
 
 
-def score(smbin, model, text, kernels="auto", extra=()):
+def score(smbin, model, text, kernels=EXACT, extra=()):
     p = run([smbin, "score", "-m", model, "--json", "--kernels", kernels, "-f", "-"] + list(extra), text.encode())
     if p.returncode != 0:
         return None, p.stderr.decode(errors="replace")
@@ -91,7 +95,7 @@ def compare(torch, logits, toks):
     return worst
 
 
-def score_vs_torch(torch, smbin, model, text, reference, label, kernels="auto", extra=()):
+def score_vs_torch(torch, smbin, model, text, reference, label, kernels=EXACT, extra=()):
     """Every token's log-probability from `score` = the PyTorch logits reference(ids) to TOL.
     False when score itself failed."""
     toks, err = score(smbin, model, text, kernels, extra)
@@ -174,7 +178,7 @@ def test_gpt2(torch, smbin, tmp, tiny, dtype):
         return
     in_place(smbin, hf, out, text, f"HF GPT-2 ({str(dtype)[6:]})")
     if dtype != torch.float32:
-        keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["auto"])
+        keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, [EXACT])
 
 
 DTYPES = {}  # torch dtype -> --dtype name, filled in main
@@ -184,8 +188,8 @@ def in_place(smbin, hf, converted, text, label):
     """-m on the Hugging Face directory itself scores the text byte for byte as its f32
     conversion does (16-bit weights widen exactly; transposed and permuted tensors are
     made once at load), and info says how many bytes were made."""
-    a = run([smbin, "score", "-m", hf, "--json", "-f", "-"], text.encode())
-    b = run([smbin, "score", "-m", converted, "--json", "-f", "-"], text.encode())
+    a = run([smbin, "score", "-m", hf, "--json", "--kernels", EXACT, "-f", "-"], text.encode())
+    b = run([smbin, "score", "-m", converted, "--json", "--kernels", EXACT, "-f", "-"], text.encode())
     check(a.returncode == 0 and a.stdout == b.stdout, f"{label} run in place = its conversion, byte for byte",
           a.stderr.decode())
     p = run([smbin, "info", "-m", hf])
@@ -287,7 +291,7 @@ def greedy_vs_torch(torch, smbin, model, ref, label, n=24, seen=None, reps=3):
         ids.append(int(ref(torch.tensor(ids[-seen:] if seen else ids))[-1].argmax()))
     gen = [i for i in ids[start:] if i != 50256]
     want = run([smbin, "detokenize", "-m", model] + [str(i) for i in gen]).stdout.rstrip(b"\n")
-    p = run([smbin, "generate", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0"])
+    p = run([smbin, "generate", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--kernels", EXACT])
     got = p.stdout.rstrip(b"\n")
     check(p.returncode == 0 and got == want, f"{label}: greedy decoding of {len(ids) - start} tokens = the "
           "reference's choices", f"{got[:80]!r} vs {want[:80]!r} {p.stderr.decode()[-200:]}")
@@ -641,7 +645,7 @@ def test_llama3_qwen3(torch, smbin, tmp, tiny, dtype):
     greedy_vs_torch(torch, smbin, hf, ref, f"HF Llama 3 ({tag}) run in place")
     # generation stops at any id of the eos list: with the reference's greedy next token in it
     # (not first), greedy generate ends at once
-    toks, _ = score(smbin, hf, text, "auto")
+    toks, _ = score(smbin, hf, text)
     if toks:
         nxt = int(ref(torch.tensor([t["id"] for t in toks]))[-1].argmax())
         with open(os.path.join(hf, "config.json")) as f:
@@ -714,9 +718,11 @@ def rms(torch, x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta, inv=None, window=0):
+def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta, inv=None, window=0, lin=None):
     """Hugging Face's Llama: rotate_half on q/k as stored by HF; inv: the rotary frequencies
-    (rope_scaling), else theta's; Qwen 3's q_norm / k_norm over each head when W has them."""
+    (rope_scaling), else theta's; Qwen 3's q_norm / k_norm over each head when W has them.
+    lin(x, w): a linear layer's product (x @ w.T by default)."""
+    lin = lin or (lambda x, w: x @ w.T)
     x = W["model.embed_tokens.weight"][ids]
     T = len(ids)
     if inv is None:
@@ -731,20 +737,20 @@ def llama_hf_reference(torch, W, ids, L, H, KVH, hd, eps, theta, inv=None, windo
         p = f"model.layers.{l}."
         h = rms(torch, x, W[p + "input_layernorm.weight"], eps)
         b = lambda n: W.get(p + f"self_attn.{n}_proj.bias", 0.0)  # Qwen 2's Q, K, V biases
-        q = (h @ W[p + "self_attn.q_proj.weight"].T + b("q")).view(T, H, hd).transpose(0, 1)
-        k = (h @ W[p + "self_attn.k_proj.weight"].T + b("k")).view(T, KVH, hd).transpose(0, 1)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T + b("v")).view(T, KVH, hd).transpose(0, 1)
+        q = (lin(h, W[p + "self_attn.q_proj.weight"]) + b("q")).view(T, H, hd).transpose(0, 1)
+        k = (lin(h, W[p + "self_attn.k_proj.weight"]) + b("k")).view(T, KVH, hd).transpose(0, 1)
+        v = (lin(h, W[p + "self_attn.v_proj.weight"]) + b("v")).view(T, KVH, hd).transpose(0, 1)
         if p + "self_attn.q_norm.weight" in W:
             q, k = rms(torch, q, W[p + "self_attn.q_norm.weight"], eps), rms(torch, k, W[p + "self_attn.k_norm.weight"], eps)
         q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
         k, v = k.repeat_interleave(H // KVH, 0), v.repeat_interleave(H // KVH, 0)
         a = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, -1) @ v
-        x = x + a.transpose(0, 1).reshape(T, H * hd) @ W[p + "self_attn.o_proj.weight"].T
+        x = x + lin(a.transpose(0, 1).reshape(T, H * hd), W[p + "self_attn.o_proj.weight"])
         h = rms(torch, x, W[p + "post_attention_layernorm.weight"], eps)
-        g = h @ W[p + "mlp.gate_proj.weight"].T
-        x = x + (torch.nn.functional.silu(g) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+        g = lin(h, W[p + "mlp.gate_proj.weight"])
+        x = x + lin(torch.nn.functional.silu(g) * lin(h, W[p + "mlp.up_proj.weight"]), W[p + "mlp.down_proj.weight"])
     x = rms(torch, x, W["model.norm.weight"], eps)
-    return x @ W["lm_head.weight"].T
+    return lin(x, W["lm_head.weight"])
 
 
 def llama_hf_weights(torch, seed, L, H, KVH, hd, C, F, V, dtype, tied):
@@ -762,6 +768,30 @@ def llama_hf_weights(torch, seed, L, H, KVH, hd, C, F, V, dtype, tied):
                   p + "mlp.gate_proj.weight": rnd(F, C), p + "mlp.up_proj.weight": rnd(F, C),
                   p + "mlp.down_proj.weight": rnd(C, F)})
     return {k: v.to(dtype) for k, v in W.items()}
+
+
+def bf16_prefill(torch, smbin, model, text, Wd, L, H, KVH, hd, extra=()):
+    """The default kernels on bf16 weights: where `info` says the GEMM runs bf16 on vdpbf16ps
+    (AVX512-BF16), a prompt scored in one call (every row through the packed product) is
+    PyTorch's forward with each linear layer's input rounded to bf16 (to within f32 rounding:
+    a value on the edge of a bf16 rounding step may land on either side), and told apart from
+    the unrounded forward; elsewhere the default is the exact widening."""
+    info = run([smbin, "info", "-m", model] + list(extra)).stdout.decode()
+    on = "bf16: vdpbf16ps" in info or "f16, bf16: vdpbf16ps" in info
+    rnd = lambda x, w: x.to(torch.bfloat16).double() @ w.T
+    exact = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 500000.0)
+    rounded = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 500000.0, lin=rnd)
+    toks, err = score(smbin, model, text, "auto", extra)
+    if toks is None:
+        check(False, "score: bf16 weights, default kernels", err)
+        return
+    ids = torch.tensor([t["id"] for t in toks])
+    near, far = compare(torch, (rounded if on else exact)(ids), toks), compare(torch, exact(ids), toks)
+    tol = 2e-3 if on else TOL
+    check(near <= tol and (not on or far > 5 * tol),
+          f"HF Llama (bfloat16), default kernels ({'activations rounded to bf16 on vdpbf16ps' if on else 'exact'}): "
+          f"{len(toks) - 1} log-probs = PyTorch{' with rounded inputs' if on else ''}, worst {near:.2e}"
+          f"{f' (unrounded: {far:.2e})' if on else ''}")
 
 
 def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
@@ -793,12 +823,14 @@ def test_llama_hf(torch, smbin, tmp, tokbin, dtype):
     text = "Once upon a time, a little dog found a big red ball in the park. It was happy."
     Wd = {k: v.double() for k, v in W.items()}
     ref = lambda W2: lambda ids: llama_hf_reference(torch, W2, ids, L, H, KVH, hd, 1e-5, 500000.0)
-    for kern in ("scalar", "auto"):
+    for kern in ("scalar", EXACT):
         if not score_vs_torch(torch, smbin, out, text, ref(Wd),
                               f"HF Llama ({str(dtype)[6:]}, 2 shards, GQA 4/2, rotate-halves) {kern} kernels", kern):
             return
+    if dtype == torch.bfloat16:
+        bf16_prefill(torch, smbin, hf, text, Wd, L, H, KVH, hd, ["--tokenizer", tokbin])
     if dtype != torch.float32:
-        keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["scalar", "auto"], ["--tokenizer", tokbin])
+        keep_16bit(torch, smbin, hf, out, DTYPES[dtype], text, ["scalar", EXACT], ["--tokenizer", tokbin])
         return
     # an f32 source narrowed by --dtype: every stored value is numpy's / torch's rounding of
     # the source (ties to even), and the model scores like PyTorch on the rounded weights

@@ -59,7 +59,9 @@ static const struct option_def {
     {"kernels", 0, true, CMD_MODEL | CMD_TRAIN, O_KERNELS,
      "    --kernels SPEC     auto (this CPU's choice per operation), scalar, avx2 or avx512, or\n"
      "                         items OP=TABLE (OP: gemm, qgemm, rows, qrows, attention), e.g.\n"
-     "                         avx512,rows=avx2 (default auto)"},
+     "                         avx512,rows=avx2; bf16=bf16|f32, f16=bf16|f32: prefill's 16-bit\n"
+     "                         products on vdpbf16ps (activations rounded to bf16) or exact\n"
+     "                         (default auto: bf16 weights on vdpbf16ps where the CPU has it)"},
     {"check-weights", 0, false, CMD_MODEL, O_CHECKW,
      "    --check-weights    scan every weight for NaN or infinity before running"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,

@@ -258,6 +258,8 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
         k->quant->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && T < 4)
         sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (sm_kernels_dot16_takes(k, wt, T, K))
+        sm_kernels_gemm_bf16(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (T >= 4)
         sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else

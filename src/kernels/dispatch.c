@@ -31,8 +31,15 @@ static const struct {
     {"AuthenticAMD", 25, 0xa0, 0xaf, "rows=avx2"},
 };
 
-static sm_status apply(const char *spec, const char *items, const sm_kernels **base,
-                       const sm_kernels *from[SM_KOP_COUNT], bool strict, sm_error *err);
+/* A spec's choices: the base table, where each operation comes from, and the arithmetic of
+   the 16-bit weights' GEMM set by items bf16=... and f16=... (dot16[0] bf16's, [1] f16's:
+   -1 as the gemm table has it, 0 f32, 1 vdpbf16ps). */
+typedef struct {
+    const sm_kernels *base, *from[SM_KOP_COUNT];
+    int dot16[2];
+} choice;
+
+static sm_status apply(const char *spec, const char *items, choice *c, bool strict, sm_error *err);
 
 /* The L2 size per core from the C library (glibc reads CPUID) if sane, else the default. */
 static size_t read_l2(void) {
@@ -96,12 +103,13 @@ static size_t n_tables;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* auto's choice: the best table, and where each operation comes from (the CPU-family table). */
-static const sm_kernels *auto_base, *auto_from[SM_KOP_COUNT];
+static choice auto_choice;
 
 /* The composed tables handed out so far (their pointers stay valid for the process). */
 enum { MAX_COMPOSED = 32, NAME_MAX_LEN = 96 };
 static struct {
     sm_kernels k;
+    sm_kernels gemm; /* from[SM_KOP_GEMM]'s table with the dot16_types the spec set */
     char name[NAME_MAX_LEN];
 } composed[MAX_COMPOSED];
 static size_t n_composed;
@@ -119,8 +127,11 @@ void sm_kernels_describe(const sm_kernels *k, char *buf, size_t n) {
     for (int op = 0; op < SM_KOP_COUNT && len < n; op++) {
         const sm_kernels *f = k->from[op] ? k->from[op] : k;
         bool q = op == SM_KOP_QGEMM || op == SM_KOP_QROWS;
+        static const char *const dot16[4] = {NULL, "bf16: vdpbf16ps", "f16: vdpbf16ps", "f16, bf16: vdpbf16ps"};
+        unsigned d16 = (f->dot16_types >> SM_DTYPE_BF16 & 1u) | (f->dot16_types >> SM_DTYPE_F16 & 1u) << 1;
+        const char *what = q ? f->quant->name : op == SM_KOP_GEMM ? dot16[d16] : NULL;
         int w = snprintf(buf + len, n - len, "%s%s %s%s%s%s", op ? ", " : "", op_names[op], f->name,
-                         q ? " (" : "", q ? f->quant->name : "", q ? ")" : "");
+                         what ? " (" : "", what ? what : "", what ? ")" : "");
         len += w > 0 ? (size_t)w : 0;
     }
 }
@@ -185,8 +196,13 @@ static void init(void) {
         tables[n_tables++].quant = q2;
     }
     if (has_avx512()) {
-        tables[n_tables] = sm_kernels_avx512;
-        tables[n_tables++].quant = has_avx512vnni() ? &sm_qkernel_avx512vnni : q2;
+        sm_kernels *t = &tables[n_tables++];
+        *t = sm_kernels_avx512;
+        t->quant = has_avx512vnni() ? &sm_qkernel_avx512vnni : q2;
+        if (has_avx512bf16()) { /* bf16 weights prefill on vdpbf16ps */
+            t->dot16_types = 1u << SM_DTYPE_BF16;
+            if (t->matmul_scratch < SM_BF16_BYTES / sizeof(float)) t->matmul_scratch = SM_BF16_BYTES / sizeof(float);
+        }
     }
 #endif
     size_t l2 = read_l2();
@@ -194,13 +210,14 @@ static void init(void) {
         tables[i].l2_bytes = l2;
         for (int op = 0; op < SM_KOP_COUNT; op++) tables[i].from[op] = &tables[i];
     }
-    auto_base = &tables[n_tables - 1];
-    for (int op = 0; op < SM_KOP_COUNT; op++) auto_from[op] = auto_base;
+    auto_choice.base = &tables[n_tables - 1];
+    for (int op = 0; op < SM_KOP_COUNT; op++) auto_choice.from[op] = auto_choice.base;
+    auto_choice.dot16[0] = auto_choice.dot16[1] = -1;
     char vendor[13];
     unsigned family, model;
     sm_kernels_cpu(vendor, &family, &model);
     const char *cpu = sm_kernels_cpu_choice(vendor, family, model);
-    if (cpu) apply(cpu, cpu, &auto_base, auto_from, false, NULL);
+    if (cpu) apply(cpu, cpu, &auto_choice, false, NULL);
 }
 
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
@@ -222,7 +239,8 @@ size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {
 
 sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt) {
     const sm_kernels *q = k->from[SM_KOP_QGEMM];
-    if (!sm_dtype_quantized(dt)) return k->from[SM_KOP_GEMM]->gemm_peak;
+    const sm_kernels *g = k->from[SM_KOP_GEMM];
+    if (!sm_dtype_quantized(dt)) return g->dot16_types >> dt & 1u ? SM_PEAK_BF16_512 : g->gemm_peak;
     return sm_kernels_qgemm_takes(q->quant, dt, 4) ? q->quant->gemm_peak : q->gemm_peak;
 }
 
@@ -254,14 +272,29 @@ static const sm_kernels *table_named(const char *n, size_t len) {
     return NULL;
 }
 
-/* The composed table of base and from[] (not all base), made on first use. */
-static sm_status compose(const sm_kernels *base, const sm_kernels *const from[SM_KOP_COUNT],
-                         const sm_kernels **out, sm_error *err) {
+/* The 16-bit types whose GEMM runs on vdpbf16ps in c: its gemm table's, changed by the items. */
+static unsigned dot16_of(const choice *c) {
+    static const sm_dtype dts[2] = {SM_DTYPE_BF16, SM_DTYPE_F16};
+    unsigned t = c->from[SM_KOP_GEMM]->dot16_types;
+    for (int i = 0; i < 2; i++)
+        if (c->dot16[i] >= 0) t = (t & ~(1u << dts[i])) | (unsigned)c->dot16[i] << dts[i];
+    return t;
+}
+
+/* The composed table of c (not just its base), made on first use. */
+static sm_status compose(const choice *c, const sm_kernels **out, sm_error *err) {
+    const sm_kernels *base = c->base, *g = c->from[SM_KOP_GEMM];
+    const unsigned dot16 = dot16_of(c);
     char name[NAME_MAX_LEN];
     int len = snprintf(name, sizeof name, "%s", base->name);
     for (int op = 0; op < SM_KOP_COUNT; op++)
-        if (from[op] != base)
-            len += snprintf(name + len, sizeof name - (size_t)len, ",%s=%s", op_names[op], from[op]->name);
+        if (c->from[op] != base)
+            len += snprintf(name + len, sizeof name - (size_t)len, ",%s=%s", op_names[op], c->from[op]->name);
+    static const struct { sm_dtype dt; const char *item; } items[2] = {{SM_DTYPE_BF16, "bf16"}, {SM_DTYPE_F16, "f16"}};
+    for (int i = 0; i < 2; i++)
+        if ((dot16 ^ g->dot16_types) >> items[i].dt & 1u)
+            len += snprintf(name + len, sizeof name - (size_t)len, ",%s=%s", items[i].item,
+                            dot16 >> items[i].dt & 1u ? "bf16" : "f32");
     sm_status st = SM_OK;
     pthread_mutex_lock(&composed_lock);
     size_t i = 0;
@@ -275,13 +308,19 @@ static sm_status compose(const sm_kernels *base, const sm_kernels *const from[SM
         memcpy(composed[i].name, name, sizeof name);
         k->name = composed[i].name;
         for (int op = 0; op < SM_KOP_COUNT; op++) {
-            k->from[op] = from[op];
-            if (from[op]->matmul_scratch > k->matmul_scratch) k->matmul_scratch = from[op]->matmul_scratch;
+            k->from[op] = c->from[op];
+            if (c->from[op]->matmul_scratch > k->matmul_scratch) k->matmul_scratch = c->from[op]->matmul_scratch;
         }
+        if (dot16 != g->dot16_types) { /* the gemm table's own products, with other types on vdpbf16ps */
+            composed[i].gemm = *g;
+            composed[i].gemm.dot16_types = dot16;
+            k->from[SM_KOP_GEMM] = &composed[i].gemm;
+        }
+        k->dot16_types = dot16;
         k->matmul = composed_matmul;
         k->matmul_rows = composed_rows;
-        k->attention = from[SM_KOP_ATTENTION]->attention;
-        k->quant = from[SM_KOP_QGEMM]->quant;
+        k->attention = c->from[SM_KOP_ATTENTION]->attention;
+        k->quant = c->from[SM_KOP_QGEMM]->quant;
         n_composed++;
     }
     if (!st) *out = &composed[i].k;
@@ -290,38 +329,48 @@ static sm_status compose(const sm_kernels *base, const sm_kernels *const from[SM
 }
 
 /*
-** Applies the items (comma-separated; a table name, or OP=TABLE) of spec to base and from[].
-** Items naming a table this CPU lacks are errors when strict, else skipped (the CPU table).
+** Applies the items (comma-separated; a table name, OP=TABLE, or TYPE=ARITH for the 16-bit
+** weights' GEMM: bf16= or f16=, then bf16 or f32) of spec to c. Items naming a table this CPU
+** lacks are errors when strict, else skipped (the CPU table).
 */
-static sm_status apply(const char *spec, const char *items, const sm_kernels **base,
-                       const sm_kernels *from[SM_KOP_COUNT], bool strict, sm_error *err) {
+static sm_status apply(const char *spec, const char *items, choice *c, bool strict, sm_error *err) {
     for (const char *p = items;;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         const char *eq = memchr(p, '=', len);
         const char *tn = eq ? eq + 1 : p;
         size_t tlen = len - (size_t)(tn - p);
-        const sm_kernels *t = table_named(tn, tlen);
-        int op = -1;
-        if (eq)
-            for (int o = 0; o < SM_KOP_COUNT && op < 0; o++)
-                if (is(p, (size_t)(eq - p), op_names[o])) op = o;
-        if (eq && op < 0)
-            return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': '%.*s' is not an operation (gemm, qgemm, "
-                                "rows, qrows, attention)", spec, (int)(eq - p), p);
-        if (!t && strict) {
-            char have[64] = "";
-            for (size_t i = 0; i < n_tables; i++)
-                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", tables[i].name);
-            bool known = is(tn, tlen, "scalar") || is(tn, tlen, "avx2") || is(tn, tlen, "avx512");
-            return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': '%.*s' is %s (this CPU runs %s)", spec, (int)tlen,
-                                tn, known ? "not supported by this CPU" : "not a kernel table", have);
-        }
-        if (t && eq) {
-            from[op] = t;
-        } else if (t) {
-            *base = t;
-            for (int o = 0; o < SM_KOP_COUNT; o++) from[o] = t;
+        int t16 = !eq ? -1 : is(p, (size_t)(eq - p), "bf16") ? 0 : is(p, (size_t)(eq - p), "f16") ? 1 : -1;
+        if (t16 >= 0) {
+            if (!is(tn, tlen, "bf16") && !is(tn, tlen, "f32"))
+                return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': %.*s must be bf16 (vdpbf16ps, activations "
+                                    "rounded to bf16) or f32 (exact)", spec, (int)len, p);
+            c->dot16[t16] = is(tn, tlen, "bf16");
+        } else {
+            const sm_kernels *t = table_named(tn, tlen);
+            int op = -1;
+            if (eq)
+                for (int o = 0; o < SM_KOP_COUNT && op < 0; o++)
+                    if (is(p, (size_t)(eq - p), op_names[o])) op = o;
+            if (eq && op < 0)
+                return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': '%.*s' is not an operation (gemm, qgemm, "
+                                    "rows, qrows, attention) or a 16-bit type (bf16, f16)", spec,
+                                    (int)(eq - p), p);
+            if (!t && strict) {
+                char have[64] = "";
+                for (size_t i = 0; i < n_tables; i++)
+                    snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", tables[i].name);
+                bool known = is(tn, tlen, "scalar") || is(tn, tlen, "avx2") || is(tn, tlen, "avx512");
+                return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': '%.*s' is %s (this CPU runs %s)", spec,
+                                    (int)tlen, tn, known ? "not supported by this CPU" : "not a kernel table", have);
+            }
+            if (t && eq) {
+                c->from[op] = t;
+            } else if (t) {
+                c->base = t;
+                for (int o = 0; o < SM_KOP_COUNT; o++) c->from[o] = t;
+                c->dot16[0] = c->dot16[1] = -1;
+            }
         }
         if (!end) return SM_OK;
         p = end + 1;
@@ -330,21 +379,29 @@ static sm_status apply(const char *spec, const char *items, const sm_kernels **b
 
 sm_status sm_kernels_choose(const char *spec, const sm_kernels **out, sm_error *err) {
     pthread_once(&once, init);
-    const sm_kernels *base = auto_base, *from[SM_KOP_COUNT];
-    memcpy(from, auto_from, sizeof from);
+    choice c = auto_choice;
     if (spec && strcmp(spec, "auto") != 0) {
         if (!*spec) return sm_error_set(err, SM_ERR_INPUT, "kernels: an empty name");
         /* "auto,rows=scalar" is "rows=scalar": the items apply to auto's choice */
-        sm_status st = apply(spec, strncmp(spec, "auto,", 5) == 0 ? spec + 5 : spec, &base, from, true, err);
+        sm_status st = apply(spec, strncmp(spec, "auto,", 5) == 0 ? spec + 5 : spec, &c, true, err);
         if (st) return st;
     }
+    const sm_kernels *g = c.from[SM_KOP_GEMM];
+    unsigned dot16 = dot16_of(&c);
+    if (dot16 & ~g->dot16_types && !g->dot16_types) /* the table has them where the CPU does */
+        return sm_error_set(err, SM_ERR_INPUT, "kernels '%s': %s=bf16 needs vdpbf16ps, %s%s%s", spec,
+                            dot16 >> SM_DTYPE_F16 & 1u ? "f16" : "bf16",
+                            sm_kernels_peak_runs(SM_PEAK_BF16_512) ? "which the gemm table " : "",
+                            sm_kernels_peak_runs(SM_PEAK_BF16_512) ? g->name : "AVX512-BF16",
+                            sm_kernels_peak_runs(SM_PEAK_BF16_512) ? " lacks (avx512 has it)"
+                                                                     : ", which this CPU lacks");
     int op = 0;
-    while (op < SM_KOP_COUNT && from[op] == base) op++;
-    if (op == SM_KOP_COUNT) {
-        *out = base;
+    while (op < SM_KOP_COUNT && c.from[op] == c.base) op++;
+    if (op == SM_KOP_COUNT && dot16 == g->dot16_types) {
+        *out = c.base;
         return SM_OK;
     }
-    return compose(base, from, out, err);
+    return compose(&c, out, err);
 }
 
 const sm_kernels *sm_kernels_select(const char *name) {

@@ -259,6 +259,21 @@ extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_
 sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni;
 #endif
 
+/*
+** The packed product of 16-bit weights by AVX512-BF16 (avx512_bf16.c):
+** matmul's contract for T >= 4 and even K, except that x is rounded to bf16
+** (nearest even), and f16 weights too, before the f32 sums: out[t, n] =
+** sum_k bf16(x[t, k]) bf16(w[n, k]) (+ bias). Blocks of SM_BF16_MC token rows
+** and SM_BF16_KC columns; scratch SM_BF16_BYTES (a panel, its rows, a block
+** of x as bf16). Only on CPUs with AVX512-BF16.
+*/
+#define SM_BF16_KC 512
+#define SM_BF16_MC 192
+#define SM_BF16_BYTES ((2 * 32 + SM_BF16_MC) * (SM_BF16_KC / 2) * 4)
+void sm_kernels_gemm_bf16(float *restrict out, const float *restrict x, const void *restrict w,
+                          sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
+                          size_t n0, size_t n1, void *restrict scratch);
+
 /* Every implementation this CPU runs, scalar first (for tests); returns the count. */
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap);
 
