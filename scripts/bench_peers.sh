@@ -217,6 +217,10 @@ tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m|tl-pre-f16|tl-pre-bf16|tl-pre512-q4_0|tl-p
     q=${r#tl-pre*-}; pp=128; [ ${r#tl-pre512} != $r ] && pp=512
     need_q tl $q
     P=("sm_pre $MD/tl-$q $pp" "sm_pre $MD/tl-$q $pp avx2"); lcs lc_pre $MD/tl-$q.gguf $pp
+    # 16-bit weights: also the other arithmetic of the avx512 table where the CPU has
+    # AVX512-BF16 (f16 rounded to bf16 on vdpbf16ps, opt-in; bf16 widened exactly)
+    case $q in f16) o=auto,f16=bf16 ;; bf16) o=auto,bf16=f32 ;; *) o= ;; esac
+    [ -n "$o" ] && $BIN info -m $MD/tl-$q --kernels $o >/dev/null 2>&1 && P+=("sm_pre $MD/tl-$q $pp $o")
     [ -n "$IK" ] && P+=("ik_pre $MD/tl-$q.gguf $pp")
     row "prefill $pp tokens, TinyLlama-1.1B shape, $q, 2 threads, tokens/s" ">= 1.5x ik_llama.cpp" "${P[@]}" ;;
 gpt2-q8_0|gpt2-q4_0|gpt2-q4_k_m)

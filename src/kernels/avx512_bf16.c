@@ -58,15 +58,19 @@ static void convert_block(uint32_t *restrict xb, const float *restrict x, size_t
 
 /* kc (even) halfs of an f16 row as bf16 pairs (each weight rounded to nearest even) into d. */
 static void f16_pairs(uint32_t *restrict d, const uint16_t *restrict src, size_t kc) {
-    float f[KC + 16];
-    for (size_t k = 0; k < kc; k += 16) {
-        uint16_t h[16] = {0}; /* 16-bit masked loads need AVX-512BW */
-        memcpy(h, src + k, (kc - k < 16 ? kc - k : 16) * sizeof *h);
-        _mm512_storeu_ps(f + k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)));
+    size_t k = 0;
+    for (; k + 32 <= kc; k += 32) {
+        __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k)));
+        __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k + 16)));
+        _mm512_storeu_si512(d + k / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
-    for (size_t k = 0; k < kc; k += 32) {
-        size_t m = kc - k < 32 ? kc - k : 32;
-        _mm512_mask_storeu_epi32(d + k / 2, tail_mask(m / 2), to_pairs(f + k, m));
+    if (k < kc) { /* the tail through a buffer: 16-bit masked loads need AVX-512BW */
+        uint16_t h[32] = {0};
+        float f[32];
+        memcpy(h, src + k, (kc - k) * sizeof *h);
+        _mm512_storeu_ps(f, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)));
+        _mm512_storeu_ps(f + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16))));
+        _mm512_mask_storeu_epi32(d + k / 2, tail_mask((kc - k) / 2), to_pairs(f, kc - k));
     }
 }
 
@@ -156,6 +160,19 @@ typedef void micro_fn(float *restrict, size_t, const uint32_t *restrict, const u
 static micro_fn *const micros[MR + 1] = {NULL,    micro_1, micro_2, micro_3, micro_4,
                                          micro_5, micro_6, micro_7, micro_8};
 
+/*
+** Rows n..n1-1 (at most NR), columns k0..k0+kc-1 of w into L2: the next
+** panel, asked for while this one's products run (a pack reads 32 rows far
+** apart; without it each waits on memory).
+*/
+static void prefetch_rows(const void *w, size_t K, size_t n, size_t n1, size_t k0, size_t kc) {
+    for (size_t j = n; j < n1; j++) {
+        const char *row = (const char *)((const uint16_t *)w + j * K + k0);
+        for (size_t off = 0; off < kc * 2; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
+        _mm_prefetch(row + kc * 2 - 1, _MM_HINT_T1);
+    }
+}
+
 void sm_kernels_gemm_bf16(float *restrict out, const float *restrict x, const void *restrict w,
                           sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                           size_t n0, size_t n1, void *restrict scratch) {
@@ -171,8 +188,10 @@ void sm_kernels_gemm_bf16(float *restrict out, const float *restrict x, const vo
                 size_t nr = n1 - n < NR ? n1 - n : NR;
                 const float *b = bias ? bias + n : NULL;
                 pack(panel, rows, w, dt, K, n, nr, k0, kc);
+                const size_t calls = (t1 - t0 + MR - 1) / MR, per = (NR + calls - 1) / calls;
                 for (size_t t = t0; t < t1; t += MR) {
-                    size_t r = t1 - t < MR ? t1 - t : MR;
+                    size_t r = t1 - t < MR ? t1 - t : MR, j = n + NR + (t - t0) / MR * per;
+                    if (j < n1 && j < n + 2 * NR) prefetch_rows(w, K, j, j + per < n1 ? j + per : n1, k0, kc);
                     micros[r](out + t * N + n, N, xb + (t - t0) * KP, panel, kc / 2, b, k0 == 0, nr);
                 }
             }
