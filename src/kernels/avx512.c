@@ -204,16 +204,28 @@ dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *res
             for (size_t i = 0; i < r; i++)
                 a[i][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * K + k + 16 * u), a[i][u]);
         }
-    for (; k + 16 <= K; k += 16, c++) { /* c < UN - 1 here */
-        __m512 wv = load_w(dt, w, k);
-        for (size_t i = 0; i < r; i++)
-            a[i][c] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * K + k), a[i][c]);
+    /* the last chunks (at most UN - 1 whole ones, then a masked one) into sums 0, 1, ...,
+       each named by a constant: indexed by a variable, GCC kept the sums on the stack */
+#define CHUNK(cc)                                                                               \
+    if (k + 16 <= K) {                                                                          \
+        __m512 wv = load_w(dt, w, k);                                                           \
+        for (size_t i = 0; i < r; i++) a[i][cc] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * K + k), a[i][cc]); \
+        k += 16, c = cc + 1;                                                                    \
     }
+    CHUNK(0) CHUNK(1) CHUNK(2)
+#undef CHUNK
     if (k < K) {
         __mmask16 mt = tail_mask(K - k);
         __m512 wv = load_w_tail(dt, w, k, K - k, mt);
-        for (size_t i = 0; i < r; i++)
-            a[i][c] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mt, x + i * K + k), a[i][c]);
+#define TAIL(cc) for (size_t i = 0; i < r; i++) \
+        a[i][cc] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mt, x + i * K + k), a[i][cc])
+        switch (c) {
+        case 0: TAIL(0); break;
+        case 1: TAIL(1); break;
+        case 2: TAIL(2); break;
+        default: TAIL(3); break;
+        }
+#undef TAIL
     }
     for (size_t i = 0; i < r; i++)
         out[i * N] = hsum(_mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]),
@@ -417,22 +429,25 @@ static void softmax(float *x, size_t n) {
 static inline __attribute__((always_inline)) void
 score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
            const float *restrict kb, size_t hs, size_t j, size_t nk, __m512 vs) {
-    __m512 a[4][4];
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    /* accumulator i * nc + c, a named variable: GCC kept an array's elements on the stack
+       too, storing all of them in every step of the loop */
+#define ACC(n) (*((n) == 0 ? &a0 : (n) == 1 ? &a1 : (n) == 2 ? &a2 : (n) == 3 ? &a3 \
+                  : (n) == 4 ? &a4 : (n) == 5 ? &a5 : (n) == 6 ? &a6 : &a7))
     __mmask16 m[4];
     for (size_t c = 0; c < nc; c++) m[c] = tail_mask(nk > c * 16 ? nk - c * 16 : 0);
-    for (size_t i = 0; i < nq; i++)
-        for (size_t c = 0; c < nc; c++) a[i][c] = _mm512_setzero_ps();
     for (size_t d = 0; d < hs; d++) {
         __m512 kv[4];
         for (size_t c = 0; c < nc; c++)
             kv[c] = _mm512_maskz_loadu_ps(m[c], kb + d * KB + j + c * 16);
         for (size_t i = 0; i < nq; i++) {
             __m512 qv = _mm512_set1_ps(qr[i][d]);
-            for (size_t c = 0; c < nc; c++) a[i][c] = _mm512_fmadd_ps(qv, kv[c], a[i][c]);
+            for (size_t c = 0; c < nc; c++) ACC(i * nc + c) = _mm512_fmadd_ps(qv, kv[c], ACC(i * nc + c));
         }
     }
     for (size_t i = 0; i < nq; i++)
-        for (size_t c = 0; c < nc; c++) _mm512_storeu_ps(s + i * KB + c * 16, _mm512_mul_ps(a[i][c], vs));
+        for (size_t c = 0; c < nc; c++) _mm512_storeu_ps(s + i * KB + c * 16, _mm512_mul_ps(ACC(i * nc + c), vs));
+#undef ACC
 }
 
 /*
@@ -443,12 +458,17 @@ static inline __attribute__((always_inline)) void
 pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restrict p,
         const float *corr, const float *restrict v, size_t hs, size_t nk, size_t d0) {
     __mmask16 m0 = tail_mask(hs - d0), m1 = tail_mask(hs - d0 > 16 ? hs - d0 - 16 : 0);
-    __m512 a[4][4][2];
+    /* partial sum r of query i, half h: accumulator (r * nq + i) * 2 + h, a named variable
+       (see score_tile) */
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+#define ACC(n) (*((n) == 0 ? &a0 : (n) == 1 ? &a1 : (n) == 2 ? &a2 : (n) == 3 ? &a3 \
+                  : (n) == 4 ? &a4 : (n) == 5 ? &a5 : (n) == 6 ? &a6 : &a7))
+#define A(r, i, h) ACC(((r) * nq + (i)) * 2 + (h))
     for (size_t i = 0; i < nq; i++) {
         __m512 cf = _mm512_set1_ps(corr[i]);
-        a[0][i][0] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, acc + i * as + d0), cf);
-        a[0][i][1] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, acc + i * as + d0 + 16), cf);
-        for (size_t r = 1; r < np; r++) a[r][i][0] = a[r][i][1] = _mm512_setzero_ps();
+        A(0, i, 0) = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, acc + i * as + d0), cf);
+        A(0, i, 1) = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, acc + i * as + d0 + 16), cf);
+        for (size_t r = 1; r < np; r++) A(r, i, 0) = A(r, i, 1) = _mm512_setzero_ps();
     }
     size_t j = 0;
     for (; j + np <= nk; j += np)
@@ -457,8 +477,8 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
             __m512 v0 = _mm512_maskz_loadu_ps(m0, vr), v1 = _mm512_maskz_loadu_ps(m1, vr + 16);
             for (size_t i = 0; i < nq; i++) {
                 __m512 pv = _mm512_set1_ps(p[i * KB + j + r]);
-                a[r][i][0] = _mm512_fmadd_ps(pv, v0, a[r][i][0]);
-                a[r][i][1] = _mm512_fmadd_ps(pv, v1, a[r][i][1]);
+                A(r, i, 0) = _mm512_fmadd_ps(pv, v0, A(r, i, 0));
+                A(r, i, 1) = _mm512_fmadd_ps(pv, v1, A(r, i, 1));
             }
         }
     for (; j < nk; j++) {
@@ -466,28 +486,56 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
         __m512 v0 = _mm512_maskz_loadu_ps(m0, vr), v1 = _mm512_maskz_loadu_ps(m1, vr + 16);
         for (size_t i = 0; i < nq; i++) {
             __m512 pv = _mm512_set1_ps(p[i * KB + j]);
-            a[0][i][0] = _mm512_fmadd_ps(pv, v0, a[0][i][0]);
-            a[0][i][1] = _mm512_fmadd_ps(pv, v1, a[0][i][1]);
+            A(0, i, 0) = _mm512_fmadd_ps(pv, v0, A(0, i, 0));
+            A(0, i, 1) = _mm512_fmadd_ps(pv, v1, A(0, i, 1));
         }
     }
     for (size_t i = 0; i < nq; i++) {
         for (size_t r = 1; r < np; r++) {
-            a[0][i][0] = _mm512_add_ps(a[0][i][0], a[r][i][0]);
-            a[0][i][1] = _mm512_add_ps(a[0][i][1], a[r][i][1]);
+            A(0, i, 0) = _mm512_add_ps(A(0, i, 0), A(r, i, 0));
+            A(0, i, 1) = _mm512_add_ps(A(0, i, 1), A(r, i, 1));
         }
-        _mm512_mask_storeu_ps(acc + i * as + d0, m0, a[0][i][0]);
-        _mm512_mask_storeu_ps(acc + i * as + d0 + 16, m1, a[0][i][1]);
+        _mm512_mask_storeu_ps(acc + i * as + d0, m0, A(0, i, 0));
+        _mm512_mask_storeu_ps(acc + i * as + d0 + 16, m1, A(0, i, 1));
     }
+#undef A
+#undef ACC
+}
+
+/*
+** Each tile shape compiled on its own: inlined together into one function,
+** GCC kept the accumulators in a stack array as well as in registers (eight
+** stores in every step of the FMA loop).
+*/
+static __attribute__((noinline)) void
+score_4x2(float *restrict s, const float *const *qr, const float *restrict kb, size_t hs, size_t j,
+          size_t nk, __m512 vs) {
+    score_tile(4, 2, s, qr, kb, hs, j, nk, vs);
+}
+static inline __attribute__((always_inline)) void
+score_1x4(float *restrict s, const float *const *qr, const float *restrict kb, size_t hs, size_t nk,
+          __m512 vs) {
+    score_tile(1, 4, s, qr, kb, hs, 0, nk, vs);
+}
+static __attribute__((noinline)) void
+pv_4x1(float *restrict acc, size_t as, const float *restrict p, const float *corr,
+       const float *restrict v, size_t hs, size_t nk, size_t d0) {
+    pv_tile(4, 1, acc, as, p, corr, v, hs, nk, d0);
+}
+static inline __attribute__((always_inline)) void
+pv_1x4(float *restrict acc, size_t as, const float *restrict p, const float *corr,
+       const float *restrict v, size_t hs, size_t nk, size_t d0) {
+    pv_tile(1, 4, acc, as, p, corr, v, hs, nk, d0);
 }
 
 static void attn_scores(float *restrict p, const float *const *qr, size_t nq,
                         const float *restrict kb, size_t hs, size_t nk, float scale) {
     const __m512 vs = _mm512_set1_ps(scale);
     if (nq == 1) {
-        score_tile(1, 4, p, qr, kb, hs, 0, nk, vs);
+        score_1x4(p, qr, kb, hs, nk, vs);
     } else {
-        score_tile(4, 2, p, qr, kb, hs, 0, nk, vs);
-        if (nk > 32) score_tile(4, 2, p + 32, qr, kb, hs, 32, nk - 32, vs);
+        score_4x2(p, qr, kb, hs, 0, nk, vs);
+        if (nk > 32) score_4x2(p + 32, qr, kb, hs, 32, nk - 32, vs);
     }
 }
 
@@ -495,9 +543,9 @@ static void attn_pv(float *restrict acc, size_t as, const float *restrict p, con
                     const float *restrict v, size_t nq, size_t hs, size_t nk) {
     for (size_t d0 = 0; d0 < hs; d0 += 32) {
         if (nq == 1)
-            pv_tile(1, 4, acc, as, p, corr, v, hs, nk, d0);
+            pv_1x4(acc, as, p, corr, v, hs, nk, d0);
         else
-            pv_tile(4, 1, acc, as, p, corr, v, hs, nk, d0);
+            pv_4x1(acc, as, p, corr, v, hs, nk, d0);
     }
 }
 
