@@ -295,7 +295,7 @@ void test_kernels_matmul_dot16(void) {
         }
         free(scratch);
     }
-    if (!tested) test_skip("no kernel table runs vdpbf16ps on this CPU (AVX512-BF16)");
+    if (!tested) test_skip("no kernel table runs vdpbf16ps here (the CPU lacks AVX512-BF16, or the build the x86 tables)");
 }
 
 /*
