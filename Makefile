@@ -165,7 +165,7 @@ $(BUILD)/alloc_count.so: tests/tools/alloc_count.c
 
 # Random-weight models the tests use (scripts/sm_random_model.py).
 TM := $(BUILD)/test-models
-$(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py | test-deps
+$(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py Makefile | test-deps
 	@mkdir -p $(TM)
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/seed --force --layers 4 --heads 8 --embd 256 --ctx 256 --vocab 256 --seed 1
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/odd --force --layers 2 --heads 3 --embd 48 --ctx 80 --vocab 300 --activation gelu_erf --untied --seed 2
