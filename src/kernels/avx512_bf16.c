@@ -9,7 +9,9 @@
 ** instruction. Its operands are bf16, so the activations are rounded to bf16
 ** (to nearest even) once per block of token rows and column slice; bf16
 ** weights are used as they are (f16 weights, where the table takes them, are
-** rounded to bf16 while packing). Sums are f32 throughout.
+** rounded to bf16 while packing). Sums are f32 throughout; the instruction
+** treats subnormal inputs and results as zero (bf16 subnormals are below
+** 1.2e-38: no activation or weight of a model comes near them).
 **
 ** Layout: a panel of NR = 32 weight rows x KC columns holds, for each pair
 ** of columns p, the 32 rows' pairs (w[n, 2p], w[n, 2p + 1]) as 32-bit words:
