@@ -60,11 +60,20 @@ void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const f
             const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
             sm_kernels_kv_block(&kb, &vb, kw, vw, kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
             ak->scores(p, qr, rows, kb, hs, nk, scale);
+            size_t ra[GQ], rn[GQ]; /* each row's keys in this block: [a, n); none past ni */
             for (size_t i = 0; i < rows; i++) {
                 size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
                 size_t lo = window && L > window ? L - window : 0, a = lo > j0 ? lo - j0 : 0;
-                if (a > n) a = n;
-                if (i >= ni || n == a) { /* no keys here: probabilities 0, accumulator kept */
+                ra[i] = i < ni && a < n ? a : n, rn[i] = i < ni ? n : ra[i];
+            }
+            if (ak->softmax_group && rows == GQ) {
+                ak->softmax_group(p, ra, rn, nk, m, l, corr);
+                ak->pv(acc, as, p, corr, vb, rows, hs, nk);
+                continue;
+            }
+            for (size_t i = 0; i < rows; i++) {
+                size_t a = ra[i], n = rn[i];
+                if (n == a) { /* no keys here: probabilities 0, accumulator kept */
                     memset(p + i * KB, 0, KB * sizeof *p);
                     corr[i] = 1.0f;
                     continue;

