@@ -23,6 +23,7 @@
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
+#include "avx512_tile.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -33,10 +34,6 @@
 #define KC SM_BF16_KC
 #define KP (KC / 2)
 #define MC SM_BF16_MC
-
-static inline __mmask16 tail_mask(size_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
-}
 
 /* 32 floats (n <= 32 of them from src, zeros after) as 16 bf16 pairs, rounded to nearest even. */
 static inline __m512i to_pairs(const float *src, size_t n) {
@@ -126,20 +123,7 @@ micro(size_t mr, float *restrict out, size_t ldo, const uint32_t *restrict x,
             c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
         }
     }
-    const __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
-    for (size_t i = 0; i < mr; i++) {
-        float *o = out + i * ldo;
-        __m512 add0, add1;
-        if (first) {
-            add0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
-            add1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
-        } else {
-            add0 = _mm512_maskz_loadu_ps(m0, o);
-            add1 = _mm512_maskz_loadu_ps(m1, o + 16);
-        }
-        _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(c0[i], add0));
-        _mm512_mask_storeu_ps(o + 16, m1, _mm512_add_ps(c1[i], add1));
-    }
+    sm_avx512_tile_store(mr, out, ldo, c0, c1, bias, first, nr);
 }
 
 /* Each row count compiled on its own (inlined into the loop nest, the accumulators spill). */
