@@ -777,7 +777,7 @@ def bf16_prefill(torch, smbin, model, text, Wd, L, H, KVH, hd, extra=()):
     a value on the edge of a bf16 rounding step may land on either side), and told apart from
     the unrounded forward; elsewhere the default is the exact widening."""
     info = run([smbin, "info", "-m", model] + list(extra)).stdout.decode()
-    on = "bf16: vdpbf16ps" in info or "f16, bf16: vdpbf16ps" in info
+    on = "bf16: vdpbf16ps" in info  # also in "f16, bf16: vdpbf16ps"
     rnd = lambda x, w: x.to(torch.bfloat16).double() @ w.T
     exact = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 500000.0)
     rounded = lambda ids: llama_hf_reference(torch, Wd, ids, L, H, KVH, hd, 1e-5, 500000.0, lin=rnd)
