@@ -16,15 +16,19 @@ static const struct {
 };
 
 size_t sm_dtype_block(sm_dtype t) {
+    t = sm_dtype_base(t);
     return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].block : 0;
 }
 
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
+    t = sm_dtype_base(t);
     if ((unsigned)t >= SM_DTYPE_COUNT) return 0;
     return n / dtype_info[t].block * dtype_info[t].bytes;
 }
 
 const char *sm_dtype_name(sm_dtype t) {
+    if (t == SM_DTYPE_Q8_0_R32) return "q8_0_r32";
+    if (t == SM_DTYPE_Q4_0_R32) return "q4_0_r32";
     return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
 }
 

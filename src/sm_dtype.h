@@ -22,15 +22,30 @@ typedef enum {
     SM_DTYPE_Q4_K,
     SM_DTYPE_Q5_K,
     SM_DTYPE_Q6_K,
-    SM_DTYPE_COUNT
+    SM_DTYPE_COUNT, /* the file types end here: never a tensor's type */
+    /*
+    ** Layouts the kernels make at load (sm_kernels_repack), never in a file:
+    ** the same blocks with 32 rows' levels interleaved four bytes at a time
+    ** (sm_kernels.h). Quantized; their bytes are the base type's.
+    */
+    SM_DTYPE_Q8_0_R32,
+    SM_DTYPE_Q4_0_R32,
+    SM_DTYPE_LAYOUT_END
 } sm_dtype;
 
-/* Whether t is a block-quantized type. */
+/* The file type a layout holds (q8_0 for q8_0_r32); t itself for a file type. */
+static inline sm_dtype sm_dtype_base(sm_dtype t) {
+    return t == SM_DTYPE_Q8_0_R32 ? SM_DTYPE_Q8_0 : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0 : t;
+}
+
+/* Whether t is a block-quantized type (or a layout of one). */
 static inline bool sm_dtype_quantized(sm_dtype t) {
+    t = sm_dtype_base(t);
     return t >= SM_DTYPE_Q8_0 && t < SM_DTYPE_COUNT;
 }
 
-/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types. */
+/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types
+** (a layout: its base type's, as for the bytes and the name: "q4_0_r32"). */
 size_t sm_dtype_block(sm_dtype t);
 /* Bytes of n elements of type t (n a multiple of its block). */
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n);

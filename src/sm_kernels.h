@@ -25,7 +25,9 @@
 **                                    quantized to 8-bit blocks and each
 **                                    block's integer dot product scaled (T < 4
 **                                    and matmul_rows stream weight rows; T >= 4
-**                                    packs them in integer panels), except in
+**                                    packs them in integer panels; a repacked
+**                                    q4_0 / q8_0 matrix, sm_kernels_repack, is
+**                                    read in place for every T), except in
 **                                    the scalar table's T >= 4 and where a
 **                                    table lacks the integer product (q8_0
 **                                    without vpdpbusd): weights dequantized
@@ -315,6 +317,33 @@ const char *sm_kernels_cpu_choice(const char *vendor, unsigned family, unsigned 
 */
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K);
 
+/*
+** Repacked quantized weights (what llama.cpp's CPU "repack" buffers and
+** ik_llama.cpp's -rtr do): a q4_0 or q8_0 matrix of N rows (a multiple of
+** SM_R32) laid out once, at load, so that its products read it as it is,
+** with no packing per call, in one stream. Row group G (rows 32G..32G+31)
+** takes the bytes its rows take in the file, from G * 32 * row bytes, block
+** after block; a block holds rows 0-15's levels, then rows 16-31's, then
+** the 32 rows' f16 scales (64 bytes). Levels go four bytes of a row at a
+** time, the 16 rows' four bytes side by side in each 64 bytes: q4_0's 16
+** bytes of nibbles as stored (256 bytes for 16 rows), q8_0's 32 bytes each
+** plus 128, unsigned (512). A product on it gives, bit for bit, what the
+** table's packed product (T >= 4) gives on the file's rows, for any T: so
+** one-row decoding, batches and prefill agree. The dtype of the result is
+** sm_kernels_repacked(dt) (SM_DTYPE_Q4_0_R32, SM_DTYPE_Q8_0_R32).
+*/
+#define SM_R32 32
+/* Whether an N x K matrix of type dt can be repacked: q4_0 or q8_0, N % 32 == 0, K % 32 == 0. */
+bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
+/* The layout dt repacks into (dt itself if none). */
+sm_dtype sm_kernels_repacked(sm_dtype dt);
+/* Row groups [g0, g1) of src (N x K of type dt, repackable) into dst (the same bytes), as above. */
+void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
+                       size_t g0, size_t g1);
+/* The file types (bits 1u << dt) whose repacked matrices table k multiplies (its packed and its
+** decoding products from one table whose integer products have the repacked product: the
+** avx512 table on AVX512-VNNI); 0 where none. */
+unsigned sm_kernels_repack_types(const sm_kernels *k);
 /* The name of the integer products table k's quantized matmuls use (sm_qkernel's name:
 ** "scalar", "avx2", "avx-vnni", "avx512-vnni"): what a benchmark of quantized weights measured. */
 const char *sm_kernels_int8_name(const sm_kernels *k);

@@ -444,3 +444,87 @@ void test_quant_quantizer(void) {
     }
     free(w), free(back);
 }
+
+/*
+** Repacked q4_0 / q8_0 matrices (sm_kernels_repack): the layout byte for
+** byte as sm_kernels.h describes it (worked out here from the file's
+** blocks), and every table that multiplies them gives, for any T (1 to
+** 300, across the token blocks of the packed product), each output bit for
+** bit what the same table's packed product (T >= 4) gives on the file's
+** rows, each row the same whatever rows are beside it; columns outside
+** [n0, n1) untouched. Skips, saying so, where no table takes them.
+*/
+void test_quant_repacked(void) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8), tested = 0;
+    static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0};
+    static const size_t Ts[] = {1, 2, 3, 4, 6, 7, 13, 300}, Ks[] = {32, 96, 544, 1056};
+    unsigned long long s = 33;
+    for (size_t di = 0; di < 2; di++)
+        for (size_t c = 0; c < 4; c++) {
+            sm_dtype dt = dts[di];
+            size_t K = Ks[c], N = 96, n0 = 32, n1 = 96, rb = sm_dtype_row_bytes(dt, K);
+            float *deq;
+            unsigned char *w = rndq(dt, N, K, &s, &deq), *r = xalloc(N * rb);
+            CHECK(sm_kernels_repackable(dt, N, K) && !sm_kernels_repackable(dt, N - 16, K) &&
+                  !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 256));
+            memset(r, 0xee, N * rb);
+            sm_kernels_repack(r, w, dt, N, K, 0, N / SM_R32);
+            /* the layout: row n, block b, level bytes j (four at a time), scale */
+            const bool q8 = dt == SM_DTYPE_Q8_0;
+            const size_t bs = q8 ? 34 : 18, lv = bs - 2, nb = K / SM_QK, blk = SM_R32 * bs;
+            size_t bad = 0;
+            for (size_t n = 0; n < N; n++)
+                for (size_t b = 0; b < nb; b++) {
+                    const unsigned char *src = w + n * rb + b * bs, *o = r + (n / 32 * nb + b) * blk;
+                    for (size_t j = 0; j < lv; j++) {
+                        unsigned char want = (unsigned char)(src[2 + j] ^ (q8 ? 0x80 : 0));
+                        bad += o[(n % 32) / 16 * (16 * lv) + j / 4 * 64 + (n % 16) * 4 + j % 4] != want;
+                    }
+                    bad += memcmp(o + 32 * lv + (n % 32) * 2, src, 2) != 0;
+                }
+            CHECKF(bad == 0, "%s K=%zu: %zu bytes of the repacked layout misplaced", sm_dtype_name(dt), K, bad);
+            for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+                size_t T = Ts[ti];
+                if (T > 13 && K > 600) continue;
+                float *x = rndf(T * K, &s, 2), *bias = rndf(N, &s, 1);
+                float *want = rndf(T * N, &s, 0), *got = rndf(T * N, &s, 0), *one = rndf(N, &s, 0);
+                for (size_t ki = 0; ki < nk; ki++) {
+                    const sm_kernels *k = ks[ki];
+                    if (!(sm_kernels_repack_types(k) >> dt & 1u)) continue;
+                    float *scr = xalloc(sm_kernels_scratch(k, K) * sizeof(float));
+                    for (int bi = 0; bi < 2; bi++) {
+                        const float *bb = bi ? bias : NULL;
+                        for (size_t j = 0; j < T * N; j++) want[j] = got[j] = 12345.0f;
+                        k->quant->gemm(want, x, w, dt, bb, T, N, K, n0, n1, scr);
+                        k->matmul(k, got, x, r, sm_kernels_repacked(dt), bb, T, N, K, n0, 64, scr);
+                        k->matmul_rows(k, got, x, r, sm_kernels_repacked(dt), bb, T, N, K, 64, n1, scr);
+                        CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
+                               "%s %s T=%zu K=%zu bias %d: repacked differs from the packed product",
+                               k->name, sm_dtype_name(dt), T, K, bi);
+                        for (size_t i = 0; i < T; i += 1 + T / 3) { /* a row alone */
+                            for (size_t j = 0; j < N; j++) one[j] = 12345.0f;
+                            k->matmul(k, one, x + i * K, r, sm_kernels_repacked(dt), bb, 1, N, K, n0, n1, scr);
+                            CHECKF(memcmp(one, got + i * N, N * sizeof *one) == 0,
+                                   "%s %s T=%zu K=%zu: row %zu alone differs", k->name, sm_dtype_name(dt), T, K, i);
+                        }
+                        tested++;
+                    }
+                    free(scr);
+                }
+                /* not the same as an unrelated product: the packed one is near the exact sum */
+                double err = 0, mag = 0;
+                for (size_t n = n0; n < n1; n++) {
+                    double e = bias[n];
+                    for (size_t kk = 0; kk < K; kk++) e += (double)x[kk] * deq[n * K + kk];
+                    mag += fabs(e);
+                    if (tested) err += fabs(e - want[n]);
+                }
+                CHECKF(!tested || err <= 0.02 * mag, "%s K=%zu: far from the exact product (%g of %g)",
+                       sm_dtype_name(dt), K, err, mag);
+                free(x), free(bias), free(want), free(got), free(one);
+            }
+            free(w), free(r), free(deq);
+        }
+    if (!tested) test_skip("no kernel table here multiplies repacked weights (AVX512-VNNI's packed product)");
+}

@@ -238,19 +238,107 @@ static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restric
    xz (ZP), two halves from their zero points (Q6). */
 enum { MIN, ZP, Q6 };
 
+/*
+** Where a micro-kernel call's weights are: a packed panel (PANEL), or the
+** GNV row groups of a repacked matrix (sm_kernels_repack) at the slice's
+** first block, q4_0 (R4) or q8_0 (R8): lv[v] their levels, sc[v] their
+** f16 scales.
+*/
+enum { PANEL, R4, R8 };
+enum { R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34 }; /* bytes of a repacked block of 32 rows */
+typedef struct {
+    int lay;
+    const uint8_t *panel;
+    const uint8_t *lv[GNV], *sc[GNV];
+} wsrc;
+
+#if SM_QFLAVOUR == 2
+/*
+** Block b of repacked rows into the integer sums ia (r token rows, levels
+** xb of each row's block b at stride SM_QGEMM_KC): q8_0's eight 64-byte
+** groups as stored; q4_0's four, each the low nibbles (weights 4q..4q+3)
+** and the high ones (16 + 4q..): integer sums are exact in any order.
+*/
+static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int8_t *restrict xb) {
+    if (r == 1) { /* one token row: four chains of products, not one of eight (int sums: exact) */
+        gvi p[GNV][4];
+        for (int v = 0; v < GNV; v++) p[v][0] = ia[0][v], p[v][1] = p[v][2] = p[v][3] = g_zero();
+        for (int g = 0; g < 8; g++) {
+            int32_t x4;
+            gvi wv[GNV];
+            if (src.lay == R8) {
+                memcpy(&x4, xb + 4 * g, 4);
+                for (int v = 0; v < GNV; v++) wv[v] = _mm512_loadu_si512((const void *)(src.lv[v] + b * R8_BLOCK + g * 64));
+            } else { /* g < 4: low nibbles of group g; g >= 4: high nibbles of group g - 4 */
+                memcpy(&x4, xb + (g < 4 ? 4 * g : 16 + 4 * (g - 4)), 4);
+                for (int v = 0; v < GNV; v++) {
+                    gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + b * R4_BLOCK + (g & 3) * 64));
+                    wv[v] = _mm512_and_si512(g < 4 ? raw : _mm512_srli_epi32(raw, 4), _mm512_set1_epi8(15));
+                }
+            }
+            gvi xv = g_bcast(x4);
+            for (int v = 0; v < GNV; v++) p[v][g & 3] = g_dot(p[v][g & 3], wv[v], xv);
+        }
+        for (int v = 0; v < GNV; v++)
+            ia[0][v] = _mm512_add_epi32(_mm512_add_epi32(p[v][0], p[v][1]), _mm512_add_epi32(p[v][2], p[v][3]));
+        return;
+    }
+    if (src.lay == R8) {
+        for (int g = 0; g < 8; g++) {
+            gvi wv[GNV];
+            for (int v = 0; v < GNV; v++) wv[v] = _mm512_loadu_si512((const void *)(src.lv[v] + b * R8_BLOCK + g * 64));
+            for (size_t i = 0; i < r; i++) {
+                int32_t x4;
+                memcpy(&x4, xb + i * SM_QGEMM_KC + 4 * g, 4);
+                gvi xv = g_bcast(x4);
+                for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xv);
+            }
+        }
+        return;
+    }
+    const gvi m4 = _mm512_set1_epi8(15);
+    for (int q = 0; q < 4; q++) {
+        gvi lo[GNV], hi[GNV];
+        for (int v = 0; v < GNV; v++) {
+            gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + b * R4_BLOCK + q * 64));
+            lo[v] = _mm512_and_si512(raw, m4), hi[v] = _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4);
+        }
+        for (size_t i = 0; i < r; i++) {
+            int32_t xl, xh;
+            memcpy(&xl, xb + i * SM_QGEMM_KC + 4 * q, 4);
+            memcpy(&xh, xb + i * SM_QGEMM_KC + 16 + 4 * q, 4);
+            gvi vl = g_bcast(xl), vh = g_bcast(xh);
+            for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(g_dot(ia[i][v], lo[v], vl), hi[v], vh);
+        }
+    }
+}
+#endif
+
 static AI void micro(int mode, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
                      const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
-                     const uint8_t *restrict panel, size_t nbk, const float *restrict bias,
-                     int first, size_t nr) {
+                     wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
     gvf acc[GMR][GNV];
     for (size_t i = 0; i < r; i++)
         for (int v = 0; v < GNV; v++) acc[i][v] = g_zerof();
     for (size_t b = 0; b < nbk; b++) {
-        const uint8_t *pb = panel + b * GBS;
+        const uint8_t *pb = src.panel + b * GBS;
         const bool q6 = mode == Q6;
         gvi ia[GMR][GNV], ih[GMR][GNV]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
         for (size_t i = 0; i < r; i++)
             for (int v = 0; v < GNV; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
+#if SM_QFLAVOUR == 2
+        if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
+            r32_block(src, b, r, ia, xq + SM_QK * b);
+            gvf D[GNV];
+            for (int v = 0; v < GNV; v++)
+                D[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + b * (src.lay == R4 ? R4_BLOCK : R8_BLOCK))));
+            for (size_t i = 0; i < r; i++) {
+                gvf dx = g_set1f(xd[i * KB + b]);
+                for (int v = 0; v < GNV; v++) acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
+            }
+            continue;
+        }
+#endif
         for (int g = 0; g < 8; g++) {
             if (q6 && g == 4)
                 for (size_t i = 0; i < r; i++)
@@ -301,9 +389,8 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
    constant at every call, so only its counts are built (q6_k's stop at GMR_Q6 = 4). */
 static AI void micro_rows(int mode, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
                           const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
-                          const uint8_t *restrict panel, size_t nbk, const float *restrict bias, int first,
-                          size_t nr) {
-#define MICRO(rr) micro(mode, rr, out, N, xq, xd, xs, xz, panel, nbk, bias, first, nr)
+                          wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
+#define MICRO(rr) micro(mode, rr, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr)
     _Static_assert(GMR_Q6 == 4 && GMR == 6, "the cases below");
     switch (r) {
     case 1: MICRO(1); break;
@@ -337,55 +424,183 @@ static uint8_t *align64(uint8_t *p) {
     return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
+/* Token rows t0..t1-1 of x, columns from k0 (nbk blocks), quantized as the micro-kernels read
+   them: levels xq, scales xd, scaled sums xs, zero-point starts xz (mode ZP: zp times minus the
+   block's sum; Q6: 32 times minus each half's). */
+static void quant_slice(int mode, int32_t zp, const float *restrict x, size_t K, size_t t0, size_t t1,
+                        size_t k0, size_t nbk, int8_t *restrict xq, float *restrict xd, float *restrict xs,
+                        int32_t *restrict xz) {
+    for (size_t t = t0; t < t1; t++)
+        for (size_t b = 0, i = t - t0; b < nbk; b++) {
+            int32_t s4[SM_QK / 4]; /* minus each 4 levels' sum */
+            quant_block(x + t * K + k0 + SM_QK * b, xq + i * SM_QGEMM_KC + SM_QK * b,
+                        mode != MIN ? s4 : NULL, xd + i * KB + b, xs + i * KB + b);
+            if (mode == Q6)
+                for (int h = 0; h < 2; h++)
+                    xz[2 * (i * KB + b) + (size_t)h] = 32 * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
+            else if (mode == ZP) {
+                int32_t sum = 0;
+                for (int g = 0; g < SM_QK / 4; g++) sum += s4[g];
+                xz[2 * (i * KB + b)] = zp * sum;
+            }
+        }
+}
+
+/* The activation buffers in scratch (after the panel and row buffers). */
+typedef struct {
+    uint8_t *panel, *rows;
+    float *dm, *xd, *xs;
+    int8_t *xq;
+    int32_t *xz;
+} qbufs;
+
+static qbufs bufs_of(void *scratch) {
+    qbufs q;
+    q.panel = align64(scratch);
+    q.rows = align64(q.panel + (size_t)KB * GBS);
+    q.dm = (float *)(void *)align64(q.rows + (size_t)GNR * SM_QGEMM_KC);
+    q.xq = (int8_t *)align64((uint8_t *)(q.dm + 2 * GNR * KB));
+    q.xd = (float *)(void *)(q.xq + (size_t)SM_QGEMM_MC * SM_QGEMM_KC), q.xs = q.xd + SM_QGEMM_MC * KB;
+    q.xz = (int32_t *)(void *)(q.xs + SM_QGEMM_MC * KB);
+    return q;
+}
+
+/* Token rows t0..t1-1 (the block's rows from i0 = t0 - block start) against one panel's weights
+   src, GMR (q6_k: GMR_Q6) at a time. */
+static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
+                     size_t t1, size_t tb, size_t n, size_t nbk, const float *restrict bn, int first,
+                     size_t nr) {
+    const size_t mr = mode == Q6 ? GMR_Q6 : GMR;
+    for (size_t t = t0; t < t1; t += mr) {
+        size_t i = t - tb, r = t1 - t < mr ? t1 - t : mr;
+        float *o = out + t * N + n;
+        const int8_t *xq = q->xq + i * SM_QGEMM_KC;
+        const float *d = q->xd + i * KB, *s = q->xs + i * KB;
+        const int32_t *z = q->xz + 2 * i * KB;
+        micro_rows(mode, r, o, N, xq, d, s, z, src, nbk, bn, first, nr);
+    }
+}
+
 void QGEMM(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
            const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
            void *restrict scratch) {
-    uint8_t *panel = align64(scratch);
-    uint8_t *rows = align64(panel + (size_t)KB * GBS);
-    float *dm = (float *)(void *)align64(rows + (size_t)GNR * SM_QGEMM_KC);
-    int8_t *xq = (int8_t *)align64((uint8_t *)(dm + 2 * GNR * KB));
-    float *xd = (float *)(void *)(xq + (size_t)SM_QGEMM_MC * SM_QGEMM_KC), *xs = xd + SM_QGEMM_MC * KB;
-    int32_t *xz = (int32_t *)(void *)(xs + SM_QGEMM_MC * KB);
+    const qbufs q = bufs_of(scratch);
     const int mode = dt == SM_DTYPE_Q6_K ? Q6 : dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 ? ZP : MIN;
     const int32_t zp = dt == SM_DTYPE_Q4_0 ? 8 : 128; /* ZP: M / D */
+    const wsrc src = {.lay = PANEL, .panel = q.panel};
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
         for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
             size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            for (size_t t = t0; t < t1; t++)
-                for (size_t b = 0, i = t - t0; b < nbk; b++) {
-                    int32_t s4[SM_QK / 4]; /* minus each 4 levels' sum */
-                    quant_block(x + t * K + k0 + SM_QK * b, xq + i * SM_QGEMM_KC + SM_QK * b,
-                                mode != MIN ? s4 : NULL, xd + i * KB + b, xs + i * KB + b);
-                    if (mode == Q6)
-                        for (int h = 0; h < 2; h++)
-                            xz[2 * (i * KB + b) + (size_t)h] = 32 * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
-                    else if (mode == ZP) {
-                        int32_t sum = 0;
-                        for (int g = 0; g < SM_QK / 4; g++) sum += s4[g];
-                        xz[2 * (i * KB + b)] = zp * sum;
-                    }
-                }
+            quant_slice(mode, zp, x, K, t0, t1, k0, nbk, q.xq, q.xd, q.xs, q.xz);
             for (size_t n = n0; n < n1; n += GNR) {
                 size_t nr = n1 - n < GNR ? n1 - n : GNR;
                 const float *bn = bias ? bias + n : NULL;
-                pack(panel, rows, dm, w, dt, K, n, nr, k0, nbk);
+                pack(q.panel, q.rows, q.dm, w, dt, K, n, nr, k0, nbk);
                 prefetch_panel(w, dt, K, n + GNR, n1, k0, nbk);
-                const size_t mr = mode == Q6 ? GMR_Q6 : GMR;
-                for (size_t t = t0; t < t1; t += mr) {
-                    size_t i = t - t0;
-                    float *o = out + t * N + n;
-                    const int8_t *q = xq + i * SM_QGEMM_KC;
-                    const float *d = xd + i * KB, *s = xs + i * KB;
-                    const int32_t *z = xz + 2 * i * KB;
-                    size_t r = t1 - t < mr ? t1 - t : mr;
-                    if (mode == Q6) micro_rows(Q6, r, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr);
-                    else if (mode == ZP) micro_rows(ZP, r, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr);
-                    else micro_rows(MIN, r, o, N, q, d, s, z, panel, nbk, bn, k0 == 0, nr);
-                }
+                if (mode == Q6) tiles(Q6, &q, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
+                else if (mode == ZP) tiles(ZP, &q, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
+                else tiles(MIN, &q, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
             }
         }
     }
 }
+
+#if SM_QFLAVOUR == 2
+/* Row group n / GNR of a repacked matrix (bb bytes a block, nb blocks a row) from block b0, as a
+   micro-kernel reads it. */
+static AI wsrc r32_src(const uint8_t *base, size_t n, size_t nb, size_t bb, size_t b0) {
+    const uint8_t *g = base + (n / GNR * nb + b0) * bb;
+    wsrc src = {.lay = PANEL};
+    for (int v = 0; v < GNV; v++) src.lv[v] = g + (size_t)v * (bb - 2 * GNR) / GNV, src.sc[v] = g + bb - 2 * GNR + 2 * GV * (size_t)v;
+    return src;
+}
+
+/*
+** A repacked q4_0 panel's nbk blocks (src) unpacked into the packed panel
+** layout (pack's bytes and floats: levels 0..15, D, M = 8 D), for a block of
+** many token rows: each nibble split once, not once per micro-kernel call.
+*/
+static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (size_t b = 0; b < nbk; b++) {
+        uint8_t *pb = panel + b * GBS;
+        float *pd = (float *)(void *)(pb + 32 * GNR);
+        for (int v = 0; v < GNV; v++) {
+            for (int q = 0; q < 4; q++) {
+                __m512i raw = _mm512_loadu_si512((const void *)(src.lv[v] + b * R4_BLOCK + (size_t)q * 64));
+                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)q * GNR + (size_t)v * GV)), _mm512_and_si512(raw, m4));
+                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)(q + 4) * GNR + (size_t)v * GV)),
+                                    _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4));
+            }
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + b * R4_BLOCK)));
+            _mm512_storeu_ps(pd + v * GV, d);
+            _mm512_storeu_ps(pd + GNR + v * GV, _mm512_mul_ps(d, _mm512_set1_ps(8.0f)));
+        }
+    }
+}
+
+/*
+** The same product on a repacked matrix (sm_kernels_repack; dt its file
+** type, q4_0 or q8_0; n0 and n1 multiples of SM_R32 or N): no packing, the
+** micro-kernels read the row groups in place, and every output is QGEMM's
+** bit for bit: per column slice the same sums, added to out slice after
+** slice. Few rows (all slices' activations fit the block: decoding) take
+** each panel's row groups whole, slice after slice, one stream; more take
+** QGEMM's order, each slice's panels against a block of token rows.
+*/
+void QGEMM_R32(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
+               const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
+               void *restrict scratch) {
+    const qbufs q = bufs_of(scratch);
+    const size_t nb = K / SM_QK, bb = dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
+    const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
+    const int32_t zp = dt == SM_DTYPE_Q4_0 ? 8 : 128;
+    const uint8_t *base = w;
+#define R32_TILES(qq, t0, t1)                                                                       \
+    do {                                                                                            \
+        if (dt == SM_DTYPE_Q4_0) src.lay = R4, tiles(ZP, qq, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr); \
+        else src.lay = R8, tiles(ZP, qq, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);         \
+    } while (0)
+    if (T * ns <= SM_QGEMM_MC) { /* slice j's rows at j T in the buffers */
+        for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            quant_slice(ZP, zp, x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
+                        q.xs + j * T * KB, q.xz + 2 * j * T * KB);
+        }
+        for (size_t n = n0; n < n1; n += GNR) {
+            size_t nr = n1 - n < GNR ? n1 - n : GNR;
+            const float *bn = bias ? bias + n : NULL;
+            for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+                size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+                wsrc src = r32_src(base, n, nb, bb, k0 / SM_QK);
+                qbufs qj = q;
+                qj.xq += j * T * SM_QGEMM_KC, qj.xd += j * T * KB, qj.xs += j * T * KB, qj.xz += 2 * j * T * KB;
+                R32_TILES(&qj, 0, T);
+            }
+        }
+        return;
+    }
+    for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
+        size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
+        for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
+            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            quant_slice(ZP, zp, x, K, t0, t1, k0, nbk, q.xq, q.xd, q.xs, q.xz);
+            for (size_t n = n0; n < n1; n += GNR) {
+                size_t nr = n1 - n < GNR ? n1 - n : GNR;
+                const float *bn = bias ? bias + n : NULL;
+                wsrc src = r32_src(base, n, nb, bb, k0 / SM_QK);
+                if (dt == SM_DTYPE_Q4_0 && t1 - t0 > 2 * GMR) { /* nibbles split once for the block */
+                    unpack_r4(q.panel, src, nbk);
+                    tiles(ZP, &q, (wsrc){.lay = PANEL, .panel = q.panel}, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
+                } else {
+                    R32_TILES(&q, t0, t1);
+                }
+            }
+        }
+    }
+#undef R32_TILES
+}
+#endif
 
 #endif

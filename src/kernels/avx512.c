@@ -249,7 +249,9 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (sm_kernels_qgemm_takes(k->quant, wt, T))
+    if (wt != sm_dtype_base(wt) && k->quant->gemm_r32) /* repacked: one product for every T */
+        k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
+    else if (sm_kernels_qgemm_takes(k->quant, wt, T))
         k->quant->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && T < 4)
         sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
@@ -352,7 +354,10 @@ static void matmul_rows(const sm_kernels *k, float *restrict out, const float *r
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
     if (sm_dtype_quantized(wt)) {
-        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        if (wt != sm_dtype_base(wt) && k->quant->gemm_r32)
+            k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
+        else
+            sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
         return;
     }
     if (T <= 4)

@@ -244,6 +244,12 @@ sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt) {
     return sm_kernels_qgemm_takes(q->quant, dt, 4) ? q->quant->gemm_peak : q->gemm_peak;
 }
 
+unsigned sm_kernels_repack_types(const sm_kernels *k) {
+    const sm_kernels *g = k->from[SM_KOP_QGEMM], *r = k->from[SM_KOP_QROWS];
+    if (g != r || !g->quant->gemm_r32) return 0;
+    return 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0;
+}
+
 const char *sm_kernels_int8_name(const sm_kernels *k) {
     return k->quant->name;
 }

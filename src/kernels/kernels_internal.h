@@ -248,6 +248,9 @@ typedef struct sm_qkernel {
     sm_qgemm_fn *gemm;
     unsigned gemm_types;
     sm_peak gemm_peak;
+    /* The packed product on repacked q4_0 / q8_0 matrices (sm_kernels_repack), any T >= 1, dt
+    ** the file type: each output gemm's bit for bit; NULL if none. */
+    sm_qgemm_fn *gemm_r32;
 } sm_qkernel;
 
 /* Whether qk's packed product takes T rows of weights of type dt. */
@@ -262,7 +265,7 @@ extern const sm_qkernel sm_qkernel_scalar;
 /* avx2_quant.c, built once per flavour: vpmaddubsw, AVX-VNNI, AVX512-VNNI (256-bit). */
 extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
 /* Their packed products (avx2_qgemm.c, built per flavour; AVX512-VNNI's on 512-bit vectors). */
-sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni;
+sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni, sm_qgemm_r32_avx512vnni;
 #endif
 
 /*

@@ -5,6 +5,8 @@
 */
 #include "kernels_internal.h"
 
+#include <string.h>
+
 void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K,
                            size_t n, size_t nr, size_t width, size_t k0, size_t kc,
                            void (*widen)(float *restrict, const void *restrict, sm_dtype,
@@ -76,4 +78,40 @@ void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const f
         lo[i] = a * cs[i] - b * sn[i];
         hi[i] = a * sn[i] + b * cs[i];
     }
+}
+
+/* ---- repacked quantized weights (sm_kernels.h: sm_kernels_repack) ---- */
+
+bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
+    return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0) && N > 0 && N % SM_R32 == 0 && K > 0 &&
+           K % SM_QK == 0;
+}
+
+sm_dtype sm_kernels_repacked(sm_dtype dt) {
+    return dt == SM_DTYPE_Q4_0 ? SM_DTYPE_Q4_0_R32 : dt == SM_DTYPE_Q8_0 ? SM_DTYPE_Q8_0_R32 : dt;
+}
+
+void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
+                       size_t g0, size_t g1) {
+    const bool q8 = dt == SM_DTYPE_Q8_0;
+    const size_t nb = K / SM_QK, bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
+    const size_t lw = (bs - 2) / 4;          /* four-byte words of levels a row and block */
+    const size_t half = lw * 4 * SM_R32 / 2; /* level bytes of 16 rows a block */
+    const uint32_t flip = q8 ? 0x80808080u : 0; /* q8_0's bytes made unsigned */
+    (void)N;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t l = 0; l < SM_R32; l++) {
+            const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * nb * bs;
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * bs; /* d (f16), then the levels */
+                uint8_t *o = (uint8_t *)dst + (g * nb + b) * SM_R32 * bs, *lv = o + l / 16 * half;
+                memcpy(o + 2 * half + 2 * l, blk, 2);
+                for (size_t w = 0; w < lw; w++) {
+                    uint32_t v;
+                    memcpy(&v, blk + 2 + 4 * w, 4);
+                    v ^= flip;
+                    memcpy(lv + w * 64 + 4 * (l % 16), &v, 4);
+                }
+            }
+        }
 }
