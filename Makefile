@@ -171,8 +171,16 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py Makefile | test-deps
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/odd --force --layers 2 --heads 3 --embd 48 --ctx 80 --vocab 300 --activation gelu_erf --untied --seed 2
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/nobias --force --layers 1 --heads 2 --embd 34 --ctx 40 --vocab 256 --no-bias --seed 3
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/seed16 --force --layers 2 --heads 4 --embd 128 --ctx 256 --vocab 256 --dtype bf16 --seed 4
+	$(PYTHON) scripts/sm_random_model.py --out $(TM)/llamau --force --arch llama --layers 2 --heads 4 --kv-heads 2 --embd 128 --ff 352 --ctx 256 --vocab 320 --untied --seed 5
 	@touch $@
-test-models: $(TM)/.done
+# quantized ones, converted by the binary (q4_0 with a q8_0 output layer; q8_0 with biases):
+# the shapes its repacked products take (rows in groups of 32)
+$(TM)/.quant: $(TM)/.done $(BIN)
+	rm -rf $(TM)/seedq4 $(TM)/seedq8
+	$(BIN) convert -q --dtype q4_0 $(TM)/llamau $(TM)/seedq4
+	$(BIN) convert -q --dtype q8_0 $(TM)/seed $(TM)/seedq8
+	@touch $@
+test-models: $(TM)/.done $(TM)/.quant
 
 FUZZ_TARGETS := config weights tokenizer batch spm bpe hftok hfdir gguf template pcache grammar
 FUZZ_SECONDS ?= 60
@@ -203,7 +211,7 @@ fuzz:
 	  fi; \
 	done
 
-test: test-deps $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/grammar_tool $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done
+test: test-deps $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/grammar_tool $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done $(TM)/.quant
 	@$(MAKE) --no-print-directory install PREFIX=$(abspath $(BUILD))/prefix >/dev/null
 	SM_SKIP_ALLOC=$(SM_SKIP_ALLOC) SM_SANITIZED=$(SM_SANITIZED) SM_PREFIX=$(abspath $(BUILD))/prefix \
 	  SM_CC="$(CC)" SM_CFLAGS="$(CFLAGS)" bash tests/run_all.sh $(BUILD) $(PYTHON)

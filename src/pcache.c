@@ -15,15 +15,16 @@
 
 #define B SM_PREFIX_BLOCK
 /* 3: the kernels' identity says which 16-bit weights prefill on vdpbf16ps (the avx512 table's
-   bf16 products changed arithmetic under the same name) */
-#define VERSION 3u
+   bf16 products changed arithmetic under the same name); 4: and whether q4_0 / q8_0 matrices are
+   repacked (/r32: their decoding products sum as the packed ones do) */
+#define VERSION 4u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {
     char magic[8];
     uint32_t version, kv_type;
     uint64_t model;       /* sm_pcache identity of the model */
-    char kernels[112];    /* table (a composed one names its parts)/int8 products[/vdpbf16ps:types], NUL-padded */
+    char kernels[112];    /* table (a composed one names its parts)/int8 products[/vdpbf16ps:types][/r32], NUL-padded */
     uint64_t max_batch, n_ctx, block_bytes, n_blocks;
 } header;
 
@@ -80,8 +81,9 @@ static header header_of(const sm_model *m, const sm_state_params *sp, size_t n_b
     h.kv_type = (uint32_t)sp->kv_type;
     h.model = model_identity(m);
     const unsigned d16 = sp->kernels->from[SM_KOP_GEMM]->dot16_types;
-    snprintf(h.kernels, sizeof h.kernels, "%s/%s%s%s%s", sp->kernels->name, sm_kernels_int8_name(sp->kernels),
-             d16 ? "/vdpbf16ps:" : "", d16 >> SM_DTYPE_F16 & 1u ? "f16," : "", d16 >> SM_DTYPE_BF16 & 1u ? "bf16" : "");
+    snprintf(h.kernels, sizeof h.kernels, "%s/%s%s%s%s%s", sp->kernels->name, sm_kernels_int8_name(sp->kernels),
+             d16 ? "/vdpbf16ps:" : "", d16 >> SM_DTYPE_F16 & 1u ? "f16," : "", d16 >> SM_DTYPE_BF16 & 1u ? "bf16" : "",
+             sp->repack ? "/r32" : "");
     h.max_batch = sp->max_batch;
     h.n_ctx = sp->n_ctx;
     h.block_bytes = B * sm_model_kv_bytes(m, sp->kv_type);

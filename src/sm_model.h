@@ -37,6 +37,18 @@ sm_status sm_model_open(sm_model **out, struct sm_source *src, sm_error *err);
 /* sm_source_open (mapped unless use_mmap is false), then sm_model_open. */
 sm_status sm_model_load(sm_model **out, const char *path, bool use_mmap, sm_error *err);
 void sm_model_free(sm_model *m);
+/*
+** Repacks (sm_kernels_repack) every block matrix and the output matrix
+** (unless tied to the embeddings) whose type is in `types` (bits 1u <<
+** dtype) and whose shape allows, into one block the model owns; states
+** whose params set repack multiply those. Once per model: a later call does
+** nothing. The file's rows stay as they were (other states may read them).
+** Sets *n_repacked to the matrices repacked. SM_ERR_NOMEM if the block
+** cannot be had.
+*/
+sm_status sm_model_repack(sm_model *m, unsigned types, size_t *n_repacked, sm_error *err);
+/* Bytes of the model's repacked matrices (0 before sm_model_repack or if none). */
+size_t sm_model_repacked_bytes(const sm_model *m);
 
 const sm_config *sm_model_config(const sm_model *m);
 /* What the model was opened from: its kind, its GGUF metadata, the tensors made at open. */
@@ -62,6 +74,8 @@ typedef struct sm_state_params {
     const sm_kernels *kernels; /* the table forward uses (plan needs its scratch size) */
     size_t n_seq;     /* sequences with their own KV-cache, 1..SM_MAX_SEQ (0 = 1) */
     sm_dtype kv_type; /* of the KV-cache: SM_DTYPE_F32 (as when zeroed) or SM_DTYPE_F16 */
+    bool repack;      /* multiply the matrices sm_model_repack repacked in that layout (kernels
+                         must take it: sm_kernels_repack_types) */
 } sm_state_params;
 
 typedef struct sm_state_plan {

@@ -69,6 +69,9 @@ bool sm_source_gguf_name(const char *path);
 /* Opens path (any kind) into *out (free with sm_source_close). */
 sm_status sm_source_open(sm_source **out, const char *path, const sm_source_opts *opts, sm_error *err);
 void sm_source_close(sm_source *s);
+/* Whether the n bytes at p lie in one of the source's files as mapped read-only (not read, not
+** made): pages the process may drop and find again in the file. */
+bool sm_source_file_backed(const sm_source *s, const void *p, size_t n);
 
 /* The source's tokenizer (its files or its GGUF tables), checked against its config. */
 sm_status sm_source_tokenizer(const sm_source *s, sm_tokenizer *t, sm_error *err);

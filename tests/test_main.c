@@ -84,8 +84,16 @@ bool test_rig_open(test_rig *r, const char *name, int nth, const char *kern, boo
     }
     const sm_config *c = sm_model_config(r->m);
     r->V = (size_t)c->n_vocab;
-    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, sm_kernels_select(kern), nseq,
-                              SM_DTYPE_F32};
+    /* q4_0 / q8_0 matrices repacked where the table takes them, as sessions do by default */
+    const sm_kernels *k = sm_kernels_select(kern);
+    unsigned rt = k ? sm_kernels_repack_types(k) : 0;
+    size_t n_rep = 0;
+    if (rt && sm_model_repack(r->m, rt, &n_rep, &err)) {
+        test_fail(__FILE__, __LINE__, "repack %s: %s", path, err.msg);
+        return false;
+    }
+    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, k, nseq, SM_DTYPE_F32,
+                              rt && sm_model_repacked_bytes(r->m) > 0};
     sm_state_plan plan;
     if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
         sm_arena_init(&r->arena, plan.total) || sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {

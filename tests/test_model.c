@@ -69,8 +69,8 @@ void test_model_kv_cache_matches_recompute(void) {
 }
 
 void test_model_threads_identical(void) {
-    const char *models[] = {"seed", "odd"};
-    for (int mi = 0; mi < 2; mi++) {
+    const char *models[] = {"seed", "odd", "seedq4"};
+    for (int mi = 0; mi < 3; mi++) {
         float *res[3][2];
         size_t V = 0;
         for (int nth = 1; nth <= 3; nth++) {
@@ -139,8 +139,9 @@ void test_model_decode_matches_alone(void) {
     static const size_t plen[NS] = {3, 7, 1, 12, 5};
     const char *ks[9];
     size_t nk = test_kernel_specs(ks, 9);
-    const char *models[] = {"seed", "odd"};
-    for (int mi = 0; mi < 2; mi++)
+    /* seedq4, seedq8: q4_0 and q8_0 matrices, repacked where the table takes them */
+    const char *models[] = {"seed", "odd", "seedq4", "seedq8"};
+    for (int mi = 0; mi < 4; mi++)
         for (size_t ki = 0; ki < nk; ki++)
             for (int nth = 1; nth <= 2; nth++) {
                 rig r;

@@ -49,14 +49,14 @@ static bool run_from(test_rig *r, size_t seq, const int32_t *toks, size_t n, siz
 
 void test_prefix_reuse_is_exact(void) {
     /* seed16: bf16 weights, prefilled on vdpbf16ps where the CPU has AVX512-BF16 */
-    static const char *models[] = {"seed", "odd", "nobias", "seed16"};
+    static const char *models[] = {"seed", "odd", "nobias", "seed16", "seedq4"};
     static const char *kerns[] = {"scalar", "auto"};
     static const size_t batches[] = {16, 32, 0}; /* 0: the whole context */
     enum { STEPS = 3 };
     size_t checked = 0, reused = 0;
     /* make asan: every third length (each offset in a block still met across the shares) */
     size_t stride = getenv("SM_SANITIZED") && *getenv("SM_SANITIZED") ? 3 : 1;
-    for (int mi = 0; mi < 4; mi++)
+    for (int mi = 0; mi < 5; mi++)
         for (int ki = 0; ki < 2; ki++)
             for (int bi = 0; bi < 3; bi++) {
                 if ((mi == 0 || mi == 3) && ki == 0) continue; /* the scalar table is slow on the widest */

@@ -215,9 +215,9 @@ void test_sched_matches_alone(void) {
     const char *ks[9];
     size_t nk = test_kernel_specs(ks, 9);
     /* seed16: bf16 weights, whose prefill runs on vdpbf16ps where the CPU has AVX512-BF16 */
-    const char *models[] = {"seed", "odd", "seed16"};
+    const char *models[] = {"seed", "odd", "seed16", "seedq4", "seedq8"};
     static const size_t slots[] = {1, 3, 5};
-    for (int mi = 0; mi < 3; mi++)
+    for (int mi = 0; mi < (int)(sizeof models / sizeof models[0]); mi++)
         for (size_t ki = 0; ki < nk; ki++)
             for (size_t si = 0; si < 3; si++) {
                 int nth = 1 + (int)(si % 2);
@@ -326,10 +326,10 @@ static const char base[] =
 
 void test_sched_prefix_cache_matches_alone(void) {
     static const char *tails[] = {"", "a", "ab", "abc", "abcd", " and then?", "\xc3\xa8!", " Z\xc3\xbc"};
-    const char *models[] = {"seed", "odd", "seed16"}; /* seed16: bf16 weights */
+    const char *models[] = {"seed", "odd", "seed16", "seedq4"}; /* seed16: bf16 weights; seedq4: q4_0, repacked */
     static const size_t slots[] = {1, 3, 5};
     size_t checked = 0, served = 0;
-    for (int mi = 0; mi < 3; mi++) {
+    for (int mi = 0; mi < (int)(sizeof models / sizeof models[0]); mi++) {
         rig one;
         if (!rig_open(&one, models[mi], 1, "auto", 1)) return;
         size_t room = one.base.sp.n_ctx - 24; /* prompt bytes that leave room for the output */
@@ -390,7 +390,7 @@ void test_sched_prefix_cache_matches_alone(void) {
         free(ref);
         free(b);
     }
-    CHECKF(checked == 3 * 3 * 2 * NPFX && served > checked * 8, "%zu requests, %zu tokens served",
+    CHECKF(checked == sizeof models / sizeof models[0] * 3 * 2 * NPFX && served > checked * 8, "%zu requests, %zu tokens served",
            checked, served);
 }
 

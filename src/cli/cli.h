@@ -46,7 +46,7 @@ enum {
 
 typedef enum {
     O_MODEL, O_PROMPT, O_FILE, O_MAXTOK, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX,
-    O_QUIET, O_STATS, O_VERBOSE, O_JSON, O_NOMMAP, O_KERNELS, O_HELP, O_VERSION, O_PTOK, O_REPS, O_UBATCH,
+    O_QUIET, O_STATS, O_VERBOSE, O_JSON, O_NOMMAP, O_NOREPACK, O_KERNELS, O_HELP, O_VERSION, O_PTOK, O_REPS, O_UBATCH,
     O_DATA, O_OUT, O_RESUME, O_CONFIG, O_LAYERS, O_HEADS, O_EMBD, O_TCTX, O_UNTIED, O_NOBIAS,
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
@@ -79,7 +79,7 @@ typedef struct {
     long long seed;
     long threads;
     long ctx;
-    bool quiet, stats, verbose, json, no_mmap, help, version, check_weights;
+    bool quiet, stats, verbose, json, no_mmap, no_repack, help, version, check_weights;
     const char *kernels;
     long prompt_tokens, reps;
     long ubatch; /* score: tokens per forward call (0: 128) */

@@ -66,6 +66,9 @@ static const struct option_def {
      "    --check-weights    scan every weight for NaN or infinity before running"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
      "    --no-mmap          read the weights instead of mapping them"},
+    {"no-repack", 0, false, CMD_MODEL, O_NOREPACK,
+     "    --no-repack        multiply q4_0/q8_0 weights as stored (default: repacked once at\n"
+     "                         load, 16 rows interleaved, where the kernels take them)"},
     {"tokenizer", 0, true, CMD_CONVERT | CMD_MODEL | CMD_TOKENS, O_TOKFILE,
      "    --tokenizer FILE   llama2.c tokenizer.bin for a llama2.c checkpoint or a Llama directory"},
     {"dtype", 0, true, CMD_CONVERT, O_DTYPE,
@@ -447,6 +450,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_VERBOSE: o->verbose = true; break;
     case O_JSON: o->json = true; break;
     case O_NOMMAP: o->no_mmap = true; break;
+    case O_NOREPACK: o->no_repack = true; break;
     case O_CHECKW: o->check_weights = true; break;
     case O_TOKFILE: o->tokenizer = v; break;
     case O_DTYPE:

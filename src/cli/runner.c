@@ -49,7 +49,8 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     smallmind_session_params sp = {.n_threads = (int)o->threads, .n_ctx = (size_t)o->ctx,
                                    .kv_type = o->kv_type == SM_DTYPE_F16 ? "f16" : "f32",
                                    .n_parallel = (int)spec->n_seq, .kernels = o->kernels,
-                                   .prefix_cache = spec->sched ? spec->cache_bytes : 0};
+                                   .prefix_cache = spec->sched ? spec->cache_bytes : 0,
+                                   .no_repack = o->no_repack};
     if (sm_face_session_new(&r->ls, r->lm, &sp, &r->layout, &e)) {
         char msg[600];
         const char *tail = strstr(e.message, "; a smaller context");

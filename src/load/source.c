@@ -249,6 +249,17 @@ fail:
     return st;
 }
 
+bool sm_source_file_backed(const sm_source *s, const void *p, size_t n) {
+    const unsigned char *a = p;
+#define IN(b, sz) ((b) && a >= (const unsigned char *)(b) && n <= (sz) && \
+                   (size_t)(a - (const unsigned char *)(b)) <= (sz) - n)
+    if (s->kind == SM_SOURCE_GGUF) return s->gguf.mapped && IN(s->gguf.base, s->gguf.size);
+    for (int i = 0; i < SM_MAX_FILES; i++)
+        if (s->w.files[i].mapped && IN(s->w.files[i].base, s->w.files[i].size)) return true;
+    return false;
+#undef IN
+}
+
 void sm_source_close(sm_source *s) {
     if (!s) return;
     sm_weights_close(&s->w); /* its files (a smallmind directory's), its pointers */

@@ -56,7 +56,7 @@ static sm_status bind_tensor(const sm_model *m, bool *used, const char *name, in
     }
     used[i] = true;
     if (nd == 2) {
-        *(sm_mat *)dst = (sm_mat){m->w->data[i], d->dtype};
+        *(sm_mat *)dst = (sm_mat){m->w->data[i], d->dtype, NULL};
         return SM_OK;
     }
     if (d->dtype != SM_DTYPE_F32)
@@ -118,7 +118,7 @@ sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_erro
 ** way whatever the split, so the split never changes results.
 */
 static size_t col_align(const sm_state *s) {
-    return s->n_packed >= 4 ? 64 : 16;
+    return s->n_packed >= 4 ? 64 : s->p.repack ? SM_R32 : 16;
 }
 
 /* ---- profiling (no-op unless s->prof): thread 0 marks the end of each step ---- */
@@ -166,12 +166,20 @@ void sm_fwd_prof_output(sm_state *s) {
 ** Columns [n0, n1) of out (T rows of N) = x (T rows of K) . w^T + b for this call's rows:
 ** the packed rows by matmul, the one-row runs after them by matmul_rows. In a call with
 ** both, by 64 columns at a time, so the one-row runs read the weights the packed rows
-** just brought into the cache.
+** just brought into the cache. Repacked weights take every row in one product (its rows
+** are each the same whatever rows it is given).
 */
 #define SM_FWD_MIXED_COLS 64
-static void product(const sm_state *s, float *out, const float *x, const void *w, sm_dtype dt,
+static void product(const sm_state *s, float *out, const float *x, const sm_mat *m,
                     const float *b, size_t N, size_t K, size_t n0, size_t n1, float *scr) {
+    const sm_mat v = sm_fwd_weights(s, m);
+    const void *w = v.data;
+    const sm_dtype dt = v.dt;
     const size_t P = s->n_packed, T = s->n;
+    if (dt != sm_dtype_base(dt)) { /* repacked: every row the same product, whatever the call */
+        s->k->matmul(s->k, out, x, w, dt, b, T, N, K, n0, n1, scr);
+        return;
+    }
     const size_t step = P && P < T ? SM_FWD_MIXED_COLS : n1 - n0;
     for (size_t c = n0; c < n1; c += step) {
         size_t c1 = n1 - c < step ? n1 : c + step;
@@ -311,13 +319,13 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     size_t n0, n1;
     while (next_cols(s, W, ith, nth, &n0, &n1)) {
         if (L->qkv_w.data) {
-            product(s, s->qkv, xn, L->qkv_w.data, L->qkv_w.dt, L->qkv_b, W, C, n0, n1, scr);
+            product(s, s->qkv, xn, &L->qkv_w, L->qkv_b, W, C, n0, n1, scr);
             continue;
         }
         for (int p = 0; p < 3; p++) {
             size_t lo = n0 > start[p] ? n0 : start[p], hi = n1 < start[p + 1] ? n1 : start[p + 1];
             if (lo < hi)
-                product(s, s->qkv + start[p], xn, part[p]->data, part[p]->dt, bias[p], W, C,
+                product(s, s->qkv + start[p], xn, part[p], bias[p], W, C,
                         lo - start[p], hi - start[p], scr);
         }
     }
@@ -343,7 +351,7 @@ static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, con
     const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
     size_t n0, n1, r0, r1;
     while (next_cols(s, C, ith, nth, &n0, &n1)) {
-        product(s, s->tmp, in, w.data, w.dt, b, C, K, n0, n1, scr);
+        product(s, s->tmp, in, &w, b, C, K, n0, n1, scr);
         if (!g)
             for (size_t t = 0; t < T; t++)
                 for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
@@ -389,10 +397,10 @@ static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr)
     size_t n0, n1;
     while (next_cols(s, F, ith, nth, &n0, &n1)) {
         if (gated) {
-            product(s, s->hid, xn, L->gate_w.data, L->gate_w.dt, NULL, F, C, n0, n1, scr);
-            product(s, s->up, xn, L->up_w.data, L->up_w.dt, NULL, F, C, n0, n1, scr);
+            product(s, s->hid, xn, &L->gate_w, NULL, F, C, n0, n1, scr);
+            product(s, s->up, xn, &L->up_w, NULL, F, C, n0, n1, scr);
         } else {
-            product(s, s->hid, xn, L->up_w.data, L->up_w.dt, L->up_b, F, C, n0, n1, scr);
+            product(s, s->hid, xn, &L->up_w, L->up_b, F, C, n0, n1, scr);
         }
         mark(s, ith, SM_OP_MATMUL, 0, 0); /* thread 0's chunks: products, then */
         for (size_t t = 0; t < T; t++)
@@ -499,8 +507,9 @@ static void output(sm_state *s, const float *g, const float *b, int ith, int nth
     /* every row, or each run's last row as a lone last token gets it */
     sm_matmul_fn mm = s->every_row ? s->k->matmul : s->k->matmul_rows;
     size_t rows = s->every_row ? s->n : s->n_runs;
+    const sm_mat ow = sm_fwd_weights(s, &m->out_w);
     while (next_cols(s, V, ith, nth, &n0, &n1))
-        mm(s->k, s->logits, xn, m->out_w.data, m->out_w.dt, NULL, rows, V, C, n0, n1, scr);
+        mm(s->k, s->logits, xn, ow.data, ow.dt, NULL, rows, V, C, n0, n1, scr);
 }
 
 void sm_forward_task(void *arg, int ith, int nth) {

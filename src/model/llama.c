@@ -66,7 +66,7 @@ sm_status sm_llama_bind(sm_model *m, sm_error *err) {
     for (int l = 0; !st && c->gate_up && l < c->n_layer; l++) {
         sm_layer *ly = &m->layers[l];
         ly->up_w = (sm_mat){(const char *)ly->gate_w.data + (size_t)F * sm_dtype_row_bytes(ly->gate_w.dt, (size_t)C),
-                            ly->gate_w.dt};
+                            ly->gate_w.dt, NULL};
     }
     return st;
 }

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 sm_status sm_model_open(sm_model **out, sm_source *src, sm_error *err) {
     *out = NULL;
@@ -54,9 +56,89 @@ sm_status sm_model_load(sm_model **out, const char *path, bool use_mmap, sm_erro
 
 void sm_model_free(sm_model *m) {
     if (!m) return;
+    sm_free_big(m->r32);
     free(m->layers);
     sm_source_close(m->src);
     free(m);
+}
+
+/* The model's matrices with their shapes (rows, columns), n of them; mats[i] NULL past the end. */
+static size_t matrices(sm_model *m, sm_mat **mats, size_t (*shape)[2], size_t cap) {
+    const sm_config *c = m->cfg;
+    const size_t C = (size_t)c->n_embd, F = (size_t)c->n_ff, Q = m->q_dim, KV = m->kv_dim;
+    size_t n = 0;
+#define ADD(mat, rows, cols) \
+    if ((mat).data && n < cap) mats[n] = &(mat), shape[n][0] = (rows), shape[n][1] = (cols), n++
+    for (int l = 0; l < c->n_layer; l++) {
+        sm_layer *L = &m->layers[l];
+        ADD(L->qkv_w, Q + 2 * KV, C);
+        ADD(L->q_w, Q, C);
+        ADD(L->k_w, KV, C);
+        ADD(L->v_w, KV, C);
+        ADD(L->proj_w, C, Q);
+        ADD(L->gate_w, F, C);
+        ADD(L->up_w, F, C);
+        ADD(L->down_w, C, F);
+    }
+    if (m->out_w.data != m->tok_embd.data) ADD(m->out_w, (size_t)c->n_vocab, C);
+#undef ADD
+    return n;
+}
+
+/*
+** The whole pages of a matrix just repacked, if they lie in a file mapped
+** read-only, leave this process's memory (MADV_DONTNEED: a clean file page
+** is found again in the file, or the page cache, if a state multiplying the
+** file's rows reads it later), so the weights are held once, as with
+** llama.cpp's repacked tensors. Read or made weights stay as they are.
+*/
+static void drop_pages(const sm_model *m, const void *p, size_t n) {
+    if (!sm_source_file_backed(m->src, p, n)) return;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* a hint: failure changes nothing */
+}
+
+sm_status sm_model_repack(sm_model *m, unsigned types, size_t *n_repacked, sm_error *err) {
+    *n_repacked = 0;
+    if (m->r32 || !types) return SM_OK;
+    size_t cap = (size_t)m->cfg->n_layer * 8 + 1;
+    sm_mat **mats = calloc(cap, sizeof *mats);
+    size_t(*shape)[2] = calloc(cap, sizeof *shape);
+    if (!mats || !shape) {
+        free(mats), free(shape);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    size_t n = matrices(m, mats, shape, cap), total = 0;
+    for (size_t i = 0; i < n; i++) {
+        sm_mat *w = mats[i];
+        if (!(types >> w->dt & 1u) || !sm_kernels_repackable(w->dt, shape[i][0], shape[i][1])) {
+            mats[i] = NULL;
+            continue;
+        }
+        total += (sm_dtype_row_bytes(w->dt, shape[i][1]) * shape[i][0] + 63) & ~(size_t)63;
+    }
+    sm_status st = SM_OK;
+    if (total && !(m->r32 = sm_alloc_big(total)))
+        st = sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes for the repacked weights "
+                          "(--no-repack multiplies them as they are)", total);
+    for (size_t i = 0, at = 0; i < n && !st && total; i++) {
+        sm_mat *w = mats[i];
+        if (!w) continue;
+        size_t N = shape[i][0], K = shape[i][1], bytes = sm_dtype_row_bytes(w->dt, K) * N;
+        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, N, K, 0, N / SM_R32);
+        w->r32 = (char *)m->r32 + at;
+        drop_pages(m, w->data, bytes);
+        at += (bytes + 63) & ~(size_t)63;
+        ++*n_repacked;
+    }
+    m->r32_bytes = st ? 0 : total;
+    free(mats), free(shape);
+    return st;
+}
+
+size_t sm_model_repacked_bytes(const sm_model *m) {
+    return m->r32_bytes;
 }
 
 const void *sm_model_tensor_data(const sm_model *m, size_t i) {

@@ -13,6 +13,7 @@
 typedef struct sm_mat {
     const void *data;
     sm_dtype dt;
+    const void *r32; /* the same rows repacked (sm_model_repack, layout sm_kernels_repacked(dt)), or NULL */
 } sm_mat;
 
 /*
@@ -50,6 +51,8 @@ struct sm_model {
     sm_layer *layers;        /* (n_layer) */
     const float *rope_div;   /* (head_dim / 2) GGUF rope_freqs.weight: frequencies divided by it */
     size_t q_dim, kv_dim;    /* n_head * head_dim, n_kv_head * head_dim */
+    void *r32;               /* owned (sm_alloc_big): the repacked matrices the sm_mats' r32 point into */
+    size_t r32_bytes;
 };
 
 typedef struct sm_run {
@@ -153,6 +156,13 @@ sm_status sm_bind_model(sm_model *m, const sm_bind_spec *spec, size_t n, sm_erro
 #define SM_FWD_OWN_ROWS 4
 
 /* The normalised input thread ith's products read in this call. */
+/* Matrix w as this state's products read it: repacked where the model holds it so and the
+** state's params ask for it (sm_state_params.repack). */
+static inline sm_mat sm_fwd_weights(const sm_state *s, const sm_mat *w) {
+    if (s->p.repack && w->r32) return (sm_mat){w->r32, sm_kernels_repacked(w->dt), NULL};
+    return *w;
+}
+
 static inline float *sm_fwd_xn(const sm_state *s, int ith) {
     return s->n <= SM_FWD_OWN_ROWS
                ? s->xn_own + (size_t)ith * SM_FWD_OWN_ROWS * (size_t)s->m->cfg->n_embd
