@@ -16,7 +16,7 @@
 # smallmind's AVX2 table on a machine that has AVX-512.
 # The peers are yours to build (docs/performance.md says how and at which
 # commits); this script only runs them. Without them it prints smallmind's
-# figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total
+# figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl
 # gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
 # tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
@@ -92,7 +92,7 @@ need_q() { # need_q NAME QTYPE (f16: the f16 sources every other type is made fr
         $LC/llama-quantize $src.gguf $MD/$n-$q.gguf ${q^^} 2 >/dev/null 2>&1
     fi
 }
-sm_pre() { $BIN bench -m $1 -t 2 --prompt-tokens $2 -n 1 --reps 1 --json ${3:+--kernels $3} | jget prefill_tokens_per_s; }
+sm_pre() { $BIN bench -m $1 -t 2 --prompt-tokens $2 -n 1 --reps 1 --json ${3:+--kernels $3} "${@:4}" | jget prefill_tokens_per_s; }
 lc_pre() { $3/llama-bench -m $1 -p $2 -n 0 -t 2 -r 1 -o json 2>/dev/null | jget avg_ts; }
 # ik_llama.cpp with its weights repacked for this CPU at load (-rtr 1), as its README advises
 ik_pre() { $IK/llama-bench -m $1 -p $2 -n 0 -t 2 -r 1 -rtr 1 -o json 2>/dev/null | jget avg_ts; }
@@ -105,7 +105,7 @@ ik_pre() { $IK/llama-bench -m $1 -p $2 -n 0 -t 2 -r 1 -rtr 1 -o json 2>/dev/null
 # before bench took --temp gets the default sampler (top-k 40 at temperature 0.8).
 sm_greedy() { $BIN bench --help | grep -q -- --temp && echo --temp 0; }
 sm_bound() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json | jget read_bound_tokens_per_s; }
-sm_dec() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json $(sm_greedy) ${3:+--kernels $3} | jget decode_tokens_per_s; }
+sm_dec() { $BIN bench -m $1 -t $2 --prompt-tokens 1 -n 128 --reps 1 --json $(sm_greedy) ${3:+--kernels $3} "${@:4}" | jget decode_tokens_per_s; }
 lc_dec() { ${3:-$LC}/llama-bench -m $1 -p 0 -n 128 -t $2 -r 1 -o json 2>/dev/null | jget avg_ts; }
 # peers NAME ARGS: the llama.cpp builds given, each as one more program of the row
 lcs() { local f=$1; shift; [ -n "$LC" ] && P+=("$f $* $LC"); [ -n "$LC2" ] && P+=("$f $* $LC2"); return 0; }
@@ -160,18 +160,21 @@ prefill)
     P=("sm_pre $MD/gpt2-small-f32 512" "sm_pre $MD/gpt2-small-f32 512 avx2"); lcs lc_pre $MD/gpt2-small-f32.gguf 512
     [ -n "$LC$LC2" ] && mkg gpt2-small-f32
     row "prefill 512 tokens, GPT-2 small shape, f32, 2 threads, tokens/s" ">= 650" "${P[@]}" ;;
-batch|batch-total)
-    mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257
+batch|batch-total|batch-tl)
+    # batch-tl: the same on the TinyLlama-1.1B shape at q4_0, every program on one GGUF file
+    SBM=$MD/gpt2-small-f32 LBM=$MD/gpt2-small-f32.gguf
+    if [ $r = batch-tl ]; then need_tl_gguf; SBM=$MD/tl-q4_0.gguf LBM=$SBM; else
+        mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257; fi
     # 16 records of 16 tokens (bytes of the byte tokenizer, as -npp 16), 64
     # tokens each, decoded together. batch: generated tokens over the decode
     # time (the first token comes with the prompt), as llama-batched-bench's
     # S_TG; batch-total: prompt and generated tokens over prefill + decode,
     # as its S, and our wall clock with the model load beside it.
     for i in $(seq 16); do printf 'record %02d batch.\n' $i; done >$MD/prompts16.txt
-    sm_batch() { # MODE [KERNELS]
+    sm_batch() { # MODE [KERNELS [FLAGS...]]
         local s e; s=$(date +%s.%N)
-        $BIN generate -m $MD/gpt2-small-f32 --batch $MD/prompts16.txt -n 64 --parallel 16 -t 2 --temp 0 -q \
-            ${2:+--kernels $2} >$MD/batch.out
+        $BIN generate -m $SBM --batch $MD/prompts16.txt -n 64 --parallel 16 -t 2 --temp 0 -q \
+            ${2:+--kernels $2} "${@:3}" >$MD/batch.out
         e=$(date +%s.%N)
         $PY -c '
 import json, sys
@@ -185,18 +188,23 @@ elif mode == "total": v = (gen + sum(r["tokens_prompt"] for r in rs)) / (pre + d
 else: v = gen / wall
 print(round(v, 1))' $MD/batch.out $1 $s $e
     }
-    lc_batch() { $2/llama-batched-bench -m $MD/gpt2-small-f32.gguf -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 2>/dev/null |
+    lc_batch() { $2/llama-batched-bench -m $LBM -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 2>/dev/null |
         awk -F'|' -v c=$([ $1 = decode ] && echo 9 || echo 11) '$2 ~ /^ *16 *$/ { gsub(/ /, "", $c); print $c }'; }
-    if [ $r = batch ]; then
+    nm="GPT-2 small f32"
+    if [ $r = batch-tl ]; then
+        P=("sm_batch decode" "sm_batch decode auto --no-repack" "sm_batch decode avx2"); lcs lc_batch decode
+        name="decode tokens/s (generated over the decode time)"; goal=">= 1.5x llama.cpp"
+        nm="TinyLlama-1.1B shape q4_0"
+    elif [ $r = batch ]; then
         P=("sm_batch decode" "sm_batch decode avx2"); lcs lc_batch decode
-        name="decode tokens/s (generated over the decode time)"; goal=">= 1.3x llama.cpp"
+        name="decode tokens/s (generated over the decode time)"; goal=">= 2x llama.cpp"
     else
         P=("sm_batch total" "sm_batch total avx2" "sm_batch wall"); lcs lc_batch total
         name="prompt + generated tokens over prefill + decode (sm_batch wall: generated over the wall clock, load included)"
         goal="the same row, whole runs"
     fi
-    [ -n "$LC$LC2" ] && mkg gpt2-small-f32
-    row "16 prompts x 64 tokens together, GPT-2 small f32, 2 threads, $name" "$goal" "${P[@]}" ;;
+    [ -n "$LC$LC2" ] && [ $r != batch-tl ] && mkg gpt2-small-f32
+    row "16 prompts x 64 tokens together, $nm, 2 threads, $name" "$goal" "${P[@]}" ;;
 gemm)
     G=$(dirname $BIN)/bench_gemm
     if [ ! -x $G ]; then echo "gemm: $G is missing (make bench builds it when libopenblas-dev is installed)"; continue; fi
@@ -212,11 +220,13 @@ tl-q4_0|tl-q8_0|tl-q4_k_m|tl-q5_k_m|tl-q6_k|tl-q4_0-1t|tl-q8_0-1t|tl-q4_k_m-1t)
     q=${r#tl-}; q=${q%-1t}; t=2; [ ${r%-1t} != $r ] && t=1
     need_q tl $q
     P=("sm_dec $MD/tl-$q $t" "sm_dec $MD/tl-$q $t avx2" "sm_bound $MD/tl-$q $t"); lcs lc_dec $MD/tl-$q.gguf $t
+    case $q in q4_0|q8_0) P+=("sm_dec $MD/tl-$q $t auto --no-repack") ;; esac # the rows as stored
     row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0, q4_k_m >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
 tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m|tl-pre-f16|tl-pre-bf16|tl-pre512-q4_0|tl-pre512-q8_0|tl-pre512-q4_k_m|tl-pre512-f16|tl-pre512-bf16)
     q=${r#tl-pre*-}; pp=128; [ ${r#tl-pre512} != $r ] && pp=512
     need_q tl $q
     P=("sm_pre $MD/tl-$q $pp" "sm_pre $MD/tl-$q $pp avx2"); lcs lc_pre $MD/tl-$q.gguf $pp
+    case $q in q4_0|q8_0) P+=("sm_pre $MD/tl-$q $pp auto --no-repack") ;; esac # packed per call
     # 16-bit weights: also the other arithmetic of the avx512 table where the CPU has
     # AVX512-BF16 (f16 rounded to bf16 on vdpbf16ps, opt-in; bf16 widened exactly)
     case $q in f16) o=auto,f16=bf16 ;; bf16) o=auto,bf16=f32 ;; *) o= ;; esac
@@ -263,6 +273,7 @@ prefix-gpt2|prefix-tl|noprefix-gpt2|noprefix-tl)
     # the GPT-2 rows also run ours at --parallel 16 and 32 and without the cache (a TinyLlama
     # run without it takes as long as the build before the change: ten minutes)
     P=("sm_recs"); [ $shared = 1 ] && [ $r = prefix-gpt2 ] && P+=("sm_recs --parallel 16" "sm_recs --parallel 32" "sm_recs --cache-ram 0")
+    [ $r = prefix-tl ] && P+=("sm_recs --no-repack") # q4_0 as stored
     [ -n "$LC" ] && P+=("ls_recs $LC")
     row "256 records ($([ $shared = 1 ] && echo "a shared 400-token instruction" || echo "400 different tokens each") + 20-40-token item, 16 out), $nm, 2 threads, records/s" \
         "$([ $shared = 1 ] && echo ">= 4x smallmind before, >= 3x llama-server" || echo "no slower than before")" "${P[@]}" ;;
@@ -282,5 +293,5 @@ ttft-tl)
     P=("ttft none" "ttft first" "ttft second")
     row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
         "second <= 10% of first" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done
