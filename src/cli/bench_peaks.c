@@ -48,13 +48,17 @@ int cli_bench_peaks(const cli_opts *o) {
     }
     printf("prefill's products, TinyLlama-1.1B shape (one block's q, k, v, o, gate, up, down), "
            "kernels %s, %d thread%s, median of %d\n"
-           "(each sample's share of the peak measured just before it)\n  %-6s %6s %10s %8s  %s\n",
+           "(each sample's share of the peak measured just before it)\n  %-8s %6s %10s %8s  %s\n",
            k->name, nth, nth == 1 ? "" : "s", SAMPLES, "type", "rows", "ms", "GOPS", "share of the peak of its instructions");
-    static const sm_dtype types[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16, SM_DTYPE_Q4_0,
-                                     SM_DTYPE_Q8_0, SM_DTYPE_Q4_K, SM_DTYPE_Q6_K};
+    /* q4_0_r32, q8_0_r32: the same weights repacked, where the table takes them */
+    static const sm_dtype types[] = {SM_DTYPE_F32,  SM_DTYPE_F16,      SM_DTYPE_BF16,
+                                     SM_DTYPE_Q4_0, SM_DTYPE_Q4_0_R32, SM_DTYPE_Q8_0,
+                                     SM_DTYPE_Q8_0_R32, SM_DTYPE_Q4_K, SM_DTYPE_Q6_K};
     static const size_t rows[] = {128, 512};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (size_t ri = 0; ri < 2; ri++) {
+            if (types[ti] != sm_dtype_base(types[ti]) && !(sm_kernels_repack_types(k) >> sm_dtype_base(types[ti]) & 1u))
+                continue;
             sm_bench_layer *l;
             if (sm_bench_layer_new(&l, types[ti], rows[ri], nth, &err)) {
                 fprintf(stderr, "smallmind: %s\n", err.msg);
@@ -76,7 +80,7 @@ int cli_bench_peaks(const cli_opts *o) {
             qsort(share, SAMPLES, sizeof(double), cmp_double);
             double gops = sm_bench_layer_ops(l) / s[SAMPLES / 2];
             sm_bench_layer_free(l);
-            printf("  %-6s %6zu %10.2f %8.1f", sm_dtype_name(types[ti]), rows[ri], s[SAMPLES / 2] * 1e3, gops / 1e9);
+            printf("  %-8s %6zu %10.2f %8.1f", sm_dtype_name(types[ti]), rows[ri], s[SAMPLES / 2] * 1e3, gops / 1e9);
             if (has_peak)
                 printf("  %3.0f%% of %s\n", 100 * share[SAMPLES / 2], sm_kernels_peak_name(p));
             else

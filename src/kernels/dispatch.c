@@ -241,6 +241,7 @@ sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt) {
     const sm_kernels *q = k->from[SM_KOP_QGEMM];
     const sm_kernels *g = k->from[SM_KOP_GEMM];
     if (!sm_dtype_quantized(dt)) return g->dot16_types >> dt & 1u ? SM_PEAK_BF16_512 : g->gemm_peak;
+    if (dt != sm_dtype_base(dt)) return q->quant->gemm_r32 ? q->quant->gemm_peak : SM_PEAK_COUNT;
     return sm_kernels_qgemm_takes(q->quant, dt, 4) ? q->quant->gemm_peak : q->gemm_peak;
 }
 
