@@ -172,13 +172,15 @@ $(TM)/.done: scripts/sm_random_model.py scripts/sm_model.py Makefile | test-deps
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/nobias --force --layers 1 --heads 2 --embd 34 --ctx 40 --vocab 256 --no-bias --seed 3
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/seed16 --force --layers 2 --heads 4 --embd 128 --ctx 256 --vocab 256 --dtype bf16 --seed 4
 	$(PYTHON) scripts/sm_random_model.py --out $(TM)/llamau --force --arch llama --layers 2 --heads 4 --kv-heads 2 --embd 128 --ff 352 --ctx 256 --vocab 320 --untied --seed 5
+	$(PYTHON) scripts/sm_random_model.py --out $(TM)/llamaw --force --arch llama --layers 2 --heads 4 --kv-heads 2 --embd 256 --ff 512 --ctx 256 --vocab 320 --untied --seed 6
 	@touch $@
-# quantized ones, converted by the binary (q4_0 with a q8_0 output layer; q8_0 with biases):
-# the shapes its repacked products take (rows in groups of 32)
+# quantized ones, converted by the binary (q4_0 with a q8_0 output layer; q8_0 with biases;
+# q4_k_m with a q6_k output layer): the shapes its repacked products take (rows in groups of 32)
 $(TM)/.quant: $(TM)/.done $(BIN)
-	rm -rf $(TM)/seedq4 $(TM)/seedq8
+	rm -rf $(TM)/seedq4 $(TM)/seedq8 $(TM)/seedk4
 	$(BIN) convert -q --dtype q4_0 $(TM)/llamau $(TM)/seedq4
 	$(BIN) convert -q --dtype q8_0 $(TM)/seed $(TM)/seedq8
+	$(BIN) convert -q --dtype q4_k_m $(TM)/llamaw $(TM)/seedk4
 	@touch $@
 test-models: $(TM)/.done $(TM)/.quant
 

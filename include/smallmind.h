@@ -127,9 +127,9 @@ typedef struct smallmind_session_params {
                             operation: "avx512,rows=avx2" (see --kernels) */
     size_t prefix_cache; /* bytes of keys and values kept for prompt prefixes that
                             smallmind_run_batch's requests share (0: none) */
-    bool no_repack;      /* multiply q4_0/q8_0 weights as stored; by default the first session
-                            whose kernels take them repacks them once (16 rows interleaved, a
-                            copy the model keeps: the same results, faster) */
+    bool no_repack;      /* multiply q4_0/q8_0 weights (and a q6_k output layer) as stored; by
+                            default the first session whose kernels take them repacks them once
+                            (32 rows interleaved, a copy the model keeps; faster decoding) */
 } smallmind_session_params;
 
 /* A session on model m (params may be NULL): threads, KV-cache and one arena, planned once. */

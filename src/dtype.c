@@ -21,6 +21,7 @@ size_t sm_dtype_block(sm_dtype t) {
 }
 
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
+    if (t == SM_DTYPE_Q6_K_P32) return n / 256 * 320;
     t = sm_dtype_base(t);
     if ((unsigned)t >= SM_DTYPE_COUNT) return 0;
     return n / dtype_info[t].block * dtype_info[t].bytes;
@@ -29,6 +30,7 @@ size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
 const char *sm_dtype_name(sm_dtype t) {
     if (t == SM_DTYPE_Q8_0_R32) return "q8_0_r32";
     if (t == SM_DTYPE_Q4_0_R32) return "q4_0_r32";
+    if (t == SM_DTYPE_Q6_K_P32) return "q6_k_p32";
     return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
 }
 

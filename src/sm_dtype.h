@@ -30,12 +30,17 @@ typedef enum {
     */
     SM_DTYPE_Q8_0_R32,
     SM_DTYPE_Q4_0_R32,
+    SM_DTYPE_Q6_K_P32, /* q6_k as the packed product's panels (levels as bytes, f32 scales):
+                          40 bytes per 32 weights, not the file's 26.25 */
     SM_DTYPE_LAYOUT_END
 } sm_dtype;
 
 /* The file type a layout holds (q8_0 for q8_0_r32); t itself for a file type. */
 static inline sm_dtype sm_dtype_base(sm_dtype t) {
-    return t == SM_DTYPE_Q8_0_R32 ? SM_DTYPE_Q8_0 : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0 : t;
+    return t == SM_DTYPE_Q8_0_R32   ? SM_DTYPE_Q8_0
+           : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0
+           : t == SM_DTYPE_Q6_K_P32 ? SM_DTYPE_Q6_K
+                                    : t;
 }
 
 /* Whether t is a block-quantized type (or a layout of one). */
@@ -45,7 +50,7 @@ static inline bool sm_dtype_quantized(sm_dtype t) {
 }
 
 /* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types
-** (a layout: its base type's, as for the bytes and the name: "q4_0_r32"). */
+** (a layout: its base type's; its bytes its own: q6_k_p32's 320 a block). */
 size_t sm_dtype_block(sm_dtype t);
 /* Bytes of n elements of type t (n a multiple of its block). */
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n);

@@ -329,20 +329,27 @@ size_t sm_kernels_scratch(const sm_kernels *k, size_t K);
 ** bytes of nibbles as stored (256 bytes for 16 rows), q8_0's 32 bytes each
 ** plus 128, unsigned (512). A product on it gives, bit for bit, what the
 ** table's packed product (T >= 4) gives on the file's rows, for any T: so
-** one-row decoding, batches and prefill agree. The dtype of the result is
-** sm_kernels_repacked(dt) (SM_DTYPE_Q4_0_R32, SM_DTYPE_Q8_0_R32).
+** one-row decoding, batches and prefill agree (a product's columns must then
+** start and end at multiples of SM_R32). The dtype of the result is
+** sm_kernels_repacked(dt) (SM_DTYPE_Q4_0_R32, SM_DTYPE_Q8_0_R32). A q6_k
+** matrix (K a multiple of 256) is laid out as that product's own panels
+** (SM_DTYPE_Q6_K_P32: levels as bytes, two f32 scales per 32 weights, 40
+** bytes per 32 weights where the file has 26.25; 32 rows over each 512
+** columns, panel after panel), made by the AVX512-VNNI code: ask for it
+** only where sm_kernels_repack_types has its bit.
 */
 #define SM_R32 32
-/* Whether an N x K matrix of type dt can be repacked: q4_0 or q8_0, N % 32 == 0, K % 32 == 0. */
+/* Whether an N x K matrix of type dt can be repacked: q4_0, q8_0 or q6_k, N % 32 == 0, K whole blocks. */
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
 /* The layout dt repacks into (dt itself if none). */
 sm_dtype sm_kernels_repacked(sm_dtype dt);
-/* Row groups [g0, g1) of src (N x K of type dt, repackable) into dst (the same bytes), as above. */
+/* Row groups [g0, g1) of src (N x K of type dt, repackable) into dst (sm_dtype_row_bytes of the
+** layout: the same bytes for q4_0, q8_0), as above. */
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1);
-/* The file types (bits 1u << dt) whose repacked matrices table k multiplies (its packed and its
-** decoding products from one table whose integer products have the repacked product: the
-** avx512 table on AVX512-VNNI); 0 where none. */
+/* The file types (bits 1u << dt: q4_0, q8_0, q6_k) whose repacked matrices table k multiplies
+** (its packed and its decoding products from one table whose integer products have the
+** repacked product: the avx512 table on AVX512-VNNI); 0 where none. */
 unsigned sm_kernels_repack_types(const sm_kernels *k);
 /* The name of the integer products table k's quantized matmuls use (sm_qkernel's name:
 ** "scalar", "avx2", "avx-vnni", "avx512-vnni"): what a benchmark of quantized weights measured. */

@@ -139,9 +139,10 @@ void test_model_decode_matches_alone(void) {
     static const size_t plen[NS] = {3, 7, 1, 12, 5};
     const char *ks[9];
     size_t nk = test_kernel_specs(ks, 9);
-    /* seedq4, seedq8: q4_0 and q8_0 matrices, repacked where the table takes them */
-    const char *models[] = {"seed", "odd", "seedq4", "seedq8"};
-    for (int mi = 0; mi < 4; mi++)
+    /* seedq4, seedq8: q4_0 and q8_0 matrices, repacked where the table takes them; seedk4: q4_k_m,
+       its q6_k output layer repacked */
+    const char *models[] = {"seed", "odd", "seedq4", "seedq8", "seedk4"};
+    for (int mi = 0; mi < 5; mi++)
         for (size_t ki = 0; ki < nk; ki++)
             for (int nth = 1; nth <= 2; nth++) {
                 rig r;

@@ -446,9 +446,9 @@ void test_quant_quantizer(void) {
 }
 
 /*
-** Repacked q4_0 / q8_0 matrices (sm_kernels_repack): the layout byte for
-** byte as sm_kernels.h describes it (worked out here from the file's
-** blocks), and every table that multiplies them gives, for any T (1 to
+** Repacked q4_0 / q8_0 / q6_k matrices (sm_kernels_repack): the q4_0 / q8_0
+** layout byte for byte as sm_kernels.h describes it (worked out here from
+** the file's blocks), and every table that multiplies them gives, for any T (1 to
 ** 300, across the token blocks of the packed product), each output bit for
 ** bit what the same table's packed product (T >= 4) gives on the file's
 ** rows, each row the same whatever rows are beside it; columns outside
@@ -457,24 +457,29 @@ void test_quant_quantizer(void) {
 void test_quant_repacked(void) {
     const sm_kernels *ks[8];
     size_t nk = sm_kernels_available(ks, 8), tested = 0;
-    static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0};
-    static const size_t Ts[] = {1, 2, 3, 4, 6, 7, 13, 300}, Ks[] = {32, 96, 544, 1056};
+    static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0, SM_DTYPE_Q6_K};
+    static const size_t Ts[] = {1, 2, 3, 4, 6, 7, 13, 300}, Ks[] = {32, 96, 544, 1056}, KKs[] = {256, 512, 768, 1280};
     unsigned long long s = 33;
-    for (size_t di = 0; di < 2; di++)
+    unsigned any = 0;
+    for (size_t ki = 0; ki < nk; ki++) any |= sm_kernels_repack_types(ks[ki]);
+    for (size_t di = 0; di < 3; di++)
         for (size_t c = 0; c < 4; c++) {
             sm_dtype dt = dts[di];
-            size_t K = Ks[c], N = 96, n0 = 32, n1 = 96, rb = sm_dtype_row_bytes(dt, K);
+            if (!(any >> dt & 1u)) continue; /* q6_k's layout is the AVX512-VNNI code's */
+            size_t K = dt == SM_DTYPE_Q6_K ? KKs[c] : Ks[c], N = 96, n0 = 32, n1 = 96;
+            size_t rb = sm_dtype_row_bytes(dt, K), lb = sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
             float *deq;
-            unsigned char *w = rndq(dt, N, K, &s, &deq), *r = xalloc(N * rb);
+            unsigned char *w = rndq(dt, N, K, &s, &deq), *r = xalloc(N * lb);
             CHECK(sm_kernels_repackable(dt, N, K) && !sm_kernels_repackable(dt, N - 16, K) &&
                   !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 256));
-            memset(r, 0xee, N * rb);
+            memset(r, 0xee, N * lb);
             sm_kernels_repack(r, w, dt, N, K, 0, N / SM_R32);
             /* the layout: row n, block b, level bytes j (four at a time), scale */
             const bool q8 = dt == SM_DTYPE_Q8_0;
             const size_t bs = q8 ? 34 : 18, lv = bs - 2, nb = K / SM_QK, blk = SM_R32 * bs;
+            (void)blk, (void)lv;
             size_t bad = 0;
-            for (size_t n = 0; n < N; n++)
+            for (size_t n = 0; n < N && dt != SM_DTYPE_Q6_K; n++) /* q6_k: the packed product's panels */
                 for (size_t b = 0; b < nb; b++) {
                     const unsigned char *src = w + n * rb + b * bs, *o = r + (n / 32 * nb + b) * blk;
                     for (size_t j = 0; j < lv; j++) {

@@ -215,7 +215,7 @@ void test_sched_matches_alone(void) {
     const char *ks[9];
     size_t nk = test_kernel_specs(ks, 9);
     /* seed16: bf16 weights, whose prefill runs on vdpbf16ps where the CPU has AVX512-BF16 */
-    const char *models[] = {"seed", "odd", "seed16", "seedq4", "seedq8"};
+    const char *models[] = {"seed", "odd", "seed16", "seedq4", "seedq8", "seedk4"};
     static const size_t slots[] = {1, 3, 5};
     for (int mi = 0; mi < (int)(sizeof models / sizeof models[0]); mi++)
         for (size_t ki = 0; ki < nk; ki++)

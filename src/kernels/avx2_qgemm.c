@@ -321,7 +321,6 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
     for (size_t i = 0; i < r; i++)
         for (int v = 0; v < GNV; v++) acc[i][v] = g_zerof();
     for (size_t b = 0; b < nbk; b++) {
-        const uint8_t *pb = src.panel + b * GBS;
         const bool q6 = mode == Q6;
         gvi ia[GMR][GNV], ih[GMR][GNV]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
         for (size_t i = 0; i < r; i++)
@@ -339,6 +338,7 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
             continue;
         }
 #endif
+        const uint8_t *pb = src.panel + b * GBS;
         for (int g = 0; g < 8; g++) {
             if (q6 && g == 4)
                 for (size_t i = 0; i < r; i++)
@@ -517,6 +517,24 @@ static AI wsrc r32_src(const uint8_t *base, size_t n, size_t nb, size_t bb, size
 }
 
 /*
+** q6_k_p32: the panels QGEMM packs, made once (pack's bytes and floats, 32
+** rows over each column slice, panel after panel: row group G's slice j at
+** (G nb + j KB) GBS), for the output layer's q6_k rows.
+*/
+void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K, size_t g0,
+              size_t g1) {
+    static _Thread_local uint8_t rows[GNR * SM_QGEMM_KC] __attribute__((aligned(64)));
+    static _Thread_local float dm[2 * GNR * KB];
+    const size_t nb = K / SM_QK;
+    (void)N;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
+            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            pack((uint8_t *)dst + (g * nb + k0 / SM_QK) * GBS, rows, dm, src, dt, K, g * GNR, GNR, k0, nbk);
+        }
+}
+
+/*
 ** A repacked q4_0 panel's nbk blocks (src) unpacked into the packed panel
 ** layout (pack's bytes and floats: levels 0..15, D, M = 8 D), for a block of
 ** many token rows: each nibble split once, not once per micro-kernel call.
@@ -542,8 +560,9 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
 
 /*
 ** The same product on a repacked matrix (sm_kernels_repack; dt its file
-** type, q4_0 or q8_0; n0 and n1 multiples of SM_R32 or N): no packing, the
-** micro-kernels read the row groups in place, and every output is QGEMM's
+** type, q4_0 or q8_0, or q6_k made into panels by QPREPACK; n0 and n1
+** multiples of SM_R32): no packing, the micro-kernels read the row groups
+** (q6_k: the panels) in place, and every output is QGEMM's
 ** bit for bit: per column slice the same sums, added to out slice after
 ** slice. Few rows (all slices' activations fit the block: decoding) take
 ** each panel's row groups whole, slice after slice, one stream; more take
@@ -553,19 +572,22 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
                const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
                void *restrict scratch) {
     const qbufs q = bufs_of(scratch);
-    const size_t nb = K / SM_QK, bb = dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
+    const bool q6 = dt == SM_DTYPE_Q6_K; /* q6_k_p32: panels as QGEMM packs them */
+    const size_t nb = K / SM_QK, bb = q6 ? GBS : dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
     const int32_t zp = dt == SM_DTYPE_Q4_0 ? 8 : 128;
+    const int mode = q6 ? Q6 : ZP;
     const uint8_t *base = w;
 #define R32_TILES(qq, t0, t1)                                                                       \
     do {                                                                                            \
-        if (dt == SM_DTYPE_Q4_0) src.lay = R4, tiles(ZP, qq, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr); \
+        if (q6) tiles(Q6, qq, (wsrc){.lay = PANEL, .panel = src.lv[0]}, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr); \
+        else if (dt == SM_DTYPE_Q4_0) src.lay = R4, tiles(ZP, qq, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr); \
         else src.lay = R8, tiles(ZP, qq, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);         \
     } while (0)
     if (T * ns <= SM_QGEMM_MC) { /* slice j's rows at j T in the buffers */
         for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
             size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            quant_slice(ZP, zp, x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
+            quant_slice(mode, zp, x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
                         q.xs + j * T * KB, q.xz + 2 * j * T * KB);
         }
         for (size_t n = n0; n < n1; n += GNR) {
@@ -585,7 +607,7 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
         for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
             size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            quant_slice(ZP, zp, x, K, t0, t1, k0, nbk, q.xq, q.xd, q.xs, q.xz);
+            quant_slice(mode, zp, x, K, t0, t1, k0, nbk, q.xq, q.xd, q.xs, q.xz);
             for (size_t n = n0; n < n1; n += GNR) {
                 size_t nr = n1 - n < GNR ? n1 - n : GNR;
                 const float *bn = bias ? bias + n : NULL;

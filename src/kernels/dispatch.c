@@ -248,7 +248,7 @@ sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt) {
 unsigned sm_kernels_repack_types(const sm_kernels *k) {
     const sm_kernels *g = k->from[SM_KOP_QGEMM], *r = k->from[SM_KOP_QROWS];
     if (g != r || !g->quant->gemm_r32) return 0;
-    return 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0;
+    return 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q6_K;
 }
 
 const char *sm_kernels_int8_name(const sm_kernels *k) {

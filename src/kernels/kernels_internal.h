@@ -249,7 +249,7 @@ typedef struct sm_qkernel {
     unsigned gemm_types;
     sm_peak gemm_peak;
     /* The packed product on repacked q4_0 / q8_0 matrices (sm_kernels_repack), any T >= 1, dt
-    ** the file type: each output gemm's bit for bit; NULL if none. */
+    ** the file type, n0 and n1 multiples of SM_R32: each output gemm's bit for bit; NULL if none. */
     sm_qgemm_fn *gemm_r32;
 } sm_qkernel;
 
@@ -266,6 +266,9 @@ extern const sm_qkernel sm_qkernel_scalar;
 extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
 /* Their packed products (avx2_qgemm.c, built per flavour; AVX512-VNNI's on 512-bit vectors). */
 sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni, sm_qgemm_r32_avx512vnni;
+/* Row groups [g0, g1) of a q6_k matrix as the AVX512-VNNI packed product's panels (q6_k_p32). */
+void sm_qprepack_avx512vnni(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
+                            size_t g0, size_t g1);
 #endif
 
 /*

@@ -83,16 +83,25 @@ void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const f
 /* ---- repacked quantized weights (sm_kernels.h: sm_kernels_repack) ---- */
 
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
-    return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0) && N > 0 && N % SM_R32 == 0 && K > 0 &&
-           K % SM_QK == 0;
+    return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q6_K) && N > 0 &&
+           N % SM_R32 == 0 && K > 0 && K % sm_dtype_block(dt) == 0;
 }
 
 sm_dtype sm_kernels_repacked(sm_dtype dt) {
-    return dt == SM_DTYPE_Q4_0 ? SM_DTYPE_Q4_0_R32 : dt == SM_DTYPE_Q8_0 ? SM_DTYPE_Q8_0_R32 : dt;
+    return dt == SM_DTYPE_Q4_0   ? SM_DTYPE_Q4_0_R32
+           : dt == SM_DTYPE_Q8_0 ? SM_DTYPE_Q8_0_R32
+           : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_P32
+                                 : dt;
 }
 
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1) {
+#ifdef SM_X86_KERNELS
+    if (dt == SM_DTYPE_Q6_K) { /* the packed product's own panels (its flavour's code) */
+        sm_qprepack_avx512vnni(dst, src, dt, N, K, g0, g1);
+        return;
+    }
+#endif
     const bool q8 = dt == SM_DTYPE_Q8_0;
     const size_t nb = K / SM_QK, bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
     const size_t lw = (bs - 2) / 4;          /* four-byte words of levels a row and block */

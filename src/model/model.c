@@ -72,9 +72,13 @@ static size_t matrices(sm_model *m, sm_mat **mats, size_t (*shape)[2], size_t ca
     for (int l = 0; l < c->n_layer; l++) {
         sm_layer *L = &m->layers[l];
         ADD(L->qkv_w, Q + 2 * KV, C);
-        ADD(L->q_w, Q, C);
-        ADD(L->k_w, KV, C);
-        ADD(L->v_w, KV, C);
+        /* q, k, v apart: their products start at column Q and Q + KV of the fused output, and a
+           repacked product's columns start at multiples of SM_R32 */
+        if (Q % SM_R32 == 0 && KV % SM_R32 == 0) {
+            ADD(L->q_w, Q, C);
+            ADD(L->k_w, KV, C);
+            ADD(L->v_w, KV, C);
+        }
         ADD(L->proj_w, C, Q);
         ADD(L->gate_w, F, C);
         ADD(L->up_w, F, C);
@@ -112,11 +116,14 @@ sm_status sm_model_repack(sm_model *m, unsigned types, size_t *n_repacked, sm_er
     size_t n = matrices(m, mats, shape, cap), total = 0;
     for (size_t i = 0; i < n; i++) {
         sm_mat *w = mats[i];
-        if (!(types >> w->dt & 1u) || !sm_kernels_repackable(w->dt, shape[i][0], shape[i][1])) {
+        /* q6_k's panels take 1.5 times its bytes: only the output layer's (decoded in batches,
+           a tenth of the work), not a q6_k model's every matrix */
+        if (!(types >> w->dt & 1u) || !sm_kernels_repackable(w->dt, shape[i][0], shape[i][1]) ||
+            (w->dt == SM_DTYPE_Q6_K && w != &m->out_w)) {
             mats[i] = NULL;
             continue;
         }
-        total += (sm_dtype_row_bytes(w->dt, shape[i][1]) * shape[i][0] + 63) & ~(size_t)63;
+        total += (sm_dtype_row_bytes(sm_kernels_repacked(w->dt), shape[i][1]) * shape[i][0] + 63) & ~(size_t)63;
     }
     sm_status st = SM_OK;
     if (total && !(m->r32 = sm_alloc_big(total)))
@@ -125,10 +132,10 @@ sm_status sm_model_repack(sm_model *m, unsigned types, size_t *n_repacked, sm_er
     for (size_t i = 0, at = 0; i < n && !st && total; i++) {
         sm_mat *w = mats[i];
         if (!w) continue;
-        size_t N = shape[i][0], K = shape[i][1], bytes = sm_dtype_row_bytes(w->dt, K) * N;
+        size_t N = shape[i][0], K = shape[i][1], bytes = sm_dtype_row_bytes(sm_kernels_repacked(w->dt), K) * N;
         sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, N, K, 0, N / SM_R32);
         w->r32 = (char *)m->r32 + at;
-        drop_pages(m, w->data, bytes);
+        drop_pages(m, w->data, sm_dtype_row_bytes(w->dt, K) * N);
         at += (bytes + 63) & ~(size_t)63;
         ++*n_repacked;
     }
