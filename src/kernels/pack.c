@@ -96,12 +96,12 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
 
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1) {
-#ifdef SM_X86_KERNELS
     if (dt == SM_DTYPE_Q6_K) { /* the packed product's own panels (its flavour's code) */
+#ifdef SM_X86_KERNELS
         sm_qprepack_avx512vnni(dst, src, dt, N, K, g0, g1);
+#endif
         return;
     }
-#endif
     const bool q8 = dt == SM_DTYPE_Q8_0;
     const size_t nb = K / SM_QK, bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
     const size_t lw = (bs - 2) / 4;          /* four-byte words of levels a row and block */
