@@ -43,10 +43,10 @@ void sm_model_free(sm_model *m);
 ** dtype) and whose shape allows, into one block the model owns; states
 ** whose params set repack multiply those. Once per model: a later call does
 ** nothing. The file's rows stay as they were (other states may read them).
-** Sets *n_repacked to the matrices repacked. SM_ERR_NOMEM if the block
+** SM_ERR_NOMEM if the block
 ** cannot be had.
 */
-sm_status sm_model_repack(sm_model *m, unsigned types, size_t *n_repacked, sm_error *err);
+sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err);
 /* Bytes of the model's repacked matrices (0 before sm_model_repack or if none). */
 size_t sm_model_repacked_bytes(const sm_model *m);
 

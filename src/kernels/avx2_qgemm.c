@@ -260,29 +260,6 @@ typedef struct {
 ** and the high ones (16 + 4q..): integer sums are exact in any order.
 */
 static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int8_t *restrict xb) {
-    if (r == 1) { /* one token row: four chains of products, not one of eight (int sums: exact) */
-        gvi p[GNV][4];
-        for (int v = 0; v < GNV; v++) p[v][0] = ia[0][v], p[v][1] = p[v][2] = p[v][3] = g_zero();
-        for (int g = 0; g < 8; g++) {
-            int32_t x4;
-            gvi wv[GNV];
-            if (src.lay == R8) {
-                memcpy(&x4, xb + 4 * g, 4);
-                for (int v = 0; v < GNV; v++) wv[v] = _mm512_loadu_si512((const void *)(src.lv[v] + b * R8_BLOCK + g * 64));
-            } else { /* g < 4: low nibbles of group g; g >= 4: high nibbles of group g - 4 */
-                memcpy(&x4, xb + (g < 4 ? 4 * g : 16 + 4 * (g - 4)), 4);
-                for (int v = 0; v < GNV; v++) {
-                    gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + b * R4_BLOCK + (g & 3) * 64));
-                    wv[v] = _mm512_and_si512(g < 4 ? raw : _mm512_srli_epi32(raw, 4), _mm512_set1_epi8(15));
-                }
-            }
-            gvi xv = g_bcast(x4);
-            for (int v = 0; v < GNV; v++) p[v][g & 3] = g_dot(p[v][g & 3], wv[v], xv);
-        }
-        for (int v = 0; v < GNV; v++)
-            ia[0][v] = _mm512_add_epi32(_mm512_add_epi32(p[v][0], p[v][1]), _mm512_add_epi32(p[v][2], p[v][3]));
-        return;
-    }
     if (src.lay == R8) {
         for (int g = 0; g < 8; g++) {
             gvi wv[GNV];
@@ -465,14 +442,13 @@ static qbufs bufs_of(void *scratch) {
     return q;
 }
 
-/* Token rows t0..t1-1 (the block's rows from i0 = t0 - block start) against one panel's weights
-   src, GMR (q6_k: GMR_Q6) at a time. */
+/* Token rows t0..t1-1 (the block's rows from t0) against one panel's weights src, GMR (q6_k:
+   GMR_Q6) at a time. */
 static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
-                     size_t t1, size_t tb, size_t n, size_t nbk, const float *restrict bn, int first,
-                     size_t nr) {
+                     size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr) {
     const size_t mr = mode == Q6 ? GMR_Q6 : GMR;
     for (size_t t = t0; t < t1; t += mr) {
-        size_t i = t - tb, r = t1 - t < mr ? t1 - t : mr;
+        size_t i = t - t0, r = t1 - t < mr ? t1 - t : mr;
         float *o = out + t * N + n;
         const int8_t *xq = q->xq + i * SM_QGEMM_KC;
         const float *d = q->xd + i * KB, *s = q->xs + i * KB;
@@ -481,38 +457,31 @@ static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, si
     }
 }
 
-void QGEMM(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
-           const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
-           void *restrict scratch) {
-    const qbufs q = bufs_of(scratch);
-    const int mode = dt == SM_DTYPE_Q6_K ? Q6 : dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 ? ZP : MIN;
-    const int32_t zp = dt == SM_DTYPE_Q4_0 ? 8 : 128; /* ZP: M / D */
-    const wsrc src = {.lay = PANEL, .panel = q.panel};
-    for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
-        size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
-        for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
-            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            quant_slice(mode, zp, x, K, t0, t1, k0, nbk, q.xq, q.xd, q.xs, q.xz);
-            for (size_t n = n0; n < n1; n += GNR) {
-                size_t nr = n1 - n < GNR ? n1 - n : GNR;
-                const float *bn = bias ? bias + n : NULL;
-                pack(q.panel, q.rows, q.dm, w, dt, K, n, nr, k0, nbk);
-                prefetch_panel(w, dt, K, n + GNR, n1, k0, nbk);
-                if (mode == Q6) tiles(Q6, &q, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
-                else if (mode == ZP) tiles(ZP, &q, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
-                else tiles(MIN, &q, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
-            }
-        }
-    }
+/* tiles for this mode and layout, each pair built on its own (the micro-kernels' constants). */
+static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
+                     size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr) {
+#define TILES(m) tiles(m, q, src, out, N, t0, t1, n, nbk, bn, first, nr)
+#if SM_QFLAVOUR == 2
+    if (src.lay == R4) src.lay = R4, TILES(ZP);
+    else if (src.lay == R8) src.lay = R8, TILES(ZP);
+    else
+#endif
+    if (mode == Q6) TILES(Q6);
+    else if (mode == ZP) TILES(ZP);
+    else TILES(MIN);
+#undef TILES
 }
 
 #if SM_QFLAVOUR == 2
-/* Row group n / GNR of a repacked matrix (bb bytes a block, nb blocks a row) from block b0, as a
-   micro-kernel reads it. */
-static AI wsrc r32_src(const uint8_t *base, size_t n, size_t nb, size_t bb, size_t b0) {
-    const uint8_t *g = base + (n / GNR * nb + b0) * bb;
-    wsrc src = {.lay = PANEL};
-    for (int v = 0; v < GNV; v++) src.lv[v] = g + (size_t)v * (bb - 2 * GNR) / GNV, src.sc[v] = g + bb - 2 * GNR + 2 * GV * (size_t)v;
+/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0, as a
+   micro-kernel reads it: q4_0 / q8_0 row groups (R4, R8), q6_k panels (PANEL). */
+static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) {
+    const size_t bb = dt == SM_DTYPE_Q6_K ? GBS : dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
+    const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) * bb;
+    if (dt == SM_DTYPE_Q6_K) return (wsrc){.lay = PANEL, .panel = g};
+    wsrc src = {.lay = dt == SM_DTYPE_Q4_0 ? R4 : R8};
+    for (int v = 0; v < GNV; v++)
+        src.lv[v] = g + (size_t)v * (bb - 2 * GNR) / GNV, src.sc[v] = g + bb - 2 * GNR + 2 * GV * (size_t)v;
     return src;
 }
 
@@ -558,70 +527,96 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
     }
 }
 
+#endif
+
+/* How a block's integer sums of type dt become f32, and q4_0 / q8_0's zero point (ZP: M / D). */
+static int mode_of(sm_dtype dt) {
+    return dt == SM_DTYPE_Q6_K ? Q6 : dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 ? ZP : MIN;
+}
+static int32_t zp_of(sm_dtype dt) {
+    return dt == SM_DTYPE_Q4_0 ? 8 : 128;
+}
+
+/*
+** The blocked loop: token blocks of SM_QGEMM_MC, column slices of
+** SM_QGEMM_KC (the slice's activations quantized), then each panel of GNR
+** rows met by every token of the block: packed from the file's rows, or,
+** repacked (r32), read in place (a block of more than two tiles of q4_0
+** rows gets the slice's nibbles split once into the panel).
+*/
+static void blocked(const qbufs *q, bool r32, float *restrict out, const float *restrict x, const void *restrict w,
+                    sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
+    const int mode = mode_of(dt);
+    for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
+        size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
+        for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
+            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            quant_slice(mode, zp_of(dt), x, K, t0, t1, k0, nbk, q->xq, q->xd, q->xs, q->xz);
+            for (size_t n = n0; n < n1; n += GNR) {
+                size_t nr = n1 - n < GNR ? n1 - n : GNR;
+                wsrc src = {.lay = PANEL, .panel = q->panel};
+#if SM_QFLAVOUR == 2
+                if (r32) {
+                    src = r32_src(dt, w, n, K / SM_QK, k0 / SM_QK);
+                    if (src.lay == R4 && t1 - t0 > 2 * GMR) {
+                        unpack_r4(q->panel, src, nbk);
+                        src = (wsrc){.lay = PANEL, .panel = q->panel};
+                    }
+                } else
+#endif
+                {
+                    (void)r32;
+                    pack(q->panel, q->rows, q->dm, w, dt, K, n, nr, k0, nbk);
+                    prefetch_panel(w, dt, K, n + GNR, n1, k0, nbk);
+                }
+                tiles_of(mode, q, src, out, N, t0, t1, n, nbk, bias ? bias + n : NULL, k0 == 0, nr);
+            }
+        }
+    }
+}
+
+void QGEMM(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
+           const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
+           void *restrict scratch) {
+    const qbufs q = bufs_of(scratch);
+    blocked(&q, false, out, x, w, dt, bias, T, N, K, n0, n1);
+}
+
+#if SM_QFLAVOUR == 2
 /*
 ** The same product on a repacked matrix (sm_kernels_repack; dt its file
 ** type, q4_0 or q8_0, or q6_k made into panels by QPREPACK; n0 and n1
 ** multiples of SM_R32): no packing, the micro-kernels read the row groups
-** (q6_k: the panels) in place, and every output is QGEMM's
-** bit for bit: per column slice the same sums, added to out slice after
-** slice. Few rows (all slices' activations fit the block: decoding) take
-** each panel's row groups whole, slice after slice, one stream; more take
-** QGEMM's order, each slice's panels against a block of token rows.
+** (q6_k: the panels) in place, and every output is QGEMM's bit for bit: per
+** column slice the same sums, added to out slice after slice. Few rows (all
+** slices' activations fit the token block: decoding) take each row group
+** whole, slice after slice, one stream; more take QGEMM's blocked loop.
 */
 void QGEMM_R32(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
                const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
                void *restrict scratch) {
     const qbufs q = bufs_of(scratch);
-    const bool q6 = dt == SM_DTYPE_Q6_K; /* q6_k_p32: panels as QGEMM packs them */
-    const size_t nb = K / SM_QK, bb = q6 ? GBS : dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
-    const int32_t zp = dt == SM_DTYPE_Q4_0 ? 8 : 128;
-    const int mode = q6 ? Q6 : ZP;
-    const uint8_t *base = w;
-#define R32_TILES(qq, t0, t1)                                                                       \
-    do {                                                                                            \
-        if (q6) tiles(Q6, qq, (wsrc){.lay = PANEL, .panel = src.lv[0]}, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr); \
-        else if (dt == SM_DTYPE_Q4_0) src.lay = R4, tiles(ZP, qq, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr); \
-        else src.lay = R8, tiles(ZP, qq, src, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);         \
-    } while (0)
-    if (T * ns <= SM_QGEMM_MC) { /* slice j's rows at j T in the buffers */
-        for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
-            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            quant_slice(mode, zp, x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
-                        q.xs + j * T * KB, q.xz + 2 * j * T * KB);
-        }
-        for (size_t n = n0; n < n1; n += GNR) {
-            size_t nr = n1 - n < GNR ? n1 - n : GNR;
-            const float *bn = bias ? bias + n : NULL;
-            for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
-                size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-                wsrc src = r32_src(base, n, nb, bb, k0 / SM_QK);
-                qbufs qj = q;
-                qj.xq += j * T * SM_QGEMM_KC, qj.xd += j * T * KB, qj.xs += j * T * KB, qj.xz += 2 * j * T * KB;
-                R32_TILES(&qj, 0, T);
-            }
-        }
+    if (T * ns > SM_QGEMM_MC) {
+        blocked(&q, true, out, x, w, dt, bias, T, N, K, n0, n1);
         return;
     }
-    for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
-        size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
-        for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
+    for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+        size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+        /* slice j's rows at j T in the buffers */
+        quant_slice(mode_of(dt), zp_of(dt), x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
+                    q.xs + j * T * KB, q.xz + 2 * j * T * KB);
+    }
+    for (size_t n = n0; n < n1; n += GNR) {
+        size_t nr = n1 - n < GNR ? n1 - n : GNR;
+        for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
             size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            quant_slice(mode, zp, x, K, t0, t1, k0, nbk, q.xq, q.xd, q.xs, q.xz);
-            for (size_t n = n0; n < n1; n += GNR) {
-                size_t nr = n1 - n < GNR ? n1 - n : GNR;
-                const float *bn = bias ? bias + n : NULL;
-                wsrc src = r32_src(base, n, nb, bb, k0 / SM_QK);
-                if (dt == SM_DTYPE_Q4_0 && t1 - t0 > 2 * GMR) { /* nibbles split once for the block */
-                    unpack_r4(q.panel, src, nbk);
-                    tiles(ZP, &q, (wsrc){.lay = PANEL, .panel = q.panel}, out, N, t0, t1, t0, n, nbk, bn, k0 == 0, nr);
-                } else {
-                    R32_TILES(&q, t0, t1);
-                }
-            }
+            qbufs qj = q;
+            qj.xq += j * T * SM_QGEMM_KC, qj.xd += j * T * KB, qj.xs += j * T * KB, qj.xz += 2 * j * T * KB;
+            tiles_of(mode_of(dt), &qj, r32_src(dt, w, n, K / SM_QK, k0 / SM_QK), out, N, 0, T, n, nbk,
+                     bias ? bias + n : NULL, k0 == 0, nr);
         }
     }
-#undef R32_TILES
 }
 #endif
 

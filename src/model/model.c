@@ -62,13 +62,19 @@ void sm_model_free(sm_model *m) {
     free(m);
 }
 
-/* The model's matrices with their shapes (rows, columns), n of them; mats[i] NULL past the end. */
-static size_t matrices(sm_model *m, sm_mat **mats, size_t (*shape)[2], size_t cap) {
+/* A matrix of the model, its shape, and the bytes its repacked form takes (64-byte rounded). */
+typedef struct {
+    sm_mat *w;
+    size_t N, K, bytes;
+} mat_ref;
+
+/* The model's matrices with their shapes, n of them (at most cap). */
+static size_t matrices(sm_model *m, mat_ref *mats, size_t cap) {
     const sm_config *c = m->cfg;
     const size_t C = (size_t)c->n_embd, F = (size_t)c->n_ff, Q = m->q_dim, KV = m->kv_dim;
     size_t n = 0;
 #define ADD(mat, rows, cols) \
-    if ((mat).data && n < cap) mats[n] = &(mat), shape[n][0] = (rows), shape[n][1] = (cols), n++
+    if ((mat).data && n < cap) mats[n++] = (mat_ref){&(mat), (rows), (cols), 0}
     for (int l = 0; l < c->n_layer; l++) {
         sm_layer *L = &m->layers[l];
         ADD(L->qkv_w, Q + 2 * KV, C);
@@ -103,44 +109,34 @@ static void drop_pages(const sm_model *m, const void *p, size_t n) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* a hint: failure changes nothing */
 }
 
-sm_status sm_model_repack(sm_model *m, unsigned types, size_t *n_repacked, sm_error *err) {
-    *n_repacked = 0;
+sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err) {
     if (m->r32 || !types) return SM_OK;
-    size_t cap = (size_t)m->cfg->n_layer * 8 + 1;
-    sm_mat **mats = calloc(cap, sizeof *mats);
-    size_t(*shape)[2] = calloc(cap, sizeof *shape);
-    if (!mats || !shape) {
-        free(mats), free(shape);
-        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
-    }
-    size_t n = matrices(m, mats, shape, cap), total = 0;
-    for (size_t i = 0; i < n; i++) {
-        sm_mat *w = mats[i];
+    size_t cap = (size_t)m->cfg->n_layer * 8 + 1, n = 0, total = 0;
+    mat_ref *all = calloc(cap, sizeof *all);
+    if (!all) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0, k = matrices(m, all, cap); i < k; i++) { /* keep the ones repacked */
+        mat_ref r = all[i];
         /* q6_k's panels take 1.5 times its bytes: only the output layer's (decoded in batches,
            a tenth of the work), not a q6_k model's every matrix */
-        if (!(types >> w->dt & 1u) || !sm_kernels_repackable(w->dt, shape[i][0], shape[i][1]) ||
-            (w->dt == SM_DTYPE_Q6_K && w != &m->out_w)) {
-            mats[i] = NULL;
+        if (!(types >> r.w->dt & 1u) || !sm_kernels_repackable(r.w->dt, r.N, r.K) ||
+            (r.w->dt == SM_DTYPE_Q6_K && r.w != &m->out_w))
             continue;
-        }
-        total += (sm_dtype_row_bytes(sm_kernels_repacked(w->dt), shape[i][1]) * shape[i][0] + 63) & ~(size_t)63;
+        r.bytes = (sm_dtype_row_bytes(sm_kernels_repacked(r.w->dt), r.K) * r.N + 63) & ~(size_t)63;
+        total += r.bytes;
+        all[n++] = r;
     }
     sm_status st = SM_OK;
     if (total && !(m->r32 = sm_alloc_big(total)))
         st = sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes for the repacked weights "
                           "(--no-repack multiplies them as they are)", total);
-    for (size_t i = 0, at = 0; i < n && !st && total; i++) {
-        sm_mat *w = mats[i];
-        if (!w) continue;
-        size_t N = shape[i][0], K = shape[i][1], bytes = sm_dtype_row_bytes(sm_kernels_repacked(w->dt), K) * N;
-        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, N, K, 0, N / SM_R32);
+    for (size_t i = 0, at = 0; i < n && !st; at += all[i++].bytes) {
+        sm_mat *w = all[i].w;
+        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, all[i].N, all[i].K, 0, all[i].N / SM_R32);
         w->r32 = (char *)m->r32 + at;
-        drop_pages(m, w->data, sm_dtype_row_bytes(w->dt, K) * N);
-        at += (bytes + 63) & ~(size_t)63;
-        ++*n_repacked;
+        drop_pages(m, w->data, sm_dtype_row_bytes(w->dt, all[i].K) * all[i].N);
     }
     m->r32_bytes = st ? 0 : total;
-    free(mats), free(shape);
+    free(all);
     return st;
 }
 
