@@ -74,7 +74,7 @@ static bool fill_weights(char *w, sm_dtype dt, size_t N, size_t K, uint64_t *s) 
     if (dt != sm_dtype_base(dt)) { /* a repacked layout: its file type's rows, then repacked */
         char *t = malloc(sm_dtype_row_bytes(sm_dtype_base(dt), K) * N);
         bool ok = t && fill_weights(t, sm_dtype_base(dt), N, K, s);
-        if (ok) sm_kernels_repack(w, t, sm_dtype_base(dt), N, K, 0, N / SM_R32);
+        if (ok) sm_kernels_repack(w, t, sm_dtype_base(dt), K, 0, N / SM_R32);
         free(t);
         return ok;
     }

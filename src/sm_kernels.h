@@ -343,10 +343,10 @@ size_t sm_kernels_scratch(const sm_kernels *k, size_t K);
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
 /* The layout dt repacks into (dt itself if none). */
 sm_dtype sm_kernels_repacked(sm_dtype dt);
-/* Row groups [g0, g1) of src (N x K of type dt, repackable) into dst (sm_dtype_row_bytes of the
+/* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1) of src (rows of K of type dt, repackable) into dst (sm_dtype_row_bytes of the
 ** layout: the same bytes for q4_0, q8_0), as above. */
-void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
-                       size_t g0, size_t g1);
+void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0,
+                       size_t g1);
 /* The file types (bits 1u << dt: q4_0, q8_0, q6_k) whose repacked matrices table k multiplies
 ** (its packed and its decoding products from one table whose integer products have the
 ** repacked product: the avx512 table on AVX512-VNNI); 0 where none. */

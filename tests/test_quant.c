@@ -473,7 +473,7 @@ void test_quant_repacked(void) {
             CHECK(sm_kernels_repackable(dt, N, K) && !sm_kernels_repackable(dt, N - 16, K) &&
                   !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 256));
             memset(r, 0xee, N * lb);
-            sm_kernels_repack(r, w, dt, N, K, 0, N / SM_R32);
+            sm_kernels_repack(r, w, dt, K, 0, N / SM_R32);
             /* the layout: row n, block b, level bytes j (four at a time), scale */
             const bool q8 = dt == SM_DTYPE_Q8_0;
             const size_t bs = q8 ? 34 : 18, lv = bs - 2, nb = K / SM_QK, blk = SM_R32 * bs;

@@ -490,12 +490,10 @@ static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) 
 ** rows over each column slice, panel after panel: row group G's slice j at
 ** (G nb + j KB) GBS), for the output layer's q6_k rows.
 */
-void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K, size_t g0,
-              size_t g1) {
+void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0, size_t g1) {
     static _Thread_local uint8_t rows[GNR * SM_QGEMM_KC] __attribute__((aligned(64)));
     static _Thread_local float dm[2 * GNR * KB];
     const size_t nb = K / SM_QK;
-    (void)N;
     for (size_t g = g0; g < g1; g++)
         for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
             size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;

@@ -353,11 +353,12 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
 static void matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
+    if (wt != sm_dtype_base(wt)) { /* repacked: matmul's one product for every T */
+        matmul(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        return;
+    }
     if (sm_dtype_quantized(wt)) {
-        if (wt != sm_dtype_base(wt) && k->quant->gemm_r32)
-            k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
-        else
-            sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
         return;
     }
     if (T <= 4)

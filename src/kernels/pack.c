@@ -94,11 +94,11 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
                                  : dt;
 }
 
-void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
-                       size_t g0, size_t g1) {
+void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0,
+                       size_t g1) {
     if (dt == SM_DTYPE_Q6_K) { /* the packed product's own panels (its flavour's code) */
 #ifdef SM_X86_KERNELS
-        sm_qprepack_avx512vnni(dst, src, dt, N, K, g0, g1);
+        sm_qprepack_avx512vnni(dst, src, dt, K, g0, g1);
 #endif
         return;
     }
@@ -107,7 +107,6 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
     const size_t lw = (bs - 2) / 4;          /* four-byte words of levels a row and block */
     const size_t half = lw * 4 * SM_R32 / 2; /* level bytes of 16 rows a block */
     const uint32_t flip = q8 ? 0x80808080u : 0; /* q8_0's bytes made unsigned */
-    (void)N;
     for (size_t g = g0; g < g1; g++)
         for (size_t l = 0; l < SM_R32; l++) {
             const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * nb * bs;

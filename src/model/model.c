@@ -131,7 +131,7 @@ sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err) {
                           "(--no-repack multiplies them as they are)", total);
     for (size_t i = 0, at = 0; i < n && !st; at += all[i++].bytes) {
         sm_mat *w = all[i].w;
-        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, all[i].N, all[i].K, 0, all[i].N / SM_R32);
+        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, all[i].K, 0, all[i].N / SM_R32);
         w->r32 = (char *)m->r32 + at;
         drop_pages(m, w->data, sm_dtype_row_bytes(w->dt, all[i].K) * all[i].N);
     }
