@@ -46,6 +46,7 @@ struct sm_bench_case {
     case_desc d;
     const sm_kernels *k; /* the table of the run under way */
     char *w;             /* weights: copies back to back; attention: keys then values per head */
+    char *wr;            /* the same copies repacked (sm_kernels_repack), for the tables that take them */
     size_t copy_bytes, copies, cur;
     float *x, *out, *scratch;
     size_t scratch_floats; /* per thread */
@@ -139,6 +140,14 @@ static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t see
         ok = fill_weights(c->w, d->dt, N, K, &s);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->w + k * c->copy_bytes, c->w, c->copy_bytes);
     }
+    /* q4_0 / q8_0: sessions hand the tables that take repacked weights those (same bytes) */
+    sm_dtype rt = sm_kernels_repacked(d->dt);
+    if (ok && !att && rt != d->dt && sm_dtype_row_bytes(rt, K) == sm_dtype_row_bytes(d->dt, K) &&
+        sm_kernels_repackable(d->dt, N, K)) {
+        ok = (c->wr = sm_alloc_big(c->copy_bytes * c->copies)) != NULL;
+        for (size_t k = 0; ok && k < c->copies; k++)
+            sm_kernels_repack(c->wr + k * c->copy_bytes, c->w, d->dt, K, 0, N / SM_R32);
+    }
     for (size_t j = 0; ok && j < xn; j++) c->x[j] = rnd(&s);
     if (!ok) {
         sm_bench_case_free(c);
@@ -157,6 +166,7 @@ sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_err
 void sm_bench_case_free(sm_bench_case *c) {
     if (!c) return;
     sm_free_big(c->w);
+    sm_free_big(c->wr);
     free(c->x), free(c->out), free(c->scratch), free(c);
 }
 
@@ -179,12 +189,14 @@ static void case_task(void *arg, int ith, int nth) {
     }
     sm_pool_split(N, 64, ith, nth, &n0, &n1); /* whole panels of the packed products (32 rows) */
     if (n0 >= n1) return;
-    const void *w = c->w + c->cur * c->copy_bytes;
+    const bool rep = c->wr && sm_kernels_repack_types(c->k) >> c->d.dt & 1;
+    const void *w = (rep ? c->wr : c->w) + c->cur * c->copy_bytes;
+    const sm_dtype dt = rep ? sm_kernels_repacked(c->d.dt) : c->d.dt;
     sm_kernels_op op = c->d.op;
     if (op == SM_KOP_GEMM || op == SM_KOP_QGEMM)
-        c->k->matmul(c->k, c->out, c->x, w, c->d.dt, NULL, T, N, K, n0, n1, scr);
+        c->k->matmul(c->k, c->out, c->x, w, dt, NULL, T, N, K, n0, n1, scr);
     else
-        c->k->matmul_rows(c->k, c->out, c->x, w, c->d.dt, NULL, T, N, K, n0, n1, scr);
+        c->k->matmul_rows(c->k, c->out, c->x, w, dt, NULL, T, N, K, n0, n1, scr);
 }
 
 double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, size_t calls) {

@@ -76,13 +76,20 @@ int cli_bench_pick(const cli_opts *o) {
     char spec[160];
     size_t sl = (size_t)snprintf(spec, sizeof spec, "%s", best->name);
     printf("per operation (mean over its cases of time / the fastest table's):\n");
+    size_t picks[SM_KOP_COUNT];
     for (int op = 0; op < SM_KOP_COUNT; op++) {
         size_t pick = nt - 1;
         for (size_t t = 0; t < nt; t++)
             if (score[op][t] * 1.03 < score[op][pick]) pick = t;
+        /* a table that repacks quantized weights was timed on them, which a session gives it
+           only if its decoding products come from the same table: keep them together */
+        bool apart = op == SM_KOP_QROWS && picks[SM_KOP_QGEMM] != pick &&
+                     sm_kernels_repack_types(tabs[picks[SM_KOP_QGEMM]]) != 0;
+        if (apart) pick = picks[SM_KOP_QGEMM];
+        picks[op] = pick;
         printf("  %-9s", sm_kernels_op_name((sm_kernels_op)op));
         for (size_t t = 0; t < nt; t++) printf(" %s %.2f", tabs[t]->name, score[op][t] / n_cases[op]);
-        printf(" -> %s\n", tabs[pick]->name);
+        printf(" -> %s%s\n", tabs[pick]->name, apart ? " (with qgemm: its repacked weights)" : "");
         if (tabs[pick] != best && sl < sizeof spec)
             sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ",%s=%s", sm_kernels_op_name((sm_kernels_op)op),
                                    tabs[pick]->name);

@@ -12,7 +12,8 @@
 ** default: every table, T = 1 token row (up to 16: batched decoding), types
 ** f32,f16,bf16 (LIST may name the quantized ones too: q8_0,q4_0,q4_k,...;
 ** shapes whose rows are not whole blocks of a type are skipped), 1 and 2
-** threads.
+** threads. q4_0 / q8_0 weights are repacked (sm_kernels_repack) for the
+** tables that take them, as sessions do, unless --no-repack.
 ** A benchmark, not a test.
 */
 #include <stdio.h>
@@ -69,7 +70,12 @@ int main(int argc, char **argv) {
     int threads[8] = {1, 2}, nt = 2, a = 1;
     const char *table = NULL;
     size_t T = 1;
+    int repack = 1;
     for (;;) {
+        if (argc > a && strcmp(argv[a], "--no-repack") == 0) {
+            repack = 0, a++;
+            continue;
+        }
         if (argc > a + 1 && strcmp(argv[a], "--kernels") == 0)
             table = argv[a + 1], a += 2;
         else if (argc > a + 1 && strcmp(argv[a], "--rows") == 0 && atoi(argv[a + 1]) >= 1 &&
@@ -110,7 +116,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < set / 2; i++) ((uint16_t *)buf)[i] = (uint16_t)(0x3c00 + (i & 255));
     for (size_t i = 0; i < 16 * 4096; i++) x[i] = (float)(i % 7) * 0.125f;
     printf("GB/s of weights read by %zu-row products (matmul_rows), median of 9 passes over a "
-           "256 MB set\n", T);
+           "256 MB set; q4_0/q8_0 %s\n", T, repack ? "repacked where the table takes them" : "as stored");
     printf("%-8s %-4s %-7s %-24s %8s %8s %6s %8s\n", "kernels", "type", "threads", "shape", "GB/s",
            "read", "share", "GFLOPS");
     for (size_t ki = 1; ki < na; ki++) { /* the SIMD tables */
@@ -131,13 +137,25 @@ int main(int argc, char **argv) {
                     if (!j.scratch) return 1;
                     j.copies = (size_t)(SET_BYTES / (double)j.copy_bytes);
                     if (j.copies < 1) j.copies = 1;
+                    sm_dtype rt = sm_kernels_repacked(j.dt);
+                    bool rep = repack && (sm_kernels_repack_types(k) >> j.dt & 1) && rt != j.dt &&
+                               sm_kernels_repackable(j.dt, j.N, j.K) &&
+                               sm_dtype_row_bytes(rt, j.K) == sm_dtype_row_bytes(j.dt, j.K);
+                    if (rep) { /* every copy the same bytes, repacked: columns in whole row groups */
+                        char *r = aligned_alloc(64, j.copy_bytes);
+                        if (!r) return 1;
+                        sm_kernels_repack(r, buf, j.dt, j.K, 0, j.N / SM_R32);
+                        for (size_t c = 0; c < j.copies; c++) memcpy(buf + c * j.copy_bytes, r, j.copy_bytes);
+                        free(r);
+                        j.dt = rt, j.chunk = SM_R32;
+                    }
                     double t[2][9];
-                    for (int rep = -1; rep < 9; rep++) /* product and probe interleaved */
+                    for (int pass = -1; pass < 9; pass++) /* product and probe interleaved */
                         for (int p = 0; p < 2; p++) {
                             double t0 = sm_time_now();
                             for (j.cur = 0; j.cur < j.copies; j.cur++)
                                 sm_pool_run(pool, p ? rd_task : mv_task, &j);
-                            if (rep >= 0) t[p][rep] = sm_time_now() - t0;
+                            if (pass >= 0) t[p][pass] = sm_time_now() - t0;
                         }
                     for (int p = 0; p < 2; p++) /* insertion sorts for the medians */
                         for (int i = 1; i < 9; i++)
@@ -152,6 +170,8 @@ int main(int argc, char **argv) {
                            sm_dtype_name(dts[di]), threads[ti], shapes[si].name, gbs, rd,
                            100 * gbs / rd, gfl);
                     free(j.scratch);
+                    if (rep) /* the pattern again for the next shape */
+                        for (size_t i = 0; i < set / 2; i++) ((uint16_t *)buf)[i] = (uint16_t)(0x3c00 + (i & 255));
                 }
             sm_pool_free(pool);
         }
