@@ -21,7 +21,7 @@ typedef struct {
     double set;     /* bytes the weights cycle through (0: one copy, warm in the caches) */
 } case_desc;
 
-/* --pick-kernels' cases: the shapes of a model of ~1B parameters' layers, one head's attention. */
+/* --pick-kernels' cases: the shapes of a model of ~1B parameters' layers (and a 15M one's output), one head's attention. */
 static const case_desc cases[] = {
     {SM_KOP_GEMM, "f32, 64 rows x 2048 x 2048", SM_DTYPE_F32, 64, 2048, 2048, 0, 0},
     {SM_KOP_GEMM, "f16, 64 rows x 2048 x 2048", SM_DTYPE_F16, 64, 2048, 2048, 0, 0},
@@ -32,6 +32,9 @@ static const case_desc cases[] = {
     {SM_KOP_ROWS, "f16, 1 row x 2048 x 2048, from memory", SM_DTYPE_F16, 1, 2048, 2048, 0, 96e6},
     {SM_KOP_ROWS, "f32, 1 row x 512 x 512, in cache", SM_DTYPE_F32, 1, 512, 512, 0, 0},
     {SM_KOP_ROWS, "f32, 8 rows x 2048 x 2048, from memory", SM_DTYPE_F32, 8, 2048, 2048, 0, 96e6},
+    /* a small model's short rows: the 15M shape's output layer */
+    {SM_KOP_ROWS, "f32, 1 row x 32000 x 288, from memory", SM_DTYPE_F32, 1, 32000, 288, 0, 96e6},
+    {SM_KOP_ROWS, "f16, 1 row x 32000 x 288, from memory", SM_DTYPE_F16, 1, 32000, 288, 0, 96e6},
     {SM_KOP_QROWS, "q4_0, 1 row x 2048 x 2048, from memory", SM_DTYPE_Q4_0, 1, 2048, 2048, 0, 96e6},
     {SM_KOP_QROWS, "q8_0, 1 row x 2048 x 2048, from memory", SM_DTYPE_Q8_0, 1, 2048, 2048, 0, 96e6},
     {SM_KOP_QROWS, "q4_k, 1 row x 2048 x 2048, from memory", SM_DTYPE_Q4_K, 1, 2048, 2048, 0, 96e6},

@@ -25,7 +25,10 @@ static const struct {
     /* AMD Zen 4 (Genoa, Raphael/Phoenix, Bergamo/Siena): 512-bit operations double-pumped.
        On a 2-vCPU Zen 4 (issue 39) the AVX2 products decoded f32/f16 weights faster (15M
        Llama f32 745 against 687 tokens/s, GPT-2 small f16 133 against 128) while AVX-512 VNNI
-       prefilled about twice as fast: decoding's float products from avx2, the rest avx512. */
+       prefilled about twice as fast: decoding's float products from avx2, the rest avx512.
+       Re-measured on a 2-vCPU Zen 4 (model 17) on 2026-11-28: the 15M shape (rows of 288
+       weights) decodes 1.2-1.3x faster so, f32 and f16, 1 and 2 threads; GPT-2 small f16
+       3-8% slower, f32 the same; bench --pick-kernels' cases (rows of 2,048) lean avx512. */
     {"AuthenticAMD", 25, 0x10, 0x1f, "rows=avx2"},
     {"AuthenticAMD", 25, 0x60, 0x7f, "rows=avx2"},
     {"AuthenticAMD", 25, 0xa0, 0xaf, "rows=avx2"},
