@@ -143,13 +143,14 @@ static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t see
         ok = fill_weights(c->w, d->dt, N, K, &s);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->w + k * c->copy_bytes, c->w, c->copy_bytes);
     }
-    /* q4_0 / q8_0: sessions hand the tables that take repacked weights those (same bytes) */
+    /* q4_0 / q8_0 (layouts of the same bytes): the same values repacked, which sessions hand
+       the tables that take them (fill_weights from the seed again, then copies as above) */
     sm_dtype rt = sm_kernels_repacked(d->dt);
     if (ok && !att && rt != d->dt && sm_dtype_row_bytes(rt, K) == sm_dtype_row_bytes(d->dt, K) &&
         sm_kernels_repackable(d->dt, N, K)) {
-        ok = (c->wr = sm_alloc_big(c->copy_bytes * c->copies)) != NULL;
-        for (size_t k = 0; ok && k < c->copies; k++)
-            sm_kernels_repack(c->wr + k * c->copy_bytes, c->w, d->dt, K, 0, N / SM_R32);
+        uint64_t s0 = seed;
+        ok = (c->wr = sm_alloc_big(c->copy_bytes * c->copies)) != NULL && fill_weights(c->wr, rt, N, K, &s0);
+        for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->wr + k * c->copy_bytes, c->wr, c->copy_bytes);
     }
     for (size_t j = 0; ok && j < xn; j++) c->x[j] = rnd(&s);
     if (!ok) {
