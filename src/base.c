@@ -93,6 +93,17 @@ void sm_free_big(void *p) {
     free(p);
 }
 
+void sm_pages_small(void *p, size_t bytes) {
+#ifdef MADV_NOHUGEPAGE
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t pg = ps > 0 ? (uintptr_t)ps : 4096, a = ((uintptr_t)p + pg - 1) & ~(pg - 1),
+              b = ((uintptr_t)p + bytes) & ~(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_NOHUGEPAGE); /* a hint: failure changes nothing */
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
 sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void **base, bool *mapped,
                     sm_error *err) {
     *base = NULL;
