@@ -179,6 +179,51 @@ static void narrow(sm_dtype dt, const float *w, size_t n, uint16_t *q, float *wi
 }
 
 /*
+** A composed table taking decoding's products from the AVX2 table on a CPU
+** with AVX-512 ("avx512,rows=avx2", a Zen 4's auto choice) runs its batches
+** on 512-bit registers (avx512_rows.c): every row of matmul_rows, f32, f16
+** and bf16 weights, bit for bit the AVX2 table's one-row product of it, for
+** row lengths whose chunks of 8 end in every place of the two 16-lane sums
+** (a partial last chunk in either half, a last vector of one chunk), token
+** counts with and without whole tiles of 4, and a column range whose last
+** weight rows are not a whole tile.
+*/
+void test_kernels_rows_on_512(void) {
+    const sm_kernels *zen4 = sm_kernels_select("avx512,rows=avx2"), *avx2 = sm_kernels_select("avx2");
+    if (!zen4 || !avx2) {
+        test_skip("the CPU lacks AVX-512 (or the build the x86 tables): no batches on 512-bit registers");
+        return;
+    }
+    static const size_t Ts[] = {3, 4, 5, 8, 13, 16};
+    static const size_t Ks[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 288, 767, 768, 1031, 3072};
+    static const sm_dtype dts[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16};
+    unsigned long long s = 29;
+    for (size_t d = 0; d < 3; d++)
+        for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                size_t T = Ts[a], N = 37, K = Ks[c], n0 = 3, n1 = 34;
+                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
+                float *rows = rnd(T * N, &s, 0), *one = rnd(N, &s, 0), *wide = rnd(N * K, &s, 0);
+                uint16_t *q = malloc(N * K * sizeof *q);
+                const void *wt = w;
+                if (dts[d] != SM_DTYPE_F32) narrow(dts[d], w, N * K, q, wide), wt = q;
+                size_t sc = zen4->matmul_scratch > avx2->matmul_scratch ? zen4->matmul_scratch : avx2->matmul_scratch;
+                float *scratch = rnd(sc, &s, 0);
+                for (int b = 0; b < 2; b++) {
+                    const float *bb = b ? bias : NULL;
+                    zen4->matmul_rows(zen4, rows, x, wt, dts[d], bb, T, N, K, n0, n1, scratch);
+                    for (size_t t = 0; t < T; t++) {
+                        avx2->matmul(avx2, one, x + t * K, wt, dts[d], bb, 1, N, K, n0, n1, scratch);
+                        CHECKF(memcmp(rows + t * N + n0, one + n0, (n1 - n0) * sizeof(float)) == 0,
+                               "%s matmul_rows %s T=%zu K=%zu bias=%d: row %zu differs from the AVX2 row alone",
+                               zen4->name, sm_dtype_name(dts[d]), T, K, b, t);
+                    }
+                }
+                free(x), free(w), free(bias), free(rows), free(one), free(wide), free(q), free(scratch);
+            }
+}
+
+/*
 ** 16-bit weights: every table's matmul and matmul_rows on f16 and bf16
 ** weights give bit for bit what the same table gives on their f32 widening,
 ** on both paths (matrix-vector T < 4, packed panels T >= 4), vector tails

@@ -35,8 +35,8 @@ int cli_bench_pick(const cli_opts *o) {
     sm_kernels_cpu(vendor, &fam, &mod);
     sm_kernels_cpu_name(cpu, sizeof cpu);
     printf("CPU %s, %ld thread%s; microseconds per call, median of %d, the tables "
-           "interleaved\n%-9s %-50s", cpu, o->threads,
-           o->threads == 1 ? "" : "s", SAMPLES, "operation", "case");
+           "interleaved (each as %s with the operation from it)\n%-9s %-50s", cpu, o->threads,
+           o->threads == 1 ? "" : "s", SAMPLES, best->name, "operation", "case");
     for (size_t t = 0; t < nt; t++) printf(" %10s", tabs[t]->name);
     printf("\n");
     double score[SM_KOP_COUNT][MAX_TABLES] = {{0}};
@@ -49,15 +49,25 @@ int cli_bench_pick(const cli_opts *o) {
             sm_pool_free(pool);
             return EXIT_DATA;
         }
+        /* each table as the best table composed with this operation from it ("avx512,rows=avx2"):
+           what a pick would run (a composition may run an operation its own way: the AVX2
+           table's batches on 512-bit registers where the CPU has AVX-512) */
+        sm_kernels_op op = sm_bench_case_op(i);
+        const sm_kernels *run[MAX_TABLES];
+        for (size_t t = 0; t < nt; t++) {
+            char as[64];
+            snprintf(as, sizeof as, "%s,%s=%s", best->name, sm_kernels_op_name(op), tabs[t]->name);
+            run[t] = tabs[t] == best ? best : sm_kernels_select(as);
+            if (!run[t]) run[t] = tabs[t];
+        }
         /* calls per sample: about 20 ms of the best table's, after a warm-up call of each */
-        for (size_t t = 0; t < nt; t++) sm_bench_case_run(c, pool, tabs[t], 1);
+        for (size_t t = 0; t < nt; t++) sm_bench_case_run(c, pool, run[t], 1);
         double one = sm_bench_case_run(c, pool, best, 1);
         size_t calls = one > 0.02 ? 1 : one < 2e-5 ? 1000 : (size_t)(0.02 / one);
         double s[MAX_TABLES][SAMPLES], med[MAX_TABLES], fastest = 1e30;
         for (int r = 0; r < SAMPLES; r++)
-            for (size_t t = 0; t < nt; t++) s[t][r] = sm_bench_case_run(c, pool, tabs[t], calls);
+            for (size_t t = 0; t < nt; t++) s[t][r] = sm_bench_case_run(c, pool, run[t], calls);
         sm_bench_case_free(c);
-        sm_kernels_op op = sm_bench_case_op(i);
         printf("%-9s %-50s", sm_kernels_op_name(op), sm_bench_case_what(i));
         for (size_t t = 0; t < nt; t++) {
             qsort(s[t], SAMPLES, sizeof(double), cmp_double);

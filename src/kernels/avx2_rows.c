@@ -22,17 +22,13 @@
 ** go one after another: in the same tiles they were no faster (GPT-2 small
 ** 2-8% slower), and 4 neighbouring rows in a tile measured 20-30% slower
 ** than one row after another. Each dot product keeps UN = 4 partial sums,
-** chunk c of 8 weights going to sum c % 4, reduced as (s0 + s1) + (s2 + s3)
+** chunk c of 8 weights going to sum c % 4, reduced as (s0 + s1) + (s2 + s3) (partials4)
 ** and then across lanes: the same order whatever the number of token rows
 ** sharing the pass (what batched decoding relies on: a row's result does
 ** not depend on its neighbours).
 */
 #define UN 4
 
-/* An output's UN partial sums combined in the one order every product here uses. */
-static inline __m256 partials(const __m256 p[UN]) {
-    return _mm256_add_ps(_mm256_add_ps(p[0], p[1]), _mm256_add_ps(p[2], p[3]));
-}
 
 /* out[t * N] for r token rows (r <= 2, a constant at every call site) against weight row w. */
 static inline __attribute__((always_inline)) void
@@ -59,7 +55,7 @@ dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *res
         for (size_t i = 0; i < r; i++)
             a[i][c] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(x + i * K + k, mt), a[i][c]);
     }
-    for (size_t i = 0; i < r; i++) out[i * N] = hsum(partials(a[i])) + bias;
+    for (size_t i = 0; i < r; i++) out[i * N] = hsum(partials4(a[i])) + bias;
 }
 
 static inline __attribute__((always_inline)) void
@@ -72,22 +68,6 @@ gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *r
         for (; t + 2 <= T; t += 2) dot_block(dt, 2, out + t * N + n, N, x + t * K, wr, b, K);
         if (t < T) dot_block(dt, 1, out + t * N + n, N, x + t * K, wr, b, K);
     }
-}
-
-/*
-** hsum of 8 vectors at once, in hsum's tree (lanes i + i+4, then i + i+2,
-** then i + i+1): lane 4i + j of the result is hsum(v[2j + i]), i < 2, j < 4.
-*/
-static inline __m256 hsum8(const __m256 v[8]) {
-    __m256 a[4], c[2];
-    for (int p = 0; p < 4; p++) /* 128-bit half h: vector 2p + h, lanes i + i+4 */
-        a[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
-                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
-    for (int q = 0; q < 2; q++) /* i + i+2 */
-        c[q] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(a[2 * q], a[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)), /* i + i+1 */
-                         _mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 /*
@@ -139,7 +119,7 @@ dot_tile_at(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *r
     __m256 v[8];
     for (size_t i = 0; i < 2; i++)
         for (size_t j = 0; j < NW; j++)
-            v[2 * j + i] = i < r ? partials(part[i][j]) : _mm256_setzero_ps();
+            v[2 * j + i] = i < r ? partials4(part[i][j]) : _mm256_setzero_ps();
     float sum[8];
     _mm256_storeu_ps(sum, hsum8(v));
     for (size_t i = 0; i < r; i++)
@@ -317,7 +297,7 @@ static void gemv_kblocks(sm_dtype dt, float *restrict out, const float *restrict
                 for (size_t j = 0; j < NW; j++) {
                     __m256 p[UN];
                     for (size_t u = 0; u < UN; u++) p[u] = _mm256_load_ps(acc + ((t * NW + j) * UN + u) * 8);
-                    out[(t0 + t) * N + n + j] = hsum(partials(p)) + (bias ? bias[n + j] : 0.0f);
+                    out[(t0 + t) * N + n + j] = hsum(partials4(p)) + (bias ? bias[n + j] : 0.0f);
                 }
         }
     }
@@ -347,7 +327,7 @@ static void gemv_kblocks_one(sm_dtype dt, float *restrict out, const float *rest
         for (size_t j = 0; j < NW; j++) {
             __m256 p[UN];
             for (size_t u = 0; u < UN; u++) p[u] = _mm256_load_ps(acc + (j * UN + u) * 8);
-            out[n + j * q] = hsum(partials(p)) + (bias ? bias[n + j * q] : 0.0f);
+            out[n + j * q] = hsum(partials4(p)) + (bias ? bias[n + j * q] : 0.0f);
         }
     }
     if (n0 + 4 * q < n1) sm_avx2_gemv(out, x, w, dt, bias, 1, N, K, n0 + 4 * q, n1);

@@ -72,23 +72,6 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
     sm_avx512_tile_store(mr, out, ldo, c0, c1, bias, first, nr);
 }
 
-/* 16 weights from element i of w (type dt: a constant wherever this is inlined), as f32. */
-static inline __attribute__((always_inline)) __m512 load_w(sm_dtype dt, const void *w, size_t i) {
-    if (dt == SM_DTYPE_F32) return _mm512_loadu_ps((const float *)w + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
-    if (dt == SM_DTYPE_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* The first n < 16 weights from element i (mask m = those lanes), zeros after. */
-static inline __attribute__((always_inline)) __m512
-load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __mmask16 m) {
-    if (dt == SM_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)w + i);
-    uint16_t buf[16] = {0}; /* 16-bit masked loads need AVX-512BW */
-    memcpy(buf, (const uint16_t *)w + i, n * sizeof *buf);
-    return load_w(dt, buf, 0);
-}
-
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     size_t i = 0;
     if (sm_dtype_quantized(dt)) {

@@ -1,17 +1,38 @@
 /*
-** avx512_tile.h -- what the AVX-512 packed products share (avx512.c's f32
-** GEMM, avx512_bf16.c's bf16 one): tail masks, and the end of a
-** micro-kernel, whose mr x 32 output tile gets its accumulators. Only for
-** files built with -mavx512f.
+** avx512_tile.h -- what the AVX-512 files share (avx512.c, avx512_bf16.c,
+** avx512_rows.c): tail masks, 16 weights of a 16/32-bit type widened to
+** f32, and the end of a packed product's micro-kernel, whose mr x 32 output
+** tile gets its accumulators. Only for files built with -mavx512f.
 */
 #ifndef SM_AVX512_TILE_H
 #define SM_AVX512_TILE_H
 
+#include "kernels_internal.h"
+
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 static inline __mmask16 tail_mask(size_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+/* 16 weights from element i of w (type dt: a constant wherever this is inlined), as f32. */
+static inline __attribute__((always_inline)) __m512 load_w(sm_dtype dt, const void *w, size_t i) {
+    if (dt == SM_DTYPE_F32) return _mm512_loadu_ps((const float *)w + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (dt == SM_DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The first n < 16 weights from element i (mask m = those lanes), zeros after. */
+static inline __attribute__((always_inline)) __m512
+load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __mmask16 m) {
+    if (dt == SM_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    uint16_t buf[16] = {0}; /* 16-bit masked loads need AVX-512BW */
+    memcpy(buf, (const uint16_t *)w + i, n * sizeof *buf);
+    return load_w(dt, buf, 0);
 }
 
 /*

@@ -113,6 +113,7 @@ enum { MAX_COMPOSED = 32, NAME_MAX_LEN = 96 };
 static struct {
     sm_kernels k;
     sm_kernels gemm; /* from[SM_KOP_GEMM]'s table with the dot16_types the spec set */
+    sm_kernels rows; /* the AVX2 table's, its batches on 512-bit registers (rows_on_512) */
     char name[NAME_MAX_LEN];
 } composed[MAX_COMPOSED];
 static size_t n_composed;
@@ -291,6 +292,23 @@ static unsigned dot16_of(const choice *c) {
     return t;
 }
 
+/*
+** Whether c, composed, takes decoding's float products from the AVX2 table
+** on a CPU with AVX-512 (a Zen 4's auto choice): its batches (matmul_rows of
+** 3 or more rows) then run the same sums on 512-bit registers
+** (sm_avx512_rows_avx2), each row still bit for bit the AVX2 one-row
+** product's. The AVX2 table chosen alone keeps its own 256-bit tiles.
+*/
+static bool rows_on_512(const choice *c) {
+#ifdef SM_X86_KERNELS
+    return c->from[SM_KOP_ROWS] != c->base && c->from[SM_KOP_ROWS] == table_named("avx2", 4) &&
+           has_avx512();
+#else
+    (void)c;
+    return false;
+#endif
+}
+
 /* The composed table of c (not just its base), made on first use. */
 static sm_status compose(const choice *c, const sm_kernels **out, sm_error *err) {
     const sm_kernels *base = c->base, *g = c->from[SM_KOP_GEMM];
@@ -325,6 +343,11 @@ static sm_status compose(const choice *c, const sm_kernels **out, sm_error *err)
             composed[i].gemm = *g;
             composed[i].gemm.dot16_types = dot16;
             k->from[SM_KOP_GEMM] = &composed[i].gemm;
+        }
+        if (rows_on_512(c)) { /* the AVX2 table's products, batches on 512-bit registers */
+            composed[i].rows = *c->from[SM_KOP_ROWS];
+            composed[i].rows.matmul_rows = sm_avx512_rows_avx2;
+            k->from[SM_KOP_ROWS] = &composed[i].rows;
         }
         k->dot16_types = dot16;
         k->matmul = composed_matmul;

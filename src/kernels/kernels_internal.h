@@ -99,6 +99,15 @@ void sm_avx2_gemv(float *restrict out, const float *restrict x, const void *rest
 void sm_avx2_matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x,
                          const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
                          size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch);
+/*
+** The same products as sm_avx2_matmul_rows, bit for bit, with 3 or more
+** token rows of f32/f16/bf16 weights on 512-bit registers (avx512_rows.c):
+** the matmul_rows of a composed table that takes decoding's products from
+** the AVX2 table on a CPU with AVX-512. Only on CPUs with AVX-512F.
+*/
+void sm_avx512_rows_avx2(const sm_kernels *k, float *restrict out, const float *restrict x,
+                         const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
+                         size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch);
 
 /*
 ** Key block j0 (nk keys, slot j0 of kv) and its values as f32: *kb the

@@ -119,9 +119,9 @@ int main(int argc, char **argv) {
            "256 MB set; q4_0/q8_0 %s\n", T, repack ? "repacked where the table takes them" : "as stored");
     printf("%-8s %-4s %-7s %-24s %8s %8s %6s %8s\n", "kernels", "type", "threads", "shape", "GB/s",
            "read", "share", "GFLOPS");
+    if (table) avail[1] = sm_kernels_select(table), na = 2; /* a table or a composition ("avx512,rows=avx2") */
     for (size_t ki = 1; ki < na; ki++) { /* the SIMD tables */
         const sm_kernels *k = avail[ki];
-        if (table && strcmp(k->name, table) != 0) continue;
         for (int ti = 0; ti < nt; ti++) {
             sm_pool *pool;
             if (threads[ti] < 1 || sm_pool_create(&pool, threads[ti]) != SM_OK) return 1;
