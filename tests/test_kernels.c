@@ -194,6 +194,9 @@ void test_kernels_rows_on_512(void) {
         test_skip("the CPU lacks AVX-512 (or the build the x86 tables): no batches on 512-bit registers");
         return;
     }
+    char desc[256]; /* info says so */
+    sm_kernels_describe(zen4, desc, sizeof desc);
+    CHECKF(strstr(desc, "rows avx2 (batches on 512-bit registers)") != NULL, "describe: '%s'", desc);
     static const size_t Ts[] = {3, 4, 5, 8, 13, 16};
     static const size_t Ks[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 288, 767, 768, 1031, 3072};
     static const sm_dtype dts[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16};

@@ -137,6 +137,9 @@ void sm_kernels_describe(const sm_kernels *k, char *buf, size_t n) {
         static const char *const dot16[4] = {NULL, "bf16: vdpbf16ps", "f16: vdpbf16ps", "f16, bf16: vdpbf16ps"};
         unsigned d16 = (f->dot16_types >> SM_DTYPE_BF16 & 1u) | (f->dot16_types >> SM_DTYPE_F16 & 1u) << 1;
         const char *what = q ? f->quant->name : op == SM_KOP_GEMM ? dot16[d16] : NULL;
+#ifdef SM_X86_KERNELS
+        if (op == SM_KOP_ROWS && f->matmul_rows == sm_avx512_rows_avx2) what = "batches on 512-bit registers";
+#endif
         int w = snprintf(buf + len, n - len, "%s%s %s%s%s%s", op ? ", " : "", op_names[op], f->name,
                          what ? " (" : "", what ? what : "", what ? ")" : "");
         len += w > 0 ? (size_t)w : 0;
