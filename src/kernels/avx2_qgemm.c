@@ -553,11 +553,9 @@ static int32_t zp_of(sm_dtype dt) {
 /*
 ** The blocked loop: token blocks of SM_QGEMM_MC, column slices of
 ** SM_QGEMM_KC (the slice's activations quantized), then each panel of GNR
-** rows met by every token of the block: packed from the file's rows, or,
-** repacked (r32), read in place (a block of more than two tiles of q4_0
-** rows gets the slice's nibbles split once into the panel).
+** rows packed from the file's rows and met by every token of the block.
 */
-static void blocked(const qbufs *q, bool r32, float *restrict out, const float *restrict x, const void *restrict w,
+static void blocked(const qbufs *q, float *restrict out, const float *restrict x, const void *restrict w,
                     sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     const int mode = mode_of(dt);
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
@@ -567,32 +565,76 @@ static void blocked(const qbufs *q, bool r32, float *restrict out, const float *
             quant_slice(mode, zp_of(dt), x, K, t0, t1, k0, nbk, q->xq, q->xd, q->xs, q->xz);
             for (size_t n = n0; n < n1; n += GNR) {
                 size_t nr = n1 - n < GNR ? n1 - n : GNR;
-                wsrc src = {.lay = PANEL, .panel = q->panel};
-#if SM_QFLAVOUR == 2
-                if (r32) {
-                    src = r32_src(dt, w, n, K / SM_QK, k0 / SM_QK);
-                    if (src.lay == R4 && t1 - t0 > 2 * GMR) {
-                        unpack_r4(q->panel, src, nbk);
-                        src = (wsrc){.lay = PANEL, .panel = q->panel};
-                    }
-                } else
-#endif
-                {
-                    (void)r32;
-                    pack(q->panel, q->rows, q->dm, w, dt, K, n, nr, k0, nbk);
-                    prefetch_panel(w, dt, K, n + GNR, n1, k0, nbk);
-                }
-                tiles_of(mode, q, src, out, N, t0, t1, n, nbk, bias ? bias + n : NULL, k0 == 0, nr);
+                pack(q->panel, q->rows, q->dm, w, dt, K, n, nr, k0, nbk);
+                prefetch_panel(w, dt, K, n + GNR, n1, k0, nbk);
+                tiles_of(mode, q, (wsrc){.lay = PANEL, .panel = q->panel}, out, N, t0, t1, n, nbk,
+                         bias ? bias + n : NULL, k0 == 0, nr);
             }
         }
     }
 }
 
+#if SM_QFLAVOUR == 2
+/*
+** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
+** with every column slice's activations quantized (slice j's rows at j tn
+** in the buffers), then per row group (q4_0's nibbles split once into a
+** whole-row panel when the block has more than two tiles of rows), each
+** tile of GMR token rows runs every slice in turn. So a tile's 32 outputs
+** take their slices' sums one after another while they are in L1; with
+** the slices outermost (QGEMM's order) they were re-read from memory for
+** every slice (a fifth of a 2,048-wide prefill's time on a Zen 4, the
+** output of 256 rows x 5,632 being 5.8 MB). Each output gets the same sums
+** in the same order either way. Scratch: SM_QGEMM_R32_BYTES(K).
+*/
+static void blocked_r32(void *scratch, float *restrict out, const float *restrict x, const void *restrict w,
+                        sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                        size_t n1) {
+    const int mode = mode_of(dt);
+    const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK, mr = mode == Q6 ? GMR_Q6 : GMR;
+    qbufs q;
+    q.panel = align64(scratch); /* ns slices of KB blocks */
+    q.xq = (int8_t *)align64(q.panel + ns * KB * GBS);
+    q.xd = (float *)(void *)align64((uint8_t *)(q.xq + (size_t)SM_QGEMM_MC * ns * SM_QGEMM_KC));
+    q.xs = q.xd + SM_QGEMM_MC * ns * KB;
+    q.xz = (int32_t *)(void *)(q.xs + SM_QGEMM_MC * ns * KB);
+    q.rows = NULL, q.dm = NULL;
+    for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
+        size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC, tn = t1 - t0;
+        for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            quant_slice(mode, zp_of(dt), x, K, t0, t1, k0, nbk, q.xq + j * tn * SM_QGEMM_KC, q.xd + j * tn * KB,
+                        q.xs + j * tn * KB, q.xz + 2 * j * tn * KB);
+        }
+        for (size_t n = n0; n < n1; n += GNR) {
+            size_t nr = n1 - n < GNR ? n1 - n : GNR;
+            bool split = dt == SM_DTYPE_Q4_0 && tn > 2 * GMR;
+            for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC) {
+                size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+                unpack_r4(q.panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), nbk);
+            }
+            for (size_t t = t0; t < t1; t += mr) {
+                size_t te = t1 - t < mr ? t1 : t + mr, i = t - t0;
+                for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+                    size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+                    qbufs qj = q; /* slice j's rows from token t */
+                    qj.xq += (j * tn + i) * SM_QGEMM_KC, qj.xd += (j * tn + i) * KB, qj.xs += (j * tn + i) * KB;
+                    qj.xz += 2 * (j * tn + i) * KB;
+                    wsrc src = split ? (wsrc){.lay = PANEL, .panel = q.panel + j * KB * GBS}
+                                     : r32_src(dt, w, n, nb, k0 / SM_QK);
+                    tiles_of(mode, &qj, src, out, N, t, te, n, nbk, bias ? bias + n : NULL, k0 == 0, nr);
+                }
+            }
+        }
+    }
+}
+#endif
+
 void QGEMM(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
            const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
            void *restrict scratch) {
     const qbufs q = bufs_of(scratch);
-    blocked(&q, false, out, x, w, dt, bias, T, N, K, n0, n1);
+    blocked(&q, out, x, w, dt, bias, T, N, K, n0, n1);
 }
 
 #if SM_QFLAVOUR == 2
@@ -603,7 +645,7 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
 ** (q6_k: the panels) in place, and every output is QGEMM's bit for bit: per
 ** column slice the same sums, added to out slice after slice. Few rows (all
 ** slices' activations fit the token block: decoding) take each row group
-** whole, slice after slice, one stream; more take QGEMM's blocked loop.
+** whole, slice after slice, one stream; more take blocked_r32's loop.
 */
 void QGEMM_R32(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
                const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
@@ -611,7 +653,7 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
     const qbufs q = bufs_of(scratch);
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
     if (T * ns > SM_QGEMM_MC) {
-        blocked(&q, true, out, x, w, dt, bias, T, N, K, n0, n1);
+        blocked_r32(scratch, out, x, w, dt, bias, T, N, K, n0, n1);
         return;
     }
     for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {

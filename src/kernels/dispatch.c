@@ -232,6 +232,7 @@ static void init(void) {
 
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
     size_t qb = SM_QX_BYTES(K) > SM_QGEMM_BYTES ? SM_QX_BYTES(K) : SM_QGEMM_BYTES;
+    if (k->quant->gemm_r32 && SM_QGEMM_R32_BYTES(K) > qb) qb = SM_QGEMM_R32_BYTES(K);
     size_t q = (qb + sizeof(float) - 1) / sizeof(float);
     return q > k->matmul_scratch ? q : k->matmul_scratch;
 }

@@ -233,6 +233,16 @@ static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
     (SM_QGEMM_NR * SM_QGEMM_KC / SM_QK * (40 + 8) + SM_QGEMM_NR * SM_QGEMM_KC + \
      SM_QGEMM_MC * SM_QGEMM_KC / SM_QK * (SM_QK + 16) + 4 * 64)
 
+/*
+** The product on repacked matrices (gemm_r32) with many rows keeps a token
+** block's activations for every column slice at once (K rounded up to
+** slices: levels, scales, sums, zero-point starts) and a row group's panel
+** over the whole row: its scratch for rows of K.
+*/
+#define SM_QGEMM_KP(K) (((K) + SM_QGEMM_KC - 1) / SM_QGEMM_KC * SM_QGEMM_KC)
+#define SM_QGEMM_R32_BYTES(K) \
+    (SM_QGEMM_MC * SM_QGEMM_KP(K) / SM_QK * (SM_QK + 16) + SM_QGEMM_NR * SM_QGEMM_KP(K) / SM_QK * 40 + 4 * 64)
+
 /* A packed quantized product: matmul's contract (T >= 4), scratch SM_QGEMM_BYTES. */
 typedef void sm_qgemm_fn(float *restrict out, const float *restrict x, const void *restrict w,
                          sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
