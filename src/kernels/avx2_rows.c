@@ -29,7 +29,6 @@
 */
 #define UN 4
 
-
 /* out[t * N] for r token rows (r <= 2, a constant at every call site) against weight row w. */
 static inline __attribute__((always_inline)) void
 dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,

@@ -262,35 +262,8 @@ static inline __attribute__((always_inline)) void
 dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
          const void *restrict w, const char *pf, unsigned pfm, const float *restrict bias, size_t K) {
     enum { NW = 4 };
-    const size_t es = dt == SM_DTYPE_F32 ? 4 : 2, nf = K / 16;
-    const __mmask16 mt = tail_mask(K % 16);
-    __m512 part[4][NW][UN];
-    for (size_t u = 0; u < UN; u++) {
-        __m512 a[4][NW];
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_setzero_ps();
-        for (size_t g = u; g < nf; g += UN) {
-            __m512 wv[NW];
-            for (size_t j = 0; j < NW; j++) {
-                wv[j] = load_w(dt, w, j * K + 16 * g);
-                if (pfm >> u & 1) _mm_prefetch(pf + (j * K + 16 * g) * es, _MM_HINT_T2);
-            }
-            for (size_t i = 0; i < r; i++) {
-                __m512 xv = _mm512_loadu_ps(x + i * K + 16 * g);
-                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
-            }
-        }
-        if (K % 16 && nf % UN == u) {
-            __m512 wv[NW];
-            for (size_t j = 0; j < NW; j++) wv[j] = load_w_tail(dt, w, j * K + 16 * nf, K % 16, mt);
-            for (size_t i = 0; i < r; i++) {
-                __m512 xv = _mm512_maskz_loadu_ps(mt, x + i * K + 16 * nf);
-                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
-            }
-        }
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < NW; j++) part[i][j][u] = a[i][j];
-    }
+    __m512 part[4][NW][4];
+    sm_avx512_tile_passes(dt, r, UN, x, w, pf, pfm, K, (__mmask16)0xFFFF, part);
     __m512 v[16];
     for (size_t i = 0; i < 4; i++)
         for (size_t j = 0; j < NW; j++)

@@ -36,36 +36,10 @@ enum { NP = 2, NW = 4 }; /* passes (A, then B) and weight rows per tile */
 static inline __attribute__((always_inline)) void
 dot_tile(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
          const void *restrict w, const char *pf, unsigned pfm, const float *restrict bias, size_t K) {
-    const size_t es = dt == SM_DTYPE_F32 ? 4 : 2, nv = K / 16, rem = K % 16;
-    /* the last vector: weights below K, FMAs on the chunks dot_block has (one or two) */
-    const __mmask16 ml = tail_mask(rem), mf = rem > 8 ? (__mmask16)0xFFFF : (__mmask16)0x00FF;
-    __m512 part[4][NW][NP];
-    for (size_t u = 0; u < NP; u++) {
-        __m512 a[4][NW];
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_setzero_ps();
-        for (size_t g = u; g < nv; g += NP) {
-            __m512 wv[NW];
-            for (size_t j = 0; j < NW; j++) {
-                wv[j] = load_w(dt, w, j * K + 16 * g);
-                if (pfm >> u & 1) _mm_prefetch(pf + (j * K + 16 * g) * es, _MM_HINT_T2);
-            }
-            for (size_t i = 0; i < r; i++) {
-                __m512 xv = _mm512_loadu_ps(x + i * K + 16 * g);
-                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
-            }
-        }
-        if (rem && nv % NP == u) {
-            __m512 wv[NW];
-            for (size_t j = 0; j < NW; j++) wv[j] = load_w_tail(dt, w, j * K + 16 * nv, rem, ml);
-            for (size_t i = 0; i < r; i++) {
-                __m512 xv = _mm512_maskz_loadu_ps(ml, x + i * K + 16 * nv);
-                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_mask3_fmadd_ps(wv[j], xv, a[i][j], mf);
-            }
-        }
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < NW; j++) part[i][j][u] = a[i][j];
-    }
+    /* the last vector's FMAs on the chunks dot_block has (one or two of 8) */
+    const size_t rem = K % 16;
+    __m512 part[4][NW][4];
+    sm_avx512_tile_passes(dt, r, NP, x, w, pf, pfm, K, rem > 8 ? (__mmask16)0xFFFF : (__mmask16)0x00FF, part);
     for (size_t i0 = 0; i0 < r; i0 += 2) { /* token pairs, as hsum8 lays out 8 sums */
         __m256 v[8];
         for (size_t i = 0; i < 2; i++)

@@ -36,6 +36,50 @@ load_w_tail(sm_dtype dt, const void *w, size_t i, size_t n, __mmask16 m) {
 }
 
 /*
+** The passes of a batched-decoding tile (avx512.c's and avx512_rows.c's):
+** pass u < np runs over the 16-weight vectors u, u + np, ... of 4 weight
+** rows (w, stride K) x r token rows (x, stride K; r <= 4, np <= 4, both
+** constants where inlined), 16 accumulators, and leaves them in part[i][j][u].
+** The last vector's weights past K are zeros, its FMAs on the lanes in mf
+** (all of them for the avx512 table's 16-lane chunks; the chunks of 8 the
+** row has for the AVX2 sums). pf (4 weight rows to come) is prefetched into
+** L2 at the offsets read, in the passes set in pfm.
+*/
+static inline __attribute__((always_inline)) void
+sm_avx512_tile_passes(sm_dtype dt, size_t r, size_t np, const float *restrict x, const void *restrict w,
+                      const char *pf, unsigned pfm, size_t K, __mmask16 mf, __m512 part[4][4][4]) {
+    enum { NW = 4 };
+    const size_t es = dt == SM_DTYPE_F32 ? 4 : 2, nv = K / 16, rem = K % 16;
+    const __mmask16 ml = tail_mask(rem);
+    for (size_t u = 0; u < np; u++) {
+        __m512 a[4][NW];
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_setzero_ps();
+        for (size_t g = u; g < nv; g += np) {
+            __m512 wv[NW];
+            for (size_t j = 0; j < NW; j++) {
+                wv[j] = load_w(dt, w, j * K + 16 * g);
+                if (pfm >> u & 1) _mm_prefetch(pf + (j * K + 16 * g) * es, _MM_HINT_T2);
+            }
+            for (size_t i = 0; i < r; i++) {
+                __m512 xv = _mm512_loadu_ps(x + i * K + 16 * g);
+                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_fmadd_ps(wv[j], xv, a[i][j]);
+            }
+        }
+        if (rem && nv % np == u) {
+            __m512 wv[NW];
+            for (size_t j = 0; j < NW; j++) wv[j] = load_w_tail(dt, w, j * K + 16 * nv, rem, ml);
+            for (size_t i = 0; i < r; i++) {
+                __m512 xv = _mm512_maskz_loadu_ps(ml, x + i * K + 16 * nv);
+                for (size_t j = 0; j < NW; j++) a[i][j] = _mm512_mask3_fmadd_ps(wv[j], xv, a[i][j], mf);
+            }
+        }
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < NW; j++) part[i][j][u] = a[i][j];
+    }
+}
+
+/*
 ** out[i, 0..nr) (rows i < mr, stride ldo) = c0[i] | c1[i] (16 + 16 columns) +
 ** the bias (NULL: zero) when `first`, else + out as it is.
 */
