@@ -244,7 +244,7 @@ gpt2-pre-q8_0)
 prefix-gpt2|prefix-tl|noprefix-gpt2|noprefix-tl)
     # 256 records: one 400-token instruction shared by all (prefix-*) or a
     # different one per record (noprefix-*), then a 20-40-token item; 16
-    # tokens out, greedy, 8 at a time. Records/s over the wall clock: ours
+    # tokens out, greedy. Records/s over the wall clock: ours
     # load the model in each run; llama-server's is loaded before its clock
     # starts (--parallel 8, prompts cached per slot, 8 curl clients).
     # Every program runs the same GGUF file, so the token counts agree.
@@ -254,7 +254,7 @@ prefix-gpt2|prefix-tl|noprefix-gpt2|noprefix-tl)
     $PY scripts/prefix_records.py --model $g --bin $BIN --shared $shared --out $MD/$r.jsonl --curl $MD/$r.curl
     sm_recs() { # [FLAGS...]: records/s of one --batch run
         local s e; s=$(date +%s.%N)
-        $BIN generate -m $g --batch $MD/$r.jsonl -n 16 --parallel 8 -t 2 --temp 0 -q "$@" >$MD/$r.out || return 1
+        $BIN generate -m $g --batch $MD/$r.jsonl -n 16 -t 2 --temp 0 -q "$@" >$MD/$r.out || return 1
         e=$(date +%s.%N); $PY -c "import sys; print(round(256 / (float(sys.argv[2]) - float(sys.argv[1])), 3))" $s $e
     }
     ls_recs() { # records/s of llama-server, started and loaded before the clock
@@ -272,7 +272,8 @@ prefix-gpt2|prefix-tl|noprefix-gpt2|noprefix-tl)
     }
     # the GPT-2 rows also run ours at --parallel 16 and 32 and without the cache (a TinyLlama
     # run without it takes as long as the build before the change: ten minutes)
-    P=("sm_recs"); [ $shared = 1 ] && [ $r = prefix-gpt2 ] && P+=("sm_recs --parallel 16" "sm_recs --parallel 32" "sm_recs --cache-ram 0")
+    # ours as a user runs it (--parallel as memory allows: 32 here) and at llama-server's 8
+    P=("sm_recs" "sm_recs --parallel 8"); [ $shared = 1 ] && [ $r = prefix-gpt2 ] && P+=("sm_recs --parallel 16" "sm_recs --cache-ram 0")
     [ $r = prefix-tl ] && P+=("sm_recs --no-repack") # q4_0 as stored
     [ -n "$LC" ] && P+=("ls_recs $LC")
     row "256 records ($([ $shared = 1 ] && echo "a shared 400-token instruction" || echo "400 different tokens each") + 20-40-token item, 16 out), $nm, 2 threads, records/s" \

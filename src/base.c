@@ -104,6 +104,42 @@ void sm_pages_small(void *p, size_t bytes) {
 #endif
 }
 
+/* The smallest number in file of the cgroup directory root + dir and its ancestors (0: none;
+   v2's "max" and v1's near 2^63 mean none). */
+static size_t cgroup_limit(const char *root, char *dir, const char *file) {
+    size_t best = 0;
+    for (;;) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s%s/%s", root, dir, file);
+        FILE *f = fopen(path, "r"); /* "max" or bytes */
+        unsigned long long lim;
+        if (f) {
+            if (fscanf(f, "%llu", &lim) == 1 && lim > 0 && (!best || lim < best)) best = (size_t)lim;
+            fclose(f);
+        }
+        char *slash = strrchr(dir, '/');
+        if (!slash || !dir[0]) return best;
+        *slash = '\0';
+    }
+}
+
+size_t sm_mem_limit(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), ps = sysconf(_SC_PAGESIZE);
+    size_t total = pages > 0 && ps > 0 ? (size_t)pages * (size_t)ps : 0, lim = 0;
+    char line[4096];
+    FILE *f = fopen("/proc/self/cgroup", "r"); /* v2: "0::/path"; v1: "N:memory:/path" */
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *v1 = strstr(line, ":memory:");
+        size_t l = 0;
+        if (strncmp(line, "0::", 3) == 0) l = cgroup_limit("/sys/fs/cgroup", line + 3, "memory.max");
+        else if (v1) l = cgroup_limit("/sys/fs/cgroup/memory", v1 + 8, "memory.limit_in_bytes");
+        if (l && (!lim || l < lim)) lim = l;
+    }
+    if (f) fclose(f);
+    return lim && (!total || lim < total) ? lim : total;
+}
+
 sm_status sm_map_fd(int fd, size_t size, const char *path, bool use_mmap, void **base, bool *mapped,
                     sm_error *err) {
     *base = NULL;

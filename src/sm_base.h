@@ -108,6 +108,13 @@ void sm_free_big(void *p);
 void sm_pages_small(void *p, size_t bytes);
 
 /*
+** The memory this process may use: the machine's physical memory, or the
+** limit of its cgroup (cgroup v2 memory.max: a container's, a Slurm job's)
+** when that is smaller. 0 when neither can be read.
+*/
+size_t sm_mem_limit(void);
+
+/*
 ** The whole of the open regular file fd (size bytes) in memory: mapped
 ** read-only (use_mmap; huge pages asked for, as sm_alloc_big does), or read
 ** into an sm_alloc_big block; *mapped says which. Size 0 gives NULL. Errors

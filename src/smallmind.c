@@ -226,6 +226,7 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     s->sched_params = l->sched ? *l->sched
                                : (sm_sched_params){.cancel = &s->cancel, .done = on_done, .user = s};
     if (!s->sched_params.tok) s->sched_params.tok = &m->tok;
+    if (l->seq_max > s->sp.n_seq) s->sp.n_seq = sm_face_auto_seq(m->model, &s->sp, l->seq_max, sm_mem_limit() / 4);
     sm_status st = sm_state_plan_bytes(m->model, &s->sp, &s->plan, &e);
     if (!st && !l->no_state) {
         sm_arena meas;
@@ -246,6 +247,17 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     }
     *out = s;
     return ok(err);
+}
+
+size_t sm_face_auto_seq(const sm_model *model, const sm_state_params *sp, size_t seq_max, size_t budget) {
+    for (size_t n = seq_max; n > sp->n_seq; n /= 2) {
+        sm_state_params q = *sp;
+        sm_state_plan plan;
+        sm_error e;
+        q.n_seq = n;
+        if (sm_state_plan_bytes(model, &q, &plan, &e) == SM_OK && plan.kv_cache <= budget) return n;
+    }
+    return sp->n_seq;
 }
 
 smallmind_status smallmind_session_new(smallmind_session **out, smallmind_model *m,

@@ -40,7 +40,16 @@ typedef struct sm_face_layout {
     const sm_sched_params *sched; /* a scheduler reporting to these, instead of the face's
                                      (copied; tok NULL: the model's tokenizer) */
     bool no_sched;                /* no scheduler at all */
+    size_t seq_max;               /* more than n_parallel: as many sequences as sm_face_auto_seq
+                                     gives (a batch job's default) */
 } sm_face_layout;
+
+/*
+** The most sequences of seq_max, seq_max / 2, ... (more than sp->n_seq)
+** whose KV-cache at sp's context fits in budget bytes; sp->n_seq when none
+** does. sm_face_session_new takes it with a quarter of sm_mem_limit().
+*/
+size_t sm_face_auto_seq(const sm_model *model, const sm_state_params *sp, size_t seq_max, size_t budget);
 
 struct smallmind_session {
     smallmind_model *m;

@@ -136,6 +136,14 @@ def main():
                    f"{n} decoded together".encode() in p.stderr,
                    f"--parallel {n}: every record, in input order", p.stderr.decode()[-120:])
         report(runs["1"] == runs["4"] == runs["15"], "--parallel 1, 4 and 15 give identical records")
+        # no --parallel: as many as there are records (up to 32) when memory allows, same records
+        p = subprocess.run([sm, "generate", *M, "--batch", batch, "-n", "40", "--stats"], capture_output=True)
+        auto = [json.loads(x) for x in p.stdout.decode().splitlines()]
+        for r in auto:
+            r.pop("timing", None), r.pop("tokens_cached", None)
+        report(p.returncode == 0 and f"{len(par)} decoded together".encode() in p.stderr and auto == runs["1"],
+               f"--batch without --parallel: all {len(par)} records together, each as with --parallel 1",
+               p.stderr.decode()[-120:])
         full = runs["15"][-1]
         # 256 positions, plus the last token sampled from position 255 (it needs no slot)
         report(full["finish_reason"] == "length" and full["tokens_prompt"] + full["tokens_generated"]
@@ -197,7 +205,11 @@ def main():
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         first = proc.stdout.readline()
         proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate()
+        # the rest through the same buffered reader: communicate() reads the descriptor and
+        # would skip what readline() buffered (records done together arrive together)
+        rest = proc.stdout.read()
+        err = proc.stderr.read()
+        proc.wait()
         out = (first + rest).decode()
         ok_lines = all(json.loads(x)["tokens_generated"] >= 0 for x in out.splitlines())
         report(proc.returncode == 130 and out.endswith("\n") and ok_lines and

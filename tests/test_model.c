@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <unistd.h>
 
 #include "sm_generate.h"
+#include "smallmind_internal.h"
 #include "test.h"
 
 typedef test_rig rig;
@@ -355,5 +358,43 @@ void test_generate_context_full(void) {
     if (!rig_open(&r, "odd", 2, "auto", false, 3)) return; /* other threads and batch size */
     CHECK(gen(&r, "0123456789", 1000, 0.0f, &cap, &gs) == SM_OK);
     CHECK(cap.len == flen && memcmp(first, cap.text, flen) == 0);
+    rig_close(&r);
+}
+
+/*
+** A batch job's default number of sequences (sm_face_auto_seq): the most of
+** seq_max, seq_max / 2, ... above the asked number whose KV-cache fits the
+** budget, measured against the plans of those numbers.
+*/
+void test_face_auto_seq(void) {
+    rig r;
+    if (!rig_open_seq(&r, "seed", 1, "auto", false, 16, 8)) return;
+    size_t kv[33] = {0};
+    for (size_t n = 8; n <= 32; n *= 2) {
+        sm_state_params q = r.sp;
+        sm_state_plan plan;
+        sm_error err;
+        q.n_seq = n;
+        CHECK(sm_state_plan_bytes(r.m, &q, &plan, &err) == SM_OK);
+        kv[n] = plan.kv_cache;
+    }
+    CHECKF(kv[8] > 0 && kv[16] == 2 * kv[8] && kv[32] == 4 * kv[8], "KV-cache of 8/16/32: %zu %zu %zu", kv[8],
+           kv[16], kv[32]);
+    const struct {
+        size_t seq_max, budget, want;
+    } cases[] = {
+        {32, kv[32], 32}, {32, kv[32] - 1, 16}, {32, kv[16], 16}, {32, kv[16] - 1, 8},
+        {32, 0, 8},       {8, SIZE_MAX, 8},     {4, SIZE_MAX, 8}, {20, SIZE_MAX, 20},
+        {12, kv[8] + kv[8] / 2, 12}, {12, kv[8] + kv[8] / 2 - 1, 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t got = sm_face_auto_seq(r.m, &r.sp, cases[i].seq_max, cases[i].budget);
+        CHECKF(got == cases[i].want, "seq_max %zu, budget %zu: %zu sequences, want %zu", cases[i].seq_max,
+               cases[i].budget, got, cases[i].want);
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), ps = sysconf(_SC_PAGESIZE);
+    size_t lim = sm_mem_limit();
+    CHECKF(lim > 0 && (pages <= 0 || ps <= 0 || lim <= (size_t)pages * (size_t)ps),
+           "sm_mem_limit %zu against %ld pages of %ld", lim, pages, ps);
     rig_close(&r);
 }

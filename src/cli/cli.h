@@ -324,11 +324,15 @@ typedef struct cli_runner {
     double t_load; /* seconds to load and set up */
 } cli_runner;
 
+/* --batch without --parallel: at most this many records together (sm_face_auto_seq) */
+#define CLI_AUTO_PARALLEL 32
+
 /* What a command asks of the run it sets up. */
 typedef struct cli_run_spec {
     bool all_logits;  /* logits of every token (score) */
     size_t max_batch; /* tokens per forward call at most */
     size_t n_seq;     /* sequences decoded together */
+    size_t n_seq_max; /* more than n_seq: up to this many where memory allows (sm_face_auto_seq) */
     const sm_sampler_params *sampling; /* for the samplers */
     size_t n_samplers;
     const sm_sched_params *sched;      /* non-NULL: a scheduler over the n_seq sequences */

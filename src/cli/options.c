@@ -118,7 +118,8 @@ static const struct option_def {
      "    --batch FILE       many prompts, one per line or JSONL records; JSONL out ('-' = stdin;\n"
      "                       tokenize: a JSON string or {\"text\"} a line, detokenize: [ids] or {\"ids\"})"},
     {"parallel", 0, true, CMD_GENERATE | CMD_SERVE, O_PARALLEL,
-     "    --parallel N       with --batch (and serve): decode up to N records together (default 8)"},
+     "    --parallel N       with --batch (and serve): decode up to N records together (batch default:\n"
+     "                       up to 32 as memory allows; serve: 8)"},
     {"cache-ram", 0, true, CMD_GENERATE | CMD_SERVE, O_CACHERAM,
      "    --cache-ram MiB    with --batch: keys and values of shared prompt prefixes kept for\n"
      "                       reuse, least recently used dropped (default 256, 0 = off;\n"

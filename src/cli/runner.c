@@ -45,7 +45,7 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     r->layout = (sm_face_layout){.max_batch = spec->max_batch, .n_samplers = spec->n_samplers,
                                  .all_logits = spec->all_logits, .sampling = spec->sampling,
                                  .no_state = !spec->build_state, .sched = spec->sched,
-                                 .no_sched = !spec->sched};
+                                 .no_sched = !spec->sched, .seq_max = spec->n_seq_max};
     smallmind_session_params sp = {.n_threads = (int)o->threads, .n_ctx = (size_t)o->ctx,
                                    .kv_type = o->kv_type == SM_DTYPE_F16 ? "f16" : "f32",
                                    .n_parallel = (int)spec->n_seq, .kernels = o->kernels,
@@ -66,13 +66,16 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     if (r->ls->state) sm_state_set_cancel(r->ls->state, (const volatile int *)&cli_interrupted);
     cli_exit_now = 0;
     r->t_load = sm_time_now() - t0;
+    char seqs[24] = "";
+    if (r->ls->sp.n_seq > 1) snprintf(seqs, sizeof seqs, "%zu", r->ls->sp.n_seq);
     if (o->verbose && spec->build_state)
         fprintf(stderr,
                 "smallmind: %s: %s, %zu parameters, %zu bytes of weights (%s); %s kernels, "
-                "%d threads; context %zu; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
+                "%d threads; context %zu%s%s; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
                 o->model, sm_arch_name(c->arch), sm_model_params(r->lm->model),
                 sm_model_weight_bytes(r->lm->model), o->no_mmap ? "read" : "mapped", r->ls->sp.kernels->name,
-                r->ls->sp.n_threads, r->ls->sp.n_ctx, r->ls->arena.size, r->ls->plan.kv_cache, r->t_load * 1e3);
+                r->ls->sp.n_threads, r->ls->sp.n_ctx, r->ls->sp.n_seq > 1 ? "; sequences " : "", seqs,
+                r->ls->arena.size, r->ls->plan.kv_cache, r->t_load * 1e3);
     return 0;
 }
 
