@@ -318,6 +318,16 @@ const char *sm_kernels_cpu_choice(const char *vendor, unsigned family, unsigned 
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K);
 
 /*
+** A window in which matmul on repacked quantized weights may keep a call's
+** quantized activations in the scratch for the next call with the same x,
+** T and K (the caller's promise: x's rows do not change inside the window).
+** Any other use of the scratch inside it (another product, attention) must
+** be followed by sm_kernels_reuse_begin again; end closes the window.
+*/
+void sm_kernels_reuse_begin(float *scratch);
+void sm_kernels_reuse_end(float *scratch);
+
+/*
 ** Repacked quantized weights (what llama.cpp's CPU "repack" buffers and
 ** ik_llama.cpp's -rtr do): a q4_0 or q8_0 matrix of N rows (a multiple of
 ** SM_R32) laid out once, at load, so that its products read it as it is,

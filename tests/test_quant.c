@@ -534,3 +534,79 @@ void test_quant_repacked(void) {
         }
     if (!tested) test_skip("no kernel table here multiplies repacked weights (AVX512-VNNI's packed product)");
 }
+
+/*
+** The repacked product's kept activations (sm_kernels_reuse_begin / end):
+** inside a window a call on the same x, T, K and type reuses the rows the
+** last call quantized (seen by changing x between two calls, which the
+** window's contract forbids: the second gives the old rows' product), any
+** other x, T or type quantizes afresh, a block of more rows than one token
+** block never reuses, a scratch written over by another kernel and armed
+** again starts empty, and outside a window nothing is kept.
+*/
+void test_quant_reuse(void) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8), tested = 0;
+    unsigned long long s = 77;
+    const size_t N = 96, K = 544;
+    for (size_t ki = 0; ki < nk; ki++) {
+        const sm_kernels *k = ks[ki];
+        unsigned rt = sm_kernels_repack_types(k);
+        if (!(rt >> SM_DTYPE_Q4_0 & 1u) || !(rt >> SM_DTYPE_Q8_0 & 1u)) continue;
+        float *deq4, *deq8;
+        unsigned char *w4 = rndq(SM_DTYPE_Q4_0, N, K, &s, &deq4), *w8 = rndq(SM_DTYPE_Q8_0, N, K, &s, &deq8);
+        unsigned char *r4 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
+        unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q8_0_R32, K));
+        sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, K, 0, N / SM_R32);
+        sm_kernels_repack(r8, w8, SM_DTYPE_Q8_0, K, 0, N / SM_R32);
+        float *scr = xalloc(sm_kernels_scratch(k, K) * sizeof(float));
+        static const size_t Ts[] = {1, 3, 13, 260};
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+            const size_t T = Ts[ti];
+            float *x = rndf(T * K, &s, 2), *y = rndf(T * K, &s, 2), *x0 = xalloc(T * K * sizeof *x);
+            float *wx4 = xalloc(T * N * 4), *wy4 = xalloc(T * N * 4), *wx8 = xalloc(T * N * 4);
+            float *got = xalloc(T * N * 4);
+            memcpy(x0, x, T * K * sizeof *x);
+            sm_kernels_reuse_end(scr);
+            k->matmul(k, wx4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+            k->matmul(k, wy4, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+            k->matmul(k, wx8, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
+            const bool one_block = T <= SM_QGEMM_MC; /* one token block holds every row */
+            /* two chunks, x changed between them: the second reuses x's old rows */
+            sm_kernels_reuse_begin(scr);
+            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, 32, scr);
+            memcpy(x, y, T * K * sizeof *x);
+            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 32, N, scr);
+            bool kept = memcmp(got, wx4, T * N * 4) == 0, fresh = true;
+            for (size_t t = 0; t < T; t++) fresh &= memcmp(got + t * N + 32, wy4 + t * N + 32, (N - 32) * 4) == 0;
+            CHECKF(one_block ? kept : fresh, "%s T=%zu: a window's second chunk %s", k->name, T,
+                   one_block ? "quantized x again" : "reused rows of more than one token block");
+            memcpy(x, x0, T * K * sizeof *x);
+            /* another x (y), another type (q8_0), fewer rows: each quantized afresh */
+            k->matmul(k, got, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+            CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: another x in a window", k->name, T);
+            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+            CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: x again in a window", k->name, T);
+            k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
+            CHECKF(memcmp(got, wx8, T * N * 4) == 0, "%s T=%zu: q8_0 after q4_0 on x", k->name, T);
+            if (T > 1) {
+                k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T - 1, N, K, 0, N, scr);
+                CHECKF(memcmp(got, wx8, (T - 1) * N * 4) == 0, "%s T=%zu: fewer rows of x", k->name, T);
+            }
+            /* written over by another kernel, armed again: nothing kept */
+            memset(scr, 0x55, sm_kernels_scratch(k, K) * sizeof(float));
+            sm_kernels_reuse_begin(scr);
+            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+            CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: after another kernel's use", k->name, T);
+            /* closed: x changed between calls is seen */
+            sm_kernels_reuse_end(scr);
+            memcpy(x, y, T * K * sizeof *x);
+            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+            CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: rows kept outside a window", k->name, T);
+            tested++;
+            free(x), free(y), free(x0), free(wx4), free(wy4), free(wx8), free(got);
+        }
+        free(scr), free(w4), free(w8), free(r4), free(r8), free(deq4), free(deq8);
+    }
+    if (!tested) test_skip("no kernel table here multiplies repacked weights (AVX512-VNNI's packed product)");
+}

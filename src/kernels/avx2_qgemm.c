@@ -589,7 +589,7 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
 */
 static void blocked_r32(void *scratch, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                        size_t n1) {
+                        size_t n1, bool kept) {
     const int mode = mode_of(dt);
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK, mr = mode == Q6 ? GMR_Q6 : GMR;
     qbufs q;
@@ -601,7 +601,7 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
     q.rows = NULL, q.dm = NULL;
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC, tn = t1 - t0;
-        for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+        for (size_t j = 0, k0 = 0; !kept && j < ns; j++, k0 += SM_QGEMM_KC) {
             size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
             quant_slice(mode, zp_of(dt), x, K, t0, t1, k0, nbk, q.xq + j * tn * SM_QGEMM_KC, q.xd + j * tn * KB,
                         q.xs + j * tn * KB, q.xz + 2 * j * tn * KB);
@@ -650,16 +650,26 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
 void QGEMM_R32(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
                const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
                void *restrict scratch) {
+    /* the memo at the scratch's head (sm_qmemo): are x's rows quantized in the buffers already? */
+    sm_qmemo *mm = scratch;
+    scratch = (uint8_t *)scratch + SM_QMEMO_BYTES;
+    const int mode = mode_of(dt);
+    const int32_t zp = zp_of(dt);
+    const bool armed = mm->armed == SM_QMEMO_ARMED;
+    const bool kept = armed && mm->x == x && mm->T == T && mm->K == K && mm->mode == mode && mm->zp == zp;
+    if (armed) /* what the buffers hold after this call: x's rows, if one token block has them all */
+        *mm = (sm_qmemo){.armed = SM_QMEMO_ARMED, .x = T <= SM_QGEMM_MC ? x : NULL, .T = T, .K = K,
+                         .mode = mode, .zp = zp};
     const qbufs q = bufs_of(scratch);
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
     if (T * ns > SM_QGEMM_MC) {
-        blocked_r32(scratch, out, x, w, dt, bias, T, N, K, n0, n1);
+        blocked_r32(scratch, out, x, w, dt, bias, T, N, K, n0, n1, kept);
         return;
     }
-    for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+    for (size_t j = 0, k0 = 0; !kept && j < ns; j++, k0 += SM_QGEMM_KC) {
         size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
         /* slice j's rows at j T in the buffers */
-        quant_slice(mode_of(dt), zp_of(dt), x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
+        quant_slice(mode, zp, x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
                     q.xs + j * T * KB, q.xz + 2 * j * T * KB);
     }
     for (size_t n = n0; n < n1; n += GNR) {

@@ -132,6 +132,35 @@ static AI const uint8_t *k45_super(sm_dtype dt, const void *row, size_t sb, __m2
 ** (d times the sum of q). A NaN or infinity gives q = 0 and d = xs = NaN.
 ** Bit for bit quant_ref.c's quant_x.
 */
+#if SM_QFLAVOUR == 2
+/* On 512-bit registers: the same operations per element, the levels narrowed in order (no
+   permutes) and the sums of 4 taken by vpdpbusd against ones (exact); about half the time. */
+static AI void quant_block(const float *restrict xb, int8_t *restrict q, int32_t *restrict s,
+                           float *d_out, float *xs_out) {
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const __mmask16 bad = (__mmask16)(_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) |
+                                      _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q));
+    const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), absm));
+    const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), absm));
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+    if (bad || amax > FLT_MAX) {
+        memset(q, 0, SM_QK);
+        if (s) memset(s, 0, SM_QK / 4 * sizeof *s);
+        *d_out = *xs_out = NAN;
+        return;
+    }
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i n0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), n1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+    const __m256i p = _mm256_set_m128i(_mm512_cvtsepi32_epi8(n1), _mm512_cvtsepi32_epi8(n0));
+    _mm256_storeu_si256((__m256i *)(void *)q, p);
+    const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), p);
+    if (s) _mm256_storeu_si256((__m256i *)(void *)s, _mm256_sub_epi32(_mm256_setzero_si256(), s4));
+    *d_out = d;
+    *xs_out = d * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(n0, n1));
+}
+#else
 static AI void quant_block(const float *restrict xb, int8_t *restrict q, int32_t *restrict s,
                            float *d_out, float *xs_out) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -165,5 +194,6 @@ static AI void quant_block(const float *restrict xb, int8_t *restrict q, int32_t
     *d_out = d;
     *xs_out = d * (float)-_mm_cvtsi128_si32(h);
 }
+#endif
 
 #endif

@@ -233,8 +233,18 @@ static void init(void) {
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
     size_t qb = SM_QX_BYTES(K) > SM_QGEMM_BYTES ? SM_QX_BYTES(K) : SM_QGEMM_BYTES;
     if (k->quant->gemm_r32 && SM_QGEMM_R32_BYTES(K) > qb) qb = SM_QGEMM_R32_BYTES(K);
+    if (k->quant->gemm_r32) qb += SM_QMEMO_BYTES; /* the repacked product's memo leads */
     size_t q = (qb + sizeof(float) - 1) / sizeof(float);
     return q > k->matmul_scratch ? q : k->matmul_scratch;
+}
+
+void sm_kernels_reuse_begin(float *scratch) {
+    sm_qmemo m = {.armed = SM_QMEMO_ARMED};
+    memcpy(scratch, &m, sizeof m);
+}
+
+void sm_kernels_reuse_end(float *scratch) {
+    memset(scratch, 0, sizeof(sm_qmemo));
 }
 
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {

@@ -243,6 +243,24 @@ static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
 #define SM_QGEMM_R32_BYTES(K) \
     (SM_QGEMM_MC * SM_QGEMM_KP(K) / SM_QK * (SM_QK + 16) + SM_QGEMM_NR * SM_QGEMM_KP(K) / SM_QK * 40 + 4 * 64)
 
+/*
+** The head of a thread's scratch when its table has the repacked product
+** (sm_kernels_scratch leaves SM_QMEMO_BYTES for it): which activations the
+** buffers after it hold quantized, so that between sm_kernels_reuse_begin
+** and sm_kernels_reuse_end a call on the same rows (the other chunks of a
+** product, q / k / v and gate / up on one input) does not quantize them again.
+*/
+typedef struct sm_qmemo {
+    uint64_t armed; /* SM_QMEMO_ARMED inside a begin / end window */
+    const float *x; /* the rows held (NULL: none) */
+    size_t T, K;
+    int mode;
+    int32_t zp;
+} sm_qmemo;
+#define SM_QMEMO_BYTES 64
+#define SM_QMEMO_ARMED 0x534d514d454d4f31ull
+_Static_assert(sizeof(sm_qmemo) <= SM_QMEMO_BYTES, "the memo's room");
+
 /* A packed quantized product: matmul's contract (T >= 4), scratch SM_QGEMM_BYTES. */
 typedef void sm_qgemm_fn(float *restrict out, const float *restrict x, const void *restrict w,
                          sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,

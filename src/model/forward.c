@@ -186,6 +186,7 @@ static void product(const sm_state *s, float *out, const float *x, const sm_mat 
         if (P) s->k->matmul(s->k, out, x, w, dt, b, P, N, K, c, c1, scr);
         if (P < T) s->k->matmul_rows(s->k, out + P * N, x + P * K, w, dt, b, T - P, N, K, c, c1, scr);
     }
+    sm_kernels_reuse_begin(scr); /* those wrote over the repacked products' memo */
 }
 
 static void norm_one(const sm_state *s, float *out, const float *x, const float *g,
@@ -317,6 +318,7 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     const float *bias[3] = {L->q_b, L->k_b, L->v_b};
     const size_t start[4] = {0, m->q_dim, m->q_dim + m->kv_dim, W};
     size_t n0, n1;
+    sm_kernels_reuse_begin(scr); /* xn quantized once for q, k, v and every chunk */
     while (next_cols(s, W, ith, nth, &n0, &n1)) {
         if (L->qkv_w.data) {
             product(s, s->qkv, xn, &L->qkv_w, L->qkv_b, W, C, n0, n1, scr);
@@ -329,6 +331,7 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
                         lo - start[p], hi - start[p], scr);
         }
     }
+    sm_kernels_reuse_end(scr);
     sm_pool_barrier(s->pool);
     if (L->qkv_w.data) {
         mark_mm(s, ith, SM_OP_MATMUL, L->qkv_w, T, W, C);
@@ -350,12 +353,14 @@ static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, con
                      size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
     size_t n0, n1, r0, r1;
+    sm_kernels_reuse_begin(scr); /* in quantized once for every chunk */
     while (next_cols(s, C, ith, nth, &n0, &n1)) {
         product(s, s->tmp, in, &w, b, C, K, n0, n1, scr);
         if (!g)
             for (size_t t = 0; t < T; t++)
                 for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
     }
+    sm_kernels_reuse_end(scr);
     if (g) {
         sm_pool_barrier(s->pool); /* whole rows before their norm */
         sm_pool_split(T, 1, ith, nth, &r0, &r1);
@@ -395,6 +400,7 @@ static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr)
     const float *xn = sm_fwd_xn(s, ith);
     const bool gated = L->gate_w.data != NULL;
     size_t n0, n1;
+    sm_kernels_reuse_begin(scr); /* xn quantized once for gate, up and every chunk */
     while (next_cols(s, F, ith, nth, &n0, &n1)) {
         if (gated) {
             product(s, s->hid, xn, &L->gate_w, NULL, F, C, n0, n1, scr);
@@ -407,6 +413,7 @@ static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr)
             activate(s, s->hid + t * F + n0, gated ? s->up + t * F + n0 : NULL, n1 - n0);
         mark(s, ith, SM_OP_ACT, 0, 0); /* activation */
     }
+    sm_kernels_reuse_end(scr);
     sm_pool_barrier(s->pool);
     if (gated) mark_mm(s, ith, SM_OP_MATMUL, L->gate_w, T, F, C);
     mark_mm(s, ith, SM_OP_MATMUL, L->up_w, T, F, C);
@@ -508,8 +515,10 @@ static void output(sm_state *s, const float *g, const float *b, int ith, int nth
     sm_matmul_fn mm = s->every_row ? s->k->matmul : s->k->matmul_rows;
     size_t rows = s->every_row ? s->n : s->n_runs;
     const sm_mat ow = sm_fwd_weights(s, &m->out_w);
+    sm_kernels_reuse_begin(scr); /* xn quantized once for every chunk (repacked weights) */
     while (next_cols(s, V, ith, nth, &n0, &n1))
         mm(s->k, s->logits, xn, ow.data, ow.dt, NULL, rows, V, C, n0, n1, scr);
+    sm_kernels_reuse_end(scr);
 }
 
 void sm_forward_task(void *arg, int ith, int nth) {
