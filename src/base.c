@@ -118,7 +118,7 @@ static size_t cgroup_limit(const char *root, char *dir, const char *file) {
             fclose(f);
         }
         char *slash = strrchr(dir, '/');
-        if (!slash || !dir[0]) return best;
+        if (!slash) return best;
         *slash = '\0';
     }
 }

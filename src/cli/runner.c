@@ -66,15 +66,15 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     if (r->ls->state) sm_state_set_cancel(r->ls->state, (const volatile int *)&cli_interrupted);
     cli_exit_now = 0;
     r->t_load = sm_time_now() - t0;
-    char seqs[24] = "";
-    if (r->ls->sp.n_seq > 1) snprintf(seqs, sizeof seqs, "%zu", r->ls->sp.n_seq);
+    char seqs[40] = ""; /* "; sequences N" when more than one */
+    if (r->ls->sp.n_seq > 1) snprintf(seqs, sizeof seqs, "; sequences %zu", r->ls->sp.n_seq);
     if (o->verbose && spec->build_state)
         fprintf(stderr,
                 "smallmind: %s: %s, %zu parameters, %zu bytes of weights (%s); %s kernels, "
-                "%d threads; context %zu%s%s; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
+                "%d threads; context %zu%s; arena %zu bytes (KV-cache %zu); ready in %.1f ms\n",
                 o->model, sm_arch_name(c->arch), sm_model_params(r->lm->model),
                 sm_model_weight_bytes(r->lm->model), o->no_mmap ? "read" : "mapped", r->ls->sp.kernels->name,
-                r->ls->sp.n_threads, r->ls->sp.n_ctx, r->ls->sp.n_seq > 1 ? "; sequences " : "", seqs,
+                r->ls->sp.n_threads, r->ls->sp.n_ctx, seqs,
                 r->ls->arena.size, r->ls->plan.kv_cache, r->t_load * 1e3);
     return 0;
 }

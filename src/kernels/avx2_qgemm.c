@@ -457,6 +457,11 @@ static qbufs bufs_of(void *scratch) {
     return q;
 }
 
+/* Blocks in the column slice from k0 of a row of K (the last slice may be shorter). */
+static size_t slice_blocks(size_t K, size_t k0) {
+    return (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+}
+
 /* Token rows t0..t1-1 (the block's rows from t0) against one panel's weights src, GMR (q6_k:
    GMR_Q6) at a time. */
 static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
@@ -511,7 +516,7 @@ void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t 
     const size_t nb = K / SM_QK;
     for (size_t g = g0; g < g1; g++)
         for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
-            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            size_t nbk = slice_blocks(K, k0);
             pack((uint8_t *)dst + (g * nb + k0 / SM_QK) * GBS, rows, dm, src, dt, K, g * GNR, GNR, k0, nbk);
         }
 }
@@ -561,7 +566,7 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
         for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
-            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
+            size_t nbk = slice_blocks(K, k0);
             quant_slice(mode, zp_of(dt), x, K, t0, t1, k0, nbk, q->xq, q->xd, q->xs, q->xz);
             for (size_t n = n0; n < n1; n += GNR) {
                 size_t nr = n1 - n < GNR ? n1 - n : GNR;
@@ -576,53 +581,72 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
 
 #if SM_QFLAVOUR == 2
 /*
-** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
-** with every column slice's activations quantized (slice j's rows at j tn
-** in the buffers), then per row group (q4_0's nibbles split once into a
-** whole-row panel when the block has more than two tiles of rows), each
-** tile of GMR token rows runs every slice in turn. So a tile's 32 outputs
-** take their slices' sums one after another while they are in L1; with
-** the slices outermost (QGEMM's order) they were re-read from memory for
-** every slice (a fifth of a 2,048-wide prefill's time on a Zen 4, the
-** output of 256 rows x 5,632 being 5.8 MB). Each output gets the same sums
-** in the same order either way. Scratch: SM_QGEMM_R32_BYTES(K).
+** The repacked product's scratch (SM_QGEMM_R32_BYTES(K), after the memo):
+** a whole-row panel of ns column slices, then a token block's activations
+** for every slice (slice j's rows at j tn, tn the block's rows). Both of
+** QGEMM_R32's loops use it, so the memo's rows are where either reads them.
 */
-static void blocked_r32(void *scratch, float *restrict out, const float *restrict x, const void *restrict w,
-                        sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                        size_t n1, bool kept) {
-    const int mode = mode_of(dt);
-    const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK, mr = mode == Q6 ? GMR_Q6 : GMR;
+static qbufs r32_bufs(void *scratch, size_t ns) {
     qbufs q;
-    q.panel = align64(scratch); /* ns slices of KB blocks */
+    q.panel = align64(scratch);
     q.xq = (int8_t *)align64(q.panel + ns * KB * GBS);
     q.xd = (float *)(void *)align64((uint8_t *)(q.xq + (size_t)SM_QGEMM_MC * ns * SM_QGEMM_KC));
     q.xs = q.xd + SM_QGEMM_MC * ns * KB;
     q.xz = (int32_t *)(void *)(q.xs + SM_QGEMM_MC * ns * KB);
     q.rows = NULL, q.dm = NULL;
+    return q;
+}
+
+/* q's buffers from row i of slice j, in a token block of tn rows. */
+static qbufs r32_rows(const qbufs *q, size_t j, size_t tn, size_t i) {
+    qbufs r = *q;
+    r.xq += (j * tn + i) * SM_QGEMM_KC, r.xd += (j * tn + i) * KB, r.xs += (j * tn + i) * KB;
+    r.xz += 2 * (j * tn + i) * KB;
+    return r;
+}
+
+/* Token rows t0..t1-1 of x quantized into q for every column slice. */
+static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, size_t t0, size_t t1,
+                      const qbufs *q) {
+    for (size_t j = 0, k0 = 0; k0 < K; j++, k0 += SM_QGEMM_KC) {
+        qbufs qj = r32_rows(q, j, t1 - t0, 0);
+        quant_slice(mode, zp, x, K, t0, t1, k0, slice_blocks(K, k0), qj.xq, qj.xd, qj.xs, qj.xz);
+    }
+}
+
+/*
+** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
+** with every column slice's activations quantized, then per row group
+** (q4_0's nibbles split once into a whole-row panel when the block has
+** more than two tiles of rows), each tile of GMR token rows runs every
+** slice in turn. So a tile's 32 outputs take their slices' sums one after
+** another while they are in L1; with the slices outermost (QGEMM's order)
+** they were re-read from memory for every slice (a fifth of a 2,048-wide
+** prefill's time on a Zen 4, the output of 256 rows x 5,632 being 5.8 MB).
+** Each output gets the same sums in the same order either way. kept: the
+** buffers hold x's rows already (one token block).
+*/
+static void blocked_r32(const qbufs *q, float *restrict out, const float *restrict x, const void *restrict w,
+                        sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
+                        size_t n1, bool kept) {
+    const int mode = mode_of(dt);
+    const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK, mr = mode == Q6 ? GMR_Q6 : GMR;
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC, tn = t1 - t0;
-        for (size_t j = 0, k0 = 0; !kept && j < ns; j++, k0 += SM_QGEMM_KC) {
-            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            quant_slice(mode, zp_of(dt), x, K, t0, t1, k0, nbk, q.xq + j * tn * SM_QGEMM_KC, q.xd + j * tn * KB,
-                        q.xs + j * tn * KB, q.xz + 2 * j * tn * KB);
-        }
+        if (!kept) r32_quant(mode, zp_of(dt), x, K, t0, t1, q);
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
             bool split = dt == SM_DTYPE_Q4_0 && tn > 2 * GMR;
-            for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC) {
-                size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-                unpack_r4(q.panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), nbk);
-            }
+            for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
+                unpack_r4(q->panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), slice_blocks(K, k0));
             for (size_t t = t0; t < t1; t += mr) {
-                size_t te = t1 - t < mr ? t1 : t + mr, i = t - t0;
+                size_t te = t1 - t < mr ? t1 : t + mr;
                 for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
-                    size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-                    qbufs qj = q; /* slice j's rows from token t */
-                    qj.xq += (j * tn + i) * SM_QGEMM_KC, qj.xd += (j * tn + i) * KB, qj.xs += (j * tn + i) * KB;
-                    qj.xz += 2 * (j * tn + i) * KB;
-                    wsrc src = split ? (wsrc){.lay = PANEL, .panel = q.panel + j * KB * GBS}
+                    qbufs qj = r32_rows(q, j, tn, t - t0);
+                    wsrc src = split ? (wsrc){.lay = PANEL, .panel = q->panel + j * KB * GBS}
                                      : r32_src(dt, w, n, nb, k0 / SM_QK);
-                    tiles_of(mode, &qj, src, out, N, t, te, n, nbk, bias ? bias + n : NULL, k0 == 0, nr);
+                    tiles_of(mode, &qj, src, out, N, t, te, n, slice_blocks(K, k0), bias ? bias + n : NULL,
+                             k0 == 0, nr);
                 }
             }
         }
@@ -660,25 +684,18 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
     if (armed) /* what the buffers hold after this call: x's rows, if one token block has them all */
         *mm = (sm_qmemo){.armed = SM_QMEMO_ARMED, .x = T <= SM_QGEMM_MC ? x : NULL, .T = T, .K = K,
                          .mode = mode, .zp = zp};
-    const qbufs q = bufs_of(scratch);
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
+    const qbufs q = r32_bufs(scratch, ns);
     if (T * ns > SM_QGEMM_MC) {
-        blocked_r32(scratch, out, x, w, dt, bias, T, N, K, n0, n1, kept);
+        blocked_r32(&q, out, x, w, dt, bias, T, N, K, n0, n1, kept);
         return;
     }
-    for (size_t j = 0, k0 = 0; !kept && j < ns; j++, k0 += SM_QGEMM_KC) {
-        size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-        /* slice j's rows at j T in the buffers */
-        quant_slice(mode, zp, x, K, 0, T, k0, nbk, q.xq + j * T * SM_QGEMM_KC, q.xd + j * T * KB,
-                    q.xs + j * T * KB, q.xz + 2 * j * T * KB);
-    }
+    if (!kept) r32_quant(mode, zp, x, K, 0, T, &q);
     for (size_t n = n0; n < n1; n += GNR) {
         size_t nr = n1 - n < GNR ? n1 - n : GNR;
         for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
-            size_t nbk = (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
-            qbufs qj = q;
-            qj.xq += j * T * SM_QGEMM_KC, qj.xd += j * T * KB, qj.xs += j * T * KB, qj.xz += 2 * j * T * KB;
-            tiles_of(mode_of(dt), &qj, r32_src(dt, w, n, K / SM_QK, k0 / SM_QK), out, N, 0, T, n, nbk,
+            qbufs qj = r32_rows(&q, j, T, 0);
+            tiles_of(mode, &qj, r32_src(dt, w, n, K / SM_QK, k0 / SM_QK), out, N, 0, T, n, slice_blocks(K, k0),
                      bias ? bias + n : NULL, k0 == 0, nr);
         }
     }
