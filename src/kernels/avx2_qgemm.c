@@ -310,6 +310,11 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
                      const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
                      wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
     gvf acc[GMR][GNV];
+    /* the tile's outputs asked for, to be written, while its sums run: a product's outputs (T x N
+       floats) outgrow L2, and each store missing it stalled the tile's end (a fifth of a Zen 4's
+       time at 256 x 8,192) */
+    for (size_t i = 0; i < r; i++)
+        for (int v = 0; v < GNV; v++) __builtin_prefetch(out + i * N + v * GV, 1, 3);
     for (size_t i = 0; i < r; i++)
         for (int v = 0; v < GNV; v++) acc[i][v] = g_zerof();
     for (size_t b = 0; b < nbk; b++) {
@@ -618,19 +623,23 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 ** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
 ** with every column slice's activations quantized, then per row group
 ** (q4_0's nibbles split once into a whole-row panel when the block has
-** more than two tiles of rows), each tile of GMR token rows runs every
-** slice in turn. So a tile's 32 outputs take their slices' sums one after
-** another while they are in L1; with the slices outermost (QGEMM's order)
-** they were re-read from memory for every slice (a fifth of a 2,048-wide
-** prefill's time on a Zen 4, the output of 256 rows x 5,632 being 5.8 MB).
-** Each output gets the same sums in the same order either way. kept: the
-** buffers hold x's rows already (one token block).
+** more than two tiles of rows) slice after slice, each slice met by every
+** tile of GMR token rows. So a slice's weights (at most 20 KB) stay in L1
+** for all the block's tiles, and the row group's outputs (the block's rows
+** x 32 floats, at most 32 KB) stay in L1/L2 from one slice to the next;
+** with the slices outermost over all row groups (QGEMM's order) they were
+** re-read from memory for every slice (a fifth of a 2,048-wide prefill's
+** time on a Zen 4, the output of 256 rows x 5,632 being 5.8 MB), and with
+** the tiles outermost each tile re-read the row group's whole panel from
+** L2 (Zen 4, q4_0 and q8_0 at 128 tokens: 6-10% slower). Each output gets
+** the same sums in the same order any way. kept: the buffers hold x's rows
+** already (one token block).
 */
 static void blocked_r32(const qbufs *q, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
                         size_t n1, bool kept) {
     const int mode = mode_of(dt);
-    const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK, mr = mode == Q6 ? GMR_Q6 : GMR;
+    const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK;
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC, tn = t1 - t0;
         if (!kept) r32_quant(mode, zp_of(dt), x, K, t0, t1, q);
@@ -639,15 +648,12 @@ static void blocked_r32(const qbufs *q, float *restrict out, const float *restri
             bool split = dt == SM_DTYPE_Q4_0 && tn > 2 * GMR;
             for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
                 unpack_r4(q->panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), slice_blocks(K, k0));
-            for (size_t t = t0; t < t1; t += mr) {
-                size_t te = t1 - t < mr ? t1 : t + mr;
-                for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
-                    qbufs qj = r32_rows(q, j, tn, t - t0);
-                    wsrc src = split ? (wsrc){.lay = PANEL, .panel = q->panel + j * KB * GBS}
-                                     : r32_src(dt, w, n, nb, k0 / SM_QK);
-                    tiles_of(mode, &qj, src, out, N, t, te, n, slice_blocks(K, k0), bias ? bias + n : NULL,
-                             k0 == 0, nr);
-                }
+            for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
+                qbufs qj = r32_rows(q, j, tn, 0);
+                wsrc src = split ? (wsrc){.lay = PANEL, .panel = q->panel + j * KB * GBS}
+                                 : r32_src(dt, w, n, nb, k0 / SM_QK);
+                tiles_of(mode, &qj, src, out, N, t0, t1, n, slice_blocks(K, k0), bias ? bias + n : NULL, k0 == 0,
+                         nr);
             }
         }
     }
