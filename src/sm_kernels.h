@@ -316,15 +316,20 @@ const char *sm_kernels_cpu_choice(const char *vendor, unsigned family, unsigned 
 ** activation rows if that is more).
 */
 size_t sm_kernels_scratch(const sm_kernels *k, size_t K);
+/* The same with room to keep the quantized activations of up to `rows` token rows between calls
+   (sm_kernels_reuse_begin); sm_kernels_scratch keeps one token block's (256 rows). */
+size_t sm_kernels_scratch_rows(const sm_kernels *k, size_t K, size_t rows);
 
 /*
 ** A window in which matmul on repacked quantized weights may keep a call's
 ** quantized activations in the scratch for the next call with the same x,
-** T and K (the caller's promise: x's rows do not change inside the window).
-** Any other use of the scratch inside it (another product, attention) must
-** be followed by sm_kernels_reuse_begin again; end closes the window.
+** T and K (the caller's promise: x's rows do not change inside the window);
+** rows: what the scratch was sized for (sm_kernels_scratch_rows; 0 for
+** sm_kernels_scratch), calls of more rows keep nothing. Any other use of
+** the scratch inside it (another product, attention) must be followed by
+** sm_kernels_reuse_begin again; end closes the window.
 */
-void sm_kernels_reuse_begin(float *scratch);
+void sm_kernels_reuse_begin(float *scratch, size_t rows);
 void sm_kernels_reuse_end(float *scratch);
 
 /*

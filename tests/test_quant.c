@@ -540,9 +540,10 @@ void test_quant_repacked(void) {
 ** inside a window a call on the same x, T, K and type reuses the rows the
 ** last call quantized (seen by changing x between two calls, which the
 ** window's contract forbids: the second gives the old rows' product), any
-** other x, T or type quantizes afresh, a block of more rows than one token
-** block never reuses, a scratch written over by another kernel and armed
-** again starts empty, and outside a window nothing is kept.
+** other x, T or type quantizes afresh, a call of more rows than the scratch
+** keeps (one token block, or the rows it was sized for) never reuses, a
+** scratch written over by another kernel and armed again starts empty, and
+** outside a window nothing is kept.
 */
 void test_quant_reuse(void) {
     const sm_kernels *ks[8];
@@ -559,10 +560,11 @@ void test_quant_reuse(void) {
         unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q8_0_R32, K));
         sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, K, 0, N / SM_R32);
         sm_kernels_repack(r8, w8, SM_DTYPE_Q8_0, K, 0, N / SM_R32);
-        float *scr = xalloc(sm_kernels_scratch(k, K) * sizeof(float));
-        static const size_t Ts[] = {1, 3, 13, 260};
-        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
-            const size_t T = Ts[ti];
+        static const size_t Ts[] = {1, 3, 13, 260, 520}, caps[] = {0, 300, 600};
+        for (size_t ti = 0, ci = 0; ti < sizeof Ts / sizeof *Ts; ci = (ci + 1) % 3, ti += ci == 0) {
+            const size_t T = Ts[ti], cap = caps[ci];
+            const size_t scr_n = sm_kernels_scratch_rows(k, K, cap);
+            float *scr = xalloc(scr_n * sizeof(float));
             float *x = rndf(T * K, &s, 2), *y = rndf(T * K, &s, 2), *x0 = xalloc(T * K * sizeof *x);
             float *wx4 = xalloc(T * N * 4), *wy4 = xalloc(T * N * 4), *wx8 = xalloc(T * N * 4);
             float *got = xalloc(T * N * 4);
@@ -571,16 +573,16 @@ void test_quant_reuse(void) {
             k->matmul(k, wx4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
             k->matmul(k, wy4, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
             k->matmul(k, wx8, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
-            const bool one_block = T <= SM_QGEMM_MC; /* one token block holds every row */
+            const bool one_block = SM_QGEMM_XBLOCKS(T) <= SM_QGEMM_XBLOCKS(cap); /* room for every row */
             /* two chunks, x changed between them: the second reuses x's old rows */
-            sm_kernels_reuse_begin(scr);
+            sm_kernels_reuse_begin(scr, cap);
             k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, 32, scr);
             memcpy(x, y, T * K * sizeof *x);
             k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 32, N, scr);
             bool kept = memcmp(got, wx4, T * N * 4) == 0, fresh = true;
             for (size_t t = 0; t < T; t++) fresh &= memcmp(got + t * N + 32, wy4 + t * N + 32, (N - 32) * 4) == 0;
-            CHECKF(one_block ? kept : fresh, "%s T=%zu: a window's second chunk %s", k->name, T,
-                   one_block ? "quantized x again" : "reused rows of more than one token block");
+            CHECKF(one_block ? kept : fresh, "%s T=%zu, room for %zu: a window's second chunk %s", k->name, T,
+                   cap, one_block ? "quantized x again" : "reused rows it had no room for");
             memcpy(x, x0, T * K * sizeof *x);
             /* another x (y), another type (q8_0), fewer rows: each quantized afresh */
             k->matmul(k, got, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
@@ -594,8 +596,8 @@ void test_quant_reuse(void) {
                 CHECKF(memcmp(got, wx8, (T - 1) * N * 4) == 0, "%s T=%zu: fewer rows of x", k->name, T);
             }
             /* written over by another kernel, armed again: nothing kept */
-            memset(scr, 0x55, sm_kernels_scratch(k, K) * sizeof(float));
-            sm_kernels_reuse_begin(scr);
+            memset(scr, 0x55, scr_n * sizeof(float));
+            sm_kernels_reuse_begin(scr, cap);
             k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
             CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: after another kernel's use", k->name, T);
             /* closed: x changed between calls is seen */
@@ -604,9 +606,9 @@ void test_quant_reuse(void) {
             k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
             CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: rows kept outside a window", k->name, T);
             tested++;
-            free(x), free(y), free(x0), free(wx4), free(wy4), free(wx8), free(got);
+            free(x), free(y), free(x0), free(wx4), free(wy4), free(wx8), free(got), free(scr);
         }
-        free(scr), free(w4), free(w8), free(r4), free(r8), free(deq4), free(deq8);
+        free(w4), free(w8), free(r4), free(r8), free(deq4), free(deq8);
     }
     if (!tested) test_skip("no kernel table here multiplies repacked weights (AVX512-VNNI's packed product)");
 }

@@ -586,15 +586,16 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
 
 #if SM_QFLAVOUR == 2
 /*
-** The repacked product's scratch (SM_QGEMM_R32_BYTES(K), after the memo):
-** a whole-row panel of ns column slices, then a token block's activations
-** for every slice (slice j's rows at j tn, tn the block's rows). Both of
-** QGEMM_R32's loops use it, so the memo's rows are where either reads them.
+** The repacked product's scratch (SM_QGEMM_R32_BYTES(K, rows), after the
+** memo): a whole-row panel of ns column slices, then token blocks' (blk: the
+** block, 0 when the buffers hold one) activations for every slice (slice j's
+** rows at j tn, tn the block's rows). Both of QGEMM_R32's loops use it, so
+** the memo's rows are where either reads them.
 */
-static qbufs r32_bufs(void *scratch, size_t ns) {
+static qbufs r32_bufs(void *scratch, size_t ns, size_t blk) {
     qbufs q;
     q.panel = align64(scratch);
-    q.xq = (int8_t *)align64(q.panel + ns * KB * GBS);
+    q.xq = (int8_t *)align64(q.panel + ns * KB * GBS) + blk * SM_QGEMM_XBLOCK_BYTES(ns * SM_QGEMM_KC);
     q.xd = (float *)(void *)align64((uint8_t *)(q.xq + (size_t)SM_QGEMM_MC * ns * SM_QGEMM_KC));
     q.xs = q.xd + SM_QGEMM_MC * ns * KB;
     q.xz = (int32_t *)(void *)(q.xs + SM_QGEMM_MC * ns * KB);
@@ -632,16 +633,18 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 ** time on a Zen 4, the output of 256 rows x 5,632 being 5.8 MB), and with
 ** the tiles outermost each tile re-read the row group's whole panel from
 ** L2 (Zen 4, q4_0 and q8_0 at 128 tokens: 6-10% slower). Each output gets
-** the same sums in the same order any way. kept: the buffers hold x's rows
-** already (one token block).
+** the same sums in the same order any way. whole: the buffers (scratch
+** after the memo) have room for every token block, each in its own; kept:
+** they hold x's rows already.
 */
-static void blocked_r32(const qbufs *q, float *restrict out, const float *restrict x, const void *restrict w,
+static void blocked_r32(void *scratch, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                        size_t n1, bool kept) {
+                        size_t n1, bool whole, bool kept) {
     const int mode = mode_of(dt);
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK;
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
         size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC, tn = t1 - t0;
+        const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0), *q = &qb;
         if (!kept) r32_quant(mode, zp_of(dt), x, K, t0, t1, q);
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
@@ -686,16 +689,18 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
     const int mode = mode_of(dt);
     const int32_t zp = zp_of(dt);
     const bool armed = mm->armed == SM_QMEMO_ARMED;
+    /* room for every token block's activations at once (else each block's in turn in the first's) */
+    const bool whole = SM_QGEMM_XBLOCKS(T) <= (armed ? SM_QGEMM_XBLOCKS(mm->rows) : 1);
     const bool kept = armed && mm->x == x && mm->T == T && mm->K == K && mm->mode == mode && mm->zp == zp;
-    if (armed) /* what the buffers hold after this call: x's rows, if one token block has them all */
-        *mm = (sm_qmemo){.armed = SM_QMEMO_ARMED, .x = T <= SM_QGEMM_MC ? x : NULL, .T = T, .K = K,
+    if (armed) /* what the buffers hold after this call: x's rows, if they have room for them all */
+        *mm = (sm_qmemo){.armed = SM_QMEMO_ARMED, .x = whole ? x : NULL, .T = T, .K = K, .rows = mm->rows,
                          .mode = mode, .zp = zp};
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
-    const qbufs q = r32_bufs(scratch, ns);
     if (T * ns > SM_QGEMM_MC) {
-        blocked_r32(&q, out, x, w, dt, bias, T, N, K, n0, n1, kept);
+        blocked_r32(scratch, out, x, w, dt, bias, T, N, K, n0, n1, whole, kept);
         return;
     }
+    const qbufs q = r32_bufs(scratch, ns, 0);
     if (!kept) r32_quant(mode, zp, x, K, 0, T, &q);
     for (size_t n = n0; n < n1; n += GNR) {
         size_t nr = n1 - n < GNR ? n1 - n : GNR;

@@ -230,16 +230,20 @@ static void init(void) {
     if (cpu) apply(cpu, cpu, &auto_choice, false, NULL);
 }
 
-size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
+size_t sm_kernels_scratch_rows(const sm_kernels *k, size_t K, size_t rows) {
     size_t qb = SM_QX_BYTES(K) > SM_QGEMM_BYTES ? SM_QX_BYTES(K) : SM_QGEMM_BYTES;
-    if (k->quant->gemm_r32 && SM_QGEMM_R32_BYTES(K) > qb) qb = SM_QGEMM_R32_BYTES(K);
+    if (k->quant->gemm_r32 && SM_QGEMM_R32_BYTES(K, rows) > qb) qb = SM_QGEMM_R32_BYTES(K, rows);
     if (k->quant->gemm_r32) qb += SM_QMEMO_BYTES; /* the repacked product's memo leads */
     size_t q = (qb + sizeof(float) - 1) / sizeof(float);
     return q > k->matmul_scratch ? q : k->matmul_scratch;
 }
 
-void sm_kernels_reuse_begin(float *scratch) {
-    sm_qmemo m = {.armed = SM_QMEMO_ARMED};
+size_t sm_kernels_scratch(const sm_kernels *k, size_t K) {
+    return sm_kernels_scratch_rows(k, K, 0);
+}
+
+void sm_kernels_reuse_begin(float *scratch, size_t rows) {
+    sm_qmemo m = {.armed = SM_QMEMO_ARMED, .rows = rows};
     memcpy(scratch, &m, sizeof m);
 }
 

@@ -240,20 +240,25 @@ static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
 ** over the whole row: its scratch for rows of K.
 */
 #define SM_QGEMM_KP(K) (((K) + SM_QGEMM_KC - 1) / SM_QGEMM_KC * SM_QGEMM_KC)
-#define SM_QGEMM_R32_BYTES(K) \
-    (SM_QGEMM_MC * SM_QGEMM_KP(K) / SM_QK * (SM_QK + 16) + SM_QGEMM_NR * SM_QGEMM_KP(K) / SM_QK * 40 + 4 * 64)
+/* One token block's activations (a multiple of 64 bytes), and the token blocks of `rows` rows. */
+#define SM_QGEMM_XBLOCK_BYTES(K) (SM_QGEMM_MC * SM_QGEMM_KP(K) / SM_QK * (SM_QK + 16))
+#define SM_QGEMM_XBLOCKS(rows) ((rows) > SM_QGEMM_MC ? ((rows) + SM_QGEMM_MC - 1) / SM_QGEMM_MC : 1)
+/* ... for up to `rows` token rows kept between calls (one block's room at the least) */
+#define SM_QGEMM_R32_BYTES(K, rows) \
+    (SM_QGEMM_XBLOCKS(rows) * SM_QGEMM_XBLOCK_BYTES(K) + SM_QGEMM_NR * SM_QGEMM_KP(K) / SM_QK * 40 + 4 * 64)
 
 /*
 ** The head of a thread's scratch when its table has the repacked product
 ** (sm_kernels_scratch leaves SM_QMEMO_BYTES for it): which activations the
 ** buffers after it hold quantized, so that between sm_kernels_reuse_begin
 ** and sm_kernels_reuse_end a call on the same rows (the other chunks of a
-** product, q / k / v and gate / up on one input) does not quantize them again.
+** product, q / k / v and gate / up on one input) does not quantize them again;
+** rows: how many token rows the buffers have room for (sm_kernels_scratch_rows).
 */
 typedef struct sm_qmemo {
     uint64_t armed; /* SM_QMEMO_ARMED inside a begin / end window */
     const float *x; /* the rows held (NULL: none) */
-    size_t T, K;
+    size_t T, K, rows;
     int mode;
     int32_t zp;
 } sm_qmemo;

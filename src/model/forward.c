@@ -186,7 +186,7 @@ static void product(const sm_state *s, float *out, const float *x, const sm_mat 
         if (P) s->k->matmul(s->k, out, x, w, dt, b, P, N, K, c, c1, scr);
         if (P < T) s->k->matmul_rows(s->k, out + P * N, x + P * K, w, dt, b, T - P, N, K, c, c1, scr);
     }
-    sm_kernels_reuse_begin(scr); /* those wrote over the repacked products' memo */
+    sm_kernels_reuse_begin(scr, s->scratch_rows); /* those wrote over the repacked products' memo */
 }
 
 static void norm_one(const sm_state *s, float *out, const float *x, const float *g,
@@ -318,7 +318,7 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     const float *bias[3] = {L->q_b, L->k_b, L->v_b};
     const size_t start[4] = {0, m->q_dim, m->q_dim + m->kv_dim, W};
     size_t n0, n1;
-    sm_kernels_reuse_begin(scr); /* xn quantized once for q, k, v and every chunk */
+    sm_kernels_reuse_begin(scr, s->scratch_rows); /* xn quantized once for q, k, v and every chunk */
     while (next_cols(s, W, ith, nth, &n0, &n1)) {
         if (L->qkv_w.data) {
             product(s, s->qkv, xn, &L->qkv_w, L->qkv_b, W, C, n0, n1, scr);
@@ -353,7 +353,7 @@ static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, con
                      size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
     size_t n0, n1, r0, r1;
-    sm_kernels_reuse_begin(scr); /* in quantized once for every chunk */
+    sm_kernels_reuse_begin(scr, s->scratch_rows); /* in quantized once for every chunk */
     while (next_cols(s, C, ith, nth, &n0, &n1)) {
         product(s, s->tmp, in, &w, b, C, K, n0, n1, scr);
         if (!g)
@@ -400,7 +400,7 @@ static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr)
     const float *xn = sm_fwd_xn(s, ith);
     const bool gated = L->gate_w.data != NULL;
     size_t n0, n1;
-    sm_kernels_reuse_begin(scr); /* xn quantized once for gate, up and every chunk */
+    sm_kernels_reuse_begin(scr, s->scratch_rows); /* xn quantized once for gate, up and every chunk */
     while (next_cols(s, F, ith, nth, &n0, &n1)) {
         if (gated) {
             product(s, s->hid, xn, &L->gate_w, NULL, F, C, n0, n1, scr);
@@ -515,7 +515,7 @@ static void output(sm_state *s, const float *g, const float *b, int ith, int nth
     sm_matmul_fn mm = s->every_row ? s->k->matmul : s->k->matmul_rows;
     size_t rows = s->every_row ? s->n : s->n_runs;
     const sm_mat ow = sm_fwd_weights(s, &m->out_w);
-    sm_kernels_reuse_begin(scr); /* xn quantized once for every chunk (repacked weights) */
+    sm_kernels_reuse_begin(scr, s->scratch_rows); /* xn quantized once for every chunk (repacked weights) */
     while (next_cols(s, V, ith, nth, &n0, &n1))
         mm(s->k, s->logits, xn, ow.data, ow.dt, NULL, rows, V, C, n0, n1, scr);
     sm_kernels_reuse_end(scr);

@@ -244,7 +244,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     void *v = sm_arena_alloc(a, kv, kvb);
     size_t t3 = a->used;
     size_t kmax = C > F ? C : F; /* the widest input of any product */
-    size_t per = sm_kernels_scratch(p->kernels, kmax > Q ? kmax : Q);
+    size_t per = sm_kernels_scratch_rows(p->kernels, kmax > Q ? kmax : Q, B); /* a call's rows kept */
     size_t att_scr = SM_ATTN_SCRATCH((size_t)c->head_dim, p->n_ctx);
     if (att_scr > per) per = att_scr;
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
@@ -270,6 +270,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->logits = logits, s->kt = kt, s->v = v;
     s->scratch = scratch;
     s->scratch_floats = per;
+    s->scratch_rows = B;
     s->kv_seq_elems = kv_elems(m, p->n_ctx, B);
     s->kv_off = kv_lay, s->kv_len = kv_lay + NL;
     for (size_t l = 0, off = 0; l < NL; l++) {
