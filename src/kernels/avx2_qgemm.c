@@ -314,7 +314,7 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
        floats) outgrow L2, and each store missing it stalled the tile's end (a fifth of a Zen 4's
        time at 256 x 8,192) */
     for (size_t i = 0; i < r; i++)
-        for (int v = 0; v < GNV; v++) __builtin_prefetch(out + i * N + v * GV, 1, 3);
+        for (int v = 0; v < GNV && nr > (size_t)v * GV; v++) __builtin_prefetch(out + i * N + v * GV, 1, 3);
     for (size_t i = 0; i < r; i++)
         for (int v = 0; v < GNV; v++) acc[i][v] = g_zerof();
     for (size_t b = 0; b < nbk; b++) {
