@@ -561,53 +561,54 @@ void test_quant_reuse(void) {
         sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, K, 0, N / SM_R32);
         sm_kernels_repack(r8, w8, SM_DTYPE_Q8_0, K, 0, N / SM_R32);
         static const size_t Ts[] = {1, 3, 13, 260, 520}, caps[] = {0, 300, 600};
-        for (size_t ti = 0, ci = 0; ti < sizeof Ts / sizeof *Ts; ci = (ci + 1) % 3, ti += ci == 0) {
-            const size_t T = Ts[ti], cap = caps[ci];
-            const size_t scr_n = sm_kernels_scratch_rows(k, K, cap);
-            float *scr = xalloc(scr_n * sizeof(float));
-            float *x = rndf(T * K, &s, 2), *y = rndf(T * K, &s, 2), *x0 = xalloc(T * K * sizeof *x);
-            float *wx4 = xalloc(T * N * 4), *wy4 = xalloc(T * N * 4), *wx8 = xalloc(T * N * 4);
-            float *got = xalloc(T * N * 4);
-            memcpy(x0, x, T * K * sizeof *x);
-            sm_kernels_reuse_end(scr);
-            k->matmul(k, wx4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
-            k->matmul(k, wy4, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
-            k->matmul(k, wx8, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
-            const bool one_block = SM_QGEMM_XBLOCKS(T) <= SM_QGEMM_XBLOCKS(cap); /* room for every row */
-            /* two chunks, x changed between them: the second reuses x's old rows */
-            sm_kernels_reuse_begin(scr, cap);
-            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, 32, scr);
-            memcpy(x, y, T * K * sizeof *x);
-            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 32, N, scr);
-            bool kept = memcmp(got, wx4, T * N * 4) == 0, fresh = true;
-            for (size_t t = 0; t < T; t++) fresh &= memcmp(got + t * N + 32, wy4 + t * N + 32, (N - 32) * 4) == 0;
-            CHECKF(one_block ? kept : fresh, "%s T=%zu, room for %zu: a window's second chunk %s", k->name, T,
-                   cap, one_block ? "quantized x again" : "reused rows it had no room for");
-            memcpy(x, x0, T * K * sizeof *x);
-            /* another x (y), another type (q8_0), fewer rows: each quantized afresh */
-            k->matmul(k, got, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
-            CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: another x in a window", k->name, T);
-            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
-            CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: x again in a window", k->name, T);
-            k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
-            CHECKF(memcmp(got, wx8, T * N * 4) == 0, "%s T=%zu: q8_0 after q4_0 on x", k->name, T);
-            if (T > 1) {
-                k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T - 1, N, K, 0, N, scr);
-                CHECKF(memcmp(got, wx8, (T - 1) * N * 4) == 0, "%s T=%zu: fewer rows of x", k->name, T);
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+            for (size_t ci = 0; ci < sizeof caps / sizeof *caps; ci++) {
+                const size_t T = Ts[ti], cap = caps[ci];
+                const size_t scr_n = sm_kernels_scratch_rows(k, K, cap);
+                float *scr = xalloc(scr_n * sizeof(float));
+                float *x = rndf(T * K, &s, 2), *y = rndf(T * K, &s, 2), *x0 = xalloc(T * K * sizeof *x);
+                float *wx4 = xalloc(T * N * 4), *wy4 = xalloc(T * N * 4), *wx8 = xalloc(T * N * 4);
+                float *got = xalloc(T * N * 4);
+                memcpy(x0, x, T * K * sizeof *x);
+                sm_kernels_reuse_end(scr);
+                k->matmul(k, wx4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+                k->matmul(k, wy4, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+                k->matmul(k, wx8, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
+                const bool one_block = SM_QGEMM_XBLOCKS(T) <= SM_QGEMM_XBLOCKS(cap); /* room for every row */
+                /* two chunks, x changed between them: the second reuses x's old rows */
+                sm_kernels_reuse_begin(scr, cap);
+                k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, 32, scr);
+                memcpy(x, y, T * K * sizeof *x);
+                k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 32, N, scr);
+                bool kept = memcmp(got, wx4, T * N * 4) == 0, fresh = true;
+                for (size_t t = 0; t < T; t++) fresh &= memcmp(got + t * N + 32, wy4 + t * N + 32, (N - 32) * 4) == 0;
+                CHECKF(one_block ? kept : fresh, "%s T=%zu, room for %zu: a window's second chunk %s", k->name, T,
+                       cap, one_block ? "quantized x again" : "reused rows it had no room for");
+                memcpy(x, x0, T * K * sizeof *x);
+                /* another x (y), another type (q8_0), fewer rows: each quantized afresh */
+                k->matmul(k, got, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+                CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: another x in a window", k->name, T);
+                k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+                CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: x again in a window", k->name, T);
+                k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
+                CHECKF(memcmp(got, wx8, T * N * 4) == 0, "%s T=%zu: q8_0 after q4_0 on x", k->name, T);
+                if (T > 1) {
+                    k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T - 1, N, K, 0, N, scr);
+                    CHECKF(memcmp(got, wx8, (T - 1) * N * 4) == 0, "%s T=%zu: fewer rows of x", k->name, T);
+                }
+                /* written over by another kernel, armed again: nothing kept */
+                memset(scr, 0x55, scr_n * sizeof(float));
+                sm_kernels_reuse_begin(scr, cap);
+                k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+                CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: after another kernel's use", k->name, T);
+                /* closed: x changed between calls is seen */
+                sm_kernels_reuse_end(scr);
+                memcpy(x, y, T * K * sizeof *x);
+                k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+                CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: rows kept outside a window", k->name, T);
+                tested++;
+                free(x), free(y), free(x0), free(wx4), free(wy4), free(wx8), free(got), free(scr);
             }
-            /* written over by another kernel, armed again: nothing kept */
-            memset(scr, 0x55, scr_n * sizeof(float));
-            sm_kernels_reuse_begin(scr, cap);
-            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
-            CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: after another kernel's use", k->name, T);
-            /* closed: x changed between calls is seen */
-            sm_kernels_reuse_end(scr);
-            memcpy(x, y, T * K * sizeof *x);
-            k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
-            CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: rows kept outside a window", k->name, T);
-            tested++;
-            free(x), free(y), free(x0), free(wx4), free(wy4), free(wx8), free(got), free(scr);
-        }
         free(w4), free(w8), free(r4), free(r8), free(deq4), free(deq8);
     }
     if (!tested) test_skip("no kernel table here multiplies repacked weights (AVX512-VNNI's packed product)");

@@ -234,16 +234,17 @@ static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
      SM_QGEMM_MC * SM_QGEMM_KC / SM_QK * (SM_QK + 16) + 4 * 64)
 
 /*
-** The product on repacked matrices (gemm_r32) with many rows keeps a token
-** block's activations for every column slice at once (K rounded up to
-** slices: levels, scales, sums, zero-point starts) and a row group's panel
-** over the whole row: its scratch for rows of K.
+** The product on repacked matrices (gemm_r32) with many rows keeps a row
+** group's panel over the whole row and token blocks' activations for every
+** column slice at once (K rounded up to slices, SM_QGEMM_KP: levels,
+** scales, sums, zero-point starts; SM_QGEMM_XBLOCK_BYTES a block, a
+** multiple of 64 bytes). SM_QGEMM_R32_BYTES(K, rows) is its scratch with
+** room for SM_QGEMM_XBLOCKS(rows) token blocks (at least one), so that
+** calls of up to `rows` rows keep every block's activations between calls.
 */
 #define SM_QGEMM_KP(K) (((K) + SM_QGEMM_KC - 1) / SM_QGEMM_KC * SM_QGEMM_KC)
-/* One token block's activations (a multiple of 64 bytes), and the token blocks of `rows` rows. */
 #define SM_QGEMM_XBLOCK_BYTES(K) (SM_QGEMM_MC * SM_QGEMM_KP(K) / SM_QK * (SM_QK + 16))
 #define SM_QGEMM_XBLOCKS(rows) ((rows) > SM_QGEMM_MC ? ((rows) + SM_QGEMM_MC - 1) / SM_QGEMM_MC : 1)
-/* ... for up to `rows` token rows kept between calls (one block's room at the least) */
 #define SM_QGEMM_R32_BYTES(K, rows) \
     (SM_QGEMM_XBLOCKS(rows) * SM_QGEMM_XBLOCK_BYTES(K) + SM_QGEMM_NR * SM_QGEMM_KP(K) / SM_QK * 40 + 4 * 64)
 
