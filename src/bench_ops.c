@@ -186,7 +186,7 @@ static void case_task(void *arg, int ith, int nth) {
         for (size_t h = n0; h < n1; h++) {
             const char *kv = c->w + h * c->copy_bytes;
             sm_kv_head head = {.kt = kv, .v = kv + half, .type = c->d.dt};
-            c->k->attention(c->out + h * K, c->x + h * K, &head, scr, T, c->d.pos, K, N * K, N * K,
+            c->k->attention(c->out + h * K, c->x + h * K, &head, scr, T, c->d.pos, K, 1, N * K, N * K,
                             0.125f, 0);
         }
         return;

@@ -192,8 +192,9 @@ typedef struct sm_kernels {
     sm_matmul_fn matmul_rows;
 
     /*
-    ** Causal attention of one head for T queries at positions pos..pos+T-1
-    ** over keys 0..pos+T-1, which must already be in kv's cache (with
+    ** Causal attention of nh query heads that read one key/value head (head
+    ** h's queries at q + h hs, its outputs at out + h hs) for T queries at
+    ** positions pos..pos+T-1 over keys 0..pos+T-1, which must already be in kv's cache (with
     ** window > 0, the query at position p sees only keys p - window + 1 ..
     ** p: sliding-window attention; blocks of keys before every query's
     ** window are skipped; kv->ring holds only what a window needs): softmax
@@ -204,12 +205,13 @@ typedef struct sm_kernels {
     ** are widened to f32 in the scratch, so the result is that of the f32
     ** widening of the cache. Where a slot is read from (kv->shared) changes
     ** no bit.
-    **   out (T rows, stride out_stride, hs used)  q (T rows, stride q_stride)
+    ** A head's row is the same bits whatever the other heads' queries are.
+    **   out (T rows, stride out_stride, nh hs used)  q (T rows, stride q_stride)
     **   scores: SM_ATTN_SCRATCH(hs, pos + T) scratch
     */
     void (*attention)(float *restrict out, const float *restrict q, const sm_kv_head *kv,
-                      float *restrict scores, size_t T, size_t pos, size_t hs, size_t q_stride,
-                      size_t out_stride, float scale, size_t window);
+                      float *restrict scores, size_t T, size_t pos, size_t hs, size_t nh,
+                      size_t q_stride, size_t out_stride, float scale, size_t window);
 
     /* x (n) <- softmax(x), in place. n >= 1. */
     void (*softmax)(float *x, size_t n);

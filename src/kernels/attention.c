@@ -10,6 +10,14 @@
 ** its output accumulator (QGROUP x hs, scratch) is rescaled by exp(m_old -
 ** m_new) and gets the block's P.V. No score row longer than KBLOCK exists,
 ** so the scratch does not grow with the context (SM_ATTN_SCRATCH).
+**
+** A group is 4 consecutive queries of one head, or, for a query that would
+** be alone in its group (a decoded token, a prompt's last T % 4 == 1), the
+** same position in 4 heads that read this key/value head (grouped-query
+** attention): they share every key and value load, where a lone query's
+** tile loads 4 keys per 4 multiply-adds. Which group a query lands in
+** depends only on T and nh, never on the other queries' values, so a row is
+** the same bits whatever is decoded beside it.
 */
 #include "kernels_internal.h"
 
@@ -36,55 +44,86 @@ static float online_softmax_row(const sm_attn_kernel *ak, float *s, size_t a, si
     return corr;
 }
 
-void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,
-                          const sm_kv_head *kv, float *restrict scratch, size_t T, size_t pos,
-                          size_t hs, size_t q_stride, size_t out_stride, float scale,
-                          size_t window) {
-    const size_t ring = kv->ring;
-    const size_t as = SM_ATTN_ACC_STRIDE(hs);
+/*
+** One group: ni queries qr[i] (qr padded to GQ with repeats), query i
+** seeing keys [L[i] - window, L[i]) (L ascending), out row i to o[i]. rows:
+** 1 for a lone query (the pieces' one-query tiles), else GQ.
+*/
+static void group(const sm_attn_kernel *ak, float *const *o, const float *const *qr, const size_t *L,
+                  size_t ni, size_t rows, const sm_kv_head *kv, float *restrict scratch, size_t hs,
+                  float scale, size_t window) {
+    const size_t ring = kv->ring, as = SM_ATTN_ACC_STRIDE(hs), Lmax = L[ni - 1];
     float *p = scratch, *acc = scratch + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
-    for (size_t t0 = 0; t0 < T; t0 += GQ) {
-        size_t ni = T - t0 < GQ ? T - t0 : GQ, Lmax = pos + t0 + ni;
-        const float *qr[GQ];
-        float m[GQ], l[GQ], corr[GQ];
-        for (size_t i = 0; i < GQ; i++) {
-            qr[i] = q + (t0 + (i < ni ? i : ni - 1)) * q_stride;
-            m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
-        }
-        size_t rows = ni == 1 ? 1 : GQ; /* rows of p and acc the pieces read */
-        memset(acc, 0, rows * as * sizeof *acc);
-        /* the first block any query of the group sees (sliding window) */
-        size_t L0 = pos + t0 + 1, first = window && L0 > window ? (L0 - window) / KB * KB : 0;
-        for (size_t j0 = first; j0 < Lmax; j0 += KB) {
-            size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
-            const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
-            sm_kernels_kv_block(&kb, &vb, kw, vw, kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
-            ak->scores(p, qr, rows, kb, hs, nk, scale);
-            size_t ra[GQ], rn[GQ]; /* each row's keys in this block: [a, n); none past ni */
-            for (size_t i = 0; i < rows; i++) {
-                size_t L = pos + t0 + i + 1, n = L > j0 ? (L - j0 < nk ? L - j0 : nk) : 0;
-                size_t lo = window && L > window ? L - window : 0, a = lo > j0 ? lo - j0 : 0;
-                ra[i] = i < ni && a < n ? a : n, rn[i] = i < ni ? n : ra[i];
-            }
-            if (ak->softmax_group && rows == GQ) {
-                ak->softmax_group(p, ra, rn, nk, m, l, corr);
-                ak->pv(acc, as, p, corr, vb, rows, hs, nk);
+    float m[GQ], l[GQ], corr[GQ];
+    for (size_t i = 0; i < GQ; i++) m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
+    memset(acc, 0, rows * as * sizeof *acc);
+    /* the first block any query of the group sees (sliding window) */
+    size_t first = window && L[0] > window ? (L[0] - window) / KB * KB : 0;
+    for (size_t j0 = first; j0 < Lmax; j0 += KB) {
+        size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
+        const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
+        sm_kernels_kv_block(&kb, &vb, kw, vw, kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
+        ak->scores(p, qr, rows, kb, hs, nk, scale);
+        size_t ra[GQ], rn[GQ]; /* each row's keys in this block: [a, n); none past ni */
+        for (size_t i = 0; i < rows; i++) {
+            if (i >= ni) {
+                ra[i] = rn[i] = 0;
                 continue;
             }
-            for (size_t i = 0; i < rows; i++) {
-                size_t a = ra[i], n = rn[i];
-                if (n == a) { /* no keys here: probabilities 0, accumulator kept */
-                    memset(p + i * KB, 0, KB * sizeof *p);
-                    corr[i] = 1.0f;
-                    continue;
-                }
-                corr[i] = online_softmax_row(ak, p + i * KB, a, n, nk, &m[i], &l[i]);
-            }
+            size_t n = L[i] > j0 ? (L[i] - j0 < nk ? L[i] - j0 : nk) : 0;
+            size_t lo = window && L[i] > window ? L[i] - window : 0, a = lo > j0 ? lo - j0 : 0;
+            ra[i] = a < n ? a : n, rn[i] = n;
+        }
+        if (ak->softmax_group && rows == GQ) {
+            ak->softmax_group(p, ra, rn, nk, m, l, corr);
             ak->pv(acc, as, p, corr, vb, rows, hs, nk);
+            continue;
         }
-        for (size_t i = 0; i < ni; i++) {
-            float inv = 1.0f / l[i], *o = out + (t0 + i) * out_stride;
-            for (size_t d = 0; d < hs; d++) o[d] = acc[i * as + d] * inv;
+        for (size_t i = 0; i < rows; i++) {
+            size_t a = ra[i], n = rn[i];
+            if (n == a) { /* no keys here: probabilities 0, accumulator kept */
+                memset(p + i * KB, 0, KB * sizeof *p);
+                corr[i] = 1.0f;
+                continue;
+            }
+            corr[i] = online_softmax_row(ak, p + i * KB, a, n, nk, &m[i], &l[i]);
         }
+        ak->pv(acc, as, p, corr, vb, rows, hs, nk);
+    }
+    for (size_t i = 0; i < ni; i++) {
+        float inv = 1.0f / l[i];
+        for (size_t d = 0; d < hs; d++) o[i][d] = acc[i * as + d] * inv;
+    }
+}
+
+void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,
+                          const sm_kv_head *kv, float *restrict scratch, size_t T, size_t pos,
+                          size_t hs, size_t nh, size_t q_stride, size_t out_stride, float scale,
+                          size_t window) {
+    const float *qr[GQ];
+    float *o[GQ];
+    size_t L[GQ];
+    /* a last lone query goes with its neighbours in the other heads */
+    const size_t lone = nh > 1 && T % GQ == 1, Tg = T - lone;
+    for (size_t h = 0; h < nh; h++)
+        for (size_t t0 = 0; t0 < Tg; t0 += GQ) {
+            size_t ni = Tg - t0 < GQ ? Tg - t0 : GQ;
+            for (size_t i = 0; i < GQ; i++) {
+                size_t t = t0 + (i < ni ? i : ni - 1);
+                qr[i] = q + t * q_stride + h * hs, o[i] = out + t * out_stride + h * hs;
+                L[i] = pos + t + 1;
+            }
+            group(ak, o, qr, L, ni, ni == 1 ? 1 : GQ, kv, scratch, hs, scale, window);
+        }
+    if (!lone) return;
+    const size_t t = T - 1;
+    for (size_t h0 = 0; h0 < nh; h0 += GQ) {
+        size_t ni = nh - h0 < GQ ? nh - h0 : GQ;
+        for (size_t i = 0; i < GQ; i++) {
+            size_t h = h0 + (i < ni ? i : ni - 1);
+            qr[i] = q + t * q_stride + h * hs, o[i] = out + t * out_stride + h * hs;
+            L[i] = pos + t + 1;
+        }
+        group(ak, o, qr, L, ni, ni == 1 ? 1 : GQ, kv, scratch, hs, scale, window);
     }
 }

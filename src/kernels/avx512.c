@@ -526,9 +526,9 @@ static void softmax_group(float *restrict p, const size_t *ra, const size_t *rn,
 static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, hmax, exp_sum, to_f32, softmax_group};
 
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
-                      float *restrict scratch, size_t T, size_t pos, size_t hs, size_t q_stride,
-                      size_t out_stride, float scale, size_t window) {
-    sm_kernels_attention(&attn_kernel, out, q, kv, scratch, T, pos, hs, q_stride, out_stride,
+                      float *restrict scratch, size_t T, size_t pos, size_t hs, size_t nh,
+                      size_t q_stride, size_t out_stride, float scale, size_t window) {
+    sm_kernels_attention(&attn_kernel, out, q, kv, scratch, T, pos, hs, nh, q_stride, out_stride,
                          scale, window);
 }
 

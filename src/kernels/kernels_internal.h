@@ -148,7 +148,7 @@ typedef struct {
 /* The kernel table's attention (sm_kernels.h) made of ak's pieces (attention.c, plain C). */
 void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,
                           const sm_kv_head *kv, float *restrict scratch, size_t T, size_t pos,
-                          size_t hs, size_t q_stride, size_t out_stride, float scale,
+                          size_t hs, size_t nh, size_t q_stride, size_t out_stride, float scale,
                           size_t window);
 
 /* rope_halves in plain C (pack.c): contiguous halves, which the compiler vectorizes; every table's. */

@@ -85,13 +85,14 @@ static void softmax(float *x, size_t n) {
 }
 
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
-                      float *restrict scores, size_t T, size_t pos, size_t hs, size_t q_stride,
-                      size_t out_stride, float scale, size_t window) {
+                      float *restrict scores, size_t T, size_t pos, size_t hs, size_t nh,
+                      size_t q_stride, size_t out_stride, float scale, size_t window) {
     const size_t ring = kv->ring;
-    for (size_t t = 0; t < T; t++) {
+    for (size_t u = 0; u < nh * T; u++) { /* head u / T, query t */
+        size_t t = u % T, h = u / T;
         size_t L = pos + t + 1; /* keys this query may see: lo .. L-1 */
         size_t lo = window && L > window ? L - window : 0, n = L - lo;
-        const float *qr = q + t * q_stride;
+        const float *qr = q + t * q_stride + h * hs;
         float *s = scores;
         for (size_t j = 0; j < n; j++) s[j] = 0.0f;
         for (size_t d = 0; d < hs; d++) {
@@ -102,7 +103,7 @@ static void attention(float *restrict out, const float *restrict q, const sm_kv_
         }
         for (size_t j = 0; j < n; j++) s[j] *= scale;
         softmax(s, n);
-        float *o = out + t * out_stride;
+        float *o = out + t * out_stride + h * hs;
         for (size_t d = 0; d < hs; d++) o[d] = 0.0f;
         for (size_t j = 0; j < n; j++) {
             size_t sl = ring ? (lo + j) % ring : lo + j;

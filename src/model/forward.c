@@ -483,9 +483,8 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
                 const size_t o = sm_kv_head_at(s, s->kv_src[ru->seq], l, kh);
                 kv.kt0 = (char *)s->kt + o * kvb, kv.v0 = (char *)s->v + o * kvb;
             }
-            for (size_t h = kh * group; h < (kh + 1) * group; h++)
-                K->attention(s->att + ru->start * Q + h * hs, qkv + h * hs, &kv, scr, ru->len,
-                             ru->pos, hs, W, Q, scale, window);
+            K->attention(s->att + ru->start * Q + kh * group * hs, qkv + kh * group * hs, &kv, scr,
+                         ru->len, ru->pos, hs, group, W, Q, scale, window);
         }
     }
     sm_pool_barrier(s->pool);
