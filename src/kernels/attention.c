@@ -44,26 +44,46 @@ static float online_softmax_row(const sm_attn_kernel *ak, float *s, size_t a, si
     return corr;
 }
 
+/* A call's fixed arguments (sm_kernels_attention's). */
+typedef struct {
+    const sm_attn_kernel *ak;
+    float *out;
+    const float *q;
+    const sm_kv_head *kv;
+    float *scratch;
+    size_t pos, hs, q_stride, out_stride, window;
+    float scale;
+} call;
+
 /*
-** One group: ni queries qr[i] (qr padded to GQ with repeats), query i
-** seeing keys [L[i] - window, L[i]) (L ascending), out row i to o[i]. rows:
-** 1 for a lone query (the pieces' one-query tiles), else GQ.
+** One group: ni queries, query i at position t + i dt of head h + i dh (the
+** group's rows past ni repeat its last query), seeing keys [L - window, L)
+** for L = pos + its t + 1. A lone query (ni = 1) takes the pieces'
+** one-query tiles.
 */
-static void group(const sm_attn_kernel *ak, float *const *o, const float *const *qr, const size_t *L,
-                  size_t ni, size_t rows, const sm_kv_head *kv, float *restrict scratch, size_t hs,
-                  float scale, size_t window) {
-    const size_t ring = kv->ring, as = SM_ATTN_ACC_STRIDE(hs), Lmax = L[ni - 1];
-    float *p = scratch, *acc = scratch + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
-    float m[GQ], l[GQ], corr[GQ];
-    for (size_t i = 0; i < GQ; i++) m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
+static void group(const call *c, size_t t, size_t h, size_t dt, size_t dh, size_t ni) {
+    const sm_attn_kernel *ak = c->ak;
+    const size_t hs = c->hs, window = c->window, ring = c->kv->ring, as = SM_ATTN_ACC_STRIDE(hs);
+    const size_t rows = ni == 1 ? 1 : GQ;
+    float *p = c->scratch, *acc = p + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
+    const float *qr[GQ];
+    float *o[GQ], m[GQ], l[GQ], corr[GQ];
+    size_t L[GQ];
+    for (size_t i = 0; i < GQ; i++) {
+        size_t k = i < ni ? i : ni - 1, tk = t + k * dt, hk = h + k * dh;
+        qr[i] = c->q + tk * c->q_stride + hk * hs, o[i] = c->out + tk * c->out_stride + hk * hs;
+        L[i] = c->pos + tk + 1;
+        m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
+    }
+    const size_t Lmax = L[ni - 1]; /* L ascends */
     memset(acc, 0, rows * as * sizeof *acc);
     /* the first block any query of the group sees (sliding window) */
     size_t first = window && L[0] > window ? (L[0] - window) / KB * KB : 0;
     for (size_t j0 = first; j0 < Lmax; j0 += KB) {
         size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
         const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
-        sm_kernels_kv_block(&kb, &vb, kw, vw, kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
-        ak->scores(p, qr, rows, kb, hs, nk, scale);
+        sm_kernels_kv_block(&kb, &vb, kw, vw, c->kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
+        ak->scores(p, qr, rows, kb, hs, nk, c->scale);
         size_t ra[GQ], rn[GQ]; /* each row's keys in this block: [a, n); none past ni */
         for (size_t i = 0; i < rows; i++) {
             if (i >= ni) {
@@ -100,30 +120,11 @@ void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const f
                           const sm_kv_head *kv, float *restrict scratch, size_t T, size_t pos,
                           size_t hs, size_t nh, size_t q_stride, size_t out_stride, float scale,
                           size_t window) {
-    const float *qr[GQ];
-    float *o[GQ];
-    size_t L[GQ];
+    const call c = {ak, out, q, kv, scratch, pos, hs, q_stride, out_stride, window, scale};
     /* a last lone query goes with its neighbours in the other heads */
     const size_t lone = nh > 1 && T % GQ == 1, Tg = T - lone;
     for (size_t h = 0; h < nh; h++)
-        for (size_t t0 = 0; t0 < Tg; t0 += GQ) {
-            size_t ni = Tg - t0 < GQ ? Tg - t0 : GQ;
-            for (size_t i = 0; i < GQ; i++) {
-                size_t t = t0 + (i < ni ? i : ni - 1);
-                qr[i] = q + t * q_stride + h * hs, o[i] = out + t * out_stride + h * hs;
-                L[i] = pos + t + 1;
-            }
-            group(ak, o, qr, L, ni, ni == 1 ? 1 : GQ, kv, scratch, hs, scale, window);
-        }
-    if (!lone) return;
-    const size_t t = T - 1;
-    for (size_t h0 = 0; h0 < nh; h0 += GQ) {
-        size_t ni = nh - h0 < GQ ? nh - h0 : GQ;
-        for (size_t i = 0; i < GQ; i++) {
-            size_t h = h0 + (i < ni ? i : ni - 1);
-            qr[i] = q + t * q_stride + h * hs, o[i] = out + t * out_stride + h * hs;
-            L[i] = pos + t + 1;
-        }
-        group(ak, o, qr, L, ni, ni == 1 ? 1 : GQ, kv, scratch, hs, scale, window);
-    }
+        for (size_t t0 = 0; t0 < Tg; t0 += GQ) group(&c, t0, h, 1, 0, Tg - t0 < GQ ? Tg - t0 : GQ);
+    if (lone)
+        for (size_t h0 = 0; h0 < nh; h0 += GQ) group(&c, T - 1, h0, 0, 1, nh - h0 < GQ ? nh - h0 : GQ);
 }
