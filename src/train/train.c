@@ -78,17 +78,12 @@ static void transpose(const sm_trainer *t, float *out, const float *in, size_t R
     sm_pool_run(t->pool, tr_task, &j);
 }
 
-/* out[r] = sum of row r of in (R, C), rows split over threads. */
+/* out[r] = sum of row r of in (R, C) (the table's vector sum), rows split over threads. */
 static void rowsum_task(void *arg, int ith, int nth) {
     const tr_job *j = arg;
     size_t r0, r1;
     sm_pool_split(j->R, 1, ith, nth, &r0, &r1);
-    for (size_t r = r0; r < r1; r++) {
-        const float *row = j->in + r * j->C;
-        float s = 0;
-        for (size_t i = 0; i < j->C; i++) s += row[i];
-        j->out[r] = s;
-    }
+    for (size_t r = r0; r < r1; r++) j->out[r] = j->k->sum(j->in + r * j->C, j->C);
 }
 
 /* d_in (BT, K) (+)= d_out (BT, N) . W (N, K); dW (N, K) = d_out^T . in; db = sum of d_out rows. */
