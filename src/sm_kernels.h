@@ -194,8 +194,8 @@ typedef struct sm_kernels {
     /*
     ** Causal attention of nh query heads that read one key/value head (head
     ** h's queries at q + h hs, its outputs at out + h hs) for T queries at
-    ** positions pos..pos+T-1 over keys 0..pos+T-1, which must already be in kv's cache (with
-    ** window > 0, the query at position p sees only keys p - window + 1 ..
+    ** positions pos..pos+T-1 over keys 0..pos+T-1, which must already be in
+    ** kv's cache (with window > 0, the query at position p sees only keys p - window + 1 ..
     ** p: sliding-window attention; blocks of keys before every query's
     ** window are skipped; kv->ring holds only what a window needs): softmax
     ** of scale * Q.K^T over the unmasked keys only, times V. The scalar

@@ -38,6 +38,9 @@ bool test_failed(void);
 /* Deterministic pseudo-random floats in [-1, 1). */
 float test_rand(unsigned long long *state);
 
+/* n of them times scale in a fresh 64-byte-aligned buffer (free() it; n = 0 gives a 1-float one). */
+float *test_rnd(size_t n, unsigned long long *state, float scale);
+
 /*
 ** The kernel specs the exactness tests run through: every table this CPU runs and, with two or
 ** more, one composed table (the best ISA's, decoding's products from the scalar reference), so

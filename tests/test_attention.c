@@ -11,12 +11,6 @@
 #include "sm_kernels.h"
 #include "test.h"
 
-static float *rnd(size_t n, unsigned long long *s, float scale) {
-    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
-    for (size_t i = 0; i < n; i++) p[i] = test_rand(s) * scale;
-    return p;
-}
-
 /*
 ** Attention: every table against the scalar reference; and with an f16 KV
 ** cache, every table (the reference too) bit for bit its own result on the
@@ -39,9 +33,9 @@ void test_kernels_attention(void) {
                 size_t hs = hss[a], T = Ts[b], pos = poss[c / 5], ctx = pos + T + 3, win = wins[c % 5];
                 if (win && (hs % 16 == 1 || b % 2)) continue; /* windows: a subset keeps the time */
                 size_t qs = 3 * hs + 1, os = hs + 2, nsc = SM_ATTN_SCRATCH(hs, ctx);
-                float *q = rnd(T * qs, &s, 2), *keys = rnd(ctx * hs, &s, 2), *v = rnd(ctx * hs, &s, 1);
+                float *q = test_rnd(T * qs, &s, 2), *keys = test_rnd(ctx * hs, &s, 2), *v = test_rnd(ctx * hs, &s, 1);
                 size_t kn = hs * sm_attn_ctx_padded(ctx);
-                float *kt = rnd(kn, &s, 0); /* blocked key cache */
+                float *kt = test_rnd(kn, &s, 0); /* blocked key cache */
                 uint16_t *kt16 = calloc(kn, 2), *v16 = calloc(ctx * hs, 2);
                 for (size_t j = 0; j < ctx * hs; j++) {
                     v16[j] = sm_f32_to_f16(v[j]);
@@ -53,9 +47,9 @@ void test_kernels_attention(void) {
                         kt16[k] = sm_f32_to_f16(keys[j * hs + d]);
                         kt[k] = sm_f16_to_f32(kt16[k]);
                     }
-                float *sc = rnd(nsc + 16, &s, 0); /* 16 guard floats after the scratch */
+                float *sc = test_rnd(nsc + 16, &s, 0); /* 16 guard floats after the scratch */
                 for (size_t j = 0; j < 16; j++) sc[nsc + j] = 4321.0f;
-                float *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
+                float *want = test_rnd(T * os, &s, 0), *got = test_rnd(T * os, &s, 0);
                 float scale = 1.0f / sqrtf((float)hs);
                 sm_kv_head kv32 = {.kt = kt, .v = v, .type = SM_DTYPE_F32};
                 sm_kv_head kv16 = {.kt = kt16, .v = v16, .type = SM_DTYPE_F16};
@@ -63,7 +57,7 @@ void test_kernels_attention(void) {
                 /* the same caches split: key blocks below sh in a second (shared) copy, the
                    own copy's there garbage; a table reads each slot where it is */
                 size_t sh = ctx / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
-                float *okt = rnd(kn, &s, 3), *ov = rnd(ctx * hs, &s, 3);
+                float *okt = test_rnd(kn, &s, 3), *ov = test_rnd(ctx * hs, &s, 3);
                 uint16_t *okt16 = calloc(kn, 2), *ov16 = calloc(ctx * hs, 2);
                 memcpy(okt + sh * hs, kt + sh * hs, (kn - sh * hs) * sizeof *kt);
                 memcpy(ov + sh * hs, v + sh * hs, (ctx - sh) * hs * sizeof *v);
@@ -77,7 +71,7 @@ void test_kernels_attention(void) {
                    split; the f16 result the f32 widening's; the SIMD tables near the reference */
                 for (size_t i = 0; i <= nk; i++) {
                     const sm_kernels *kk = i < nk ? ks[i] : ref;
-                    float *w32 = rnd(T * os, &s, 0), *w = rnd(T * os, &s, 0);
+                    float *w32 = test_rnd(T * os, &s, 0), *w = test_rnd(T * os, &s, 0);
                     for (size_t j = 0; j < T * os; j++) got[j] = w[j] = w32[j] = -777.0f; /* past hs: unwritten */
                     kk->attention(w32, q, &kv32, sc, T, pos, hs, 1, qs, os, scale, win);
                     kk->attention(w, q, &sp32, sc, T, pos, hs, 1, qs, os, scale, win);
@@ -136,16 +130,16 @@ void test_kernels_attention_ring(void) {
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         size_t hs = cases[c][0], T = cases[c][1], pos = cases[c][2], win = cases[c][3];
         size_t ctx = pos + T, ring = sm_attn_ctx_padded(win + T - 1), qs = hs, os = hs;
-        float *q = rnd(T * qs, &s, 2), *keys = rnd(ctx * hs, &s, 2), *v = rnd(ctx * hs, &s, 1);
-        float *kt = rnd(hs * sm_attn_ctx_padded(ctx), &s, 0), *rk = rnd(hs * ring, &s, 0);
-        float *rv = rnd(ring * hs, &s, 0);
+        float *q = test_rnd(T * qs, &s, 2), *keys = test_rnd(ctx * hs, &s, 2), *v = test_rnd(ctx * hs, &s, 1);
+        float *kt = test_rnd(hs * sm_attn_ctx_padded(ctx), &s, 0), *rk = test_rnd(hs * ring, &s, 0);
+        float *rv = test_rnd(ring * hs, &s, 0);
         for (size_t j = 0; j < ctx; j++) /* later positions overwrite earlier ones in the ring */
             for (size_t d = 0; d < hs; d++) {
                 kt[sm_attn_key_index(j, d, hs)] = keys[j * hs + d];
                 rk[sm_attn_key_index(j % ring, d, hs)] = keys[j * hs + d];
                 rv[(j % ring) * hs + d] = v[j * hs + d];
             }
-        float *sc = rnd(SM_ATTN_SCRATCH(hs, ctx), &s, 0), *want = rnd(T * os, &s, 0), *got = rnd(T * os, &s, 0);
+        float *sc = test_rnd(SM_ATTN_SCRATCH(hs, ctx), &s, 0), *want = test_rnd(T * os, &s, 0), *got = test_rnd(T * os, &s, 0);
         float scale = 1.0f / sqrtf((float)hs);
         sm_kv_head whole = {.kt = kt, .v = v, .type = SM_DTYPE_F32};
         sm_kv_head rkv = {.kt = rk, .v = rv, .ring = ring, .type = SM_DTYPE_F32};
@@ -179,10 +173,10 @@ void test_kernels_attention_heads(void) {
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         size_t hs = cases[c][0], nh = cases[c][1], T = cases[c][2], pos = cases[c][3], win = cases[c][4];
         size_t ctx = pos + T, qs = nh * hs + 3, os = nh * hs + 1, n = T * os;
-        float *q = rnd(T * qs, &s, 2), *q2 = rnd(T * qs, &s, 2), *v = rnd(ctx * hs, &s, 1);
-        float *kt = rnd(hs * sm_attn_ctx_padded(ctx), &s, 2);
-        float *sc = rnd(SM_ATTN_SCRATCH(hs, ctx), &s, 0), *want = rnd(n, &s, 0), *got = rnd(n, &s, 0);
-        float *other = rnd(n, &s, 0), *alone = rnd(n, &s, 0);
+        float *q = test_rnd(T * qs, &s, 2), *q2 = test_rnd(T * qs, &s, 2), *v = test_rnd(ctx * hs, &s, 1);
+        float *kt = test_rnd(hs * sm_attn_ctx_padded(ctx), &s, 2);
+        float *sc = test_rnd(SM_ATTN_SCRATCH(hs, ctx), &s, 0), *want = test_rnd(n, &s, 0), *got = test_rnd(n, &s, 0);
+        float *other = test_rnd(n, &s, 0), *alone = test_rnd(n, &s, 0);
         for (size_t j = 0; j < T * qs; j += qs) memcpy(q2 + j, q + j, hs * sizeof *q); /* head 0 kept */
         float scale = 1.0f / sqrtf((float)hs);
         sm_kv_head kv = {.kt = kt, .v = v, .type = SM_DTYPE_F32};

@@ -13,12 +13,6 @@
 #include "sm_quant.h"
 #include "test.h"
 
-static float *rnd(size_t n, unsigned long long *s) {
-    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
-    for (size_t i = 0; i < n; i++) p[i] = test_rand(s);
-    return p;
-}
-
 /* Bad specs: SM_ERR_INPUT and a message naming the item. */
 void test_dispatch_bad_specs(void) {
     static const struct {
@@ -164,7 +158,7 @@ void test_dispatch_composed(void) {
         unsigned long long s = 11;
         const size_t N = 40, K = 512, n0 = 3, n1 = 37;
         for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
-            float *wf = rnd(N * K, &s);
+            float *wf = test_rnd(N * K, &s, 1);
             void *w = malloc(sm_dtype_row_bytes(dts[d], K) * N);
             if (dts[d] == SM_DTYPE_F32) memcpy(w, wf, N * K * sizeof(float));
             else if (dts[d] == SM_DTYPE_F16)
@@ -172,9 +166,9 @@ void test_dispatch_composed(void) {
             else CHECK(sm_quant_quantize(w, wf, dts[d], N * K) == N * K / sm_dtype_block(dts[d]));
             size_t scr_n = sm_kernels_scratch(c, K);
             CHECK(scr_n >= sm_kernels_scratch(lo, K) && scr_n >= sm_kernels_scratch(hi, K));
-            float *scr = rnd(scr_n, &s);
+            float *scr = test_rnd(scr_n, &s, 1);
             for (size_t T = 1; T <= 9; T += (T < 5 ? 1 : 4)) {
-                float *x = rnd(T * K, &s), *a = rnd(T * N, &s), *b = rnd(T * N, &s);
+                float *x = test_rnd(T * K, &s, 1), *a = test_rnd(T * N, &s, 1), *b = test_rnd(T * N, &s, 1);
                 bool q = dts[d] >= SM_DTYPE_Q8_0;
                 const sm_kernels *mt = T >= 4 ? (q ? c->from[SM_KOP_QGEMM] : gemm) : rows;
                 c->matmul(c, a, x, w, dts[d], NULL, T, N, K, n0, n1, scr);

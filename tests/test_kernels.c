@@ -12,12 +12,6 @@
 #include "kernels/kernels_internal.h"
 #include "test.h"
 
-static float *rnd(size_t n, unsigned long long *s, float scale) {
-    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
-    for (size_t i = 0; i < n; i++) p[i] = test_rand(s) * scale;
-    return p;
-}
-
 static size_t tables(const sm_kernels **k) {
     return sm_kernels_available(k, 8);
 }
@@ -43,8 +37,8 @@ void test_kernels_matmul(void) {
         for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
             for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
                 size_t T = Ts[a], N = Ns[b], K = Ks[c];
-                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
-                float *want = rnd(T * N, &s, 0), *got = rnd(T * N, &s, 0);
+                float *x = test_rnd(T * K, &s, 1), *w = test_rnd(N * K, &s, 1), *bias = test_rnd(N, &s, 1);
+                float *want = test_rnd(T * N, &s, 0), *got = test_rnd(T * N, &s, 0);
                 /* a column range that is not panel-aligned, and the full range */
                 size_t ranges[2][2] = {{N / 3, N - (N > 1)}, {0, N}};
                 for (int r = 0; r < 2; r++) {
@@ -52,7 +46,7 @@ void test_kernels_matmul(void) {
                     const float *bb = r ? bias : NULL;
                     ref->matmul(ref, want, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, NULL);
                     for (size_t i = 1; i < nk; i++) {
-                        float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                        float *scratch = test_rnd(ks[i]->matmul_scratch, &s, 0);
                         for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
                         ks[i]->matmul(ks[i], got, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
                         free(scratch);
@@ -94,9 +88,9 @@ void test_kernels_matmul_rows(void) {
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
             for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
                 size_t T = Ts[a], N = 37, K = Ks[c], n0 = 3, n1 = 34;
-                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
-                float *rows = rnd(T * N, &s, 0), *one = rnd(N, &s, 0);
-                float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                float *x = test_rnd(T * K, &s, 1), *w = test_rnd(N * K, &s, 1), *bias = test_rnd(N, &s, 1);
+                float *rows = test_rnd(T * N, &s, 0), *one = test_rnd(N, &s, 0);
+                float *scratch = test_rnd(ks[i]->matmul_scratch, &s, 0);
                 for (int b = 0; b < 2; b++) {
                     const float *bb = b ? bias : NULL;
                     ks[i]->matmul_rows(ks[i], rows, x, w, SM_DTYPE_F32, bb, T, N, K, n0, n1, scratch);
@@ -127,9 +121,9 @@ void test_kernels_matmul_any_rows(void) {
         for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
             for (size_t T = 4; T <= 21; T++) {
                 size_t N = 37, K = Ks[c], n0 = 2, n1 = 35;
-                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
-                float *all = rnd(T * N, &s, 0), *four = rnd(4 * N, &s, 0);
-                float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                float *x = test_rnd(T * K, &s, 1), *w = test_rnd(N * K, &s, 1), *bias = test_rnd(N, &s, 1);
+                float *all = test_rnd(T * N, &s, 0), *four = test_rnd(4 * N, &s, 0);
+                float *scratch = test_rnd(ks[i]->matmul_scratch, &s, 0);
                 ks[i]->matmul(ks[i], all, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
                 for (int end = 0; end < 2; end++) {
                     size_t t0 = end ? T - 4 : 0;
@@ -157,7 +151,7 @@ void test_kernels_transpose(void) {
         for (size_t a = 0; a < sizeof Rs / sizeof *Rs; a++)
             for (size_t b = 0; b < sizeof Cs / sizeof *Cs; b++) {
                 size_t R = Rs[a], C = Cs[b], c0 = C / 4, c1 = C - C / 5;
-                float *in = rnd(R * C, &s, 1), *out = rnd(R * C, &s, 0);
+                float *in = test_rnd(R * C, &s, 1), *out = test_rnd(R * C, &s, 0);
                 for (size_t j = 0; j < R * C; j++) out[j] = -7.0f;
                 ks[i]->transpose(out, in, R, C, c0, c1);
                 size_t bad = 0;
@@ -205,13 +199,13 @@ void test_kernels_rows_on_512(void) {
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
             for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
                 size_t T = Ts[a], N = 37, K = Ks[c], n0 = 3, n1 = 34;
-                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
-                float *rows = rnd(T * N, &s, 0), *one = rnd(N, &s, 0), *wide = rnd(N * K, &s, 0);
+                float *x = test_rnd(T * K, &s, 1), *w = test_rnd(N * K, &s, 1), *bias = test_rnd(N, &s, 1);
+                float *rows = test_rnd(T * N, &s, 0), *one = test_rnd(N, &s, 0), *wide = test_rnd(N * K, &s, 0);
                 uint16_t *q = malloc(N * K * sizeof *q);
                 const void *wt = w;
                 if (dts[d] != SM_DTYPE_F32) narrow(dts[d], w, N * K, q, wide), wt = q;
                 size_t sc = zen4->matmul_scratch > avx2->matmul_scratch ? zen4->matmul_scratch : avx2->matmul_scratch;
-                float *scratch = rnd(sc, &s, 0);
+                float *scratch = test_rnd(sc, &s, 0);
                 for (int b = 0; b < 2; b++) {
                     const float *bb = b ? bias : NULL;
                     zen4->matmul_rows(zen4, rows, x, wt, dts[d], bb, T, N, K, n0, n1, scratch);
@@ -248,15 +242,15 @@ void test_kernels_matmul_16bit(void) {
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
             for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
                 size_t T = Ts[a], N = 37, K = Ks[c], n0 = 3, n1 = 35;
-                float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
-                float *wide = rnd(N * K, &s, 0), *want = rnd(T * N, &s, 0), *got = rnd(T * N, &s, 0);
+                float *x = test_rnd(T * K, &s, 1), *w = test_rnd(N * K, &s, 1), *bias = test_rnd(N, &s, 1);
+                float *wide = test_rnd(N * K, &s, 0), *want = test_rnd(T * N, &s, 0), *got = test_rnd(T * N, &s, 0);
                 uint16_t *q = malloc(N * K * sizeof *q);
                 narrow(dts[d], w, N * K, q, wide);
                 for (size_t i = 0; i < nk; i++)
                     for (int rows = 0; rows < 2; rows++) {
                         if (!rows && sm_kernels_dot16_takes(ks[i], dts[d], T, K)) continue;
                         sm_matmul_fn mm = rows ? ks[i]->matmul_rows : ks[i]->matmul;
-                        float *scratch = rnd(ks[i]->matmul_scratch, &s, 0);
+                        float *scratch = test_rnd(ks[i]->matmul_scratch, &s, 0);
                         for (size_t j = 0; j < T * N; j++) want[j] = got[j] = 12345.0f;
                         mm(ks[i], want, x, wide, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
                         mm(ks[i], got, x, q, dts[d], bias, T, N, K, n0, n1, scratch);
@@ -290,7 +284,7 @@ void test_kernels_matmul_dot16(void) {
         if (!avail[i]->dot16_types) continue;
         sm_kernels k = *avail[i];
         k.dot16_types |= 1u << SM_DTYPE_F16;
-        float *scratch = rnd(k.matmul_scratch, &s, 0);
+        float *scratch = test_rnd(k.matmul_scratch, &s, 0);
         for (int d = 0; d < 2; d++) {
             sm_dtype dt = d ? SM_DTYPE_BF16 : SM_DTYPE_F16;
             const char *dn = d ? "bf16" : "f16";
@@ -299,8 +293,8 @@ void test_kernels_matmul_dot16(void) {
                     size_t T = Ts[a], N = 37 + 32 * (a % 2), K = Ks[c], n0 = 3, n1 = N - 2;
                     CHECK(sm_kernels_dot16_takes(&k, dt, T, K) && !sm_kernels_dot16_takes(&k, dt, 3, K) &&
                           !sm_kernels_dot16_takes(&k, dt, T, K + 1));
-                    float *x = rnd(T * K, &s, 1), *w = rnd(N * K, &s, 1), *bias = rnd(N, &s, 1);
-                    float *wide = rnd(N * K, &s, 0), *got = rnd(T * N, &s, 0), *part = rnd(T * N, &s, 0);
+                    float *x = test_rnd(T * K, &s, 1), *w = test_rnd(N * K, &s, 1), *bias = test_rnd(N, &s, 1);
+                    float *wide = test_rnd(N * K, &s, 0), *got = test_rnd(T * N, &s, 0), *part = test_rnd(T * N, &s, 0);
                     uint16_t *q = malloc(N * K * sizeof *q);
                     narrow(dt, w, N * K, q, wide);
                     if (c == 1) /* the exact case: rounding x is the whole answer */
@@ -416,7 +410,7 @@ void test_kernels_softmax(void) {
     unsigned long long s = 3;
     for (size_t a = 0; a < 6; a++) {
         size_t n = ns[a];
-        float *x = rnd(n, &s, 20), *want = rnd(n, &s, 0), *got = rnd(n, &s, 0);
+        float *x = test_rnd(n, &s, 20), *want = test_rnd(n, &s, 0), *got = test_rnd(n, &s, 0);
         memcpy(want, x, n * sizeof *x);
         ref->softmax(want, n);
         double sum = 0;
@@ -439,7 +433,7 @@ void test_kernels_exp(void) {
     const sm_kernels *ks[8];
     size_t nk = tables(ks);
     size_t n = 20001;
-    float *x = rnd(n, &(unsigned long long){4}, 0), *got = rnd(n, &(unsigned long long){5}, 0);
+    float *x = test_rnd(n, &(unsigned long long){4}, 0), *got = test_rnd(n, &(unsigned long long){5}, 0);
     for (size_t j = 0; j < n; j++) x[j] = -87.0f + 175.0f * (float)j / (float)(n - 1);
     for (size_t i = 0; i < nk; i++) {
         ks[i]->exp(got, x, n);
@@ -459,8 +453,8 @@ void test_kernels_layernorm(void) {
     unsigned long long s = 6;
     for (size_t a = 0; a < 6; a++) {
         size_t C = Cs[a];
-        float *x = rnd(C, &s, 3), *g = rnd(C, &s, 1), *b = rnd(C, &s, 1);
-        float *want = rnd(C, &s, 0), *got = rnd(C, &s, 0);
+        float *x = test_rnd(C, &s, 3), *g = test_rnd(C, &s, 1), *b = test_rnd(C, &s, 1);
+        float *want = test_rnd(C, &s, 0), *got = test_rnd(C, &s, 0);
         for (size_t j = 0; j < C; j++) x[j] += 5.0f; /* a non-zero mean */
         for (int withb = 0; withb < 2; withb++) {
             ref->layernorm(want, x, g, withb ? b : NULL, C, 1e-5f);
@@ -479,8 +473,8 @@ void test_kernels_gelu(void) {
     const sm_kernels *ks[8], *ref = sm_kernels_reference();
     size_t nk = tables(ks);
     size_t n = 4099;
-    float *x = rnd(n, &(unsigned long long){7}, 0);
-    float *want = rnd(n, &(unsigned long long){8}, 0), *got = rnd(n, &(unsigned long long){9}, 0);
+    float *x = test_rnd(n, &(unsigned long long){7}, 0);
+    float *want = test_rnd(n, &(unsigned long long){8}, 0), *got = test_rnd(n, &(unsigned long long){9}, 0);
     for (size_t j = 0; j < n; j++) x[j] = -12.0f + 24.0f * (float)j / (float)(n - 1);
     for (int form = 0; form < 2; form++) {
         memcpy(want, x, n * sizeof *x);
@@ -510,9 +504,9 @@ void test_kernels_llama_ops(void) {
     unsigned long long s = 11;
     for (size_t a = 0; a < 6; a++) {
         size_t C = Cs[a];
-        float *x = rnd(C, &s, 3), *g = rnd(C, &s, 1), *u = rnd(C, &s, 2);
-        float *cs = rnd(C, &s, 1), *sn = rnd(C, &s, 1);
-        float *want = rnd(C, &s, 0), *got = rnd(C, &s, 0);
+        float *x = test_rnd(C, &s, 3), *g = test_rnd(C, &s, 1), *u = test_rnd(C, &s, 2);
+        float *cs = test_rnd(C, &s, 1), *sn = test_rnd(C, &s, 1);
+        float *want = test_rnd(C, &s, 0), *got = test_rnd(C, &s, 0);
         /* scalar against double formulas */
         ref->rmsnorm(want, x, g, C, 1e-5f);
         double ss = 0;

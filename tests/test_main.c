@@ -48,6 +48,13 @@ float test_rand(unsigned long long *s) {
     return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
 }
 
+float *test_rnd(size_t n, unsigned long long *s, float scale) {
+    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
+    if (!p) abort();
+    for (size_t i = 0; i < n; i++) p[i] = test_rand(s) * scale;
+    return p;
+}
+
 const char *test_models_dir(void) {
     const char *d = getenv("SM_TEST_MODELS");
     return d && *d ? d : NULL;

@@ -24,15 +24,9 @@ static void *xalloc(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
 
-static float *rndf(size_t n, unsigned long long *s, float scale) {
-    float *p = xalloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = test_rand(s) * scale;
-    return p;
-}
-
 /* N rows of K random weights quantized to dt, and their exact dequantization in deq. */
 static void *rndq(sm_dtype dt, size_t N, size_t K, unsigned long long *s, float **deq) {
-    float *w = rndf(N * K, s, 1);
+    float *w = test_rnd(N * K, s, 1);
     size_t rb = sm_dtype_row_bytes(dt, K);
     unsigned char *q = xalloc(N * rb);
     for (size_t n = 0; n < N; n++) sm_quant_quantize(q + n * rb, w + n * K, dt, K);
@@ -110,7 +104,7 @@ void test_quant_dequant(void) {
         unsigned char *q = xalloc(nb * bb);
         for (size_t i = 0; i < nb * bb; i++) q[i] = (unsigned char)(test_rand(&s) * 128 + 128);
         for (size_t b = 0; b < nb; b++) rnd_scales(q, dt, b, &s);
-        float *want = rndf(n, &s, 0), *got = rndf(n, &s, 0);
+        float *want = test_rnd(n, &s, 0), *got = test_rnd(n, &s, 0);
         sm_quant_dequant(want, q, dt, n);
         for (size_t i = 0; i < nq; i++) {
             qk[i]->dequant(got, q, dt, n);
@@ -134,7 +128,7 @@ void test_quant_activations(void) {
     size_t nq = sm_kernels_qavailable(qk, 8);
     const size_t K = 256, r = SM_QX_ROWS;
     unsigned long long s = 12;
-    float *x = rndf(r * K, &s, 3);
+    float *x = test_rnd(r * K, &s, 3);
     for (size_t j = 32; j < 64; j++) x[j] = 0.0f;                    /* a zero block */
     for (size_t j = 64; j < 96; j++) x[j] = (float)((int)j - 80) * 0.25f; /* x / d: ties */
     x[64] = 63.5f;
@@ -179,12 +173,12 @@ void test_quant_gemv(void) {
             for (size_t r = 1; r <= SM_QX_ROWS; r++) {
                 sm_dtype dt = QT[t];
                 size_t K = sm_dtype_block(dt) == SM_QK ? Ks[c] : KKs[c], N = 19, n0 = 2, n1 = 17, nb = K / SM_QK;
-                float *deq, *x = rndf(r * K, &s, 2), *bias = rndf(N, &s, 1);
+                float *deq, *x = test_rnd(r * K, &s, 2), *bias = test_rnd(N, &s, 1);
                 void *w = rndq(dt, N, K, &s, &deq);
                 void *buf = xalloc(SM_QX_BYTES(K));
                 sm_qx qx = sm_kernels_qx(buf, K);
                 qk[0]->quant_x(qx, x, r, K);
-                float *want = rndf(r * N, &s, 0), *got = rndf(r * N, &s, 0);
+                float *want = test_rnd(r * N, &s, 0), *got = test_rnd(r * N, &s, 0);
                 qk[0]->gemv(want, qx, r, w, dt, bias, N, K, n0, n1);
                 for (size_t i = 0; i < r; i++)
                     for (size_t n = n0; n < n1; n++) {
@@ -231,11 +225,11 @@ void test_quant_gemm(void) {
                 size_t T = Ts[a], K = sm_dtype_block(dt) == SM_QK ? Ks[c] : KKs[c];
                 size_t N = 77, n0 = 3, n1 = 74;
                 if (T > 33 && K > 600) continue; /* the long cases once each way */
-                float *deq, *x = rndf(T * K, &s, 2), *bias = rndf(N, &s, 1);
+                float *deq, *x = test_rnd(T * K, &s, 2), *bias = test_rnd(N, &s, 1);
                 void *w = rndq(dt, N, K, &s, &deq);
                 void *qb = xalloc(SM_QX_BYTES(K));
                 void *scr = xalloc(SM_QGEMM_BYTES);
-                float *want = rndf(T * N, &s, 0), *got = rndf(T * N, &s, 0), *two = rndf(T * N, &s, 0);
+                float *want = test_rnd(T * N, &s, 0), *got = test_rnd(T * N, &s, 0), *two = test_rnd(T * N, &s, 0);
                 sm_qx qx = sm_kernels_qx(qb, K);
                 double *mag = calloc(T * N, sizeof *mag);
                 for (size_t i = 0; i < T; i++) {
@@ -296,14 +290,14 @@ void test_quant_matmul(void) {
             for (size_t c = 0; c < (sm_dtype_block(QT[t]) == SM_QK ? 5u : 3u); c++) {
                 sm_dtype dt = QT[t];
                 size_t T = Ts[a], K = sm_dtype_block(dt) == SM_QK ? Ks[c] : KKs[c], N = 70, n0 = 5, n1 = 67;
-                float *deq, *x = rndf(T * K, &s, 1), *bias = rndf(N, &s, 1);
+                float *deq, *x = test_rnd(T * K, &s, 1), *bias = test_rnd(N, &s, 1);
                 void *w = rndq(dt, N, K, &s, &deq);
-                float *want = rndf(T * N, &s, 0), *got = rndf(T * N, &s, 0);
-                float *one = rndf(N, &s, 0);
-                float *rs = rndf(sm_kernels_scratch(ref, K), &s, 0);
+                float *want = test_rnd(T * N, &s, 0), *got = test_rnd(T * N, &s, 0);
+                float *one = test_rnd(N, &s, 0);
+                float *rs = test_rnd(sm_kernels_scratch(ref, K), &s, 0);
                 ref->matmul(ref, want, x, w, dt, bias, T, N, K, n0, n1, rs);
                 for (size_t i = 0; i < nk; i++) {
-                    float *scr = rndf(sm_kernels_scratch(ks[i], K), &s, 0);
+                    float *scr = test_rnd(sm_kernels_scratch(ks[i], K), &s, 0);
                     for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
                     ks[i]->matmul(ks[i], got, x, w, dt, bias, T, N, K, n0, n1, scr);
                     bool qgemm = sm_kernels_qgemm_takes(ks[i]->quant, dt, T);
@@ -400,7 +394,7 @@ static double plain_k(const float *x, sm_dtype dt) {
 void test_quant_quantizer(void) {
     unsigned long long s = 15;
     const size_t n = 256 * SM_QK;
-    float *w = rndf(n, &s, 1), *back = rndf(n, &s, 0);
+    float *w = test_rnd(n, &s, 1), *back = test_rnd(n, &s, 0);
     for (size_t i = 0; i < n; i++) w[i] = w[i] * w[i] * w[i] * (float)(1 + i % 5); /* heavy tails */
     for (size_t i = n / 2; i < n / 2 + 256; i++) w[i] = fabsf(w[i]) + 0.01f; /* a positive super-block */
     for (size_t t = 0; t < NQT; t++) {
@@ -493,8 +487,8 @@ void test_quant_repacked(void) {
             for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
                 size_t T = Ts[ti];
                 if (T > 13 && K > 600) continue;
-                float *x = rndf(T * K, &s, 2), *bias = rndf(N, &s, 1);
-                float *want = rndf(T * N, &s, 0), *got = rndf(T * N, &s, 0), *one = rndf(N, &s, 0);
+                float *x = test_rnd(T * K, &s, 2), *bias = test_rnd(N, &s, 1);
+                float *want = test_rnd(T * N, &s, 0), *got = test_rnd(T * N, &s, 0), *one = test_rnd(N, &s, 0);
                 for (size_t ki = 0; ki < nk; ki++) {
                     const sm_kernels *k = ks[ki];
                     if (!(sm_kernels_repack_types(k) >> dt & 1u)) continue;
@@ -566,7 +560,7 @@ void test_quant_reuse(void) {
                 const size_t T = Ts[ti], cap = caps[ci];
                 const size_t scr_n = sm_kernels_scratch_rows(k, K, cap);
                 float *scr = xalloc(scr_n * sizeof(float));
-                float *x = rndf(T * K, &s, 2), *y = rndf(T * K, &s, 2), *x0 = xalloc(T * K * sizeof *x);
+                float *x = test_rnd(T * K, &s, 2), *y = test_rnd(T * K, &s, 2), *x0 = xalloc(T * K * sizeof *x);
                 float *wx4 = xalloc(T * N * 4), *wy4 = xalloc(T * N * 4), *wx8 = xalloc(T * N * 4);
                 float *got = xalloc(T * N * 4);
                 memcpy(x0, x, T * K * sizeof *x);
