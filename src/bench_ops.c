@@ -78,7 +78,7 @@ static bool fill_weights(char *w, sm_dtype dt, size_t N, size_t K, uint64_t *s) 
     if (dt != sm_dtype_base(dt)) { /* a repacked layout: its file type's rows, then repacked */
         char *t = malloc(sm_dtype_row_bytes(sm_dtype_base(dt), K) * N);
         bool ok = t && fill_weights(t, sm_dtype_base(dt), N, K, s);
-        if (ok) sm_kernels_repack(w, t, sm_dtype_base(dt), K, 0, N / SM_R32);
+        if (ok) sm_kernels_repack(w, t, sm_dtype_base(dt), N, K, 0, N / SM_R32);
         free(t);
         return ok;
     }
@@ -147,7 +147,7 @@ static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t see
        the tables that take them (fill_weights from the seed again, then copies as above) */
     sm_dtype rt = sm_kernels_repacked(d->dt);
     if (ok && !att && rt != d->dt && sm_dtype_row_bytes(rt, K) == sm_dtype_row_bytes(d->dt, K) &&
-        sm_kernels_repackable(d->dt, N, K)) {
+        sm_kernels_repackable(d->dt, N, K) && N % SM_R32 == 0) {
         uint64_t s0 = seed;
         ok = (c->wr = sm_alloc_big(c->copy_bytes * c->copies)) != NULL && fill_weights(c->wr, rt, N, K, &s0);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->wr + k * c->copy_bytes, c->wr, c->copy_bytes);

@@ -17,8 +17,9 @@
 /* 3: the kernels' identity says which 16-bit weights prefill on vdpbf16ps (the avx512 table's
    bf16 products changed arithmetic under the same name); 4: and whether q4_0 / q8_0 matrices are
    repacked (/r32: their decoding products sum as the packed ones do); 5: a lone query (decoded,
-   or a prompt's last when T % 4 == 1) attends beside the other heads of its key/value head */
-#define VERSION 5u
+   or a prompt's last when T % 4 == 1) attends beside the other heads of its key/value head; 6:
+   /r32 lays out f32 matrices as panels too (every f32 product then sums as the packed one) */
+#define VERSION 6u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {

@@ -26,12 +26,16 @@ typedef enum {
     /*
     ** Layouts the kernels make at load (sm_kernels_repack), never in a file:
     ** the same blocks with 32 rows' levels interleaved four bytes at a time
-    ** (sm_kernels.h). Quantized; their bytes are the base type's.
+    ** (sm_kernels.h), their bytes the base type's; or panels of f32 weights.
+    ** Each is quantized where its base type is.
     */
     SM_DTYPE_Q8_0_R32,
     SM_DTYPE_Q4_0_R32,
     SM_DTYPE_Q6_K_P32, /* q6_k as the packed product's panels (levels as bytes, f32 scales):
                           40 bytes per 32 weights, not the file's 26.25 */
+    SM_DTYPE_F32_P32,  /* f32 as the packed product's panels: 32 rows' weights side by side,
+                          column after column (sm_kernels.h); the file's bytes, rows padded
+                          with zeros to a multiple of 32 */
     SM_DTYPE_LAYOUT_END
 } sm_dtype;
 
@@ -40,6 +44,7 @@ static inline sm_dtype sm_dtype_base(sm_dtype t) {
     return t == SM_DTYPE_Q8_0_R32   ? SM_DTYPE_Q8_0
            : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0
            : t == SM_DTYPE_Q6_K_P32 ? SM_DTYPE_Q6_K
+           : t == SM_DTYPE_F32_P32  ? SM_DTYPE_F32
                                     : t;
 }
 

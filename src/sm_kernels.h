@@ -170,6 +170,10 @@ typedef struct sm_kernels {
     ** (dispatch.c), none elsewhere. See sm_kernels_dot16_takes. */
     unsigned dot16_types;
 
+    /* Whether matmul and matmul_rows take SM_DTYPE_F32_P32 (sm_kernels_repack): the packed
+    ** f32 product on panels laid out at load, for every T. */
+    bool f32_panels;
+
     /*
     ** out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for all t < T and
     ** n0 <= n < n1; other columns of out are not touched. bias may be NULL.
@@ -354,19 +358,29 @@ void sm_kernels_reuse_end(float *scratch);
 ** bytes per 32 weights where the file has 26.25; 32 rows over each 512
 ** columns, panel after panel), made by the AVX512-VNNI code: ask for it
 ** only where sm_kernels_repack_types has its bit.
+**
+** An f32 matrix (any N) is laid out as the same product's panels
+** (SM_DTYPE_F32_P32): row group G takes 32 K floats from G * 32 K, column k
+** of its 32 rows side by side at 32 k (rows past N zeros). The table's
+** packed product reads them in place for every T, so a decoded row (T = 1),
+** a batch's rows and a prompt's get each output's sums in the same order;
+** the table's decoding products on the file's rows sum in another.
 */
 #define SM_R32 32
-/* Whether an N x K matrix of type dt can be repacked: q4_0, q8_0 or q6_k, N % 32 == 0, K whole blocks. */
+/* Whether an N x K matrix of type dt can be repacked: f32 (any N); q4_0, q8_0 or q6_k with
+** N % 32 == 0 and K whole blocks. */
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
 /* The layout dt repacks into (dt itself if none). */
 sm_dtype sm_kernels_repacked(sm_dtype dt);
-/* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1) of src (rows of K of type dt, repackable) into dst (sm_dtype_row_bytes of the
-** layout: the same bytes for q4_0, q8_0), as above. */
-void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0,
-                       size_t g1);
-/* The file types (bits 1u << dt: q4_0, q8_0, q6_k) whose repacked matrices table k multiplies
-** (its packed and its decoding products from one table whose integer products have the
-** repacked product: the avx512 table on AVX512-VNNI); 0 where none. */
+/* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1) of src (N rows of K of type dt, repackable)
+** into dst (sm_dtype_row_bytes of the layout for each of 32 g1 rows: the same bytes for q4_0,
+** q8_0, f32), as above. */
+void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
+                       size_t g0, size_t g1);
+/* The file types (bits 1u << dt: q4_0, q8_0, q6_k; f32) whose repacked matrices table k
+** multiplies: the quantized ones where its packed and its decoding products come from one
+** table whose integer products have the repacked product (the avx512 table on AVX512-VNNI),
+** f32 where its packed f32 product's table reads the panels (f32_panels); 0 where none. */
 unsigned sm_kernels_repack_types(const sm_kernels *k);
 /* The name of the integer products table k's quantized matmuls use (sm_qkernel's name:
 ** "scalar", "avx2", "avx-vnni", "avx512-vnni"): what a benchmark of quantized weights measured. */

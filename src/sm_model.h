@@ -39,7 +39,7 @@ sm_status sm_model_load(sm_model **out, const char *path, bool use_mmap, sm_erro
 void sm_model_free(sm_model *m);
 /*
 ** Repacks (sm_kernels_repack) every block matrix and the output matrix
-** (unless tied to the embeddings) whose type is in `types` (bits 1u <<
+** (unless tied to the embeddings in a type other than f32) whose type is in `types` (bits 1u <<
 ** dtype) and whose shape allows, into one block the model owns; states
 ** whose params set repack multiply those. Once per model: a later call does
 ** nothing. The file's rows stay as they were (other states may read them).

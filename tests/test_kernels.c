@@ -586,3 +586,73 @@ void test_kernels_sum(void) {
     }
     free(x);
 }
+
+/*
+** f32 panels (SM_DTYPE_F32_P32, sm_kernels_repack): the layout as sm_kernels.h
+** states it (rows past N zeros), and every table that takes them, the composed
+** ones included, gives for any T (1 to 37, across the micro-kernels' row
+** counts) each output bit for bit what the same table's packed product on
+** the file's rows gives (T >= 4: rows added after x's, which change no other
+** row), each row the same alone; columns outside [n0, n1) untouched; near
+** the exact product. Skips, saying so, where no table takes them.
+*/
+void test_kernels_f32_panels(void) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 6), tested = 0;
+    const sm_kernels *zen4 = sm_kernels_select("avx512,rows=avx2");
+    if (zen4) ks[nk++] = zen4;
+    static const size_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 16, 37}, Ks[] = {8, 100, 288, 600};
+    unsigned long long s = 41;
+    for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+        const size_t K = Ks[c], N = 80, n0 = 32, n1 = 80; /* the last group half padding */
+        const size_t G = (N + SM_R32 - 1) / SM_R32;
+        float *w = test_rnd(N * K, &s, 1), *r = test_rnd(G * SM_R32 * K, &s, 0);
+        CHECK(sm_kernels_repackable(SM_DTYPE_F32, N, K) && sm_kernels_repacked(SM_DTYPE_F32) == SM_DTYPE_F32_P32);
+        sm_kernels_repack(r, w, SM_DTYPE_F32, N, K, 0, G);
+        size_t bad = 0;
+        for (size_t n = 0; n < G * SM_R32; n++)
+            for (size_t k = 0; k < K; k++)
+                bad += memcmp(&r[n / SM_R32 * SM_R32 * K + k * SM_R32 + n % SM_R32], n < N ? &w[n * K + k] : &(float){0},
+                              sizeof(float)) != 0;
+        CHECKF(bad == 0, "K=%zu: %zu floats of the panels misplaced", K, bad);
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+            const size_t T = Ts[ti], T4 = T < 4 ? 4 : T;
+            float *x = test_rnd(T4 * K, &s, 2), *bias = test_rnd(N, &s, 1);
+            float *want = test_rnd(T4 * N, &s, 0), *got = test_rnd(T * N, &s, 0), *one = test_rnd(N, &s, 0);
+            for (size_t ki = 0; ki < nk; ki++) {
+                const sm_kernels *k = ks[ki];
+                if (!(sm_kernels_repack_types(k) >> SM_DTYPE_F32 & 1u)) continue;
+                float *scr = test_rnd(sm_kernels_scratch(k, K), &s, 0);
+                for (int bi = 0; bi < 2; bi++) {
+                    const float *bb = bi ? bias : NULL;
+                    for (size_t j = 0; j < T4 * N; j++) want[j] = 12345.0f;
+                    for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
+                    k->matmul(k, want, x, w, SM_DTYPE_F32, bb, T4, N, K, n0, n1, scr);
+                    k->matmul(k, got, x, r, SM_DTYPE_F32_P32, bb, T, N, K, n0, 64, scr);
+                    k->matmul_rows(k, got, x, r, SM_DTYPE_F32_P32, bb, T, N, K, 64, n1, scr);
+                    CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
+                           "%s T=%zu K=%zu bias %d: panels differ from the packed product", k->name, T, K, bi);
+                    for (size_t i = 0; i < T; i += 1 + T / 3) { /* a row alone */
+                        for (size_t j = 0; j < N; j++) one[j] = 12345.0f;
+                        k->matmul_rows(k, one, x + i * K, r, SM_DTYPE_F32_P32, bb, 1, N, K, n0, n1, scr);
+                        CHECKF(memcmp(one, got + i * N, N * sizeof *one) == 0,
+                               "%s T=%zu K=%zu: row %zu alone differs", k->name, T, K, i);
+                    }
+                    tested++;
+                }
+                free(scr);
+            }
+            double err = 0, mag = 0; /* the packed product itself near the exact sum */
+            for (size_t t = 0; tested && t < T; t++)
+                for (size_t n = n0; n < n1; n++) {
+                    double e = bias[n];
+                    for (size_t kk = 0; kk < K; kk++) e += (double)x[t * K + kk] * w[n * K + kk];
+                    mag += fabs(e), err += fabs(e - got[t * N + n]);
+                }
+            CHECKF(err <= 1e-5 * mag, "K=%zu T=%zu: far from the exact product (%g of %g)", K, T, err, mag);
+            free(x), free(bias), free(want), free(got), free(one);
+        }
+        free(w), free(r);
+    }
+    if (!tested) test_skip("no kernel table here multiplies f32 panels (the avx512 table's packed product)");
+}

@@ -468,7 +468,7 @@ void test_quant_repacked(void) {
             CHECK(sm_kernels_repackable(dt, N, K) && !sm_kernels_repackable(dt, N - 16, K) &&
                   !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 256));
             memset(r, 0xee, N * lb);
-            sm_kernels_repack(r, w, dt, K, 0, N / SM_R32);
+            sm_kernels_repack(r, w, dt, N, K, 0, N / SM_R32);
             /* the layout: row n, block b, level bytes j (four at a time), scale */
             const bool q8 = dt == SM_DTYPE_Q8_0;
             const size_t bs = q8 ? 34 : 18, lv = bs - 2, nb = K / SM_QK, blk = SM_R32 * bs;
@@ -552,8 +552,8 @@ void test_quant_reuse(void) {
         unsigned char *w4 = rndq(SM_DTYPE_Q4_0, N, K, &s, &deq4), *w8 = rndq(SM_DTYPE_Q8_0, N, K, &s, &deq8);
         unsigned char *r4 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
         unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q8_0_R32, K));
-        sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, K, 0, N / SM_R32);
-        sm_kernels_repack(r8, w8, SM_DTYPE_Q8_0, K, 0, N / SM_R32);
+        sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, N, K, 0, N / SM_R32);
+        sm_kernels_repack(r8, w8, SM_DTYPE_Q8_0, N, K, 0, N / SM_R32);
         static const size_t Ts[] = {1, 3, 13, 260, 520}, caps[] = {0, 300, 600};
         for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
             for (size_t ci = 0; ci < sizeof caps / sizeof *caps; ci++) {

@@ -185,14 +185,18 @@ static void composed_matmul(const sm_kernels *k, float *restrict out, const floa
                             const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
                             size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch) {
     bool q = sm_dtype_quantized(wt);
-    const sm_kernels *p = k->from[T >= 4 ? (q ? SM_KOP_QGEMM : SM_KOP_GEMM) : (q ? SM_KOP_QROWS : SM_KOP_ROWS)];
+    const sm_kernels *p = k->from[T >= 4 || wt == SM_DTYPE_F32_P32 ? (q ? SM_KOP_QGEMM : SM_KOP_GEMM)
+                                                                   : (q ? SM_KOP_QROWS : SM_KOP_ROWS)];
     p->matmul(p, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
 }
 
 static void composed_rows(const sm_kernels *k, float *restrict out, const float *restrict x,
                           const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
                           size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch) {
-    const sm_kernels *p = k->from[sm_dtype_quantized(wt) ? SM_KOP_QROWS : SM_KOP_ROWS];
+    /* f32 panels: the packed product's table, which takes them for every T */
+    const sm_kernels *p = k->from[sm_dtype_quantized(wt)     ? SM_KOP_QROWS
+                                  : wt == SM_DTYPE_F32_P32 ? SM_KOP_GEMM
+                                                           : SM_KOP_ROWS];
     p->matmul_rows(p, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
 }
 
@@ -272,8 +276,9 @@ sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt) {
 
 unsigned sm_kernels_repack_types(const sm_kernels *k) {
     const sm_kernels *g = k->from[SM_KOP_QGEMM], *r = k->from[SM_KOP_QROWS];
-    if (g != r || !g->quant->gemm_r32) return 0;
-    return 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q6_K;
+    unsigned f = k->from[SM_KOP_GEMM]->f32_panels ? 1u << SM_DTYPE_F32 : 0;
+    if (g != r || !g->quant->gemm_r32) return f;
+    return f | 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q6_K;
 }
 
 const char *sm_kernels_int8_name(const sm_kernels *k) {

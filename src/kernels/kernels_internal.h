@@ -61,13 +61,22 @@ typedef struct {
     void (*pack)(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K, size_t n,
                  size_t nr, size_t width, size_t k0, size_t kc);
     sm_micro_fn few[SM_MICRO_FEW]; /* [r]: r token rows (r < mr; [1] always there) */
+    /* Where there is no pack (panels laid out at load), optionally: out[0, nr) of one token
+       row (nr <= SM_ROW_GROUPS nr) from the SM_ROW_GROUPS panels at panel + g pstride, each
+       output the arithmetic few[1] gives it, the panels' chains side by side (few[1] alone
+       runs two chains: half the FMA rate). */
+    void (*one_row)(float *restrict out, const float *restrict x, const float *restrict panel,
+                    size_t pstride, size_t kc, const float *restrict bias, int first, size_t nr);
 } sm_gemm_kernel;
+#define SM_ROW_GROUPS 4
 
 /*
 ** matmul for T >= 4 with a table's kernel (pack.c, plain C): token rows in
 ** blocks whose kc-column slice fills half of l2_bytes (so the rows a panel
 ** meets stay in L2), then kc-column slices, then the thread's panels, each
-** packed once per block and slice into panel (nr x kc floats).
+** packed once per block and slice into panel (nr x kc floats). A kernel with
+** no pack reads w's panels in place (SM_DTYPE_F32_P32 of width nr; n0 a
+** multiple of nr, dt SM_DTYPE_F32) and needs no panel scratch.
 */
 void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,

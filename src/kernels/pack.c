@@ -31,25 +31,53 @@ static size_t block_rows(size_t l2_bytes, size_t kc, size_t mr) {
     return mc < 4 * mr ? 4 * mr : mc;
 }
 
+/* Token rows [t0, t1) of out's columns [n, n + nr) get x's columns [k0, k0 + kc) . panel p. */
+static void tiles(const sm_gemm_kernel *g, float *restrict out, const float *restrict x, const float *p,
+                  const float *b, size_t N, size_t K, size_t n, size_t nr, size_t k0, size_t kc, size_t t0,
+                  size_t t1) {
+    size_t t = t0, r;
+    for (; t + g->mr <= t1; t += g->mr)
+        g->full(out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr);
+    for (; t < t1; t += r) { /* the rest: all at once if the table can, else one by one */
+        r = t1 - t < SM_MICRO_FEW && g->few[t1 - t] ? t1 - t : 1;
+        g->few[r](out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr);
+    }
+}
+
 void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
                      size_t N, size_t K, size_t n0, size_t n1, float *restrict panel) {
     const size_t mc = block_rows(l2_bytes, g->kc, g->mr);
     for (size_t t0 = 0; t0 < T; t0 += mc) {
         size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
+        if (!g->pack && (t1 - t0) * K * sizeof(float) <= l2_bytes / 2) {
+            /* panels laid out at load, and all the block's x in half the L2: each panel's
+               slices in turn, one stream through its weights (the same sums as below) */
+            if (t1 - t0 == 1 && g->one_row) { /* one row: several panels' chains at once */
+                const size_t span = g->nr * SM_ROW_GROUPS;
+                for (size_t n = n0; n < n1; n += span)
+                    for (size_t k0 = 0; k0 < K; k0 += g->kc)
+                        g->one_row(out + t0 * N + n, x + t0 * K + k0, (const float *)w + n * K + k0 * g->nr,
+                                   K * g->nr, K - k0 < g->kc ? K - k0 : g->kc, bias ? bias + n : NULL, k0 == 0,
+                                   n1 - n < span ? n1 - n : span);
+                continue;
+            }
+            for (size_t n = n0; n < n1; n += g->nr)
+                for (size_t k0 = 0; k0 < K; k0 += g->kc)
+                    tiles(g, out, x, (const float *)w + n * K + k0 * g->nr, bias ? bias + n : NULL, N, K, n,
+                          n1 - n < g->nr ? n1 - n : g->nr, k0, K - k0 < g->kc ? K - k0 : g->kc, t0, t1);
+            continue;
+        }
         for (size_t k0 = 0; k0 < K; k0 += g->kc) {
             size_t kc = K - k0 < g->kc ? K - k0 : g->kc;
             for (size_t n = n0; n < n1; n += g->nr) {
                 size_t nr = n1 - n < g->nr ? n1 - n : g->nr;
-                const float *b = bias ? bias + n : NULL;
-                g->pack(panel, w, dt, K, n, nr, g->nr, k0, kc);
-                size_t t = t0, r;
-                for (; t + g->mr <= t1; t += g->mr)
-                    g->full(out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
-                for (; t < t1; t += r) { /* the rest: all at once if the table can, else one by one */
-                    r = t1 - t < SM_MICRO_FEW && g->few[t1 - t] ? t1 - t : 1;
-                    g->few[r](out + t * N + n, N, x + t * K + k0, K, panel, kc, b, k0 == 0, nr);
-                }
+                const float *p = panel; /* packed now, or laid out at load (n a multiple of nr) */
+                if (g->pack)
+                    g->pack(panel, w, dt, K, n, nr, g->nr, k0, kc);
+                else
+                    p = (const float *)w + n * K + k0 * g->nr;
+                tiles(g, out, x, p, bias ? bias + n : NULL, N, K, n, nr, k0, kc, t0, t1);
             }
         }
     }
@@ -83,6 +111,7 @@ void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const f
 /* ---- repacked quantized weights (sm_kernels.h: sm_kernels_repack) ---- */
 
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
+    if (dt == SM_DTYPE_F32) return N > 0 && K > 0; /* the last panel's missing rows are zeros */
     return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q6_K) && N > 0 &&
            N % SM_R32 == 0 && K > 0 && K % sm_dtype_block(dt) == 0;
 }
@@ -91,11 +120,24 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
     return dt == SM_DTYPE_Q4_0   ? SM_DTYPE_Q4_0_R32
            : dt == SM_DTYPE_Q8_0 ? SM_DTYPE_Q8_0_R32
            : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_P32
+           : dt == SM_DTYPE_F32  ? SM_DTYPE_F32_P32
                                  : dt;
 }
 
-void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0,
-                       size_t g1) {
+void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
+                       size_t g0, size_t g1) {
+    if (dt == SM_DTYPE_F32) { /* row group g: its 32 rows' column k side by side, k = 0 .. K - 1 */
+        for (size_t g = g0; g < g1; g++) {
+            float *p = (float *)dst + g * SM_R32 * K;
+            size_t nr = N - g * SM_R32 < SM_R32 ? N - g * SM_R32 : SM_R32;
+#ifdef SM_X86_KERNELS
+            sm_kernels_pack_avx2(p, src, dt, K, g * SM_R32, nr, SM_R32, 0, K);
+#else
+            sm_kernels_pack_panel(p, src, dt, K, g * SM_R32, nr, SM_R32, 0, K, NULL);
+#endif
+        }
+        return;
+    }
     if (dt == SM_DTYPE_Q6_K) { /* the packed product's own panels (its flavour's code) */
 #ifdef SM_X86_KERNELS
         sm_qprepack_avx512vnni(dst, src, dt, K, g0, g1);

@@ -90,7 +90,8 @@ static size_t matrices(sm_model *m, mat_ref *mats, size_t cap) {
         ADD(L->up_w, F, C);
         ADD(L->down_w, C, F);
     }
-    if (m->out_w.data != m->tok_embd.data) ADD(m->out_w, (size_t)c->n_vocab, C);
+    /* a tied output layer too where it is f32: its panels beside the rows the embedding reads */
+    if (m->out_w.data != m->tok_embd.data || m->out_w.dt == SM_DTYPE_F32) ADD(m->out_w, (size_t)c->n_vocab, C);
 #undef ADD
     return n;
 }
@@ -109,6 +110,11 @@ static void drop_pages(const sm_model *m, const void *p, size_t n) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* a hint: failure changes nothing */
 }
 
+/* Row groups of SM_R32 rows that N rows take (f32's last one padded). */
+static size_t groups(size_t N) {
+    return (N + SM_R32 - 1) / SM_R32;
+}
+
 sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err) {
     if (m->r32 || !types) return SM_OK;
     size_t cap = (size_t)m->cfg->n_layer * 8 + 1, n = 0, total = 0;
@@ -121,7 +127,8 @@ sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err) {
         if (!(types >> r.w->dt & 1u) || !sm_kernels_repackable(r.w->dt, r.N, r.K) ||
             (r.w->dt == SM_DTYPE_Q6_K && r.w != &m->out_w))
             continue;
-        r.bytes = (sm_dtype_row_bytes(sm_kernels_repacked(r.w->dt), r.K) * r.N + 63) & ~(size_t)63;
+        r.bytes = (sm_dtype_row_bytes(sm_kernels_repacked(r.w->dt), r.K) * groups(r.N) * SM_R32 + 63) &
+                  ~(size_t)63;
         total += r.bytes;
         all[n++] = r;
     }
@@ -131,7 +138,7 @@ sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err) {
                           "(--no-repack multiplies them as they are)", total);
     for (size_t i = 0, at = 0; i < n && !st; at += all[i++].bytes) {
         sm_mat *w = all[i].w;
-        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, all[i].K, 0, all[i].N / SM_R32);
+        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, all[i].N, all[i].K, 0, groups(all[i].N));
         w->r32 = (char *)m->r32 + at;
         drop_pages(m, w->data, sm_dtype_row_bytes(w->dt, all[i].K) * all[i].N);
     }

@@ -139,12 +139,12 @@ int main(int argc, char **argv) {
                     if (j.copies < 1) j.copies = 1;
                     sm_dtype rt = sm_kernels_repacked(j.dt);
                     bool rep = repack && (sm_kernels_repack_types(k) >> j.dt & 1) && rt != j.dt &&
-                               sm_kernels_repackable(j.dt, j.N, j.K) &&
+                               sm_kernels_repackable(j.dt, j.N, j.K) && j.N % SM_R32 == 0 &&
                                sm_dtype_row_bytes(rt, j.K) == sm_dtype_row_bytes(j.dt, j.K);
                     if (rep) { /* every copy the same bytes, repacked: columns in whole row groups */
                         char *r = aligned_alloc(64, j.copy_bytes);
                         if (!r) return 1;
-                        sm_kernels_repack(r, buf, j.dt, j.K, 0, j.N / SM_R32);
+                        sm_kernels_repack(r, buf, j.dt, j.N, j.K, 0, j.N / SM_R32);
                         for (size_t c = 0; c < j.copies; c++) memcpy(buf + c * j.copy_bytes, r, j.copy_bytes);
                         free(r);
                         j.dt = rt, j.chunk = SM_R32;
