@@ -62,11 +62,13 @@ typedef struct {
                  size_t nr, size_t width, size_t k0, size_t kc);
     sm_micro_fn few[SM_MICRO_FEW]; /* [r]: r token rows (r < mr; [1] always there) */
     /* Where there is no pack (panels laid out at load), optionally: out[0, nr) of one token
-       row (nr <= SM_ROW_GROUPS nr) from the SM_ROW_GROUPS panels at panel + g pstride, each
-       output the arithmetic few[1] gives it, the panels' chains side by side (few[1] alone
-       runs two chains: half the FMA rate). */
+       row (nr <= SM_ROW_GROUPS nr) from the panels at panel + g pstride, each output the
+       arithmetic few[1] gives it, the panels' chains side by side (few[1] alone runs two
+       chains: half the FMA rate); the next call's `next` panels (after these) may be
+       prefetched. */
     void (*one_row)(float *restrict out, const float *restrict x, const float *restrict panel,
-                    size_t pstride, size_t kc, const float *restrict bias, int first, size_t nr);
+                    size_t pstride, size_t kc, const float *restrict bias, int first, size_t nr,
+                    size_t next);
 } sm_gemm_kernel;
 #define SM_ROW_GROUPS 4
 

@@ -55,11 +55,13 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict o
                slices in turn, one stream through its weights (the same sums as below) */
             if (t1 - t0 == 1 && g->one_row) { /* one row: several panels' chains at once */
                 const size_t span = g->nr * SM_ROW_GROUPS;
-                for (size_t n = n0; n < n1; n += span)
+                for (size_t n = n0; n < n1; n += span) {
+                    size_t left = n1 - n < 2 * span ? n1 - n - (n1 - n < span ? n1 - n : span) : span;
                     for (size_t k0 = 0; k0 < K; k0 += g->kc)
                         g->one_row(out + t0 * N + n, x + t0 * K + k0, (const float *)w + n * K + k0 * g->nr,
                                    K * g->nr, K - k0 < g->kc ? K - k0 : g->kc, bias ? bias + n : NULL, k0 == 0,
-                                   n1 - n < span ? n1 - n : span);
+                                   n1 - n < span ? n1 - n : span, (left + g->nr - 1) / g->nr);
+                }
                 continue;
             }
             for (size_t n = n0; n < n1; n += g->nr)
