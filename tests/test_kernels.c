@@ -597,10 +597,11 @@ void test_kernels_sum(void) {
 ** the exact product. Skips, saying so, where no table takes them.
 */
 void test_kernels_f32_panels(void) {
-    const sm_kernels *ks[8];
-    size_t nk = sm_kernels_available(ks, 6), tested = 0;
-    const sm_kernels *zen4 = sm_kernels_select("avx512,rows=avx2");
-    if (zen4) ks[nk++] = zen4;
+    const char *specs[10];
+    const sm_kernels *ks[10];
+    size_t nk = test_kernel_specs(specs, 9), tested = 0;
+    for (size_t i = 0; i < nk; i++) ks[i] = sm_kernels_select(specs[i]);
+    if ((ks[nk] = sm_kernels_select("avx512,rows=avx2")) != NULL) nk++; /* Zen 4's entry */
     static const size_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 16, 37}, Ks[] = {8, 100, 288, 600};
     unsigned long long s = 41;
     for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {

@@ -180,23 +180,27 @@ const char *sm_kernels_cpu_choice(const char *vendor, unsigned family, unsigned 
     return NULL;
 }
 
+/* Whether wt is a layout made at load (sm_kernels_repack): its products, every T, are the
+** packed product of the table that takes it (sm_kernels_repack_types), whatever decodes. */
+static bool laid_out(sm_dtype wt) {
+    return wt != sm_dtype_base(wt);
+}
+
 /* A composed table's products: each handed to the table its operation comes from. */
 static void composed_matmul(const sm_kernels *k, float *restrict out, const float *restrict x,
                             const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
                             size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch) {
     bool q = sm_dtype_quantized(wt);
-    const sm_kernels *p = k->from[T >= 4 || wt == SM_DTYPE_F32_P32 ? (q ? SM_KOP_QGEMM : SM_KOP_GEMM)
-                                                                   : (q ? SM_KOP_QROWS : SM_KOP_ROWS)];
+    const sm_kernels *p = k->from[T >= 4 || laid_out(wt) ? (q ? SM_KOP_QGEMM : SM_KOP_GEMM)
+                                                         : (q ? SM_KOP_QROWS : SM_KOP_ROWS)];
     p->matmul(p, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
 }
 
 static void composed_rows(const sm_kernels *k, float *restrict out, const float *restrict x,
                           const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
                           size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch) {
-    /* f32 panels: the packed product's table, which takes them for every T */
-    const sm_kernels *p = k->from[sm_dtype_quantized(wt)     ? SM_KOP_QROWS
-                                  : wt == SM_DTYPE_F32_P32 ? SM_KOP_GEMM
-                                                           : SM_KOP_ROWS];
+    bool q = sm_dtype_quantized(wt);
+    const sm_kernels *p = k->from[laid_out(wt) ? (q ? SM_KOP_QGEMM : SM_KOP_GEMM) : (q ? SM_KOP_QROWS : SM_KOP_ROWS)];
     p->matmul_rows(p, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
 }
 

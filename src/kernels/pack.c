@@ -44,30 +44,37 @@ static void tiles(const sm_gemm_kernel *g, float *restrict out, const float *res
     }
 }
 
+/*
+** Token rows [t0, t1) against panels laid out at load (no pack), all of the rows' x in half
+** the L2: each panel's slices in turn, one stream through its weights; a lone row through
+** one_row, SM_ROW_GROUPS panels at a time, each call told how many panels the next one takes.
+*/
+static void gemm_in_place(const sm_gemm_kernel *g, float *restrict out, const float *restrict x,
+                          const float *restrict w, const float *restrict bias, size_t N, size_t K,
+                          size_t n0, size_t n1, size_t t0, size_t t1) {
+    const size_t step = t1 - t0 == 1 && g->one_row ? g->nr * SM_ROW_GROUPS : g->nr;
+    for (size_t n = n0; n < n1; n += step) {
+        const size_t nr = n1 - n < step ? n1 - n : step, rest = n1 - n - nr;
+        const size_t next = ((rest < step ? rest : step) + g->nr - 1) / g->nr;
+        for (size_t k0 = 0; k0 < K; k0 += g->kc) {
+            const size_t kc = K - k0 < g->kc ? K - k0 : g->kc;
+            const float *p = w + n * K + k0 * g->nr, *b = bias ? bias + n : NULL;
+            if (step > g->nr)
+                g->one_row(out + t0 * N + n, x + t0 * K + k0, p, K * g->nr, kc, b, k0 == 0, nr, next);
+            else
+                tiles(g, out, x, p, b, N, K, n, nr, k0, kc, t0, t1);
+        }
+    }
+}
+
 void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
                      size_t N, size_t K, size_t n0, size_t n1, float *restrict panel) {
     const size_t mc = block_rows(l2_bytes, g->kc, g->mr);
     for (size_t t0 = 0; t0 < T; t0 += mc) {
         size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
-        if (!g->pack && (t1 - t0) * K * sizeof(float) <= l2_bytes / 2) {
-            /* panels laid out at load, and all the block's x in half the L2: each panel's
-               slices in turn, one stream through its weights (the same sums as below) */
-            if (t1 - t0 == 1 && g->one_row) { /* one row: several panels' chains at once */
-                const size_t span = g->nr * SM_ROW_GROUPS;
-                for (size_t n = n0; n < n1; n += span) {
-                    size_t left = n1 - n < 2 * span ? n1 - n - (n1 - n < span ? n1 - n : span) : span;
-                    for (size_t k0 = 0; k0 < K; k0 += g->kc)
-                        g->one_row(out + t0 * N + n, x + t0 * K + k0, (const float *)w + n * K + k0 * g->nr,
-                                   K * g->nr, K - k0 < g->kc ? K - k0 : g->kc, bias ? bias + n : NULL, k0 == 0,
-                                   n1 - n < span ? n1 - n : span, (left + g->nr - 1) / g->nr);
-                }
-                continue;
-            }
-            for (size_t n = n0; n < n1; n += g->nr)
-                for (size_t k0 = 0; k0 < K; k0 += g->kc)
-                    tiles(g, out, x, (const float *)w + n * K + k0 * g->nr, bias ? bias + n : NULL, N, K, n,
-                          n1 - n < g->nr ? n1 - n : g->nr, k0, K - k0 < g->kc ? K - k0 : g->kc, t0, t1);
+        if (!g->pack && (t1 - t0) * K * sizeof(float) <= l2_bytes / 2) { /* the same sums as below */
+            gemm_in_place(g, out, x, w, bias, N, K, n0, n1, t0, t1);
             continue;
         }
         for (size_t k0 = 0; k0 < K; k0 += g->kc) {
