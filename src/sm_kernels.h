@@ -90,6 +90,17 @@ typedef struct sm_kv_head {
     sm_dtype type;
 } sm_kv_head;
 
+/*
+** One decoding row of attention_rows: the query q (hs) of one sequence at
+** position pos, over its cache kv (keys 0..pos), into out (hs).
+*/
+typedef struct sm_attn_row {
+    float *out;
+    const float *q;
+    sm_kv_head kv;
+    size_t pos;
+} sm_attn_row;
+
 /* The keys (kt) or values (v) array that holds slot j of kv. */
 static inline const void *sm_kv_keys(const sm_kv_head *kv, size_t j) {
     return j < kv->shared ? kv->kt0 : kv->kt;
@@ -216,6 +227,20 @@ typedef struct sm_kernels {
     void (*attention)(float *restrict out, const float *restrict q, const sm_kv_head *kv,
                       float *restrict scores, size_t T, size_t pos, size_t hs, size_t nh,
                       size_t q_stride, size_t out_stride, float scale, size_t window);
+
+    /*
+    ** Decoding rows of n sequences, one query each, for a head that is the
+    ** only query head of its key/value head (nh = 1) with no window and no
+    ** ring: row i bit for bit what attention gives for it alone (T = 1, pos
+    ** rows[i].pos). Neighbouring rows that read the same shared prefix
+    ** (kv.kt0) go through its key blocks together, up to SM_ATTN_QGROUP at a
+    ** time, so each of the prefix's key and value loads serves them all;
+    ** which rows are neighbours changes no bit. NULL in a table whose
+    ** attention has no such rows (the scalar reference): call attention per
+    ** row. scores: SM_ATTN_SCRATCH(hs, 0) scratch.
+    */
+    void (*attention_rows)(const sm_attn_row *rows, size_t n, float *restrict scores, size_t hs,
+                           float scale);
 
     /* x (n) <- softmax(x), in place. n >= 1. */
     void (*softmax)(float *x, size_t n);

@@ -209,3 +209,82 @@ void test_kernels_attention_heads(void) {
         free(q), free(q2), free(v), free(kt), free(sc), free(want), free(got), free(other), free(alone);
     }
 }
+
+/*
+** attention_rows: decoding rows of several sequences, some reading one of
+** two shared prefixes (of 1-4 key blocks), some none, each row's own keys
+** past its prefix from none to several blocks; in three orders (the
+** prefixes' readers apart, together, reversed), every row bit for bit the
+** table's attention of that row alone, f32 and f16 caches, nothing written
+** past the scratch.
+*/
+void test_kernels_attention_rows(void) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8);
+    static const size_t hss[] = {16, 17, 64, 80};
+    /* per row: prefix (0 none, 1 or 2), shared positions, position */
+    static const size_t spec[][3] = {{1, 128, 127}, {1, 128, 130}, {2, 64, 64},   {0, 0, 70},   {1, 64, 200},
+                                     {2, 192, 250}, {2, 64, 63},   {1, 256, 300}, {1, 128, 191}, {1, 192, 192},
+                                     {0, 0, 0},     {2, 128, 129}, {1, 64, 100}};
+    enum { NR = sizeof spec / sizeof *spec, CTX = 320 };
+    const sm_kernels *ref = sm_kernels_reference();
+    CHECKF(ref->attention_rows == NULL, "the scalar reference has attention_rows");
+    unsigned long long s = 77;
+    for (size_t a = 0; a < sizeof hss / sizeof *hss; a++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            const size_t hs = hss[a], kn = hs * sm_attn_ctx_padded(CTX), es = f16 ? 2 : 4;
+            /* three caches per row's worth: the two prefixes, then each row's own; f16-exact values */
+            void *kt[2 + NR], *v[2 + NR];
+            for (size_t c = 0; c < 2 + NR; c++) {
+                float *k32 = test_rnd(kn, &s, 2), *v32 = test_rnd(CTX * hs, &s, 1);
+                kt[c] = malloc(kn * es), v[c] = malloc(CTX * hs * es);
+                for (size_t j = 0; j < kn; j++)
+                    if (f16) ((uint16_t *)kt[c])[j] = sm_f32_to_f16(k32[j]);
+                    else ((float *)kt[c])[j] = sm_f16_to_f32(sm_f32_to_f16(k32[j]));
+                for (size_t j = 0; j < CTX * hs; j++)
+                    if (f16) ((uint16_t *)v[c])[j] = sm_f32_to_f16(v32[j]);
+                    else ((float *)v[c])[j] = sm_f16_to_f32(sm_f32_to_f16(v32[j]));
+                free(k32), free(v32);
+            }
+            float *q = test_rnd(NR * hs, &s, 2), *want = test_rnd(NR * hs, &s, 0), *got = test_rnd(NR * hs, &s, 0);
+            size_t nsc = SM_ATTN_SCRATCH(hs, CTX);
+            float *sc = test_rnd(nsc + 16, &s, 0);
+            sm_attn_row rows[NR], order[NR];
+            for (size_t r = 0; r < NR; r++) {
+                size_t src = spec[r][0];
+                sm_kv_head kv = {.kt = kt[2 + r], .v = v[2 + r], .type = f16 ? SM_DTYPE_F16 : SM_DTYPE_F32};
+                if (src) kv.kt0 = kt[src - 1], kv.v0 = v[src - 1], kv.shared = spec[r][1];
+                rows[r] = (sm_attn_row){got + r * hs, q + r * hs, kv, spec[r][2]};
+            }
+            for (size_t i = 0; i < nk; i++) {
+                const sm_kernels *kk = ks[i];
+                if (!kk->attention_rows) continue;
+                float scale = 1.0f / sqrtf((float)hs);
+                for (size_t r = 0; r < NR; r++)
+                    kk->attention(want + r * hs, q + r * hs, &rows[r].kv, sc, 1, rows[r].pos, hs, 1, hs, hs, scale, 0);
+                for (int o = 0; o < 3; o++) {
+                    size_t n = 0; /* 0: as listed; 1: each prefix's readers together; 2: reversed */
+                    if (o == 1) {
+                        for (size_t src = 0; src < 3; src++)
+                            for (size_t r = 0; r < NR; r++)
+                                if (spec[r][0] == src) order[n++] = rows[r];
+                    } else {
+                        for (size_t r = 0; r < NR; r++) order[n++] = rows[o == 2 ? NR - 1 - r : r];
+                    }
+                    for (size_t j = 0; j < NR * hs; j++) got[j] = NAN;
+                    for (size_t j = 0; j < 16; j++) sc[SM_ATTN_SCRATCH(hs, 0) + j] = 4321.0f;
+                    kk->attention_rows(order, n, sc, hs, scale);
+                    for (size_t r = 0; r < NR; r++)
+                        CHECKF(memcmp(got + r * hs, want + r * hs, hs * sizeof *got) == 0,
+                               "%s attention_rows (hs %zu, %s, order %d): row %zu (prefix %zu of %zu, pos %zu) "
+                               "differs from the row alone", kk->name, hs, f16 ? "f16" : "f32", o, r, spec[r][0],
+                               spec[r][1], spec[r][2]);
+                    for (size_t j = 0; j < 16; j++)
+                        CHECKF(sc[SM_ATTN_SCRATCH(hs, 0) + j] == 4321.0f, "%s attention_rows wrote past its scratch",
+                               kk->name);
+                }
+            }
+            for (size_t c = 0; c < 2 + NR; c++) free(kt[c]), free(v[c]);
+            free(q), free(want), free(got), free(sc);
+        }
+}

@@ -18,6 +18,13 @@
 ** tile loads 4 keys per 4 multiply-adds. Which group a query lands in
 ** depends only on T and nh, never on the other queries' values, so a row is
 ** the same bits whatever is decoded beside it.
+**
+** attention_rows takes lone queries of several sequences (decoding, one
+** query head per key/value head): those that read the same shared prefix
+** go through its blocks as one group, each row's steps still the lone
+** query's (its score sums, its softmax, the lone P.V's partial sums:
+** pv_lone), so a decoded row is the same bits in a group or alone; past
+** the prefix each row goes on alone through its own keys.
 */
 #include "kernels_internal.h"
 
@@ -127,4 +134,77 @@ void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const f
         for (size_t t0 = 0; t0 < Tg; t0 += GQ) group(&c, t0, h, 1, 0, Tg - t0 < GQ ? Tg - t0 : GQ);
     if (lone)
         for (size_t h0 = 0; h0 < nh; h0 += GQ) group(&c, T - 1, h0, 0, 1, nh - h0 < GQ ? nh - h0 : GQ);
+}
+
+/*
+** Row r's keys from block j0 to its last, alone: what group() does for a
+** lone query (ni = 1) from that block on, into its accumulator acc and its
+** m and l; then its output.
+*/
+static void row_rest(const sm_attn_kernel *ak, const sm_attn_row *r, size_t j0, size_t hs, float scale,
+                     float *p, float *acc, float *kw, float *vw, float m, float l) {
+    const size_t L = r->pos + 1;
+    const float *qr[GQ] = {r->q, r->q, r->q, r->q};
+    for (; j0 < L; j0 += KB) {
+        size_t nk = L - j0 < KB ? L - j0 : KB;
+        const float *kb, *vb;
+        sm_kernels_kv_block(&kb, &vb, kw, vw, &r->kv, j0, nk, hs, ak->widen);
+        ak->scores(p, qr, 1, kb, hs, nk, scale);
+        float corr = online_softmax_row(ak, p, 0, nk, nk, &m, &l);
+        ak->pv(acc, SM_ATTN_ACC_STRIDE(hs), p, &corr, vb, 1, hs, nk);
+    }
+    float inv = 1.0f / l;
+    for (size_t d = 0; d < hs; d++) r->out[d] = acc[d] * inv;
+}
+
+/* The whole key blocks of r's cache read from its shared prefix (all of them below its query). */
+static size_t shared_of(const sm_attn_row *r) {
+    size_t whole = (r->pos + 1) / KB * KB;
+    return r->kv.shared < whole ? r->kv.shared : whole;
+}
+
+void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows, size_t n,
+                               float *restrict scratch, size_t hs, float scale) {
+    const size_t as = SM_ATTN_ACC_STRIDE(hs);
+    float *p = scratch, *acc = p + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
+    for (size_t i0 = 0; i0 < n;) {
+        /* the group: this row and its next neighbours that read the same prefix, up to GQ; S the
+           blocks they all read there */
+        const sm_attn_row *g = rows + i0;
+        size_t ni = 1, S = shared_of(g);
+        while (S && ni < GQ && i0 + ni < n && g[ni].kv.kt0 == g->kv.kt0 && g[ni].kv.v0 == g->kv.v0 &&
+               g[ni].kv.type == g->kv.type && shared_of(&g[ni])) {
+            if (shared_of(&g[ni]) < S) S = shared_of(&g[ni]);
+            ni++;
+        }
+        if (ni == 1) S = 0;
+        const float *qr[GQ];
+        float m[GQ], l[GQ], corr[GQ];
+        size_t ra[GQ], rn[GQ];
+        for (size_t i = 0; i < GQ; i++) {
+            qr[i] = g[i < ni ? i : ni - 1].q, m[i] = -INFINITY, l[i] = 0.0f;
+            ra[i] = 0, rn[i] = i < ni ? KB : 0;
+        }
+        memset(acc, 0, GQ * as * sizeof *acc);
+        for (size_t j0 = 0; j0 < S; j0 += KB) {
+            const float *kb, *vb;
+            sm_kernels_kv_block(&kb, &vb, kw, vw, &g->kv, j0, KB, hs, ak->widen);
+            ak->scores(p, qr, GQ, kb, hs, KB, scale);
+            if (ak->softmax_group) {
+                ak->softmax_group(p, ra, rn, KB, m, l, corr);
+            } else {
+                for (size_t i = 0; i < GQ; i++)
+                    if (i < ni)
+                        corr[i] = online_softmax_row(ak, p + i * KB, 0, KB, KB, &m[i], &l[i]);
+                    else
+                        memset(p + i * KB, 0, KB * sizeof *p), corr[i] = 1.0f;
+            }
+            if (ak->pv_lone)
+                ak->pv_lone(acc, as, p, corr, vb, hs, KB);
+            else
+                for (size_t i = 0; i < ni; i++) ak->pv(acc + i * as, as, p + i * KB, &corr[i], vb, 1, hs, KB);
+        }
+        for (size_t i = 0; i < ni; i++) row_rest(ak, &g[i], S, hs, scale, p, acc + i * as, kw, vw, m[i], l[i]);
+        i0 += ni;
+    }
 }

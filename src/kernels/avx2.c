@@ -333,13 +333,18 @@ static void attn_pv(float *restrict acc, size_t as, const float *restrict p, con
     }
 }
 
-static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, vmax, exp_sum, to_f32, NULL};
+/* (no pv_lone: 4 rows of a lone query's partial sums outgrow the 16 registers) */
+static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, vmax, exp_sum, to_f32, NULL, NULL};
 
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
                       float *restrict scratch, size_t T, size_t pos, size_t hs, size_t nh,
                       size_t q_stride, size_t out_stride, float scale, size_t window) {
     sm_kernels_attention(&attn_kernel, out, q, kv, scratch, T, pos, hs, nh, q_stride, out_stride,
                          scale, window);
+}
+
+static void attention_rows(const sm_attn_row *rows, size_t n, float *restrict scratch, size_t hs, float scale) {
+    sm_kernels_attention_rows(&attn_kernel, rows, n, scratch, hs, scale);
 }
 
 static void layernorm(float *restrict out, const float *restrict x, const float *restrict g,
@@ -498,6 +503,7 @@ const sm_kernels sm_kernels_avx2 = {
     .matmul = matmul,
     .matmul_rows = sm_avx2_matmul_rows,
     .attention = attention,
+    .attention_rows = attention_rows,
     .softmax = softmax,
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,

@@ -534,6 +534,14 @@ pv_1x4(float *restrict acc, size_t as, const float *restrict p, const float *cor
     pv_tile(1, 4, 2, acc, as, p, corr, v, hs, nk, d0);
 }
 
+/* 4 lone queries' P.V (sm_attn_kernel's pv_lone): pv_1x4's partial sums for each row, 16 lanes
+   of the head at a time, each value load serving the 4 rows. */
+static __attribute__((noinline)) void
+pv_lone(float *restrict acc, size_t as, const float *restrict p, const float *corr, const float *restrict v,
+        size_t hs, size_t nk) {
+    for (size_t d0 = 0; d0 < hs; d0 += 16) pv_tile(4, 4, 1, acc, as, p, corr, v, hs, nk, d0);
+}
+
 static void attn_scores(float *restrict p, const float *const *qr, size_t nq,
                         const float *restrict kb, size_t hs, size_t nk, float scale) {
     const __m512 vs = _mm512_set1_ps(scale);
@@ -579,13 +587,17 @@ static void softmax_group(float *restrict p, const size_t *ra, const size_t *rn,
     }
 }
 
-static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, hmax, exp_sum, to_f32, softmax_group};
+static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, hmax, exp_sum, to_f32, softmax_group, pv_lone};
 
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
                       float *restrict scratch, size_t T, size_t pos, size_t hs, size_t nh,
                       size_t q_stride, size_t out_stride, float scale, size_t window) {
     sm_kernels_attention(&attn_kernel, out, q, kv, scratch, T, pos, hs, nh, q_stride, out_stride,
                          scale, window);
+}
+
+static void attention_rows(const sm_attn_row *rows, size_t n, float *restrict scratch, size_t hs, float scale) {
+    sm_kernels_attention_rows(&attn_kernel, rows, n, scratch, hs, scale);
 }
 
 static void layernorm(float *restrict out, const float *restrict x, const float *restrict g,
@@ -712,6 +724,7 @@ const sm_kernels sm_kernels_avx512 = {
     .matmul = matmul,
     .matmul_rows = matmul_rows,
     .attention = attention,
+    .attention_rows = attention_rows,
     .softmax = softmax,
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,

@@ -383,6 +383,7 @@ static sm_status compose(const choice *c, const sm_kernels **out, sm_error *err)
         k->matmul = composed_matmul;
         k->matmul_rows = composed_rows;
         k->attention = c->from[SM_KOP_ATTENTION]->attention;
+        k->attention_rows = c->from[SM_KOP_ATTENTION]->attention_rows;
         k->quant = c->from[SM_KOP_QGEMM]->quant;
         n_composed++;
     }

@@ -142,7 +142,9 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
 ** row through max and exp_sum): the online-softmax step of all
 ** SM_ATTN_QGROUP rows of a block at once, row i's keys [a[i], n[i]) (none
 ** when equal), each row's m, l and corr updated bit for bit as attention.c's
-** row-by-row step does.
+** row-by-row step does. pv_lone (NULL: pv row by row): pv of SM_ATTN_QGROUP
+** rows, each row bit for bit what pv gives it with nq = 1 (a lone query's
+** partial sums), the value loads shared (attention_rows' groups).
 */
 typedef struct {
     void (*scores)(float *restrict p, const float *const *qr, size_t nq, const float *restrict kb,
@@ -154,7 +156,13 @@ typedef struct {
     void (*widen)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
     void (*softmax_group)(float *restrict p, const size_t *a, const size_t *n, size_t nk, float *m,
                           float *l, float *corr);
+    void (*pv_lone)(float *restrict acc, size_t as, const float *restrict p, const float *corr,
+                    const float *restrict v, size_t hs, size_t nk);
 } sm_attn_kernel;
+
+/* The kernel table's attention_rows (sm_kernels.h) made of ak's pieces (attention.c). */
+void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows, size_t n,
+                               float *restrict scratch, size_t hs, float scale);
 
 /* The kernel table's attention (sm_kernels.h) made of ak's pieces (attention.c, plain C). */
 void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,

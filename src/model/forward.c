@@ -439,7 +439,12 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
     const size_t window = sm_config_window(c, l);
     const size_t kvb = sm_dtype_row_bytes(s->p.kv_type, 1); /* bytes per cached element */
     const float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hs);
+    /* decoding rows that read a shared prefix go to attention_rows together, sorted by prefix
+       (one query head per key/value head, no window) */
+    sm_attn_row *rows = K->attention_rows && group == 1 && !ring && !window
+                            ? s->att_rows + (size_t)ith * (s->p.n_seq ? s->p.n_seq : 1) : NULL;
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
+        size_t n_rows = 0;
         for (size_t g = 0; g < s->n_runs; g++) {
             const sm_run *ru = &s->runs[g];
             const size_t off = sm_kv_head_at(s, ru->seq, l, kh);
@@ -483,9 +488,16 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
                 const size_t o = sm_kv_head_at(s, s->kv_src[ru->seq], l, kh);
                 kv.kt0 = (char *)s->kt + o * kvb, kv.v0 = (char *)s->v + o * kvb;
             }
-            K->attention(s->att + ru->start * Q + kh * group * hs, qkv + kh * group * hs, &kv, scr,
-                         ru->len, ru->pos, hs, group, W, Q, scale, window);
+            float *out = s->att + ru->start * Q + kh * group * hs;
+            if (rows && ru->len == 1 && kv.shared) { /* after the others, beside its prefix's readers */
+                size_t i = n_rows++;
+                for (; i > 0 && (uintptr_t)rows[i - 1].kv.kt0 > (uintptr_t)kv.kt0; i--) rows[i] = rows[i - 1];
+                rows[i] = (sm_attn_row){out, qkv + kh * hs, kv, ru->pos};
+                continue;
+            }
+            K->attention(out, qkv + kh * group * hs, &kv, scr, ru->len, ru->pos, hs, group, W, Q, scale, window);
         }
+        if (n_rows) K->attention_rows(rows, n_rows, scr, hs, scale);
     }
     sm_pool_barrier(s->pool);
     mark_attention(s, ith);
