@@ -180,25 +180,20 @@ void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows
         if (ni == 1) S = 0;
         const float *qr[GQ];
         float m[GQ], l[GQ], corr[GQ];
-        size_t ra[GQ], rn[GQ];
-        for (size_t i = 0; i < GQ; i++) {
-            qr[i] = g[i < ni ? i : ni - 1].q, m[i] = -INFINITY, l[i] = 0.0f;
-            ra[i] = 0, rn[i] = i < ni ? KB : 0;
-        }
+        for (size_t i = 0; i < GQ; i++) qr[i] = g[i < ni ? i : ni - 1].q, m[i] = -INFINITY, l[i] = 0.0f;
         memset(acc, 0, GQ * as * sizeof *acc);
         for (size_t j0 = 0; j0 < S; j0 += KB) {
             const float *kb, *vb;
             sm_kernels_kv_block(&kb, &vb, kw, vw, &g->kv, j0, KB, hs, ak->widen);
             ak->scores(p, qr, GQ, kb, hs, KB, scale);
-            if (ak->softmax_group) {
-                ak->softmax_group(p, ra, rn, KB, m, l, corr);
-            } else {
-                for (size_t i = 0; i < GQ; i++)
-                    if (i < ni)
-                        corr[i] = online_softmax_row(ak, p + i * KB, 0, KB, KB, &m[i], &l[i]);
-                    else
-                        memset(p + i * KB, 0, KB * sizeof *p), corr[i] = 1.0f;
-            }
+            /* row by row as the lone query's step, never softmax_group: a compiler that contracts
+               l * corr + sum into one FMA where the table's flags allow it (clang) gives the
+               table's inlined step other bits than this file's */
+            for (size_t i = 0; i < GQ; i++)
+                if (i < ni)
+                    corr[i] = online_softmax_row(ak, p + i * KB, 0, KB, KB, &m[i], &l[i]);
+                else
+                    memset(p + i * KB, 0, KB * sizeof *p), corr[i] = 1.0f;
             if (ak->pv_lone)
                 ak->pv_lone(acc, as, p, corr, vb, hs, KB);
             else
