@@ -171,13 +171,11 @@ void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows
         /* the group: this row and its next neighbours that read the same prefix, up to GQ; S the
            blocks they all read there */
         const sm_attn_row *g = rows + i0;
-        size_t ni = 1, S = shared_of(g);
-        while (S && ni < GQ && i0 + ni < n && g[ni].kv.kt0 == g->kv.kt0 && g[ni].kv.v0 == g->kv.v0 &&
-               g[ni].kv.type == g->kv.type && shared_of(&g[ni])) {
-            if (shared_of(&g[ni]) < S) S = shared_of(&g[ni]);
-            ni++;
-        }
-        if (ni == 1) S = 0;
+        size_t ni = 1, S = shared_of(g), sh;
+        for (; S && ni < GQ && i0 + ni < n && g[ni].kv.kt0 == g->kv.kt0 && g[ni].kv.v0 == g->kv.v0 &&
+               g[ni].kv.type == g->kv.type && (sh = shared_of(&g[ni])) > 0; ni++)
+            if (sh < S) S = sh;
+        if (ni == 1) S = 0; /* alone: its own blocks from the first */
         const float *qr[GQ];
         float m[GQ], l[GQ], corr[GQ];
         for (size_t i = 0; i < GQ; i++) qr[i] = g[i < ni ? i : ni - 1].q, m[i] = -INFINITY, l[i] = 0.0f;
