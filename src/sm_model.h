@@ -40,13 +40,12 @@ void sm_model_free(sm_model *m);
 /*
 ** Repacks (sm_kernels_repack) every block matrix and the output matrix
 ** (unless tied to the embeddings in a type other than f32) whose type is in `types` (bits 1u <<
-** dtype) and whose shape allows, into one block the model owns; states
-** whose params set repack multiply those. Once per model: a later call does
-** nothing. The file's rows stay as they were (other states may read them).
-** SM_ERR_NOMEM if the block
-** cannot be had.
+** dtype) and whose shape allows, into one block the model owns, on up to
+** n_threads threads; states whose params set repack multiply those. Once
+** per model: a later call does nothing. The file's rows stay as they were
+** (other states may read them). SM_ERR_NOMEM if the block cannot be had.
 */
-sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err);
+sm_status sm_model_repack(sm_model *m, unsigned types, int n_threads, sm_error *err);
 /* Bytes of the model's repacked matrices (0 before sm_model_repack or if none). */
 size_t sm_model_repacked_bytes(const sm_model *m);
 

@@ -214,7 +214,7 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     s->sp.kv_type = p->kv_type && strcmp(p->kv_type, "f16") == 0 ? SM_DTYPE_F16 : SM_DTYPE_F32;
     unsigned rtypes = sm_kernels_repack_types(k);
     if (!p->no_repack && !l->no_state && rtypes) {
-        sm_status rst = sm_model_repack(m->model, rtypes, &e);
+        sm_status rst = sm_model_repack(m->model, rtypes, s->sp.n_threads, &e);
         if (rst) {
             free(s);
             return fail(err, rst, &e);

@@ -94,7 +94,7 @@ bool test_rig_open(test_rig *r, const char *name, int nth, const char *kern, boo
     /* q4_0 / q8_0 matrices repacked where the table takes them, as sessions do by default */
     const sm_kernels *k = sm_kernels_select(kern);
     unsigned rt = k ? sm_kernels_repack_types(k) : 0;
-    if (rt && sm_model_repack(r->m, rt, &err)) {
+    if (rt && sm_model_repack(r->m, rt, nth, &err)) {
         test_fail(__FILE__, __LINE__, "repack %s: %s", path, err.msg);
         return false;
     }

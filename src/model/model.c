@@ -14,6 +14,8 @@
 #include "sm_source.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +117,43 @@ static size_t groups(size_t N) {
     return (N + SM_R32 - 1) / SM_R32;
 }
 
-sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err) {
+/* What each of a repack's threads is handed: the matrices, and its share of each one's row groups. */
+typedef struct {
+    const mat_ref *all;
+    size_t n, part, parts;
+    void *dst;
+} repack_part;
+
+static void *repack_run(void *arg) {
+    const repack_part *r = arg;
+    for (size_t i = 0, at = 0; i < r->n; at += r->all[i++].bytes) {
+        const mat_ref *a = &r->all[i];
+        const size_t G = groups(a->N), g0 = G * r->part / r->parts, g1 = G * (r->part + 1) / r->parts;
+        if (g1 > g0) sm_kernels_repack((char *)r->dst + at, a->w->data, a->w->dt, a->N, a->K, g0, g1);
+    }
+    return NULL;
+}
+
+/*
+** Every matrix's row groups split among up to n_threads threads, each writing its own share of
+** the block (the first touch of a fresh block: the page zeroing is shared too). A thread that
+** cannot be started leaves its share to the calling one.
+*/
+static void repack_all(const mat_ref *all, size_t n, void *dst, int n_threads) {
+    enum { MAXT = 64 };
+    size_t parts = n_threads < 1 ? 1 : n_threads > MAXT ? MAXT : (size_t)n_threads;
+    repack_part part[MAXT];
+    pthread_t th[MAXT];
+    bool started[MAXT] = {false};
+    for (size_t i = 0; i < parts; i++) part[i] = (repack_part){all, n, i, parts, dst};
+    for (size_t i = 1; i < parts; i++) started[i] = pthread_create(&th[i], NULL, repack_run, &part[i]) == 0;
+    repack_run(&part[0]);
+    for (size_t i = 1; i < parts; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+        else repack_run(&part[i]);
+}
+
+sm_status sm_model_repack(sm_model *m, unsigned types, int n_threads, sm_error *err) {
     if (m->r32 || !types) return SM_OK;
     size_t cap = (size_t)m->cfg->n_layer * 8 + 1, n = 0, total = 0;
     mat_ref *all = calloc(cap, sizeof *all);
@@ -136,9 +174,9 @@ sm_status sm_model_repack(sm_model *m, unsigned types, sm_error *err) {
     if (total && !(m->r32 = sm_alloc_big(total)))
         st = sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes for the repacked weights "
                           "(--no-repack multiplies them as they are)", total);
+    if (!st) repack_all(all, n, m->r32, n_threads);
     for (size_t i = 0, at = 0; i < n && !st; at += all[i++].bytes) {
         sm_mat *w = all[i].w;
-        sm_kernels_repack((char *)m->r32 + at, w->data, w->dt, all[i].N, all[i].K, 0, groups(all[i].N));
         w->r32 = (char *)m->r32 + at;
         drop_pages(m, w->data, sm_dtype_row_bytes(w->dt, all[i].K) * all[i].N);
     }
