@@ -40,7 +40,9 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 # Position-independent, internal names hidden: the same objects make the binary, libsmallmind.a and
 # libsmallmind.so (which exports only the smallmind_* names of include/smallmind.h).
-ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE $(ARCH_DEFS) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -Iinclude -Isrc \
+# -ffp-contract=off: a * b + c is two roundings under every compiler (gcc's -std=c11 already says so;
+# clang would fuse it where -mfma allows), so two writings of one step give the same bits.
+ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -ffp-contract=off $(ARCH_DEFS) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -Iinclude -Isrc \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 

@@ -51,6 +51,28 @@ static float online_softmax_row(const sm_attn_kernel *ak, float *s, size_t a, si
     return corr;
 }
 
+/*
+** A block's score rows [0, rows) become probabilities: row i's keys are [ra[i], rn[i]) (none:
+** zeros, its accumulator kept, corr 1). The table's softmax_group takes a whole group where it
+** has one; its steps are online_softmax_row's, the same bits (the kernels are built without
+** floating-point contraction, so l * corr + sum is two roundings in either).
+*/
+static void softmax_step(const sm_attn_kernel *ak, float *p, const size_t *ra, const size_t *rn,
+                         size_t rows, size_t nk, float *m, float *l, float *corr) {
+    if (ak->softmax_group && rows == GQ) {
+        ak->softmax_group(p, ra, rn, nk, m, l, corr);
+        return;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        if (rn[i] == ra[i]) { /* no keys here: probabilities 0, accumulator kept */
+            memset(p + i * KB, 0, KB * sizeof *p);
+            corr[i] = 1.0f;
+            continue;
+        }
+        corr[i] = online_softmax_row(ak, p + i * KB, ra[i], rn[i], nk, &m[i], &l[i]);
+    }
+}
+
 /* A call's fixed arguments (sm_kernels_attention's). */
 typedef struct {
     const sm_attn_kernel *ak;
@@ -63,30 +85,18 @@ typedef struct {
 } call;
 
 /*
-** One group: ni queries, query i at position t + i dt of head h + i dh (the
-** group's rows past ni repeat its last query), seeing keys [L - window, L)
-** for L = pos + its t + 1. A lone query (ni = 1) takes the pieces'
-** one-query tiles.
+** ni queries qr (rows: 1, or GQ with the rows past ni repeating the last), query i seeing keys
+** [L[i] - window, L[i]) (L ascending), over the key blocks from j0 on: each block's scores, the
+** softmax step and P.V into acc (rows x SM_ATTN_ACC_STRIDE(hs)), m and l carried in and out.
+** A lone query (rows = 1) takes the pieces' one-query tiles.
 */
-static void group(const call *c, size_t t, size_t h, size_t dt, size_t dh, size_t ni) {
+static void blocks(const call *c, const float *const *qr, const size_t *L, size_t ni, size_t rows,
+                   size_t j0, float *acc, float *m, float *l) {
     const sm_attn_kernel *ak = c->ak;
     const size_t hs = c->hs, window = c->window, ring = c->kv->ring, as = SM_ATTN_ACC_STRIDE(hs);
-    const size_t rows = ni == 1 ? 1 : GQ;
-    float *p = c->scratch, *acc = p + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
-    const float *qr[GQ];
-    float *o[GQ], m[GQ], l[GQ], corr[GQ];
-    size_t L[GQ];
-    for (size_t i = 0; i < GQ; i++) {
-        size_t k = i < ni ? i : ni - 1, tk = t + k * dt, hk = h + k * dh;
-        qr[i] = c->q + tk * c->q_stride + hk * hs, o[i] = c->out + tk * c->out_stride + hk * hs;
-        L[i] = c->pos + tk + 1;
-        m[i] = -INFINITY, l[i] = 0.0f, corr[i] = 1.0f;
-    }
-    const size_t Lmax = L[ni - 1]; /* L ascends */
-    memset(acc, 0, rows * as * sizeof *acc);
-    /* the first block any query of the group sees (sliding window) */
-    size_t first = window && L[0] > window ? (L[0] - window) / KB * KB : 0;
-    for (size_t j0 = first; j0 < Lmax; j0 += KB) {
+    float *p = c->scratch, *kw = p + GQ * KB + GQ * as, *vw = kw + KB * hs, corr[GQ];
+    const size_t Lmax = L[ni - 1];
+    for (; j0 < Lmax; j0 += KB) {
         size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
         const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
         sm_kernels_kv_block(&kb, &vb, kw, vw, c->kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
@@ -101,26 +111,42 @@ static void group(const call *c, size_t t, size_t h, size_t dt, size_t dh, size_
             size_t lo = window && L[i] > window ? L[i] - window : 0, a = lo > j0 ? lo - j0 : 0;
             ra[i] = a < n ? a : n, rn[i] = n;
         }
-        if (ak->softmax_group && rows == GQ) {
-            ak->softmax_group(p, ra, rn, nk, m, l, corr);
-            ak->pv(acc, as, p, corr, vb, rows, hs, nk);
-            continue;
-        }
-        for (size_t i = 0; i < rows; i++) {
-            size_t a = ra[i], n = rn[i];
-            if (n == a) { /* no keys here: probabilities 0, accumulator kept */
-                memset(p + i * KB, 0, KB * sizeof *p);
-                corr[i] = 1.0f;
-                continue;
-            }
-            corr[i] = online_softmax_row(ak, p + i * KB, a, n, nk, &m[i], &l[i]);
-        }
+        softmax_step(ak, p, ra, rn, rows, nk, m, l, corr);
         ak->pv(acc, as, p, corr, vb, rows, hs, nk);
     }
+}
+
+/* ni rows' outputs: accumulator row i over its sum l[i]. */
+static void finish(float *const *o, const float *acc, size_t as, const float *l, size_t ni, size_t hs) {
     for (size_t i = 0; i < ni; i++) {
         float inv = 1.0f / l[i];
         for (size_t d = 0; d < hs; d++) o[i][d] = acc[i * as + d] * inv;
     }
+}
+
+/*
+** One group: ni queries, query i at position t + i dt of head h + i dh (the
+** group's rows past ni repeat its last query), seeing keys [L - window, L)
+** for L = pos + its t + 1.
+*/
+static void group(const call *c, size_t t, size_t h, size_t dt, size_t dh, size_t ni) {
+    const size_t hs = c->hs, window = c->window, as = SM_ATTN_ACC_STRIDE(hs);
+    const size_t rows = ni == 1 ? 1 : GQ;
+    float *acc = c->scratch + GQ * KB;
+    const float *qr[GQ];
+    float *o[GQ], m[GQ], l[GQ];
+    size_t L[GQ];
+    for (size_t i = 0; i < GQ; i++) {
+        size_t k = i < ni ? i : ni - 1, tk = t + k * dt, hk = h + k * dh;
+        qr[i] = c->q + tk * c->q_stride + hk * hs, o[i] = c->out + tk * c->out_stride + hk * hs;
+        L[i] = c->pos + tk + 1;
+        m[i] = -INFINITY, l[i] = 0.0f;
+    }
+    memset(acc, 0, rows * as * sizeof *acc);
+    /* the first block any query of the group sees (sliding window) */
+    size_t first = window && L[0] > window ? (L[0] - window) / KB * KB : 0;
+    blocks(c, qr, L, ni, rows, first, acc, m, l);
+    finish(o, acc, as, l, ni, hs);
 }
 
 void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const float *restrict q,
@@ -134,27 +160,6 @@ void sm_kernels_attention(const sm_attn_kernel *ak, float *restrict out, const f
         for (size_t t0 = 0; t0 < Tg; t0 += GQ) group(&c, t0, h, 1, 0, Tg - t0 < GQ ? Tg - t0 : GQ);
     if (lone)
         for (size_t h0 = 0; h0 < nh; h0 += GQ) group(&c, T - 1, h0, 0, 1, nh - h0 < GQ ? nh - h0 : GQ);
-}
-
-/*
-** Row r's keys from block j0 to its last, alone: what group() does for a
-** lone query (ni = 1) from that block on, into its accumulator acc and its
-** m and l; then its output.
-*/
-static void row_rest(const sm_attn_kernel *ak, const sm_attn_row *r, size_t j0, size_t hs, float scale,
-                     float *p, float *acc, float *kw, float *vw, float m, float l) {
-    const size_t L = r->pos + 1;
-    const float *qr[GQ] = {r->q, r->q, r->q, r->q};
-    for (; j0 < L; j0 += KB) {
-        size_t nk = L - j0 < KB ? L - j0 : KB;
-        const float *kb, *vb;
-        sm_kernels_kv_block(&kb, &vb, kw, vw, &r->kv, j0, nk, hs, ak->widen);
-        ak->scores(p, qr, 1, kb, hs, nk, scale);
-        float corr = online_softmax_row(ak, p, 0, nk, nk, &m, &l);
-        ak->pv(acc, SM_ATTN_ACC_STRIDE(hs), p, &corr, vb, 1, hs, nk);
-    }
-    float inv = 1.0f / l;
-    for (size_t d = 0; d < hs; d++) r->out[d] = acc[d] * inv;
 }
 
 /* The whole key blocks of r's cache read from its shared prefix (all of them below its query). */
@@ -178,26 +183,29 @@ void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows
         if (ni == 1) S = 0; /* alone: its own blocks from the first */
         const float *qr[GQ];
         float m[GQ], l[GQ], corr[GQ];
-        for (size_t i = 0; i < GQ; i++) qr[i] = g[i < ni ? i : ni - 1].q, m[i] = -INFINITY, l[i] = 0.0f;
+        size_t ra[GQ] = {0}, rn[GQ];
+        for (size_t i = 0; i < GQ; i++)
+            qr[i] = g[i < ni ? i : ni - 1].q, m[i] = -INFINITY, l[i] = 0.0f, rn[i] = i < ni ? KB : 0;
         memset(acc, 0, GQ * as * sizeof *acc);
         for (size_t j0 = 0; j0 < S; j0 += KB) {
             const float *kb, *vb;
             sm_kernels_kv_block(&kb, &vb, kw, vw, &g->kv, j0, KB, hs, ak->widen);
             ak->scores(p, qr, GQ, kb, hs, KB, scale);
-            /* row by row as the lone query's step, never softmax_group: a compiler that contracts
-               l * corr + sum into one FMA where the table's flags allow it (clang) gives the
-               table's inlined step other bits than this file's */
-            for (size_t i = 0; i < GQ; i++)
-                if (i < ni)
-                    corr[i] = online_softmax_row(ak, p + i * KB, 0, KB, KB, &m[i], &l[i]);
-                else
-                    memset(p + i * KB, 0, KB * sizeof *p), corr[i] = 1.0f;
+            softmax_step(ak, p, ra, rn, GQ, KB, m, l, corr);
             if (ak->pv_lone)
                 ak->pv_lone(acc, as, p, corr, vb, hs, KB);
             else
                 for (size_t i = 0; i < ni; i++) ak->pv(acc + i * as, as, p + i * KB, &corr[i], vb, 1, hs, KB);
         }
-        for (size_t i = 0; i < ni; i++) row_rest(ak, &g[i], S, hs, scale, p, acc + i * as, kw, vw, m[i], l[i]);
+        /* past the blocks they share, each row alone through its own keys, as group() runs it */
+        for (size_t i = 0; i < ni; i++) {
+            const call c = {ak, g[i].out, g[i].q, &g[i].kv, scratch, g[i].pos, hs, 0, 0, 0, scale};
+            const float *q1[1] = {g[i].q};
+            float *o1[1] = {g[i].out};
+            size_t L1[1] = {g[i].pos + 1};
+            blocks(&c, q1, L1, 1, 1, S, acc + i * as, &m[i], &l[i]);
+            finish(o1, acc + i * as, as, &l[i], 1, hs);
+        }
         i0 += ni;
     }
 }
