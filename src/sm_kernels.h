@@ -231,15 +231,15 @@ typedef struct sm_kernels {
     /*
     ** Decoding rows of n sequences, one query each, for a head that is the
     ** only query head of its key/value head (nh = 1) with no window and no
-    ** ring: row i bit for bit what attention gives for it alone (T = 1, pos
-    ** rows[i].pos). Neighbouring rows that read the same shared prefix
+    ** ring: row *rows[i] bit for bit what attention gives for it alone (T =
+    ** 1, pos rows[i]->pos). Neighbouring rows that read the same shared prefix
     ** (kv.kt0) go through its key blocks together, up to SM_ATTN_QGROUP at a
     ** time, so each of the prefix's key and value loads serves them all;
     ** which rows are neighbours changes no bit. NULL in a table whose
     ** attention has no such rows (the scalar reference): call attention per
     ** row. scores: SM_ATTN_SCRATCH(hs, 0) scratch.
     */
-    void (*attention_rows)(const sm_attn_row *rows, size_t n, float *restrict scores, size_t hs,
+    void (*attention_rows)(const sm_attn_row *const *rows, size_t n, float *restrict scores, size_t hs,
                            float scale);
 
     /* x (n) <- softmax(x), in place. n >= 1. */

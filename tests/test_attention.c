@@ -249,7 +249,8 @@ void test_kernels_attention_rows(void) {
             float *q = test_rnd(NR * hs, &s, 2), *want = test_rnd(NR * hs, &s, 0), *got = test_rnd(NR * hs, &s, 0);
             size_t nsc = SM_ATTN_SCRATCH(hs, CTX);
             float *sc = test_rnd(nsc + 16, &s, 0);
-            sm_attn_row rows[NR], order[NR];
+            sm_attn_row rows[NR];
+            const sm_attn_row *order[NR];
             for (size_t r = 0; r < NR; r++) {
                 size_t src = spec[r][0];
                 sm_kv_head kv = {.kt = kt[2 + r], .v = v[2 + r], .type = f16 ? SM_DTYPE_F16 : SM_DTYPE_F32};
@@ -267,9 +268,9 @@ void test_kernels_attention_rows(void) {
                     if (o == 1) {
                         for (size_t src = 0; src < 3; src++)
                             for (size_t r = 0; r < NR; r++)
-                                if (spec[r][0] == src) order[n++] = rows[r];
+                                if (spec[r][0] == src) order[n++] = &rows[r];
                     } else {
-                        for (size_t r = 0; r < NR; r++) order[n++] = rows[o == 2 ? NR - 1 - r : r];
+                        for (size_t r = 0; r < NR; r++) order[n++] = &rows[o == 2 ? NR - 1 - r : r];
                     }
                     for (size_t j = 0; j < NR * hs; j++) got[j] = NAN;
                     for (size_t j = 0; j < 16; j++) sc[SM_ATTN_SCRATCH(hs, 0) + j] = 4321.0f;

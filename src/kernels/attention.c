@@ -168,28 +168,29 @@ static size_t shared_of(const sm_attn_row *r) {
     return r->kv.shared < whole ? r->kv.shared : whole;
 }
 
-void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows, size_t n,
+void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *const *rows, size_t n,
                                float *restrict scratch, size_t hs, float scale) {
     const size_t as = SM_ATTN_ACC_STRIDE(hs);
     float *p = scratch, *acc = p + GQ * KB, *kw = acc + GQ * as, *vw = kw + KB * hs;
     for (size_t i0 = 0; i0 < n;) {
         /* the group: this row and its next neighbours that read the same prefix, up to GQ; S the
            blocks they all read there */
-        const sm_attn_row *g = rows + i0;
-        size_t ni = 1, S = shared_of(g), sh;
-        for (; S && ni < GQ && i0 + ni < n && g[ni].kv.kt0 == g->kv.kt0 && g[ni].kv.v0 == g->kv.v0 &&
-               g[ni].kv.type == g->kv.type && (sh = shared_of(&g[ni])) > 0; ni++)
+        const sm_attn_row *const *g = rows + i0;
+        size_t ni = 1, S = shared_of(g[0]), sh;
+        for (; S && ni < GQ && i0 + ni < n && g[ni]->kv.kt0 == g[0]->kv.kt0 &&
+               g[ni]->kv.v0 == g[0]->kv.v0 && g[ni]->kv.type == g[0]->kv.type && (sh = shared_of(g[ni])) > 0;
+             ni++)
             if (sh < S) S = sh;
         if (ni == 1) S = 0; /* alone: its own blocks from the first */
         const float *qr[GQ];
         float m[GQ], l[GQ], corr[GQ];
         size_t ra[GQ] = {0}, rn[GQ];
         for (size_t i = 0; i < GQ; i++)
-            qr[i] = g[i < ni ? i : ni - 1].q, m[i] = -INFINITY, l[i] = 0.0f, rn[i] = i < ni ? KB : 0;
+            qr[i] = g[i < ni ? i : ni - 1]->q, m[i] = -INFINITY, l[i] = 0.0f, rn[i] = i < ni ? KB : 0;
         memset(acc, 0, GQ * as * sizeof *acc);
         for (size_t j0 = 0; j0 < S; j0 += KB) {
             const float *kb, *vb;
-            sm_kernels_kv_block(&kb, &vb, kw, vw, &g->kv, j0, KB, hs, ak->widen);
+            sm_kernels_kv_block(&kb, &vb, kw, vw, &g[0]->kv, j0, KB, hs, ak->widen);
             ak->scores(p, qr, GQ, kb, hs, KB, scale);
             softmax_step(ak, p, ra, rn, GQ, KB, m, l, corr);
             if (ak->pv_lone)
@@ -199,10 +200,11 @@ void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows
         }
         /* past the blocks they share, each row alone through its own keys, as group() runs it */
         for (size_t i = 0; i < ni; i++) {
-            const call c = {ak, g[i].out, g[i].q, &g[i].kv, scratch, g[i].pos, hs, 0, 0, 0, scale};
-            const float *q1[1] = {g[i].q};
-            float *o1[1] = {g[i].out};
-            size_t L1[1] = {g[i].pos + 1};
+            const sm_attn_row *r = g[i];
+            const call c = {ak, r->out, r->q, &r->kv, scratch, r->pos, hs, 0, 0, 0, scale};
+            const float *q1[1] = {r->q};
+            float *o1[1] = {r->out};
+            size_t L1[1] = {r->pos + 1};
             blocks(&c, q1, L1, 1, 1, S, acc + i * as, &m[i], &l[i]);
             finish(o1, acc + i * as, as, &l[i], 1, hs);
         }

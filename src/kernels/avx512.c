@@ -596,7 +596,7 @@ static void attention(float *restrict out, const float *restrict q, const sm_kv_
                          scale, window);
 }
 
-static void attention_rows(const sm_attn_row *rows, size_t n, float *restrict scratch, size_t hs, float scale) {
+static void attention_rows(const sm_attn_row *const *rows, size_t n, float *restrict scratch, size_t hs, float scale) {
     sm_kernels_attention_rows(&attn_kernel, rows, n, scratch, hs, scale);
 }
 

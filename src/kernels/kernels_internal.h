@@ -161,7 +161,7 @@ typedef struct {
 } sm_attn_kernel;
 
 /* The kernel table's attention_rows (sm_kernels.h) made of ak's pieces (attention.c). */
-void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *rows, size_t n,
+void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *const *rows, size_t n,
                                float *restrict scratch, size_t hs, float scale);
 
 /* The kernel table's attention (sm_kernels.h) made of ak's pieces (attention.c, plain C). */

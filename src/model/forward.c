@@ -441,8 +441,9 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
     const float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hs);
     /* decoding rows that read a shared prefix go to attention_rows together, sorted by prefix
        (one query head per key/value head, no window) */
-    sm_attn_row *rows = K->attention_rows && group == 1 && !ring && !window
-                            ? s->att_rows + (size_t)ith * (s->p.n_seq ? s->p.n_seq : 1) : NULL;
+    const size_t tr = (size_t)ith * (s->p.n_seq ? s->p.n_seq : 1);
+    sm_attn_row *rows = K->attention_rows && group == 1 && !ring && !window ? s->att_rows + tr : NULL;
+    const sm_attn_row **order = s->att_order + tr;
     for (size_t kh; (kh = sm_pool_next(s->pool, ith, KVH)) < KVH;) {
         size_t n_rows = 0;
         for (size_t g = 0; g < s->n_runs; g++) {
@@ -490,14 +491,16 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
             }
             float *out = s->att + ru->start * Q + kh * group * hs;
             if (rows && ru->len == 1 && kv.shared) { /* after the others, beside its prefix's readers */
-                size_t i = n_rows++;
-                for (; i > 0 && (uintptr_t)rows[i - 1].kv.kt0 > (uintptr_t)kv.kt0; i--) rows[i] = rows[i - 1];
-                rows[i] = (sm_attn_row){out, qkv + kh * hs, kv, ru->pos};
+                sm_attn_row *r = &rows[n_rows];
+                *r = (sm_attn_row){out, qkv + kh * hs, kv, ru->pos};
+                size_t i = n_rows++; /* its place in the order: pointers move, not rows */
+                for (; i > 0 && (uintptr_t)order[i - 1]->kv.kt0 > (uintptr_t)kv.kt0; i--) order[i] = order[i - 1];
+                order[i] = r;
                 continue;
             }
             K->attention(out, qkv + kh * group * hs, &kv, scr, ru->len, ru->pos, hs, group, W, Q, scale, window);
         }
-        if (n_rows) K->attention_rows(rows, n_rows, scr, hs, scale);
+        if (n_rows) K->attention_rows(order, n_rows, scr, hs, scale);
     }
     sm_pool_barrier(s->pool);
     mark_attention(s, ith);

@@ -296,6 +296,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
     sm_attn_row *att_rows = sm_arena_alloc(a, (size_t)p->n_threads * S, sizeof(sm_attn_row));
+    const sm_attn_row **att_order = sm_arena_alloc(a, (size_t)p->n_threads * S, sizeof(sm_attn_row *));
     size_t NL = (size_t)c->n_layer;
     size_t *kv_lay = sm_arena_alloc(a, 2 * NL, sizeof(size_t));
     size_t *kv_share = sm_arena_alloc(a, 3 * S, sizeof(size_t));
@@ -326,7 +327,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     }
     s->kv_src = kv_share, s->kv_shared = kv_share + S, s->kv_low = kv_share + 2 * S;
     for (size_t i = 0; i < S; i++) s->kv_src[i] = i, s->kv_shared[i] = 0, s->kv_low[i] = 0;
-    s->runs = runs, s->att_rows = att_rows;
+    s->runs = runs, s->att_rows = att_rows, s->att_order = att_order;
     return s;
 }
 

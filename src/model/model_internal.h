@@ -97,6 +97,7 @@ struct sm_state {
     size_t n;
     sm_run *runs; /* (n_seq) */
     sm_attn_row *att_rows; /* (n_threads, n_seq) a head's decoding rows for attention_rows */
+    const sm_attn_row **att_order; /* (n_threads, n_seq) the same rows, sorted by prefix */
     size_t n_runs;
     const volatile int *cancel; /* polled between blocks (NULL: never) */
     bool stop;         /* thread 0's reading of *cancel, for all threads after a barrier */
