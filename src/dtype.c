@@ -32,6 +32,7 @@ const char *sm_dtype_name(sm_dtype t) {
     if (t == SM_DTYPE_Q4_0_R32) return "q4_0_r32";
     if (t == SM_DTYPE_Q6_K_P32) return "q6_k_p32";
     if (t == SM_DTYPE_F32_P32) return "f32_p32";
+    if (t == SM_DTYPE_F32_T) return "f32_t";
     return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
 }
 

@@ -36,6 +36,9 @@ typedef enum {
     SM_DTYPE_F32_P32,  /* f32 as the packed product's panels: 32 rows' weights side by side,
                           column after column (sm_kernels.h); the file's bytes, rows padded
                           with zeros to a multiple of 32 */
+    SM_DTYPE_F32_T,    /* f32 weights (N, K) held transposed, as (K, N): weight (n, k) at
+                          k N + n; a caller's own matrix (training's weights, activations),
+                          never made at load; only a table's matmul takes it */
     SM_DTYPE_LAYOUT_END
 } sm_dtype;
 
@@ -45,6 +48,7 @@ static inline sm_dtype sm_dtype_base(sm_dtype t) {
            : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0
            : t == SM_DTYPE_Q6_K_P32 ? SM_DTYPE_Q6_K
            : t == SM_DTYPE_F32_P32  ? SM_DTYPE_F32
+           : t == SM_DTYPE_F32_T    ? SM_DTYPE_F32
                                     : t;
 }
 

@@ -194,6 +194,8 @@ typedef struct sm_kernels {
     ** widened while packing), smaller T streams rows of w (matrix-vector,
     ** widened in registers, so 16-bit weights read half the bytes). out must
     ** not alias x or w. k is the table itself (its quant and l2_bytes).
+    ** wt SM_DTYPE_F32_T: w held transposed, (K, N), packed from there for
+    ** every T (the same panels, so the same bits as its transpose as f32).
     **   out (T, N)  x (T, K)  w (N, K)  bias (N)  scratch (sm_kernels_scratch)
     */
     sm_matmul_fn matmul;

@@ -657,3 +657,48 @@ void test_kernels_f32_panels(void) {
     }
     if (!tested) test_skip("no kernel table here multiplies f32 panels (the avx512 table's packed product)");
 }
+
+/*
+** Weights held transposed (SM_DTYPE_F32_T, training's backward products):
+** every table's matmul, any T (1 to 37), gives each output bit for bit what
+** the same table's matmul gives on the weights as rows with at least 4 token
+** rows (the packed product; rows added after x's change no other row), with
+** and without a bias; columns outside [n0, n1) untouched.
+*/
+void test_kernels_f32_transposed(void) {
+    const char *specs[10];
+    const sm_kernels *ks[10];
+    size_t nk = test_kernel_specs(specs, 9);
+    for (size_t i = 0; i < nk; i++) ks[i] = sm_kernels_select(specs[i]);
+    if ((ks[nk] = sm_kernels_select("avx512,rows=avx2")) != NULL) nk++; /* Zen 4's entry */
+    static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17, 37}, Ks[] = {8, 100, 288};
+    unsigned long long s = 43;
+    for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+        const size_t K = Ks[c], N = 80, n0 = 16, n1 = 77;
+        float *w = test_rnd(N * K, &s, 1), *wt = test_rnd(K * N, &s, 0);
+        for (size_t n = 0; n < N; n++)
+            for (size_t k = 0; k < K; k++) wt[k * N + n] = w[n * K + k];
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+            const size_t T = Ts[ti], T4 = T < 4 ? 4 : T;
+            float *x = test_rnd(T4 * K, &s, 2), *bias = test_rnd(N, &s, 1);
+            float *want = test_rnd(T4 * N, &s, 0), *got = test_rnd(T * N, &s, 0);
+            for (size_t ki = 0; ki < nk; ki++) {
+                const sm_kernels *k = ks[ki];
+                float *scr = test_rnd(sm_kernels_scratch(k, K), &s, 0);
+                for (int bi = 0; bi < 2; bi++) {
+                    const float *bb = bi ? bias : NULL;
+                    for (size_t j = 0; j < T4 * N; j++) want[j] = 12345.0f;
+                    for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
+                    k->matmul(k, want, x, w, SM_DTYPE_F32, bb, T4, N, K, n0, n1, scr);
+                    k->matmul(k, got, x, wt, SM_DTYPE_F32_T, bb, T, N, K, n0, n1, scr);
+                    CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
+                           "%s T=%zu K=%zu bias %d: transposed weights differ from the rows' product",
+                           k->name, T, K, bi);
+                }
+                free(scr);
+            }
+            free(x), free(bias), free(want), free(got);
+        }
+        free(w), free(wt);
+    }
+}

@@ -193,7 +193,7 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
         k->quant->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && T < 4)
         sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
-    else if (T >= 4)
+    else if (T >= 4 || wt == SM_DTYPE_F32_T) /* weights held transposed: packed, for every T */
         sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         sm_avx2_gemv(out, x, w, wt, bias, T, N, K, n0, n1);

@@ -286,7 +286,9 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (wt == SM_DTYPE_F32_P32) /* f32 panels: the packed product for every T */
+    if (wt == SM_DTYPE_F32_T) /* weights held transposed: packed from there, for every T */
+        sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (wt == SM_DTYPE_F32_P32) /* f32 panels: the packed product for every T */
         sm_kernels_gemm(&gemm_panels, k->l2_bytes, out, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
     else if (wt != sm_dtype_base(wt) && k->quant->gemm_r32) /* repacked: one product for every T */
         k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);

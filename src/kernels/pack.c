@@ -67,13 +67,28 @@ static void gemm_in_place(const sm_gemm_kernel *g, float *restrict out, const fl
     }
 }
 
+/*
+** The panel of weight rows [n, n + nr) and columns [k0, k0 + kc) from weights held transposed
+** (SM_DTYPE_F32_T: weight (r, k) at k N + r): a row of the panel is nr neighbouring floats of
+** one column, so it is a copy (the rows past nr zeros): the same panel the pack of the
+** untransposed weights makes, so the same products, bit for bit.
+*/
+static void pack_t(float *restrict dst, const void *restrict w, size_t N, size_t n, size_t nr,
+                   size_t width, size_t k0, size_t kc) {
+    const float *src = (const float *)w + k0 * N + n;
+    for (size_t kk = 0; kk < kc; kk++) {
+        memcpy(dst + kk * width, src + kk * N, nr * sizeof *dst);
+        if (nr < width) memset(dst + kk * width + nr, 0, (width - nr) * sizeof *dst);
+    }
+}
+
 void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
                      size_t N, size_t K, size_t n0, size_t n1, float *restrict panel) {
     const size_t mc = block_rows(l2_bytes, g->kc, g->mr);
     for (size_t t0 = 0; t0 < T; t0 += mc) {
         size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
-        if (!g->pack && (t1 - t0) * K * sizeof(float) <= l2_bytes / 2) { /* the same sums as below */
+        if (!g->pack && dt != SM_DTYPE_F32_T && (t1 - t0) * K * sizeof(float) <= l2_bytes / 2) { /* the same sums as below */
             gemm_in_place(g, out, x, w, bias, N, K, n0, n1, t0, t1);
             continue;
         }
@@ -82,7 +97,9 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict o
             for (size_t n = n0; n < n1; n += g->nr) {
                 size_t nr = n1 - n < g->nr ? n1 - n : g->nr;
                 const float *p = panel; /* packed now, or laid out at load (n a multiple of nr) */
-                if (g->pack)
+                if (dt == SM_DTYPE_F32_T)
+                    pack_t(panel, w, N, n, nr, g->nr, k0, kc);
+                else if (g->pack)
                     g->pack(panel, w, dt, K, n, nr, g->nr, k0, kc);
                 else
                     p = (const float *)w + n * K + k0 * g->nr;

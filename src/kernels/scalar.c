@@ -25,6 +25,17 @@ matmul_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void 
     }
 }
 
+/* The same on weights held transposed (SM_DTYPE_F32_T): weight (n, k) at k N + n. */
+static void matmul_t(float *restrict out, const float *restrict x, const float *restrict w,
+                     const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t n = n0; n < n1; n++) {
+            float s = 0.0f;
+            for (size_t k = 0; k < K; k++) s += x[t * K + k] * w[k * N + n];
+            out[t * N + n] = s + (bias ? bias[n] : 0.0f);
+        }
+}
+
 /* Quantized w with T >= 4, as the SIMD tables do it: rows dequantized, f32 products. */
 static void matmul_deq(float *restrict out, const float *restrict x, const void *restrict w,
                        sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
@@ -50,6 +61,8 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
         matmul_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
     else if (wt == SM_DTYPE_BF16)
         matmul_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
+    else if (wt == SM_DTYPE_F32_T)
+        matmul_t(out, x, w, bias, T, N, K, n0, n1);
     else
         matmul_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
 }

@@ -192,8 +192,6 @@ static void carve(sm_trainer *t, sm_arena *a) {
     t->dfch = sm_arena_alloc(a, BT * 4 * C, 4);
     size_t wide = 4 * C > V ? 4 * C : V;
     t->ta = sm_arena_alloc(a, wide * BT, 4);
-    t->tb = sm_arena_alloc(a, wide * BT, 4);
-    t->wt = sm_arena_alloc(a, wide * C, 4);
     size_t per = sm_train_att_floats(t->T, hs, t->k->matmul_scratch);
     size_t rows = 2 * 4 * C; /* GELU backward: two rows of 4C */
     if (rows > per) per = rows;

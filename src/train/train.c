@@ -8,10 +8,11 @@
 ** gradients, position embeddings) by columns, token-embedding gradients by
 ** vocabulary rows. Results therefore do not depend on the thread count.
 **
-** The matrix kernel computes out = x . w^T with both operands' inner
-** dimension contiguous. Backward products get that form by transposing:
-**   d_in (BT, K) = d_out (BT, N) . W (N, K)  ->  x = d_out, w = W^T
-**   d_W  (N, K)  = d_out^T . in              ->  x = d_out^T, w = in^T
+** The matrix kernel computes out = x . w^T with x's inner dimension
+** contiguous; w may be held transposed (SM_DTYPE_F32_T: the kernel packs
+** its panels from there). Backward products take that form:
+**   d_in (BT, K) = d_out (BT, N) . W (N, K)  ->  x = d_out, w = W^T: W as stored, f32_t
+**   d_W  (N, K)  = d_out^T . in              ->  x = d_out^T (transposed), w = in^T: in, f32_t
 */
 #include "train_internal.h"
 
@@ -32,6 +33,7 @@ typedef struct mm_job {
     float *out;
     const float *x, *w, *bias, *add;
     size_t T, N, K;
+    sm_dtype wt; /* f32, or f32_t: w held transposed */
 } mm_job;
 
 static void mm_task(void *arg, int ith, int nth) {
@@ -43,7 +45,7 @@ static void mm_task(void *arg, int ith, int nth) {
         size_t r0 = it / cb * MM_ROWS, c0 = it % cb * MM_COLS;
         size_t rows = j->T - r0 < MM_ROWS ? j->T - r0 : MM_ROWS;
         size_t c1 = c0 + MM_COLS < j->N ? c0 + MM_COLS : j->N;
-        j->t->k->matmul(j->t->k, j->out + r0 * j->N, j->x + r0 * j->K, j->w, SM_DTYPE_F32, j->bias, rows,
+        j->t->k->matmul(j->t->k, j->out + r0 * j->N, j->x + r0 * j->K, j->w, j->wt, j->bias, rows,
                         j->N, j->K, c0, c1, scr);
         if (j->add)
             for (size_t r = r0; r < r0 + rows; r++)
@@ -54,7 +56,14 @@ static void mm_task(void *arg, int ith, int nth) {
 /* out (T, N) = x (T, K) . w (N, K)^T (+ bias) (+ add, same shape as out). */
 static void mm(const sm_trainer *t, float *out, const float *x, const float *w, const float *bias,
                const float *add, size_t T, size_t N, size_t K) {
-    mm_job j = {t, out, x, w, bias, add, T, N, K};
+    mm_job j = {t, out, x, w, bias, add, T, N, K, SM_DTYPE_F32};
+    sm_pool_run(t->pool, mm_task, &j);
+}
+
+/* out (T, N) = x (T, K) . w^T for w (N, K) held transposed: wt (K, N). */
+static void mm_t(const sm_trainer *t, float *out, const float *x, const float *wt, size_t T, size_t N,
+                 size_t K) {
+    mm_job j = {t, out, x, wt, NULL, NULL, T, N, K, SM_DTYPE_F32_T};
     sm_pool_run(t->pool, mm_task, &j);
 }
 
@@ -90,13 +99,9 @@ static void rowsum_task(void *arg, int ith, int nth) {
 static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, const float *in,
                             size_t W, size_t b, size_t N, size_t K) {
     size_t BT = t->B * t->T;
-    if (d_in) {
-        transpose(t, t->wt, t->params + W, N, K);
-        mm(t, d_in, d_out, t->wt, NULL, NULL, BT, K, N);
-    }
+    if (d_in) mm_t(t, d_in, d_out, t->params + W, BT, K, N); /* W (N, K) is W^T held transposed */
     transpose(t, t->ta, d_out, BT, N);
-    transpose(t, t->tb, in, BT, K);
-    mm(t, t->grads + W, t->ta, t->tb, NULL, NULL, N, K, BT);
+    mm_t(t, t->grads + W, t->ta, in, N, K, BT); /* in (BT, K) is in^T held transposed */
     if (b != SM_NO_TENSOR) { /* the bias gradient: row sums of d_out^T (N, BT) */
         tr_job j = {t->k, t->grads + b, t->ta, N, BT};
         sm_pool_run(t->pool, rowsum_task, &j);

@@ -55,8 +55,7 @@ struct sm_trainer {
     float *logits; /* (BT, V), probabilities then their gradient after the loss */
     float *losses; /* (BT) */
     float *dres, *dln, *datty, *dqkv, *dfch; /* gradients of activations */
-    float *ta, *tb; /* (max(4C, 3C, V), BT) transposed activations */
-    float *wt;      /* the transpose of one weight matrix */
+    float *ta;      /* (max(4C, 3C, V), BT) a transposed gradient (d_out^T of a linear layer) */
     float *scratch; /* (pool threads, scratch_floats) */
     size_t scratch_floats;
 
