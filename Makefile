@@ -112,6 +112,7 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(DEPSOK)
 $(BUILD)/src/kernels/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/train/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/quant.o: ALL_CFLAGS += -O3
+$(BUILD)/src/sampler.o: ALL_CFLAGS += -O3 # best_of's integer maximum vectorized
 $(BUILD)/src/kernels/avx2.o $(BUILD)/src/kernels/avx2_rows.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/src/kernels/avx512.o $(BUILD)/src/kernels/avx512_rows.o: ALL_CFLAGS += -mavx512f -mfma
 $(BUILD)/src/kernels/avx512_bf16.o: ALL_CFLAGS += -mavx512f -mavx512bf16

@@ -209,6 +209,53 @@ static size_t nucleus_candidates(sm_sampler *s, const float *logits, const int32
 }
 
 /*
+** The best of n logits (the highest, the lowest id among equals; id -1 when all are -inf)
+** through integer keys in the values' order (the bits, the magnitude's flipped for a negative;
+** -0 as +0), whose maximum a compiler vectorizes where a float one (NaN's order) it does not:
+** chunk by chunk, the chunk whose maximum first beats the others' then searched for its first
+** equal value. *bad when a logit is NaN or +inf, or -inf where !masked.
+*/
+#define NINF_BITS 0xff800000u
+
+/* The largest key of x (n of them); flags |= 1 for a NaN or +inf, 2 for a -inf. No branch in
+   the loop: the compiler vectorizes it. */
+static int32_t chunk_max(const float *x, size_t n, uint32_t *flags) {
+    int32_t m = INT32_MIN;
+    uint32_t nonfinite = 0, minus_inf = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        b = b == 0x80000000u ? 0 : b;
+        int32_t k = (int32_t)(b ^ ((uint32_t)((int32_t)b >> 31) & 0x7fffffffu));
+        m = k > m ? k : m;
+        nonfinite |= (uint32_t)((b & 0x7fffffffu) >= 0x7f800000u) & (uint32_t)(b != NINF_BITS);
+        minus_inf |= (uint32_t)(b == NINF_BITS);
+    }
+    *flags |= nonfinite | minus_inf << 1;
+    return m;
+}
+
+static sm_candidate best_of(const float *x, size_t n, bool masked, bool *bad) {
+    enum { CHUNK = 1024 };
+    const uint32_t ninf = NINF_BITS;
+    int32_t best = INT32_MIN;
+    size_t at = 0;
+    uint32_t flags = 0;
+    for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
+        int32_t m = chunk_max(x + c0, n - c0 < CHUNK ? n - c0 : CHUNK, &flags);
+        if (m > best) best = m, at = c0;
+    }
+    *bad = (flags & 1u) || ((flags & 2u) && !masked);
+    uint32_t bb = (uint32_t)best ^ ((uint32_t)(best >> 31) & 0x7fffffffu);
+    if (*bad || n == 0 || bb == ninf) return (sm_candidate){-INFINITY, -1};
+    float v;
+    memcpy(&v, &bb, sizeof v);
+    size_t i = at;
+    while (x[i] != v) i++; /* in this chunk: its maximum is v */
+    return (sm_candidate){x[i], (int32_t)i};
+}
+
+/*
 ** sm_sampler_dist, with the candidates' total weight (what a draw scales by).
 ** masked: logits of -infinity are tokens a grammar does not allow (the
 ** caller checked the others are finite); SM_ERR_INPUT if none is allowed.
@@ -222,10 +269,16 @@ static sm_status dist(sm_sampler *s, const float *logits, bool masked, size_t *n
     }
     /* the best: the highest logit, the lowest id among equals; one pass that checks them all */
     sm_candidate top = {-INFINITY, -1};
-    for (size_t i = 0; i < V; i++) {
-        if (!isfinite(logits[i]) && !(masked && logits[i] == -INFINITY)) return SM_ERR_RUNTIME;
-        if ((top.id < 0 || logits[i] > top.logit) && !(skip && skip[i]) && logits[i] != -INFINITY)
-            top = (sm_candidate){logits[i], (int32_t)i};
+    if (!skip) {
+        bool bad;
+        top = best_of(logits, V, masked, &bad);
+        if (bad) return SM_ERR_RUNTIME;
+    } else {
+        for (size_t i = 0; i < V; i++) {
+            if (!isfinite(logits[i]) && !(masked && logits[i] == -INFINITY)) return SM_ERR_RUNTIME;
+            if ((top.id < 0 || logits[i] > top.logit) && !skip[i] && logits[i] != -INFINITY)
+                top = (sm_candidate){logits[i], (int32_t)i};
+        }
     }
     for (size_t j = 0; j < n_pen; j++)
         if (s->pen[j].logit != -INFINITY && (top.id < 0 || before(s->pen[j], top))) top = s->pen[j];

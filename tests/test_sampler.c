@@ -199,3 +199,45 @@ void test_sampler_one_draw_per_sample(void) {
     sm_arena_free(&a);
     sm_arena_free(&b);
 }
+
+/*
+** Greedy over a vocabulary of several scan chunks (5,000 logits): the id a
+** plain loop finds (the highest, the lowest id among equals) for maxima in
+** every chunk, the last partial one included, ties within and across
+** chunks, -0 before +0 as the best (equal: the lower id), a tokens mask
+** (allowing one, none: SM_ERR_INPUT), and +inf or NaN anywhere refused.
+*/
+void test_sampler_greedy_chunks(void) {
+    enum { V = 5000 };
+    static float logits[V];
+    static uint64_t allow[(V + 63) / 64];
+    unsigned long long st = 77;
+    sm_sampler s;
+    int32_t id;
+    make(&s, 0, 0, 1, 1, V);
+    for (int round = 0; round < 60; round++) {
+        for (int i = 0; i < V; i++) logits[i] = test_rand(&st) * 4 - 6;
+        int a = (int)((test_rand(&st) + 1) * (V / 2)) % V, b = (int)((test_rand(&st) + 1) * (V / 2)) % V;
+        logits[a] = 5.0f;
+        if (round % 3 == 0) logits[b] = 5.0f; /* a tie, maybe in another chunk */
+        if (round == 1) logits[V - 1] = 9.0f; /* in the last, partial chunk */
+        int want = 0;
+        for (int i = 1; i < V; i++)
+            if (logits[i] > logits[want]) want = i;
+        CHECKF(sm_sampler_sample(&s, logits, &id) == SM_OK && id == want, "round %d: %d, want %d", round,
+               (int)id, want);
+    }
+    for (int i = 0; i < V; i++) logits[i] = -1.0f - test_rand(&st);
+    logits[3100] = 0.0f, logits[40] = -0.0f; /* equal: the lower id */
+    CHECK(sm_sampler_sample(&s, logits, &id) == SM_OK && id == 40);
+    memset(allow, 0, sizeof allow);
+    allow[4321 / 64] |= 1ull << (4321 % 64);
+    CHECK(sm_sampler_sample_masked(&s, logits, allow, &id) == SM_OK && id == 4321);
+    memset(allow, 0, sizeof allow);
+    CHECK(sm_sampler_sample_masked(&s, logits, allow, &id) == SM_ERR_INPUT);
+    logits[4999] = INFINITY;
+    CHECK(sm_sampler_sample(&s, logits, &id) == SM_ERR_RUNTIME);
+    logits[4999] = NAN;
+    CHECK(sm_sampler_sample(&s, logits, &id) == SM_ERR_RUNTIME);
+    sm_arena_free(&arena);
+}
