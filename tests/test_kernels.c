@@ -587,6 +587,27 @@ void test_kernels_sum(void) {
     free(x);
 }
 
+/* The tables the f32 layout tests run: every table and composition, and Zen 4's entry. */
+static size_t f32_tables(const sm_kernels **ks) {
+    const char *specs[10];
+    size_t nk = test_kernel_specs(specs, 9);
+    for (size_t i = 0; i < nk; i++) ks[i] = sm_kernels_select(specs[i]);
+    if ((ks[nk] = sm_kernels_select("avx512,rows=avx2")) != NULL) nk++;
+    return nk;
+}
+
+/*
+** want <- k's matmul of T4 >= 4 token rows x against the f32 rows w (the packed product, the
+** reference of the laid-out forms), its T-row got filled with a sentinel for the form's own.
+*/
+static void rows_product(const sm_kernels *k, float *want, float *got, const float *x, const float *w,
+                         const float *bias, size_t T, size_t T4, size_t N, size_t K, size_t n0, size_t n1,
+                         float *scr) {
+    for (size_t j = 0; j < T4 * N; j++) want[j] = 12345.0f;
+    for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
+    k->matmul(k, want, x, w, SM_DTYPE_F32, bias, T4, N, K, n0, n1, scr);
+}
+
 /*
 ** f32 panels (SM_DTYPE_F32_P32, sm_kernels_repack): the layout as sm_kernels.h
 ** states it (rows past N zeros), and every table that takes them, the composed
@@ -597,11 +618,8 @@ void test_kernels_sum(void) {
 ** the exact product. Skips, saying so, where no table takes them.
 */
 void test_kernels_f32_panels(void) {
-    const char *specs[10];
     const sm_kernels *ks[10];
-    size_t nk = test_kernel_specs(specs, 9), tested = 0;
-    for (size_t i = 0; i < nk; i++) ks[i] = sm_kernels_select(specs[i]);
-    if ((ks[nk] = sm_kernels_select("avx512,rows=avx2")) != NULL) nk++; /* Zen 4's entry */
+    size_t nk = f32_tables(ks), tested = 0;
     static const size_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 16, 37}, Ks[] = {8, 100, 288, 600};
     unsigned long long s = 41;
     for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
@@ -626,9 +644,7 @@ void test_kernels_f32_panels(void) {
                 float *scr = test_rnd(sm_kernels_scratch(k, K), &s, 0);
                 for (int bi = 0; bi < 2; bi++) {
                     const float *bb = bi ? bias : NULL;
-                    for (size_t j = 0; j < T4 * N; j++) want[j] = 12345.0f;
-                    for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
-                    k->matmul(k, want, x, w, SM_DTYPE_F32, bb, T4, N, K, n0, n1, scr);
+                    rows_product(k, want, got, x, w, bb, T, T4, N, K, n0, n1, scr);
                     k->matmul(k, got, x, r, SM_DTYPE_F32_P32, bb, T, N, K, n0, 64, scr);
                     k->matmul_rows(k, got, x, r, SM_DTYPE_F32_P32, bb, T, N, K, 64, n1, scr);
                     CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
@@ -666,11 +682,8 @@ void test_kernels_f32_panels(void) {
 ** and without a bias; columns outside [n0, n1) untouched.
 */
 void test_kernels_f32_transposed(void) {
-    const char *specs[10];
     const sm_kernels *ks[10];
-    size_t nk = test_kernel_specs(specs, 9);
-    for (size_t i = 0; i < nk; i++) ks[i] = sm_kernels_select(specs[i]);
-    if ((ks[nk] = sm_kernels_select("avx512,rows=avx2")) != NULL) nk++; /* Zen 4's entry */
+    size_t nk = f32_tables(ks);
     static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17, 37}, Ks[] = {8, 100, 288};
     unsigned long long s = 43;
     for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
@@ -687,9 +700,7 @@ void test_kernels_f32_transposed(void) {
                 float *scr = test_rnd(sm_kernels_scratch(k, K), &s, 0);
                 for (int bi = 0; bi < 2; bi++) {
                     const float *bb = bi ? bias : NULL;
-                    for (size_t j = 0; j < T4 * N; j++) want[j] = 12345.0f;
-                    for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
-                    k->matmul(k, want, x, w, SM_DTYPE_F32, bb, T4, N, K, n0, n1, scr);
+                    rows_product(k, want, got, x, w, bb, T, T4, N, K, n0, n1, scr);
                     k->matmul(k, got, x, wt, SM_DTYPE_F32_T, bb, T, N, K, n0, n1, scr);
                     CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
                            "%s T=%zu K=%zu bias %d: transposed weights differ from the rows' product",
