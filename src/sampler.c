@@ -208,14 +208,7 @@ static size_t nucleus_candidates(sm_sampler *s, const float *logits, const int32
     return n;
 }
 
-/*
-** The best of n logits (the highest, the lowest id among equals; id -1 when all are -inf)
-** through integer keys in the values' order (the bits, the magnitude's flipped for a negative;
-** -0 as +0), whose maximum a compiler vectorizes where a float one (NaN's order) it does not:
-** chunk by chunk, the chunk whose maximum first beats the others' then searched for its first
-** equal value. *bad when a logit is NaN or +inf, or -inf where !masked.
-*/
-#define NINF_BITS 0xff800000u
+#define NINF_BITS 0xff800000u /* -inf */
 
 /* The largest key of x (n of them); flags |= 1 for a NaN or +inf, 2 for a -inf. No branch in
    the loop: the compiler vectorizes it. */
@@ -235,9 +228,15 @@ static int32_t chunk_max(const float *x, size_t n, uint32_t *flags) {
     return m;
 }
 
+/*
+** The best of n logits (the highest, the lowest id among equals; id -1 when all are -inf)
+** through integer keys in the values' order (the bits, the magnitude's flipped for a negative;
+** -0 as +0), whose maximum a compiler vectorizes where a float one (NaN's order) it does not:
+** chunk by chunk, the chunk whose maximum first beats the others' then searched for its first
+** equal value. *bad when a logit is NaN or +inf, or -inf where !masked.
+*/
 static sm_candidate best_of(const float *x, size_t n, bool masked, bool *bad) {
     enum { CHUNK = 1024 };
-    const uint32_t ninf = NINF_BITS;
     int32_t best = INT32_MIN;
     size_t at = 0;
     uint32_t flags = 0;
@@ -247,7 +246,7 @@ static sm_candidate best_of(const float *x, size_t n, bool masked, bool *bad) {
     }
     *bad = (flags & 1u) || ((flags & 2u) && !masked);
     uint32_t bb = (uint32_t)best ^ ((uint32_t)(best >> 31) & 0x7fffffffu);
-    if (*bad || n == 0 || bb == ninf) return (sm_candidate){-INFINITY, -1};
+    if (*bad || n == 0 || bb == NINF_BITS) return (sm_candidate){-INFINITY, -1};
     float v;
     memcpy(&v, &bb, sizeof v);
     size_t i = at;
