@@ -11,29 +11,21 @@
 #include <math.h>
 #include <stdint.h>
 
-/* dt is a constant wherever this is inlined, so the element type is not tested per weight. */
+/* dt is a constant wherever this is inlined, so the element type is not tested per weight.
+   Weight (n, k) is element n sn + k sk of w: (K, 1) for rows, (1, N) for w held transposed
+   (SM_DTYPE_F32_T); either way the sum runs over k in order. */
 static inline __attribute__((always_inline)) void
 matmul_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
-          const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
+          const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1, size_t sn,
+          size_t sk) {
     for (size_t t = 0; t < T; t++) {
         const float *xr = x + t * K;
         for (size_t n = n0; n < n1; n++) {
             float s = 0.0f;
-            for (size_t k = 0; k < K; k++) s += xr[k] * sm_elem_f32(w, dt, n * K + k);
+            for (size_t k = 0; k < K; k++) s += xr[k] * sm_elem_f32(w, dt, n * sn + k * sk);
             out[t * N + n] = s + (bias ? bias[n] : 0.0f);
         }
     }
-}
-
-/* The same on weights held transposed (SM_DTYPE_F32_T): weight (n, k) at k N + n. */
-static void matmul_t(float *restrict out, const float *restrict x, const float *restrict w,
-                     const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
-    for (size_t t = 0; t < T; t++)
-        for (size_t n = n0; n < n1; n++) {
-            float s = 0.0f;
-            for (size_t k = 0; k < K; k++) s += x[t * K + k] * w[k * N + n];
-            out[t * N + n] = s + (bias ? bias[n] : 0.0f);
-        }
 }
 
 /* Quantized w with T >= 4, as the SIMD tables do it: rows dequantized, f32 products. */
@@ -58,13 +50,13 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
     else if (sm_dtype_quantized(wt))
         matmul_deq(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F16)
-        matmul_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
+        matmul_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1, K, 1);
     else if (wt == SM_DTYPE_BF16)
-        matmul_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
+        matmul_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1, K, 1);
     else if (wt == SM_DTYPE_F32_T)
-        matmul_t(out, x, w, bias, T, N, K, n0, n1);
+        matmul_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1, 1, N);
     else
-        matmul_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1);
+        matmul_dt(SM_DTYPE_F32, out, x, w, bias, T, N, K, n0, n1, K, 1);
 }
 
 /* Quantized w: every row as it is alone (quantized activations), whatever T is. */
