@@ -25,6 +25,8 @@ typedef struct {
 static const case_desc cases[] = {
     {SM_KOP_GEMM, "f32, 64 rows x 2048 x 2048", SM_DTYPE_F32, 64, 2048, 2048, 0, 0},
     {SM_KOP_GEMM, "f16, 64 rows x 2048 x 2048", SM_DTYPE_F16, 64, 2048, 2048, 0, 0},
+    /* timed apart: which arithmetic bf16 weights' GEMM takes (vdpbf16ps or f32) */
+    {SM_KOP_GEMM, "bf16, 64 rows x 2048 x 2048", SM_DTYPE_BF16, 64, 2048, 2048, 0, 0},
     {SM_KOP_QGEMM, "q4_0, 64 rows x 2048 x 2048", SM_DTYPE_Q4_0, 64, 2048, 2048, 0, 0},
     {SM_KOP_QGEMM, "q8_0, 64 rows x 2048 x 2048", SM_DTYPE_Q8_0, 64, 2048, 2048, 0, 0},
     {SM_KOP_QGEMM, "q4_k, 64 rows x 2048 x 2048", SM_DTYPE_Q4_K, 64, 2048, 2048, 0, 0},
@@ -62,6 +64,10 @@ size_t sm_bench_n_cases(void) {
 
 sm_kernels_op sm_bench_case_op(size_t i) {
     return cases[i].op;
+}
+
+sm_dtype sm_bench_case_dtype(size_t i) {
+    return cases[i].dt;
 }
 
 const char *sm_bench_case_what(size_t i) {

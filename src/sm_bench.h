@@ -43,13 +43,15 @@ double sm_bench_kv_bytes(const sm_config *c, double ctx, sm_dtype kv_type);
 ** (sm_kernels_op) the shapes of a ~1B-parameter model's layers, prefill's
 ** many rows, decoding's one (and eight) from memory and from cache, one
 ** head's attention. A case owns its weights and buffers (out of memory:
-** SM_ERR_NOMEM); run times `calls` calls of its operation through table k
+** SM_ERR_NOMEM); a case of bf16 weights (sm_bench_case_dtype) is there to
+** choose their GEMM's arithmetic (vdpbf16ps or f32), not a table; run times `calls` calls of its operation through table k
 ** on the pool's threads and returns seconds per call.
 */
 typedef struct sm_bench_case sm_bench_case;
 size_t sm_bench_n_cases(void);
 sm_kernels_op sm_bench_case_op(size_t i);
 const char *sm_bench_case_what(size_t i);
+sm_dtype sm_bench_case_dtype(size_t i);
 sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_error *err);
 double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, size_t calls);
 void sm_bench_case_free(sm_bench_case *c);

@@ -98,6 +98,7 @@ void test_dispatch_cpu_identity(void) {
         {0x00830F10, 23, 0x31, "AMD Zen 2 (Rome)"},
         {0x00050657, 6, 0x55, "Intel Cascade Lake"},
         {0x000906EA, 6, 0x9E, "Intel Coffee Lake"},
+        {0x000C06F2, 6, 0xCF, "Intel Emerald Rapids"},
         {0x00000F29, 15, 0x02, "Intel Pentium 4"},
     };
     for (size_t i = 0; i < sizeof cpus / sizeof *cpus; i++) {
@@ -106,13 +107,17 @@ void test_dispatch_cpu_identity(void) {
         CHECKF(f == cpus[i].family && m == cpus[i].model, "%s: family %u model 0x%x, want %u 0x%x",
                cpus[i].what, f, m, cpus[i].family, cpus[i].model);
     }
-    /* the table keyed by family: Zen 4 decodes its float weights with avx2; Zen 3, Zen 5, Intel
-       and another vendor with Zen 4's numbers have no entry */
+    /* the table keyed by family: Zen 4 decodes its float weights with avx2; Zen 3, Zen 5 and
+       another vendor with Zen 4's numbers have no entry */
     const char *z4 = sm_kernels_cpu_choice("AuthenticAMD", 25, 0x61);
     CHECK(z4 && strstr(z4, "rows=avx2"));
     CHECK(sm_kernels_cpu_choice("AuthenticAMD", 25, 0x11) && sm_kernels_cpu_choice("AuthenticAMD", 25, 0xa0));
     CHECK(!sm_kernels_cpu_choice("AuthenticAMD", 25, 0x01) && !sm_kernels_cpu_choice("AuthenticAMD", 25, 0x21));
     CHECK(!sm_kernels_cpu_choice("AuthenticAMD", 26, 0x02) && !sm_kernels_cpu_choice("GenuineIntel", 25, 0x61));
+    /* Emerald Rapids prefills bf16 weights on f32 arithmetic; other Intel models have no entry */
+    const char *emr = sm_kernels_cpu_choice("GenuineIntel", 6, 0xcf);
+    CHECK(emr && strcmp(emr, "bf16=f32") == 0);
+    CHECK(!sm_kernels_cpu_choice("GenuineIntel", 6, 0x55) && !sm_kernels_cpu_choice("AuthenticAMD", 6, 0xcf));
     char vendor[13];
     unsigned f, m;
     sm_kernels_cpu(vendor, &f, &m);

@@ -1,9 +1,10 @@
 /*
 ** bench_pick.c -- `smallmind bench --pick-kernels`: every operation of every
 ** kernel table this CPU runs, timed on sm_bench's fixed cases (the tables
-** interleaved, medians of 7), and the table each operation should come
-** from, printed as the --kernels spec and the line of dispatch.c's
-** CPU-family table that makes it this CPU's choice.
+** interleaved, medians of 7), the table each operation should come from
+** and the arithmetic bf16 weights' GEMM should take (vdpbf16ps or f32),
+** printed as the --kernels spec and the line of dispatch.c's CPU-family
+** table that makes it this CPU's choice.
 */
 #include "cli.h"
 
@@ -18,6 +19,31 @@ enum { SAMPLES = 7, MAX_TABLES = 8 };
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Case i timed through each of the nt tables of run (interleaved, medians of SAMPLES, seconds per
+   call, into med); its line printed. Out of memory: the message, and false. */
+static bool time_case(size_t i, sm_pool *pool, int threads, const sm_kernels *const *run, size_t nt,
+                      const sm_kernels *ref, double *med) {
+    sm_bench_case *c;
+    sm_error err = {{0}};
+    if (sm_bench_case_new(&c, i, threads, &err)) {
+        fprintf(stderr, "smallmind: %s\n", err.msg);
+        return false;
+    }
+    /* calls per sample: about 20 ms of the reference table's, after a warm-up call of each */
+    for (size_t t = 0; t < nt; t++) sm_bench_case_run(c, pool, run[t], 1);
+    double one = sm_bench_case_run(c, pool, ref, 1);
+    size_t calls = one > 0.02 ? 1 : one < 2e-5 ? 1000 : (size_t)(0.02 / one);
+    double s[MAX_TABLES][SAMPLES];
+    for (int r = 0; r < SAMPLES; r++)
+        for (size_t t = 0; t < nt; t++) s[t][r] = sm_bench_case_run(c, pool, run[t], calls);
+    sm_bench_case_free(c);
+    for (size_t t = 0; t < nt; t++) {
+        qsort(s[t], SAMPLES, sizeof(double), cmp_double);
+        med[t] = s[t][SAMPLES / 2];
+    }
+    return true;
 }
 
 int cli_bench_pick(const cli_opts *o) {
@@ -42,13 +68,7 @@ int cli_bench_pick(const cli_opts *o) {
     double score[SM_KOP_COUNT][MAX_TABLES] = {{0}};
     int n_cases[SM_KOP_COUNT] = {0};
     for (size_t i = 0; i < sm_bench_n_cases(); i++) {
-        sm_bench_case *c;
-        sm_error err = {{0}};
-        if (sm_bench_case_new(&c, i, (int)o->threads, &err)) {
-            fprintf(stderr, "smallmind: %s\n", err.msg);
-            sm_pool_free(pool);
-            return EXIT_DATA;
-        }
+        if (sm_bench_case_dtype(i) == SM_DTYPE_BF16) continue; /* the arithmetic's pass, below */
         /* each table as the best table composed with this operation from it ("avx512,rows=avx2"):
            what a pick would run (a composition may run an operation its own way: the AVX2
            table's batches on 512-bit registers where the CPU has AVX-512) */
@@ -60,18 +80,13 @@ int cli_bench_pick(const cli_opts *o) {
             run[t] = tabs[t] == best ? best : sm_kernels_select(as);
             if (!run[t]) run[t] = tabs[t];
         }
-        /* calls per sample: about 20 ms of the best table's, after a warm-up call of each */
-        for (size_t t = 0; t < nt; t++) sm_bench_case_run(c, pool, run[t], 1);
-        double one = sm_bench_case_run(c, pool, best, 1);
-        size_t calls = one > 0.02 ? 1 : one < 2e-5 ? 1000 : (size_t)(0.02 / one);
-        double s[MAX_TABLES][SAMPLES], med[MAX_TABLES], fastest = 1e30;
-        for (int r = 0; r < SAMPLES; r++)
-            for (size_t t = 0; t < nt; t++) s[t][r] = sm_bench_case_run(c, pool, run[t], calls);
-        sm_bench_case_free(c);
+        double med[MAX_TABLES], fastest = 1e30;
+        if (!time_case(i, pool, (int)o->threads, run, nt, best, med)) {
+            sm_pool_free(pool);
+            return EXIT_DATA;
+        }
         printf("%-9s %-50s", sm_kernels_op_name(op), sm_bench_case_what(i));
         for (size_t t = 0; t < nt; t++) {
-            qsort(s[t], SAMPLES, sizeof(double), cmp_double);
-            med[t] = s[t][SAMPLES / 2];
             if (med[t] < fastest) fastest = med[t];
             printf(" %10.1f", med[t] * 1e6);
         }
@@ -103,6 +118,32 @@ int cli_bench_pick(const cli_opts *o) {
         if (tabs[pick] != best && sl < sizeof spec)
             sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ",%s=%s", sm_kernels_op_name((sm_kernels_op)op),
                                    tabs[pick]->name);
+    }
+    /* bf16 weights' GEMM on the picked gemm table: on vdpbf16ps (activations rounded to bf16)
+       or on f32 FMAs (exact) where it has both; vdpbf16ps only if more than 3% ahead */
+    for (size_t i = 0; i < sm_bench_n_cases(); i++) {
+        if (sm_bench_case_dtype(i) != SM_DTYPE_BF16) continue;
+        char as[2][200];
+        const sm_kernels *run[2];
+        for (int a = 0; a < 2; a++) {
+            snprintf(as[a], sizeof as[a], "%s,bf16=%s", spec, a ? "bf16" : "f32");
+            run[a] = sm_kernels_select(as[a]);
+        }
+        printf("gemm      %-50s ", sm_bench_case_what(i));
+        if (!run[1]) {
+            printf("f32 (no vdpbf16ps on this CPU)\n");
+            continue;
+        }
+        double med[2];
+        if (!time_case(i, pool, (int)o->threads, run, 2, run[1], med)) {
+            sm_pool_free(pool);
+            return EXIT_DATA;
+        }
+        bool dot = med[1] * 1.03 < med[0];
+        printf("f32 %.1f, vdpbf16ps %.1f -> %s\n", med[0] * 1e6, med[1] * 1e6, dot ? "vdpbf16ps" : "f32");
+        bool table_dot = sm_kernels_select(spec)->from[SM_KOP_GEMM]->dot16_types >> SM_DTYPE_BF16 & 1u;
+        if (dot != table_dot && sl < sizeof spec)
+            sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ",bf16=%s", dot ? "bf16" : "f32");
     }
     const sm_kernels *measured = sm_kernels_select(spec), *now = sm_kernels_select(NULL);
     const char *entry = sm_kernels_cpu_choice(vendor, fam, mod);
