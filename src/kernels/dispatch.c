@@ -35,7 +35,7 @@ static const struct {
     {"AuthenticAMD", 25, 0x10, 0x1f, "rows=avx2"},
     {"AuthenticAMD", 25, 0x60, 0x7f, "rows=avx2"},
     {"AuthenticAMD", 25, 0xa0, 0xaf, "rows=avx2"},
-    /* Intel Emerald Rapids (model 0xcf): vdpbf16ps issues at half the rate of the f32 FMAs
+    /* Intel Emerald Rapids (model 0xcf): vdpbf16ps does half the f32 FMAs' operations a second
        (bench --peaks on a 2-vCPU guest, 2026-11-30: 172 against 350 GOPS), so bf16 weights
        prefill faster on f32 arithmetic, which is also exact (the activations stay f32): the
        TinyLlama layer at 128 rows 71 -> 45 ms, bench --pick-kernels' case 3.5 -> 2.0 ms.
