@@ -42,10 +42,11 @@ double sm_bench_kv_bytes(const sm_config *c, double ctx, sm_dtype kv_type);
 ** The fixed cases `bench --pick-kernels` times each table on: per operation
 ** (sm_kernels_op) the shapes of a ~1B-parameter model's layers, prefill's
 ** many rows, decoding's one (and eight) from memory and from cache, one
-** head's attention. A case owns its weights and buffers (out of memory:
-** SM_ERR_NOMEM); a case of bf16 weights (sm_bench_case_dtype) is there to
-** choose their GEMM's arithmetic (vdpbf16ps or f32), not a table; run times `calls` calls of its operation through table k
-** on the pool's threads and returns seconds per call.
+** head's attention; and a case of bf16 weights (sm_bench_case_dtype), there
+** to choose their GEMM's arithmetic (vdpbf16ps or f32), not a table. A case
+** owns its weights and buffers (out of memory: SM_ERR_NOMEM); run times
+** `calls` calls of its operation through table k on the pool's threads and
+** returns seconds per call.
 */
 typedef struct sm_bench_case sm_bench_case;
 size_t sm_bench_n_cases(void);

@@ -21,8 +21,8 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Case i timed through each of the nt tables of run (interleaved, medians of SAMPLES, seconds per
-   call, into med); its line printed. Out of memory: the message, and false. */
+/* Case i timed through each of the nt tables of run (interleaved; medians of SAMPLES into med,
+   seconds per call; calls per sample set by ref's time). Out of memory: the message, and false. */
 static bool time_case(size_t i, sm_pool *pool, int threads, const sm_kernels *const *run, size_t nt,
                       const sm_kernels *ref, double *med) {
     sm_bench_case *c;
@@ -120,7 +120,9 @@ int cli_bench_pick(const cli_opts *o) {
                                    tabs[pick]->name);
     }
     /* bf16 weights' GEMM on the picked gemm table: on vdpbf16ps (activations rounded to bf16)
-       or on f32 FMAs (exact) where it has both; vdpbf16ps only if more than 3% ahead */
+       or on f32 FMAs (exact) where it has both; vdpbf16ps only if more than 3% ahead, an item
+       added to the spec where that differs from the picked table's own */
+    const bool table_dot = sm_kernels_select(spec)->dot16_types >> SM_DTYPE_BF16 & 1u;
     for (size_t i = 0; i < sm_bench_n_cases(); i++) {
         if (sm_bench_case_dtype(i) != SM_DTYPE_BF16) continue;
         char as[2][200];
@@ -141,7 +143,6 @@ int cli_bench_pick(const cli_opts *o) {
         }
         bool dot = med[1] * 1.03 < med[0];
         printf("f32 %.1f, vdpbf16ps %.1f -> %s\n", med[0] * 1e6, med[1] * 1e6, dot ? "vdpbf16ps" : "f32");
-        bool table_dot = sm_kernels_select(spec)->from[SM_KOP_GEMM]->dot16_types >> SM_DTYPE_BF16 & 1u;
         if (dot != table_dot && sl < sizeof spec)
             sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ",bf16=%s", dot ? "bf16" : "f32");
     }
