@@ -42,7 +42,8 @@ static inline __m256 exp8(__m256 x) {
 
 static inline __attribute__((always_inline)) void
 micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-      const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr) {
+      const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr,
+      const float *restrict next) {
     __m256 c0[MR], c1[MR];
     for (size_t i = 0; i < mr; i++) { /* the output tile, read at the end, on its way meanwhile */
         _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
@@ -52,6 +53,7 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
     for (size_t kk = 0; kk < kc; kk++) {
         __m256 b0 = _mm256_load_ps(panel + kk * NR);
         __m256 b1 = _mm256_load_ps(panel + kk * NR + 8);
+        if (next) _mm_prefetch((const char *)(next + kk * NR), _MM_HINT_T1); /* one line a k step */
         for (size_t i = 0; i < mr; i++) {
             __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
             c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
@@ -115,8 +117,8 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 #define MICRO(name, rows)                                                                         \
     static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,       \
                      const float *restrict panel, size_t kc, const float *restrict bias,         \
-                     int first, size_t nr) {                                                     \
-        micro(rows, out, ldo, x, ldx, panel, kc, bias, first, nr);                               \
+                     int first, size_t nr, const float *restrict next) {                                                     \
+        micro(rows, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                               \
     }
 MICRO(micro_mr, MR)
 MICRO(micro_1, 1)

@@ -55,7 +55,8 @@ static inline __m512 exp16(__m512 x) {
 */
 static inline __attribute__((always_inline)) void
 micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-      const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr) {
+      const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr,
+      const float *restrict next) {
     __m512 c0[MR], c1[MR];
     for (size_t i = 0; i < mr; i++) { /* the output tile, read after the k loop */
         _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
@@ -65,6 +66,10 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
     for (size_t kk = 0; kk < kc; kk++) {
         __m512 b0 = _mm512_load_ps(panel + kk * NR);
         __m512 b1 = _mm512_load_ps(panel + kk * NR + 16);
+        if (next) { /* two lines a k step, as the panel's */
+            _mm_prefetch((const char *)(next + kk * NR), _MM_HINT_T1);
+            _mm_prefetch((const char *)(next + kk * NR + 16), _MM_HINT_T1);
+        }
         for (size_t i = 0; i < mr; i++) {
             __m512 a = _mm512_set1_ps(x[i * ldx + kk]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
@@ -102,15 +107,15 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 */
 static void micro_mr(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
                      const float *restrict panel, size_t kc, const float *restrict bias,
-                     int first, size_t nr) {
-    micro(MR, out, ldo, x, ldx, panel, kc, bias, first, nr);
+                     int first, size_t nr, const float *restrict next) {
+    micro(MR, out, ldo, x, ldx, panel, kc, bias, first, nr, next);
 }
 
 #define MICRO(name, r)                                                                           \
     static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,       \
                      const float *restrict panel, size_t kc, const float *restrict bias,         \
-                     int first, size_t nr) {                                                      \
-        micro(r, out, ldo, x, ldx, panel, kc, bias, first, nr);                                   \
+                     int first, size_t nr, const float *restrict next) {                                                      \
+        micro(r, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                                   \
     }
 MICRO(micro_1, 1)
 MICRO(micro_2, 2)

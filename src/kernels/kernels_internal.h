@@ -43,11 +43,14 @@ void sm_kernels_pack_panel(float *restrict dst, const void *restrict w, sm_dtype
 ** A table's micro-kernel: out rows i < mr (its own mr: a full block, or
 ** one row), columns [0, nr), get x rows i (stride ldx) . panel (kc, the
 ** table's NR) added, or on the first column slice the bias (NULL: zero)
-** plus the product written.
+** plus the product written. next (NULL: none) is the panel slice read after
+** this one, kc rows of the table's NR floats: its lines are asked into L2
+** while this slice's are read (panels laid out at load stream from memory;
+** without it a decoding batch's GEMM waited on each slice, then computed).
 */
 typedef void (*sm_micro_fn)(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
                             const float *restrict panel, size_t kc, const float *restrict bias,
-                            int first, size_t nr);
+                            int first, size_t nr, const float *restrict next);
 
 /* A table's packed product: its panel shape, micro-kernels and packer. A block's last
    rows (fewer than mr) go to few[r] for r of them at once where the table has one, else

@@ -31,23 +31,26 @@ static size_t block_rows(size_t l2_bytes, size_t kc, size_t mr) {
     return mc < 4 * mr ? 4 * mr : mc;
 }
 
-/* Token rows [t0, t1) of out's columns [n, n + nr) get x's columns [k0, k0 + kc) . panel p. */
+/* Token rows [t0, t1) of out's columns [n, n + nr) get x's columns [k0, k0 + kc) . panel p; the
+   first tile asks for the slice read next (next, NULL: none) into L2 as it reads p. */
 static void tiles(const sm_gemm_kernel *g, float *restrict out, const float *restrict x, const float *p,
                   const float *b, size_t N, size_t K, size_t n, size_t nr, size_t k0, size_t kc, size_t t0,
-                  size_t t1) {
+                  size_t t1, const float *next) {
     size_t t = t0, r;
-    for (; t + g->mr <= t1; t += g->mr)
-        g->full(out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr);
-    for (; t < t1; t += r) { /* the rest: all at once if the table can, else one by one */
+    for (; t + g->mr <= t1; t += g->mr, next = NULL)
+        g->full(out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr, next);
+    for (; t < t1; t += r, next = NULL) { /* the rest: all at once if the table can, else one by one */
         r = t1 - t < SM_MICRO_FEW && g->few[t1 - t] ? t1 - t : 1;
-        g->few[r](out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr);
+        g->few[r](out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr, next);
     }
 }
 
 /*
 ** Token rows [t0, t1) against panels laid out at load (no pack), all of the rows' x in half
 ** the L2: each panel's slices in turn, one stream through its weights; a lone row through
-** one_row, SM_ROW_GROUPS panels at a time, each call told how many panels the next one takes.
+** one_row, SM_ROW_GROUPS panels at a time, each call told how many panels the next one takes;
+** several rows through tiles, whose first tile asks for the next slice (the same panel's next
+** columns, or the next panel's first: the memory right after) into L2 as it goes.
 */
 static void gemm_in_place(const sm_gemm_kernel *g, float *restrict out, const float *restrict x,
                           const float *restrict w, const float *restrict bias, size_t N, size_t K,
@@ -62,7 +65,8 @@ static void gemm_in_place(const sm_gemm_kernel *g, float *restrict out, const fl
             if (step > g->nr)
                 g->one_row(out + t0 * N + n, x + t0 * K + k0, p, K * g->nr, kc, b, k0 == 0, nr, next);
             else
-                tiles(g, out, x, p, b, N, K, n, nr, k0, kc, t0, t1);
+                tiles(g, out, x, p, b, N, K, n, nr, k0, kc, t0, t1,
+                      n + nr < n1 || k0 + kc < K ? p + kc * g->nr : NULL);
         }
     }
 }
@@ -96,14 +100,16 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict o
             size_t kc = K - k0 < g->kc ? K - k0 : g->kc;
             for (size_t n = n0; n < n1; n += g->nr) {
                 size_t nr = n1 - n < g->nr ? n1 - n : g->nr;
-                const float *p = panel; /* packed now, or laid out at load (n a multiple of nr) */
+                const float *p = panel, *next = NULL; /* packed now, or laid out at load */
                 if (dt == SM_DTYPE_F32_T)
                     pack_t(panel, w, N, n, nr, g->nr, k0, kc);
                 else if (g->pack)
                     g->pack(panel, w, dt, K, n, nr, g->nr, k0, kc);
-                else
+                else { /* n a multiple of nr; the next panel's slice asked for as this one is read */
                     p = (const float *)w + n * K + k0 * g->nr;
-                tiles(g, out, x, p, bias ? bias + n : NULL, N, K, n, nr, k0, kc, t0, t1);
+                    if (n + nr < n1) next = p + nr * K;
+                }
+                tiles(g, out, x, p, bias ? bias + n : NULL, N, K, n, nr, k0, kc, t0, t1, next);
             }
         }
     }
