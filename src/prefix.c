@@ -29,6 +29,7 @@ struct sm_prefix {
     bool *whole;         /* (n_ctx / B) and whether each holds every layer's rows */
     size_t n_nodes, mask, block_bytes, n_ctx, max_batch, window, n_path;
     uint32_t free;
+    uint32_t streak; /* prompts in a row that stored blocks, no stored block reused first since */
     uint64_t clock;
     sm_prefix_stats st;
 };
@@ -108,7 +109,7 @@ void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit, s
     pc->clock++;
     for (size_t k = 0; k < d && k < pc->n_path; k++) {
         pc->nodes[pc->path[k]].used = pc->clock;
-        pc->nodes[pc->path[k]].loads++;
+        if (pc->nodes[pc->path[k]].loads++ == 0) pc->streak = 0; /* stored blocks do get reused */
         if (k * B >= from)
             sm_state_kv_put(s, seq, k * B, B, pc->data + (size_t)pc->path[k] * pc->block_bytes);
     }
@@ -151,15 +152,22 @@ static uint32_t take(sm_prefix *pc) {
 }
 
 /* Stores the whole blocks of tokens[0..n) not yet cached, their keys and values from sequence
-   seq of s, or (s NULL) from blocks (block_bytes each) and whole. */
+   seq of s, or (s NULL) from blocks (block_bytes each) and whole: the first keep whatever the
+   streak, past them all of them or (a streak of SM_PREFIX_SPECULATE) the first. */
 static void insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens, size_t n,
-                   const unsigned char *blocks, const bool *whole) {
+                   const unsigned char *blocks, const bool *whole, size_t keep) {
     uint32_t parent = NONE;
+    size_t past = 0; /* blocks stored past keep */
     pc->clock++;
     for (size_t d = 0; (d + 1) * B <= n; d++) {
         uint32_t c = find(pc, parent, tokens + d * B);
+        if (c == NONE && d >= keep && past > 0 && pc->streak >= SM_PREFIX_SPECULATE) {
+            pc->st.held_back += n / B - d; /* the probe is stored; the rest would be copied for none */
+            break;
+        }
         if (c == NONE) {
-            if ((c = take(pc)) == NONE) return; /* every node is on this path: no room */
+            if ((c = take(pc)) == NONE) break; /* every node is on this path: no room */
+            past += d >= keep;
             node *x = &pc->nodes[c];
             *x = (node){.parent = parent, .live = true};
             memcpy(x->tok, tokens + d * B, sizeof x->tok);
@@ -179,16 +187,17 @@ static void insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *
         pc->nodes[c].used = pc->clock;
         parent = c;
     }
+    if (past > 0 && pc->streak < UINT32_MAX) pc->streak++;
 }
 
 void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens,
-                      size_t n) {
-    insert(pc, s, seq, tokens, n, NULL, NULL);
+                      size_t n, size_t keep) {
+    insert(pc, s, seq, tokens, n, NULL, NULL, keep);
 }
 
 void sm_prefix_put(sm_prefix *pc, const int32_t *tokens, size_t n_blocks, const void *blocks,
                    const bool *whole) {
-    insert(pc, NULL, 0, tokens, n_blocks * B, blocks, whole);
+    insert(pc, NULL, 0, tokens, n_blocks * B, blocks, whole, n_blocks);
 }
 
 size_t sm_prefix_block_bytes(const sm_prefix *pc) {

@@ -245,6 +245,19 @@ static size_t shared_blocks(const entry *a, const entry *b) {
     return k / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK;
 }
 
+/* Whole blocks of e's prompt that a request still waiting shares: the prefix cache stores those
+   whatever else it holds back (sm_prefix_insert's keep). */
+static size_t wanted_blocks(const sm_sched *s, const entry *e) {
+    size_t best = 0;
+    for (size_t i = 0; i < s->n_wait; i++) {
+        const entry *w = &s->wait[i];
+        if (w == e || !w->used || w->admitted) continue;
+        size_t k = shared_blocks(w, e);
+        if (k > best) best = k;
+    }
+    return best / SM_PREFIX_BLOCK;
+}
+
 /*
 ** The waiting request to start next, or NONE: those passed over n_slots
 ** times first (oldest first), then the longest cached prefix (then the
@@ -420,7 +433,8 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         rst = sm_state_prefill_seq(s->state, i, e->tokens + P, e->np - P, P, &lg, &rerr);
         if (!rst) q->n_held = e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK; /* the blocks insert takes */
         sm_state_kv_mark(s->state, i);
-        if (!rst && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, i, e->tokens, e->np);
+        if (!rst && s->p.prefix)
+            sm_prefix_insert(s->p.prefix, s->state, i, e->tokens, e->np, wanted_blocks(s, e));
         if (!rst) rst = sm_seq_begin(&q->q, lg, sm_time_now() - tp, &rerr);
         ok = rst == SM_OK;
     }
@@ -453,7 +467,9 @@ static sm_status group_done(sm_sched *s, sm_status st, const float *lg, double t
         slot *q = &s->slots[s->group[g]];
         if (!st) q->n_held = q->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK;
         sm_state_kv_mark(s->state, s->group[g]);
-        if (!st && s->p.prefix) sm_prefix_insert(s->p.prefix, s->state, s->group[g], q->w->tokens, q->np);
+        if (!st && s->p.prefix)
+            sm_prefix_insert(s->p.prefix, s->state, s->group[g], q->w->tokens, q->np,
+                             wanted_blocks(s, q->w));
         q->w->used = q->w->admitted = false;
         q->w = NULL;
     }

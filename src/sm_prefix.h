@@ -11,6 +11,17 @@
 ** at init (the --cache-size budget); when it is full, the least recently
 ** used leaf goes.
 **
+** What is stored. Copying a prompt's blocks in costs about as much as
+** reading them, so a job whose prompts share nothing should not pay it for
+** every prompt. A prompt's blocks a waiting request shares (`keep`) are
+** always stored. Past those, once SM_PREFIX_SPECULATE prompts in a row
+** stored blocks and no block stored before was reused for the first time
+** meanwhile, a prompt stores only the first block past its reuse (a probe):
+** a later prompt that reuses a probe, or any block never reused before,
+** proves that stored blocks get reused, and prompts store whole again.
+** Chat turns (a turn's prompt reused by the next) and shared instructions
+** keep storing; a job of unrelated prompts stores one block per prompt.
+**
 ** Exactness. A prompt run with a cached prefix gives byte for byte the text
 ** it gives alone because every row it reuses was computed as the prompt's
 ** own prefill computes it. A row's arithmetic depends on its call only
@@ -36,6 +47,7 @@
 #include "sm_model.h"
 
 #define SM_PREFIX_BLOCK 16
+#define SM_PREFIX_SPECULATE 16
 
 typedef struct sm_prefix sm_prefix;
 
@@ -45,6 +57,7 @@ typedef struct sm_prefix_stats {
     size_t lookups, hits;      /* prompts matched, and those that reused >= 1 block */
     size_t tokens, reused;     /* their prompt tokens, and those served from the cache */
     size_t inserted, evicted;  /* blocks stored, and dropped to make room */
+    size_t held_back;          /* blocks not stored: prompts in a row stored blocks none reused */
     size_t in_place;           /* of the reused tokens, those not copied in: read where another
                                   sequence (or the slot's last prompt) holds them */
 } sm_prefix_stats;
@@ -80,10 +93,12 @@ void sm_prefix_load(sm_prefix *pc, sm_state *s, size_t seq, sm_prefix_hit hit, s
 /*
 ** After sequence seq of s was prefilled with tokens[0..n): stores its whole
 ** blocks not yet cached (evicting least recently used leaves; the blocks
-** that find no room are not stored) and marks the others used.
+** that find no room are not stored) and marks the others used. The first
+** `keep` blocks are stored in any case (a waiting request shares them); the
+** ones after them as "What is stored" above says.
 */
 void sm_prefix_insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *tokens,
-                      size_t n);
+                      size_t n, size_t keep);
 
 /* Stores n_blocks blocks read from a prompt-cache file: their tokens, keys and values
    (sm_prefix_block_bytes each, one after another) and whether each is whole. */

@@ -5,7 +5,9 @@
 ** prompts of many lengths (ends inside a block, prompts that are a prefix
 ** of the stored one, tails of 1 to 3 tokens) and batch sizes whose calls
 ** split the prompt; the rules never reuse all of a prompt; eviction keeps
-** the budget.
+** the budget; after SM_PREFIX_SPECULATE prompts in a row whose blocks no
+** prompt reused, a prompt stores its kept blocks and one more, until a
+** stored block is reused.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +79,7 @@ void test_prefix_reuse_is_exact(void) {
                 for (size_t i = 0; i < L; i++) a[i] = (int32_t)((i * 37 + 11) % r.V);
                 float *scratch = malloc((STEPS + 1) * r.V * sizeof *scratch);
                 CHECK(run_from(&r, 0, a, L, 0, 0, scratch)); /* a, prefilled alone in seq 0 */
-                sm_prefix_insert(c.pc, r.s, 0, a, L);
+                sm_prefix_insert(c.pc, r.s, 0, a, L, 0);
                 /* b: a's first `shared` tokens, then others, n long */
                 static const size_t shares[] = {0, 5, 16, 20, 33, 48, 200};
                 for (size_t si = 0; si < sizeof shares / sizeof *shares; si++)
@@ -126,14 +128,66 @@ void test_prefix_evicts_lru_leaves(void) {
     for (size_t i = 0; i < 64; i++) x[i] = (int32_t)(i % 200), y[i] = (int32_t)((i * 7 + 3) % 200);
     float *out = malloc(r.V * sizeof *out);
     CHECK(run_from(&r, 0, x, 48, 0, 0, out));
-    sm_prefix_insert(c.pc, r.s, 0, x, 48); /* x's three blocks fill it */
+    sm_prefix_insert(c.pc, r.s, 0, x, 48, 0); /* x's three blocks fill it */
     CHECK(sm_prefix_match(c.pc, x, 64).n_reused == 48);
     CHECK(run_from(&r, 0, y, 32, 0, 0, out));
-    sm_prefix_insert(c.pc, r.s, 0, y, 32); /* y's two evict x's last two (leaves, oldest) */
+    sm_prefix_insert(c.pc, r.s, 0, y, 32, 0); /* y's two evict x's last two (leaves, oldest) */
     sm_prefix_stats st = sm_prefix_stats_of(c.pc);
     CHECKF(st.blocks == 3 && st.evicted == 2, "%zu blocks, %zu evicted", st.blocks, st.evicted);
     CHECK(sm_prefix_match(c.pc, y, 64).n_reused == 32);
     CHECK(sm_prefix_match(c.pc, x, 64).n_reused == 16);
+    free(out);
+    sm_arena_free(&c.a);
+    test_rig_close(&r);
+}
+
+/* Prompt i of 64 tokens (4 blocks), its first token its own: prefilled into seq 0 and stored. */
+static bool store(test_rig *r, cache *c, int32_t *t, size_t i, size_t keep, float *out) {
+    for (size_t k = 0; k < 64; k++) t[k] = (int32_t)((k == 0 ? i : k * 13 + i * 7 + 1) % 200);
+    if (!run_from(r, 0, t, 64, 0, 0, out)) return false;
+    sm_prefix_insert(c->pc, r->s, 0, t, 64, keep);
+    return true;
+}
+
+/*
+** Prompts that share nothing: the first SM_PREFIX_SPECULATE store all 4 blocks, then each
+** stores its first (the probe) and holds back 3, or with keep = 2 its 2 kept blocks and the
+** probe; a prompt reusing a block never reused before (a probe) makes the next store whole.
+*/
+void test_prefix_holds_back_unshared(void) {
+    test_rig r;
+    if (!test_rig_open(&r, "seed", 1, "auto", false, 64, 1)) return;
+    cache c;
+    if (!cache_open(&c, &r, 64u << 20)) return;
+    CHECK(c.pc && sm_prefix_stats_of(c.pc).blocks_max > 4 * (SM_PREFIX_SPECULATE + 8));
+    int32_t t[64];
+    float *out = malloc(r.V * sizeof *out);
+    size_t i = 0;
+    for (; i < SM_PREFIX_SPECULATE; i++) CHECK(store(&r, &c, t, i, 0, out));
+    sm_prefix_stats st = sm_prefix_stats_of(c.pc);
+    CHECKF(st.inserted == 4 * SM_PREFIX_SPECULATE && st.held_back == 0, "%zu stored, %zu held back",
+           st.inserted, st.held_back);
+    CHECK(store(&r, &c, t, i++, 0, out)); /* the probe alone */
+    st = sm_prefix_stats_of(c.pc);
+    CHECKF(st.inserted == 4 * SM_PREFIX_SPECULATE + 1 && st.held_back == 3, "%zu stored, %zu held back",
+           st.inserted, st.held_back);
+    CHECK(sm_prefix_match(c.pc, t, 64).n_reused == 16);
+    CHECK(store(&r, &c, t, i++, 2, out)); /* two kept, then the probe */
+    st = sm_prefix_stats_of(c.pc);
+    CHECKF(st.inserted == 4 * SM_PREFIX_SPECULATE + 4 && st.held_back == 4, "%zu stored, %zu held back",
+           st.inserted, st.held_back);
+    CHECK(sm_prefix_match(c.pc, t, 64).n_reused == 48);
+    /* a prompt reusing the last probe (loaded once: never reused before) */
+    int32_t u[64];
+    for (size_t k = 0; k < 64; k++) u[k] = k < 16 ? t[k] : (int32_t)((k * 29 + 3) % 200);
+    sm_prefix_hit h = sm_prefix_match(c.pc, u, 64);
+    CHECK(h.n_reused == 16);
+    sm_prefix_load(c.pc, r.s, 0, h, 0);
+    CHECK(store(&r, &c, t, i++, 0, out)); /* whole again */
+    st = sm_prefix_stats_of(c.pc);
+    CHECKF(st.inserted == 4 * SM_PREFIX_SPECULATE + 8 && st.held_back == 4, "%zu stored, %zu held back",
+           st.inserted, st.held_back);
+    CHECK(sm_prefix_match(c.pc, t, 64).n_reused == 48);
     free(out);
     sm_arena_free(&c.a);
     test_rig_close(&r);

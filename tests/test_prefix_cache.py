@@ -9,6 +9,9 @@
   (stories260K, grouped-query attention, SentencePiece; a random Q8_0
   GPT-2 with GPT-2's BPE) and tiny-gpt2; and records run alone with
   generate -p give the same text. The cache serves tokens (tokens_cached).
+- A job of unrelated prompts stores one block per prompt once 16 in a row
+  stored blocks none reused (--stats: not stored), and records sharing an
+  instruction after them still reuse it, with the uncached run's texts.
 - --prompt-cache for generate, --batch and chat: a second run loads the
   prompt instead of prefilling it and gives the same text; bad files
   (truncated, corrupted, another model, KV type, version, not a prompt
@@ -165,6 +168,28 @@ def batch_exactness(sm, tmp, models):
         report(not bad, f"{name}: records with cached prefixes equal generate -p alone", str(bad[:2]))
 
 
+def held_back(sm, tmp, model):
+    words = "river city letter green market value short answer record field old new".split()
+    unrelated = [f"{i:03d} " + " ".join(words[(i * 7 + k * 5) % len(words)] for k in range(14))
+                 for i in range(40)]
+    instr = "Rewrite the item below in plain words, keep every number, and answer in one line. Item: "
+    shared = [instr + f"#{i} " + words[i % len(words)] for i in range(24)]
+    path = os.path.join(tmp, "held.in")
+    write_batch(path, unrelated + shared)
+    p0, ref = batch(sm, model, path, "--cache-ram", "0", "--parallel", "1", "--temp", "0")
+    p, got = batch(sm, model, path, "--parallel", "4", "--stats", "--temp", "0")
+    line = [x for x in p.stderr.decode().splitlines() if x.startswith("cache:")]
+    m = re.search(r"(\d+) not stored", line[0]) if line else None
+    report(p0.returncode == 0 and p.returncode == 0 and len(got) == len(ref) == 64 and
+           texts(got) == texts(ref),
+           "unrelated prompts, then an instruction: every record equals the uncached run",
+           f"{p.stderr.decode()[-300:]}")
+    report(m and int(m.group(1)) > 0, "unrelated prompts: --stats counts blocks not stored", str(line))
+    reused = sum(1 for r in got[40:] if r.get("tokens_cached", 0) >= 64)
+    report(reused >= 20, f"records sharing an instruction after them reuse it ({reused} of 24)",
+           str([r.get("tokens_cached") for r in got[40:]]))
+
+
 def pcache_generate(sm, tmp, model, name):
     pc = os.path.join(tmp, name + ".pcache")
     prompt = BASE[:180]
@@ -305,6 +330,7 @@ def main():
             T.skip(f"--batch with the prefix cache on {f}", "../shared/models/gguf lacks it")
     with tempfile.TemporaryDirectory() as tmp:
         batch_exactness(sm, tmp, models)
+        held_back(sm, tmp, "models/default")
         pc, prompt, want = pcache_generate(sm, tmp, "models/default", "default")
         other = os.path.join(a.models, "seed")
         pcache_bad(sm, tmp, "models/default", other, pc, prompt, want)

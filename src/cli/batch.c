@@ -503,10 +503,12 @@ int cli_batch(const cli_opts *o) {
         sm_prefix_stats ps = sm_prefix_stats_of(r.ls->prefix);
         fprintf(stderr, "cache: %zu of %zu records reused a prefix; %zu of %zu prompt tokens (%.1f%%) "
                         "served from the cache (%zu read in place, not copied); %zu of %zu blocks held "
-                        "(%.1f of %.1f MiB), %zu stored, %zu evicted\n",
+                        "(%.1f of %.1f MiB), %zu stored, %zu evicted, %zu not stored (prompts in a row "
+                        "stored blocks none reused)\n",
                 ps.hits, ps.lookups, ps.reused, ps.tokens,
                 ps.tokens ? 100.0 * (double)ps.reused / (double)ps.tokens : 0.0, ps.in_place, ps.blocks, ps.blocks_max,
-                (double)ps.bytes / (1 << 20), (double)ps.bytes_max / (1 << 20), ps.inserted, ps.evicted);
+                (double)ps.bytes / (1 << 20), (double)ps.bytes_max / (1 << 20), ps.inserted, ps.evicted,
+                ps.held_back);
     } else if (o->stats)
         fprintf(stderr, "cache: off%s\n", o->cache_mib ? " (the budget holds no block, or the batch "
                                                          "size is not a multiple of 16)" : "");
