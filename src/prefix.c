@@ -16,7 +16,7 @@ typedef struct node {
     uint32_t hnext;   /* the next node in its hash chain, or in the free list */
     uint32_t n_child; /* nodes under it (a node with children is not evicted) */
     uint64_t used;    /* the clock when it was last matched, loaded or stored */
-    uint32_t loads;   /* prompts that reused it, and a prompt-cache file's seeding */
+    uint32_t loads;   /* prompts that reused it (0 until the first, which ends a streak) */
     bool live;
     bool whole;       /* every layer's keys and values (false: a window's ring had lost them) */
 } node;
@@ -161,11 +161,11 @@ static void insert(sm_prefix *pc, const sm_state *s, size_t seq, const int32_t *
     pc->clock++;
     for (size_t d = 0; (d + 1) * B <= n; d++) {
         uint32_t c = find(pc, parent, tokens + d * B);
-        if (c == NONE && d >= keep && past > 0 && pc->streak >= SM_PREFIX_SPECULATE) {
-            pc->st.held_back += n / B - d; /* the probe is stored; the rest would be copied for none */
-            break;
-        }
         if (c == NONE) {
+            if (d >= keep && past > 0 && pc->streak >= SM_PREFIX_SPECULATE) {
+                pc->st.held_back += n / B - d; /* the probe is stored; the rest would be copied for none */
+                break;
+            }
             if ((c = take(pc)) == NONE) break; /* every node is on this path: no room */
             past += d >= keep;
             node *x = &pc->nodes[c];

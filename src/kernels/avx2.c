@@ -114,11 +114,11 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 ** into the loop nest, GCC ran out of registers and kept an accumulator on
 ** the stack (half the speed).
 */
-#define MICRO(name, rows)                                                                         \
-    static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,       \
-                     const float *restrict panel, size_t kc, const float *restrict bias,         \
-                     int first, size_t nr, const float *restrict next) {                                                     \
-        micro(rows, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                               \
+#define MICRO(name, rows)                                                                          \
+    static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,         \
+                     const float *restrict panel, size_t kc, const float *restrict bias,           \
+                     int first, size_t nr, const float *restrict next) {                           \
+        micro(rows, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                           \
     }
 MICRO(micro_mr, MR)
 MICRO(micro_1, 1)

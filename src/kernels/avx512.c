@@ -111,11 +111,11 @@ static void micro_mr(float *restrict out, size_t ldo, const float *restrict x, s
     micro(MR, out, ldo, x, ldx, panel, kc, bias, first, nr, next);
 }
 
-#define MICRO(name, r)                                                                           \
-    static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,       \
-                     const float *restrict panel, size_t kc, const float *restrict bias,         \
-                     int first, size_t nr, const float *restrict next) {                                                      \
-        micro(r, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                                   \
+#define MICRO(name, r)                                                                             \
+    static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,         \
+                     const float *restrict panel, size_t kc, const float *restrict bias,           \
+                     int first, size_t nr, const float *restrict next) {                           \
+        micro(r, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                              \
     }
 MICRO(micro_1, 1)
 MICRO(micro_2, 2)
