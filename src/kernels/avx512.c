@@ -173,10 +173,11 @@ static const sm_gemm_kernel gemm_panels = {NR, MR, KC, micro_mr, NULL,
 
 
 /*
-** Matrix-vector products stream the weights one row at a time: the rows are
-** contiguous, so one row after another is a single sequential stream, which
-** the hardware prefetchers follow at full speed (several rows side by side
-** are several streams, measured slower; tests/tools/bench_gemv). Each dot
+** Matrix-vector products stream the weights one row at a time (f32 rows:
+** contiguous, one row after another is a single sequential stream, which
+** the hardware prefetchers follow at full speed; neighbouring rows side by
+** side measured slower; tests/tools/bench_gemv), except one token row of
+** 16-bit weights, which reads four quarters side by side (gemv_one_dt). Each dot
 ** product keeps UN = 4 partial sums, chunk c of 16 weights going to sum
 ** c % 4, reduced as (s0 + s1) + (s2 + s3) and then across lanes: the same
 ** order whatever the number of token rows sharing the pass (what batched
@@ -277,10 +278,83 @@ gemv_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *r
     }
 }
 
+/*
+** One token row of 16-bit weights reads four streams at once: weight rows
+** n, n + q, n + 2q, n + 3q (one from each quarter of the rows given), each
+** summed as dot_block sums it (chunk g into a[j][g % UN], the tail into the
+** sum after the last whole chunk), 16 accumulators in one pass. Widening
+** each load before its FMA left one row at a time waiting on memory: on a
+** 2-vCPU Emerald Rapids bench_gemv --types f16 read 63-68% of the probe
+** that way, against the AVX2 table's four streams (avx2_rows.c) 87-90%.
+** Each stream asks for its lines PF_AHEAD bytes ahead of its reads: the
+** next row's (as the AVX2 table does) was 72-77% on GPT-2's bf16 down
+** projection (rows of 6 KB); 1 KB ahead 92-99% on every shape, 512 bytes
+** and 4 KB 86-93%, none 78-85%.
+*/
+#define PF_AHEAD 1024
+static inline __attribute__((always_inline)) void
+dot_quarters(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+             const float *restrict bias, size_t K, size_t q) {
+    enum { NW = 4 };
+    const uint16_t *wj[NW];
+    for (size_t j = 0; j < NW; j++) wj[j] = (const uint16_t *)w + j * q * K;
+    __m512 a[NW][UN];
+    for (size_t j = 0; j < NW; j++)
+        for (size_t u = 0; u < UN; u++) a[j][u] = _mm512_setzero_ps();
+    size_t k = 0, c = 0;
+    for (; k + 16 * UN <= K; k += 16 * UN) {
+        for (size_t j = 0; j < NW; j++) { /* 128 bytes a row this step: two lines */
+            _mm_prefetch((const char *)(wj[j] + k) + PF_AHEAD, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wj[j] + k) + PF_AHEAD + 64, _MM_HINT_T0);
+        }
+        for (size_t u = 0; u < UN; u++) {
+            __m512 xv = _mm512_loadu_ps(x + k + 16 * u);
+            for (size_t j = 0; j < NW; j++) a[j][u] = _mm512_fmadd_ps(load_w(dt, wj[j], k + 16 * u), xv, a[j][u]);
+        }
+    }
+#define CHUNK(cc)                                                                               \
+    if (k + 16 <= K) {                                                                          \
+        __m512 xv = _mm512_loadu_ps(x + k);                                                     \
+        for (size_t j = 0; j < NW; j++) a[j][cc] = _mm512_fmadd_ps(load_w(dt, wj[j], k), xv, a[j][cc]); \
+        k += 16, c = cc + 1;                                                                    \
+    }
+    CHUNK(0) CHUNK(1) CHUNK(2)
+#undef CHUNK
+    if (k < K) {
+        __mmask16 mt = tail_mask(K - k);
+        __m512 xv = _mm512_maskz_loadu_ps(mt, x + k);
+#define TAIL(cc) for (size_t j = 0; j < NW; j++) \
+        a[j][cc] = _mm512_fmadd_ps(load_w_tail(dt, wj[j], k, K - k, mt), xv, a[j][cc])
+        switch (c) {
+        case 0: TAIL(0); break;
+        case 1: TAIL(1); break;
+        case 2: TAIL(2); break;
+        default: TAIL(3); break;
+        }
+#undef TAIL
+    }
+    for (size_t j = 0; j < NW; j++)
+        out[j * q] = hsum(_mm512_add_ps(_mm512_add_ps(a[j][0], a[j][1]), _mm512_add_ps(a[j][2], a[j][3]))) +
+                     (bias ? bias[j * q] : 0.0f);
+}
+
+static inline __attribute__((always_inline)) void
+gemv_one_dt(sm_dtype dt, float *restrict out, const float *restrict x, const void *restrict w,
+            const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
+    const size_t q = (n1 - n0) / 4;
+    for (size_t n = n0; n < n0 + q; n++)
+        dot_quarters(dt, out + n, x, sm_kernels_elem(w, dt, n * K), bias ? bias + n : NULL, K, q);
+    gemv_dt(dt, out, x, w, bias, 1, N, K, n0 + 4 * q, n1);
+}
+
 static void gemv(float *restrict out, const float *restrict x, const void *restrict w,
                  sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                  size_t n0, size_t n1) {
-    if (dt == SM_DTYPE_F16)
+    if (T == 1 && dt == SM_DTYPE_F16)
+        gemv_one_dt(SM_DTYPE_F16, out, x, w, bias, N, K, n0, n1);
+    else if (T == 1 && dt == SM_DTYPE_BF16)
+        gemv_one_dt(SM_DTYPE_BF16, out, x, w, bias, N, K, n0, n1);
+    else if (dt == SM_DTYPE_F16)
         gemv_dt(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);
     else if (dt == SM_DTYPE_BF16)
         gemv_dt(SM_DTYPE_BF16, out, x, w, bias, T, N, K, n0, n1);
