@@ -258,7 +258,7 @@ typedef struct {
 ** the first tile of token rows over a slice asks for the stream R32_AHEAD
 ** bytes on, the tiles after it read the slice from L1. On a 2-vCPU Emerald
 ** Rapids (bench_gemv, 2 threads, share of the read probe), one token row:
-** q4_0 57-61% -> 79-84%, q8_0 73-80% -> 87-90%; 2 rows q4_0 56% -> 77%.
+** q4_0 57-61% -> 79-86%, q8_0 73-80% -> 87-90%; 2 rows q4_0 56% -> 77%.
 ** 1 KB ahead gave 68-71% (q4_0), 2 KB 74-77%, 8 and 16 KB as 4 KB; every
 ** tile asking, as the first alone.
 */

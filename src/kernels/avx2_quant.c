@@ -183,8 +183,8 @@ static AI void krow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx 
 ** threads, one token row, share of the read probe) the hardware's
 ** prefetchers alone kept q4_k / q5_k / q6_k at 41-46% and q4_0 / q8_0 as
 ** stored at 38-56%; asking 4 KB ahead, 55-65% and 50-80% (2 KB: 54-59%,
-** 8 KB: as 4 KB). What is left is the sums' instructions: two rows in turn
-** (two chains of sums) measured the same.
+** 8 KB: as 4 KB). Two neighbouring rows in turn (two chains of sums) read
+** as one: still one stream, the wait is memory's (krow4 below).
 */
 enum { ROW_AHEAD = 4096 };
 
