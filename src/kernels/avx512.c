@@ -216,6 +216,16 @@ static inline __m512 hsum16(const __m512 v[16]) {
                          _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+/* F(0) .. F(3) for the partial sum c names, each with a constant index (indexed by a variable,
+   GCC kept the sums on the stack). */
+#define BY_SUM(c, F)                                                                            \
+    switch (c) {                                                                                \
+    case 0: F(0); break;                                                                        \
+    case 1: F(1); break;                                                                        \
+    case 2: F(2); break;                                                                        \
+    default: F(3); break;                                                                       \
+    }
+
 /* out[t * N] for r token rows (r <= 4, a constant at every call site) against weight row w. */
 static inline __attribute__((always_inline)) void
 dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *restrict x,
@@ -245,12 +255,7 @@ dot_block(sm_dtype dt, size_t r, float *restrict out, size_t N, const float *res
         __m512 wv = load_w_tail(dt, w, k, K - k, mt);
 #define TAIL(cc) for (size_t i = 0; i < r; i++) \
         a[i][cc] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mt, x + i * K + k), a[i][cc])
-        switch (c) {
-        case 0: TAIL(0); break;
-        case 1: TAIL(1); break;
-        case 2: TAIL(2); break;
-        default: TAIL(3); break;
-        }
+        BY_SUM(c, TAIL);
 #undef TAIL
     }
     for (size_t i = 0; i < r; i++)
@@ -325,12 +330,7 @@ dot_quarters(sm_dtype dt, float *restrict out, const float *restrict x, const vo
         __m512 xv = _mm512_maskz_loadu_ps(mt, x + k);
 #define TAIL(cc) for (size_t j = 0; j < NW; j++) \
         a[j][cc] = _mm512_fmadd_ps(load_w_tail(dt, wj[j], k, K - k, mt), xv, a[j][cc])
-        switch (c) {
-        case 0: TAIL(0); break;
-        case 1: TAIL(1); break;
-        case 2: TAIL(2); break;
-        default: TAIL(3); break;
-        }
+        BY_SUM(c, TAIL);
 #undef TAIL
     }
     for (size_t j = 0; j < NW; j++)
