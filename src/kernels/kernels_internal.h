@@ -163,6 +163,14 @@ typedef struct {
                     const float *restrict v, size_t hs, size_t nk);
 } sm_attn_kernel;
 
+/* The AVX-512 table's scores, pv and pv_lone (avx512_attn.c). Only on CPUs with AVX-512F. */
+void sm_avx512_attn_scores(float *restrict p, const float *const *qr, size_t nq, const float *restrict kb,
+                           size_t hs, size_t nk, float scale);
+void sm_avx512_attn_pv(float *restrict acc, size_t as, const float *restrict p, const float *corr,
+                       const float *restrict v, size_t nq, size_t hs, size_t nk);
+void sm_avx512_pv_lone(float *restrict acc, size_t as, const float *restrict p, const float *corr,
+                       const float *restrict v, size_t hs, size_t nk);
+
 /* The kernel table's attention_rows (sm_kernels.h) made of ak's pieces (attention.c). */
 void sm_kernels_attention_rows(const sm_attn_kernel *ak, const sm_attn_row *const *rows, size_t n,
                                float *restrict scratch, size_t hs, float scale);
