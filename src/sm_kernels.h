@@ -283,9 +283,10 @@ typedef struct sm_kernels {
     void (*exp)(float *restrict out, const float *restrict x, size_t n);
 
     /*
-    ** The sum of x (n), in any order: vector loads over four streams side
-    ** by side where n allows (the quarters of x), which bench uses to
-    ** measure read bandwidth (n a multiple of 64, x 64-byte aligned).
+    ** The sum of x (n), in any order, for any n and alignment: vector loads
+    ** over four streams side by side where n allows (the quarters of x),
+    ** which bench uses to measure read bandwidth (there n a multiple of 64,
+    ** x 64-byte aligned).
     */
     float (*sum)(const float *x, size_t n);
 

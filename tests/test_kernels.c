@@ -567,7 +567,7 @@ void test_kernels_llama_ops(void) {
     }
 }
 
-/* sum: the bandwidth probe's stream of loads adds every element (any order). */
+/* sum: the bandwidth probe's stream of loads adds every element (any order), and only those. */
 void test_kernels_sum(void) {
     const sm_kernels *ks[8];
     size_t nk = tables(ks);
@@ -583,6 +583,16 @@ void test_kernels_sum(void) {
         double w3 = 0; /* fewer than 4 x 64: no streams, the rest only */
         for (size_t j = 0; j < 192; j++) w3 += x[j];
         CHECKF(ks[i]->sum(x, 192) == (float)w3, "%s sum of 192", ks[i]->name);
+        /* any length from any float, not past it (training sums rows of B x T floats): the
+           elements after each run are not zeros, so a read past its end shows */
+        static const size_t ns[] = {1, 5, 8, 13, 300, 1003};
+        for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+            for (size_t off = 0; off < 4; off++) {
+                double w = 0;
+                for (size_t j = 0; j < ns[a]; j++) w += x[off + j];
+                CHECKF(ks[i]->sum(x + off, ns[a]) == (float)w, "%s sum of %zu from x + %zu: %g vs %g",
+                       ks[i]->name, ns[a], off, (double)ks[i]->sum(x + off, ns[a]), w);
+            }
     }
     free(x);
 }

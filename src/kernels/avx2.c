@@ -458,7 +458,8 @@ static void vexp(float *restrict out, const float *restrict x, size_t n) {
 
 /*
 ** Four streams side by side, the quarters of x (256 bytes of each in turn),
-** then what is left: one core's hardware prefetchers keep more reads in
+** then what is left (a masked load for the last n % 8: any n, any
+** alignment, as training's bias gradients need): one core's hardware prefetchers keep more reads in
 ** flight over several streams than over one (on a Zen 3, 17-20 GB/s against
 ** 11-13 from one core), and the probe is to find what the reads can reach.
 ** The AVX-512 table's too: 256-bit loads outrun memory as 512-bit ones do.
@@ -468,8 +469,10 @@ float sm_kernels_sum_avx2(const float *x, size_t n) {
     const size_t q = n / 4 / 64 * 64;
     for (size_t i = 0; i < q; i += 64)
         for (size_t j = 0; j < 4; j++)
-            for (size_t e = 0; e < 64; e += 8) s[j] = _mm256_add_ps(s[j], _mm256_load_ps(x + j * q + i + e));
-    for (size_t i = 4 * q; i < n; i += 8) s[0] = _mm256_add_ps(s[0], _mm256_load_ps(x + i));
+            for (size_t e = 0; e < 64; e += 8) s[j] = _mm256_add_ps(s[j], _mm256_loadu_ps(x + j * q + i + e));
+    size_t i = 4 * q;
+    for (; i + 8 <= n; i += 8) s[0] = _mm256_add_ps(s[0], _mm256_loadu_ps(x + i));
+    if (i < n) s[1] = _mm256_add_ps(s[1], _mm256_maskload_ps(x + i, tail_mask(n - i)));
     return hsum(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
 }
 
