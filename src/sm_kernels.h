@@ -291,12 +291,14 @@ typedef struct sm_kernels {
     float (*sum)(const float *x, size_t n);
 
     /*
-    ** Rows c0 <= c < c1 of out (C, R) = in (R, C)^T: the columns of in from c0
-    ** to c1 (training's backward products; threads take column ranges). A
-    ** copy: every table gives the same bytes.
+    ** Rows c0 <= c < c1 of out = in^T, in R rows ldi floats apart, out's rows
+    ** ldo floats apart (out[c ldo + r] = in[r ldi + c], r < R): the columns of
+    ** in from c0 to c1 (training's backward products, whose threads take column
+    ** ranges; its attention's causal blocks, strided both sides). A copy: every
+    ** table gives the same bytes.
     */
-    void (*transpose)(float *restrict out, const float *restrict in, size_t R, size_t C, size_t c0,
-                      size_t c1);
+    void (*transpose)(float *restrict out, size_t ldo, const float *restrict in, size_t ldi, size_t R,
+                      size_t c0, size_t c1);
 } sm_kernels;
 
 /*

@@ -139,8 +139,9 @@ void test_kernels_matmul_any_rows(void) {
 
 /*
 ** transpose: every table's out rows [c0, c1) are in's columns, exactly, on
-** sizes with and without whole 8 x 8 tiles and 32-wide blocks; rows outside
-** the range untouched.
+** sizes with and without whole 8 x 8 tiles and 32-wide blocks, with rows
+** packed (ldi = C, ldo = R) and strided on both sides (training's causal
+** blocks); rows outside the range and the gaps between rows untouched.
 */
 void test_kernels_transpose(void) {
     const sm_kernels *ks[8];
@@ -149,19 +150,21 @@ void test_kernels_transpose(void) {
     unsigned long long s = 17;
     for (size_t i = 0; i < nk; i++)
         for (size_t a = 0; a < sizeof Rs / sizeof *Rs; a++)
-            for (size_t b = 0; b < sizeof Cs / sizeof *Cs; b++) {
-                size_t R = Rs[a], C = Cs[b], c0 = C / 4, c1 = C - C / 5;
-                float *in = test_rnd(R * C, &s, 1), *out = test_rnd(R * C, &s, 0);
-                for (size_t j = 0; j < R * C; j++) out[j] = -7.0f;
-                ks[i]->transpose(out, in, R, C, c0, c1);
-                size_t bad = 0;
-                for (size_t c = 0; c < C; c++)
-                    for (size_t r = 0; r < R; r++)
-                        bad += out[c * R + r] != (c >= c0 && c < c1 ? in[r * C + c] : -7.0f);
-                CHECKF(bad == 0, "%s transpose R=%zu C=%zu [%zu,%zu): %zu elements wrong", ks[i]->name,
-                       R, C, c0, c1, bad);
-                free(in), free(out);
-            }
+            for (size_t b = 0; b < sizeof Cs / sizeof *Cs; b++)
+                for (size_t pad = 0; pad < 2; pad++) {
+                    size_t R = Rs[a], C = Cs[b], c0 = C / 4, c1 = C - C / 5;
+                    size_t ldi = C + 3 * pad, ldo = R + 5 * pad;
+                    float *in = test_rnd(R * ldi, &s, 1), *out = test_rnd(C * ldo, &s, 0);
+                    for (size_t j = 0; j < C * ldo; j++) out[j] = -7.0f;
+                    ks[i]->transpose(out, ldo, in, ldi, R, c0, c1);
+                    size_t bad = 0;
+                    for (size_t c = 0; c < C; c++)
+                        for (size_t r = 0; r < ldo; r++)
+                            bad += out[c * ldo + r] != (c >= c0 && c < c1 && r < R ? in[r * ldi + c] : -7.0f);
+                    CHECKF(bad == 0, "%s transpose R=%zu C=%zu ldi=%zu ldo=%zu [%zu,%zu): %zu elements wrong",
+                           ks[i]->name, R, C, ldi, ldo, c0, c1, bad);
+                    free(in), free(out);
+                }
 }
 
 /* w narrowed to dt (16-bit) into q, and q widened back into wide (what the kernels must use). */

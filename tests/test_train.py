@@ -3,9 +3,10 @@
 
 - Gradient check: analytic gradients (tests/tools/dump_grads: every tensor of
   tiny models, tied and separate output, with and without biases, the best
-  SIMD kernels and the scalar ones, short sequences and one of 150) against
-  central finite differences of a float64 NumPy forward pass
-  (scripts/sm_model.py), which shares no code with the C trainer.
+  SIMD kernels and the scalar ones, sequences within one causal block of
+  attention and over several) against central finite differences of a
+  float64 NumPy forward pass (scripts/sm_model.py), which shares no code
+  with the C trainer.
 - PyTorch: the first 5 steps of `smallmind train` against scripts/train_ref.py
   from the same initial weights and batches, losses within 1e-4 (skipped,
   saying so, when python3-torch is absent).
@@ -159,7 +160,8 @@ def main():
             for k in ["auto", "scalar"]:
                 gradcheck(np, sm_model, dump, tmp, k, 2, 2, 16, 8, 2, True, True)
             gradcheck(np, sm_model, dump, tmp, "auto", 1, 3, 12, 6, 3, False, False)
-            # B x T = 300 rows: the bias gradients' row sums over a length no multiple of 8
+            # B x T = 300 rows (the bias gradients' row sums: no multiple of 8), and attention
+            # by causal blocks of 64 rows: two whole blocks and a partial one
             for k in ["auto", "scalar"]:
                 gradcheck(np, sm_model, dump, tmp, k, 1, 2, 16, 150, 2, True, True)
 

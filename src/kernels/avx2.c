@@ -477,12 +477,12 @@ float sm_kernels_sum_avx2(const float *x, size_t n) {
 }
 
 /*
-** out (C, R) = in (R, C)^T for columns [c0, c1): 8 x 8 tiles transposed in
+** out = in^T for in's columns [c0, c1) (rows ldi and ldo apart): 8 x 8 tiles transposed in
 ** registers (transpose8) over 32-row x 32-column blocks, the edges
 ** element by element.
 */
-void sm_kernels_transpose_avx2(float *restrict out, const float *restrict in, size_t R, size_t C,
-                               size_t c0, size_t c1) {
+void sm_kernels_transpose_avx2(float *restrict out, size_t ldo, const float *restrict in, size_t ldi,
+                               size_t R, size_t c0, size_t c1) {
     for (size_t rb = 0; rb < R; rb += 32)
         for (size_t cb = c0; cb < c1; cb += 32) {
             size_t re = rb + 32 < R ? rb + 32 : R, ce = cb + 32 < c1 ? cb + 32 : c1;
@@ -490,12 +490,12 @@ void sm_kernels_transpose_avx2(float *restrict out, const float *restrict in, si
             for (size_t r = rb; r < r8; r += 8)
                 for (size_t c = cb; c < c8; c += 8) {
                     __m256 v[8], t[8];
-                    for (size_t j = 0; j < 8; j++) v[j] = _mm256_loadu_ps(in + (r + j) * C + c);
+                    for (size_t j = 0; j < 8; j++) v[j] = _mm256_loadu_ps(in + (r + j) * ldi + c);
                     transpose8(v, t);
-                    for (size_t i = 0; i < 8; i++) _mm256_storeu_ps(out + (c + i) * R + r, t[i]);
+                    for (size_t i = 0; i < 8; i++) _mm256_storeu_ps(out + (c + i) * ldo + r, t[i]);
                 }
             for (size_t c = cb; c < ce; c++) /* the edges: columns past c8, rows past r8 */
-                for (size_t r = c < c8 ? r8 : rb; r < re; r++) out[c * R + r] = in[r * C + c];
+                for (size_t r = c < c8 ? r8 : rb; r < re; r++) out[c * ldo + r] = in[r * ldi + c];
         }
 }
 

@@ -99,8 +99,8 @@ void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype 
 float sm_kernels_sum_avx2(const float *x, size_t n);
 /* The transpose (sm_kernels.transpose) by 8 x 8 blocks in AVX2 registers (avx2.c), for the
    AVX2 and AVX-512 tables. */
-void sm_kernels_transpose_avx2(float *restrict out, const float *restrict in, size_t R, size_t C,
-                               size_t c0, size_t c1);
+void sm_kernels_transpose_avx2(float *restrict out, size_t ldo, const float *restrict in, size_t ldi,
+                               size_t R, size_t c0, size_t c1);
 
 /*
 ** The AVX2 table's matrix-vector products (avx2_rows.c): sm_avx2_gemv for

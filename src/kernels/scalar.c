@@ -172,13 +172,13 @@ static float vsum(const float *x, size_t n) {
     return s;
 }
 
-static void transpose(float *restrict out, const float *restrict in, size_t R, size_t C, size_t c0,
-                      size_t c1) {
+static void transpose(float *restrict out, size_t ldo, const float *restrict in, size_t ldi, size_t R,
+                      size_t c0, size_t c1) {
     for (size_t rb = 0; rb < R; rb += 32) /* 32 x 32 blocks: both sides' lines stay cached */
         for (size_t cb = c0; cb < c1; cb += 32) {
             size_t re = rb + 32 < R ? rb + 32 : R, ce = cb + 32 < c1 ? cb + 32 : c1;
             for (size_t c = cb; c < ce; c++)
-                for (size_t r = rb; r < re; r++) out[c * R + r] = in[r * C + c];
+                for (size_t r = rb; r < re; r++) out[c * ldo + r] = in[r * ldi + c];
         }
 }
 

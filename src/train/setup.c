@@ -171,7 +171,7 @@ static void carve(sm_trainer *t, sm_arena *a) {
         A->ln1_mu = sm_arena_alloc(a, BT, 4);
         A->ln1_rs = sm_arena_alloc(a, BT, 4);
         A->qkv = sm_arena_alloc(a, BT * 3 * C, 4);
-        A->probs = sm_arena_alloc(a, t->B * H * t->T * t->T, 4);
+        A->probs = sm_arena_alloc(a, t->B * H * sm_train_causal_floats(t->T), 4);
         A->atty = sm_arena_alloc(a, BT * C, 4);
         A->resm = sm_arena_alloc(a, BT * C, 4);
         A->ln2 = sm_arena_alloc(a, BT * C, 4);
@@ -192,6 +192,7 @@ static void carve(sm_trainer *t, sm_arena *a) {
     t->dfch = sm_arena_alloc(a, BT * 4 * C, 4);
     size_t wide = 4 * C > V ? 4 * C : V;
     t->ta = sm_arena_alloc(a, wide * BT, 4);
+    t->tw = sm_arena_alloc(a, wide * C, 4);
     size_t per = sm_train_att_floats(t->T, hs, t->k->matmul_scratch);
     size_t rows = 2 * 4 * C; /* GELU backward: two rows of 4C */
     if (rows > per) per = rows;

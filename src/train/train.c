@@ -78,7 +78,7 @@ static void tr_task(void *arg, int ith, int nth) {
     const tr_job *j = arg;
     size_t c0, c1;
     sm_pool_split(j->C, 32, ith, nth, &c0, &c1);
-    if (c0 < c1) j->k->transpose(j->out, j->in, j->R, j->C, c0, c1);
+    if (c0 < c1) j->k->transpose(j->out, j->R, j->in, j->C, j->R, c0, c1);
 }
 
 /* out (C, R) = in (R, C)^T */
@@ -95,16 +95,45 @@ static void rowsum_task(void *arg, int ith, int nth) {
     for (size_t r = r0; r < r1; r++) j->out[r] = j->k->sum(j->in + r * j->C, j->C);
 }
 
-/* d_in (BT, K) (+)= d_out (BT, N) . W (N, K); dW (N, K) = d_out^T . in; db = sum of d_out rows. */
+/* out[c] = sum of column c of in (R, C), rows in order; columns split over threads. */
+static void colsum_task(void *arg, int ith, int nth) {
+    const tr_job *j = arg;
+    size_t c0, c1;
+    sm_pool_split(j->C, 16, ith, nth, &c0, &c1);
+    if (c0 >= c1) return;
+    float *restrict o = j->out;
+    memcpy(o + c0, j->in + c0, (c1 - c0) * sizeof *o);
+    for (size_t r = 1; r < j->R; r++) {
+        const float *restrict x = j->in + r * j->C;
+        for (size_t c = c0; c < c1; c++) o[c] += x[c];
+    }
+}
+
+/*
+** d_in (BT, K) (+)= d_out (BT, N) . W (N, K); dW (N, K) = d_out^T . in; db = sum of d_out rows.
+** The weight gradient's product reads one side transposed, the narrower: d_out^T when N <= K,
+** else in^T, then dW^T (K, N) = in^T . d_out transposed into place (K N floats against BT
+** (N - K) fewer: qkv's and the MLP's up projection transpose BT x C, not BT x 3C and BT x 4C).
+*/
 static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, const float *in,
                             size_t W, size_t b, size_t N, size_t K) {
     size_t BT = t->B * t->T;
     if (d_in) mm_t(t, d_in, d_out, t->params + W, BT, K, N); /* W (N, K) is W^T held transposed */
-    transpose(t, t->ta, d_out, BT, N);
-    mm_t(t, t->grads + W, t->ta, in, N, K, BT); /* in (BT, K) is in^T held transposed */
-    if (b != SM_NO_TENSOR) { /* the bias gradient: row sums of d_out^T (N, BT) */
-        tr_job j = {t->k, t->grads + b, t->ta, N, BT};
-        sm_pool_run(t->pool, rowsum_task, &j);
+    if (N <= K) {
+        transpose(t, t->ta, d_out, BT, N);
+        mm_t(t, t->grads + W, t->ta, in, N, K, BT); /* in (BT, K) is in^T held transposed */
+        if (b != SM_NO_TENSOR) { /* the bias gradient: row sums of d_out^T (N, BT) */
+            tr_job j = {t->k, t->grads + b, t->ta, N, BT};
+            sm_pool_run(t->pool, rowsum_task, &j);
+        }
+        return;
+    }
+    transpose(t, t->ta, in, BT, K);
+    mm_t(t, t->tw, t->ta, d_out, K, N, BT); /* d_out (BT, N) is d_out^T held transposed */
+    transpose(t, t->grads + W, t->tw, K, N);
+    if (b != SM_NO_TENSOR) { /* the bias gradient: column sums of d_out */
+        tr_job j = {t->k, t->grads + b, d_out, BT, N};
+        sm_pool_run(t->pool, colsum_task, &j);
     }
 }
 
@@ -204,26 +233,23 @@ static void layernorm_bwd(sm_trainer *t, float *dx, bool overwrite, const float 
 /* Per-thread attention scratch, carved from the thread's scratch slice. */
 typedef struct att_scr {
     float *qh, *kh, *vh, *dyh, *dqh, *dkh, *dvh; /* (T, hs) */
-    float *qt, *kt, *vt, *dyt;                   /* (hs, T) */
-    float *s1, *s2;                              /* (T, T) */
+    float *s1, *s2;                              /* causal matrices, by blocks */
     float *mm;                                   /* matmul panel scratch */
 } att_scr;
 
-
 static att_scr att_scratch(const sm_trainer *t, int ith) {
-    size_t T = t->T, hs = (size_t)(t->cfg.n_embd / t->cfg.n_head);
+    size_t T = t->T, hs = (size_t)(t->cfg.n_embd / t->cfg.n_head), tri = sm_train_causal_floats(T);
     float *p = t->scratch + (size_t)ith * t->scratch_floats;
     att_scr a;
-    float **slots[] = {&a.qh, &a.kh, &a.vh, &a.dyh, &a.dqh, &a.dkh, &a.dvh,
-                       &a.qt, &a.kt, &a.vt, &a.dyt};
+    float **slots[] = {&a.qh, &a.kh, &a.vh, &a.dyh, &a.dqh, &a.dkh, &a.dvh};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
         *slots[i] = p;
         p += (T * hs + 15) & ~(size_t)15;
     }
     a.s1 = p;
-    p += (T * T + 15) & ~(size_t)15;
+    p += (tri + 15) & ~(size_t)15;
     a.s2 = p;
-    p += (T * T + 15) & ~(size_t)15;
+    p += (tri + 15) & ~(size_t)15;
     a.mm = p;
     return a;
 }
@@ -233,6 +259,34 @@ typedef struct att_job {
     int l;
     bool backward;
 } att_job;
+
+#define AR SM_TRAIN_ATT_ROWS
+
+/* Where row block [r0, r0 + AR) starts in a causal matrix by row blocks (the blocks before it
+   are whole: r0 / AR of them, block b holding AR x (b + 1) AR floats). */
+static size_t row_block(size_t r0) {
+    return AR * AR * (r0 / AR) * (r0 / AR + 1) / 2;
+}
+
+/* Where column block [c0, c0 + AR) starts in the transposed matrix by column blocks (block b
+   holding AR x (T - b AR) floats). */
+static size_t col_block(size_t c0, size_t T) {
+    size_t b = c0 / AR;
+    return AR * (b * T - AR * (b * b - b) / 2);
+}
+
+/* out = in^T, in a causal (T, T) matrix by row blocks, out by column blocks: column block
+   [c0, c1) of in is rows [c0, T) of row blocks c0 / AR on, transposed by the table. */
+static void causal_transpose(const sm_kernels *k, float *out, const float *in, size_t T) {
+    for (size_t c0 = 0; c0 < T; c0 += AR) {
+        size_t c1 = T - c0 < AR ? T : c0 + AR;
+        float *ob = out + col_block(c0, T);
+        for (size_t r0 = c0; r0 < T; r0 += AR) {
+            size_t r1 = T - r0 < AR ? T : r0 + AR;
+            k->transpose(ob + (r0 - c0), T - c0, in + row_block(r0) + c0, r1, r1 - r0, 0, c1 - c0);
+        }
+    }
+}
 
 /* Copies head h of sequence b out of a (BT, stride) matrix at column col into (T, hs). */
 static void gather(float *dst, const float *src, size_t b, size_t T, size_t stride, size_t col,
@@ -245,48 +299,70 @@ static void scatter(float *dst, const float *src, size_t b, size_t T, size_t str
     for (size_t i = 0; i < T; i++) memcpy(dst + (b * T + i) * stride + col, src + i * hs, hs * 4);
 }
 
-/* P = causal softmax(scale Q.K^T) into p (T, T); Y = P.V into the head's columns of atty. */
+/*
+** P = causal softmax(scale Q.K^T) into p (by row blocks); Y = P.V into the head's columns of
+** atty. Row block [r0, r1) multiplies only the columns [0, r1) its rows may attend to, so the
+** two products do 5/8 of the full square's work at T = 4 AR (the rest is zeros). V's first r1
+** rows are the second product's weights held transposed (SM_DTYPE_F32_T).
+*/
 static void head_forward(const sm_trainer *t, const att_scr *s, float *atty, float *p, size_t b,
                          size_t col, size_t hs, float scale) {
     size_t T = t->T, C = (size_t)t->cfg.n_embd;
-    t->k->matmul(t->k, p, s->qh, s->kh, SM_DTYPE_F32, NULL, T, T, hs, 0, T, s->mm);
-    for (size_t i = 0; i < T; i++) {
-        float *row = p + i * T;
-        for (size_t k = 0; k <= i; k++) row[k] *= scale;
-        t->k->softmax(row, i + 1);
-        memset(row + i + 1, 0, (T - i - 1) * sizeof(float));
+    for (size_t r0 = 0; r0 < T; r0 += AR) {
+        size_t r1 = T - r0 < AR ? T : r0 + AR;
+        float *pb = p + row_block(r0);
+        t->k->matmul(t->k, pb, s->qh + r0 * hs, s->kh, SM_DTYPE_F32, NULL, r1 - r0, r1, hs, 0, r1,
+                     s->mm);
+        for (size_t i = r0; i < r1; i++) {
+            float *row = pb + (i - r0) * r1;
+            for (size_t k = 0; k <= i; k++) row[k] *= scale;
+            t->k->softmax(row, i + 1);
+            memset(row + i + 1, 0, (r1 - i - 1) * sizeof(float));
+        }
+        t->k->matmul(t->k, s->dqh + r0 * hs, pb, s->vh, SM_DTYPE_F32_T, NULL, r1 - r0, hs, r1, 0,
+                     hs, s->mm);
     }
-    t->k->transpose(s->vt, s->vh, T, hs, 0, hs);
-    t->k->matmul(t->k, s->dqh, p, s->vt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
     scatter(atty, s->dqh, b, T, C, col, hs);
 }
 
-/* From dY (the head's columns of datty) to dQ, dK, dV in the head's columns of dqkv. */
-static void head_backward(sm_trainer *t, const att_scr *s, const float *p, size_t b, size_t col,
-                          size_t hs, float scale) {
+/*
+** From dY (the head's columns of datty) to dQ, dK, dV in the head's columns of dqkv, over the
+** same causal blocks: dP and dQ by row blocks, dV = P^T.dY and dK = dS^T.Q by column blocks of
+** the transposed matrices (column block [c0, c1) meets rows [c0, T) only). The softmax's
+** backward takes sum_k P_ik dP_ik as dY_i . Y_i (the same sum: dP_ik = dY_i . V_k and
+** Y_i = sum_k P_ik V_k), hs products a row instead of up to T.
+*/
+static void head_backward(sm_trainer *t, const att_scr *s, const float *p, const float *atty,
+                          size_t b, size_t col, size_t hs, float scale) {
     size_t T = t->T, C = (size_t)t->cfg.n_embd;
     gather(s->dyh, t->datty, b, T, C, col, hs);
-    /* dP = dY . V^T, then through the softmax (scale folded in) */
-    float *ds = s->s1;
-    t->k->matmul(t->k, ds, s->dyh, s->vh, SM_DTYPE_F32, NULL, T, T, hs, 0, T, s->mm);
-    for (size_t i = 0; i < T; i++) {
-        const float *pr = p + i * T;
-        float *dr = ds + i * T, dot = 0;
-        for (size_t k = 0; k <= i; k++) dot += pr[k] * dr[k];
-        for (size_t k = 0; k <= i; k++) dr[k] = pr[k] * (dr[k] - dot) * scale;
-        memset(dr + i + 1, 0, (T - i - 1) * sizeof(float));
+    float *ds = s->s1, *tr = s->s2;
+    for (size_t r0 = 0; r0 < T; r0 += AR) {
+        size_t r1 = T - r0 < AR ? T : r0 + AR;
+        const float *pb = p + row_block(r0);
+        float *db = ds + row_block(r0);
+        t->k->matmul(t->k, db, s->dyh + r0 * hs, s->vh, SM_DTYPE_F32, NULL, r1 - r0, r1, hs, 0,
+                     r1, s->mm);
+        for (size_t i = r0; i < r1; i++) {
+            const float *pr = pb + (i - r0) * r1, *y = atty + (b * T + i) * C + col;
+            const float *dy = s->dyh + i * hs;
+            float *dr = db + (i - r0) * r1, dot = 0;
+            for (size_t d = 0; d < hs; d++) dot += dy[d] * y[d];
+            for (size_t k = 0; k <= i; k++) dr[k] = pr[k] * (dr[k] - dot) * scale;
+            memset(dr + i + 1, 0, (r1 - i - 1) * sizeof(float));
+        }
+        /* dQ = dS . K over the block's columns: K's first r1 rows held transposed */
+        t->k->matmul(t->k, s->dqh + r0 * hs, db, s->kh, SM_DTYPE_F32_T, NULL, r1 - r0, hs, r1, 0,
+                     hs, s->mm);
     }
-    /* dV = P^T . dY */
-    t->k->transpose(s->s2, p, T, T, 0, T);
-    t->k->transpose(s->dyt, s->dyh, T, hs, 0, hs);
-    t->k->matmul(t->k, s->dvh, s->s2, s->dyt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
-    /* dQ = dS . K */
-    t->k->transpose(s->kt, s->kh, T, hs, 0, hs);
-    t->k->matmul(t->k, s->dqh, ds, s->kt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
-    /* dK = dS^T . Q */
-    t->k->transpose(s->s2, ds, T, T, 0, T);
-    t->k->transpose(s->qt, s->qh, T, hs, 0, hs);
-    t->k->matmul(t->k, s->dkh, s->s2, s->qt, SM_DTYPE_F32, NULL, T, hs, T, 0, hs, s->mm);
+    causal_transpose(t->k, tr, p, T); /* dV = P^T . dY */
+    for (size_t c0 = 0; c0 < T; c0 += AR)
+        t->k->matmul(t->k, s->dvh + c0 * hs, tr + col_block(c0, T), s->dyh + c0 * hs, SM_DTYPE_F32_T,
+                     NULL, (T - c0 < AR ? T : c0 + AR) - c0, hs, T - c0, 0, hs, s->mm);
+    causal_transpose(t->k, tr, ds, T); /* dK = dS^T . Q */
+    for (size_t c0 = 0; c0 < T; c0 += AR)
+        t->k->matmul(t->k, s->dkh + c0 * hs, tr + col_block(c0, T), s->qh + c0 * hs, SM_DTYPE_F32_T,
+                     NULL, (T - c0 < AR ? T : c0 + AR) - c0, hs, T - c0, 0, hs, s->mm);
     scatter(t->dqkv, s->dqh, b, T, 3 * C, col, hs);
     scatter(t->dqkv, s->dkh, b, T, 3 * C, C + col, hs);
     scatter(t->dqkv, s->dvh, b, T, 3 * C, 2 * C + col, hs);
@@ -304,12 +380,12 @@ static void att_task(void *arg, int ith, int nth) {
     sm_pool_split(t->B * H, 1, ith, nth, &i0, &i1);
     for (size_t it = i0; it < i1; it++) {
         size_t b = it / H, col = it % H * hs;
-        float *p = A->probs + it * T * T;
+        float *p = A->probs + it * sm_train_causal_floats(T);
         gather(s.qh, A->qkv, b, T, 3 * C, col, hs);
         gather(s.kh, A->qkv, b, T, 3 * C, C + col, hs);
         gather(s.vh, A->qkv, b, T, 3 * C, 2 * C + col, hs);
         if (j->backward)
-            head_backward(t, &s, p, b, col, hs, scale);
+            head_backward(t, &s, p, A->atty, b, col, hs, scale);
         else
             head_forward(t, &s, A->atty, p, b, col, hs, scale);
     }

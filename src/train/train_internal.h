@@ -55,7 +55,8 @@ struct sm_trainer {
     float *logits; /* (BT, V), probabilities then their gradient after the loss */
     float *losses; /* (BT) */
     float *dres, *dln, *datty, *dqkv, *dfch; /* gradients of activations */
-    float *ta;      /* (max(4C, 3C, V), BT) a transposed gradient (d_out^T of a linear layer) */
+    float *ta;      /* (max(4C, 3C, V), BT) a linear layer's d_out^T or in^T, the narrower */
+    float *tw;      /* (max(4C, V), C) a weight gradient computed transposed */
     float *scratch; /* (pool threads, scratch_floats) */
     size_t scratch_floats;
 
@@ -70,10 +71,29 @@ static inline uint64_t sm_train_splitmix(uint64_t seed, uint64_t i) {
     return z ^ (z >> 31);
 }
 
+/*
+** Attention's causal matrices (a head's probabilities, their gradient) are
+** held by blocks of SM_TRAIN_ATT_ROWS rows: block [r0, r1) keeps only its
+** columns [0, r1), r1 floats a row, the blocks back to back, so the products
+** over a block skip the columns no row of it attends to (train.c). The same
+** count of floats holds the transposed matrix by column blocks: block
+** [c0, c1) keeps the rows [c0, T), T - c0 floats a row.
+*/
+#define SM_TRAIN_ATT_ROWS 64
+
+/* Floats of one head's causal matrix for sequence length T. */
+static inline size_t sm_train_causal_floats(size_t T) {
+    size_t n = 0;
+    for (size_t r0 = 0; r0 < T; r0 += SM_TRAIN_ATT_ROWS)
+        n += (T - r0 < SM_TRAIN_ATT_ROWS ? T - r0 : SM_TRAIN_ATT_ROWS) *
+             (T - r0 < SM_TRAIN_ATT_ROWS ? T : r0 + SM_TRAIN_ATT_ROWS);
+    return n;
+}
+
 /* Floats of one thread's attention scratch (train.c's att_scr) for sequence
    length T, head size hs and matmul panel scratch mm. */
 static inline size_t sm_train_att_floats(size_t T, size_t hs, size_t mm) {
-    return 11 * T * hs + 2 * T * T + mm + 16 * 14;
+    return 7 * T * hs + 2 * sm_train_causal_floats(T) + mm + 16 * 10;
 }
 
 #endif
