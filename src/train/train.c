@@ -21,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MM_ROWS 256  /* rows of x per tile: a 256 x 256 block stays in L2 */
-#define MM_COLS 128  /* output columns per tile: a multiple of every panel width */
+#define MM_ROWS_MIN 256  /* rows of x per tile, at least (a 256 x 256 block stays in L2) */
+#define MM_ROWS_MAX 1024 /* and at most: the kernel packs each panel of w once per tile, */
+                         /* so taller tiles pack less (the kernel blocks the rows for L2) */
+#define MM_COLS 128      /* output columns per tile: a multiple of every panel width */
 #define GELU_K 0.044715f
 #define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 
@@ -36,14 +38,23 @@ typedef struct mm_job {
     sm_dtype wt; /* f32, or f32_t: w held transposed */
 } mm_job;
 
+/* Rows of a tile: the tallest that still gives every thread two tiles (each output's sums are
+   the same whatever the tiles: only how often the panels are packed changes). */
+static size_t tile_rows(size_t T, size_t cb, int nth) {
+    size_t r = MM_ROWS_MAX;
+    while (r > MM_ROWS_MIN && (T + r - 1) / r * cb < 2 * (size_t)nth) r /= 2;
+    return r;
+}
+
 static void mm_task(void *arg, int ith, int nth) {
     const mm_job *j = arg;
-    size_t rb = (j->T + MM_ROWS - 1) / MM_ROWS, cb = (j->N + MM_COLS - 1) / MM_COLS, i0, i1;
+    size_t cb = (j->N + MM_COLS - 1) / MM_COLS, tr = tile_rows(j->T, cb, nth);
+    size_t rb = (j->T + tr - 1) / tr, i0, i1;
     sm_pool_split(rb * cb, 1, ith, nth, &i0, &i1);
     float *scr = j->t->scratch + (size_t)ith * j->t->scratch_floats;
     for (size_t it = i0; it < i1; it++) {
-        size_t r0 = it / cb * MM_ROWS, c0 = it % cb * MM_COLS;
-        size_t rows = j->T - r0 < MM_ROWS ? j->T - r0 : MM_ROWS;
+        size_t r0 = it / cb * tr, c0 = it % cb * MM_COLS;
+        size_t rows = j->T - r0 < tr ? j->T - r0 : tr;
         size_t c1 = c0 + MM_COLS < j->N ? c0 + MM_COLS : j->N;
         j->t->k->matmul(j->t->k, j->out + r0 * j->N, j->x + r0 * j->K, j->w, j->wt, j->bias, rows,
                         j->N, j->K, c0, c1, scr);
@@ -101,12 +112,12 @@ static void colsum_task(void *arg, int ith, int nth) {
     size_t c0, c1;
     sm_pool_split(j->C, 16, ith, nth, &c0, &c1);
     if (c0 >= c1) return;
-    float *restrict o = j->out;
-    memcpy(o + c0, j->in + c0, (c1 - c0) * sizeof *o);
-    for (size_t r = 1; r < j->R; r++) {
-        const float *restrict x = j->in + r * j->C;
-        for (size_t c = c0; c < c1; c++) o[c] += x[c];
-    }
+    size_t n = c1 - c0, C = j->C, R = j->R;
+    float *restrict o = j->out + c0;
+    const float *restrict in = j->in + c0;
+    memcpy(o, in, n * sizeof *o);
+    for (size_t r = 1; r < R; r++)
+        for (size_t c = 0; c < n; c++) o[c] += in[r * C + c];
 }
 
 /*
@@ -147,20 +158,36 @@ typedef struct ln_job {
     bool overwrite;
     size_t rows, C;
     float eps;
+    float *part;    /* backward: partial sums of dg, db per block of rows */
+    sm_pool *pool;
 } ln_job;
+
+/*
+** A row's sums in 8 lanes (element i into lane i % 8), then the lanes pairwise: a fixed order,
+** whatever the thread count, that the compiler keeps in vector registers (one chain of
+** dependent adds was a row's whole time).
+*/
+#define LANES 8
+static float lanes_sum(const float s[LANES]) {
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
 
 static void ln_fwd_task(void *arg, int ith, int nth) {
     const ln_job *j = arg;
-    size_t r0, r1, C = j->C;
+    size_t r0, r1, C = j->C, c8 = C / LANES * LANES;
     sm_pool_split(j->rows, 1, ith, nth, &r0, &r1);
     for (size_t r = r0; r < r1; r++) {
         const float *x = j->x + r * C;
         float *o = j->out + r * C;
-        float mean = 0, var = 0;
-        for (size_t i = 0; i < C; i++) mean += x[i];
-        mean /= (float)C;
-        for (size_t i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
-        var /= (float)C;
+        float s[LANES] = {0}, q[LANES] = {0};
+        for (size_t i = 0; i < c8; i += LANES)
+            for (size_t l = 0; l < LANES; l++) s[l] += x[i + l];
+        for (size_t i = c8; i < C; i++) s[i - c8] += x[i];
+        float mean = lanes_sum(s) / (float)C;
+        for (size_t i = 0; i < c8; i += LANES)
+            for (size_t l = 0; l < LANES; l++) q[l] += (x[i + l] - mean) * (x[i + l] - mean);
+        for (size_t i = c8; i < C; i++) q[i - c8] += (x[i] - mean) * (x[i] - mean);
+        float var = lanes_sum(q) / (float)C;
         float rs = 1.0f / sqrtf(var + j->eps);
         for (size_t i = 0; i < C; i++)
             o[i] = (x[i] - mean) * rs * j->g[i] + (j->b ? j->b[i] : 0.0f);
@@ -169,40 +196,54 @@ static void ln_fwd_task(void *arg, int ith, int nth) {
     }
 }
 
+/*
+** dx, and dg, db as sums over rows: each block of LN_ROWS rows (fixed, whatever the thread count)
+** sums its rows' terms into its own partials while the rows are in L1 (part: 2C floats a
+** block), then, past a barrier, each thread adds its columns' partials block by block. One pass
+** over x and dout instead of two.
+*/
+#define LN_ROWS 64
 static void ln_bwd_task(void *arg, int ith, int nth) {
     const ln_job *j = arg;
-    size_t r0, r1, C = j->C;
-    sm_pool_split(j->rows, 1, ith, nth, &r0, &r1);
-    for (size_t r = r0; r < r1; r++) {
-        const float *x = j->x + r * C, *d = j->dout + r * C;
-        float *dx = j->dx + r * C;
-        float mu = j->mu[r], rs = j->rs[r], mdn = 0, mdnx = 0;
-        for (size_t i = 0; i < C; i++) {
-            float dn = d[i] * j->g[i], xh = (x[i] - mu) * rs;
-            mdn += dn;
-            mdnx += dn * xh;
-        }
-        mdn /= (float)C;
-        mdnx /= (float)C;
-        for (size_t i = 0; i < C; i++) {
-            float xh = (x[i] - mu) * rs;
-            float v = rs * (d[i] * j->g[i] - mdn - xh * mdnx);
-            dx[i] = j->overwrite ? v : dx[i] + v;
+    size_t C = j->C, c8 = C / LANES * LANES, nb = (j->rows + LN_ROWS - 1) / LN_ROWS, b0, b1;
+    const float *restrict g = j->g;
+    sm_pool_split(nb, 1, ith, nth, &b0, &b1);
+    for (size_t blk = b0; blk < b1; blk++) {
+        float *restrict pg = j->part + blk * 2 * C, *restrict pb = pg + C;
+        memset(pg, 0, 2 * C * sizeof *pg);
+        size_t r1 = (blk + 1) * LN_ROWS < j->rows ? (blk + 1) * LN_ROWS : j->rows;
+        for (size_t r = blk * LN_ROWS; r < r1; r++) {
+            const float *restrict x = j->x + r * C, *restrict d = j->dout + r * C;
+            float *restrict dx = j->dx + r * C;
+            float mu = j->mu[r], rs = j->rs[r], s[LANES] = {0}, sx[LANES] = {0};
+            for (size_t i = 0; i < c8; i += LANES)
+                for (size_t l = 0; l < LANES; l++) {
+                    float dn = d[i + l] * g[i + l], xh = (x[i + l] - mu) * rs;
+                    s[l] += dn;
+                    sx[l] += dn * xh;
+                }
+            for (size_t i = c8; i < C; i++) {
+                float dn = d[i] * g[i], xh = (x[i] - mu) * rs;
+                s[i - c8] += dn;
+                sx[i - c8] += dn * xh;
+            }
+            float mdn = lanes_sum(s) / (float)C, mdnx = lanes_sum(sx) / (float)C;
+            if (j->overwrite) /* loops of one store each: vector code */
+                for (size_t i = 0; i < C; i++) dx[i] = rs * (d[i] * g[i] - mdn - (x[i] - mu) * rs * mdnx);
+            else
+                for (size_t i = 0; i < C; i++) dx[i] += rs * (d[i] * g[i] - mdn - (x[i] - mu) * rs * mdnx);
+            for (size_t i = 0; i < C; i++) pg[i] += d[i] * ((x[i] - mu) * rs);
+            for (size_t i = 0; i < C; i++) pb[i] += d[i];
         }
     }
-    /* dg, db: sums over rows, split by columns */
+    sm_pool_barrier(j->pool);
     size_t c0, c1;
     sm_pool_split(C, 16, ith, nth, &c0, &c1);
-    for (size_t i = c0; i < c1; i++) j->dg[i] = 0;
-    if (j->db)
-        for (size_t i = c0; i < c1; i++) j->db[i] = 0;
-    for (size_t r = 0; r < j->rows; r++) {
-        const float *x = j->x + r * C, *d = j->dout + r * C;
-        float mu = j->mu[r], rs = j->rs[r];
-        for (size_t i = c0; i < c1; i++) {
-            j->dg[i] += d[i] * (x[i] - mu) * rs;
-            if (j->db) j->db[i] += d[i];
-        }
+    for (size_t i = c0; i < c1; i++) {
+        float sg = 0, sb = 0;
+        for (size_t blk = 0; blk < nb; blk++) sg += j->part[blk * 2 * C + i], sb += j->part[blk * 2 * C + C + i];
+        j->dg[i] = sg;
+        if (j->db) j->db[i] = sb;
     }
 }
 
@@ -224,7 +265,8 @@ static void layernorm_bwd(sm_trainer *t, float *dx, bool overwrite, const float 
                           const float *x, const float *mu, const float *rs, size_t g, size_t b) {
     ln_job j = {.mu = (float *)mu, .rs = (float *)rs, .x = x, .g = P(t, g),
                 .dout = dout, .dx = dx, .dg = G(t, g), .db = G(t, b), .overwrite = overwrite,
-                .rows = t->B * t->T, .C = (size_t)t->cfg.n_embd, .eps = t->cfg.norm_eps};
+                .rows = t->B * t->T, .C = (size_t)t->cfg.n_embd, .eps = t->cfg.norm_eps,
+                .part = t->ta, .pool = t->pool}; /* ta is free between linear layers */
     sm_pool_run(t->pool, ln_bwd_task, &j);
 }
 
@@ -417,8 +459,10 @@ static void gelu_fwd_task(void *arg, int ith, int nth) {
     const train_acts *A = &j->t->acts[j->l];
     size_t n = 4 * (size_t)j->t->cfg.n_embd, r0, r1;
     sm_pool_split(j->t->B * j->t->T, 1, ith, nth, &r0, &r1);
-    memcpy(A->fchg + r0 * n, A->fch + r0 * n, (r1 - r0) * n * sizeof(float));
-    j->t->k->gelu_tanh(A->fchg + r0 * n, (r1 - r0) * n);
+    for (size_t r = r0; r < r1; r++) { /* row by row: the copy is in L1 when the GELU reads it */
+        memcpy(A->fchg + r * n, A->fch + r * n, n * sizeof(float));
+        j->t->k->gelu_tanh(A->fchg + r * n, n);
+    }
 }
 
 /* dfch = dfch * gelu'(fch), with tanh from the vectorized exp. */
