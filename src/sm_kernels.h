@@ -275,6 +275,8 @@ typedef struct sm_kernels {
     /* x (n) <- gelu(x), tanh approximation / exact erf form, in place. */
     void (*gelu_tanh)(float *x, size_t n);
     void (*gelu_erf)(float *x, size_t n);
+    /* d (n) <- d * gelu'(x), the tanh form's derivative (training's backward). */
+    void (*gelu_tanh_grad)(float *restrict d, const float *restrict x, size_t n);
 
     /* out (n) = src (n elements of type dt) widened to f32, exactly. */
     void (*to_f32)(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);

@@ -497,7 +497,28 @@ void test_kernels_gelu(void) {
                        ks[i]->name, form, x[j], got[j], want[j]);
         }
     }
-    free(x), free(want), free(got);
+    /* the tanh form's derivative times d: the scalar one against the formula in double (and a
+       central difference of it), every table against the scalar one */
+    float *d = test_rnd(n, &(unsigned long long){10}, 1);
+    for (size_t j = 0; j < n; j++) want[j] = d[j];
+    ref->gelu_tanh_grad(want, x, n);
+    double c = sqrt(2 / M_PI), k = 0.044715;
+    for (size_t j = 0; j < n; j++) {
+        double u = x[j], th = tanh(c * (u + k * u * u * u));
+        double g = 0.5 * (1 + th) + 0.5 * u * (1 - th * th) * c * (1 + 3 * k * u * u), h = 1e-4;
+        double gp = 0.5 * (u + h) * (1 + tanh(c * ((u + h) + k * (u + h) * (u + h) * (u + h)))),
+               gm = 0.5 * (u - h) * (1 + tanh(c * ((u - h) + k * (u - h) * (u - h) * (u - h))));
+        CHECKF(fabs(want[j] - d[j] * g) <= 1e-6 * (1 + fabs(d[j] * g)), "scalar gelu_tanh_grad at %g", u);
+        CHECKF(fabs(g - (gp - gm) / (2 * h)) <= 1e-6, "gelu_tanh_grad's formula at %g", u);
+    }
+    for (size_t i = 1; i < nk; i++) {
+        for (size_t j = 0; j < n; j++) got[j] = d[j];
+        ks[i]->gelu_tanh_grad(got, x, n - i); /* lengths past whole vectors; the rest untouched */
+        for (size_t j = 0; j < n; j++)
+            CHECKF(j < n - i ? fabsf(got[j] - want[j]) <= 2e-6f * (1 + fabsf(want[j])) : got[j] == d[j],
+                   "%s gelu_tanh_grad at %g: %g vs %g", ks[i]->name, x[j], got[j], want[j]);
+    }
+    free(x), free(want), free(got), free(d);
 }
 
 void test_kernels_llama_ops(void) {

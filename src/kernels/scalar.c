@@ -158,6 +158,14 @@ static void gelu_tanh(float *x, size_t n) {
     }
 }
 
+static void gelu_tanh_grad(float *restrict d, const float *restrict x, size_t n) {
+    const float c = 0.7978845608028654f, k = 0.044715f;
+    for (size_t i = 0; i < n; i++) {
+        float u = x[i], th = tanhf(c * (u + k * u * u * u));
+        d[i] *= 0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * c * (1.0f + 3.0f * k * u * u);
+    }
+}
+
 static void gelu_erf(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
 }
@@ -198,6 +206,7 @@ const sm_kernels sm_kernels_scalar = {
     .rope = rope,
     .rope_halves = sm_kernels_rope_halves,
     .gelu_tanh = gelu_tanh,
+    .gelu_tanh_grad = gelu_tanh_grad,
     .gelu_erf = gelu_erf,
     .to_f32 = to_f32,
     .exp = vexp,

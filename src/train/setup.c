@@ -194,8 +194,6 @@ static void carve(sm_trainer *t, sm_arena *a) {
     t->ta = sm_arena_alloc(a, wide * BT, 4);
     t->tw = sm_arena_alloc(a, wide * C, 4);
     size_t per = sm_train_att_floats(t->T, hs, t->k->matmul_scratch);
-    size_t rows = 2 * 4 * C; /* GELU backward: two rows of 4C */
-    if (rows > per) per = rows;
     if (V > per) per = V;
     t->scratch_floats = (per + 15) & ~(size_t)15;
     t->scratch = sm_arena_alloc(a, (size_t)sm_pool_threads(t->pool) * t->scratch_floats, 4);

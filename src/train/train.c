@@ -25,8 +25,6 @@
 #define MM_ROWS_MAX 1024 /* and at most: the kernel packs each panel of w once per tile, */
                          /* so taller tiles pack less (the kernel blocks the rows for L2) */
 #define MM_COLS 128      /* output columns per tile: a multiple of every panel width */
-#define GELU_K 0.044715f
-#define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 
 /* ---- parallel building blocks ---------------------------------------- */
 
@@ -465,29 +463,13 @@ static void gelu_fwd_task(void *arg, int ith, int nth) {
     }
 }
 
-/* dfch = dfch * gelu'(fch), with tanh from the vectorized exp. */
+/* dfch = dfch * gelu'(fch) (the table's). */
 static void gelu_bwd_task(void *arg, int ith, int nth) {
     const row_job *j = arg;
     const sm_trainer *t = j->t;
-    const train_acts *A = &t->acts[j->l];
     size_t n = 4 * (size_t)t->cfg.n_embd, r0, r1;
-    float *u = t->scratch + (size_t)ith * t->scratch_floats, *e = u + n;
     sm_pool_split(t->B * t->T, 1, ith, nth, &r0, &r1);
-    for (size_t r = r0; r < r1; r++) {
-        const float *x = A->fch + r * n;
-        float *d = t->dfch + r * n;
-        for (size_t i = 0; i < n; i++) {
-            float v = 2 * GELU_S * (x[i] + GELU_K * x[i] * x[i] * x[i]);
-            u[i] = v > 40 ? 40 : v < -40 ? -40 : v;
-        }
-        t->k->exp(e, u, n);
-        for (size_t i = 0; i < n; i++) {
-            float th = 1 - 2 / (e[i] + 1), xi = x[i];
-            float g = 0.5f * (1 + th) +
-                      0.5f * xi * (1 - th * th) * GELU_S * (1 + 3 * GELU_K * xi * xi);
-            d[i] *= g;
-        }
-    }
+    if (r0 < r1) t->k->gelu_tanh_grad(t->dfch + r0 * n, t->acts[j->l].fch + r0 * n, (r1 - r0) * n);
 }
 
 /* Softmax cross-entropy per row; with backward, logits become d_logits. */
