@@ -192,7 +192,7 @@ static void carve(sm_trainer *t, sm_arena *a) {
     t->dfch = sm_arena_alloc(a, BT * 4 * C, 4);
     size_t wide = 4 * C > V ? 4 * C : V;
     t->ta = sm_arena_alloc(a, wide * BT, 4);
-    t->tw = sm_arena_alloc(a, wide * C, 4);
+    t->tw = sm_arena_alloc(a, wide * (C + 1), 4);
     size_t per = sm_train_att_floats(t->T, hs, t->k->matmul_scratch);
     if (V > per) per = V;
     t->scratch_floats = (per + 15) & ~(size_t)15;

@@ -104,25 +104,13 @@ static void rowsum_task(void *arg, int ith, int nth) {
     for (size_t r = r0; r < r1; r++) j->out[r] = j->k->sum(j->in + r * j->C, j->C);
 }
 
-/* out[c] = sum of column c of in (R, C), rows in order; columns split over threads. */
-static void colsum_task(void *arg, int ith, int nth) {
-    const tr_job *j = arg;
-    size_t c0, c1;
-    sm_pool_split(j->C, 16, ith, nth, &c0, &c1);
-    if (c0 >= c1) return;
-    size_t n = c1 - c0, C = j->C, R = j->R;
-    float *restrict o = j->out + c0;
-    const float *restrict in = j->in + c0;
-    memcpy(o, in, n * sizeof *o);
-    for (size_t r = 1; r < R; r++)
-        for (size_t c = 0; c < n; c++) o[c] += in[r * C + c];
-}
-
 /*
 ** d_in (BT, K) (+)= d_out (BT, N) . W (N, K); dW (N, K) = d_out^T . in; db = sum of d_out rows.
 ** The weight gradient's product reads one side transposed, the narrower: d_out^T when N <= K,
 ** else in^T, then dW^T (K, N) = in^T . d_out transposed into place (K N floats against BT
 ** (N - K) fewer: qkv's and the MLP's up projection transpose BT x C, not BT x 3C and BT x 4C).
+** There in^T gets a row of ones, so the product's row K is db (its sums over BT in the
+** product's order), not a pass of its own over d_out.
 */
 static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, const float *in,
                             size_t W, size_t b, size_t N, size_t K) {
@@ -137,13 +125,12 @@ static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, cons
         }
         return;
     }
+    size_t rows = K + (b != SM_NO_TENSOR);
     transpose(t, t->ta, in, BT, K);
-    mm_t(t, t->tw, t->ta, d_out, K, N, BT); /* d_out (BT, N) is d_out^T held transposed */
+    for (size_t i = 0; i < BT && rows > K; i++) t->ta[K * BT + i] = 1.0f;
+    mm_t(t, t->tw, t->ta, d_out, rows, N, BT); /* d_out (BT, N) is d_out^T held transposed */
     transpose(t, t->grads + W, t->tw, K, N);
-    if (b != SM_NO_TENSOR) { /* the bias gradient: column sums of d_out */
-        tr_job j = {t->k, t->grads + b, d_out, BT, N};
-        sm_pool_run(t->pool, colsum_task, &j);
-    }
+    if (rows > K) memcpy(t->grads + b, t->tw + K * N, N * sizeof(float));
 }
 
 /* ---- LayerNorm -------------------------------------------------------- */

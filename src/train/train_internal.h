@@ -56,7 +56,7 @@ struct sm_trainer {
     float *losses; /* (BT) */
     float *dres, *dln, *datty, *dqkv, *dfch; /* gradients of activations */
     float *ta;      /* (max(4C, 3C, V), BT) a linear layer's d_out^T or in^T, the narrower */
-    float *tw;      /* (max(4C, V), C) a weight gradient computed transposed */
+    float *tw;      /* (C + 1, max(4C, V)) a weight gradient computed transposed, and db */
     float *scratch; /* (pool threads, scratch_floats) */
     size_t scratch_floats;
 
