@@ -161,7 +161,7 @@ def main():
                 gradcheck(np, sm_model, dump, tmp, k, 2, 2, 16, 8, 2, True, True)
             gradcheck(np, sm_model, dump, tmp, "auto", 1, 3, 12, 6, 3, False, False)
             # B x T = 300 rows (the bias gradients' row sums: no multiple of 8), and attention
-            # by causal blocks of 64 rows: two whole blocks and a partial one
+            # by causal blocks of 32 rows: four whole blocks and a partial one
             for k in ["auto", "scalar"]:
                 gradcheck(np, sm_model, dump, tmp, k, 1, 2, 16, 150, 2, True, True)
 

@@ -329,8 +329,8 @@ static void scatter(float *dst, const float *src, size_t b, size_t T, size_t str
 /*
 ** P = causal softmax(scale Q.K^T) into p (by row blocks); Y = P.V into the head's columns of
 ** atty. Row block [r0, r1) multiplies only the columns [0, r1) its rows may attend to, so the
-** two products do 5/8 of the full square's work at T = 4 AR (the rest is zeros). V's first r1
-** rows are the second product's weights held transposed (SM_DTYPE_F32_T).
+** two products do (T + AR) / 2T of the full square's work (9/16 at T = 256; the rest is
+** zeros). V's first r1 rows are the second product's weights held transposed (SM_DTYPE_F32_T).
 */
 static void head_forward(const sm_trainer *t, const att_scr *s, float *atty, float *p, size_t b,
                          size_t col, size_t hs, float scale) {
