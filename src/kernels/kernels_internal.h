@@ -72,7 +72,12 @@ typedef struct {
     void (*one_row)(float *restrict out, const float *restrict x, const float *restrict panel,
                     size_t pstride, size_t kc, const float *restrict bias, int first, size_t nr,
                     size_t next);
+    /* Optionally, full asking for the next tile's rows of x (x + mr ldx on) into L1 as it goes:
+       for the tiles of a tall block (SM_GEMM_TALL x mr rows or more) with another after them.
+       Short blocks (batched decoding's rows, in L1 anyway) keep full. */
+    sm_micro_fn full_pf;
 } sm_gemm_kernel;
+#define SM_GEMM_TALL 4
 #define SM_ROW_GROUPS 4
 
 /*

@@ -37,8 +37,10 @@ static void tiles(const sm_gemm_kernel *g, float *restrict out, const float *res
                   const float *b, size_t N, size_t K, size_t n, size_t nr, size_t k0, size_t kc, size_t t0,
                   size_t t1, const float *next) {
     size_t t = t0, r;
+    const int tall = g->full_pf && t1 - t0 >= SM_GEMM_TALL * g->mr;
     for (; t + g->mr <= t1; t += g->mr, next = NULL)
-        g->full(out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr, next);
+        (tall && t + 2 * g->mr <= t1 ? g->full_pf : g->full)(out + t * N + n, N, x + t * K + k0, K, p, kc, b,
+                                                            k0 == 0, nr, next);
     for (; t < t1; t += r, next = NULL) { /* the rest: all at once if the table can, else one by one */
         r = t1 - t < SM_MICRO_FEW && g->few[t1 - t] ? t1 - t : 1;
         g->few[r](out + t * N + n, N, x + t * K + k0, K, p, kc, b, k0 == 0, nr, next);
