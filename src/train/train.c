@@ -127,7 +127,8 @@ static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, cons
     }
     size_t rows = K + (b != SM_NO_TENSOR);
     transpose(t, t->ta, in, BT, K);
-    for (size_t i = 0; i < BT && rows > K; i++) t->ta[K * BT + i] = 1.0f;
+    if (rows > K)
+        for (size_t i = 0; i < BT; i++) t->ta[K * BT + i] = 1.0f;
     mm_t(t, t->tw, t->ta, d_out, rows, N, BT); /* d_out (BT, N) is d_out^T held transposed */
     transpose(t, t->grads + W, t->tw, K, N);
     if (rows > K) memcpy(t->grads + b, t->tw + K * N, N * sizeof(float));
