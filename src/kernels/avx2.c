@@ -414,34 +414,34 @@ static void rope(float *restrict x, const float *restrict cs, const float *restr
     }
 }
 
-static void gelu_tanh(float *x, size_t n) {
+/* tanh(c (u + c3 u^3)), its argument clamped to +-lim: 1 - 2 / (exp(2z) + 1). u2 = u u. */
+static inline __m256 gelu_th(__m256 u, __m256 u2, float lim) {
     const __m256 c = _mm256_set1_ps(0.7978845608028654f), c3 = _mm256_set1_ps(0.044715f);
-    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
-    const __m256 lim = _mm256_set1_ps(9.0f), nlim = _mm256_set1_ps(-9.0f);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 z = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(c3, u), u2, u));
+    z = _mm256_min_ps(_mm256_max_ps(z, _mm256_set1_ps(-lim)), _mm256_set1_ps(lim));
+    return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(exp8(_mm256_add_ps(z, z)), one)));
+}
+
+static void gelu_tanh(float *x, size_t n) {
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 8) {
         __m256i k = tail_mask(n - i);
-        __m256 u = _mm256_maskload_ps(x + i, k);
-        __m256 z = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(c3, u), _mm256_mul_ps(u, u), u));
-        z = _mm256_min_ps(_mm256_max_ps(z, nlim), lim);
-        __m256 th = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(exp8(_mm256_add_ps(z, z)), one)));
+        __m256 u = _mm256_maskload_ps(x + i, k), th = gelu_th(u, _mm256_mul_ps(u, u), 9.0f);
         _mm256_maskstore_ps(x + i, k, _mm256_mul_ps(_mm256_mul_ps(half, u), _mm256_add_ps(one, th)));
     }
 }
 
-/* d *= gelu'(x): 0.5 (1 + th) + 0.5 u (1 - th^2) c (1 + 3 c3 u^2), th as gelu_tanh takes it but z
-   clamped to +-20, where th is +-1 exactly (at +-9, 1 - th^2 times u's cube is off by 1e-5). */
+/* d *= gelu'(x): 0.5 (1 + th) + 0.5 u (1 - th^2) c (1 + 3 c3 u^2), th gelu_tanh's but clamped at
+   +-20, where it is +-1 exactly (at +-9, 1 - th^2 times u's cube is off by 1e-5). */
 static void gelu_tanh_grad(float *restrict d, const float *restrict x, size_t n) {
-    const __m256 c = _mm256_set1_ps(0.7978845608028654f), c3 = _mm256_set1_ps(0.044715f);
-    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
-    const __m256 lim = _mm256_set1_ps(20.0f), nlim = _mm256_set1_ps(-20.0f), c33 = _mm256_set1_ps(3 * 0.044715f);
+    const __m256 c = _mm256_set1_ps(0.7978845608028654f), c33 = _mm256_set1_ps(3 * 0.044715f);
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 8) {
         __m256i k = tail_mask(n - i);
-        __m256 u = _mm256_maskload_ps(x + i, k), u2 = _mm256_mul_ps(u, u);
-        __m256 z = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(c3, u), u2, u));
-        z = _mm256_min_ps(_mm256_max_ps(z, nlim), lim);
-        __m256 th = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(exp8(_mm256_add_ps(z, z)), one)));
-        __m256 dz = _mm256_mul_ps(c, _mm256_fmadd_ps(c33, u2, one));             /* dz/du */
-        __m256 sech2 = _mm256_fnmadd_ps(th, th, one);                              /* 1 - th^2 */
+        __m256 u = _mm256_maskload_ps(x + i, k), u2 = _mm256_mul_ps(u, u), th = gelu_th(u, u2, 20.0f);
+        __m256 dz = _mm256_mul_ps(c, _mm256_fmadd_ps(c33, u2, one)); /* dz/du */
+        __m256 sech2 = _mm256_fnmadd_ps(th, th, one);                  /* 1 - th^2 */
         __m256 g = _mm256_mul_ps(half, _mm256_fmadd_ps(_mm256_mul_ps(u, sech2), dz, _mm256_add_ps(one, th)));
         _mm256_maskstore_ps(d + i, k, _mm256_mul_ps(_mm256_maskload_ps(d + i, k), g));
     }
@@ -478,9 +478,10 @@ static void vexp(float *restrict out, const float *restrict x, size_t n) {
 /*
 ** Four streams side by side, the quarters of x (256 bytes of each in turn),
 ** then what is left (a masked load for the last n % 8: any n, any
-** alignment, as training's bias gradients need): one core's hardware prefetchers keep more reads in
-** flight over several streams than over one (on a Zen 3, 17-20 GB/s against
-** 11-13 from one core), and the probe is to find what the reads can reach.
+** alignment, as training's bias gradients need): one core's hardware
+** prefetchers keep more reads in flight over several streams than over one
+** (on a Zen 3, 17-20 GB/s against 11-13 from one core), and the probe is
+** to find what the reads can reach.
 ** The AVX-512 table's too: 256-bit loads outrun memory as 512-bit ones do.
 */
 float sm_kernels_sum_avx2(const float *x, size_t n) {

@@ -619,35 +619,34 @@ static void rope(float *restrict x, const float *restrict cs, const float *restr
     }
 }
 
-static void gelu_tanh(float *x, size_t n) {
+/* tanh(c (u + c3 u^3)), its argument clamped to +-lim: 1 - 2 / (exp(2z) + 1). u2 = u u. */
+static inline __m512 gelu_th(__m512 u, __m512 u2, float lim) {
     const __m512 c = _mm512_set1_ps(0.7978845608028654f), c3 = _mm512_set1_ps(0.044715f);
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
-    const __m512 lim = _mm512_set1_ps(9.0f);
+    const __m512 one = _mm512_set1_ps(1.0f), l = _mm512_set1_ps(lim);
+    __m512 z = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(c3, u), u2, u));
+    z = _mm512_min_ps(_mm512_max_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), l)), l);
+    return _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(exp16(_mm512_add_ps(z, z)), one)));
+}
+
+static void gelu_tanh(float *x, size_t n) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask(n - i);
-        __m512 u = _mm512_maskz_loadu_ps(m, x + i);
-        __m512 z = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(c3, u), _mm512_mul_ps(u, u), u));
-        z = _mm512_min_ps(_mm512_max_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
-        /* tanh(z) = 1 - 2 / (exp(2z) + 1) */
-        __m512 th = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(exp16(_mm512_add_ps(z, z)), one)));
+        __m512 u = _mm512_maskz_loadu_ps(m, x + i), th = gelu_th(u, _mm512_mul_ps(u, u), 9.0f);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, u), _mm512_add_ps(one, th)));
     }
 }
 
-/* d *= gelu'(x): 0.5 (1 + th) + 0.5 u (1 - th^2) c (1 + 3 c3 u^2), th as gelu_tanh takes it but z
-   clamped to +-20, where th is +-1 exactly (at +-9, 1 - th^2 times u's cube is off by 1e-5). */
+/* d *= gelu'(x): 0.5 (1 + th) + 0.5 u (1 - th^2) c (1 + 3 c3 u^2), th gelu_tanh's but clamped at
+   +-20, where it is +-1 exactly (at +-9, 1 - th^2 times u's cube is off by 1e-5). */
 static void gelu_tanh_grad(float *restrict d, const float *restrict x, size_t n) {
-    const __m512 c = _mm512_set1_ps(0.7978845608028654f), c3 = _mm512_set1_ps(0.044715f);
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
-    const __m512 lim = _mm512_set1_ps(20.0f), c33 = _mm512_set1_ps(3 * 0.044715f);
+    const __m512 c = _mm512_set1_ps(0.7978845608028654f), c33 = _mm512_set1_ps(3 * 0.044715f);
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask(n - i);
-        __m512 u = _mm512_maskz_loadu_ps(m, x + i), u2 = _mm512_mul_ps(u, u);
-        __m512 z = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(c3, u), u2, u));
-        z = _mm512_min_ps(_mm512_max_ps(z, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
-        __m512 th = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(exp16(_mm512_add_ps(z, z)), one)));
-        __m512 dz = _mm512_mul_ps(c, _mm512_fmadd_ps(c33, u2, one));             /* dz/du */
-        __m512 sech2 = _mm512_fnmadd_ps(th, th, one);                              /* 1 - th^2 */
+        __m512 u = _mm512_maskz_loadu_ps(m, x + i), u2 = _mm512_mul_ps(u, u), th = gelu_th(u, u2, 20.0f);
+        __m512 dz = _mm512_mul_ps(c, _mm512_fmadd_ps(c33, u2, one)); /* dz/du */
+        __m512 sech2 = _mm512_fnmadd_ps(th, th, one);                  /* 1 - th^2 */
         __m512 g = _mm512_mul_ps(half, _mm512_fmadd_ps(_mm512_mul_ps(u, sech2), dz, _mm512_add_ps(one, th)));
         _mm512_mask_storeu_ps(d + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, d + i), g));
     }
