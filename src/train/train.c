@@ -125,13 +125,13 @@ static void linear_backward(sm_trainer *t, float *d_in, const float *d_out, cons
         }
         return;
     }
-    size_t rows = K + (b != SM_NO_TENSOR);
+    bool bias = b != SM_NO_TENSOR;
     transpose(t, t->ta, in, BT, K);
-    if (rows > K)
+    if (bias)
         for (size_t i = 0; i < BT; i++) t->ta[K * BT + i] = 1.0f;
-    mm_t(t, t->tw, t->ta, d_out, rows, N, BT); /* d_out (BT, N) is d_out^T held transposed */
+    mm_t(t, t->tw, t->ta, d_out, K + bias, N, BT); /* d_out (BT, N) is d_out^T held transposed */
     transpose(t, t->grads + W, t->tw, K, N);
-    if (rows > K) memcpy(t->grads + b, t->tw + K * N, N * sizeof(float));
+    if (bias) memcpy(t->grads + b, t->tw + K * N, N * sizeof(float));
 }
 
 /* ---- LayerNorm -------------------------------------------------------- */
@@ -307,10 +307,10 @@ static size_t col_block(size_t c0, size_t T) {
    [c0, c1) of in is rows [c0, T) of row blocks c0 / AR on, transposed by the table. */
 static void causal_transpose(const sm_kernels *k, float *out, const float *in, size_t T) {
     for (size_t c0 = 0; c0 < T; c0 += AR) {
-        size_t c1 = T - c0 < AR ? T : c0 + AR;
+        size_t c1 = sm_train_att_end(c0, T);
         float *ob = out + col_block(c0, T);
         for (size_t r0 = c0; r0 < T; r0 += AR) {
-            size_t r1 = T - r0 < AR ? T : r0 + AR;
+            size_t r1 = sm_train_att_end(r0, T);
             k->transpose(ob + (r0 - c0), T - c0, in + row_block(r0) + c0, r1, r1 - r0, 0, c1 - c0);
         }
     }
@@ -337,7 +337,7 @@ static void head_forward(const sm_trainer *t, const att_scr *s, float *atty, flo
                          size_t col, size_t hs, float scale) {
     size_t T = t->T, C = (size_t)t->cfg.n_embd;
     for (size_t r0 = 0; r0 < T; r0 += AR) {
-        size_t r1 = T - r0 < AR ? T : r0 + AR;
+        size_t r1 = sm_train_att_end(r0, T);
         float *pb = p + row_block(r0);
         t->k->matmul(t->k, pb, s->qh + r0 * hs, s->kh, SM_DTYPE_F32, NULL, r1 - r0, r1, hs, 0, r1,
                      s->mm);
@@ -366,7 +366,7 @@ static void head_backward(sm_trainer *t, const att_scr *s, const float *p, const
     gather(s->dyh, t->datty, b, T, C, col, hs);
     float *ds = s->s1, *tr = s->s2;
     for (size_t r0 = 0; r0 < T; r0 += AR) {
-        size_t r1 = T - r0 < AR ? T : r0 + AR;
+        size_t r1 = sm_train_att_end(r0, T);
         const float *pb = p + row_block(r0);
         float *db = ds + row_block(r0);
         t->k->matmul(t->k, db, s->dyh + r0 * hs, s->vh, SM_DTYPE_F32, NULL, r1 - r0, r1, hs, 0,
@@ -386,11 +386,11 @@ static void head_backward(sm_trainer *t, const att_scr *s, const float *p, const
     causal_transpose(t->k, tr, p, T); /* dV = P^T . dY */
     for (size_t c0 = 0; c0 < T; c0 += AR)
         t->k->matmul(t->k, s->dvh + c0 * hs, tr + col_block(c0, T), s->dyh + c0 * hs, SM_DTYPE_F32_T,
-                     NULL, (T - c0 < AR ? T : c0 + AR) - c0, hs, T - c0, 0, hs, s->mm);
+                     NULL, sm_train_att_end(c0, T) - c0, hs, T - c0, 0, hs, s->mm);
     causal_transpose(t->k, tr, ds, T); /* dK = dS^T . Q */
     for (size_t c0 = 0; c0 < T; c0 += AR)
         t->k->matmul(t->k, s->dkh + c0 * hs, tr + col_block(c0, T), s->qh + c0 * hs, SM_DTYPE_F32_T,
-                     NULL, (T - c0 < AR ? T : c0 + AR) - c0, hs, T - c0, 0, hs, s->mm);
+                     NULL, sm_train_att_end(c0, T) - c0, hs, T - c0, 0, hs, s->mm);
     scatter(t->dqkv, s->dqh, b, T, 3 * C, col, hs);
     scatter(t->dqkv, s->dkh, b, T, 3 * C, C + col, hs);
     scatter(t->dqkv, s->dvh, b, T, 3 * C, 2 * C + col, hs);
@@ -404,11 +404,11 @@ static void att_task(void *arg, int ith, int nth) {
     size_t T = t->T, C = (size_t)t->cfg.n_embd, H = (size_t)t->cfg.n_head, hs = C / H;
     float scale = 1.0f / sqrtf((float)hs);
     att_scr s = att_scratch(t, ith);
-    size_t i0, i1;
+    size_t i0, i1, tri = sm_train_causal_floats(T);
     sm_pool_split(t->B * H, 1, ith, nth, &i0, &i1);
     for (size_t it = i0; it < i1; it++) {
         size_t b = it / H, col = it % H * hs;
-        float *p = A->probs + it * sm_train_causal_floats(T);
+        float *p = A->probs + it * tri;
         gather(s.qh, A->qkv, b, T, 3 * C, col, hs);
         gather(s.kh, A->qkv, b, T, 3 * C, C + col, hs);
         gather(s.vh, A->qkv, b, T, 3 * C, 2 * C + col, hs);

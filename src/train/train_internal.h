@@ -81,12 +81,18 @@ static inline uint64_t sm_train_splitmix(uint64_t seed, uint64_t i) {
 */
 #define SM_TRAIN_ATT_ROWS 32 /* 64 did 1-2% more work a step (Emerald Rapids, T 256) */
 
+/* The end of the block of rows (or columns) starting at r0 < T: the next block's start, or T. */
+static inline size_t sm_train_att_end(size_t r0, size_t T) {
+    return T - r0 < SM_TRAIN_ATT_ROWS ? T : r0 + SM_TRAIN_ATT_ROWS;
+}
+
 /* Floats of one head's causal matrix for sequence length T. */
 static inline size_t sm_train_causal_floats(size_t T) {
     size_t n = 0;
-    for (size_t r0 = 0; r0 < T; r0 += SM_TRAIN_ATT_ROWS)
-        n += (T - r0 < SM_TRAIN_ATT_ROWS ? T - r0 : SM_TRAIN_ATT_ROWS) *
-             (T - r0 < SM_TRAIN_ATT_ROWS ? T : r0 + SM_TRAIN_ATT_ROWS);
+    for (size_t r0 = 0; r0 < T; r0 += SM_TRAIN_ATT_ROWS) {
+        size_t r1 = sm_train_att_end(r0, T);
+        n += (r1 - r0) * r1;
+    }
     return n;
 }
 
