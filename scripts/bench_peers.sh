@@ -16,7 +16,7 @@
 # smallmind's AVX2 table on a machine that has AVX-512.
 # The peers are yours to build (docs/performance.md says how and at which
 # commits); this script only runs them. Without them it prints smallmind's
-# figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl
+# figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m
 # gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
 # tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
@@ -160,10 +160,13 @@ prefill)
     P=("sm_pre $MD/gpt2-small-f32 512" "sm_pre $MD/gpt2-small-f32 512 avx2"); lcs lc_pre $MD/gpt2-small-f32.gguf 512
     [ -n "$LC$LC2" ] && mkg gpt2-small-f32
     row "prefill 512 tokens, GPT-2 small shape, f32, 2 threads, tokens/s" ">= 650" "${P[@]}" ;;
-batch|batch-total|batch-tl)
+batch|batch-total|batch-tl|batch-tl-q4_k_m)
     # batch-tl: the same on the TinyLlama-1.1B shape at q4_0, every program on one GGUF file
+    # (batch-tl-q4_k_m: llama.cpp's q4_k_m of it)
     SBM=$MD/gpt2-small-f32 LBM=$MD/gpt2-small-f32.gguf
-    if [ $r = batch-tl ]; then need_tl_gguf; SBM=$MD/tl-q4_0.gguf LBM=$SBM; else
+    if [ $r = batch-tl ]; then need_tl_gguf; SBM=$MD/tl-q4_0.gguf LBM=$SBM
+    elif [ $r = batch-tl-q4_k_m ]; then need_q tl q4_k_m; SBM=$MD/tl-q4_k_m.gguf LBM=$SBM
+        [ -f $SBM ] || SBM=$MD/tl-q4_k_m; else # (no llama.cpp: ours from the same f16 weights)
         mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257; fi
     # 16 records of 16 tokens (bytes of the byte tokenizer, as -npp 16), 64
     # tokens each, decoded together. batch: generated tokens over the decode
@@ -191,10 +194,10 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
     lc_batch() { $2/llama-batched-bench -m $LBM -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 2>/dev/null |
         awk -F'|' -v c=$([ $1 = decode ] && echo 9 || echo 11) '$2 ~ /^ *16 *$/ { gsub(/ /, "", $c); print $c }'; }
     nm="GPT-2 small f32"
-    if [ $r = batch-tl ]; then
+    if [ $r = batch-tl ] || [ $r = batch-tl-q4_k_m ]; then
         P=("sm_batch decode" "sm_batch decode auto --no-repack" "sm_batch decode avx2"); lcs lc_batch decode
         name="decode tokens/s (generated over the decode time)"; goal=">= 1.5x llama.cpp"
-        nm="TinyLlama-1.1B shape q4_0"
+        nm="TinyLlama-1.1B shape ${r#batch-tl-}"; [ $r = batch-tl ] && nm="TinyLlama-1.1B shape q4_0"
     elif [ $r = batch ]; then
         P=("sm_batch decode" "sm_batch decode avx2"); lcs lc_batch decode
         name="decode tokens/s (generated over the decode time)"; goal=">= 2x llama.cpp"
@@ -203,7 +206,7 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
         name="prompt + generated tokens over prefill + decode (sm_batch wall: generated over the wall clock, load included)"
         goal="the same row, whole runs"
     fi
-    [ -n "$LC$LC2" ] && [ $r != batch-tl ] && mkg gpt2-small-f32
+    [ -n "$LC$LC2" ] && [ ${r#batch-tl} = $r ] && mkg gpt2-small-f32
     row "16 prompts x 64 tokens together, $nm, 2 threads, $name" "$goal" "${P[@]}" ;;
 gemm)
     G=$(dirname $BIN)/bench_gemm
@@ -294,5 +297,5 @@ ttft-tl)
     P=("ttft none" "ttft first" "ttft second")
     row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
         "second <= 10% of first" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done

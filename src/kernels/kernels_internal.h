@@ -237,7 +237,7 @@ typedef struct {
 } sm_qx;
 
 /* Rows a quantized product takes per pass over the weights. */
-#define SM_QX_ROWS 8
+#define SM_QX_ROWS 16
 
 /* Bytes of SM_QX_ROWS quantized rows of K, laid out by sm_kernels_qx. */
 #define SM_QX_BYTES(K) (SM_QX_ROWS * (2 * (K) + (K) / 4) + 64)
