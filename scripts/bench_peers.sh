@@ -193,9 +193,13 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
     }
     lc_batch() { $2/llama-batched-bench -m $LBM -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 2>/dev/null |
         awk -F'|' -v c=$([ $1 = decode ] && echo 9 || echo 11) '$2 ~ /^ *16 *$/ { gsub(/ /, "", $c); print $c }'; }
+    # ik_llama.cpp's, its weights repacked at load (-rtr; its table goes to stderr); it aborts on GPT-2, so the Llama rows only
+    ik_batch() { $IK/llama-batched-bench -m $LBM -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 -rtr 2>&1 |
+        awk -F'|' '$2 ~ /^ *16 *$/ { gsub(/ /, "", $9); print $9 }'; }
     nm="GPT-2 small f32"
     if [ $r = batch-tl ] || [ $r = batch-tl-q4_k_m ]; then
         P=("sm_batch decode" "sm_batch decode auto --no-repack" "sm_batch decode avx2"); lcs lc_batch decode
+        [ -n "$IK" ] && [ -x $IK/llama-batched-bench ] && P+=("ik_batch")
         name="decode tokens/s (generated over the decode time)"; goal=">= 1.5x llama.cpp"
         nm="TinyLlama-1.1B shape ${r#batch-tl-}"; [ $r = batch-tl ] && nm="TinyLlama-1.1B shape q4_0"
     elif [ $r = batch ]; then
@@ -206,7 +210,7 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
         name="prompt + generated tokens over prefill + decode (sm_batch wall: generated over the wall clock, load included)"
         goal="the same row, whole runs"
     fi
-    [ -n "$LC$LC2" ] && [ ${r#batch-tl} = $r ] && mkg gpt2-small-f32
+    [ -n "$LC$LC2" ] && [ "${r#batch-tl}" = "$r" ] && mkg gpt2-small-f32
     row "16 prompts x 64 tokens together, $nm, 2 threads, $name" "$goal" "${P[@]}" ;;
 gemm)
     G=$(dirname $BIN)/bench_gemm

@@ -178,7 +178,7 @@ void test_quant_gemv(void) {
                 void *buf = xalloc(SM_QX_BYTES(K));
                 sm_qx qx = sm_kernels_qx(buf, K);
                 qk[0]->quant_x(qx, x, r, K);
-                float *want = test_rnd(r * N, &s, 0), *got = test_rnd(r * N, &s, 0);
+                float *want = test_rnd(r * N, &s, 0), *got = test_rnd(r * N, &s, 0), *first = test_rnd(r * N, &s, 0);
                 qk[0]->gemv(want, qx, r, w, dt, bias, N, K, n0, n1);
                 for (size_t i = 0; i < r; i++)
                     for (size_t n = n0; n < n1; n++) {
@@ -198,9 +198,17 @@ void test_quant_gemv(void) {
                                    "%s gemv %s K=%zu r=%zu row %zu col %zu: %g vs %g",
                                    qk[f]->name, sm_dtype_name(dt), K, r, i, n, got[i * N + n],
                                    want[i * N + n]);
+                            /* the k types: every flavour the same f32 operations on exact integer
+                               sums (AVX512-VNNI's two accumulators a row in one register) */
+                            if (f == 1) first[i * N + n] = got[i * N + n];
+                            if (sm_dtype_block(dt) != SM_QK)
+                                CHECKF(got[i * N + n] == first[i * N + n],
+                                       "%s gemv %s K=%zu r=%zu row %zu col %zu: %.9g, %s %.9g",
+                                       qk[f]->name, sm_dtype_name(dt), K, r, i, n, got[i * N + n],
+                                       qk[1]->name, first[i * N + n]);
                         }
                     }
-                free(deq), free(x), free(bias), free(w), free(buf), free(want), free(got);
+                free(deq), free(x), free(bias), free(w), free(buf), free(want), free(got), free(first);
             }
 }
 

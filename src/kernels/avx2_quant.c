@@ -189,11 +189,13 @@ static AI void krow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx 
 ** f[i][2c + 1] are lanes of f[i] spread over them by a permute, the mins
 ** come off the high half alone (a masked fnmadd), and the halves are added
 ** as krow adds its two sums. Each lane meets the operations it meets in
-** krow, in the same order: bit for bit krow's (and krow4's) results.
-** Batched decoding's 16 rows in one pass (the weights unpacked once for
-** all): on a 2-vCPU Emerald Rapids (bench_gemv --rows 16, 2 threads, the
-** 1.1B ffn shape) q4_k 183 -> 240 GFLOPS, q5_k 153 -> 231, q6_k 96 -> 159
-** against krow 8 rows at a time.
+** krow, in the same order: bit for bit krow's results (the other flavours'
+** sums: test_quant_gemv). Batched decoding's 16 rows in one pass (the
+** weights unpacked once for all): on a 2-vCPU Emerald Rapids (bench_gemv
+** --rows 16, 2 threads, the 1.1B ffn shape) q4_k 183 -> 240 GFLOPS, q5_k
+** 153 -> 231, q6_k 96 -> 159 against krow 8 rows at a time. krow4's one
+** token row runs on them too (kacc): fewer instructions a byte, and
+** GPT-2's q4_k down product read 71-75% of the probe -> 76-80%.
 */
 static AI __m512 bcast8(__m256 v) { /* v in both halves */
     return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(v)));
@@ -269,6 +271,12 @@ static AI void ksuper6_z(size_t r, __m512 *acc, sm_qx qx, size_t K, const void *
     }
 }
 
+/* krow's sum of a row's two accumulators (low and high half). */
+static AI float sum_z(__m512 a) {
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+    return hsum(_mm256_add_ps(_mm512_castps512_ps256(a), hi));
+}
+
 static AI void krow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                       const void *restrict row, float bias) {
     __m512 acc[SM_QX_ROWS];
@@ -279,11 +287,28 @@ static AI void krow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
         else
             ksuper45_z(dt, r, acc, qx, K, row, sb);
     }
-    for (size_t i = 0; i < r; i++) {
-        __m256 lo = _mm512_castps512_ps256(acc[i]);
-        __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
-        out[i * N] = hsum(_mm256_add_ps(lo, hi)) + bias;
-    }
+    for (size_t i = 0; i < r; i++) out[i * N] = sum_z(acc[i]) + bias;
+}
+
+/* One token row's accumulators for krow4: krow_z's on AVX512-VNNI, krow's otherwise. */
+typedef __m512 kacc;
+static AI kacc kacc_zero(void) { return _mm512_setzero_ps(); }
+static AI float kacc_sum(kacc a) { return sum_z(a); }
+static AI void kacc_super(sm_dtype dt, kacc *a, sm_qx qx, size_t K, const void *row, size_t sb) {
+    if (dt == SM_DTYPE_Q6_K)
+        ksuper6_z(1, a, qx, K, row, sb);
+    else
+        ksuper45_z(dt, 1, a, qx, K, row, sb);
+}
+#else
+typedef struct { __m256 v[1][2]; } kacc;
+static AI kacc kacc_zero(void) { return (kacc){{{_mm256_setzero_ps(), _mm256_setzero_ps()}}}; }
+static AI float kacc_sum(kacc a) { return hsum(_mm256_add_ps(a.v[0][0], a.v[0][1])); }
+static AI void kacc_super(sm_dtype dt, kacc *a, sm_qx qx, size_t K, const void *row, size_t sb) {
+    if (dt == SM_DTYPE_Q6_K)
+        ksuper6(1, a->v, qx, K, row, sb);
+    else
+        ksuper45(dt, 1, a->v, qx, K, row, sb);
 }
 #endif
 
@@ -301,7 +326,7 @@ enum { ROW_AHEAD = 4096 };
 /*
 ** One token row of a k type: four weight rows q apart (one from each
 ** quarter of the thread's rows), their super-blocks in turn, each row's
-** sums krow's (the same calls), so four streams are read side by side,
+** sums krow's (kacc: krow_z's on AVX512-VNNI), so four streams are read side by side,
 ** each asking for the lines of its super-block K_AHEAD bytes on. On a
 ** 2-vCPU Emerald Rapids (bench_gemv, 2 threads, share of the read probe)
 ** one row after another (one stream) read 55-65% with ROW_AHEAD, the
@@ -316,21 +341,17 @@ enum { K_AHEAD = 2048 };
 
 static AI void krow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const void *restrict row,
                      size_t qb, size_t q, const float *restrict bias) {
-    __m256 acc[4][1][2];
     const size_t sbb = sm_dtype_row_bytes(dt, SM_QK_K);
-    for (size_t j = 0; j < 4; j++) acc[j][0][0] = acc[j][0][1] = _mm256_setzero_ps();
+    kacc acc[4];
+    for (size_t j = 0; j < 4; j++) acc[j] = kacc_zero();
     for (size_t sb = 0; sb < K / SM_QK_K; sb++)
         for (size_t j = 0; j < 4; j++) {
             const char *rj = (const char *)row + j * qb, *p = rj + sb * sbb + K_AHEAD;
             for (size_t o = 0; o < sbb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1); /* every line it spans */
             _mm_prefetch(p + sbb - 1, _MM_HINT_T1);
-            if (dt == SM_DTYPE_Q6_K)
-                ksuper6(1, acc[j], qx, K, rj, sb);
-            else
-                ksuper45(dt, 1, acc[j], qx, K, rj, sb);
+            kacc_super(dt, &acc[j], qx, K, rj, sb);
         }
-    for (size_t j = 0; j < 4; j++)
-        out[j * q] = hsum(_mm256_add_ps(acc[j][0][0], acc[j][0][1])) + (bias ? bias[j * q] : 0.0f);
+    for (size_t j = 0; j < 4; j++) out[j * q] = kacc_sum(acc[j]) + (bias ? bias[j * q] : 0.0f);
 }
 
 /* qx from its token row i0 on. */
