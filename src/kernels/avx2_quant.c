@@ -360,15 +360,15 @@ static AI sm_qx qx_from(sm_qx qx, size_t i0, size_t K) {
 }
 
 /*
-** One weight row against r token rows, r a constant where inlined: the
-** 256-bit products take them 8 at a time (their 2 accumulators a row fill
-** 16 registers), krow_z all at once (one register a row).
+** One weight row against r token rows: the 256-bit products take them 8
+** at a time, each count a constant (their 2 accumulators a row fill 16
+** registers), krow_z all at once (one register a row).
 */
 static AI void row_dt(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                       const void *restrict row, float b) {
     const bool q = dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_0;
 #if SM_QFLAVOUR == 2
-    if (!q && r > 1) {
+    if (!q) {
         krow_z(dt, r, out, N, qx, K, row, b);
         return;
     }
@@ -405,7 +405,7 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
         const void *row = sm_kernels_elem(w, dt, n * K);
         for (size_t o = 0; o < rb; o += 64) _mm_prefetch((const char *)row + ROW_AHEAD + o, _MM_HINT_T1);
         float b = bias ? bias[n] : 0.0f;
-        if (r == 1)
+        if (r == 1) /* a constant: decoding's one row its own code */
             row_dt(dt, 1, out + n, N, qx, K, row, b);
         else
             row_dt(dt, r, out + n, N, qx, K, row, b);
