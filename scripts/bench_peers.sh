@@ -163,11 +163,13 @@ prefill)
 batch|batch-total|batch-tl|batch-tl-q4_k_m)
     # batch-tl: the same on the TinyLlama-1.1B shape at q4_0, every program on one GGUF file
     # (batch-tl-q4_k_m: llama.cpp's q4_k_m of it)
-    SBM=$MD/gpt2-small-f32 LBM=$MD/gpt2-small-f32.gguf
-    if [ $r = batch-tl ]; then need_tl_gguf; SBM=$MD/tl-q4_0.gguf LBM=$SBM
-    elif [ $r = batch-tl-q4_k_m ]; then need_q tl q4_k_m; SBM=$MD/tl-q4_k_m.gguf LBM=$SBM
-        [ -f $SBM ] || SBM=$MD/tl-q4_k_m; else # (no llama.cpp: ours from the same f16 weights)
-        mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257; fi
+    SBM=$MD/gpt2-small-f32 LBM=$MD/gpt2-small-f32.gguf tq= # tq: the TinyLlama rows' type
+    case $r in
+    batch-tl) tq=q4_0; need_tl_gguf; SBM=$MD/tl-q4_0.gguf LBM=$SBM ;;
+    batch-tl-q4_k_m) tq=q4_k_m; need_q tl q4_k_m; SBM=$MD/tl-q4_k_m.gguf LBM=$SBM
+        [ -f $SBM ] || SBM=$MD/tl-q4_k_m ;; # (no llama.cpp: ours from the same f16 weights)
+    *) mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 ;;
+    esac
     # 16 records of 16 tokens (bytes of the byte tokenizer, as -npp 16), 64
     # tokens each, decoded together. batch: generated tokens over the decode
     # time (the first token comes with the prompt), as llama-batched-bench's
@@ -197,11 +199,11 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
     ik_batch() { $IK/llama-batched-bench -m $LBM -c 2048 -b 2048 -ub 512 -npp 16 -ntg 64 -npl 16 -t 2 -rtr 2>&1 |
         awk -F'|' '$2 ~ /^ *16 *$/ { gsub(/ /, "", $9); print $9 }'; }
     nm="GPT-2 small f32"
-    if [ $r = batch-tl ] || [ $r = batch-tl-q4_k_m ]; then
+    if [ -n "$tq" ]; then
         P=("sm_batch decode" "sm_batch decode auto --no-repack" "sm_batch decode avx2"); lcs lc_batch decode
         [ -n "$IK" ] && [ -x $IK/llama-batched-bench ] && P+=("ik_batch")
         name="decode tokens/s (generated over the decode time)"; goal=">= 1.5x llama.cpp"
-        nm="TinyLlama-1.1B shape ${r#batch-tl-}"; [ $r = batch-tl ] && nm="TinyLlama-1.1B shape q4_0"
+        nm="TinyLlama-1.1B shape $tq"
     elif [ $r = batch ]; then
         P=("sm_batch decode" "sm_batch decode avx2"); lcs lc_batch decode
         name="decode tokens/s (generated over the decode time)"; goal=">= 2x llama.cpp"
@@ -210,7 +212,7 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
         name="prompt + generated tokens over prefill + decode (sm_batch wall: generated over the wall clock, load included)"
         goal="the same row, whole runs"
     fi
-    [ -n "$LC$LC2" ] && [ "${r#batch-tl}" = "$r" ] && mkg gpt2-small-f32
+    [ -n "$LC$LC2" ] && [ -z "$tq" ] && mkg gpt2-small-f32
     row "16 prompts x 64 tokens together, $nm, 2 threads, $name" "$goal" "${P[@]}" ;;
 gemm)
     G=$(dirname $BIN)/bench_gemm

@@ -144,6 +144,15 @@ static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_
     }
 }
 
+/* Block j's lane scales from a q6_k super-block's 16 scales sc: lanes 0-3 (weights 0-15) sc[2j],
+   lanes 4-7 sc[2j + 1]. */
+static AI __m256 q6_lanes(__m128i sc, int j) {
+    const __m128i pick = _mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)(2 * j + 1), (char)(2 * j + 1),
+                                      (char)(2 * j + 1), (char)(2 * j + 1), (char)(2 * j), (char)(2 * j),
+                                      (char)(2 * j), (char)(2 * j));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
+}
+
 /* Super-block sb of a q6_k row against x rows i < r, into acc[i][2]. */
 static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const void *row, size_t sb) {
     const size_t nb = K / SM_QK, b0 = sb * 8;
@@ -154,11 +163,7 @@ static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const voi
     __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
     for (int j = 0; j < 8; j++) {
         __m256i u = q6_block(x, j);
-        /* lanes 0-3 (weights 0-15) scale sc[2j], lanes 4-7 sc[2j + 1] */
-        __m128i pick = _mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)(2 * j + 1), (char)(2 * j + 1),
-                                    (char)(2 * j + 1), (char)(2 * j + 1), (char)(2 * j),
-                                    (char)(2 * j), (char)(2 * j), (char)(2 * j));
-        __m256 lanes = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
+        __m256 lanes = q6_lanes(sc, j);
         __m256 a[SM_QX_ROWS];
         for (size_t i = 0; i < r; i++) a[i] = acc[i][j & 1];
         kblock(r, a, f, j, u, qx, K, b0 + (size_t)j, 5, &lanes);
@@ -206,8 +211,13 @@ static AI __m512 pair_lanes(__m512 v, int c) {
     return _mm512_permutexvar_ps(_mm512_inserti64x4(_mm512_set1_epi32(2 * c), _mm256_set1_epi32(2 * c + 1), 1), v);
 }
 
+/* A block pair's two 256-bit halves as one register: levels (pair_u), lane scales (pair_f). */
 static AI __m512i pair_u(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static AI __m512 pair_f(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
 
 static AI void ksuper45_z(sm_dtype dt, size_t r, __m512 *acc, sm_qx qx, size_t K, const void *row, size_t sb) {
@@ -217,7 +227,9 @@ static AI void ksuper45_z(sm_dtype dt, size_t r, __m512 *acc, sm_qx qx, size_t K
     const uint8_t *qs = k45_super(dt, row, sb, &qh, &dsc, &dmv);
     const __m512 dscb = bcast8(dsc), dmvb = bcast8(dmv);
     /* k45_pair's levels, both halves at once: the pair's 32 bytes of nibbles in both, the
-       low half shifted by 0 and the high by 4; q5_k's fifth bits 2c, 2c + 1 to bit 4 */
+       low half shifted by 0 and the high by 4; q5_k's fifth bits 2c, 2c + 1 to bit 4. Against
+       k45_pair's two halves joined (pair_u), 241-243 GFLOPS to 230-233 at 16 rows of q4_k
+       (bench_gemv, Emerald Rapids): it unpacks once a weight row, but the rows are short. */
     const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
     const __m512i nib = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(4), 1);
     const __m512i qhz = _mm512_broadcast_i64x4(qh);
@@ -252,12 +264,7 @@ static AI void ksuper6_z(size_t r, __m512 *acc, sm_qx qx, size_t K, const void *
     __m512 lanes[4];
     for (int c = 0; c < 4; c++) {
         u[c] = pair_u(q6_block(x, 2 * c), q6_block(x, 2 * c + 1));
-        /* lanes 4q..4q+3 scale sc[4c + q] (each 16-weight half of the pair's two blocks) */
-        const __m128i pick = _mm_set_epi8((char)(4 * c + 3), (char)(4 * c + 3), (char)(4 * c + 3), (char)(4 * c + 3),
-                                          (char)(4 * c + 2), (char)(4 * c + 2), (char)(4 * c + 2), (char)(4 * c + 2),
-                                          (char)(4 * c + 1), (char)(4 * c + 1), (char)(4 * c + 1), (char)(4 * c + 1),
-                                          (char)(4 * c), (char)(4 * c), (char)(4 * c), (char)(4 * c));
-        lanes[c] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
+        lanes[c] = pair_f(q6_lanes(sc, 2 * c), q6_lanes(sc, 2 * c + 1));
     }
     for (size_t i = 0; i < r; i++) {
         const __m512 f = _mm512_mul_ps(d, bcast8(_mm256_loadu_ps(qx.d + i * nb + b0)));
