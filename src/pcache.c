@@ -18,8 +18,9 @@
    bf16 products changed arithmetic under the same name); 4: and whether q4_0 / q8_0 matrices are
    repacked (/r32: their decoding products sum as the packed ones do); 5: a lone query (decoded,
    or a prompt's last when T % 4 == 1) attends beside the other heads of its key/value head; 6:
-   /r32 lays out f32 matrices as panels too (every f32 product then sums as the packed one) */
-#define VERSION 6u
+   /r32 lays out f32 matrices as panels too (every f32 product then sums as the packed one); 7: and
+   q4_k matrices (q4_k_r32: their decoding products sum as the packed ones do) */
+#define VERSION 7u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {

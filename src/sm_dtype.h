@@ -33,6 +33,8 @@ typedef enum {
     SM_DTYPE_Q4_0_R32,
     SM_DTYPE_Q6_K_P32, /* q6_k as the packed product's panels (levels as bytes, f32 scales):
                           40 bytes per 32 weights, not the file's 26.25 */
+    SM_DTYPE_Q4_K_R32, /* q4_k's 32 rows a group, blocks as q4_0_r32's levels with the rows'
+                          6-bit scales and mins as bytes: 148 bytes per 256 weights, not 144 */
     SM_DTYPE_F32_P32,  /* f32 as the packed product's panels: 32 rows' weights side by side,
                           column after column (sm_kernels.h); the file's bytes, rows padded
                           with zeros to a multiple of 32 */
@@ -47,6 +49,7 @@ static inline sm_dtype sm_dtype_base(sm_dtype t) {
     return t == SM_DTYPE_Q8_0_R32   ? SM_DTYPE_Q8_0
            : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0
            : t == SM_DTYPE_Q6_K_P32 ? SM_DTYPE_Q6_K
+           : t == SM_DTYPE_Q4_K_R32 ? SM_DTYPE_Q4_K
            : t == SM_DTYPE_F32_P32  ? SM_DTYPE_F32
            : t == SM_DTYPE_F32_T    ? SM_DTYPE_F32
                                     : t;

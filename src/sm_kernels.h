@@ -384,7 +384,13 @@ void sm_kernels_reuse_end(float *scratch);
 ** table's packed product (T >= 4) gives on the file's rows, for any T: so
 ** one-row decoding, batches and prefill agree (a product's columns must then
 ** start and end at multiples of SM_R32). The dtype of the result is
-** sm_kernels_repacked(dt) (SM_DTYPE_Q4_0_R32, SM_DTYPE_Q8_0_R32). A q6_k
+** sm_kernels_repacked(dt) (SM_DTYPE_Q4_0_R32, SM_DTYPE_Q8_0_R32). A q4_k
+** matrix (K a multiple of 256; SM_DTYPE_Q4_K_R32) takes 148 bytes a row
+** per super-block where the file has 144: row group G's super-block s at
+** (G K / 256 + s) 32 * 148, its eight blocks in turn, each q4_0_r32's 512
+** bytes of levels (a block's 32 levels as q4_0 holds them: byte i, levels
+** i and i + 16) then the 32 rows' 6-bit scales and mins, a byte each (64
+** bytes); after the eight, the 32 rows' f16 d, then dmin (128 bytes). A q6_k
 ** matrix (K a multiple of 256) is laid out as that product's own panels
 ** (SM_DTYPE_Q6_K_P32: levels as bytes, two f32 scales per 32 weights, 40
 ** bytes per 32 weights where the file has 26.25; 32 rows over each 512

@@ -74,7 +74,7 @@ void test_model_kv_cache_matches_recompute(void) {
 /*
 ** Logits are bit for bit the same on 1, 2 and 3 threads, in a 33-token
 ** prefill and in cached decode; each model is loaded, and its matrices
-** repacked (f32 panels, q4_0, q8_0, a q6_k output layer), on as many threads.
+** repacked (f32 panels, q4_0, q8_0, q4_k, a q6_k output layer), on as many threads.
 */
 void test_model_threads_identical(void) {
     const char *models[] = {"seed", "odd", "seedq4", "seedq8", "seedk4"};
@@ -148,7 +148,7 @@ void test_model_decode_matches_alone(void) {
     const char *ks[9];
     size_t nk = test_kernel_specs(ks, 9);
     /* seedq4, seedq8: q4_0 and q8_0 matrices, repacked where the table takes them; seedk4: q4_k_m,
-       its q6_k output layer repacked */
+       its q4_k matrices and q6_k output layer repacked */
     const char *models[] = {"seed", "odd", "seedq4", "seedq8", "seedk4"};
     for (int mi = 0; mi < 5; mi++)
         for (size_t ki = 0; ki < nk; ki++)

@@ -241,17 +241,26 @@ enum { MIN, ZP, Q6 };
 /*
 ** Where a micro-kernel call's weights are: a packed panel (PANEL), or the
 ** GNV row groups of a repacked matrix (sm_kernels_repack) at the slice's
-** first block, q4_0 (R4) or q8_0 (R8): lv[v] their levels, sc[v] their
-** f16 scales.
+** first block, q4_0 (R4), q8_0 (R8) or q4_k (R4K: q4_0's levels, then the
+** rows' scales and mins as bytes, d and dmin after each super-block): lv[v]
+** their levels, sc[v] their f16 scales (R4K: their 6-bit scales, the mins
+** SM_R32 bytes on), dd[v] (R4K) the first super-block's d, dmin 64 bytes on.
 */
-enum { PANEL, R4, R8 };
-enum { R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34 }; /* bytes of a repacked block of 32 rows */
+enum { PANEL, R4, R8, R4K };
+enum { R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34, R4K_SUPER = 32 * 148 }; /* bytes of 32 rows' block */
 typedef struct {
     int lay;
     const uint8_t *panel;
-    const uint8_t *lv[GNV], *sc[GNV];
+    const uint8_t *lv[GNV], *sc[GNV], *dd[GNV];
     bool ahead; /* read in place (r32_src), and the slice's first tile: ask for what follows */
 } wsrc;
+
+#if SM_QFLAVOUR == 2
+/* Where block b of a repacked layout starts, from the slice's first (R4K: a super-block's). */
+static AI size_t r_off(int lay, size_t b) {
+    return lay == R4K ? b / 8 * R4K_SUPER + b % 8 * R4_BLOCK : b * (lay == R4 ? R4_BLOCK : R8_BLOCK);
+}
+#endif
 
 /*
 ** A row group's blocks are one contiguous stream, read block after block;
@@ -265,11 +274,21 @@ typedef struct {
 enum { R32_AHEAD = 4096 };
 
 #if SM_QFLAVOUR == 2
+/* 16 rows' f16 at p, the one of block b's super-block (q4_k_r32's d or dmin), as f32. */
+static AI gvf r4k_f16(const uint8_t *p, size_t b) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + b / 8 * R4K_SUPER)));
+}
+/* 16 rows' bytes at p (q4_k_r32's scales or mins) as f32. */
+static AI gvf r4k_byte(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
+}
+
 /*
 ** Block b of repacked rows into the integer sums ia (r token rows, levels
 ** xb of each row's block b at stride SM_QGEMM_KC): q8_0's eight 64-byte
-** groups as stored; q4_0's four, each the low nibbles (weights 4q..4q+3)
-** and the high ones (16 + 4q..): integer sums are exact in any order.
+** groups as stored; q4_0's (and q4_k's) four, each the low nibbles (weights
+** 4q..4q+3) and the high ones (16 + 4q..): integer sums are exact in any
+** order.
 */
 static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int8_t *restrict xb) {
     if (src.lay == R8 && r == 1) { /* one row (decoding): each half's 512 bytes in turn, in
@@ -304,7 +323,7 @@ static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int
     for (int q = 0; q < 4; q++) {
         gvi lo[GNV], hi[GNV];
         for (int v = 0; v < GNV; v++) {
-            gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + b * R4_BLOCK + q * 64));
+            gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + r_off(src.lay, b) + q * 64));
             lo[v] = _mm512_and_si512(raw, m4), hi[v] = _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4);
         }
         for (size_t i = 0; i < r; i++) {
@@ -336,18 +355,26 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
             for (int v = 0; v < GNV; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
 #if SM_QFLAVOUR == 2
         if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
-            if (src.ahead) { /* the row group's block R32_AHEAD bytes on, into L2 */
-                const size_t bb = src.lay == R4 ? R4_BLOCK : R8_BLOCK;
-                const char *p = (const char *)src.lv[0] + b * bb + R32_AHEAD;
-                for (size_t o = 0; o < bb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+            const size_t ob = r_off(src.lay, b);
+            if (src.ahead) { /* the row group's block (to the next one's start) R32_AHEAD bytes on, into L2 */
+                const char *p = (const char *)src.lv[0] + ob + R32_AHEAD;
+                for (size_t o = 0; o < r_off(src.lay, b + 1) - ob; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
             }
             r32_block(src, b, r, ia, xq + SM_QK * b);
-            gvf D[GNV];
+            gvf D[GNV], M[GNV] = {g_zerof()};
             for (int v = 0; v < GNV; v++)
-                D[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + b * (src.lay == R4 ? R4_BLOCK : R8_BLOCK))));
+                if (src.lay == R4K) { /* pack's D = d sc, M = dmin m (exact products) */
+                    D[v] = g_mul(r4k_f16(src.dd[v], b), r4k_byte(src.sc[v] + ob));
+                    M[v] = g_mul(r4k_f16(src.dd[v] + 2 * SM_R32, b), r4k_byte(src.sc[v] + ob + SM_R32));
+                } else {
+                    D[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + ob)));
+                }
             for (size_t i = 0; i < r; i++) {
-                gvf dx = g_set1f(xd[i * KB + b]);
-                for (int v = 0; v < GNV; v++) acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
+                gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
+                for (int v = 0; v < GNV; v++) {
+                    acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
+                    if (src.lay == R4K) acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
+                }
             }
             continue;
         }
@@ -509,6 +536,7 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
 #if SM_QFLAVOUR == 2
     if (src.lay == R4) src.lay = R4, TILES(ZP);
     else if (src.lay == R8) src.lay = R8, TILES(ZP);
+    else if (src.lay == R4K) src.lay = R4K, TILES(MIN);
     else
 #endif
     if (mode == Q6) TILES(Q6);
@@ -518,9 +546,18 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
 }
 
 #if SM_QFLAVOUR == 2
-/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0, as a
-   micro-kernel reads it: q4_0 / q8_0 row groups (R4, R8), q6_k panels (PANEL). */
+/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0 (q4_k: a
+   super-block's first), as a micro-kernel reads it: q4_0 / q8_0 / q4_k row groups (R4, R8,
+   R4K), q6_k panels (PANEL). */
 static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) {
+    if (dt == SM_DTYPE_Q4_K) {
+        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * R4K_SUPER;
+        wsrc src = {.lay = R4K, .ahead = true};
+        for (int v = 0; v < GNV; v++)
+            src.lv[v] = g + (size_t)v * GV * 16, src.sc[v] = g + 16 * GNR + GV * (size_t)v,
+            src.dd[v] = g + 8 * R4_BLOCK + 2 * GV * (size_t)v;
+        return src;
+    }
     const size_t bb = dt == SM_DTYPE_Q6_K ? GBS : dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
     const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) * bb;
     if (dt == SM_DTYPE_Q6_K) return (wsrc){.lay = PANEL, .panel = g, .ahead = true};
@@ -547,9 +584,10 @@ void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t 
 }
 
 /*
-** A repacked q4_0 panel's nbk blocks (src) unpacked into the packed panel
-** layout (pack's bytes and floats: levels 0..15, D, M = 8 D), for a block of
-** many token rows: each nibble split once, not once per micro-kernel call.
+** A repacked q4_0 or q4_k panel's nbk blocks (src) unpacked into the packed
+** panel layout (pack's bytes and floats: levels 0..15, D, M = 8 D; q4_k's D
+** = d sc, M = dmin m), for a block of many token rows: each nibble split
+** once, not once per micro-kernel call.
 */
 static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
     const __m512i m4 = _mm512_set1_epi8(15);
@@ -558,10 +596,17 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
         float *pd = (float *)(void *)(pb + 32 * GNR);
         for (int v = 0; v < GNV; v++) {
             for (int q = 0; q < 4; q++) {
-                __m512i raw = _mm512_loadu_si512((const void *)(src.lv[v] + b * R4_BLOCK + (size_t)q * 64));
+                __m512i raw = _mm512_loadu_si512((const void *)(src.lv[v] + r_off(src.lay, b) + (size_t)q * 64));
                 _mm512_storeu_si512((void *)(pb + 4 * ((size_t)q * GNR + (size_t)v * GV)), _mm512_and_si512(raw, m4));
                 _mm512_storeu_si512((void *)(pb + 4 * ((size_t)(q + 4) * GNR + (size_t)v * GV)),
                                     _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4));
+            }
+            if (src.lay == R4K) {
+                const size_t ob = r_off(R4K, b);
+                _mm512_storeu_ps(pd + v * GV, g_mul(r4k_f16(src.dd[v], b), r4k_byte(src.sc[v] + ob)));
+                _mm512_storeu_ps(pd + GNR + v * GV, g_mul(r4k_f16(src.dd[v] + 2 * SM_R32, b),
+                                                          r4k_byte(src.sc[v] + ob + SM_R32)));
+                continue;
             }
             __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + b * R4_BLOCK)));
             _mm512_storeu_ps(pd + v * GV, d);
@@ -668,7 +713,7 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
         if (!kept) r32_quant(mode, zp_of(dt), x, K, t0, t1, q);
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
-            bool split = dt == SM_DTYPE_Q4_0 && tn > 2 * GMR;
+            bool split = (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q4_K) && tn > 2 * GMR;
             for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
                 unpack_r4(q->panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), slice_blocks(K, k0));
             for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {

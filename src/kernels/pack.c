@@ -146,20 +146,61 @@ void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const f
 
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
     if (dt == SM_DTYPE_F32) return N > 0 && K > 0; /* the last panel's missing rows are zeros */
-    return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q6_K) && N > 0 &&
+    return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q6_K) && N > 0 &&
            N % SM_R32 == 0 && K > 0 && K % sm_dtype_block(dt) == 0;
 }
 
 sm_dtype sm_kernels_repacked(sm_dtype dt) {
     return dt == SM_DTYPE_Q4_0   ? SM_DTYPE_Q4_0_R32
            : dt == SM_DTYPE_Q8_0 ? SM_DTYPE_Q8_0_R32
+           : dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q4_K_R32
            : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_P32
            : dt == SM_DTYPE_F32  ? SM_DTYPE_F32_P32
                                  : dt;
 }
 
+/*
+** Row groups [g0, g1) of a q4_k matrix as q4_k_r32 (sm_kernels.h): each
+** block's 32 nibbles, held in the file as the low or the high nibbles of 32
+** bytes, rearranged as q4_0 holds them (byte i: levels i and i + 16), four
+** bytes of a row at a time in q4_0_r32's places; then the rows' 6-bit
+** scales and mins unpacked to bytes, and after the eight blocks the rows'
+** d and dmin.
+*/
+static void repack_q4_k(uint8_t *restrict dst, const void *restrict src, size_t K, size_t g0, size_t g1) {
+    const size_t ns = K / SM_QK_K, half = 16 * 16, blk = SM_R32 * 18, sup = SM_R32 * 148;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t l = 0; l < SM_R32; l++) {
+            const sm_block_q4_k *row = (const sm_block_q4_k *)src + (g * SM_R32 + l) * ns;
+            for (size_t s = 0; s < ns; s++) {
+                const sm_block_q4_k *x = row + s;
+                uint8_t *o = dst + (g * ns + s) * sup, sc[8], m[8];
+                sm_quant_k4_scales(x->scales, sc, m);
+                for (size_t j = 0; j < 8; j++) {
+                    uint8_t *ob = o + j * blk, *lv = ob + l / 16 * half;
+                    const uint8_t *qs = x->qs + 32 * (j / 2);
+                    for (size_t w = 0; w < 4; w++) { /* bytes 4w..4w+3: levels 4w.. and 16 + 4w.. */
+                        uint32_t a, b, v;
+                        memcpy(&a, qs + 4 * w, 4);
+                        memcpy(&b, qs + 16 + 4 * w, 4);
+                        v = j % 2 ? (a >> 4 & 0x0F0F0F0Fu) | (b & 0xF0F0F0F0u)
+                                  : (a & 0x0F0F0F0Fu) | (b & 0x0F0F0F0Fu) << 4;
+                        memcpy(lv + w * 64 + 4 * (l % 16), &v, 4);
+                    }
+                    ob[2 * half + l] = sc[j], ob[2 * half + SM_R32 + l] = m[j];
+                }
+                memcpy(o + 8 * blk + 2 * l, &x->d, 2);
+                memcpy(o + 8 * blk + 2 * SM_R32 + 2 * l, &x->dmin, 2);
+            }
+        }
+}
+
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1) {
+    if (dt == SM_DTYPE_Q4_K) {
+        repack_q4_k(dst, src, K, g0, g1);
+        return;
+    }
     if (dt == SM_DTYPE_F32) { /* row group g: its 32 rows' column k side by side, k = 0 .. K - 1 */
         for (size_t g = g0; g < g1; g++) {
             float *p = (float *)dst + g * SM_R32 * K;
