@@ -35,6 +35,8 @@ typedef enum {
                           40 bytes per 32 weights, not the file's 26.25 */
     SM_DTYPE_Q4_K_R32, /* q4_k's 32 rows a group, blocks as q4_0_r32's levels with the rows'
                           6-bit scales and mins as bytes: 148 bytes per 256 weights, not 144 */
+    SM_DTYPE_Q5_K_R32, /* q5_k the same, the levels' fifth bits after each block's nibbles:
+                          180 bytes per 256 weights, not 176 */
     SM_DTYPE_F32_P32,  /* f32 as the packed product's panels: 32 rows' weights side by side,
                           column after column (sm_kernels.h); the file's bytes, rows padded
                           with zeros to a multiple of 32 */
@@ -50,6 +52,7 @@ static inline sm_dtype sm_dtype_base(sm_dtype t) {
            : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0
            : t == SM_DTYPE_Q6_K_P32 ? SM_DTYPE_Q6_K
            : t == SM_DTYPE_Q4_K_R32 ? SM_DTYPE_Q4_K
+           : t == SM_DTYPE_Q5_K_R32 ? SM_DTYPE_Q5_K
            : t == SM_DTYPE_F32_P32  ? SM_DTYPE_F32
            : t == SM_DTYPE_F32_T    ? SM_DTYPE_F32
                                     : t;

@@ -390,7 +390,12 @@ void sm_kernels_reuse_end(float *scratch);
 ** (G K / 256 + s) 32 * 148, its eight blocks in turn, each q4_0_r32's 512
 ** bytes of levels (a block's 32 levels as q4_0 holds them: byte i, levels
 ** i and i + 16) then the 32 rows' 6-bit scales and mins, a byte each (64
-** bytes); after the eight, the 32 rows' f16 d, then dmin (128 bytes). A q6_k
+** bytes); after the eight, the 32 rows' f16 d, then dmin (128 bytes). A
+** q5_k matrix (SM_DTYPE_Q5_K_R32, 180 bytes where the file has 176) is laid
+** out the same with each block's fifth bits after its levels, a 64-byte
+** plane for each 16 rows: the byte of a row's k-th level byte (k < 4) holds
+** in bit q the fifth bit of level 4q + k, in bit 4 + q that of 16 + 4q + k
+** (704 bytes a block). A q6_k
 ** matrix (K a multiple of 256) is laid out as that product's own panels
 ** (SM_DTYPE_Q6_K_P32: levels as bytes, two f32 scales per 32 weights, 40
 ** bytes per 32 weights where the file has 26.25; 32 rows over each 512

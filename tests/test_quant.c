@@ -448,9 +448,9 @@ void test_quant_quantizer(void) {
 }
 
 /*
-** Repacked q4_0 / q8_0 / q4_k / q6_k matrices (sm_kernels_repack): the q4_0
-** / q8_0 / q4_k layouts byte for byte as sm_kernels.h describes them (worked
-** out here from the file's blocks), and every table that multiplies them gives, for any T (1 to
+** Repacked q4_0 / q8_0 / q4_k / q5_k / q6_k matrices (sm_kernels_repack):
+** the q4_0 / q8_0 / q4_k / q5_k layouts byte for byte as sm_kernels.h
+** describes them (worked out here from the file's blocks), and every table that multiplies them gives, for any T (1 to
 ** 300, across the token blocks of the packed product; 260 leaves a last block of
 ** 4 rows, read in place), each output bit for
 ** bit what the same table's packed product (T >= 4) gives on the file's
@@ -460,22 +460,22 @@ void test_quant_quantizer(void) {
 void test_quant_repacked(void) {
     const sm_kernels *ks[8];
     size_t nk = sm_kernels_available(ks, 8), tested = 0;
-    static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0, SM_DTYPE_Q4_K, SM_DTYPE_Q6_K};
+    static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0, SM_DTYPE_Q4_K, SM_DTYPE_Q5_K, SM_DTYPE_Q6_K};
     static const size_t Ts[] = {1, 2, 3, 4, 6, 7, 13, 260, 300}, Ks[] = {32, 96, 544, 1056}, KKs[] = {256, 512, 768, 1280};
     unsigned long long s = 33;
     unsigned any = 0;
     for (size_t ki = 0; ki < nk; ki++) any |= sm_kernels_repack_types(ks[ki]);
-    for (size_t di = 0; di < 4; di++)
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t c = 0; c < 4; c++) {
             sm_dtype dt = dts[di];
             if (!(any >> dt & 1u)) continue; /* q6_k's layout is the AVX512-VNNI code's */
-            const bool kt = dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q6_K;
+            const bool q5 = dt == SM_DTYPE_Q5_K, k45 = dt == SM_DTYPE_Q4_K || q5, kt = k45 || dt == SM_DTYPE_Q6_K;
             size_t K = kt ? KKs[c] : Ks[c], N = 96, n0 = 32, n1 = 96;
             size_t rb = sm_dtype_row_bytes(dt, K), lb = sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
             float *deq;
             unsigned char *w = rndq(dt, N, K, &s, &deq), *r = xalloc(N * lb);
             CHECK(sm_kernels_repackable(dt, N, K) && !sm_kernels_repackable(dt, N - 16, K) &&
-                  !sm_kernels_repackable(SM_DTYPE_Q5_K, N, 256) && !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 32));
+                  !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 32) && !sm_kernels_repackable(SM_DTYPE_F16, N, 256));
             memset(r, 0xee, N * lb);
             sm_kernels_repack(r, w, dt, N, K, 0, N / SM_R32);
             /* the layout: row n, block b, level bytes j (four at a time), scale */
@@ -483,23 +483,30 @@ void test_quant_repacked(void) {
             const size_t bs = q8 ? 34 : 18, lv = bs - 2, nb = K / SM_QK, blk = SM_R32 * bs;
             (void)blk, (void)lv;
             size_t bad = 0;
-            for (size_t n = 0; n < N && dt == SM_DTYPE_Q4_K; n++) /* q4_k: per super-block, 8 blocks then d, dmin */
+            /* q4_k / q5_k: per super-block 8 blocks (levels, q5_k's bit planes, scales, mins), d, dmin */
+            const size_t kb = q5 ? 704 : 576, lvb = q5 ? 640 : 512;
+            for (size_t n = 0; n < N && k45; n++)
                 for (size_t sb = 0; sb < K / 256; sb++) {
-                    const sm_block_q4_k *x = (const sm_block_q4_k *)(const void *)(w + n * rb) + sb;
-                    const unsigned char *o = r + (n / 32 * (K / 256) + sb) * 32 * 148;
+                    const sm_block_q4_k *x = (const sm_block_q4_k *)(const void *)(w + n * rb + sb * (rb / (K / 256)));
+                    const sm_block_q5_k *x5 = (const sm_block_q5_k *)(const void *)x;
+                    const unsigned char *o = r + (n / 32 * (K / 256) + sb) * 32 * (q5 ? 180 : 148);
                     uint8_t sc[8], m[8];
                     sm_quant_k4_scales(x->scales, sc, m);
                     for (size_t j = 0; j < 8; j++) {
-                        const unsigned char *ob = o + j * 576;
+                        const unsigned char *ob = o + j * kb;
                         for (size_t i = 0; i < 32; i++) { /* level i of the block: byte i % 16, nibble i / 16 */
-                            unsigned want4 = x->qs[32 * (j / 2) + i] >> (j % 2 ? 4 : 0) & 15, at = (unsigned)(i % 16);
-                            unsigned got = ob[(n % 32) / 16 * 256 + at / 4 * 64 + (n % 16) * 4 + at % 4] >> (i / 16 ? 4 : 0) & 15;
-                            bad += got != want4;
+                            const uint8_t *qs = q5 ? x5->qs : x->qs;
+                            unsigned want = (qs[32 * (j / 2) + i] >> (j % 2 ? 4 : 0) & 15) + (q5 ? (x5->qh[i] >> j & 1u) << 4 : 0);
+                            unsigned at = (unsigned)(i % 16), h = (unsigned)(i / 16);
+                            unsigned got = ob[(n % 32) / 16 * 256 + at / 4 * 64 + (n % 16) * 4 + at % 4] >> (h ? 4 : 0) & 15;
+                            if (q5) /* the fifth bit: the plane's byte of the row's (i % 4)-th level, bit at / 4 (+ 4) */
+                                got += (ob[512 + (n % 32) / 16 * 64 + (n % 16) * 4 + at % 4] >> (at / 4 + 4 * h) & 1u) << 4;
+                            bad += got != want;
                         }
-                        bad += ob[512 + n % 32] != sc[j], bad += ob[544 + n % 32] != m[j];
+                        bad += ob[lvb + n % 32] != sc[j], bad += ob[lvb + 32 + n % 32] != m[j];
                     }
-                    bad += memcmp(o + 8 * 576 + 2 * (n % 32), &x->d, 2) != 0;
-                    bad += memcmp(o + 8 * 576 + 64 + 2 * (n % 32), &x->dmin, 2) != 0;
+                    bad += memcmp(o + 8 * kb + 2 * (n % 32), &x->d, 2) != 0;
+                    bad += memcmp(o + 8 * kb + 64 + 2 * (n % 32), &x->dmin, 2) != 0;
                 }
             for (size_t n = 0; n < N && !kt; n++) /* q6_k: the packed product's panels */
                 for (size_t b = 0; b < nb; b++) {

@@ -241,24 +241,30 @@ enum { MIN, ZP, Q6 };
 /*
 ** Where a micro-kernel call's weights are: a packed panel (PANEL), or the
 ** GNV row groups of a repacked matrix (sm_kernels_repack) at the slice's
-** first block, q4_0 (R4), q8_0 (R8) or q4_k (R4K: q4_0's levels, then the
-** rows' scales and mins as bytes, d and dmin after each super-block): lv[v]
-** their levels, sc[v] their f16 scales (R4K: their 6-bit scales, the mins
-** SM_R32 bytes on), dd[v] (R4K) the first super-block's d, dmin 64 bytes on.
+** first block, q4_0 (R4), q8_0 (R8), q4_k (R4K: q4_0's levels, then the
+** rows' scales and mins as bytes, d and dmin after each super-block) or
+** q5_k (R5K: the same with the levels' fifth bits after the nibbles): lv[v]
+** their levels, hb[v] (R5K) their fifth bits, sc[v] their f16 scales (R4K,
+** R5K: their 6-bit scales, the mins SM_R32 bytes on), dd[v] (R4K, R5K) the
+** first super-block's d, dmin 64 bytes on.
 */
-enum { PANEL, R4, R8, R4K };
-enum { R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34, R4K_SUPER = 32 * 148 }; /* bytes of 32 rows' block */
+enum { PANEL, R4, R8, R4K, R5K };
+enum { /* bytes of 32 rows' block (R4K, R5K: and super-block) */
+    R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34, R5K_BLOCK = 32 * 22, R4K_SUPER = 32 * 148, R5K_SUPER = 32 * 180,
+};
 typedef struct {
     int lay;
     const uint8_t *panel;
-    const uint8_t *lv[GNV], *sc[GNV], *dd[GNV];
+    const uint8_t *lv[GNV], *hb[GNV], *sc[GNV], *dd[GNV];
     bool ahead; /* read in place (r32_src), and the slice's first tile: ask for what follows */
 } wsrc;
 
 #if SM_QFLAVOUR == 2
-/* Where block b of a repacked layout starts, from the slice's first (R4K: a super-block's). */
+/* Where block b of a repacked layout starts, from the slice's first (R4K, R5K: a super-block's). */
 static AI size_t r_off(int lay, size_t b) {
-    return lay == R4K ? b / 8 * R4K_SUPER + b % 8 * R4_BLOCK : b * (lay == R4 ? R4_BLOCK : R8_BLOCK);
+    return lay == R4K   ? b / 8 * R4K_SUPER + b % 8 * R4_BLOCK
+           : lay == R5K ? b / 8 * R5K_SUPER + b % 8 * R5K_BLOCK
+                        : b * (lay == R4 ? R4_BLOCK : R8_BLOCK);
 }
 #endif
 
@@ -274,9 +280,10 @@ static AI size_t r_off(int lay, size_t b) {
 enum { R32_AHEAD = 4096 };
 
 #if SM_QFLAVOUR == 2
-/* 16 rows' f16 at p, the one of block b's super-block (q4_k_r32's d or dmin), as f32. */
-static AI gvf r4k_f16(const uint8_t *p, size_t b) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + b / 8 * R4K_SUPER)));
+/* 16 rows' f16 at p, the one of block b's super-block (q4_k_r32's or q5_k_r32's d or dmin), as f32. */
+static AI gvf r4k_f16(int lay, const uint8_t *p, size_t b) {
+    const size_t sup = lay == R5K ? R5K_SUPER : R4K_SUPER;
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + b / 8 * sup)));
 }
 /* 16 rows' bytes at p (q4_k_r32's scales or mins) as f32. */
 static AI gvf r4k_byte(const uint8_t *p) {
@@ -284,11 +291,31 @@ static AI gvf r4k_byte(const uint8_t *p) {
 }
 
 /*
+** Group q of a q4_0 / q4_k / q5_k block b's levels, half v (16 rows): each
+** row's weights 4q..4q+3 (lo: the low nibbles) and 16 + 4q.. (hi: the high
+** ones) as unsigned bytes. q5_k adds each level's fifth bit (16) from its
+** bit plane: the byte of row r's weight k (of four) holds, in bit q, the
+** bit of weight 4q + k and in bit 4 + q that of 16 + 4q + k.
+*/
+static AI void r4_levels(wsrc src, int v, size_t b, int q, gvi *lo, gvi *hi) {
+    const gvi m4 = _mm512_set1_epi8(15);
+    const size_t ob = r_off(src.lay, b);
+    gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + ob + (size_t)q * 64));
+    *lo = _mm512_and_si512(raw, m4), *hi = _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4);
+    if (src.lay == R5K) {
+        const gvi m16 = _mm512_set1_epi8(16);
+        gvi hb = _mm512_loadu_si512((const void *)(src.hb[v] + ob));
+        *lo = _mm512_or_si512(*lo, _mm512_and_si512(_mm512_slli_epi32(hb, (unsigned)(4 - q)), m16));
+        *hi = _mm512_or_si512(*hi, _mm512_and_si512(_mm512_srli_epi32(hb, (unsigned)q), m16));
+    }
+}
+
+/*
 ** Block b of repacked rows into the integer sums ia (r token rows, levels
 ** xb of each row's block b at stride SM_QGEMM_KC): q8_0's eight 64-byte
-** groups as stored; q4_0's (and q4_k's) four, each the low nibbles (weights
-** 4q..4q+3) and the high ones (16 + 4q..): integer sums are exact in any
-** order.
+** groups as stored; q4_0's (and q4_k's, q5_k's) four, each the low nibbles
+** (weights 4q..4q+3) and the high ones (16 + 4q..): integer sums are exact
+** in any order.
 */
 static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int8_t *restrict xb) {
     if (src.lay == R8 && r == 1) { /* one row (decoding): each half's 512 bytes in turn, in
@@ -319,13 +346,9 @@ static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int
         }
         return;
     }
-    const gvi m4 = _mm512_set1_epi8(15);
     for (int q = 0; q < 4; q++) {
         gvi lo[GNV], hi[GNV];
-        for (int v = 0; v < GNV; v++) {
-            gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + r_off(src.lay, b) + q * 64));
-            lo[v] = _mm512_and_si512(raw, m4), hi[v] = _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4);
-        }
+        for (int v = 0; v < GNV; v++) r4_levels(src, v, b, q, &lo[v], &hi[v]);
         for (size_t i = 0; i < r; i++) {
             int32_t xl, xh;
             memcpy(&xl, xb + i * SM_QGEMM_KC + 4 * q, 4);
@@ -361,11 +384,12 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
                 for (size_t o = 0; o < r_off(src.lay, b + 1) - ob; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
             }
             r32_block(src, b, r, ia, xq + SM_QK * b);
+            const bool kmin = src.lay == R4K || src.lay == R5K;
             gvf D[GNV], M[GNV] = {g_zerof()};
             for (int v = 0; v < GNV; v++)
-                if (src.lay == R4K) { /* pack's D = d sc, M = dmin m (exact products) */
-                    D[v] = g_mul(r4k_f16(src.dd[v], b), r4k_byte(src.sc[v] + ob));
-                    M[v] = g_mul(r4k_f16(src.dd[v] + 2 * SM_R32, b), r4k_byte(src.sc[v] + ob + SM_R32));
+                if (kmin) { /* pack's D = d sc, M = dmin m (exact products) */
+                    D[v] = g_mul(r4k_f16(src.lay, src.dd[v], b), r4k_byte(src.sc[v] + ob));
+                    M[v] = g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b), r4k_byte(src.sc[v] + ob + SM_R32));
                 } else {
                     D[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + ob)));
                 }
@@ -373,7 +397,7 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
                 gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
                 for (int v = 0; v < GNV; v++) {
                     acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
-                    if (src.lay == R4K) acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
+                    if (kmin) acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
                 }
             }
             continue;
@@ -537,6 +561,7 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
     if (src.lay == R4) src.lay = R4, TILES(ZP);
     else if (src.lay == R8) src.lay = R8, TILES(ZP);
     else if (src.lay == R4K) src.lay = R4K, TILES(MIN);
+    else if (src.lay == R5K) src.lay = R5K, TILES(MIN);
     else
 #endif
     if (mode == Q6) TILES(Q6);
@@ -546,16 +571,18 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
 }
 
 #if SM_QFLAVOUR == 2
-/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0 (q4_k: a
-   super-block's first), as a micro-kernel reads it: q4_0 / q8_0 / q4_k row groups (R4, R8,
-   R4K), q6_k panels (PANEL). */
+/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0 (q4_k,
+   q5_k: a super-block's first), as a micro-kernel reads it: q4_0 / q8_0 / q4_k / q5_k row
+   groups (R4, R8, R4K, R5K), q6_k panels (PANEL). */
 static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) {
-    if (dt == SM_DTYPE_Q4_K) {
-        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * R4K_SUPER;
-        wsrc src = {.lay = R4K, .ahead = true};
+    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) {
+        const bool q5 = dt == SM_DTYPE_Q5_K;
+        const size_t blk = q5 ? R5K_BLOCK : R4_BLOCK, lvb = q5 ? 20 * GNR : 16 * GNR; /* levels (+ bits) */
+        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * (q5 ? R5K_SUPER : R4K_SUPER);
+        wsrc src = {.lay = q5 ? R5K : R4K, .ahead = true};
         for (int v = 0; v < GNV; v++)
-            src.lv[v] = g + (size_t)v * GV * 16, src.sc[v] = g + 16 * GNR + GV * (size_t)v,
-            src.dd[v] = g + 8 * R4_BLOCK + 2 * GV * (size_t)v;
+            src.lv[v] = g + (size_t)v * GV * 16, src.hb[v] = g + 16 * GNR + (size_t)v * GV * 4,
+            src.sc[v] = g + lvb + GV * (size_t)v, src.dd[v] = g + 8 * blk + 2 * GV * (size_t)v;
         return src;
     }
     const size_t bb = dt == SM_DTYPE_Q6_K ? GBS : dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
@@ -584,27 +611,27 @@ void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t 
 }
 
 /*
-** A repacked q4_0 or q4_k panel's nbk blocks (src) unpacked into the packed
-** panel layout (pack's bytes and floats: levels 0..15, D, M = 8 D; q4_k's D
-** = d sc, M = dmin m), for a block of many token rows: each nibble split
-** once, not once per micro-kernel call.
+** A repacked q4_0, q4_k or q5_k panel's nbk blocks (src) unpacked into the
+** packed panel layout (pack's bytes and floats: levels, D, M = 8 D; q4_k's
+** and q5_k's D = d sc, M = dmin m), for a block of many token rows: each
+** nibble split once, not once per micro-kernel call.
 */
 static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
-    const __m512i m4 = _mm512_set1_epi8(15);
+    const bool kmin = src.lay == R4K || src.lay == R5K;
     for (size_t b = 0; b < nbk; b++) {
         uint8_t *pb = panel + b * GBS;
         float *pd = (float *)(void *)(pb + 32 * GNR);
         for (int v = 0; v < GNV; v++) {
             for (int q = 0; q < 4; q++) {
-                __m512i raw = _mm512_loadu_si512((const void *)(src.lv[v] + r_off(src.lay, b) + (size_t)q * 64));
-                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)q * GNR + (size_t)v * GV)), _mm512_and_si512(raw, m4));
-                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)(q + 4) * GNR + (size_t)v * GV)),
-                                    _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4));
+                gvi lo, hi;
+                r4_levels(src, v, b, q, &lo, &hi);
+                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)q * GNR + (size_t)v * GV)), lo);
+                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)(q + 4) * GNR + (size_t)v * GV)), hi);
             }
-            if (src.lay == R4K) {
-                const size_t ob = r_off(R4K, b);
-                _mm512_storeu_ps(pd + v * GV, g_mul(r4k_f16(src.dd[v], b), r4k_byte(src.sc[v] + ob)));
-                _mm512_storeu_ps(pd + GNR + v * GV, g_mul(r4k_f16(src.dd[v] + 2 * SM_R32, b),
+            if (kmin) {
+                const size_t ob = r_off(src.lay, b);
+                _mm512_storeu_ps(pd + v * GV, g_mul(r4k_f16(src.lay, src.dd[v], b), r4k_byte(src.sc[v] + ob)));
+                _mm512_storeu_ps(pd + GNR + v * GV, g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b),
                                                           r4k_byte(src.sc[v] + ob + SM_R32)));
                 continue;
             }
@@ -688,7 +715,7 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 /*
 ** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
 ** with every column slice's activations quantized, then per row group
-** (q4_0's nibbles split once into a whole-row panel when the block has
+** (q4_0's, q4_k's, q5_k's nibbles split once into a whole-row panel when the block has
 ** more than two tiles of rows) slice after slice, each slice met by every
 ** tile of GMR token rows. So a slice's weights (at most 20 KB) stay in L1
 ** for all the block's tiles, and the row group's outputs (the block's rows
@@ -713,7 +740,7 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
         if (!kept) r32_quant(mode, zp_of(dt), x, K, t0, t1, q);
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
-            bool split = (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q4_K) && tn > 2 * GMR;
+            bool split = (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) && tn > 2 * GMR;
             for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
                 unpack_r4(q->panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), slice_blocks(K, k0));
             for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {

@@ -289,7 +289,8 @@ unsigned sm_kernels_repack_types(const sm_kernels *k) {
     const sm_kernels *g = k->from[SM_KOP_QGEMM], *r = k->from[SM_KOP_QROWS];
     unsigned f = k->from[SM_KOP_GEMM]->f32_panels ? 1u << SM_DTYPE_F32 : 0;
     if (g != r || !g->quant->gemm_r32) return f;
-    return f | 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q6_K;
+    return f | 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q5_K |
+           1u << SM_DTYPE_Q6_K;
 }
 
 const char *sm_kernels_int8_name(const sm_kernels *k) {

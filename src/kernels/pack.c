@@ -146,7 +146,8 @@ void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const f
 
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
     if (dt == SM_DTYPE_F32) return N > 0 && K > 0; /* the last panel's missing rows are zeros */
-    return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q6_K) && N > 0 &&
+    return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K ||
+            dt == SM_DTYPE_Q6_K) && N > 0 &&
            N % SM_R32 == 0 && K > 0 && K % sm_dtype_block(dt) == 0;
 }
 
@@ -154,31 +155,40 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
     return dt == SM_DTYPE_Q4_0   ? SM_DTYPE_Q4_0_R32
            : dt == SM_DTYPE_Q8_0 ? SM_DTYPE_Q8_0_R32
            : dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q4_K_R32
+           : dt == SM_DTYPE_Q5_K ? SM_DTYPE_Q5_K_R32
            : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_P32
            : dt == SM_DTYPE_F32  ? SM_DTYPE_F32_P32
                                  : dt;
 }
 
 /*
-** Row groups [g0, g1) of a q4_k matrix as q4_k_r32 (sm_kernels.h): each
-** block's 32 nibbles, held in the file as the low or the high nibbles of 32
-** bytes, rearranged as q4_0 holds them (byte i: levels i and i + 16), four
-** bytes of a row at a time in q4_0_r32's places; then the rows' 6-bit
-** scales and mins unpacked to bytes, and after the eight blocks the rows'
-** d and dmin.
+** Row groups [g0, g1) of a q4_k or q5_k matrix as q4_k_r32 / q5_k_r32
+** (sm_kernels.h): each block's 32 nibbles, held in the file as the low or
+** the high nibbles of 32 bytes, rearranged as q4_0 holds them (byte i:
+** levels i and i + 16), four bytes of a row at a time in q4_0_r32's places;
+** q5_k's fifth bits then in a plane of a byte per row and four levels (bit
+** q: level 4q + k, bit 4 + q: level 16 + 4q + k, for the row's k-th byte);
+** then the rows' 6-bit scales and mins unpacked to bytes, and after the
+** eight blocks the rows' d and dmin.
 */
-static void repack_q4_k(uint8_t *restrict dst, const void *restrict src, size_t K, size_t g0, size_t g1) {
-    const size_t ns = K / SM_QK_K, half = 16 * 16, blk = SM_R32 * 18, sup = SM_R32 * 148;
+static void repack_k(uint8_t *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0,
+                     size_t g1) {
+    const bool q5 = dt == SM_DTYPE_Q5_K;
+    const size_t ns = K / SM_QK_K, half = 16 * 16, rb = sm_dtype_row_bytes(dt, SM_QK_K);
+    const size_t lvb = q5 ? 2 * half + 2 * 64 : 2 * half, blk = lvb + 2 * SM_R32, sup = 8 * blk + 4 * SM_R32;
     for (size_t g = g0; g < g1; g++)
         for (size_t l = 0; l < SM_R32; l++) {
-            const sm_block_q4_k *row = (const sm_block_q4_k *)src + (g * SM_R32 + l) * ns;
+            const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * ns * rb;
             for (size_t s = 0; s < ns; s++) {
-                const sm_block_q4_k *x = row + s;
+                const sm_block_q4_k *x = (const sm_block_q4_k *)(const void *)(row + s * rb); /* d, dmin,
+                                                                       scales: q5_k's offsets too */
+                const sm_block_q5_k *x5 = (const sm_block_q5_k *)(const void *)(row + s * rb);
+                const uint8_t *qs0 = q5 ? x5->qs : x->qs;
                 uint8_t *o = dst + (g * ns + s) * sup, sc[8], m[8];
                 sm_quant_k4_scales(x->scales, sc, m);
                 for (size_t j = 0; j < 8; j++) {
                     uint8_t *ob = o + j * blk, *lv = ob + l / 16 * half;
-                    const uint8_t *qs = x->qs + 32 * (j / 2);
+                    const uint8_t *qs = qs0 + 32 * (j / 2);
                     for (size_t w = 0; w < 4; w++) { /* bytes 4w..4w+3: levels 4w.. and 16 + 4w.. */
                         uint32_t a, b, v;
                         memcpy(&a, qs + 4 * w, 4);
@@ -187,7 +197,13 @@ static void repack_q4_k(uint8_t *restrict dst, const void *restrict src, size_t 
                                   : (a & 0x0F0F0F0Fu) | (b & 0x0F0F0F0Fu) << 4;
                         memcpy(lv + w * 64 + 4 * (l % 16), &v, 4);
                     }
-                    ob[2 * half + l] = sc[j], ob[2 * half + SM_R32 + l] = m[j];
+                    for (size_t k = 0; q5 && k < 4; k++) {
+                        unsigned bits = 0;
+                        for (unsigned q = 0; q < 4; q++)
+                            bits |= (x5->qh[4 * q + k] >> j & 1u) << q | (x5->qh[16 + 4 * q + k] >> j & 1u) << (4 + q);
+                        ob[2 * half + l / 16 * 64 + 4 * (l % 16) + k] = (uint8_t)bits;
+                    }
+                    ob[lvb + l] = sc[j], ob[lvb + SM_R32 + l] = m[j];
                 }
                 memcpy(o + 8 * blk + 2 * l, &x->d, 2);
                 memcpy(o + 8 * blk + 2 * SM_R32 + 2 * l, &x->dmin, 2);
@@ -197,8 +213,8 @@ static void repack_q4_k(uint8_t *restrict dst, const void *restrict src, size_t 
 
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1) {
-    if (dt == SM_DTYPE_Q4_K) {
-        repack_q4_k(dst, src, K, g0, g1);
+    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) {
+        repack_k(dst, src, dt, K, g0, g1);
         return;
     }
     if (dt == SM_DTYPE_F32) { /* row group g: its 32 rows' column k side by side, k = 0 .. K - 1 */

@@ -12,7 +12,7 @@
 ** default: every table, T = 1 token row (up to 16: batched decoding), types
 ** f32,f16,bf16 (LIST may name the quantized ones too: q8_0,q4_0,q4_k,...;
 ** shapes whose rows are not whole blocks of a type are skipped), 1 and 2
-** threads. q4_0 / q8_0 weights are repacked (sm_kernels_repack) for the
+** threads. q4_0 / q8_0 / q4_k / q5_k weights are repacked (sm_kernels_repack) for the
 ** tables that take them, as sessions do, unless --no-repack.
 ** A benchmark, not a test.
 */
@@ -140,11 +140,15 @@ int main(int argc, char **argv) {
                     sm_dtype rt = sm_kernels_repacked(j.dt);
                     bool rep = repack && (sm_kernels_repack_types(k) >> j.dt & 1) && rt != j.dt &&
                                sm_kernels_repackable(j.dt, j.N, j.K) && j.N % SM_R32 == 0 &&
-                               sm_dtype_row_bytes(rt, j.K) == sm_dtype_row_bytes(j.dt, j.K);
-                    if (rep) { /* every copy the same bytes, repacked: columns in whole row groups */
-                        char *r = aligned_alloc(64, j.copy_bytes);
+                               sm_dtype_row_bytes(rt, j.K) <= 2 * sm_dtype_row_bytes(j.dt, j.K);
+                    if (rep) { /* every copy the same weights, repacked: columns in whole row groups; the
+                                  layout's bytes are what is read (q4_k_r32, q5_k_r32: 2-3% more) */
+                        size_t rbytes = (j.N * sm_dtype_row_bytes(rt, j.K) + 63) & ~(size_t)63;
+                        char *r = aligned_alloc(64, rbytes);
                         if (!r) return 1;
                         sm_kernels_repack(r, buf, j.dt, j.N, j.K, 0, j.N / SM_R32);
+                        j.copy_bytes = rbytes, j.copies = (size_t)(SET_BYTES / (double)rbytes);
+                        if (j.copies < 1) j.copies = 1;
                         for (size_t c = 0; c < j.copies; c++) memcpy(buf + c * j.copy_bytes, r, j.copy_bytes);
                         free(r);
                         j.dt = rt, j.chunk = SM_R32;
