@@ -289,6 +289,18 @@ static AI gvf r4k_f16(int lay, const uint8_t *p, size_t b) {
 static AI gvf r4k_byte(const uint8_t *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
 }
+/* Block b's D and M for half v, as pack makes them: q4_0 d and 8 d (q8_0: 128 d); q4_k and
+   q5_k d sc and dmin m (exact products). */
+static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
+    const size_t ob = r_off(src.lay, b);
+    if (src.lay == R4K || src.lay == R5K) {
+        *D = g_mul(r4k_f16(src.lay, src.dd[v], b), r4k_byte(src.sc[v] + ob));
+        *M = g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b), r4k_byte(src.sc[v] + ob + SM_R32));
+        return;
+    }
+    *D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + ob)));
+    *M = g_mul(*D, g_set1f(src.lay == R4 ? 8.0f : 128.0f));
+}
 
 /*
 ** Group q of a q4_0 / q4_k / q5_k block b's levels, half v (16 rows): each
@@ -384,15 +396,9 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
                 for (size_t o = 0; o < r_off(src.lay, b + 1) - ob; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
             }
             r32_block(src, b, r, ia, xq + SM_QK * b);
-            const bool kmin = src.lay == R4K || src.lay == R5K;
-            gvf D[GNV], M[GNV] = {g_zerof()};
-            for (int v = 0; v < GNV; v++)
-                if (kmin) { /* pack's D = d sc, M = dmin m (exact products) */
-                    D[v] = g_mul(r4k_f16(src.lay, src.dd[v], b), r4k_byte(src.sc[v] + ob));
-                    M[v] = g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b), r4k_byte(src.sc[v] + ob + SM_R32));
-                } else {
-                    D[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + ob)));
-                }
+            const bool kmin = src.lay == R4K || src.lay == R5K; /* else M is the zero point's (ZP) */
+            gvf D[GNV], M[GNV];
+            for (int v = 0; v < GNV; v++) r32_dm(src, v, b, &D[v], &M[v]);
             for (size_t i = 0; i < r; i++) {
                 gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
                 for (int v = 0; v < GNV; v++) {
@@ -617,7 +623,6 @@ void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t 
 ** nibble split once, not once per micro-kernel call.
 */
 static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
-    const bool kmin = src.lay == R4K || src.lay == R5K;
     for (size_t b = 0; b < nbk; b++) {
         uint8_t *pb = panel + b * GBS;
         float *pd = (float *)(void *)(pb + 32 * GNR);
@@ -628,16 +633,9 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
                 _mm512_storeu_si512((void *)(pb + 4 * ((size_t)q * GNR + (size_t)v * GV)), lo);
                 _mm512_storeu_si512((void *)(pb + 4 * ((size_t)(q + 4) * GNR + (size_t)v * GV)), hi);
             }
-            if (kmin) {
-                const size_t ob = r_off(src.lay, b);
-                _mm512_storeu_ps(pd + v * GV, g_mul(r4k_f16(src.lay, src.dd[v], b), r4k_byte(src.sc[v] + ob)));
-                _mm512_storeu_ps(pd + GNR + v * GV, g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b),
-                                                          r4k_byte(src.sc[v] + ob + SM_R32)));
-                continue;
-            }
-            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + b * R4_BLOCK)));
-            _mm512_storeu_ps(pd + v * GV, d);
-            _mm512_storeu_ps(pd + GNR + v * GV, _mm512_mul_ps(d, _mm512_set1_ps(8.0f)));
+            gvf D, M;
+            r32_dm(src, v, b, &D, &M);
+            g_storef(pd + v * GV, D), g_storef(pd + GNR + v * GV, M);
         }
     }
 }
@@ -715,8 +713,8 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 /*
 ** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
 ** with every column slice's activations quantized, then per row group
-** (q4_0's, q4_k's, q5_k's nibbles split once into a whole-row panel when the block has
-** more than two tiles of rows) slice after slice, each slice met by every
+** (q4_0's, q4_k's, q5_k's nibbles split once into a whole-row panel when
+** the block has more than two tiles of rows) slice after slice, each slice met by every
 ** tile of GMR token rows. So a slice's weights (at most 20 KB) stay in L1
 ** for all the block's tiles, and the row group's outputs (the block's rows
 ** x 32 floats, at most 32 KB) stay in L1/L2 from one slice to the next;
