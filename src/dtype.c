@@ -21,7 +21,6 @@ size_t sm_dtype_block(sm_dtype t) {
 }
 
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
-    if (t == SM_DTYPE_Q6_K_P32) return n / 256 * 320;
     if (t == SM_DTYPE_Q4_K_R32) return n / 256 * 148;
     if (t == SM_DTYPE_Q5_K_R32) return n / 256 * 180;
     t = sm_dtype_base(t);
@@ -32,7 +31,7 @@ size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
 const char *sm_dtype_name(sm_dtype t) {
     if (t == SM_DTYPE_Q8_0_R32) return "q8_0_r32";
     if (t == SM_DTYPE_Q4_0_R32) return "q4_0_r32";
-    if (t == SM_DTYPE_Q6_K_P32) return "q6_k_p32";
+    if (t == SM_DTYPE_Q6_K_R32) return "q6_k_r32";
     if (t == SM_DTYPE_Q4_K_R32) return "q4_k_r32";
     if (t == SM_DTYPE_Q5_K_R32) return "q5_k_r32";
     if (t == SM_DTYPE_F32_P32) return "f32_p32";

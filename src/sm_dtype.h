@@ -31,8 +31,9 @@ typedef enum {
     */
     SM_DTYPE_Q8_0_R32,
     SM_DTYPE_Q4_0_R32,
-    SM_DTYPE_Q6_K_P32, /* q6_k as the packed product's panels (levels as bytes, f32 scales):
-                          40 bytes per 32 weights, not the file's 26.25 */
+    SM_DTYPE_Q6_K_R32, /* q6_k's 32 rows a group, blocks as q4_0_r32's low nibbles, the top
+                          two bits in planes, the int8 scales as bytes: the file's 210 bytes
+                          per 256 weights */
     SM_DTYPE_Q4_K_R32, /* q4_k's 32 rows a group, blocks as q4_0_r32's levels with the rows'
                           6-bit scales and mins as bytes: 148 bytes per 256 weights, not 144 */
     SM_DTYPE_Q5_K_R32, /* q5_k the same, the levels' fifth bits after each block's nibbles:
@@ -50,7 +51,7 @@ typedef enum {
 static inline sm_dtype sm_dtype_base(sm_dtype t) {
     return t == SM_DTYPE_Q8_0_R32   ? SM_DTYPE_Q8_0
            : t == SM_DTYPE_Q4_0_R32 ? SM_DTYPE_Q4_0
-           : t == SM_DTYPE_Q6_K_P32 ? SM_DTYPE_Q6_K
+           : t == SM_DTYPE_Q6_K_R32 ? SM_DTYPE_Q6_K
            : t == SM_DTYPE_Q4_K_R32 ? SM_DTYPE_Q4_K
            : t == SM_DTYPE_Q5_K_R32 ? SM_DTYPE_Q5_K
            : t == SM_DTYPE_F32_P32  ? SM_DTYPE_F32
@@ -65,7 +66,7 @@ static inline bool sm_dtype_quantized(sm_dtype t) {
 }
 
 /* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types
-** (a layout: its base type's; its bytes its own: q6_k_p32's 320 a block). */
+** (a layout: its base type's; its bytes its own: q4_k_r32's 148 a block). */
 size_t sm_dtype_block(sm_dtype t);
 /* Bytes of n elements of type t (n a multiple of its block). */
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n);

@@ -395,12 +395,13 @@ void sm_kernels_reuse_end(float *scratch);
 ** out the same with each block's fifth bits after its levels, a 64-byte
 ** plane for each 16 rows: the byte of a row's k-th level byte (k < 4) holds
 ** in bit q the fifth bit of level 4q + k, in bit 4 + q that of 16 + 4q + k
-** (704 bytes a block). A q6_k
-** matrix (K a multiple of 256) is laid out as that product's own panels
-** (SM_DTYPE_Q6_K_P32: levels as bytes, two f32 scales per 32 weights, 40
-** bytes per 32 weights where the file has 26.25; 32 rows over each 512
-** columns, panel after panel), made by the AVX512-VNNI code: ask for it
-** only where sm_kernels_repack_types has its bit.
+** (704 bytes a block). A q6_k matrix (SM_DTYPE_Q6_K_R32, the file's 210
+** bytes) is laid out the same way, a block's levels (0..63) as q4_0_r32's
+** nibbles of their low four bits, then their top two bits in two 64-byte
+** planes for each 16 rows (bits 2q, 2q + 1 of a row's k-th byte: level
+** 4q + k in the first plane, 16 + 4q + k in the second), then the 32 rows'
+** int8 scales of the block's first 16 levels and of its last 16 (832 bytes
+** a block); after the eight blocks, the 32 rows' f16 d (64 bytes).
 **
 ** An f32 matrix (any N) is laid out as the same product's panels
 ** (SM_DTYPE_F32_P32): row group G takes 32 K floats from G * 32 K, column k
@@ -410,17 +411,17 @@ void sm_kernels_reuse_end(float *scratch);
 ** the table's decoding products on the file's rows sum in another.
 */
 #define SM_R32 32
-/* Whether an N x K matrix of type dt can be repacked: f32 (any N); q4_0, q8_0 or q6_k with
-** N % 32 == 0 and K whole blocks. */
+/* Whether an N x K matrix of type dt can be repacked: f32 (any N); q4_0, q8_0, q4_k, q5_k or
+** q6_k with N % 32 == 0 and K whole blocks. */
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
 /* The layout dt repacks into (dt itself if none). */
 sm_dtype sm_kernels_repacked(sm_dtype dt);
 /* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1) of src (N rows of K of type dt, repackable)
 ** into dst (sm_dtype_row_bytes of the layout for each of 32 g1 rows: the same bytes for q4_0,
-** q8_0, f32), as above. */
+** q8_0, q6_k, f32), as above. */
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1);
-/* The file types (bits 1u << dt: q4_0, q8_0, q6_k; f32) whose repacked matrices table k
+/* The file types (bits 1u << dt: q4_0, q8_0, q4_k, q5_k, q6_k; f32) whose repacked matrices table k
 ** multiplies: the quantized ones where its packed and its decoding products come from one
 ** table whose integer products have the repacked product (the avx512 table on AVX512-VNNI),
 ** f32 where its packed f32 product's table reads the panels (f32_panels); 0 where none. */

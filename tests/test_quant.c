@@ -449,8 +449,9 @@ void test_quant_quantizer(void) {
 
 /*
 ** Repacked q4_0 / q8_0 / q4_k / q5_k / q6_k matrices (sm_kernels_repack):
-** the q4_0 / q8_0 / q4_k / q5_k layouts byte for byte as sm_kernels.h
-** describes them (worked out here from the file's blocks), and every table that multiplies them gives, for any T (1 to
+** the layouts byte for byte as sm_kernels.h describes them (worked out here
+** from the file's blocks; q6_k's levels from the dequantized weights), and
+** every table that multiplies them gives, for any T (1 to
 ** 300, across the token blocks of the packed product; 260 leaves a last block of
 ** 4 rows, read in place), each output bit for
 ** bit what the same table's packed product (T >= 4) gives on the file's
@@ -468,7 +469,7 @@ void test_quant_repacked(void) {
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t c = 0; c < 4; c++) {
             sm_dtype dt = dts[di];
-            if (!(any >> dt & 1u)) continue; /* q6_k's layout is the AVX512-VNNI code's */
+            if (!(any >> dt & 1u)) continue; /* the layouts are the AVX512-VNNI code's */
             const bool q5 = dt == SM_DTYPE_Q5_K, k45 = dt == SM_DTYPE_Q4_K || q5, kt = k45 || dt == SM_DTYPE_Q6_K;
             size_t K = kt ? KKs[c] : Ks[c], N = 96, n0 = 32, n1 = 96;
             size_t rb = sm_dtype_row_bytes(dt, K), lb = sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
@@ -508,7 +509,30 @@ void test_quant_repacked(void) {
                     bad += memcmp(o + 8 * kb + 2 * (n % 32), &x->d, 2) != 0;
                     bad += memcmp(o + 8 * kb + 64 + 2 * (n % 32), &x->dmin, 2) != 0;
                 }
-            for (size_t n = 0; n < N && !kt; n++) /* q6_k: the packed product's panels */
+            /* q6_k: per super-block 8 blocks (low nibbles, two planes of top bits, the halves'
+               scales), d; each level worked out from the dequantized weight, d and its scale */
+            for (size_t n = 0; n < N && dt == SM_DTYPE_Q6_K; n++)
+                for (size_t sb = 0; sb < K / 256; sb++) {
+                    const sm_block_q6_k *x = (const sm_block_q6_k *)(const void *)(w + n * rb) + sb;
+                    const unsigned char *o = r + (n / 32 * (K / 256) + sb) * 32 * 210;
+                    const float d = sm_f16_to_f32(x->d);
+                    for (size_t j = 0; j < 8; j++) {
+                        const unsigned char *ob = o + j * 832;
+                        for (size_t i = 0; i < 32; i++) {
+                            float ds = d * (float)x->scales[2 * j + i / 16];
+                            if (ds == 0.0f) continue;
+                            long want = lroundf(deq[n * K + sb * 256 + j * 32 + i] / ds) + 32;
+                            unsigned at = (unsigned)(i % 16), h = (unsigned)(i / 16);
+                            unsigned got = ob[(n % 32) / 16 * 256 + at / 4 * 64 + (n % 16) * 4 + at % 4] >> (h ? 4 : 0) & 15;
+                            got += (ob[512 + (n % 32) / 16 * 128 + h * 64 + (n % 16) * 4 + at % 4] >> (2 * (at / 4)) & 3u) << 4;
+                            bad += (long)got != want;
+                        }
+                        bad += ob[768 + n % 32] != (unsigned char)x->scales[2 * j];
+                        bad += ob[800 + n % 32] != (unsigned char)x->scales[2 * j + 1];
+                    }
+                    bad += memcmp(o + 8 * 832 + 2 * (n % 32), &x->d, 2) != 0;
+                }
+            for (size_t n = 0; n < N && !kt; n++) /* q4_0, q8_0 */
                 for (size_t b = 0; b < nb; b++) {
                     const unsigned char *src = w + n * rb + b * bs, *o = r + (n / 32 * nb + b) * blk;
                     for (size_t j = 0; j < lv; j++) {

@@ -95,8 +95,8 @@ int cli_info(const cli_opts *o) {
     for (size_t i = 0; i < c->n_tensors; i++) have |= 1u << c->tensors[i].dtype;
     if (rt & have)
         printf("repack:       %s\n", o->no_repack ? "off (--no-repack): f32, q4_0, q8_0, q4_k, q5_k and q6_k matrices multiplied as stored"
-                                                  : "f32, q4_0, q8_0, q4_k and q5_k matrices and a q6_k output layer (rows in groups "
-                                                    "of 32) laid out once at load for these kernels (--no-repack: as stored)");
+                                                  : "f32, q4_0, q8_0, q4_k, q5_k and q6_k matrices (rows in groups of 32) "
+                                                    "laid out once at load for these kernels (--no-repack: as stored)");
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.ls->sp.n_ctx,
            r.ls->sp.max_batch, r.ls->sp.n_threads, r.ls->sp.n_threads == 1 ? "" : "s");
     print_bytes("arena", meas.used);

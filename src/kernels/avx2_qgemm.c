@@ -89,14 +89,18 @@ enum { MIN, ZP, Q6 };
 ** GNV row groups of a repacked matrix (sm_kernels_repack) at the slice's
 ** first block, q4_0 (R4), q8_0 (R8), q4_k (R4K: q4_0's levels, then the
 ** rows' scales and mins as bytes, d and dmin after each super-block) or
-** q5_k (R5K: the same with the levels' fifth bits after the nibbles): lv[v]
-** their levels, hb[v] (R5K) their fifth bits, sc[v] their f16 scales (R4K,
-** R5K: their 6-bit scales, the mins SM_R32 bytes on), dd[v] (R4K, R5K) the
-** first super-block's d, dmin 64 bytes on.
+** q5_k (R5K: the same with the levels' fifth bits after the nibbles) or
+** q6_k (R6K: the levels' low nibbles as q4_0's, their top two bits in two
+** planes, the halves' int8 scales, d after each super-block): lv[v] their
+** levels, hb[v] (R5K, R6K) their high bits, sc[v] their f16 scales (R4K,
+** R5K: their 6-bit scales, the mins SM_R32 bytes on; R6K: the first half's
+** scales, the second's SM_R32 bytes on), dd[v] (R4K, R5K, R6K) the first
+** super-block's d (R4K, R5K: dmin 64 bytes on).
 */
-enum { PANEL, R4, R8, R4K, R5K };
-enum { /* bytes of 32 rows' block (R4K, R5K: and super-block) */
-    R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34, R5K_BLOCK = 32 * 22, R4K_SUPER = 32 * 148, R5K_SUPER = 32 * 180,
+enum { PANEL, R4, R8, R4K, R5K, R6K };
+enum { /* bytes of 32 rows' block (R4K, R5K, R6K: and super-block) */
+    R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34, R5K_BLOCK = 32 * 22, R6K_BLOCK = 32 * 26,
+    R4K_SUPER = 32 * 148, R5K_SUPER = 32 * 180, R6K_SUPER = 32 * 210,
 };
 typedef struct {
     int lay;
@@ -106,10 +110,12 @@ typedef struct {
 } wsrc;
 
 #if SM_QFLAVOUR == 2
-/* Where block b of a repacked layout starts, from the slice's first (R4K, R5K: a super-block's). */
+/* Where block b of a repacked layout starts, from the slice's first (R4K, R5K, R6K: a
+   super-block's). */
 static AI size_t r_off(int lay, size_t b) {
     return lay == R4K   ? b / 8 * R4K_SUPER + b % 8 * R4_BLOCK
            : lay == R5K ? b / 8 * R5K_SUPER + b % 8 * R5K_BLOCK
+           : lay == R6K ? b / 8 * R6K_SUPER + b % 8 * R6K_BLOCK
                         : b * (lay == R4 ? R4_BLOCK : R8_BLOCK);
 }
 #endif
@@ -126,19 +132,29 @@ static AI size_t r_off(int lay, size_t b) {
 enum { R32_AHEAD = 4096 };
 
 #if SM_QFLAVOUR == 2
-/* 16 rows' f16 at p, the one of block b's super-block (q4_k_r32's or q5_k_r32's d or dmin), as f32. */
+/* 16 rows' f16 at p, the one of block b's super-block (q4_k_r32's, q5_k_r32's or q6_k_r32's d,
+   or dmin), as f32. */
 static AI gvf r4k_f16(int lay, const uint8_t *p, size_t b) {
-    const size_t sup = lay == R5K ? R5K_SUPER : R4K_SUPER;
+    const size_t sup = lay == R5K ? R5K_SUPER : lay == R6K ? R6K_SUPER : R4K_SUPER;
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + b / 8 * sup)));
 }
 /* 16 rows' bytes at p (q4_k_r32's scales or mins) as f32. */
 static AI gvf r4k_byte(const uint8_t *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
 }
+/* 16 rows' int8 at p (q6_k_r32's scales) as f32. */
+static AI gvf r6k_scale(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
+}
 /* Block b's D and M for half v, as pack makes them: q4_0 d and 8 d (q8_0: 128 d); q4_k and
-   q5_k d sc and dmin m (exact products). */
+   q5_k d sc and dmin m; q6_k d sc of the block's two halves (exact products). */
 static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
     const size_t ob = r_off(src.lay, b);
+    if (src.lay == R6K) {
+        gvf d = r4k_f16(R6K, src.dd[v], b);
+        *D = g_mul(d, r6k_scale(src.sc[v] + ob)), *M = g_mul(d, r6k_scale(src.sc[v] + ob + SM_R32));
+        return;
+    }
     if (src.lay == R4K || src.lay == R5K) {
         *D = g_mul(r4k_f16(src.lay, src.dd[v], b), r4k_byte(src.sc[v] + ob));
         *M = g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b), r4k_byte(src.sc[v] + ob + SM_R32));
@@ -149,11 +165,14 @@ static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
 }
 
 /*
-** Group q of a q4_0 / q4_k / q5_k block b's levels, half v (16 rows): each
-** row's weights 4q..4q+3 (lo: the low nibbles) and 16 + 4q.. (hi: the high
-** ones) as unsigned bytes. q5_k adds each level's fifth bit (16) from its
-** bit plane: the byte of row r's weight k (of four) holds, in bit q, the
-** bit of weight 4q + k and in bit 4 + q that of 16 + 4q + k.
+** Group q of a q4_0 / q4_k / q5_k / q6_k block b's levels, half v (16
+** rows): each row's weights 4q..4q+3 (lo: the low nibbles) and 16 + 4q..
+** (hi: the high ones) as unsigned bytes. q5_k adds each level's fifth bit
+** (16) from its bit plane: the byte of row r's weight k (of four) holds, in
+** bit q, the bit of weight 4q + k and in bit 4 + q that of 16 + 4q + k.
+** q6_k adds the top two bits (16, 32) from its two planes: bits 2q, 2q + 1
+** of the byte of row r's weight k, weight 4q + k in the first, 16 + 4q + k
+** in the second; one shift puts them at bits 4, 5 of the byte.
 */
 static AI void r4_levels(wsrc src, int v, size_t b, int q, gvi *lo, gvi *hi) {
     const gvi m4 = _mm512_set1_epi8(15);
@@ -166,16 +185,27 @@ static AI void r4_levels(wsrc src, int v, size_t b, int q, gvi *lo, gvi *hi) {
         *lo = _mm512_or_si512(*lo, _mm512_and_si512(_mm512_slli_epi32(hb, (unsigned)(4 - q)), m16));
         *hi = _mm512_or_si512(*hi, _mm512_and_si512(_mm512_srli_epi32(hb, (unsigned)q), m16));
     }
+    if (src.lay == R6K) {
+        const gvi m48 = _mm512_set1_epi8(48);
+        gvi pa = _mm512_loadu_si512((const void *)(src.hb[v] + ob));
+        gvi pb = _mm512_loadu_si512((const void *)(src.hb[v] + ob + 64));
+        if (q < 2) pa = _mm512_slli_epi32(pa, (unsigned)(4 - 2 * q)), pb = _mm512_slli_epi32(pb, (unsigned)(4 - 2 * q));
+        if (q == 3) pa = _mm512_srli_epi32(pa, 2), pb = _mm512_srli_epi32(pb, 2);
+        *lo = _mm512_or_si512(*lo, _mm512_and_si512(pa, m48));
+        *hi = _mm512_or_si512(*hi, _mm512_and_si512(pb, m48));
+    }
 }
 
 /*
 ** Block b of repacked rows into the integer sums ia (r token rows, levels
 ** xb of each row's block b at stride SM_QGEMM_KC): q8_0's eight 64-byte
-** groups as stored; q4_0's (and q4_k's, q5_k's) four, each the low nibbles
-** (weights 4q..4q+3) and the high ones (16 + 4q..): integer sums are exact
-** in any order.
+** groups as stored; q4_0's (and q4_k's, q5_k's, q6_k's) four, each the low
+** nibbles (weights 4q..4q+3) and the high ones (16 + 4q..): integer sums
+** are exact in any order. q6_k's halves apart: weights 0..15 into ih,
+** 16..31 into ia.
 */
-static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int8_t *restrict xb) {
+static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], gvi (*ih)[GNV],
+                         const int8_t *restrict xb) {
     if (src.lay == R8 && r == 1) { /* one row (decoding): each half's 512 bytes in turn, in
                                        address order; read alternately, as below, a Zen 4 decoded
                                        the TinyLlama shape at 18 tokens/s against 25 as stored,
@@ -212,7 +242,9 @@ static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], const int
             memcpy(&xl, xb + i * SM_QGEMM_KC + 4 * q, 4);
             memcpy(&xh, xb + i * SM_QGEMM_KC + 16 + 4 * q, 4);
             gvi vl = g_bcast(xl), vh = g_bcast(xh);
-            for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(g_dot(ia[i][v], lo[v], vl), hi[v], vh);
+            for (int v = 0; v < GNV; v++)
+                if (src.lay == R6K) ih[i][v] = g_dot(ih[i][v], lo[v], vl), ia[i][v] = g_dot(ia[i][v], hi[v], vh);
+                else ia[i][v] = g_dot(g_dot(ia[i][v], lo[v], vl), hi[v], vh);
         }
     }
 }
@@ -241,13 +273,21 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
                 const char *p = (const char *)src.lv[0] + ob + R32_AHEAD;
                 for (size_t o = 0; o < r_off(src.lay, b + 1) - ob; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
             }
-            r32_block(src, b, r, ia, xq + SM_QK * b);
+            if (q6) /* the halves from their zero points */
+                for (size_t i = 0; i < r; i++)
+                    for (int v = 0; v < GNV; v++) ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
+            r32_block(src, b, r, ia, ih, xq + SM_QK * b);
             const bool kmin = src.lay == R4K || src.lay == R5K; /* else M is the zero point's (ZP) */
             gvf D[GNV], M[GNV];
             for (int v = 0; v < GNV; v++) r32_dm(src, v, b, &D[v], &M[v]);
             for (size_t i = 0; i < r; i++) {
                 gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
                 for (int v = 0; v < GNV; v++) {
+                    if (q6) { /* as the panel's below */
+                        gvf h = g_fmadd(g_cvt(ih[i][v]), D[v], g_mul(g_cvt(ia[i][v]), M[v]));
+                        acc[i][v] = g_fmadd(h, dx, acc[i][v]);
+                        continue;
+                    }
                     acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
                     if (kmin) acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
                 }
@@ -256,8 +296,6 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
         }
 #endif
         const uint8_t *pb = src.panel + b * GBS;
-        if (src.ahead) /* q6_k's panels read in place: the same stream ahead */
-            for (size_t o = 0; o < GBS; o += 64) _mm_prefetch((const char *)pb + R32_AHEAD + o, _MM_HINT_T1);
         for (int g = 0; g < 8; g++) {
             if (q6 && g == 4)
                 for (size_t i = 0; i < r; i++)
@@ -414,6 +452,7 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
     else if (src.lay == R8) src.lay = R8, TILES(ZP);
     else if (src.lay == R4K) src.lay = R4K, TILES(MIN);
     else if (src.lay == R5K) src.lay = R5K, TILES(MIN);
+    else if (src.lay == R6K) src.lay = R6K, TILES(Q6);
     else
 #endif
     if (mode == Q6) TILES(Q6);
@@ -423,10 +462,18 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
 }
 
 #if SM_QFLAVOUR == 2
-/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0 (q4_k,
-   q5_k: a super-block's first), as a micro-kernel reads it: q4_0 / q8_0 / q4_k / q5_k row
-   groups (R4, R8, R4K, R5K), q6_k panels (PANEL). */
+/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0 (the k
+   types: a super-block's first), as a micro-kernel reads it: q4_0 / q8_0 / q4_k / q5_k / q6_k
+   row groups (R4, R8, R4K, R5K, R6K). */
 static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) {
+    if (dt == SM_DTYPE_Q6_K) {
+        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * R6K_SUPER;
+        wsrc src = {.lay = R6K, .ahead = true};
+        for (int v = 0; v < GNV; v++)
+            src.lv[v] = g + (size_t)v * GV * 16, src.hb[v] = g + 16 * GNR + (size_t)v * GV * 8,
+            src.sc[v] = g + 24 * GNR + GV * (size_t)v, src.dd[v] = g + 8 * R6K_BLOCK + 2 * GV * (size_t)v;
+        return src;
+    }
     if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) {
         const bool q5 = dt == SM_DTYPE_Q5_K;
         const size_t blk = q5 ? R5K_BLOCK : R4_BLOCK, lvb = q5 ? 20 * GNR : 16 * GNR; /* levels (+ bits) */
@@ -437,9 +484,8 @@ static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) 
             src.sc[v] = g + lvb + GV * (size_t)v, src.dd[v] = g + 8 * blk + 2 * GV * (size_t)v;
         return src;
     }
-    const size_t bb = dt == SM_DTYPE_Q6_K ? GBS : dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
+    const size_t bb = dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
     const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) * bb;
-    if (dt == SM_DTYPE_Q6_K) return (wsrc){.lay = PANEL, .panel = g, .ahead = true};
     wsrc src = {.lay = dt == SM_DTYPE_Q4_0 ? R4 : R8, .ahead = true};
     for (int v = 0; v < GNV; v++)
         src.lv[v] = g + (size_t)v * (bb - 2 * GNR) / GNV, src.sc[v] = g + bb - 2 * GNR + 2 * GV * (size_t)v;
@@ -447,26 +493,11 @@ static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) 
 }
 
 /*
-** q6_k_p32: the panels QGEMM packs, made once (pack's bytes and floats, 32
-** rows over each column slice, panel after panel: row group G's slice j at
-** (G nb + j KB) GBS), for the output layer's q6_k rows.
-*/
-void QPREPACK(void *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0, size_t g1) {
-    static _Thread_local uint8_t rows[GNR * SM_QGEMM_KC] __attribute__((aligned(64)));
-    static _Thread_local float dm[2 * GNR * KB];
-    const size_t nb = K / SM_QK;
-    for (size_t g = g0; g < g1; g++)
-        for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
-            size_t nbk = slice_blocks(K, k0);
-            pack((uint8_t *)dst + (g * nb + k0 / SM_QK) * GBS, rows, dm, src, dt, K, g * GNR, GNR, k0, nbk);
-        }
-}
-
-/*
-** A repacked q4_0, q4_k or q5_k panel's nbk blocks (src) unpacked into the
-** packed panel layout (pack's bytes and floats: levels, D, M = 8 D; q4_k's
-** and q5_k's D = d sc, M = dmin m), for a block of many token rows: each
-** nibble split once, not once per micro-kernel call.
+** A repacked q4_0, q4_k, q5_k or q6_k panel's nbk blocks (src) unpacked
+** into the packed panel layout (pack's bytes and floats: levels, D, M = 8 D;
+** q4_k's and q5_k's D = d sc, M = dmin m; q6_k's the halves' d sc), for a
+** block of many token rows: each nibble split once, not once per
+** micro-kernel call.
 */
 static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
     for (size_t b = 0; b < nbk; b++) {
@@ -559,7 +590,7 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 /*
 ** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
 ** with every column slice's activations quantized, then per row group
-** (q4_0's, q4_k's, q5_k's nibbles split once into a whole-row panel when
+** (q4_0's and the k types' nibbles split once into a whole-row panel when
 ** the block has more than two tiles of rows) slice after slice, each slice met by every
 ** tile of GMR token rows. So a slice's weights (at most 20 KB) stay in L1
 ** for all the block's tiles, and the row group's outputs (the block's rows
@@ -584,7 +615,7 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
         if (!kept) r32_quant(mode, zp_of(dt), x, K, t0, t1, q);
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
-            bool split = (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) && tn > 2 * GMR;
+            bool split = dt != SM_DTYPE_Q8_0 && tn > 2 * GMR;
             for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
                 unpack_r4(q->panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), slice_blocks(K, k0));
             for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
@@ -609,9 +640,8 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
 #if SM_QFLAVOUR == 2
 /*
 ** The same product on a repacked matrix (sm_kernels_repack; dt its file
-** type, q4_0 or q8_0, or q6_k made into panels by QPREPACK; n0 and n1
-** multiples of SM_R32): no packing, the micro-kernels read the row groups
-** (q6_k: the panels) in place, and every output is QGEMM's bit for bit: per
+** type, q4_0, q8_0 or a k type; n0 and n1 multiples of SM_R32): no
+** packing, the micro-kernels read the row groups in place, and every output is QGEMM's bit for bit: per
 ** column slice the same sums, added to out slice after slice. Few rows (all
 ** slices' activations fit the token block: decoding) take each row group
 ** whole, slice after slice, one stream; more take blocked_r32's loop.

@@ -21,7 +21,6 @@
 #define QSYM sm_qkernel_avx512vnni
 #define QGEMM sm_qgemm_avx512vnni
 #define QGEMM_R32 sm_qgemm_r32_avx512vnni
-#define QPREPACK sm_qprepack_avx512vnni
 #define QPEAK SM_PEAK_VNNI512 /* the packed product's 512-bit vectors */
 #elif SM_QFLAVOUR == 1
 #define QNAME "avx-vnni"

@@ -344,9 +344,6 @@ extern const sm_qkernel sm_qkernel_scalar;
 extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
 /* Their packed products (avx2_qgemm.c, built per flavour; AVX512-VNNI's on 512-bit vectors). */
 sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni, sm_qgemm_r32_avx512vnni;
-/* Row groups [g0, g1) of a q6_k matrix as the AVX512-VNNI packed product's panels (q6_k_p32). */
-void sm_qprepack_avx512vnni(void *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0,
-                            size_t g1);
 #endif
 
 /*

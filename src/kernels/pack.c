@@ -156,7 +156,7 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
            : dt == SM_DTYPE_Q8_0 ? SM_DTYPE_Q8_0_R32
            : dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q4_K_R32
            : dt == SM_DTYPE_Q5_K ? SM_DTYPE_Q5_K_R32
-           : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_P32
+           : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_R32
            : dt == SM_DTYPE_F32  ? SM_DTYPE_F32_P32
                                  : dt;
 }
@@ -211,10 +211,55 @@ static void repack_k(uint8_t *restrict dst, const void *restrict src, sm_dtype d
         }
 }
 
+/*
+** Row groups [g0, g1) of a q6_k matrix as q6_k_r32 (sm_kernels.h): each
+** block's 32 levels (0..63) as q4_0_r32's nibbles (byte i: the low four bits
+** of levels i and i + 16), then their top two bits in two planes of a byte
+** per row and four levels (bits 2q, 2q + 1 of the row's k-th byte: level
+** 4q + k in the first, 16 + 4q + k in the second), then the 32 rows' int8
+** scales of the block's two halves; after the eight blocks the rows' d.
+*/
+static void repack_q6(uint8_t *restrict dst, const void *restrict src, size_t K, size_t g0, size_t g1) {
+    const size_t ns = K / SM_QK_K, half = 16 * 16, lvb = 2 * half + 2 * 128, blk = lvb + 2 * SM_R32;
+    const size_t sup = 8 * blk + 2 * SM_R32;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t l = 0; l < SM_R32; l++) {
+            const sm_block_q6_k *row = (const sm_block_q6_k *)src + (g * SM_R32 + l) * ns;
+            for (size_t s = 0; s < ns; s++) {
+                const sm_block_q6_k *x = row + s;
+                uint8_t *o = dst + (g * ns + s) * sup;
+                for (size_t j = 0; j < 8; j++) {
+                    /* the block's low bits: the low (high) nibbles of 32 ql bytes; its top bits: bits
+                       2k, 2k + 1 of 32 qh bytes (k its quarter of the 128-weight half h) */
+                    const unsigned h = (unsigned)j / 4, k = (unsigned)j % 4, sh = k < 2 ? 0 : 4;
+                    const uint8_t *ql = x->ql + 64 * h + 32 * (k & 1), *qh = x->qh + 32 * h;
+                    uint8_t *ob = o + j * blk, *lv = ob + l / 16 * half;
+                    uint32_t pa = 0, pb = 0; /* the planes' four bytes of the row */
+                    for (unsigned q = 0; q < 4; q++) { /* four bytes at a time: levels 4q.., 16 + 4q.. */
+                        uint32_t a, b, ha, hb;
+                        memcpy(&a, ql + 4 * q, 4), memcpy(&b, ql + 16 + 4 * q, 4);
+                        memcpy(&ha, qh + 4 * q, 4), memcpy(&hb, qh + 16 + 4 * q, 4);
+                        uint32_t v = (a >> sh & 0x0F0F0F0Fu) | (b >> sh & 0x0F0F0F0Fu) << 4;
+                        memcpy(lv + q * 64 + 4 * (l % 16), &v, 4);
+                        pa |= (ha >> 2 * k & 0x03030303u) << 2 * q, pb |= (hb >> 2 * k & 0x03030303u) << 2 * q;
+                    }
+                    memcpy(ob + 2 * half + l / 16 * 128 + 4 * (l % 16), &pa, 4);
+                    memcpy(ob + 2 * half + l / 16 * 128 + 64 + 4 * (l % 16), &pb, 4);
+                    ob[lvb + l] = (uint8_t)x->scales[2 * j], ob[lvb + SM_R32 + l] = (uint8_t)x->scales[2 * j + 1];
+                }
+                memcpy(o + 8 * blk + 2 * l, &x->d, 2);
+            }
+        }
+}
+
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1) {
     if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) {
         repack_k(dst, src, dt, K, g0, g1);
+        return;
+    }
+    if (dt == SM_DTYPE_Q6_K) {
+        repack_q6(dst, src, K, g0, g1);
         return;
     }
     if (dt == SM_DTYPE_F32) { /* row group g: its 32 rows' column k side by side, k = 0 .. K - 1 */
@@ -227,12 +272,6 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
             sm_kernels_pack_panel(p, src, dt, K, g * SM_R32, nr, SM_R32, 0, K, NULL);
 #endif
         }
-        return;
-    }
-    if (dt == SM_DTYPE_Q6_K) { /* the packed product's own panels (its flavour's code) */
-#ifdef SM_X86_KERNELS
-        sm_qprepack_avx512vnni(dst, src, dt, K, g0, g1);
-#endif
         return;
     }
     const bool q8 = dt == SM_DTYPE_Q8_0;

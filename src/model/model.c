@@ -166,11 +166,7 @@ sm_status sm_model_repack(sm_model *m, unsigned types, int n_threads, sm_error *
     if (!all) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     for (size_t i = 0, k = matrices(m, all, cap); i < k; i++) { /* keep the ones repacked */
         mat_ref r = all[i];
-        /* q6_k's panels take 1.5 times its bytes: only the output layer's (decoded in batches,
-           a tenth of the work), not a q6_k model's every matrix */
-        if (!(types >> r.w->dt & 1u) || !sm_kernels_repackable(r.w->dt, r.N, r.K) ||
-            (r.w->dt == SM_DTYPE_Q6_K && r.w != &m->out_w))
-            continue;
+        if (!(types >> r.w->dt & 1u) || !sm_kernels_repackable(r.w->dt, r.N, r.K)) continue;
         r.bytes = (sm_dtype_row_bytes(sm_kernels_repacked(r.w->dt), r.K) * groups(r.N) * SM_R32 + 63) &
                   ~(size_t)63;
         total += r.bytes;

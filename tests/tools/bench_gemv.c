@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < set / 2; i++) ((uint16_t *)buf)[i] = (uint16_t)(0x3c00 + (i & 255));
     for (size_t i = 0; i < 16 * 4096; i++) x[i] = (float)(i % 7) * 0.125f;
     printf("GB/s of weights read by %zu-row products (matmul_rows), median of 9 passes over a "
-           "256 MB set; q4_0/q8_0/q4_k %s\n", T, repack ? "repacked where the table takes them" : "as stored");
+           "256 MB set; q4_0/q8_0/k types %s\n", T, repack ? "repacked where the table takes them" : "as stored");
     printf("%-8s %-4s %-7s %-24s %8s %8s %6s %8s\n", "kernels", "type", "threads", "shape", "GB/s",
            "read", "share", "GFLOPS");
     if (table) avail[1] = sm_kernels_select(table), na = 2; /* a table or a composition ("avx512,rows=avx2") */
