@@ -125,17 +125,24 @@ static size_t groups(size_t N) {
 
 /* What each of a repack's threads is handed: the matrices, and its share of each one's row groups. */
 typedef struct {
+    const sm_model *m;
     const mat_ref *all;
     size_t n, part, parts;
     void *dst;
 } repack_part;
 
+/* A thread's share of every matrix repacked, the file's pages of the share's rows released as
+   soon as it is done: the file and its repacked copy are then held at once for a matrix at a
+   time, not for the whole model (a q4_k_m TinyLlama's load peaked at 1.0 GB so). */
 static void *repack_run(void *arg) {
     const repack_part *r = arg;
     for (size_t i = 0, at = 0; i < r->n; at += r->all[i++].bytes) {
         const mat_ref *a = &r->all[i];
         const size_t G = groups(a->N), g0 = G * r->part / r->parts, g1 = G * (r->part + 1) / r->parts;
-        if (g1 > g0) sm_kernels_repack((char *)r->dst + at, a->w->data, a->w->dt, a->N, a->K, g0, g1);
+        if (g1 <= g0) continue;
+        sm_kernels_repack((char *)r->dst + at, a->w->data, a->w->dt, a->N, a->K, g0, g1);
+        const size_t rb = sm_dtype_row_bytes(a->w->dt, a->K), n1 = g1 * SM_R32 < a->N ? g1 * SM_R32 : a->N;
+        drop_pages(r->m, (const char *)a->w->data + g0 * SM_R32 * rb, (n1 - g0 * SM_R32) * rb);
     }
     return NULL;
 }
@@ -145,13 +152,13 @@ static void *repack_run(void *arg) {
 ** the block (the first touch of a fresh block: the page zeroing is shared too). A thread that
 ** cannot be started leaves its share to the calling one.
 */
-static void repack_all(const mat_ref *all, size_t n, void *dst, int n_threads) {
+static void repack_all(const sm_model *m, const mat_ref *all, size_t n, void *dst, int n_threads) {
     enum { MAXT = 64 };
     size_t parts = n_threads < 1 ? 1 : n_threads > MAXT ? MAXT : (size_t)n_threads;
     repack_part part[MAXT];
     pthread_t th[MAXT];
     bool started[MAXT] = {false};
-    for (size_t i = 0; i < parts; i++) part[i] = (repack_part){all, n, i, parts, dst};
+    for (size_t i = 0; i < parts; i++) part[i] = (repack_part){m, all, n, i, parts, dst};
     for (size_t i = 1; i < parts; i++) started[i] = pthread_create(&th[i], NULL, repack_run, &part[i]) == 0;
     repack_run(&part[0]);
     for (size_t i = 1; i < parts; i++)
@@ -176,7 +183,7 @@ sm_status sm_model_repack(sm_model *m, unsigned types, int n_threads, sm_error *
     if (total && !(m->r32 = sm_alloc_big(total)))
         st = sm_error_set(err, SM_ERR_NOMEM, "cannot allocate %zu bytes for the repacked weights "
                           "(--no-repack multiplies them as they are)", total);
-    if (!st) repack_all(all, n, m->r32, n_threads);
+    if (!st) repack_all(m, all, n, m->r32, n_threads);
     for (size_t i = 0, at = 0; i < n && !st; at += all[i++].bytes) {
         sm_mat *w = all[i].w;
         w->r32 = (char *)m->r32 + at;
