@@ -17,7 +17,7 @@
 # The peers are yours to build (docs/performance.md says how and at which
 # commits); this script only runs them. Without them it prints smallmind's
 # figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m batch-tl-q5_k_m
-# batch-tl-q6_k gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
+# batch-tl-q6_k batch-gpt2-q8_0 batch-gpt2-q4_k_m gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
 # tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
 # tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m tl-pre-q6_k tl-pre512-q6_k gpt2-q4_k_m; prefix reuse (issue 35):
@@ -160,14 +160,17 @@ prefill)
     P=("sm_pre $MD/gpt2-small-f32 512" "sm_pre $MD/gpt2-small-f32 512 avx2"); lcs lc_pre $MD/gpt2-small-f32.gguf 512
     [ -n "$LC$LC2" ] && mkg gpt2-small-f32
     row "prefill 512 tokens, GPT-2 small shape, f32, 2 threads, tokens/s" ">= 650" "${P[@]}" ;;
-batch|batch-total|batch-tl|batch-tl-q4_k_m|batch-tl-q5_k_m|batch-tl-q6_k)
+batch|batch-total|batch-tl|batch-tl-q4_k_m|batch-tl-q5_k_m|batch-tl-q6_k|batch-gpt2-q8_0|batch-gpt2-q4_k_m)
     # batch-tl: the same on the TinyLlama-1.1B shape at q4_0, every program on one GGUF file
-    # (batch-tl-q4_k_m, batch-tl-q5_k_m, batch-tl-q6_k: llama.cpp's q4_k_m, q5_k_m, q6_k of it)
+    # (batch-tl-q4_k_m, batch-tl-q5_k_m, batch-tl-q6_k: llama.cpp's q4_k_m, q5_k_m, q6_k of it;
+    # batch-gpt2-q8_0, batch-gpt2-q4_k_m: llama.cpp's of the GPT-2 small shape, its output tied)
     SBM=$MD/gpt2-small-f32 LBM=$MD/gpt2-small-f32.gguf tq= # tq: the TinyLlama rows' type
     case $r in
     batch-tl) tq=q4_0; need_tl_gguf; SBM=$MD/tl-q4_0.gguf LBM=$SBM ;;
     batch-tl-q?_k*) tq=${r#batch-tl-}; need_q tl $tq; SBM=$MD/tl-$tq.gguf LBM=$SBM
         [ -f $SBM ] || SBM=$MD/tl-$tq ;; # (no llama.cpp: ours from the same f16 weights)
+    batch-gpt2-*) tq=${r#batch-gpt2-}; need_q gpt2 $tq; SBM=$MD/gpt2-$tq.gguf LBM=$SBM
+        [ -f $SBM ] || SBM=$MD/gpt2-$tq ;;
     *) mk gpt2-small-f32 --layers 12 --heads 12 --embd 768 --ctx 1024 --vocab 50257 ;;
     esac
     # 16 records of 16 tokens (bytes of the byte tokenizer, as -npp 16), 64
@@ -201,9 +204,10 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
     nm="GPT-2 small f32"
     if [ -n "$tq" ]; then
         P=("sm_batch decode" "sm_batch decode auto --no-repack" "sm_batch decode avx2"); lcs lc_batch decode
-        [ -n "$IK" ] && [ -x $IK/llama-batched-bench ] && P+=("ik_batch")
         name="decode tokens/s (generated over the decode time)"; goal=">= 1.5x llama.cpp"
         nm="TinyLlama-1.1B shape $tq"
+        if [ ${r#batch-gpt2} != $r ]; then nm="GPT-2 small shape $tq"; goal=">= 2x llama.cpp"
+        elif [ -n "$IK" ] && [ -x $IK/llama-batched-bench ]; then P+=("ik_batch"); fi
     elif [ $r = batch ]; then
         P=("sm_batch decode" "sm_batch decode avx2"); lcs lc_batch decode
         name="decode tokens/s (generated over the decode time)"; goal=">= 2x llama.cpp"
@@ -303,5 +307,5 @@ ttft-tl)
     P=("ttft none" "ttft first" "ttft second")
     row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
         "second <= 10% of first" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m batch-tl-q5_k_m batch-tl-q6_k gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-q6_k tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-q6_k tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m batch-tl-q5_k_m batch-tl-q6_k batch-gpt2-q8_0 batch-gpt2-q4_k_m gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-q6_k tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-q6_k tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done

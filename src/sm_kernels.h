@@ -372,8 +372,8 @@ void sm_kernels_reuse_end(float *scratch);
 
 /*
 ** Repacked quantized weights (what llama.cpp's CPU "repack" buffers and
-** ik_llama.cpp's -rtr do): a q4_0 or q8_0 matrix of N rows (a multiple of
-** SM_R32) laid out once, at load, so that its products read it as it is,
+** ik_llama.cpp's -rtr do): a q4_0 or q8_0 matrix of N rows laid out once,
+** at load, so that its products read it as it is,
 ** with no packing per call, in one stream. Row group G (rows 32G..32G+31)
 ** takes the bytes its rows take in the file, from G * 32 * row bytes, block
 ** after block; a block holds rows 0-15's levels, then rows 16-31's, then
@@ -383,7 +383,9 @@ void sm_kernels_reuse_end(float *scratch);
 ** plus 128, unsigned (512). A product on it gives, bit for bit, what the
 ** table's packed product (T >= 4) gives on the file's rows, for any T: so
 ** one-row decoding, batches and prefill agree (a product's columns must then
-** start and end at multiples of SM_R32). The dtype of the result is
+** start at a multiple of SM_R32 and end at one or at N). Where N is not a
+** multiple of SM_R32 the last row group's rows past N are zero bytes (zero
+** scales: their products are 0, and never written). The dtype of the result is
 ** sm_kernels_repacked(dt) (SM_DTYPE_Q4_0_R32, SM_DTYPE_Q8_0_R32). A q4_k
 ** matrix (K a multiple of 256; SM_DTYPE_Q4_K_R32) takes 148 bytes a row
 ** per super-block where the file has 144: row group G's super-block s at
@@ -411,14 +413,14 @@ void sm_kernels_reuse_end(float *scratch);
 ** the table's decoding products on the file's rows sum in another.
 */
 #define SM_R32 32
-/* Whether an N x K matrix of type dt can be repacked: f32 (any N); q4_0, q8_0, q4_k, q5_k or
-** q6_k with N % 32 == 0 and K whole blocks. */
+/* Whether an N x K matrix of type dt can be repacked: f32; q4_0, q8_0, q4_k, q5_k or q6_k with
+** K whole blocks (any N > 0). */
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
 /* The layout dt repacks into (dt itself if none). */
 sm_dtype sm_kernels_repacked(sm_dtype dt);
-/* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1) of src (N rows of K of type dt, repackable)
-** into dst (sm_dtype_row_bytes of the layout for each of 32 g1 rows: the same bytes for q4_0,
-** q8_0, q6_k, f32), as above. */
+/* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1, those past N zeros) of src (N rows of K of type
+** dt, repackable) into dst (sm_dtype_row_bytes of the layout for each of 32 g1 rows: the same
+** bytes for q4_0, q8_0, q6_k, f32), as above. */
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1);
 /* The file types (bits 1u << dt: q4_0, q8_0, q4_k, q5_k, q6_k; f32) whose repacked matrices table k

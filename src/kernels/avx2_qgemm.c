@@ -640,7 +640,7 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
 #if SM_QFLAVOUR == 2
 /*
 ** The same product on a repacked matrix (sm_kernels_repack; dt its file
-** type, q4_0, q8_0 or a k type; n0 and n1 multiples of SM_R32): no
+** type, q4_0, q8_0 or a k type; n0 a multiple of SM_R32, n1 one or N): no
 ** packing, the micro-kernels read the row groups in place, and every output is QGEMM's bit for bit: per
 ** column slice the same sums, added to out slice after slice. Few rows (all
 ** slices' activations fit the token block: decoding) take each row group

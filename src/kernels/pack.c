@@ -147,8 +147,7 @@ void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const f
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
     if (dt == SM_DTYPE_F32) return N > 0 && K > 0; /* the last panel's missing rows are zeros */
     return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K ||
-            dt == SM_DTYPE_Q6_K) && N > 0 &&
-           N % SM_R32 == 0 && K > 0 && K % sm_dtype_block(dt) == 0;
+            dt == SM_DTYPE_Q6_K) && N > 0 && K > 0 && K % sm_dtype_block(dt) == 0;
 }
 
 sm_dtype sm_kernels_repacked(sm_dtype dt) {
@@ -171,13 +170,13 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
 ** then the rows' 6-bit scales and mins unpacked to bytes, and after the
 ** eight blocks the rows' d and dmin.
 */
-static void repack_k(uint8_t *restrict dst, const void *restrict src, sm_dtype dt, size_t K, size_t g0,
-                     size_t g1) {
+static void repack_k(uint8_t *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
+                     size_t g0, size_t g1) {
     const bool q5 = dt == SM_DTYPE_Q5_K;
     const size_t ns = K / SM_QK_K, half = 16 * 16, rb = sm_dtype_row_bytes(dt, SM_QK_K);
     const size_t lvb = q5 ? 2 * half + 2 * 64 : 2 * half, blk = lvb + 2 * SM_R32, sup = 8 * blk + 4 * SM_R32;
     for (size_t g = g0; g < g1; g++)
-        for (size_t l = 0; l < SM_R32; l++) {
+        for (size_t l = 0; l < SM_R32 && g * SM_R32 + l < N; l++) {
             const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * ns * rb;
             for (size_t s = 0; s < ns; s++) {
                 const sm_block_q4_k *x = (const sm_block_q4_k *)(const void *)(row + s * rb); /* d, dmin,
@@ -219,11 +218,12 @@ static void repack_k(uint8_t *restrict dst, const void *restrict src, sm_dtype d
 ** 4q + k in the first, 16 + 4q + k in the second), then the 32 rows' int8
 ** scales of the block's two halves; after the eight blocks the rows' d.
 */
-static void repack_q6(uint8_t *restrict dst, const void *restrict src, size_t K, size_t g0, size_t g1) {
+static void repack_q6(uint8_t *restrict dst, const void *restrict src, size_t N, size_t K, size_t g0,
+                      size_t g1) {
     const size_t ns = K / SM_QK_K, half = 16 * 16, lvb = 2 * half + 2 * 128, blk = lvb + 2 * SM_R32;
     const size_t sup = 8 * blk + 2 * SM_R32;
     for (size_t g = g0; g < g1; g++)
-        for (size_t l = 0; l < SM_R32; l++) {
+        for (size_t l = 0; l < SM_R32 && g * SM_R32 + l < N; l++) {
             const sm_block_q6_k *row = (const sm_block_q6_k *)src + (g * SM_R32 + l) * ns;
             for (size_t s = 0; s < ns; s++) {
                 const sm_block_q6_k *x = row + s;
@@ -254,12 +254,17 @@ static void repack_q6(uint8_t *restrict dst, const void *restrict src, size_t K,
 
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1) {
+    if (dt != SM_DTYPE_F32) { /* a last group's rows past N: zeros (scales 0, so products 0) */
+        const size_t gb = SM_R32 * sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
+        for (size_t g = g0; g < g1; g++)
+            if ((g + 1) * SM_R32 > N) memset((uint8_t *)dst + g * gb, 0, gb);
+    }
     if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) {
-        repack_k(dst, src, dt, K, g0, g1);
+        repack_k(dst, src, dt, N, K, g0, g1);
         return;
     }
     if (dt == SM_DTYPE_Q6_K) {
-        repack_q6(dst, src, K, g0, g1);
+        repack_q6(dst, src, N, K, g0, g1);
         return;
     }
     if (dt == SM_DTYPE_F32) { /* row group g: its 32 rows' column k side by side, k = 0 .. K - 1 */
@@ -280,7 +285,7 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
     const size_t half = lw * 4 * SM_R32 / 2; /* level bytes of 16 rows a block */
     const uint32_t flip = q8 ? 0x80808080u : 0; /* q8_0's bytes made unsigned */
     for (size_t g = g0; g < g1; g++)
-        for (size_t l = 0; l < SM_R32; l++) {
+        for (size_t l = 0; l < SM_R32 && g * SM_R32 + l < N; l++) {
             const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * nb * bs;
             for (size_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * bs; /* d (f16), then the levels */

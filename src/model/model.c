@@ -92,8 +92,9 @@ static size_t matrices(sm_model *m, mat_ref *mats, size_t cap) {
         ADD(L->up_w, F, C);
         ADD(L->down_w, C, F);
     }
-    /* a tied output layer too where it is f32: its panels beside the rows the embedding reads */
-    if (m->out_w.data != m->tok_embd.data || m->out_w.dt == SM_DTYPE_F32) ADD(m->out_w, (size_t)c->n_vocab, C);
+    /* a tied output layer too: its layout beside the file's rows the embedding reads (those
+       pages leave with the rest, and a token's row comes back from the file when looked up) */
+    ADD(m->out_w, (size_t)c->n_vocab, C);
 #undef ADD
     return n;
 }
