@@ -53,6 +53,7 @@ struct sm_bench_case {
     char *w;             /* weights: copies back to back; attention: keys then values per head */
     char *wr;            /* the same copies repacked (sm_kernels_repack), for the tables that take them */
     size_t copy_bytes, copies, cur;
+    size_t rcopy_bytes;  /* a repacked copy's (q4_k, q5_k: a few more than the file's) */
     float *x, *out, *scratch;
     size_t scratch_floats; /* per thread */
     size_t ctx;            /* attention: keys per head (padded) */
@@ -149,14 +150,15 @@ static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t see
         ok = fill_weights(c->w, d->dt, N, K, &s);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->w + k * c->copy_bytes, c->w, c->copy_bytes);
     }
-    /* q4_0 / q8_0 (layouts of the same bytes): the same values repacked, which sessions hand
-       the tables that take them (fill_weights from the seed again, then copies as above) */
+    /* the quantized types: the same values repacked, which sessions hand the tables that take
+       them (fill_weights from the seed again, then copies as above) */
     sm_dtype rt = sm_kernels_repacked(d->dt);
-    if (ok && !att && rt != d->dt && sm_dtype_row_bytes(rt, K) == sm_dtype_row_bytes(d->dt, K) &&
-        sm_kernels_repackable(d->dt, N, K) && N % SM_R32 == 0) {
+    if (ok && !att && rt != d->dt && sm_dtype_quantized(d->dt) && sm_kernels_repackable(d->dt, N, K) &&
+        N % SM_R32 == 0) {
         uint64_t s0 = seed;
-        ok = (c->wr = sm_alloc_big(c->copy_bytes * c->copies)) != NULL && fill_weights(c->wr, rt, N, K, &s0);
-        for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->wr + k * c->copy_bytes, c->wr, c->copy_bytes);
+        c->rcopy_bytes = sm_dtype_row_bytes(rt, K) * N;
+        ok = (c->wr = sm_alloc_big(c->rcopy_bytes * c->copies)) != NULL && fill_weights(c->wr, rt, N, K, &s0);
+        for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->wr + k * c->rcopy_bytes, c->wr, c->rcopy_bytes);
     }
     for (size_t j = 0; ok && j < xn; j++) c->x[j] = rnd(&s);
     if (!ok) {
@@ -200,7 +202,7 @@ static void case_task(void *arg, int ith, int nth) {
     sm_pool_split(N, 64, ith, nth, &n0, &n1); /* whole panels of the packed products (32 rows) */
     if (n0 >= n1) return;
     const bool rep = c->wr && sm_kernels_repack_types(c->k) >> c->d.dt & 1;
-    const void *w = (rep ? c->wr : c->w) + c->cur * c->copy_bytes;
+    const void *w = rep ? c->wr + c->cur * c->rcopy_bytes : c->w + c->cur * c->copy_bytes;
     const sm_dtype dt = rep ? sm_kernels_repacked(c->d.dt) : c->d.dt;
     sm_kernels_op op = c->d.op;
     if (op == SM_KOP_GEMM || op == SM_KOP_QGEMM)
