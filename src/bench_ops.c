@@ -53,7 +53,7 @@ struct sm_bench_case {
     char *w;             /* weights: copies back to back; attention: keys then values per head */
     char *wr;            /* the same copies repacked (sm_kernels_repack), for the tables that take them */
     size_t copy_bytes, copies, cur;
-    size_t rcopy_bytes;  /* a repacked copy's (q4_k, q5_k: a few more than the file's) */
+    size_t rcopy_bytes;  /* a repacked copy's bytes (q4_k, q5_k: a few more than the file's) */
     float *x, *out, *scratch;
     size_t scratch_floats; /* per thread */
     size_t ctx;            /* attention: keys per head (padded) */
@@ -150,11 +150,11 @@ static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t see
         ok = fill_weights(c->w, d->dt, N, K, &s);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->w + k * c->copy_bytes, c->w, c->copy_bytes);
     }
-    /* the quantized types: the same values repacked, which sessions hand the tables that take
-       them (fill_weights from the seed again, then copies as above) */
+    /* the types a table may repack (f32 panels, the quantized layouts): the same values
+       repacked, which sessions hand the tables that take them (fill_weights from the seed
+       again, then copies as above) */
     sm_dtype rt = sm_kernels_repacked(d->dt);
-    if (ok && !att && rt != d->dt && sm_dtype_quantized(d->dt) && sm_kernels_repackable(d->dt, N, K) &&
-        N % SM_R32 == 0) {
+    if (ok && !att && rt != d->dt && sm_kernels_repackable(d->dt, N, K) && N % SM_R32 == 0) {
         uint64_t s0 = seed;
         c->rcopy_bytes = sm_dtype_row_bytes(rt, K) * N;
         ok = (c->wr = sm_alloc_big(c->rcopy_bytes * c->copies)) != NULL && fill_weights(c->wr, rt, N, K, &s0);

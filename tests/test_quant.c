@@ -471,7 +471,7 @@ void test_quant_repacked(void) {
             sm_dtype dt = dts[di];
             if (!(any >> dt & 1u)) continue; /* the layouts are the AVX512-VNNI code's */
             const bool q5 = dt == SM_DTYPE_Q5_K, k45 = dt == SM_DTYPE_Q4_K || q5, kt = k45 || dt == SM_DTYPE_Q6_K;
-            /* N = 83 (cases 1, 3): the last row group's rows past N are the layout's zeros */
+            /* N = 83 (cases 1, 3): a last row group of 19 rows, its products' columns past N unwritten */
             size_t K = kt ? KKs[c] : Ks[c], N = c % 2 ? 83 : 96, n0 = 32, n1 = N, G = (N + SM_R32 - 1) / SM_R32;
             size_t rb = sm_dtype_row_bytes(dt, K), lb = sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
             float *deq;

@@ -266,6 +266,7 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
         gvi ia[GMR][GNV], ih[GMR][GNV]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
         for (size_t i = 0; i < r; i++)
             for (int v = 0; v < GNV; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
+        gvf D[GNV], M[GNV];
 #if SM_QFLAVOUR == 2
         if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
             const size_t ob = r_off(src.lay, b);
@@ -277,42 +278,29 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
                 for (size_t i = 0; i < r; i++)
                     for (int v = 0; v < GNV; v++) ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
             r32_block(src, b, r, ia, ih, xq + SM_QK * b);
-            const bool kmin = src.lay == R4K || src.lay == R5K; /* else M is the zero point's (ZP) */
-            gvf D[GNV], M[GNV];
             for (int v = 0; v < GNV; v++) r32_dm(src, v, b, &D[v], &M[v]);
-            for (size_t i = 0; i < r; i++) {
-                gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
-                for (int v = 0; v < GNV; v++) {
-                    if (q6) { /* as the panel's below */
-                        gvf h = g_fmadd(g_cvt(ih[i][v]), D[v], g_mul(g_cvt(ia[i][v]), M[v]));
-                        acc[i][v] = g_fmadd(h, dx, acc[i][v]);
-                        continue;
-                    }
-                    acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
-                    if (kmin) acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
+        } else
+#endif
+        {
+            const uint8_t *pb = src.panel + b * GBS;
+            for (int g = 0; g < 8; g++) {
+                if (q6 && g == 4)
+                    for (size_t i = 0; i < r; i++)
+                        for (int v = 0; v < GNV; v++)
+                            ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
+                gvi wv[GNV];
+                for (int v = 0; v < GNV; v++) wv[v] = g_load(pb + 4 * (g * GNR + v * GV));
+                for (size_t i = 0; i < r; i++) {
+                    int32_t x4;
+                    memcpy(&x4, xq + i * SM_QGEMM_KC + SM_QK * b + 4 * g, 4);
+                    gvi xb = g_bcast(x4);
+                    for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xb);
                 }
             }
-            continue;
+            const float *pd = (const float *)(const void *)(pb + 32 * GNR);
+            for (int v = 0; v < GNV; v++) D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV);
         }
-#endif
-        const uint8_t *pb = src.panel + b * GBS;
-        for (int g = 0; g < 8; g++) {
-            if (q6 && g == 4)
-                for (size_t i = 0; i < r; i++)
-                    for (int v = 0; v < GNV; v++)
-                        ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
-            gvi wv[GNV];
-            for (int v = 0; v < GNV; v++) wv[v] = g_load(pb + 4 * (g * GNR + v * GV));
-            for (size_t i = 0; i < r; i++) {
-                int32_t x4;
-                memcpy(&x4, xq + i * SM_QGEMM_KC + SM_QK * b + 4 * g, 4);
-                gvi xb = g_bcast(x4);
-                for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xb);
-            }
-        }
-        const float *pd = (const float *)(const void *)(pb + 32 * GNR);
-        gvf D[GNV], M[GNV];
-        for (int v = 0; v < GNV; v++) D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV);
+        /* the block's integer sums into f32, the same operations whatever the weights' source */
         for (size_t i = 0; i < r; i++) {
             gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
             for (int v = 0; v < GNV; v++) {
@@ -466,22 +454,21 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
    types: a super-block's first), as a micro-kernel reads it: q4_0 / q8_0 / q4_k / q5_k / q6_k
    row groups (R4, R8, R4K, R5K, R6K). */
 static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) {
-    if (dt == SM_DTYPE_Q6_K) {
-        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * R6K_SUPER;
-        wsrc src = {.lay = R6K, .ahead = true};
+    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K) {
+        /* a block: 16 bytes a row of nibbles, pl of high bits (q5_k 4, q6_k 8), 2 of scales; a
+           super-block: 8 blocks, then d (and q4_k's, q5_k's dmin) */
+        const bool q6 = dt == SM_DTYPE_Q6_K;
+        const size_t pl = q6 ? 8 : dt == SM_DTYPE_Q5_K ? 4 : 0, blk = (18 + pl) * GNR;
+        const size_t sup = 8 * blk + (q6 ? 2u : 4u) * GNR;
+        _Static_assert(18 * GNR == R4_BLOCK && 22 * GNR == R5K_BLOCK && 26 * GNR == R6K_BLOCK &&
+                           8 * R4_BLOCK + 4 * GNR == R4K_SUPER && 8 * R5K_BLOCK + 4 * GNR == R5K_SUPER &&
+                           8 * R6K_BLOCK + 2 * GNR == R6K_SUPER,
+                       "the layouts' sizes");
+        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * sup;
+        wsrc src = {.lay = q6 ? R6K : pl ? R5K : R4K, .ahead = true};
         for (int v = 0; v < GNV; v++)
-            src.lv[v] = g + (size_t)v * GV * 16, src.hb[v] = g + 16 * GNR + (size_t)v * GV * 8,
-            src.sc[v] = g + 24 * GNR + GV * (size_t)v, src.dd[v] = g + 8 * R6K_BLOCK + 2 * GV * (size_t)v;
-        return src;
-    }
-    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) {
-        const bool q5 = dt == SM_DTYPE_Q5_K;
-        const size_t blk = q5 ? R5K_BLOCK : R4_BLOCK, lvb = q5 ? 20 * GNR : 16 * GNR; /* levels (+ bits) */
-        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * (q5 ? R5K_SUPER : R4K_SUPER);
-        wsrc src = {.lay = q5 ? R5K : R4K, .ahead = true};
-        for (int v = 0; v < GNV; v++)
-            src.lv[v] = g + (size_t)v * GV * 16, src.hb[v] = g + 16 * GNR + (size_t)v * GV * 4,
-            src.sc[v] = g + lvb + GV * (size_t)v, src.dd[v] = g + 8 * blk + 2 * GV * (size_t)v;
+            src.lv[v] = g + (size_t)v * GV * 16, src.hb[v] = g + 16 * GNR + (size_t)v * GV * pl,
+            src.sc[v] = g + (16 + pl) * GNR + GV * (size_t)v, src.dd[v] = g + 8 * blk + 2 * GV * (size_t)v;
         return src;
     }
     const size_t bb = dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;

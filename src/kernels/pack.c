@@ -161,112 +161,109 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
 }
 
 /*
-** Row groups [g0, g1) of a q4_k or q5_k matrix as q4_k_r32 / q5_k_r32
-** (sm_kernels.h): each block's 32 nibbles, held in the file as the low or
-** the high nibbles of 32 bytes, rearranged as q4_0 holds them (byte i:
-** levels i and i + 16), four bytes of a row at a time in q4_0_r32's places;
-** q5_k's fifth bits then in a plane of a byte per row and four levels (bit
-** q: level 4q + k, bit 4 + q: level 16 + 4q + k, for the row's k-th byte);
-** then the rows' 6-bit scales and mins unpacked to bytes, and after the
-** eight blocks the rows' d and dmin.
+** Row l of a q4_k or q5_k row group (o: the group's first byte; row: the
+** row's file bytes, K weights) as q4_k_r32 / q5_k_r32 (sm_kernels.h): each
+** block's 32 nibbles, held in the file as the low or the high nibbles of 32
+** bytes, rearranged as q4_0 holds them (byte i: levels i and i + 16), four
+** bytes of a row at a time in q4_0_r32's places; q5_k's fifth bits then in a
+** plane of a byte per row and four levels (bit q: level 4q + k, bit 4 + q:
+** level 16 + 4q + k, for the row's k-th byte); then the rows' 6-bit scales
+** and mins unpacked to bytes, and after the eight blocks the rows' d and
+** dmin.
 */
-static void repack_k(uint8_t *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
-                     size_t g0, size_t g1) {
+static void repack_k_row(uint8_t *restrict o, const uint8_t *restrict row, sm_dtype dt, size_t K, size_t l) {
     const bool q5 = dt == SM_DTYPE_Q5_K;
     const size_t ns = K / SM_QK_K, half = 16 * 16, rb = sm_dtype_row_bytes(dt, SM_QK_K);
     const size_t lvb = q5 ? 2 * half + 2 * 64 : 2 * half, blk = lvb + 2 * SM_R32, sup = 8 * blk + 4 * SM_R32;
-    for (size_t g = g0; g < g1; g++)
-        for (size_t l = 0; l < SM_R32 && g * SM_R32 + l < N; l++) {
-            const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * ns * rb;
-            for (size_t s = 0; s < ns; s++) {
-                const sm_block_q4_k *x = (const sm_block_q4_k *)(const void *)(row + s * rb); /* d, dmin,
-                                                                       scales: q5_k's offsets too */
-                const sm_block_q5_k *x5 = (const sm_block_q5_k *)(const void *)(row + s * rb);
-                const uint8_t *qs0 = q5 ? x5->qs : x->qs;
-                uint8_t *o = dst + (g * ns + s) * sup, sc[8], m[8];
-                sm_quant_k4_scales(x->scales, sc, m);
-                for (size_t j = 0; j < 8; j++) {
-                    uint8_t *ob = o + j * blk, *lv = ob + l / 16 * half;
-                    const uint8_t *qs = qs0 + 32 * (j / 2);
-                    for (size_t w = 0; w < 4; w++) { /* bytes 4w..4w+3: levels 4w.. and 16 + 4w.. */
-                        uint32_t a, b, v;
-                        memcpy(&a, qs + 4 * w, 4);
-                        memcpy(&b, qs + 16 + 4 * w, 4);
-                        v = j % 2 ? (a >> 4 & 0x0F0F0F0Fu) | (b & 0xF0F0F0F0u)
-                                  : (a & 0x0F0F0F0Fu) | (b & 0x0F0F0F0Fu) << 4;
-                        memcpy(lv + w * 64 + 4 * (l % 16), &v, 4);
-                    }
-                    for (size_t k = 0; q5 && k < 4; k++) {
-                        unsigned bits = 0;
-                        for (unsigned q = 0; q < 4; q++)
-                            bits |= (x5->qh[4 * q + k] >> j & 1u) << q | (x5->qh[16 + 4 * q + k] >> j & 1u) << (4 + q);
-                        ob[2 * half + l / 16 * 64 + 4 * (l % 16) + k] = (uint8_t)bits;
-                    }
-                    ob[lvb + l] = sc[j], ob[lvb + SM_R32 + l] = m[j];
-                }
-                memcpy(o + 8 * blk + 2 * l, &x->d, 2);
-                memcpy(o + 8 * blk + 2 * SM_R32 + 2 * l, &x->dmin, 2);
+    for (size_t s = 0; s < ns; s++, o += sup) {
+        const sm_block_q4_k *x = (const sm_block_q4_k *)(const void *)(row + s * rb); /* d, dmin,
+                                                                   scales: q5_k's offsets too */
+        const sm_block_q5_k *x5 = (const sm_block_q5_k *)(const void *)(row + s * rb);
+        const uint8_t *qs0 = q5 ? x5->qs : x->qs;
+        uint8_t sc[8], m[8];
+        sm_quant_k4_scales(x->scales, sc, m);
+        for (size_t j = 0; j < 8; j++) {
+            uint8_t *ob = o + j * blk, *lv = ob + l / 16 * half;
+            const uint8_t *qs = qs0 + 32 * (j / 2);
+            for (size_t w = 0; w < 4; w++) { /* bytes 4w..4w+3: levels 4w.. and 16 + 4w.. */
+                uint32_t a, b, v;
+                memcpy(&a, qs + 4 * w, 4);
+                memcpy(&b, qs + 16 + 4 * w, 4);
+                v = j % 2 ? (a >> 4 & 0x0F0F0F0Fu) | (b & 0xF0F0F0F0u) : (a & 0x0F0F0F0Fu) | (b & 0x0F0F0F0Fu) << 4;
+                memcpy(lv + w * 64 + 4 * (l % 16), &v, 4);
             }
+            for (size_t k = 0; q5 && k < 4; k++) {
+                unsigned bits = 0;
+                for (unsigned q = 0; q < 4; q++)
+                    bits |= (x5->qh[4 * q + k] >> j & 1u) << q | (x5->qh[16 + 4 * q + k] >> j & 1u) << (4 + q);
+                ob[2 * half + l / 16 * 64 + 4 * (l % 16) + k] = (uint8_t)bits;
+            }
+            ob[lvb + l] = sc[j], ob[lvb + SM_R32 + l] = m[j];
         }
+        memcpy(o + 8 * blk + 2 * l, &x->d, 2);
+        memcpy(o + 8 * blk + 2 * SM_R32 + 2 * l, &x->dmin, 2);
+    }
 }
 
 /*
-** Row groups [g0, g1) of a q6_k matrix as q6_k_r32 (sm_kernels.h): each
-** block's 32 levels (0..63) as q4_0_r32's nibbles (byte i: the low four bits
-** of levels i and i + 16), then their top two bits in two planes of a byte
-** per row and four levels (bits 2q, 2q + 1 of the row's k-th byte: level
-** 4q + k in the first, 16 + 4q + k in the second), then the 32 rows' int8
-** scales of the block's two halves; after the eight blocks the rows' d.
+** Row l of a q6_k row group as q6_k_r32 (sm_kernels.h): each block's 32
+** levels (0..63) as q4_0_r32's nibbles (byte i: the low four bits of levels i
+** and i + 16), then their top two bits in two planes of a byte per row and
+** four levels (bits 2q, 2q + 1 of the row's k-th byte: level 4q + k in the
+** first, 16 + 4q + k in the second), then the 32 rows' int8 scales of the
+** block's two halves; after the eight blocks the rows' d.
 */
-static void repack_q6(uint8_t *restrict dst, const void *restrict src, size_t N, size_t K, size_t g0,
-                      size_t g1) {
+static void repack_q6_row(uint8_t *restrict o, const uint8_t *restrict row, size_t K, size_t l) {
     const size_t ns = K / SM_QK_K, half = 16 * 16, lvb = 2 * half + 2 * 128, blk = lvb + 2 * SM_R32;
     const size_t sup = 8 * blk + 2 * SM_R32;
-    for (size_t g = g0; g < g1; g++)
-        for (size_t l = 0; l < SM_R32 && g * SM_R32 + l < N; l++) {
-            const sm_block_q6_k *row = (const sm_block_q6_k *)src + (g * SM_R32 + l) * ns;
-            for (size_t s = 0; s < ns; s++) {
-                const sm_block_q6_k *x = row + s;
-                uint8_t *o = dst + (g * ns + s) * sup;
-                for (size_t j = 0; j < 8; j++) {
-                    /* the block's low bits: the low (high) nibbles of 32 ql bytes; its top bits: bits
-                       2k, 2k + 1 of 32 qh bytes (k its quarter of the 128-weight half h) */
-                    const unsigned h = (unsigned)j / 4, k = (unsigned)j % 4, sh = k < 2 ? 0 : 4;
-                    const uint8_t *ql = x->ql + 64 * h + 32 * (k & 1), *qh = x->qh + 32 * h;
-                    uint8_t *ob = o + j * blk, *lv = ob + l / 16 * half;
-                    uint32_t pa = 0, pb = 0; /* the planes' four bytes of the row */
-                    for (unsigned q = 0; q < 4; q++) { /* four bytes at a time: levels 4q.., 16 + 4q.. */
-                        uint32_t a, b, ha, hb;
-                        memcpy(&a, ql + 4 * q, 4), memcpy(&b, ql + 16 + 4 * q, 4);
-                        memcpy(&ha, qh + 4 * q, 4), memcpy(&hb, qh + 16 + 4 * q, 4);
-                        uint32_t v = (a >> sh & 0x0F0F0F0Fu) | (b >> sh & 0x0F0F0F0Fu) << 4;
-                        memcpy(lv + q * 64 + 4 * (l % 16), &v, 4);
-                        pa |= (ha >> 2 * k & 0x03030303u) << 2 * q, pb |= (hb >> 2 * k & 0x03030303u) << 2 * q;
-                    }
-                    memcpy(ob + 2 * half + l / 16 * 128 + 4 * (l % 16), &pa, 4);
-                    memcpy(ob + 2 * half + l / 16 * 128 + 64 + 4 * (l % 16), &pb, 4);
-                    ob[lvb + l] = (uint8_t)x->scales[2 * j], ob[lvb + SM_R32 + l] = (uint8_t)x->scales[2 * j + 1];
-                }
-                memcpy(o + 8 * blk + 2 * l, &x->d, 2);
+    for (size_t s = 0; s < ns; s++, o += sup) {
+        const sm_block_q6_k *x = (const sm_block_q6_k *)(const void *)row + s;
+        for (size_t j = 0; j < 8; j++) {
+            /* the block's low bits: the low (high) nibbles of 32 ql bytes; its top bits: bits
+               2k, 2k + 1 of 32 qh bytes (k its quarter of the 128-weight half h) */
+            const unsigned h = (unsigned)j / 4, k = (unsigned)j % 4, sh = k < 2 ? 0 : 4;
+            const uint8_t *ql = x->ql + 64 * h + 32 * (k & 1), *qh = x->qh + 32 * h;
+            uint8_t *ob = o + j * blk, *lv = ob + l / 16 * half;
+            uint32_t pa = 0, pb = 0; /* the planes' four bytes of the row */
+            for (unsigned q = 0; q < 4; q++) { /* four bytes at a time: levels 4q.., 16 + 4q.. */
+                uint32_t a, b, ha, hb;
+                memcpy(&a, ql + 4 * q, 4), memcpy(&b, ql + 16 + 4 * q, 4);
+                memcpy(&ha, qh + 4 * q, 4), memcpy(&hb, qh + 16 + 4 * q, 4);
+                uint32_t v = (a >> sh & 0x0F0F0F0Fu) | (b >> sh & 0x0F0F0F0Fu) << 4;
+                memcpy(lv + q * 64 + 4 * (l % 16), &v, 4);
+                pa |= (ha >> 2 * k & 0x03030303u) << 2 * q, pb |= (hb >> 2 * k & 0x03030303u) << 2 * q;
             }
+            memcpy(ob + 2 * half + l / 16 * 128 + 4 * (l % 16), &pa, 4);
+            memcpy(ob + 2 * half + l / 16 * 128 + 64 + 4 * (l % 16), &pb, 4);
+            ob[lvb + l] = (uint8_t)x->scales[2 * j], ob[lvb + SM_R32 + l] = (uint8_t)x->scales[2 * j + 1];
         }
+        memcpy(o + 8 * blk + 2 * l, &x->d, 2);
+    }
+}
+
+/* Row l of a q4_0 or q8_0 row group as q4_0_r32 / q8_0_r32 (sm_kernels.h): per block the rows'
+   levels four bytes at a time (q8_0's made unsigned), then their f16 scales. */
+static void repack_q_row(uint8_t *restrict o, const uint8_t *restrict row, sm_dtype dt, size_t K, size_t l) {
+    const bool q8 = dt == SM_DTYPE_Q8_0;
+    const size_t nb = K / SM_QK, bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
+    const size_t lw = (bs - 2) / 4;          /* four-byte words of levels a row and block */
+    const size_t half = lw * 4 * SM_R32 / 2; /* level bytes of 16 rows a block */
+    const uint32_t flip = q8 ? 0x80808080u : 0; /* q8_0's bytes made unsigned */
+    for (size_t b = 0; b < nb; b++, o += SM_R32 * bs) {
+        const uint8_t *blk = row + b * bs; /* d (f16), then the levels */
+        uint8_t *lv = o + l / 16 * half;
+        memcpy(o + 2 * half + 2 * l, blk, 2);
+        for (size_t w = 0; w < lw; w++) {
+            uint32_t v;
+            memcpy(&v, blk + 2 + 4 * w, 4);
+            v ^= flip;
+            memcpy(lv + w * 64 + 4 * (l % 16), &v, 4);
+        }
+    }
 }
 
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1) {
-    if (dt != SM_DTYPE_F32) { /* a last group's rows past N: zeros (scales 0, so products 0) */
-        const size_t gb = SM_R32 * sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
-        for (size_t g = g0; g < g1; g++)
-            if ((g + 1) * SM_R32 > N) memset((uint8_t *)dst + g * gb, 0, gb);
-    }
-    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) {
-        repack_k(dst, src, dt, N, K, g0, g1);
-        return;
-    }
-    if (dt == SM_DTYPE_Q6_K) {
-        repack_q6(dst, src, N, K, g0, g1);
-        return;
-    }
     if (dt == SM_DTYPE_F32) { /* row group g: its 32 rows' column k side by side, k = 0 .. K - 1 */
         for (size_t g = g0; g < g1; g++) {
             float *p = (float *)dst + g * SM_R32 * K;
@@ -279,24 +276,15 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
         }
         return;
     }
-    const bool q8 = dt == SM_DTYPE_Q8_0;
-    const size_t nb = K / SM_QK, bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
-    const size_t lw = (bs - 2) / 4;          /* four-byte words of levels a row and block */
-    const size_t half = lw * 4 * SM_R32 / 2; /* level bytes of 16 rows a block */
-    const uint32_t flip = q8 ? 0x80808080u : 0; /* q8_0's bytes made unsigned */
-    for (size_t g = g0; g < g1; g++)
+    const size_t gb = SM_R32 * sm_dtype_row_bytes(sm_kernels_repacked(dt), K), rb = sm_dtype_row_bytes(dt, K);
+    for (size_t g = g0; g < g1; g++) {
+        uint8_t *o = (uint8_t *)dst + g * gb;
+        if ((g + 1) * SM_R32 > N) memset(o, 0, gb); /* the rows past N: zeros (scales 0, products 0) */
         for (size_t l = 0; l < SM_R32 && g * SM_R32 + l < N; l++) {
-            const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * nb * bs;
-            for (size_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * bs; /* d (f16), then the levels */
-                uint8_t *o = (uint8_t *)dst + (g * nb + b) * SM_R32 * bs, *lv = o + l / 16 * half;
-                memcpy(o + 2 * half + 2 * l, blk, 2);
-                for (size_t w = 0; w < lw; w++) {
-                    uint32_t v;
-                    memcpy(&v, blk + 2 + 4 * w, 4);
-                    v ^= flip;
-                    memcpy(lv + w * 64 + 4 * (l % 16), &v, 4);
-                }
-            }
+            const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * rb;
+            if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) repack_k_row(o, row, dt, K, l);
+            else if (dt == SM_DTYPE_Q6_K) repack_q6_row(o, row, K, l);
+            else repack_q_row(o, row, dt, K, l);
         }
+    }
 }

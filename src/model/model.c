@@ -188,6 +188,7 @@ sm_status sm_model_repack(sm_model *m, unsigned types, int n_threads, sm_error *
     for (size_t i = 0, at = 0; i < n && !st; at += all[i++].bytes) {
         sm_mat *w = all[i].w;
         w->r32 = (char *)m->r32 + at;
+        /* the pages at the threads' shares' edges, which no share covered whole */
         drop_pages(m, w->data, sm_dtype_row_bytes(w->dt, all[i].K) * all[i].N);
     }
     m->r32_bytes = st ? 0 : total;
