@@ -205,6 +205,7 @@ def faults():
     add("rope_partial", lambda m: set_meta(m, "llama.rope.dimension_count", U32, 4), "partial or odd rotary")
     add("rope_scaling_yarn", lambda m: m.meta.append(("llama.rope.scaling.type", STR, "yarn")), "llama.rope.scaling.type yarn is not supported")
     add("eps_nan", lambda m: set_meta(m, "llama.attention.layer_norm_rms_epsilon", F32, float("nan")), "layer_norm_rms_epsilon is nan")
+    add("eps_under_float", lambda m: set_meta(m, "llama.attention.layer_norm_rms_epsilon", F64, 1e-66), "layer_norm_rms_epsilon is 1e-66, expected between 0 and 1")
     add("missing_tensor", lambda m: setattr(m, "tensors", [t for t in m.tensors if t["name"] != "blk.1.ffn_up.weight"]), "missing required tensor blk.1.ffn_up.weight")
     add("tensor_shape", lambda m: next(t for t in m.tensors if t["name"] == "blk.0.ffn_gate.weight").update(dims=(32, 32), data=b"\0" * 4096), "tensor blk.0.ffn_gate.weight has [32,32], expected [64,32]")
     add("unknown_tensor", lambda m: m.tensors.append({"name": "blk.0.attn_k_norm.weight", "dims": (8,), "type": 0, "data": b"\0" * 32}), "tensor blk.0.attn_k_norm.weight is not part of a llama model")

@@ -88,6 +88,8 @@ void test_config_errors(void) {
         {"\"tied_output\":true", "\"tied_output\":1", SM_ERR_FORMAT, "true or false"},
         {"\"n_vocab\":256,", "", SM_ERR_FORMAT, "missing key \"n_vocab\""},
         {"\"norm_eps\":1e-5", "\"norm_eps\":-1", SM_ERR_FORMAT, "norm_eps"},
+        /* positive, but 0 as the float the model holds (the config written back would be refused) */
+        {"\"norm_eps\":1e-5", "\"norm_eps\":1e-66", SM_ERR_FORMAT, "norm_eps\" must be a number in (0, 1)"},
         {"\"name\":\"a\"", "\"name\":\"a\\u0000b\"", SM_ERR_UNSUPPORTED, "(NUL) escape at line 4"},
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {

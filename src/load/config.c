@@ -105,9 +105,12 @@ static sm_status get_string(pctx *pc, const cJSON *obj, const char *key, const c
     return SM_OK;
 }
 
+/* The value the model holds is a float: a positive double under its range (1e-66) would be 0,
+   which the config written back refuses. */
 static sm_status norm_eps(pctx *pc, const cJSON *v, float *out) {
-    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble < 1))
-        return FAIL(pc, "%s: \"norm_eps\" must be a number in (0, 1)", pc->path);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble < 1) || !((float)v->valuedouble > 0))
+        return FAIL(pc, "%s: \"norm_eps\" must be a number in (0, 1) (at least 1e-45, a float's smallest)",
+                    pc->path);
     *out = (float)v->valuedouble;
     return SM_OK;
 }

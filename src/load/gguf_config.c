@@ -234,8 +234,9 @@ sm_status sm_gguf_config(sm_config *cfg, const sm_gguf *g, const char *path, sm_
     v = 1e-5;
     snprintf(k, sizeof k, "%s.attention.%s", arch, llama ? "layer_norm_rms_epsilon" : "layer_norm_epsilon");
     if ((st = sm_gguf_float(g, k, &v, NULL, path, err))) return st;
-    if (!(v > 0 && v < 1))
-        return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %g, expected between 0 and 1", path, k, v);
+    if (!(v > 0 && v < 1) || !((float)v > 0)) /* a float64 key under a float's range would be 0 */
+        return sm_error_set(err, SM_ERR_FORMAT, "%s: %s is %g, expected between 0 and 1 (at least 1e-45)", path,
+                            k, v);
     cfg->norm_eps = (float)v;
     cfg->activation = llama && !gemma ? SM_ACT_SILU : SM_ACT_GELU_TANH;
     cfg->bias = !llama;
