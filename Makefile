@@ -204,7 +204,7 @@ fuzz-build: $(LIB_OBJ)
 fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer" fuzz-build
 	@mkdir -p build-fuzz/crashes
-	@for t in $(FUZZ_TARGETS); do \
+	@bad=; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
 	  if build-fuzz/libfuzz_$$t build-fuzz/corpus/$$t tests/fuzz/corpus/$$t -max_total_time=$(FUZZ_SECONDS) \
@@ -212,9 +212,10 @@ fuzz:
 	    grep -E "^stat::(number_of_executed_units|peak_rss)" build-fuzz/$$t.log; \
 	  else \
 	    grep -E "ERROR|SUMMARY|Test unit written" build-fuzz/$$t.log; \
-	    echo "fuzz_$$t found a crash (build-fuzz/crashes/, log build-fuzz/$$t.log)"; exit 1; \
+	    echo "fuzz_$$t found a crash (build-fuzz/crashes/, log build-fuzz/$$t.log)"; bad="$$bad $$t"; \
 	  fi; \
-	done
+	done; \
+	if [ -n "$$bad" ]; then echo "crashes in:$$bad"; exit 1; fi
 
 test: test-deps $(BIN) $(TESTBIN) $(FUZZ_BINS) $(BUILD)/grammar_tool $(BUILD)/dump_logits $(BUILD)/quant_tool $(BUILD)/dump_grads $(BUILD)/sample_dist $(BUILD)/alloc_count.so $(TM)/.done $(TM)/.quant
 	@$(MAKE) --no-print-directory install PREFIX=$(abspath $(BUILD))/prefix >/dev/null
