@@ -17,7 +17,7 @@
 # The peers are yours to build (docs/performance.md says how and at which
 # commits); this script only runs them. Without them it prints smallmind's
 # figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m batch-tl-q5_k_m
-# batch-tl-q6_k batch-gpt2-q8_0 batch-gpt2-q4_k_m gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
+# batch-tl-q6_k batch-tl-f16 batch-tl-bf16 batch-gpt2-q8_0 batch-gpt2-q4_k_m gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
 # of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
 # tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
 # tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m tl-pre-q6_k tl-pre512-q6_k gpt2-q4_k_m; prefix reuse (issue 35):
@@ -160,14 +160,14 @@ prefill)
     P=("sm_pre $MD/gpt2-small-f32 512" "sm_pre $MD/gpt2-small-f32 512 avx2"); lcs lc_pre $MD/gpt2-small-f32.gguf 512
     [ -n "$LC$LC2" ] && mkg gpt2-small-f32
     row "prefill 512 tokens, GPT-2 small shape, f32, 2 threads, tokens/s" ">= 650" "${P[@]}" ;;
-batch|batch-total|batch-tl|batch-tl-q4_k_m|batch-tl-q5_k_m|batch-tl-q6_k|batch-gpt2-q8_0|batch-gpt2-q4_k_m)
+batch|batch-total|batch-tl|batch-tl-q4_k_m|batch-tl-q5_k_m|batch-tl-q6_k|batch-tl-f16|batch-tl-bf16|batch-gpt2-q8_0|batch-gpt2-q4_k_m)
     # batch-tl: the same on the TinyLlama-1.1B shape at q4_0, every program on one GGUF file
     # (batch-tl-q4_k_m, batch-tl-q5_k_m, batch-tl-q6_k: llama.cpp's q4_k_m, q5_k_m, q6_k of it;
     # batch-gpt2-q8_0, batch-gpt2-q4_k_m: llama.cpp's of the GPT-2 small shape, its output tied)
     SBM=$MD/gpt2-small-f32 LBM=$MD/gpt2-small-f32.gguf tq= # tq: the TinyLlama rows' type
     case $r in
     batch-tl) tq=q4_0; need_tl_gguf; SBM=$MD/tl-q4_0.gguf LBM=$SBM ;;
-    batch-tl-q?_k*) tq=${r#batch-tl-}; need_q tl $tq; SBM=$MD/tl-$tq.gguf LBM=$SBM
+    batch-tl-q?_k*|batch-tl-f16|batch-tl-bf16) tq=${r#batch-tl-}; need_q tl $tq; SBM=$MD/tl-$tq.gguf LBM=$SBM
         [ -f $SBM ] || SBM=$MD/tl-$tq ;; # (no llama.cpp: ours from the same f16 weights)
     batch-gpt2-*) tq=${r#batch-gpt2-}; need_q gpt2 $tq; SBM=$MD/gpt2-$tq.gguf LBM=$SBM
         [ -f $SBM ] || SBM=$MD/gpt2-$tq ;;
@@ -203,7 +203,9 @@ print(round(v, 1))' $MD/batch.out $1 $s $e
         awk -F'|' '$2 ~ /^ *16 *$/ { gsub(/ /, "", $9); print $9 }'; }
     nm="GPT-2 small f32"
     if [ -n "$tq" ]; then
-        P=("sm_batch decode" "sm_batch decode auto --no-repack" "sm_batch decode avx2"); lcs lc_batch decode
+        P=("sm_batch decode" "sm_batch decode auto --no-repack" "sm_batch decode avx2")
+        case $tq in f16) P[1]="sm_batch decode auto,f16=bf16" ;; bf16) P[1]="sm_batch decode auto,bf16=bf16" ;; esac
+        lcs lc_batch decode
         name="decode tokens/s (generated over the decode time)"; goal=">= 1.5x llama.cpp"
         nm="TinyLlama-1.1B shape $tq"
         if [ ${r#batch-gpt2} != $r ]; then nm="GPT-2 small shape $tq"; goal=">= 2x llama.cpp"
