@@ -35,6 +35,8 @@ const char *sm_dtype_name(sm_dtype t) {
     if (t == SM_DTYPE_Q4_K_R32) return "q4_k_r32";
     if (t == SM_DTYPE_Q5_K_R32) return "q5_k_r32";
     if (t == SM_DTYPE_F32_P32) return "f32_p32";
+    if (t == SM_DTYPE_F16_P32) return "f16_p32";
+    if (t == SM_DTYPE_BF16_P32) return "bf16_p32";
     if (t == SM_DTYPE_F32_T) return "f32_t";
     return (unsigned)t < SM_DTYPE_COUNT ? dtype_info[t].name : "?";
 }

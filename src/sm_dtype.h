@@ -41,6 +41,8 @@ typedef enum {
     SM_DTYPE_F32_P32,  /* f32 as the packed product's panels: 32 rows' weights side by side,
                           column after column (sm_kernels.h); the file's bytes, rows padded
                           with zeros to a multiple of 32 */
+    SM_DTYPE_F16_P32,  /* f16 and bf16 as the same panels, 16-bit: the file's bytes, rows */
+    SM_DTYPE_BF16_P32, /* padded with zeros to a multiple of 32 (widened as they are read) */
     SM_DTYPE_F32_T,    /* f32 weights (N, K) held transposed, as (K, N): weight (n, k) at
                           k N + n; a caller's own matrix (training's weights, activations),
                           never made at load; only a table's matmul takes it */
@@ -55,6 +57,8 @@ static inline sm_dtype sm_dtype_base(sm_dtype t) {
            : t == SM_DTYPE_Q4_K_R32 ? SM_DTYPE_Q4_K
            : t == SM_DTYPE_Q5_K_R32 ? SM_DTYPE_Q5_K
            : t == SM_DTYPE_F32_P32  ? SM_DTYPE_F32
+           : t == SM_DTYPE_F16_P32  ? SM_DTYPE_F16
+           : t == SM_DTYPE_BF16_P32 ? SM_DTYPE_BF16
            : t == SM_DTYPE_F32_T    ? SM_DTYPE_F32
                                     : t;
 }

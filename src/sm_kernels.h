@@ -181,8 +181,9 @@ typedef struct sm_kernels {
     ** (dispatch.c), none elsewhere. See sm_kernels_dot16_takes. */
     unsigned dot16_types;
 
-    /* Whether matmul and matmul_rows take SM_DTYPE_F32_P32 (sm_kernels_repack): the packed
-    ** f32 product on panels laid out at load, for every T. */
+    /* Whether matmul and matmul_rows take SM_DTYPE_F32_P32, SM_DTYPE_F16_P32 and
+    ** SM_DTYPE_BF16_P32 (sm_kernels_repack): the packed f32 product on panels laid out at
+    ** load, for every T. */
     bool f32_panels;
 
     /*
@@ -410,7 +411,10 @@ void sm_kernels_reuse_end(float *scratch);
 ** of its 32 rows side by side at 32 k (rows past N zeros). The table's
 ** packed product reads them in place for every T, so a decoded row (T = 1),
 ** a batch's rows and a prompt's get each output's sums in the same order;
-** the table's decoding products on the file's rows sum in another.
+** the table's decoding products on the file's rows sum in another. An f16
+** or bf16 matrix the same in its own 16-bit values (SM_DTYPE_F16_P32,
+** SM_DTYPE_BF16_P32: 32 K of them a group), widened exactly as they are
+** read: the results of its weights packed per call, for every T.
 */
 #define SM_R32 32
 /* Whether an N x K matrix of type dt can be repacked: f32; q4_0, q8_0, q4_k, q5_k or q6_k with
@@ -420,13 +424,14 @@ bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
 sm_dtype sm_kernels_repacked(sm_dtype dt);
 /* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1, those past N zeros) of src (N rows of K of type
 ** dt, repackable) into dst (sm_dtype_row_bytes of the layout for each of 32 g1 rows: the same
-** bytes for q4_0, q8_0, q6_k, f32), as above. */
+** bytes for q4_0, q8_0, q6_k, f32, f16, bf16), as above. */
 void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt, size_t N, size_t K,
                        size_t g0, size_t g1);
-/* The file types (bits 1u << dt: q4_0, q8_0, q4_k, q5_k, q6_k; f32) whose repacked matrices table k
-** multiplies: the quantized ones where its packed and its decoding products come from one
-** table whose integer products have the repacked product (the avx512 table on AVX512-VNNI),
-** f32 where its packed f32 product's table reads the panels (f32_panels); 0 where none. */
+/* The file types (bits 1u << dt: q4_0, q8_0, q4_k, q5_k, q6_k; f32, f16, bf16) whose repacked
+** matrices table k multiplies: the quantized ones where its packed and its decoding products
+** come from one table whose integer products have the repacked product (the avx512 table on
+** AVX512-VNNI), f32 and the 16-bit types where its packed f32 product's table reads the panels
+** (f32_panels), but a 16-bit type it multiplies on vdpbf16ps (dot16_types); 0 where none. */
 unsigned sm_kernels_repack_types(const sm_kernels *k);
 /* The name of the integer products table k's quantized matmuls use (sm_qkernel's name:
 ** "scalar", "avx2", "avx-vnni", "avx512-vnni"): what a benchmark of quantized weights measured. */

@@ -621,12 +621,16 @@ void test_kernels_sum(void) {
     free(x);
 }
 
-/* The tables the f32 layout tests run: every table and composition, and Zen 4's entry. */
+/* The tables the f32 and 16-bit layout tests run (ks: room for 11): every table and composition,
+   and Zen 4's entry. */
 static size_t f32_tables(const sm_kernels **ks) {
     const char *specs[10];
     size_t nk = test_kernel_specs(specs, 9);
     for (size_t i = 0; i < nk; i++) ks[i] = sm_kernels_select(specs[i]);
     if ((ks[nk] = sm_kernels_select("avx512,rows=avx2")) != NULL) nk++;
+    /* bf16 on f32 arithmetic where the CPU has vdpbf16ps (its bf16 panels; Emerald Rapids' pick) */
+    const sm_kernels *a = sm_kernels_select("avx512");
+    if (a && a->dot16_types && (ks[nk] = sm_kernels_select("avx512,bf16=f32")) != NULL) nk++;
     return nk;
 }
 
@@ -634,76 +638,89 @@ static size_t f32_tables(const sm_kernels **ks) {
 ** want <- k's matmul of T4 >= 4 token rows x against the f32 rows w (the packed product, the
 ** reference of the laid-out forms), its T-row got filled with a sentinel for the form's own.
 */
-static void rows_product(const sm_kernels *k, float *want, float *got, const float *x, const float *w,
-                         const float *bias, size_t T, size_t T4, size_t N, size_t K, size_t n0, size_t n1,
-                         float *scr) {
+static void rows_product(const sm_kernels *k, float *want, float *got, const float *x, const void *w,
+                         sm_dtype dt, const float *bias, size_t T, size_t T4, size_t N, size_t K, size_t n0,
+                         size_t n1, float *scr) {
     for (size_t j = 0; j < T4 * N; j++) want[j] = 12345.0f;
     for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
-    k->matmul(k, want, x, w, SM_DTYPE_F32, bias, T4, N, K, n0, n1, scr);
+    k->matmul(k, want, x, w, dt, bias, T4, N, K, n0, n1, scr);
 }
 
 /*
-** f32 panels (SM_DTYPE_F32_P32, sm_kernels_repack): the layout as sm_kernels.h
-** states it (rows past N zeros), and every table that takes them, the composed
-** ones included, gives for any T (1 to 37, across the micro-kernels' row
-** counts) each output bit for bit what the same table's packed product on
-** the file's rows gives (T >= 4: rows added after x's, which change no other
-** row), each row the same alone; columns outside [n0, n1) untouched; near
-** the exact product. Skips, saying so, where no table takes them.
+** Panels laid out at load (SM_DTYPE_F32_P32, SM_DTYPE_F16_P32, SM_DTYPE_BF16_P32:
+** sm_kernels_repack): the layout as sm_kernels.h states it (rows past N zeros),
+** and every table that takes them, the composed ones included, gives for any T
+** (1 to 37, across the micro-kernels' row counts) each output bit for bit what
+** the same table's packed product on the file's rows gives (T >= 4: rows added
+** after x's, which change no other row), each row the same alone; columns
+** outside [n0, n1) untouched; near the exact product. Skips, saying so, where
+** no table takes them.
 */
 void test_kernels_f32_panels(void) {
-    const sm_kernels *ks[10];
+    const sm_kernels *ks[11];
     size_t nk = f32_tables(ks), tested = 0;
     static const size_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 16, 37}, Ks[] = {8, 100, 288, 600};
+    static const sm_dtype dts[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16};
     unsigned long long s = 41;
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
     for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+        const sm_dtype dt = dts[di], pt = sm_kernels_repacked(dt);
         const size_t K = Ks[c], N = 80, n0 = 32, n1 = 80; /* the last group half padding */
-        const size_t G = (N + SM_R32 - 1) / SM_R32;
-        float *w = test_rnd(N * K, &s, 1), *r = test_rnd(G * SM_R32 * K, &s, 0);
-        CHECK(sm_kernels_repackable(SM_DTYPE_F32, N, K) && sm_kernels_repacked(SM_DTYPE_F32) == SM_DTYPE_F32_P32);
-        sm_kernels_repack(r, w, SM_DTYPE_F32, N, K, 0, G);
+        const size_t G = (N + SM_R32 - 1) / SM_R32, es = dt == SM_DTYPE_F32 ? 4 : 2;
+        float *wf = test_rnd(N * K, &s, 1), *r = test_rnd(G * SM_R32 * K, &s, 0);
+        uint16_t *wh = malloc(N * K * sizeof *wh);
+        for (size_t i = 0; i < N * K; i++) { /* the file's 16-bit rows, and wf what they hold */
+            wh[i] = dt == SM_DTYPE_F16 ? sm_f32_to_f16(wf[i]) : sm_f32_to_bf16(wf[i]);
+            if (dt != SM_DTYPE_F32) wf[i] = dt == SM_DTYPE_F16 ? sm_f16_to_f32(wh[i]) : sm_bf16_to_f32(wh[i]);
+        }
+        const void *w = dt == SM_DTYPE_F32 ? (const void *)wf : (const void *)wh;
+        CHECK(sm_kernels_repackable(dt, N, K) && sm_dtype_base(pt) == dt && pt != dt);
+        sm_kernels_repack(r, w, dt, N, K, 0, G);
         size_t bad = 0;
         for (size_t n = 0; n < G * SM_R32; n++)
             for (size_t k = 0; k < K; k++)
-                bad += memcmp(&r[n / SM_R32 * SM_R32 * K + k * SM_R32 + n % SM_R32], n < N ? &w[n * K + k] : &(float){0},
-                              sizeof(float)) != 0;
-        CHECKF(bad == 0, "K=%zu: %zu floats of the panels misplaced", K, bad);
+                bad += memcmp((const char *)r + (n / SM_R32 * SM_R32 * K + k * SM_R32 + n % SM_R32) * es,
+                              n < N ? (const char *)w + (n * K + k) * es : (const char *)&(float){0}, es) != 0;
+        CHECKF(bad == 0, "%s K=%zu: %zu weights of the panels misplaced", sm_dtype_name(dt), K, bad);
         for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
             const size_t T = Ts[ti], T4 = T < 4 ? 4 : T;
             float *x = test_rnd(T4 * K, &s, 2), *bias = test_rnd(N, &s, 1);
             float *want = test_rnd(T4 * N, &s, 0), *got = test_rnd(T * N, &s, 0), *one = test_rnd(N, &s, 0);
+            size_t here = 0;
             for (size_t ki = 0; ki < nk; ki++) {
                 const sm_kernels *k = ks[ki];
-                if (!(sm_kernels_repack_types(k) >> SM_DTYPE_F32 & 1u)) continue;
+                if (!(sm_kernels_repack_types(k) >> dt & 1u)) continue;
                 float *scr = test_rnd(sm_kernels_scratch(k, K), &s, 0);
                 for (int bi = 0; bi < 2; bi++) {
                     const float *bb = bi ? bias : NULL;
-                    rows_product(k, want, got, x, w, bb, T, T4, N, K, n0, n1, scr);
-                    k->matmul(k, got, x, r, SM_DTYPE_F32_P32, bb, T, N, K, n0, 64, scr);
-                    k->matmul_rows(k, got, x, r, SM_DTYPE_F32_P32, bb, T, N, K, 64, n1, scr);
+                    rows_product(k, want, got, x, w, dt, bb, T, T4, N, K, n0, n1, scr);
+                    k->matmul(k, got, x, r, pt, bb, T, N, K, n0, 64, scr);
+                    k->matmul_rows(k, got, x, r, pt, bb, T, N, K, 64, n1, scr);
                     CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
-                           "%s T=%zu K=%zu bias %d: panels differ from the packed product", k->name, T, K, bi);
+                           "%s %s T=%zu K=%zu bias %d: panels differ from the packed product", k->name,
+                           sm_dtype_name(dt), T, K, bi);
                     for (size_t i = 0; i < T; i += 1 + T / 3) { /* a row alone */
                         for (size_t j = 0; j < N; j++) one[j] = 12345.0f;
-                        k->matmul_rows(k, one, x + i * K, r, SM_DTYPE_F32_P32, bb, 1, N, K, n0, n1, scr);
+                        k->matmul_rows(k, one, x + i * K, r, pt, bb, 1, N, K, n0, n1, scr);
                         CHECKF(memcmp(one, got + i * N, N * sizeof *one) == 0,
-                               "%s T=%zu K=%zu: row %zu alone differs", k->name, T, K, i);
+                               "%s %s T=%zu K=%zu: row %zu alone differs", k->name, sm_dtype_name(dt), T, K, i);
                     }
-                    tested++;
+                    tested++, here++;
                 }
                 free(scr);
             }
             double err = 0, mag = 0; /* the packed product itself near the exact sum */
-            for (size_t t = 0; tested && t < T; t++)
+            for (size_t t = 0; here && t < T; t++)
                 for (size_t n = n0; n < n1; n++) {
                     double e = bias[n];
-                    for (size_t kk = 0; kk < K; kk++) e += (double)x[t * K + kk] * w[n * K + kk];
+                    for (size_t kk = 0; kk < K; kk++) e += (double)x[t * K + kk] * wf[n * K + kk];
                     mag += fabs(e), err += fabs(e - got[t * N + n]);
                 }
-            CHECKF(err <= 1e-5 * mag, "K=%zu T=%zu: far from the exact product (%g of %g)", K, T, err, mag);
+            CHECKF(err <= 1e-5 * mag, "%s K=%zu T=%zu: far from the exact product (%g of %g)", sm_dtype_name(dt),
+                   K, T, err, mag);
             free(x), free(bias), free(want), free(got), free(one);
         }
-        free(w), free(r);
+        free(wf), free(wh), free(r);
     }
     if (!tested) test_skip("no kernel table here multiplies f32 panels (the avx512 table's packed product)");
 }
@@ -716,7 +733,7 @@ void test_kernels_f32_panels(void) {
 ** and without a bias; columns outside [n0, n1) untouched.
 */
 void test_kernels_f32_transposed(void) {
-    const sm_kernels *ks[10];
+    const sm_kernels *ks[11];
     size_t nk = f32_tables(ks);
     static const size_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17, 37}, Ks[] = {8, 100, 288};
     unsigned long long s = 43;
@@ -734,7 +751,7 @@ void test_kernels_f32_transposed(void) {
                 float *scr = test_rnd(sm_kernels_scratch(k, K), &s, 0);
                 for (int bi = 0; bi < 2; bi++) {
                     const float *bb = bi ? bias : NULL;
-                    rows_product(k, want, got, x, w, bb, T, T4, N, K, n0, n1, scr);
+                    rows_product(k, want, got, x, w, SM_DTYPE_F32, bb, T, T4, N, K, n0, n1, scr);
                     k->matmul(k, got, x, wt, SM_DTYPE_F32_T, bb, T, N, K, n0, n1, scr);
                     CHECKF(memcmp(want, got, T * N * sizeof *got) == 0,
                            "%s T=%zu K=%zu bias %d: transposed weights differ from the rows' product",

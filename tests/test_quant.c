@@ -477,7 +477,8 @@ void test_quant_repacked(void) {
             float *deq;
             unsigned char *w = rndq(dt, N, K, &s, &deq), *r = xalloc(G * SM_R32 * lb);
             CHECK(sm_kernels_repackable(dt, N, K) && sm_kernels_repackable(dt, N - 16, K) &&
-                  !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 32) && !sm_kernels_repackable(SM_DTYPE_F16, N, 256));
+                  !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 32) && !sm_kernels_repackable(SM_DTYPE_Q8_0, N, 48) &&
+                  !sm_kernels_repackable(SM_DTYPE_F16, 0, 256));
             memset(r, 0xee, G * SM_R32 * lb);
             sm_kernels_repack(r, w, dt, N, K, 0, G);
             /* the layout: row n, block b, level bytes j (four at a time), scale */

@@ -92,11 +92,19 @@ int cli_info(const cli_opts *o) {
     printf("kernels:      %s (CPU: %s)\n", r.ls->sp.kernels->name, cpu);
     printf("operations:   %s\n", ops);
     unsigned rt = sm_kernels_repack_types(r.ls->sp.kernels), have = 0;
-    for (size_t i = 0; i < c->n_tensors; i++) have |= 1u << c->tensors[i].dtype;
-    if (rt & have)
-        printf("repack:       %s\n", o->no_repack ? "off (--no-repack): f32, q4_0, q8_0, q4_k, q5_k and q6_k matrices multiplied as stored"
-                                                  : "f32, q4_0, q8_0, q4_k, q5_k and q6_k matrices (rows in groups of 32) "
-                                                    "laid out once at load for these kernels (--no-repack: as stored)");
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (c->tensors[i].ndim == 2) have |= 1u << c->tensors[i].dtype; /* the matrices' types */
+    if (rt & have) { /* those these kernels lay out at load */
+        char lay[96];
+        size_t ll = 0;
+        for (unsigned t = 0; t < SM_DTYPE_COUNT && ll < sizeof lay; t++)
+            if (rt & have & 1u << t)
+                ll += (size_t)snprintf(lay + ll, sizeof lay - ll, "%s%s", ll ? ", " : "", sm_dtype_name((sm_dtype)t));
+        if (o->no_repack) printf("repack:       off (--no-repack): %s matrices multiplied as stored\n", lay);
+        else
+            printf("repack:       %s matrices (rows in groups of 32) laid out once at load for these kernels "
+                   "(--no-repack: as stored)\n", lay);
+    }
     printf("memory plan (context %zu, batch %zu, %d thread%s), one arena:\n", r.ls->sp.n_ctx,
            r.ls->sp.max_batch, r.ls->sp.n_threads, r.ls->sp.n_threads == 1 ? "" : "s");
     print_bytes("arena", meas.used);

@@ -185,7 +185,7 @@ void sm_kernels_pack_avx2(float *restrict panel, const void *restrict w, sm_dtyp
 }
 
 static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, sm_kernels_pack_avx2,
-                                           {NULL, micro_1, micro_2, micro_3, micro_4, micro_5}, NULL, NULL};
+                                           {NULL, micro_1, micro_2, micro_3, micro_4, micro_5}, NULL, NULL, 0};
 
 
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,

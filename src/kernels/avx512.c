@@ -53,8 +53,22 @@ static inline __m512 exp16(__m512 x) {
 ** bias when given) instead of accumulating. mr is a compile-time constant at
 ** every call site so the accumulator array lives in registers.
 */
+/* Panel weights [i, i + 16) of a panel of type pd (f32, or the 16-bit panels laid out at load)
+   as f32: exact. */
+static inline __attribute__((always_inline)) __m512 panel_w(sm_dtype pd, const float *panel, size_t i) {
+    if (pd == SM_DTYPE_F32) return _mm512_load_ps(panel + i);
+    return load_w(pd, panel, i);
+}
+
+/* Asks for k step kk's line(s) of the panel of type pd at next into L2. */
+static inline __attribute__((always_inline)) void panel_ask(sm_dtype pd, const float *next, size_t kk) {
+    const char *p = (const char *)next + kk * NR * (pd == SM_DTYPE_F32 ? 4 : 2);
+    _mm_prefetch(p, _MM_HINT_T1);
+    if (pd == SM_DTYPE_F32) _mm_prefetch(p + 64, _MM_HINT_T1);
+}
+
 static inline __attribute__((always_inline)) void
-micro(size_t mr, int pfx, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+micro(sm_dtype pd, size_t mr, int pfx, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
       const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr,
       const float *restrict next) {
     __m512 c0[MR], c1[MR];
@@ -64,12 +78,9 @@ micro(size_t mr, int pfx, float *restrict out, size_t ldo, const float *restrict
     }
     for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (size_t kk = 0; kk < kc; kk++) {
-        __m512 b0 = _mm512_load_ps(panel + kk * NR);
-        __m512 b1 = _mm512_load_ps(panel + kk * NR + 16);
-        if (next) { /* two lines a k step, as the panel's */
-            _mm_prefetch((const char *)(next + kk * NR), _MM_HINT_T1);
-            _mm_prefetch((const char *)(next + kk * NR + 16), _MM_HINT_T1);
-        }
+        __m512 b0 = panel_w(pd, panel, kk * NR);
+        __m512 b1 = panel_w(pd, panel, kk * NR + 16);
+        if (next) panel_ask(pd, next, kk); /* the panel's line(s) a k step */
         if (pfx && (kk & 15) == 0) /* the next tile's rows of x, a line of each, into L1 */
             for (size_t i = 0; i < MR; i++) _mm_prefetch((const char *)(x + (MR + i) * ldx + kk), _MM_HINT_T0);
         for (size_t i = 0; i < mr; i++) {
@@ -107,33 +118,29 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
 ** compiled on its own: inlined into the loop nest, GCC ran out of registers
 ** and kept an accumulator on the stack (half the speed).
 */
-static void micro_mr(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-                     const float *restrict panel, size_t kc, const float *restrict bias,
-                     int first, size_t nr, const float *restrict next) {
-    micro(MR, 0, out, ldo, x, ldx, panel, kc, bias, first, nr, next);
-}
-
-/* A tall block's tiles but its last (sm_gemm_kernel.full_pf): the next tile's x asked for into
-   L1 as this one runs (training's products: 4% fewer cycles a step; 512-row prefill 7%). */
-static void micro_mr_pf(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-                        const float *restrict panel, size_t kc, const float *restrict bias,
-                        int first, size_t nr, const float *restrict next) {
-    micro(MR, 1, out, ldo, x, ldx, panel, kc, bias, first, nr, next);
-}
-
-#define MICRO(name, r)                                                                             \
+/* micro_mr_pf (sm_gemm_kernel.full_pf): a tall block's tiles but its last, the next tile's x
+   asked for into L1 as this one runs (training's products: 4% fewer cycles a step; 512-row
+   prefill 7%). Each panel type (f32; f16, bf16 laid out at load) its own set. */
+#define MICRO(name, pd, r, pfx)                                                                    \
     static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,         \
                      const float *restrict panel, size_t kc, const float *restrict bias,           \
                      int first, size_t nr, const float *restrict next) {                           \
-        micro(r, 0, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                           \
+        micro(pd, r, pfx, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                     \
     }
-MICRO(micro_1, 1)
-MICRO(micro_2, 2)
-MICRO(micro_3, 3)
-MICRO(micro_4, 4)
-MICRO(micro_5, 5)
-MICRO(micro_6, 6)
-MICRO(micro_7, 7)
+#define MICROS(sfx, pd)                                                                            \
+    MICRO(micro_mr##sfx, pd, MR, 0)                                                                \
+    MICRO(micro_mr_pf##sfx, pd, MR, 1)                                                             \
+    MICRO(micro_1##sfx, pd, 1, 0)                                                                  \
+    MICRO(micro_2##sfx, pd, 2, 0)                                                                  \
+    MICRO(micro_3##sfx, pd, 3, 0)                                                                  \
+    MICRO(micro_4##sfx, pd, 4, 0)                                                                  \
+    MICRO(micro_5##sfx, pd, 5, 0)                                                                  \
+    MICRO(micro_6##sfx, pd, 6, 0)                                                                  \
+    MICRO(micro_7##sfx, pd, 7, 0)
+MICROS(, SM_DTYPE_F32)
+MICROS(_f16, SM_DTYPE_F16)
+MICROS(_bf16, SM_DTYPE_BF16)
+#undef MICROS
 #undef MICRO
 
 /* One token row over g <= SM_ROW_GROUPS panels (kernels_internal.h: one_row), micro(1)'s
@@ -141,19 +148,19 @@ MICRO(micro_7, 7)
 ** of its own, which the prefetchers would otherwise meet cold (f32 15M shapes, 1 thread: 10%
 ** slower than the rows as stored without this, 3% faster with it). */
 static inline __attribute__((always_inline)) void
-row_groups(size_t g, float *restrict out, const float *restrict x, const float *restrict panel, size_t ps,
-           size_t kc, const float *restrict bias, int first, size_t nr, size_t nx) {
+row_groups(sm_dtype pd, size_t g, float *restrict out, const float *restrict x, const float *restrict panel,
+           size_t ps, size_t kc, const float *restrict bias, int first, size_t nr, size_t nx) {
     __m512 c0[SM_ROW_GROUPS], c1[SM_ROW_GROUPS];
     for (size_t j = 0; j < g; j++) c0[j] = c1[j] = _mm512_setzero_ps();
     for (size_t kk = 0; kk < kc; kk++) {
         __m512 a = _mm512_set1_ps(x[kk]);
-        for (size_t j = 0; j < nx; j++) {
-            _mm_prefetch((const char *)(panel + (g + j) * ps + kk * NR), _MM_HINT_T1);
-            _mm_prefetch((const char *)(panel + (g + j) * ps + kk * NR + 16), _MM_HINT_T1);
-        }
+        for (size_t j = 0; j < nx; j++)
+            panel_ask(pd, (const float *)(const void *)((const char *)panel +
+                                                        (g + j) * ps * (pd == SM_DTYPE_F32 ? 4 : 2)),
+                      kk);
         for (size_t j = 0; j < g; j++) {
-            c0[j] = _mm512_fmadd_ps(a, _mm512_load_ps(panel + j * ps + kk * NR), c0[j]);
-            c1[j] = _mm512_fmadd_ps(a, _mm512_load_ps(panel + j * ps + kk * NR + 16), c1[j]);
+            c0[j] = _mm512_fmadd_ps(a, panel_w(pd, panel, j * ps + kk * NR), c0[j]);
+            c1[j] = _mm512_fmadd_ps(a, panel_w(pd, panel, j * ps + kk * NR + 16), c1[j]);
         }
     }
     for (size_t j = 0; j < g; j++)
@@ -161,25 +168,60 @@ row_groups(size_t g, float *restrict out, const float *restrict x, const float *
                              nr - j * NR < NR ? nr - j * NR : NR);
 }
 
-static void one_row(float *restrict out, const float *restrict x, const float *restrict panel, size_t ps,
-                    size_t kc, const float *restrict bias, int first, size_t nr, size_t next) {
+static inline __attribute__((always_inline)) void
+one_row_of(sm_dtype pd, float *restrict out, const float *restrict x, const float *restrict panel, size_t ps,
+           size_t kc, const float *restrict bias, int first, size_t nr, size_t next) {
     if (nr > (SM_ROW_GROUPS - 1) * NR) /* whole sets of panels: the next call's too, if it has them */
-        row_groups(SM_ROW_GROUPS, out, x, panel, ps, kc, bias, first, nr, next);
+        row_groups(pd, SM_ROW_GROUPS, out, x, panel, ps, kc, bias, first, nr, next);
     else if (nr > 2 * NR) /* a call's last set of panels */
-        row_groups(3, out, x, panel, ps, kc, bias, first, nr, 0);
+        row_groups(pd, 3, out, x, panel, ps, kc, bias, first, nr, 0);
     else if (nr > NR)
-        row_groups(2, out, x, panel, ps, kc, bias, first, nr, 0);
+        row_groups(pd, 2, out, x, panel, ps, kc, bias, first, nr, 0);
     else
-        row_groups(1, out, x, panel, ps, kc, bias, first, nr, 0);
+        row_groups(pd, 1, out, x, panel, ps, kc, bias, first, nr, 0);
 }
+#define ONE_ROW(name, pd)                                                                               \
+    static void name(float *restrict out, const float *restrict x, const float *restrict panel, size_t ps, \
+                     size_t kc, const float *restrict bias, int first, size_t nr, size_t next) {          \
+        one_row_of(pd, out, x, panel, ps, kc, bias, first, nr, next);                                   \
+    }
+ONE_ROW(one_row, SM_DTYPE_F32)
+ONE_ROW(one_row_f16, SM_DTYPE_F16)
+ONE_ROW(one_row_bf16, SM_DTYPE_BF16)
+#undef ONE_ROW
 
 static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, sm_kernels_pack_avx2,
                                            {NULL, micro_1, micro_2, micro_3, micro_4, micro_5, micro_6, micro_7},
-                                           NULL, micro_mr_pf};
-/* The same on f32 panels laid out at load (SM_DTYPE_F32_P32), read in place: for every T. */
+                                           NULL, micro_mr_pf, 0};
+/* The same on f32 panels laid out at load (SM_DTYPE_F32_P32), read in place: for every T; and
+   on 16-bit panels (SM_DTYPE_F16_P32, SM_DTYPE_BF16_P32), widened as they are read: each
+   output the arithmetic of the 16-bit weights packed per call (their exact f32 values). */
 static const sm_gemm_kernel gemm_panels = {NR, MR, KC, micro_mr, NULL,
                                            {NULL, micro_1, micro_2, micro_3, micro_4, micro_5, micro_6, micro_7},
-                                           one_row, micro_mr_pf};
+                                           one_row, micro_mr_pf, 0};
+/* A slice of 16-bit panels (SM_DTYPE_F16_P32, SM_DTYPE_BF16_P32; rows past N already zeros),
+   columns [k0, k0 + kc) of the 32 rows from n, widened into dst: what the 16-bit rows packed per
+   call give, so gemm_kernel's micro-kernels make the same sums on either. */
+static void pack_panels16(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K, size_t n,
+                          size_t nr, size_t width, size_t k0, size_t kc) {
+    (void)nr, (void)width;
+    const uint16_t *src = (const uint16_t *)w + n * K + k0 * NR;
+    for (size_t i = 0; i < kc * NR; i += 16) _mm512_storeu_ps(dst + i, load_w(dt, src, i));
+}
+/* Many token rows on 16-bit panels: each slice widened once for them all (SM_PANELS16_WIDEN_T
+   rows and more), not at every tile of 8 rows. */
+static const sm_gemm_kernel gemm_widen16 = {NR, MR, KC, micro_mr, pack_panels16,
+                                            {NULL, micro_1, micro_2, micro_3, micro_4, micro_5, micro_6, micro_7},
+                                            NULL, micro_mr_pf, 0};
+enum { SM_PANELS16_WIDEN_T = 32 };
+static const sm_gemm_kernel gemm_panels_f16 = {
+    NR, MR, KC, micro_mr_f16, NULL,
+    {NULL, micro_1_f16, micro_2_f16, micro_3_f16, micro_4_f16, micro_5_f16, micro_6_f16, micro_7_f16},
+    one_row_f16, micro_mr_pf_f16, 2};
+static const sm_gemm_kernel gemm_panels_bf16 = {
+    NR, MR, KC, micro_mr_bf16, NULL,
+    {NULL, micro_1_bf16, micro_2_bf16, micro_3_bf16, micro_4_bf16, micro_5_bf16, micro_6_bf16, micro_7_bf16},
+    one_row_bf16, micro_mr_pf_bf16, 2};
 
 
 /*
@@ -379,6 +421,11 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
         sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F32_P32) /* f32 panels: the packed product for every T */
         sm_kernels_gemm(&gemm_panels, k->l2_bytes, out, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
+    else if ((wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) && T >= SM_PANELS16_WIDEN_T)
+        sm_kernels_gemm(&gemm_widen16, k->l2_bytes, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
+    else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) /* 16-bit panels, widened as read */
+        sm_kernels_gemm(wt == SM_DTYPE_F16_P32 ? &gemm_panels_f16 : &gemm_panels_bf16, k->l2_bytes, out, x, w,
+                        SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
     else if (wt != sm_dtype_base(wt) && k->quant->gemm_r32) /* repacked: one product for every T */
         k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_kernels_qgemm_takes(k->quant, wt, T))

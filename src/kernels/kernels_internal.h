@@ -76,7 +76,16 @@ typedef struct {
        for the tiles of a tall block (SM_GEMM_TALL x mr rows or more) with another after them.
        Short blocks (batched decoding's rows, in L1 anyway) keep full. */
     sm_micro_fn full_pf;
+    /* Bytes of a panel's weight where there is no pack: 4 (0 says so too), or 2 for 16-bit
+       panels (SM_DTYPE_F16_P32, SM_DTYPE_BF16_P32), which the micro-kernels widen as they read
+       them; a panel pointer handed to them is then the 16-bit data's. */
+    size_t es;
 } sm_gemm_kernel;
+
+/* Element i of panels laid out at load for g (its es bytes each), as the micro-kernels take it. */
+static inline const float *sm_kernels_panel_at(const sm_gemm_kernel *g, const void *w, size_t i) {
+    return (const float *)(const void *)((const char *)w + i * (g->es ? g->es : sizeof(float)));
+}
 #define SM_GEMM_TALL 4
 #define SM_ROW_GROUPS 4
 
@@ -85,8 +94,9 @@ typedef struct {
 ** blocks whose kc-column slice fills half of l2_bytes (so the rows a panel
 ** meets stay in L2), then kc-column slices, then the thread's panels, each
 ** packed once per block and slice into panel (nr x kc floats). A kernel with
-** no pack reads w's panels in place (SM_DTYPE_F32_P32 of width nr; n0 a
-** multiple of nr, dt SM_DTYPE_F32) and needs no panel scratch.
+** no pack reads w's panels in place (SM_DTYPE_F32_P32, or the 16-bit panels
+** of its es, of width nr; n0 a multiple of nr, dt SM_DTYPE_F32) and needs no
+** panel scratch.
 */
 void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,

@@ -63,12 +63,12 @@ static void gemm_in_place(const sm_gemm_kernel *g, float *restrict out, const fl
         const size_t next = ((rest < step ? rest : step) + g->nr - 1) / g->nr;
         for (size_t k0 = 0; k0 < K; k0 += g->kc) {
             const size_t kc = K - k0 < g->kc ? K - k0 : g->kc;
-            const float *p = w + n * K + k0 * g->nr, *b = bias ? bias + n : NULL;
+            const float *p = sm_kernels_panel_at(g, w, n * K + k0 * g->nr), *b = bias ? bias + n : NULL;
             if (step > g->nr)
                 g->one_row(out + t0 * N + n, x + t0 * K + k0, p, K * g->nr, kc, b, k0 == 0, nr, next);
             else
                 tiles(g, out, x, p, b, N, K, n, nr, k0, kc, t0, t1,
-                      n + nr < n1 || k0 + kc < K ? p + kc * g->nr : NULL);
+                      n + nr < n1 || k0 + kc < K ? sm_kernels_panel_at(g, p, kc * g->nr) : NULL);
         }
     }
 }
@@ -108,8 +108,8 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict o
                 else if (g->pack)
                     g->pack(panel, w, dt, K, n, nr, g->nr, k0, kc);
                 else { /* n a multiple of nr; the next panel's slice asked for as this one is read */
-                    p = (const float *)w + n * K + k0 * g->nr;
-                    if (n + nr < n1) next = p + nr * K;
+                    p = sm_kernels_panel_at(g, w, n * K + k0 * g->nr);
+                    if (n + nr < n1) next = sm_kernels_panel_at(g, p, nr * K);
                 }
                 tiles(g, out, x, p, bias ? bias + n : NULL, N, K, n, nr, k0, kc, t0, t1, next);
             }
@@ -145,7 +145,8 @@ void sm_kernels_rope_halves(float *restrict x, const float *restrict cs, const f
 /* ---- repacked quantized weights (sm_kernels.h: sm_kernels_repack) ---- */
 
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
-    if (dt == SM_DTYPE_F32) return N > 0 && K > 0; /* the last panel's missing rows are zeros */
+    if (dt == SM_DTYPE_F32 || dt == SM_DTYPE_F16 || dt == SM_DTYPE_BF16)
+        return N > 0 && K > 0; /* the last panel's missing rows are zeros */
     return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K ||
             dt == SM_DTYPE_Q6_K) && N > 0 && K > 0 && K % sm_dtype_block(dt) == 0;
 }
@@ -157,6 +158,8 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
            : dt == SM_DTYPE_Q5_K ? SM_DTYPE_Q5_K_R32
            : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_R32
            : dt == SM_DTYPE_F32  ? SM_DTYPE_F32_P32
+           : dt == SM_DTYPE_F16  ? SM_DTYPE_F16_P32
+           : dt == SM_DTYPE_BF16 ? SM_DTYPE_BF16_P32
                                  : dt;
 }
 
@@ -273,6 +276,19 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
 #else
             sm_kernels_pack_panel(p, src, dt, K, g * SM_R32, nr, SM_R32, 0, K, NULL);
 #endif
+        }
+        return;
+    }
+    if (dt == SM_DTYPE_F16 || dt == SM_DTYPE_BF16) { /* the same, 16-bit: the file's bytes */
+        for (size_t g = g0; g < g1; g++) {
+            uint16_t *p = (uint16_t *)dst + g * SM_R32 * K;
+            size_t nr = N - g * SM_R32 < SM_R32 ? N - g * SM_R32 : SM_R32;
+            if (nr < SM_R32) memset(p, 0, SM_R32 * K * sizeof *p);
+            for (size_t k0 = 0; k0 < K; k0 += 64) /* 64 columns of the 32 rows at a time */
+                for (size_t j = 0; j < nr; j++) {
+                    const uint16_t *r = (const uint16_t *)src + (g * SM_R32 + j) * K;
+                    for (size_t k = k0; k < K && k < k0 + 64; k++) p[k * SM_R32 + j] = r[k];
+                }
         }
         return;
     }
