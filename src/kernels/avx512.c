@@ -211,8 +211,7 @@ static const sm_gemm_kernel gemm_panels = {NR, MR, KC, micro_mr, NULL,
 static void pack_panels16(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K, size_t n,
                           size_t nr, size_t width, size_t k0, size_t kc) {
     (void)nr, (void)width;
-    const uint16_t *src = (const uint16_t *)w + n * K + k0 * NR;
-    for (size_t i = 0; i < kc * NR; i += 16) _mm512_storeu_ps(dst + i, load_w(dt, src, i));
+    to_f32(dst, (const uint16_t *)w + n * K + k0 * NR, dt, kc * NR);
 }
 /* Many token rows on 16-bit panels: each slice widened once for them all (SM_PANELS16_WIDEN_T
    rows and more), not at every tile of 8 rows. */
@@ -427,11 +426,12 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
         sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F32_P32) /* f32 panels: the packed product for every T */
         sm_kernels_gemm(&gemm_panels, k->l2_bytes, out, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
-    else if ((wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) && T >= SM_PANELS16_WIDEN_T)
-        sm_kernels_gemm(&gemm_widen16, k->l2_bytes, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
-    else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) /* 16-bit panels, widened as read */
-        sm_kernels_gemm(wt == SM_DTYPE_F16_P32 ? &gemm_panels_f16 : &gemm_panels_bf16, k->l2_bytes, out, x, w,
-                        SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
+    else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) /* 16-bit panels: widened as read, or
+                                                                   a slice at a time for many rows */
+        sm_kernels_gemm(T >= SM_PANELS16_WIDEN_T     ? &gemm_widen16
+                        : wt == SM_DTYPE_F16_P32 ? &gemm_panels_f16
+                                                 : &gemm_panels_bf16,
+                        k->l2_bytes, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (wt != sm_dtype_base(wt) && k->quant->gemm_r32) /* repacked: one product for every T */
         k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_kernels_qgemm_takes(k->quant, wt, T))

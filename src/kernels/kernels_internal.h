@@ -95,7 +95,7 @@ static inline const float *sm_kernels_panel_at(const sm_gemm_kernel *g, const vo
 ** meets stay in L2), then kc-column slices, then the thread's panels, each
 ** packed once per block and slice into panel (nr x kc floats). A kernel with
 ** no pack reads w's panels in place (SM_DTYPE_F32_P32, or the 16-bit panels
-** of its es, of width nr; n0 a multiple of nr, dt SM_DTYPE_F32) and needs no
+** of its es, of width nr; n0 a multiple of nr, dt their base type) and needs no
 ** panel scratch.
 */
 void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
