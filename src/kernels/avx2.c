@@ -45,7 +45,9 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
       const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr,
       const float *restrict next) {
     __m256 c0[MR], c1[MR];
-    for (size_t i = 0; i < mr; i++) { /* the output tile, read at the end, on its way meanwhile */
+    /* the output tile, read at the end, on its way meanwhile; every loop over the rows unrolled, so
+       the accumulators stay in registers (rolled, GCC kept them in memory: two stores an FMA) */
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
         _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
         _mm_prefetch((const char *)(out + i * ldo + 15), _MM_HINT_T0);
         c0[i] = c1[i] = _mm256_setzero_ps();
@@ -54,37 +56,14 @@ micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_
         __m256 b0 = _mm256_load_ps(panel + kk * NR);
         __m256 b1 = _mm256_load_ps(panel + kk * NR + 8);
         if (next) _mm_prefetch((const char *)(next + kk * NR), _MM_HINT_T1); /* one line a k step */
-        for (size_t i = 0; i < mr; i++) {
+        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
             __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
             c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
         }
     }
-    if (nr == NR) { /* a whole panel: plain loads and stores (masked stores are slow on AMD) */
-        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
-            float *o = out + i * ldo;
-            __m256 add0 = first ? (bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps()) : _mm256_loadu_ps(o);
-            __m256 add1 = first ? (bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps()) : _mm256_loadu_ps(o + 8);
-            _mm256_storeu_ps(o, _mm256_add_ps(c0[i], add0));
-            _mm256_storeu_ps(o + 8, _mm256_add_ps(c1[i], add1));
-        }
-        return;
-    }
-    /* the masks only now: live across the k loop, they cost registers */
-    const __m256i m0 = tail_mask(nr), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
-    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
-        float *o = out + i * ldo;
-        __m256 add0, add1;
-        if (first) {
-            add0 = bias ? _mm256_maskload_ps(bias, m0) : _mm256_setzero_ps();
-            add1 = bias ? _mm256_maskload_ps(bias + 8, m1) : _mm256_setzero_ps();
-        } else {
-            add0 = _mm256_maskload_ps(o, m0);
-            add1 = _mm256_maskload_ps(o + 8, m1);
-        }
-        _mm256_maskstore_ps(o, m0, _mm256_add_ps(c0[i], add0));
-        _mm256_maskstore_ps(o + 8, m1, _mm256_add_ps(c1[i], add1));
-    }
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++)
+        sm_avx2_row_store(out + i * ldo, c0[i], c1[i], bias, first, nr);
 }
 
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
