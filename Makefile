@@ -54,7 +54,7 @@ LIB_SRC := src/smallmind.c src/base.c src/arena.c src/dtype.c src/json.c src/poo
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c src/bench_ops.c \
            src/convert/convert.c src/convert/hf_tokenizer.c src/convert/export_gguf.c
 ifneq ($(filter x86_64 i686 i386,$(ARCH)),)
-LIB_SRC += src/kernels/avx2.c src/kernels/avx2_rows.c src/kernels/avx512.c src/kernels/avx512_attn.c src/kernels/avx512_rows.c src/kernels/avx512_bf16.c src/kernels/avx2_quant.c src/kernels/avx2_qgemm.c
+LIB_SRC += src/kernels/avx2.c src/kernels/avx2_rows.c src/kernels/avx2_panels.c src/kernels/avx512.c src/kernels/avx512_attn.c src/kernels/avx512_rows.c src/kernels/avx512_bf16.c src/kernels/avx2_quant.c src/kernels/avx2_qgemm.c
 ARCH_DEFS := -DSM_X86_KERNELS
 # avx2_quant.c and avx2_qgemm.c are built once more per vpdpbusd flavour (SM_QFLAVOUR).
 QFLAVOURS := $(foreach f,quant qgemm,$(BUILD)/src/kernels/avx2_$(f)_vnni.o $(BUILD)/src/kernels/avx2_$(f)_vnni512.o)
@@ -113,7 +113,7 @@ $(BUILD)/src/kernels/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/train/%.o: ALL_CFLAGS += -O3
 $(BUILD)/src/quant.o: ALL_CFLAGS += -O3
 $(BUILD)/src/sampler.o: ALL_CFLAGS += -O3 # best_of's integer maximum vectorized
-$(BUILD)/src/kernels/avx2.o $(BUILD)/src/kernels/avx2_rows.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/src/kernels/avx2.o $(BUILD)/src/kernels/avx2_rows.o $(BUILD)/src/kernels/avx2_panels.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/src/kernels/avx512.o $(BUILD)/src/kernels/avx512_attn.o $(BUILD)/src/kernels/avx512_rows.o: ALL_CFLAGS += -mavx512f -mfma
 $(BUILD)/src/kernels/avx512_bf16.o: ALL_CFLAGS += -mavx512f -mavx512bf16
 $(BUILD)/src/kernels/avx2_quant.o $(BUILD)/src/kernels/avx2_qgemm.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -DSM_QFLAVOUR=0

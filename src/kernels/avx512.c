@@ -218,7 +218,6 @@ static void pack_panels16(float *restrict dst, const void *restrict w, sm_dtype 
 static const sm_gemm_kernel gemm_widen16 = {NR, MR, KC, micro_mr, pack_panels16,
                                             {NULL, micro_1, micro_2, micro_3, micro_4, micro_5, micro_6, micro_7},
                                             NULL, micro_mr_pf, 0};
-enum { SM_PANELS16_WIDEN_T = 32 };
 static const sm_gemm_kernel gemm_panels_f16 = {
     NR, MR, KC, micro_mr_f16, NULL,
     {NULL, micro_1_f16, micro_2_f16, micro_3_f16, micro_4_f16, micro_5_f16, micro_6_f16, micro_7_f16},

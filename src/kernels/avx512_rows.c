@@ -91,7 +91,7 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
 void sm_avx512_rows_avx2(const sm_kernels *k, float *restrict out, const float *restrict x,
                          const void *restrict w, sm_dtype wt, const float *restrict bias, size_t T,
                          size_t N, size_t K, size_t n0, size_t n1, float *restrict scratch) {
-    if (sm_dtype_quantized(wt) || T <= 2)
+    if (sm_dtype_quantized(wt) || wt != sm_dtype_base(wt) || T <= 2) /* laid out: the table's matmul */
         sm_avx2_matmul_rows(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F16)
         gemv_tiles(SM_DTYPE_F16, out, x, w, bias, T, N, K, n0, n1);

@@ -118,6 +118,16 @@ void sm_kernels_transpose_avx2(float *restrict out, size_t ldo, const float *res
                                size_t R, size_t c0, size_t c1);
 
 /*
+** The AVX2 table's packed product on panels laid out at load (avx2_panels.c):
+** f32 panels, and 16-bit panels widened as read (es 2), read in place by
+** token rows whose x fits half the L2 (for more, avx2.c packs each slice's
+** halves); each output bit for bit the packed product's on the file's rows,
+** for every T. Only on CPUs with AVX2, FMA and F16C.
+*/
+enum { SM_PANELS16_WIDEN_T = 32 }; /* from this many token rows panels' slices are widened / packed once */
+extern const sm_gemm_kernel sm_avx2_gemm_panels, sm_avx2_gemm_panels_f16, sm_avx2_gemm_panels_bf16;
+
+/*
 ** The AVX2 table's matrix-vector products (avx2_rows.c): sm_avx2_gemv for
 ** T <= 2 token rows of f32/f16/bf16 weights (columns [n0, n1)), and
 ** sm_avx2_matmul_rows (the table's matmul_rows: each row bit for bit what

@@ -1,0 +1,151 @@
+/*
+** avx2_panels.c -- the AVX2 table's packed product on panels laid out at load
+** (sm_kernels_repack): SM_DTYPE_F32_P32, and the 16-bit SM_DTYPE_F16_P32 /
+** SM_DTYPE_BF16_P32 widened as they are read. A panel is 32 weight rows side
+** by side (the AVX-512 table's NR), twice this table's 16: each micro-kernel
+** takes its 16-column halves in turn, MR = 6 token rows x 16 columns a pass
+** (12 accumulators), each output the same chain over a slice's k as the
+** packed product on the file's rows (avx2.c's micro, NR = 16), so every
+** output is bit for bit what the file's rows give, whatever T. A lone token
+** row (one_row) runs two panels' 8 chains side by side. Compiled with -mavx2
+** -mfma -mf16c, called only where the CPU has them.
+*/
+#if defined(__x86_64__) || defined(__i386__)
+#include "kernels_internal.h"
+#include "avx2_load.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#define NR SM_R32 /* a panel's rows */
+#define HR 16     /* the columns of a pass */
+#define MR 6
+#define KC 256
+
+/* Bytes of a panel element of type pd. */
+#define ES(pd) ((pd) == SM_DTYPE_F32 ? 4u : 2u)
+
+/*
+** Columns [16 h, 16 h + 16) of a panel's slice for mr token rows: out (+)= x . panel, the
+** chain of avx2.c's micro. next (NULL: none) is the slice read after this one, asked for into
+** L2 as this pass reads (f32: the pass's own line of each k step; 16-bit: the first pass asks
+** for the k step's one line).
+*/
+static inline __attribute__((always_inline)) void
+half(sm_dtype pd, size_t mr, size_t h, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
+     const void *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr,
+     const char *restrict next) {
+    __m256 c0[MR], c1[MR];
+    /* the output tile, on its way meanwhile; the rows' loops unrolled (accumulators in registers) */
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(out + i * ldo + HR * h), _MM_HINT_T0);
+        _mm_prefetch((const char *)(out + i * ldo + HR * h + 15), _MM_HINT_T0);
+        c0[i] = c1[i] = _mm256_setzero_ps();
+    }
+    for (size_t kk = 0; kk < kc; kk++) {
+        __m256 b0 = load_w(pd, panel, kk * NR + HR * h);
+        __m256 b1 = load_w(pd, panel, kk * NR + HR * h + 8);
+        if (next && (pd == SM_DTYPE_F32 || h == 0))
+            _mm_prefetch(next + (kk * NR + HR * h) * ES(pd), _MM_HINT_T1);
+        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
+            __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
+            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++)
+        sm_avx2_row_store(out + i * ldo + HR * h, c0[i], c1[i], bias ? bias + HR * h : NULL, first, nr);
+}
+
+/* Each pass compiled on its own, a set per panel type and row count (two passes inlined into one
+   function, GCC kept the accumulators in memory: avx2.c), and the micro-kernel runs both. */
+#define MICRO(name, pd, r)                                                                         \
+    static void name##_half(size_t h, float *restrict out, size_t ldo, const float *restrict x,    \
+                            size_t ldx, const float *restrict panel, size_t kc,                    \
+                            const float *restrict bias, int first, size_t nr, const char *next) {  \
+        half(pd, r, h, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                        \
+    }                                                                                              \
+    static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,         \
+                     const float *restrict panel, size_t kc, const float *restrict bias,           \
+                     int first, size_t nr, const float *restrict next) {                           \
+        name##_half(0, out, ldo, x, ldx, panel, kc, bias, first, nr < HR ? nr : HR, (const char *)next); \
+        if (nr > HR) name##_half(1, out, ldo, x, ldx, panel, kc, bias, first, nr - HR, (const char *)next); \
+    }
+#define MICROS(sfx, pd)                                                                            \
+    MICRO(micro_mr##sfx, pd, MR)                                                                   \
+    MICRO(micro_1##sfx, pd, 1)                                                                     \
+    MICRO(micro_2##sfx, pd, 2)                                                                     \
+    MICRO(micro_3##sfx, pd, 3)                                                                     \
+    MICRO(micro_4##sfx, pd, 4)                                                                     \
+    MICRO(micro_5##sfx, pd, 5)
+MICROS(, SM_DTYPE_F32)
+MICROS(_f16, SM_DTYPE_F16)
+MICROS(_bf16, SM_DTYPE_BF16)
+#undef MICROS
+#undef MICRO
+
+/*
+** One token row over g <= 2 panels (ps elements apart): 4 chains a panel, micro(1)'s per
+** output. Each panel's lines are asked for ROW_AHEAD k steps ahead (the panel runs on into
+** its next slice, the next call's).
+*/
+enum { ROW_AHEAD = 16 };
+static inline __attribute__((always_inline)) void
+row_panels(sm_dtype pd, size_t g, float *restrict out, const float *restrict x, const void *restrict panel,
+           size_t ps, size_t kc, const float *restrict bias, int first, size_t nr) {
+    __m256 c[2][4];
+    for (size_t j = 0; j < g; j++)
+        for (size_t v = 0; v < 4; v++) c[j][v] = _mm256_setzero_ps();
+    for (size_t kk = 0; kk < kc; kk++) {
+        __m256 a = _mm256_broadcast_ss(x + kk);
+        for (size_t j = 0; j < g; j++) {
+            const char *ask = (const char *)panel + (j * ps + (kk + ROW_AHEAD) * NR) * ES(pd);
+            _mm_prefetch(ask, _MM_HINT_T0);
+            if (pd == SM_DTYPE_F32) _mm_prefetch(ask + 64, _MM_HINT_T0);
+            for (size_t v = 0; v < 4; v++)
+                c[j][v] = _mm256_fmadd_ps(a, load_w(pd, panel, j * ps + kk * NR + 8 * v), c[j][v]);
+        }
+    }
+    for (size_t j = 0; j < g; j++) {
+        const size_t nj = nr - j * NR < NR ? nr - j * NR : NR; /* this panel's columns */
+        const float *b = bias ? bias + j * NR : NULL;
+        sm_avx2_row_store(out + j * NR, c[j][0], c[j][1], b, first, nj < HR ? nj : HR);
+        if (nj > HR) sm_avx2_row_store(out + j * NR + HR, c[j][2], c[j][3], b ? b + HR : NULL, first, nj - HR);
+    }
+}
+
+/* One token row over the nr <= SM_ROW_GROUPS NR columns of the panels from panel (one_row in
+   kernels_internal.h), two panels at a time. */
+static inline __attribute__((always_inline)) void
+one_row_of(sm_dtype pd, float *restrict out, const float *restrict x, const void *restrict panel, size_t ps,
+           size_t kc, const float *restrict bias, int first, size_t nr) {
+    for (size_t j = 0; j * NR < nr; j += 2) {
+        const size_t left = nr - j * NR;
+        const void *p = (const char *)panel + j * ps * ES(pd);
+        const float *b = bias ? bias + j * NR : NULL;
+        if (left > NR)
+            row_panels(pd, 2, out + j * NR, x, p, ps, kc, b, first, left < 2 * NR ? left : 2 * NR);
+        else
+            row_panels(pd, 1, out + j * NR, x, p, ps, kc, b, first, left);
+    }
+}
+#define ONE_ROW(name, pd)                                                                               \
+    static void name(float *restrict out, const float *restrict x, const float *restrict panel, size_t ps, \
+                     size_t kc, const float *restrict bias, int first, size_t nr, size_t next) {          \
+        (void)next;                                                                                     \
+        one_row_of(pd, out, x, panel, ps, kc, bias, first, nr);                                         \
+    }
+ONE_ROW(one_row, SM_DTYPE_F32)
+ONE_ROW(one_row_f16, SM_DTYPE_F16)
+ONE_ROW(one_row_bf16, SM_DTYPE_BF16)
+#undef ONE_ROW
+
+const sm_gemm_kernel sm_avx2_gemm_panels = {
+    NR, MR, KC, micro_mr, NULL, {NULL, micro_1, micro_2, micro_3, micro_4, micro_5}, one_row, NULL, 0};
+const sm_gemm_kernel sm_avx2_gemm_panels_f16 = {
+    NR, MR, KC, micro_mr_f16, NULL,
+    {NULL, micro_1_f16, micro_2_f16, micro_3_f16, micro_4_f16, micro_5_f16}, one_row_f16, NULL, 2};
+const sm_gemm_kernel sm_avx2_gemm_panels_bf16 = {
+    NR, MR, KC, micro_mr_bf16, NULL,
+    {NULL, micro_1_bf16, micro_2_bf16, micro_3_bf16, micro_4_bf16, micro_5_bf16}, one_row_bf16, NULL, 2};
+#endif
