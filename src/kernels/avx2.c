@@ -18,7 +18,7 @@
 #include <string.h>
 
 #define NR 16
-#define MR 6
+#define MR SM_AVX2_MR
 #define KC 256
 
 
@@ -38,32 +38,6 @@ static inline __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-static inline __attribute__((always_inline)) void
-micro(size_t mr, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-      const float *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr,
-      const float *restrict next) {
-    __m256 c0[MR], c1[MR];
-    /* the output tile, read at the end, on its way meanwhile; every loop over the rows unrolled, so
-       the accumulators stay in registers (rolled, GCC kept them in memory: two stores an FMA) */
-    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
-        _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
-        _mm_prefetch((const char *)(out + i * ldo + 15), _MM_HINT_T0);
-        c0[i] = c1[i] = _mm256_setzero_ps();
-    }
-    for (size_t kk = 0; kk < kc; kk++) {
-        __m256 b0 = _mm256_load_ps(panel + kk * NR);
-        __m256 b1 = _mm256_load_ps(panel + kk * NR + 8);
-        if (next) _mm_prefetch((const char *)(next + kk * NR), _MM_HINT_T1); /* one line a k step */
-        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
-            __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
-            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
-            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
-        }
-    }
-    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++)
-        sm_avx2_row_store(out + i * ldo, c0[i], c1[i], bias, first, nr);
 }
 
 static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
@@ -97,7 +71,7 @@ static void to_f32(float *restrict out, const void *restrict src, sm_dtype dt, s
     static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,         \
                      const float *restrict panel, size_t kc, const float *restrict bias,           \
                      int first, size_t nr, const float *restrict next) {                           \
-        micro(rows, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                           \
+        sm_avx2_micro(SM_DTYPE_F32, rows, NR, out, ldo, x, ldx, panel, kc, bias, first, nr, next);  \
     }
 MICRO(micro_mr, MR)
 MICRO(micro_1, 1)
@@ -197,7 +171,7 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
                    size_t n0, size_t n1, float *restrict scratch) {
     if (wt == SM_DTYPE_F32_P32 || wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) /* panels: in place,
                                                                                         or packed for many rows */
-        sm_kernels_gemm(T >= SM_PANELS16_WIDEN_T     ? &gemm_p32
+        sm_kernels_gemm(T >= SM_PANELS_PACK_T         ? &gemm_p32
                         : wt == SM_DTYPE_F32_P32 ? &sm_avx2_gemm_panels
                         : wt == SM_DTYPE_F16_P32 ? &sm_avx2_gemm_panels_f16
                                                  : &sm_avx2_gemm_panels_bf16,

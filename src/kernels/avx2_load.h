@@ -1,7 +1,8 @@
 /*
-** avx2_load.h -- loads shared by the AVX2 files (avx2.c, avx2_rows.c):
-** tail masks and 8 weights of any 16/32-bit type widened to f32; included
-** only by files built with AVX2, FMA and F16C enabled.
+** avx2_load.h -- shared by the AVX2 files (avx2.c, avx2_rows.c, avx2_panels.c):
+** tail masks, 8 weights of any 16/32-bit type widened to f32, the packed
+** product's row store and micro-kernel; included only by files built with
+** AVX2, FMA and F16C enabled.
 */
 #ifndef SM_AVX2_LOAD_H
 #define SM_AVX2_LOAD_H
@@ -60,6 +61,43 @@ sm_avx2_row_store(float *restrict o, __m256 c0, __m256 c1, const float *restrict
     }
     _mm256_maskstore_ps(o, m0, _mm256_add_ps(c0, add0));
     _mm256_maskstore_ps(o + 8, m1, _mm256_add_ps(c1, add1));
+}
+
+#define SM_AVX2_MR 6 /* token rows of the packed product's full micro-kernel call */
+
+/*
+** The packed product's micro-kernel: out rows i < mr (mr <= SM_AVX2_MR, a constant at every
+** call site), columns [0, nr) (nr <= 16), get x rows i (ldx apart) . the 16 columns of a panel
+** of type pd whose k steps are ps elements apart (avx2.c's packed panels: 16; the 32-row
+** panels laid out at load: 32, from a half's first column) added, or the bias plus them
+** written (first). Each output one chain of FMAs over k. next (NULL: none) is the slice read
+** after this one: its line of each k step (ps elements on) asked for into L2. Every loop over
+** the rows unrolled and the tile stored by value, so the accumulators stay in registers (rolled,
+** GCC kept them in memory: two stores an FMA); a function compiles one call of it (two inlined
+** into one kept them in memory again).
+*/
+static inline __attribute__((always_inline)) void
+sm_avx2_micro(sm_dtype pd, size_t mr, size_t ps, float *restrict out, size_t ldo, const float *restrict x,
+              size_t ldx, const void *restrict panel, size_t kc, const float *restrict bias, int first,
+              size_t nr, const void *restrict next) {
+    __m256 c0[SM_AVX2_MR], c1[SM_AVX2_MR];
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) { /* the output tile, on its way meanwhile */
+        _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
+        _mm_prefetch((const char *)(out + i * ldo + 15), _MM_HINT_T0);
+        c0[i] = c1[i] = _mm256_setzero_ps();
+    }
+    for (size_t kk = 0; kk < kc; kk++) {
+        __m256 b0 = load_w(pd, panel, kk * ps);
+        __m256 b1 = load_w(pd, panel, kk * ps + 8);
+        if (next) _mm_prefetch((const char *)sm_kernels_elem(next, pd, kk * ps), _MM_HINT_T1);
+        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
+            __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
+            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++)
+        sm_avx2_row_store(out + i * ldo, c0[i], c1[i], bias, first, nr);
 }
 
 #endif

@@ -19,57 +19,26 @@
 
 #define NR SM_R32 /* a panel's rows */
 #define HR 16     /* the columns of a pass */
-#define MR 6
+#define MR SM_AVX2_MR
 #define KC 256
 
-/* Bytes of a panel element of type pd. */
-#define ES(pd) ((pd) == SM_DTYPE_F32 ? 4u : 2u)
-
-/*
-** Columns [16 h, 16 h + 16) of a panel's slice for mr token rows: out (+)= x . panel, the
-** chain of avx2.c's micro. next (NULL: none) is the slice read after this one, asked for into
-** L2 as this pass reads (f32: the pass's own line of each k step; 16-bit: the first pass asks
-** for the k step's one line).
-*/
-static inline __attribute__((always_inline)) void
-half(sm_dtype pd, size_t mr, size_t h, float *restrict out, size_t ldo, const float *restrict x, size_t ldx,
-     const void *restrict panel, size_t kc, const float *restrict bias, int first, size_t nr,
-     const char *restrict next) {
-    __m256 c0[MR], c1[MR];
-    /* the output tile, on its way meanwhile; the rows' loops unrolled (accumulators in registers) */
-    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
-        _mm_prefetch((const char *)(out + i * ldo + HR * h), _MM_HINT_T0);
-        _mm_prefetch((const char *)(out + i * ldo + HR * h + 15), _MM_HINT_T0);
-        c0[i] = c1[i] = _mm256_setzero_ps();
-    }
-    for (size_t kk = 0; kk < kc; kk++) {
-        __m256 b0 = load_w(pd, panel, kk * NR + HR * h);
-        __m256 b1 = load_w(pd, panel, kk * NR + HR * h + 8);
-        if (next && (pd == SM_DTYPE_F32 || h == 0))
-            _mm_prefetch(next + (kk * NR + HR * h) * ES(pd), _MM_HINT_T1);
-        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
-            __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
-            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
-            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
-        }
-    }
-    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++)
-        sm_avx2_row_store(out + i * ldo + HR * h, c0[i], c1[i], bias ? bias + HR * h : NULL, first, nr);
-}
-
-/* Each pass compiled on its own, a set per panel type and row count (two passes inlined into one
-   function, GCC kept the accumulators in memory: avx2.c), and the micro-kernel runs both. */
+/* The micro-kernel on columns [16 h, 16 h + 16) of a panel's slice (sm_avx2_micro, its k steps
+   32 elements apart), each half its own function (a set per panel type and row count), and the
+   micro-kernel runs both. next, the slice read after this one: f32, each half asks for its own
+   line of a k step; 16-bit, the first half for the k step's one line. */
 #define MICRO(name, pd, r)                                                                         \
     static void name##_half(size_t h, float *restrict out, size_t ldo, const float *restrict x,    \
                             size_t ldx, const float *restrict panel, size_t kc,                    \
-                            const float *restrict bias, int first, size_t nr, const char *next) {  \
-        half(pd, r, h, out, ldo, x, ldx, panel, kc, bias, first, nr, next);                        \
+                            const float *restrict bias, int first, size_t nr, const float *next) { \
+        sm_avx2_micro(pd, r, NR, out + HR * h, ldo, x, ldx, sm_kernels_elem(panel, pd, HR * h), kc,  \
+                      bias ? bias + HR * h : NULL, first, nr,                                      \
+                      next && (pd == SM_DTYPE_F32 || h == 0) ? sm_kernels_elem(next, pd, HR * h) : NULL); \
     }                                                                                              \
     static void name(float *restrict out, size_t ldo, const float *restrict x, size_t ldx,         \
                      const float *restrict panel, size_t kc, const float *restrict bias,           \
                      int first, size_t nr, const float *restrict next) {                           \
-        name##_half(0, out, ldo, x, ldx, panel, kc, bias, first, nr < HR ? nr : HR, (const char *)next); \
-        if (nr > HR) name##_half(1, out, ldo, x, ldx, panel, kc, bias, first, nr - HR, (const char *)next); \
+        name##_half(0, out, ldo, x, ldx, panel, kc, bias, first, nr < HR ? nr : HR, next); \
+        if (nr > HR) name##_half(1, out, ldo, x, ldx, panel, kc, bias, first, nr - HR, next); \
     }
 #define MICROS(sfx, pd)                                                                            \
     MICRO(micro_mr##sfx, pd, MR)                                                                   \
@@ -99,7 +68,7 @@ row_panels(sm_dtype pd, size_t g, float *restrict out, const float *restrict x, 
     for (size_t kk = 0; kk < kc; kk++) {
         __m256 a = _mm256_broadcast_ss(x + kk);
         for (size_t j = 0; j < g; j++) {
-            const char *ask = (const char *)panel + (j * ps + (kk + ROW_AHEAD) * NR) * ES(pd);
+            const char *ask = sm_kernels_elem(panel, pd, j * ps + (kk + ROW_AHEAD) * NR);
             _mm_prefetch(ask, _MM_HINT_T0);
             if (pd == SM_DTYPE_F32) _mm_prefetch(ask + 64, _MM_HINT_T0);
             for (size_t v = 0; v < 4; v++)
@@ -121,7 +90,7 @@ one_row_of(sm_dtype pd, float *restrict out, const float *restrict x, const void
            size_t kc, const float *restrict bias, int first, size_t nr) {
     for (size_t j = 0; j * NR < nr; j += 2) {
         const size_t left = nr - j * NR;
-        const void *p = (const char *)panel + j * ps * ES(pd);
+        const void *p = sm_kernels_elem(panel, pd, j * ps);
         const float *b = bias ? bias + j * NR : NULL;
         if (left > NR)
             row_panels(pd, 2, out + j * NR, x, p, ps, kc, b, first, left < 2 * NR ? left : 2 * NR);

@@ -213,7 +213,7 @@ static void pack_panels16(float *restrict dst, const void *restrict w, sm_dtype 
     (void)nr, (void)width;
     to_f32(dst, (const uint16_t *)w + n * K + k0 * NR, dt, kc * NR);
 }
-/* Many token rows on 16-bit panels: each slice widened once for them all (SM_PANELS16_WIDEN_T
+/* Many token rows on 16-bit panels: each slice widened once for them all (SM_PANELS_PACK_T
    rows and more), not at every tile of 8 rows. */
 static const sm_gemm_kernel gemm_widen16 = {NR, MR, KC, micro_mr, pack_panels16,
                                             {NULL, micro_1, micro_2, micro_3, micro_4, micro_5, micro_6, micro_7},
@@ -427,7 +427,7 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
         sm_kernels_gemm(&gemm_panels, k->l2_bytes, out, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) /* 16-bit panels: widened as read, or
                                                                    a slice at a time for many rows */
-        sm_kernels_gemm(T >= SM_PANELS16_WIDEN_T     ? &gemm_widen16
+        sm_kernels_gemm(T >= SM_PANELS_PACK_T ? &gemm_widen16
                         : wt == SM_DTYPE_F16_P32 ? &gemm_panels_f16
                                                  : &gemm_panels_bf16,
                         k->l2_bytes, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);

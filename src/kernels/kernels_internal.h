@@ -88,6 +88,9 @@ static inline const float *sm_kernels_panel_at(const sm_gemm_kernel *g, const vo
 }
 #define SM_GEMM_TALL 4
 #define SM_ROW_GROUPS 4
+/* From this many token rows a table's product on panels laid out at load packs (widens, for
+   16-bit panels) each slice once for all its tiles rather than reading it in place. */
+#define SM_PANELS_PACK_T 32
 
 /*
 ** matmul for T >= 4 with a table's kernel (pack.c, plain C): token rows in
@@ -124,7 +127,6 @@ void sm_kernels_transpose_avx2(float *restrict out, size_t ldo, const float *res
 ** halves); each output bit for bit the packed product's on the file's rows,
 ** for every T. Only on CPUs with AVX2, FMA and F16C.
 */
-enum { SM_PANELS16_WIDEN_T = 32 }; /* from this many token rows panels' slices are widened / packed once */
 extern const sm_gemm_kernel sm_avx2_gemm_panels, sm_avx2_gemm_panels_f16, sm_avx2_gemm_panels_bf16;
 
 /*
