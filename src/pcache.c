@@ -22,8 +22,9 @@
    q4_k / q5_k matrices (q4_k_r32, q5_k_r32: their decoding products sum as the packed ones do);
    8: and every q6_k matrix (q6_k_r32), not only an output layer; 9: and f16 / bf16 matrices as
    16-bit panels (their decoding products sum as the packed ones do); 10: the avx2 table lays out
-   f32 / f16 / bf16 matrices as panels too */
-#define VERSION 10u
+   f32 / f16 / bf16 matrices as panels too; 11: and q4_0 / q4_k / q5_k / q6_k (q8_0 with AVX-VNNI)
+   matrices repacked */
+#define VERSION 11u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {

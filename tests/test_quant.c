@@ -586,7 +586,7 @@ void test_quant_repacked(void) {
             }
             free(w), free(r), free(deq);
         }
-    if (!tested) test_skip("no kernel table here multiplies repacked weights (AVX512-VNNI's packed product)");
+    if (!tested) test_skip("no kernel table here multiplies repacked quantized weights");
 }
 
 /*
@@ -603,17 +603,20 @@ void test_quant_reuse(void) {
     const sm_kernels *ks[8];
     size_t nk = sm_kernels_available(ks, 8), tested = 0;
     unsigned long long s = 77;
-    const size_t N = 96, K = 544;
+    const size_t N = 96, K = 768; /* a column slice and a part */
     for (size_t ki = 0; ki < nk; ki++) {
         const sm_kernels *k = ks[ki];
         unsigned rt = sm_kernels_repack_types(k);
-        if (!(rt >> SM_DTYPE_Q4_0 & 1u) || !(rt >> SM_DTYPE_Q8_0 & 1u)) continue;
+        if (!(rt >> SM_DTYPE_Q4_0 & 1u)) continue;
+        /* a second type of another zero point: q8_0, or q4_k where the table leaves q8_0 as stored */
+        const sm_dtype d8 = rt >> SM_DTYPE_Q8_0 & 1u ? SM_DTYPE_Q8_0 : SM_DTYPE_Q4_K;
+        CHECK(rt >> d8 & 1u);
         float *deq4, *deq8;
-        unsigned char *w4 = rndq(SM_DTYPE_Q4_0, N, K, &s, &deq4), *w8 = rndq(SM_DTYPE_Q8_0, N, K, &s, &deq8);
+        unsigned char *w4 = rndq(SM_DTYPE_Q4_0, N, K, &s, &deq4), *w8 = rndq(d8, N, K, &s, &deq8);
         unsigned char *r4 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
-        unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q8_0_R32, K));
+        unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(sm_kernels_repacked(d8), K));
         sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, N, K, 0, N / SM_R32);
-        sm_kernels_repack(r8, w8, SM_DTYPE_Q8_0, N, K, 0, N / SM_R32);
+        sm_kernels_repack(r8, w8, d8, N, K, 0, N / SM_R32);
         static const size_t Ts[] = {1, 3, 13, 260, 520}, caps[] = {0, 300, 600};
         for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
             for (size_t ci = 0; ci < sizeof caps / sizeof *caps; ci++) {
@@ -627,7 +630,7 @@ void test_quant_reuse(void) {
                 sm_kernels_reuse_end(scr);
                 k->matmul(k, wx4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
                 k->matmul(k, wy4, y, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
-                k->matmul(k, wx8, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
+                k->matmul(k, wx8, x, r8, sm_kernels_repacked(d8), NULL, T, N, K, 0, N, scr);
                 const bool one_block = SM_QGEMM_XBLOCKS(T) <= SM_QGEMM_XBLOCKS(cap); /* room for every row */
                 /* two chunks, x changed between them: the second reuses x's old rows */
                 sm_kernels_reuse_begin(scr, cap);
@@ -644,10 +647,10 @@ void test_quant_reuse(void) {
                 CHECKF(memcmp(got, wy4, T * N * 4) == 0, "%s T=%zu: another x in a window", k->name, T);
                 k->matmul(k, got, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
                 CHECKF(memcmp(got, wx4, T * N * 4) == 0, "%s T=%zu: x again in a window", k->name, T);
-                k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T, N, K, 0, N, scr);
-                CHECKF(memcmp(got, wx8, T * N * 4) == 0, "%s T=%zu: q8_0 after q4_0 on x", k->name, T);
+                k->matmul(k, got, x, r8, sm_kernels_repacked(d8), NULL, T, N, K, 0, N, scr);
+                CHECKF(memcmp(got, wx8, T * N * 4) == 0, "%s T=%zu: %s after q4_0 on x", k->name, T, sm_dtype_name(d8));
                 if (T > 1) {
-                    k->matmul(k, got, x, r8, SM_DTYPE_Q8_0_R32, NULL, T - 1, N, K, 0, N, scr);
+                    k->matmul(k, got, x, r8, sm_kernels_repacked(d8), NULL, T - 1, N, K, 0, N, scr);
                     CHECKF(memcmp(got, wx8, (T - 1) * N * 4) == 0, "%s T=%zu: fewer rows of x", k->name, T);
                 }
                 /* written over by another kernel, armed again: nothing kept */
@@ -665,5 +668,5 @@ void test_quant_reuse(void) {
             }
         free(w4), free(w8), free(r4), free(r8), free(deq4), free(deq8);
     }
-    if (!tested) test_skip("no kernel table here multiplies repacked weights (AVX512-VNNI's packed product)");
+    if (!tested) test_skip("no kernel table here multiplies repacked quantized weights");
 }

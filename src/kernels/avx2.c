@@ -176,6 +176,8 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
                         : wt == SM_DTYPE_F16_P32 ? &sm_avx2_gemm_panels_f16
                                                  : &sm_avx2_gemm_panels_bf16,
                         k->l2_bytes, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
+    else if (sm_dtype_quantized(wt) && wt != sm_dtype_base(wt)) /* repacked: one product for every T */
+        k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_kernels_qgemm_takes(k->quant, wt, T))
         k->quant->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && T < 4)

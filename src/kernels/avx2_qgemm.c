@@ -43,6 +43,17 @@ typedef __m512 gvf;
 static AI gvi g_zero(void) { return _mm512_setzero_si512(); }
 static AI gvi g_dot(gvi a, gvi u, gvi s) { return _mm512_dpbusd_epi32(a, u, s); }
 static AI gvi g_load(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
+static AI void g_store(uint8_t *p, gvi v) { _mm512_storeu_si512((void *)p, v); }
+static AI gvi g_and(gvi a, gvi b) { return _mm512_and_si512(a, b); }
+static AI gvi g_or(gvi a, gvi b) { return _mm512_or_si512(a, b); }
+/* GV f16 at p as f32; GV unsigned (signed) bytes at p as f32 */
+static AI gvf g_f16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p)); }
+static AI gvf g_u8f(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
+}
+static AI gvf g_i8f(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
+}
 #else
 enum { GV = 8, GNV = 1 };
 typedef __m256i gvi;
@@ -51,7 +62,20 @@ typedef __m256 gvf;
 static AI gvi g_zero(void) { return _mm256_setzero_si256(); }
 static AI gvi g_dot(gvi a, gvi u, gvi s) { return dot_u8s8(a, u, s); }
 static AI gvi g_load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+static AI void g_store(uint8_t *p, gvi v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
+static AI gvi g_and(gvi a, gvi b) { return _mm256_and_si256(a, b); }
+static AI gvi g_or(gvi a, gvi b) { return _mm256_or_si256(a, b); }
+static AI gvf g_f16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
+static AI gvf g_u8f(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
+}
+static AI gvf g_i8f(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
+}
 #endif
+static AI gvi g_set1b(char c) { return VOP(set1_epi8)(c); }
+static AI gvi g_srli32(gvi a, unsigned n) { return VOP(srli_epi32)(a, n); }
+static AI gvi g_slli32(gvi a, unsigned n) { return VOP(slli_epi32)(a, n); }
 static AI gvi g_bcast(int32_t v) { return VOP(set1_epi32)(v); }
 static AI gvf g_cvt(gvi v) { return VOP(cvtepi32_ps)(v); }
 static AI gvf g_loadf(const float *p) { return VOP(loadu_ps)(p); }
@@ -71,6 +95,9 @@ enum {
     KB = SM_QGEMM_KC / SM_QK,         /* blocks per column slice */
 };
 _Static_assert(GNR <= SM_QGEMM_NR, "panel wider than SM_QGEMM_NR");
+/* Vectors of rows a micro-kernel call takes at most: GNV, and a lone token row on the 256-bit
+   flavours two (a 16-row half of a repacked row group: ONE_NV). */
+enum { ONE_NV = 2, NVMAX = GNV > ONE_NV ? GNV : ONE_NV };
 
 #include "avx2_qpack.h" /* pack: a panel from the file's rows */
 
@@ -105,11 +132,13 @@ enum { /* bytes of 32 rows' block (R4K, R5K, R6K: and super-block) */
 typedef struct {
     int lay;
     const uint8_t *panel;
-    const uint8_t *lv[GNV], *hb[GNV], *sc[GNV], *dd[GNV];
+    const uint8_t *lv[NVMAX], *hb[NVMAX], *sc[NVMAX], *dd[NVMAX];
+    int nv;              /* vectors of rows: GNV, or (read in place) ONE_NV for a lone token row */
     bool ahead; /* read in place (r32_src), and the slice's first tile: ask for what follows */
+    const uint8_t *base; /* (read in place) the row group's slice: its first block */
+    size_t part;         /* which nv GV rows of the row group's SM_R32 these are */
 } wsrc;
 
-#if SM_QFLAVOUR == 2
 /* Where block b of a repacked layout starts, from the slice's first (R4K, R5K, R6K: a
    super-block's). */
 static AI size_t r_off(int lay, size_t b) {
@@ -118,7 +147,6 @@ static AI size_t r_off(int lay, size_t b) {
            : lay == R6K ? b / 8 * R6K_SUPER + b % 8 * R6K_BLOCK
                         : b * (lay == R4 ? R4_BLOCK : R8_BLOCK);
 }
-#endif
 
 /*
 ** A row group's blocks are one contiguous stream, read block after block;
@@ -131,20 +159,21 @@ static AI size_t r_off(int lay, size_t b) {
 */
 enum { R32_AHEAD = 4096 };
 
-#if SM_QFLAVOUR == 2
-/* 16 rows' f16 at p, the one of block b's super-block (q4_k_r32's, q5_k_r32's or q6_k_r32's d,
+/*
+** AHEAD_256: on the 256-bit flavours a row group's 32 rows are passes of 8
+** rows over each slice (a lone token row: of 16, ONE_NV), the first reading
+** the slice from memory, the others from L1; asking R32_AHEAD bytes on in
+** the first pass alone left memory idle through the others: one q6_k row on
+** a Zen 3 (bench_gemv, one thread) read 9.5 GB/s against 12-13 as stored.
+** So each pass asks for its share of every block's lines one slice on, the
+** requests spread over the whole slice's time.
+*/
+
+/* GV rows' f16 at p, the one of block b's super-block (q4_k_r32's, q5_k_r32's or q6_k_r32's d,
    or dmin), as f32. */
 static AI gvf r4k_f16(int lay, const uint8_t *p, size_t b) {
     const size_t sup = lay == R5K ? R5K_SUPER : lay == R6K ? R6K_SUPER : R4K_SUPER;
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + b / 8 * sup)));
-}
-/* 16 rows' bytes at p (q4_k_r32's scales or mins) as f32. */
-static AI gvf r4k_byte(const uint8_t *p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
-}
-/* 16 rows' int8 at p (q6_k_r32's scales) as f32. */
-static AI gvf r6k_scale(const uint8_t *p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
+    return g_f16(p + b / 8 * sup);
 }
 /* Block b's D and M for half v, as pack makes them: q4_0 d and 8 d (q8_0: 128 d); q4_k and
    q5_k d sc and dmin m; q6_k d sc of the block's two halves (exact products). */
@@ -152,22 +181,22 @@ static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
     const size_t ob = r_off(src.lay, b);
     if (src.lay == R6K) {
         gvf d = r4k_f16(R6K, src.dd[v], b);
-        *D = g_mul(d, r6k_scale(src.sc[v] + ob)), *M = g_mul(d, r6k_scale(src.sc[v] + ob + SM_R32));
+        *D = g_mul(d, g_i8f(src.sc[v] + ob)), *M = g_mul(d, g_i8f(src.sc[v] + ob + SM_R32));
         return;
     }
     if (src.lay == R4K || src.lay == R5K) {
-        *D = g_mul(r4k_f16(src.lay, src.dd[v], b), r4k_byte(src.sc[v] + ob));
-        *M = g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b), r4k_byte(src.sc[v] + ob + SM_R32));
+        *D = g_mul(r4k_f16(src.lay, src.dd[v], b), g_u8f(src.sc[v] + ob));
+        *M = g_mul(r4k_f16(src.lay, src.dd[v] + 2 * SM_R32, b), g_u8f(src.sc[v] + ob + SM_R32));
         return;
     }
-    *D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src.sc[v] + ob)));
+    *D = g_f16(src.sc[v] + ob);
     *M = g_mul(*D, g_set1f(src.lay == R4 ? 8.0f : 128.0f));
 }
 
 /*
-** Group q of a q4_0 / q4_k / q5_k / q6_k block b's levels, half v (16
-** rows): each row's weights 4q..4q+3 (lo: the low nibbles) and 16 + 4q..
-** (hi: the high ones) as unsigned bytes. q5_k adds each level's fifth bit
+** Group q of a q4_0 / q4_k / q5_k / q6_k block b's levels, rows v (GV of
+** them, within a 16-row half's 64-byte group): each row's weights 4q..4q+3
+** (lo: the low nibbles) and 16 + 4q.. (hi: the high ones) as unsigned bytes. q5_k adds each level's fifth bit
 ** (16) from its bit plane: the byte of row r's weight k (of four) holds, in
 ** bit q, the bit of weight 4q + k and in bit 4 + q that of 16 + 4q + k.
 ** q6_k adds the top two bits (16, 32) from its two planes: bits 2q, 2q + 1
@@ -175,24 +204,23 @@ static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
 ** in the second; one shift puts them at bits 4, 5 of the byte.
 */
 static AI void r4_levels(wsrc src, int v, size_t b, int q, gvi *lo, gvi *hi) {
-    const gvi m4 = _mm512_set1_epi8(15);
+    const gvi m4 = g_set1b(15);
     const size_t ob = r_off(src.lay, b);
-    gvi raw = _mm512_loadu_si512((const void *)(src.lv[v] + ob + (size_t)q * 64));
-    *lo = _mm512_and_si512(raw, m4), *hi = _mm512_and_si512(_mm512_srli_epi32(raw, 4), m4);
+    gvi raw = g_load(src.lv[v] + ob + (size_t)q * 64);
+    *lo = g_and(raw, m4), *hi = g_and(g_srli32(raw, 4), m4);
     if (src.lay == R5K) {
-        const gvi m16 = _mm512_set1_epi8(16);
-        gvi hb = _mm512_loadu_si512((const void *)(src.hb[v] + ob));
-        *lo = _mm512_or_si512(*lo, _mm512_and_si512(_mm512_slli_epi32(hb, (unsigned)(4 - q)), m16));
-        *hi = _mm512_or_si512(*hi, _mm512_and_si512(_mm512_srli_epi32(hb, (unsigned)q), m16));
+        const gvi m16 = g_set1b(16);
+        gvi hb = g_load(src.hb[v] + ob);
+        *lo = g_or(*lo, g_and(g_slli32(hb, (unsigned)(4 - q)), m16));
+        *hi = g_or(*hi, g_and(g_srli32(hb, (unsigned)q), m16));
     }
     if (src.lay == R6K) {
-        const gvi m48 = _mm512_set1_epi8(48);
-        gvi pa = _mm512_loadu_si512((const void *)(src.hb[v] + ob));
-        gvi pb = _mm512_loadu_si512((const void *)(src.hb[v] + ob + 64));
-        if (q < 2) pa = _mm512_slli_epi32(pa, (unsigned)(4 - 2 * q)), pb = _mm512_slli_epi32(pb, (unsigned)(4 - 2 * q));
-        if (q == 3) pa = _mm512_srli_epi32(pa, 2), pb = _mm512_srli_epi32(pb, 2);
-        *lo = _mm512_or_si512(*lo, _mm512_and_si512(pa, m48));
-        *hi = _mm512_or_si512(*hi, _mm512_and_si512(pb, m48));
+        const gvi m48 = g_set1b(48);
+        gvi pa = g_load(src.hb[v] + ob), pb = g_load(src.hb[v] + ob + 64);
+        if (q < 2) pa = g_slli32(pa, (unsigned)(4 - 2 * q)), pb = g_slli32(pb, (unsigned)(4 - 2 * q));
+        if (q == 3) pa = g_srli32(pa, 2), pb = g_srli32(pb, 2);
+        *lo = g_or(*lo, g_and(pa, m48));
+        *hi = g_or(*hi, g_and(pb, m48));
     }
 }
 
@@ -204,18 +232,17 @@ static AI void r4_levels(wsrc src, int v, size_t b, int q, gvi *lo, gvi *hi) {
 ** are exact in any order. q6_k's halves apart: weights 0..15 into ih,
 ** 16..31 into ia.
 */
-static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], gvi (*ih)[GNV],
+static AI void r32_block(int nv, wsrc src, size_t b, size_t r, gvi (*ia)[NVMAX], gvi (*ih)[NVMAX],
                          const int8_t *restrict xb) {
     if (src.lay == R8 && r == 1) { /* one row (decoding): each half's 512 bytes in turn, in
                                        address order; read alternately, as below, a Zen 4 decoded
                                        the TinyLlama shape at 18 tokens/s against 25 as stored,
                                        in turn at 29 */
-        for (int v = 0; v < GNV; v++) {
+        for (int v = 0; v < nv; v++) {
             for (int g = 0; g < 8; g++) {
                 int32_t x4;
                 memcpy(&x4, xb + 4 * g, 4);
-                ia[0][v] = g_dot(ia[0][v], _mm512_loadu_si512((const void *)(src.lv[v] + b * R8_BLOCK + g * 64)),
-                                 g_bcast(x4));
+                ia[0][v] = g_dot(ia[0][v], g_load(src.lv[v] + b * R8_BLOCK + g * 64), g_bcast(x4));
             }
             __asm__ volatile("" ::: "memory"); /* keeps the compiler from interleaving the halves' loads */
         }
@@ -223,87 +250,92 @@ static AI void r32_block(wsrc src, size_t b, size_t r, gvi (*ia)[GNV], gvi (*ih)
     }
     if (src.lay == R8) { /* more rows: each broadcast of a row's levels meets both halves */
         for (int g = 0; g < 8; g++) {
-            gvi wv[GNV];
-            for (int v = 0; v < GNV; v++) wv[v] = _mm512_loadu_si512((const void *)(src.lv[v] + b * R8_BLOCK + g * 64));
+            gvi wv[NVMAX];
+            for (int v = 0; v < nv; v++) wv[v] = g_load(src.lv[v] + b * R8_BLOCK + g * 64);
             for (size_t i = 0; i < r; i++) {
                 int32_t x4;
                 memcpy(&x4, xb + i * SM_QGEMM_KC + 4 * g, 4);
                 gvi xv = g_bcast(x4);
-                for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xv);
+                for (int v = 0; v < nv; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xv);
             }
         }
         return;
     }
     for (int q = 0; q < 4; q++) {
-        gvi lo[GNV], hi[GNV];
-        for (int v = 0; v < GNV; v++) r4_levels(src, v, b, q, &lo[v], &hi[v]);
+        gvi lo[NVMAX], hi[NVMAX];
+        for (int v = 0; v < nv; v++) r4_levels(src, v, b, q, &lo[v], &hi[v]);
         for (size_t i = 0; i < r; i++) {
             int32_t xl, xh;
             memcpy(&xl, xb + i * SM_QGEMM_KC + 4 * q, 4);
             memcpy(&xh, xb + i * SM_QGEMM_KC + 16 + 4 * q, 4);
             gvi vl = g_bcast(xl), vh = g_bcast(xh);
-            for (int v = 0; v < GNV; v++)
+            for (int v = 0; v < nv; v++)
                 if (src.lay == R6K) ih[i][v] = g_dot(ih[i][v], lo[v], vl), ia[i][v] = g_dot(ia[i][v], hi[v], vh);
                 else ia[i][v] = g_dot(g_dot(ia[i][v], lo[v], vl), hi[v], vh);
         }
     }
 }
-#endif
 
-static AI void micro(int mode, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
+static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
                      const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
                      wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
-    gvf acc[GMR][GNV];
+    gvf acc[GMR][NVMAX];
     /* the tile's outputs asked for, to be written, while its sums run: a product's outputs (T x N
        floats) outgrow L2, and each store missing it stalled the tile's end (a fifth of a Zen 4's
        time at 256 x 8,192) */
     for (size_t i = 0; i < r; i++)
-        for (int v = 0; v < GNV && nr > (size_t)v * GV; v++) __builtin_prefetch(out + i * N + v * GV, 1, 3);
+        for (int v = 0; v < nv && nr > (size_t)v * GV; v++) __builtin_prefetch(out + i * N + v * GV, 1, 3);
     for (size_t i = 0; i < r; i++)
-        for (int v = 0; v < GNV; v++) acc[i][v] = g_zerof();
+        for (int v = 0; v < nv; v++) acc[i][v] = g_zerof();
     for (size_t b = 0; b < nbk; b++) {
         const bool q6 = mode == Q6;
-        gvi ia[GMR][GNV], ih[GMR][GNV]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
+        gvi ia[GMR][NVMAX], ih[GMR][NVMAX]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
         for (size_t i = 0; i < r; i++)
-            for (int v = 0; v < GNV; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
-        gvf D[GNV], M[GNV];
-#if SM_QFLAVOUR == 2
+            for (int v = 0; v < nv; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
+        gvf D[NVMAX], M[NVMAX];
         if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
             const size_t ob = r_off(src.lay, b);
-            if (src.ahead) { /* the row group's block (to the next one's start) R32_AHEAD bytes on, into L2 */
-                const char *p = (const char *)src.lv[0] + ob + R32_AHEAD;
-                for (size_t o = 0; o < r_off(src.lay, b + 1) - ob; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+            if (src.ahead) { /* the row group's block (to the next one's start), into L2: */
+                const size_t lines = (r_off(src.lay, b + 1) - ob) / 64;
+#if SM_QFLAVOUR == 2 /* R32_AHEAD bytes on */
+                const char *p = (const char *)src.base + ob + R32_AHEAD;
+                for (size_t l = 0; l < lines; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+#else /* a slice on, a share of its lines by each of the group's passes (AHEAD_256) */
+                const char *p = (const char *)src.base + ob + r_off(src.lay, KB);
+                const size_t parts = SM_R32 / (GV * (size_t)nv);
+                for (size_t l = src.part * lines / parts; l < (src.part + 1) * lines / parts; l++)
+                    _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+#endif
             }
             if (q6) /* the halves from their zero points */
                 for (size_t i = 0; i < r; i++)
-                    for (int v = 0; v < GNV; v++) ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
-            r32_block(src, b, r, ia, ih, xq + SM_QK * b);
-            for (int v = 0; v < GNV; v++) r32_dm(src, v, b, &D[v], &M[v]);
+                    for (int v = 0; v < nv; v++) ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
+            r32_block(nv, src, b, r, ia, ih, xq + SM_QK * b);
+            for (int v = 0; v < nv; v++) r32_dm(src, v, b, &D[v], &M[v]);
         } else
-#endif
         {
             const uint8_t *pb = src.panel + b * GBS;
             for (int g = 0; g < 8; g++) {
                 if (q6 && g == 4)
                     for (size_t i = 0; i < r; i++)
-                        for (int v = 0; v < GNV; v++)
+                        for (int v = 0; v < nv; v++)
                             ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
-                gvi wv[GNV];
-                for (int v = 0; v < GNV; v++) wv[v] = g_load(pb + 4 * (g * GNR + v * GV));
+                gvi wv[NVMAX];
+                for (int v = 0; v < nv; v++) wv[v] = g_load(pb + 4 * (g * GNR + v * GV));
                 for (size_t i = 0; i < r; i++) {
                     int32_t x4;
                     memcpy(&x4, xq + i * SM_QGEMM_KC + SM_QK * b + 4 * g, 4);
                     gvi xb = g_bcast(x4);
-                    for (int v = 0; v < GNV; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xb);
+                    for (int v = 0; v < nv; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xb);
                 }
             }
             const float *pd = (const float *)(const void *)(pb + 32 * GNR);
-            for (int v = 0; v < GNV; v++) D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV);
+            for (int v = 0; v < nv; v++) D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV);
         }
         /* the block's integer sums into f32, the same operations whatever the weights' source */
         for (size_t i = 0; i < r; i++) {
             gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
-            for (int v = 0; v < GNV; v++) {
+            for (int v = 0; v < nv; v++) {
                 if (q6) {
                     gvf h = g_fmadd(g_cvt(ih[i][v]), D[v], g_mul(g_cvt(ia[i][v]), M[v]));
                     acc[i][v] = g_fmadd(h, dx, acc[i][v]);
@@ -315,7 +347,7 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
         }
     }
     for (size_t i = 0; i < r; i++)
-        for (int v = 0; v < GNV; v++) {
+        for (int v = 0; v < nv; v++) {
             float *o = out + i * N + v * GV;
             size_t c0 = (size_t)v * GV;
             if (nr >= c0 + GV) {
@@ -335,8 +367,12 @@ static AI void micro(int mode, size_t r, float *restrict out, size_t N, const in
 static AI void micro_rows(int mode, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
                           const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
                           wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
-#define MICRO(rr) micro(mode, rr, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr)
+#define MICRO(rr) micro(mode, GNV, rr, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr)
     _Static_assert(GMR_Q6 == 4 && GMR == 6, "the cases below");
+    if ((int)ONE_NV != (int)GNV && src.nv == ONE_NV) { /* a lone row's half row group (r32_src) */
+        micro(mode, ONE_NV, 1, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr);
+        return;
+    }
     switch (r) {
     case 1: MICRO(1); break;
     case 2: MICRO(2); break;
@@ -435,47 +471,57 @@ static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, si
 static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
                      size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr) {
 #define TILES(m) tiles(m, q, src, out, N, t0, t1, n, nbk, bn, first, nr)
-#if SM_QFLAVOUR == 2
     if (src.lay == R4) src.lay = R4, TILES(ZP);
     else if (src.lay == R8) src.lay = R8, TILES(ZP);
     else if (src.lay == R4K) src.lay = R4K, TILES(MIN);
     else if (src.lay == R5K) src.lay = R5K, TILES(MIN);
     else if (src.lay == R6K) src.lay = R6K, TILES(Q6);
-    else
-#endif
-    if (mode == Q6) TILES(Q6);
+    else if (mode == Q6) TILES(Q6);
     else if (mode == ZP) TILES(ZP);
     else TILES(MIN);
 #undef TILES
 }
 
-#if SM_QFLAVOUR == 2
-/* Row group n / GNR of a repacked matrix of type dt (nb blocks a row) from block b0 (the k
-   types: a super-block's first), as a micro-kernel reads it: q4_0 / q8_0 / q4_k / q5_k / q6_k
-   row groups (R4, R8, R4K, R5K, R6K). */
-static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0) {
+/*
+** Rows n..n+GNR-1 of a repacked matrix of type dt (nb blocks a row; n a
+** multiple of GNR) from block b0 (the k types: a super-block's first), as a
+** micro-kernel reads them: q4_0 / q8_0 / q4_k / q5_k / q6_k row groups of
+** SM_R32 rows (R4, R8, R4K, R5K, R6K), whose levels lie in 16-row halves,
+** four bytes a row, and scales one a row. Vector v takes rows ro = n % 32 +
+** v GV: half ro / 16, from byte 4 (ro % 16) of each of its groups (the
+** 512-bit flavour's two vectors are the halves; a 256-bit one's, a half's
+** first or last 8 rows; nv vectors from n: ONE_NV for a lone token row); part
+** says which (micro's ahead, AHEAD_256).
+*/
+static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0, int nv) {
+    const size_t grp = n / SM_R32;
+    wsrc src = {.ahead = true, .part = n % SM_R32 / (GV * (size_t)nv), .nv = nv};
     if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K) {
         /* a block: 16 bytes a row of nibbles, pl of high bits (q5_k 4, q6_k 8), 2 of scales; a
            super-block: 8 blocks, then d (and q4_k's, q5_k's dmin) */
         const bool q6 = dt == SM_DTYPE_Q6_K;
-        const size_t pl = q6 ? 8 : dt == SM_DTYPE_Q5_K ? 4 : 0, blk = (18 + pl) * GNR;
-        const size_t sup = 8 * blk + (q6 ? 2u : 4u) * GNR;
-        _Static_assert(18 * GNR == R4_BLOCK && 22 * GNR == R5K_BLOCK && 26 * GNR == R6K_BLOCK &&
-                           8 * R4_BLOCK + 4 * GNR == R4K_SUPER && 8 * R5K_BLOCK + 4 * GNR == R5K_SUPER &&
-                           8 * R6K_BLOCK + 2 * GNR == R6K_SUPER,
+        const size_t pl = q6 ? 8 : dt == SM_DTYPE_Q5_K ? 4 : 0, blk = (18 + pl) * SM_R32;
+        const size_t sup = 8 * blk + (q6 ? 2u : 4u) * SM_R32;
+        _Static_assert(18 * SM_R32 == R4_BLOCK && 22 * SM_R32 == R5K_BLOCK && 26 * SM_R32 == R6K_BLOCK &&
+                           8 * R4_BLOCK + 4 * SM_R32 == R4K_SUPER && 8 * R5K_BLOCK + 4 * SM_R32 == R5K_SUPER &&
+                           8 * R6K_BLOCK + 2 * SM_R32 == R6K_SUPER,
                        "the layouts' sizes");
-        const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) / 8 * sup;
-        wsrc src = {.lay = q6 ? R6K : pl ? R5K : R4K, .ahead = true};
-        for (int v = 0; v < GNV; v++)
-            src.lv[v] = g + (size_t)v * GV * 16, src.hb[v] = g + 16 * GNR + (size_t)v * GV * pl,
-            src.sc[v] = g + (16 + pl) * GNR + GV * (size_t)v, src.dd[v] = g + 8 * blk + 2 * GV * (size_t)v;
+        const uint8_t *g = (const uint8_t *)w + (grp * nb + b0) / 8 * sup;
+        src.lay = q6 ? R6K : pl ? R5K : R4K, src.base = g;
+        for (int v = 0; v < nv; v++) {
+            const size_t ro = n % SM_R32 + (size_t)v * GV, h = ro / 16, l = 4 * (ro % 16);
+            src.lv[v] = g + h * 256 + l, src.hb[v] = g + 16 * SM_R32 + h * 16 * pl + l;
+            src.sc[v] = g + (16 + pl) * SM_R32 + ro, src.dd[v] = g + 8 * blk + 2 * ro;
+        }
         return src;
     }
     const size_t bb = dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
-    const uint8_t *g = (const uint8_t *)w + (n / GNR * nb + b0) * bb;
-    wsrc src = {.lay = dt == SM_DTYPE_Q4_0 ? R4 : R8, .ahead = true};
-    for (int v = 0; v < GNV; v++)
-        src.lv[v] = g + (size_t)v * (bb - 2 * GNR) / GNV, src.sc[v] = g + bb - 2 * GNR + 2 * GV * (size_t)v;
+    const uint8_t *g = (const uint8_t *)w + (grp * nb + b0) * bb;
+    src.lay = dt == SM_DTYPE_Q4_0 ? R4 : R8, src.base = g;
+    for (int v = 0; v < nv; v++) {
+        const size_t ro = n % SM_R32 + (size_t)v * GV;
+        src.lv[v] = g + ro / 16 * (bb - 2 * SM_R32) / 2 + 4 * (ro % 16), src.sc[v] = g + bb - 2 * SM_R32 + 2 * ro;
+    }
     return src;
 }
 
@@ -494,8 +540,8 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
             for (int q = 0; q < 4; q++) {
                 gvi lo, hi;
                 r4_levels(src, v, b, q, &lo, &hi);
-                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)q * GNR + (size_t)v * GV)), lo);
-                _mm512_storeu_si512((void *)(pb + 4 * ((size_t)(q + 4) * GNR + (size_t)v * GV)), hi);
+                g_store(pb + 4 * ((size_t)q * GNR + (size_t)v * GV), lo);
+                g_store(pb + 4 * ((size_t)(q + 4) * GNR + (size_t)v * GV), hi);
             }
             gvf D, M;
             r32_dm(src, v, b, &D, &M);
@@ -504,7 +550,6 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
     }
 }
 
-#endif
 
 /* How a block's integer sums of type dt become f32, and q4_0 / q8_0's zero point (ZP: M / D). */
 static int mode_of(sm_dtype dt) {
@@ -538,7 +583,6 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
     }
 }
 
-#if SM_QFLAVOUR == 2
 /*
 ** The repacked product's scratch (SM_QGEMM_R32_BYTES(K, rows), after the
 ** memo): a whole-row panel of ns column slices, then token blocks' (blk: the
@@ -604,18 +648,17 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
             bool split = dt != SM_DTYPE_Q8_0 && tn > 2 * GMR;
             for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
-                unpack_r4(q->panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK), slice_blocks(K, k0));
+                unpack_r4(q->panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK, GNV), slice_blocks(K, k0));
             for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
                 qbufs qj = r32_rows(q, j, tn, 0);
                 wsrc src = split ? (wsrc){.lay = PANEL, .panel = q->panel + j * KB * GBS}
-                                 : r32_src(dt, w, n, nb, k0 / SM_QK);
+                                 : r32_src(dt, w, n, nb, k0 / SM_QK, GNV);
                 tiles_of(mode, &qj, src, out, N, t0, t1, n, slice_blocks(K, k0), bias ? bias + n : NULL, k0 == 0,
                          nr);
             }
         }
     }
 }
-#endif
 
 void QGEMM(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
            const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
@@ -624,7 +667,6 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
     blocked(&q, out, x, w, dt, bias, T, N, K, n0, n1);
 }
 
-#if SM_QFLAVOUR == 2
 /*
 ** The same product on a repacked matrix (sm_kernels_repack; dt its file
 ** type, q4_0, q8_0 or a k type; n0 a multiple of SM_R32, n1 one or N): no
@@ -655,15 +697,19 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
     }
     const qbufs q = r32_bufs(scratch, ns, 0);
     if (!kept) r32_quant(mode, zp, x, K, 0, T, &q);
-    for (size_t n = n0; n < n1; n += GNR) {
-        size_t nr = n1 - n < GNR ? n1 - n : GNR;
+    /* a lone row takes ONE_NV vectors of rows a call (the 256-bit flavours' 8-row panels leave
+       registers idle), more rows the panel's GNV */
+    const int nv = T == 1 ? ONE_NV : GNV;
+    const size_t step = GV * (size_t)nv;
+    for (size_t g = n0; g < n1; g += SM_R32) /* a row group, slice after slice, each slice's rows in turn */
         for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
             qbufs qj = r32_rows(&q, j, T, 0);
-            tiles_of(mode, &qj, r32_src(dt, w, n, K / SM_QK, k0 / SM_QK), out, N, 0, T, n, slice_blocks(K, k0),
-                     bias ? bias + n : NULL, k0 == 0, nr);
+            for (size_t n = g; n < n1 && n < g + SM_R32; n += step) {
+                size_t nr = n1 - n < step ? n1 - n : step;
+                tiles_of(mode, &qj, r32_src(dt, w, n, K / SM_QK, k0 / SM_QK, nv), out, N, 0, T, n,
+                         slice_blocks(K, k0), bias ? bias + n : NULL, k0 == 0, nr);
+            }
         }
-    }
 }
-#endif
 
 #endif

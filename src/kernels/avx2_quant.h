@@ -26,11 +26,13 @@
 #define QNAME "avx-vnni"
 #define QSYM sm_qkernel_avxvnni
 #define QGEMM sm_qgemm_avxvnni
+#define QGEMM_R32 sm_qgemm_r32_avxvnni
 #define QPEAK SM_PEAK_VNNI256
 #else
 #define QNAME "avx2"
 #define QSYM sm_qkernel_avx2_maddubs
 #define QGEMM sm_qgemm_avx2_maddubs
+#define QGEMM_R32 sm_qgemm_r32_avx2_maddubs
 #define QPEAK SM_PEAK_MADDUBS256
 #endif
 

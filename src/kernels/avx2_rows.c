@@ -352,7 +352,7 @@ void sm_avx2_gemv(float *restrict out, const float *restrict x, const void *rest
 void sm_avx2_matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
-    if (wt != sm_dtype_base(wt) && !sm_dtype_quantized(wt)) { /* panels: matmul's one product for every T */
+    if (wt != sm_dtype_base(wt)) { /* panels, repacked: matmul's one product for every T */
         k->matmul(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
         return;
     }

@@ -247,8 +247,10 @@ static void init(void) {
 
 size_t sm_kernels_scratch_rows(const sm_kernels *k, size_t K, size_t rows) {
     size_t qb = SM_QX_BYTES(K) > SM_QGEMM_BYTES ? SM_QX_BYTES(K) : SM_QGEMM_BYTES;
-    if (k->quant->gemm_r32 && SM_QGEMM_R32_BYTES(K, rows) > qb) qb = SM_QGEMM_R32_BYTES(K, rows);
-    if (k->quant->gemm_r32) qb += SM_QMEMO_BYTES; /* the repacked product's memo leads */
+    bool r32 = k->quant->gemm_r32 != NULL; /* a composed table: any of its parts' */
+    for (int op = 0; op < SM_KOP_COUNT; op++) r32 |= k->from[op] && k->from[op]->quant->gemm_r32;
+    if (r32 && SM_QGEMM_R32_BYTES(K, rows) > qb) qb = SM_QGEMM_R32_BYTES(K, rows);
+    if (r32) qb += SM_QMEMO_BYTES; /* the repacked product's memo leads */
     size_t q = (qb + sizeof(float) - 1) / sizeof(float);
     return q > k->matmul_scratch ? q : k->matmul_scratch;
 }
@@ -292,8 +294,8 @@ unsigned sm_kernels_repack_types(const sm_kernels *k) {
     unsigned f = m->f32_panels ? (1u << SM_DTYPE_F32 | 1u << SM_DTYPE_F16 | 1u << SM_DTYPE_BF16) & ~m->dot16_types
                                : 0;
     if (g != r || !g->quant->gemm_r32) return f;
-    return f | 1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q5_K |
-           1u << SM_DTYPE_Q6_K;
+    return f | (g->quant->gemm_types & (1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q4_K |
+                                        1u << SM_DTYPE_Q5_K | 1u << SM_DTYPE_Q6_K));
 }
 
 const char *sm_kernels_int8_name(const sm_kernels *k) {

@@ -348,8 +348,9 @@ typedef struct sm_qkernel {
     sm_qgemm_fn *gemm;
     unsigned gemm_types;
     sm_peak gemm_peak;
-    /* The packed product on repacked q4_0 / q8_0 matrices (sm_kernels_repack), any T >= 1, dt
-    ** the file type, n0 and n1 multiples of SM_R32: each output gemm's bit for bit; NULL if none. */
+    /* The packed product on repacked matrices (sm_kernels_repack) of the types in gemm_types,
+    ** any T >= 1, dt the file type, n0 and n1 multiples of SM_R32: each output gemm's bit for
+    ** bit; NULL if none. */
     sm_qgemm_fn *gemm_r32;
 } sm_qkernel;
 
@@ -365,7 +366,9 @@ extern const sm_qkernel sm_qkernel_scalar;
 /* avx2_quant.c, built once per flavour: vpmaddubsw, AVX-VNNI, AVX512-VNNI (256-bit). */
 extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
 /* Their packed products (avx2_qgemm.c, built per flavour; AVX512-VNNI's on 512-bit vectors). */
-sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni, sm_qgemm_r32_avx512vnni;
+sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni;
+/* The same on repacked matrices (gemm_r32). */
+sm_qgemm_fn sm_qgemm_r32_avx2_maddubs, sm_qgemm_r32_avxvnni, sm_qgemm_r32_avx512vnni;
 #endif
 
 /*
