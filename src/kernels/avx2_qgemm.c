@@ -46,6 +46,8 @@ static AI gvi g_load(const uint8_t *p) { return _mm512_loadu_si512((const void *
 static AI void g_store(uint8_t *p, gvi v) { _mm512_storeu_si512((void *)p, v); }
 static AI gvi g_and(gvi a, gvi b) { return _mm512_and_si512(a, b); }
 static AI gvi g_or(gvi a, gvi b) { return _mm512_or_si512(a, b); }
+static AI gvi g_srli32(gvi a, unsigned n) { return _mm512_srli_epi32(a, n); }
+static AI gvi g_slli32(gvi a, unsigned n) { return _mm512_slli_epi32(a, n); }
 /* GV f16 at p as f32; GV unsigned (signed) bytes at p as f32 */
 static AI gvf g_f16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p)); }
 static AI gvf g_u8f(const uint8_t *p) {
@@ -65,6 +67,8 @@ static AI gvi g_load(const uint8_t *p) { return _mm256_loadu_si256((const __m256
 static AI void g_store(uint8_t *p, gvi v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
 static AI gvi g_and(gvi a, gvi b) { return _mm256_and_si256(a, b); }
 static AI gvi g_or(gvi a, gvi b) { return _mm256_or_si256(a, b); }
+static AI gvi g_srli32(gvi a, unsigned n) { return _mm256_srli_epi32(a, (int)n); }
+static AI gvi g_slli32(gvi a, unsigned n) { return _mm256_slli_epi32(a, (int)n); }
 static AI gvf g_f16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
 static AI gvf g_u8f(const uint8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
@@ -74,8 +78,6 @@ static AI gvf g_i8f(const uint8_t *p) {
 }
 #endif
 static AI gvi g_set1b(char c) { return VOP(set1_epi8)(c); }
-static AI gvi g_srli32(gvi a, unsigned n) { return VOP(srli_epi32)(a, n); }
-static AI gvi g_slli32(gvi a, unsigned n) { return VOP(slli_epi32)(a, n); }
 static AI gvi g_bcast(int32_t v) { return VOP(set1_epi32)(v); }
 static AI gvf g_cvt(gvi v) { return VOP(cvtepi32_ps)(v); }
 static AI gvf g_loadf(const float *p) { return VOP(loadu_ps)(p); }
