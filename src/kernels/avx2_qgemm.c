@@ -485,8 +485,8 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
 }
 
 /*
-** Rows n..n+GNR-1 of a repacked matrix of type dt (nb blocks a row; n a
-** multiple of GNR) from block b0 (the k types: a super-block's first), as a
+** Rows n..n+nv GV-1 of a repacked matrix of type dt (nb blocks a row; n a
+** multiple of nv GV) from block b0 (the k types: a super-block's first), as a
 ** micro-kernel reads them: q4_0 / q8_0 / q4_k / q5_k / q6_k row groups of
 ** SM_R32 rows (R4, R8, R4K, R5K, R6K), whose levels lie in 16-row halves,
 ** four bytes a row, and scales one a row. Vector v takes rows ro = n % 32 +
