@@ -71,6 +71,10 @@ sm_dtype sm_bench_case_dtype(size_t i) {
     return cases[i].dt;
 }
 
+size_t sm_bench_case_rows(size_t i) {
+    return cases[i].T;
+}
+
 const char *sm_bench_case_what(size_t i) {
     return cases[i].what;
 }

@@ -53,6 +53,7 @@ size_t sm_bench_n_cases(void);
 sm_kernels_op sm_bench_case_op(size_t i);
 const char *sm_bench_case_what(size_t i);
 sm_dtype sm_bench_case_dtype(size_t i);
+size_t sm_bench_case_rows(size_t i); /* its token rows (T; 1 for a decoded row's product) */
 sm_status sm_bench_case_new(sm_bench_case **out, size_t i, int n_threads, sm_error *err);
 double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, size_t calls);
 void sm_bench_case_free(sm_bench_case *c);

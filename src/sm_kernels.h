@@ -186,6 +186,13 @@ typedef struct sm_kernels {
     ** load, for every T. */
     bool f32_panels;
 
+    /* How a lone token row on f32 panels (SM_DTYPE_F32_P32) meets the panels after the ones it
+    ** reads: 0 the table's one-row product has no such choice (it leaves them to the hardware
+    ** prefetchers), 1 it asks for their lines into L2 as it reads (software prefetch: the
+    ** avx512 table's default), 2 it could but leaves them to the hardware (--kernels item
+    ** prefetch=hw; dispatch.c's choice on CPUs where that reads faster). The same sums. */
+    unsigned char row_prefetch;
+
     /*
     ** out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for all t < T and
     ** n0 <= n < n1; other columns of out are not touched. bias may be NULL.

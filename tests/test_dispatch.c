@@ -26,7 +26,10 @@ void test_dispatch_bad_specs(void) {
         {"=scalar", "'' is not an operation"},
         {"", "an empty name"},
         {"bf16=fast", "bf16=fast must be bf16 (vdpbf16ps, activations rounded to bf16) or f32"},
-        {"f32=bf16", "'f32' is not an operation (gemm, qgemm, rows, qrows, attention) or a 16-bit type"},
+        {"f32=bf16", "'f32' is not an operation (gemm, qgemm, rows, qrows, attention), a 16-bit type (bf16, f16) "
+                     "or prefetch"},
+        {"prefetch=soon", "prefetch=soon must be next (a lone row asks for the next f32 panels' lines) or hw"},
+        {"scalar,prefetch=next", "prefetch=next needs a gemm table whose lone rows on f32 panels can ask"},
         {"scalar,f16=bf16", "f16=bf16 needs vdpbf16ps"},
         {"scalar,bf16=bf16", "bf16=bf16 needs vdpbf16ps"},
     };
@@ -54,6 +57,31 @@ void test_dispatch_bad_specs(void) {
     for (int op = 0; op < SM_KOP_COUNT; op++) CHECK(ref->from[op] == ref);
     /* f32 arithmetic for 16-bit weights is every table's; asking for it where it is changes nothing */
     CHECK(sm_kernels_select("scalar,bf16=f32,f16=f32") == ref);
+    /* so is the hardware's prefetch for a lone row on f32 panels where the table has no other */
+    CHECK(sm_kernels_select("scalar,prefetch=hw") == ref);
+    const sm_kernels *a2 = sm_kernels_select("avx2"), *a5 = sm_kernels_select("avx512");
+    if (a2) CHECK(a2->row_prefetch == 0 && sm_kernels_select("avx2,prefetch=hw") == a2);
+    if (a5) { /* the avx512 table asks for the next panels unless told: its own gemm with row_prefetch 2 */
+        static const struct { const char *spec, *name; unsigned char pf; } pv[] = {
+            {"avx512,prefetch=hw", "avx512,prefetch=hw", 2},
+            {"avx512,prefetch=hw,prefetch=next", "avx512", 1},
+            {"avx512,prefetch=hw,avx2", "avx2", 0}, /* a table item starts over */
+            {"avx512,rows=avx2,prefetch=hw", "avx512,rows=avx2,prefetch=hw", 2},
+            {"avx512,prefetch=hw,gemm=avx2", "avx512,gemm=avx2", 0},
+        };
+        CHECK(a5->row_prefetch == 1);
+        for (size_t i = 0; i < sizeof pv / sizeof *pv; i++) {
+            const sm_kernels *k = sm_kernels_select(pv[i].spec);
+            CHECKF(k && strcmp(k->name, pv[i].name) == 0 && k->from[SM_KOP_GEMM]->row_prefetch == pv[i].pf,
+                   "spec '%s' named '%s'", pv[i].spec, k ? k->name : "(none)");
+            if (!k) continue;
+            CHECK(sm_kernels_select(k->name) == k);
+            char desc[256];
+            sm_kernels_describe(k, desc, sizeof desc);
+            CHECKF((strstr(desc, "prefetch=hw") != NULL) == (pv[i].pf == 2), "'%s': %s", pv[i].spec, desc);
+        }
+        if (a2) CHECK(sm_kernels_select("avx512,gemm=avx2,prefetch=next") == NULL);
+    }
     const sm_kernels *best = sm_kernels_select("auto");
     if (!best->from[SM_KOP_GEMM]->dot16_types) {
         CHECK(sm_kernels_select("auto,bf16=f32") == best);
@@ -107,13 +135,16 @@ void test_dispatch_cpu_identity(void) {
         CHECKF(f == cpus[i].family && m == cpus[i].model, "%s: family %u model 0x%x, want %u 0x%x",
                cpus[i].what, f, m, cpus[i].family, cpus[i].model);
     }
-    /* the table keyed by family: Zen 4 decodes its float weights with avx2; Zen 3, Zen 5 and
-       another vendor with Zen 4's numbers have no entry */
+    /* the table keyed by family: Zen 4 decodes its float weights with avx2, Zen 5 leaves the
+       next f32 panels of a lone row to the hardware prefetchers; Zen 3 and another vendor with
+       Zen 4's numbers have no entry */
     const char *z4 = sm_kernels_cpu_choice("AuthenticAMD", 25, 0x61);
     CHECK(z4 && strstr(z4, "rows=avx2"));
     CHECK(sm_kernels_cpu_choice("AuthenticAMD", 25, 0x11) && sm_kernels_cpu_choice("AuthenticAMD", 25, 0xa0));
     CHECK(!sm_kernels_cpu_choice("AuthenticAMD", 25, 0x01) && !sm_kernels_cpu_choice("AuthenticAMD", 25, 0x21));
-    CHECK(!sm_kernels_cpu_choice("AuthenticAMD", 26, 0x02) && !sm_kernels_cpu_choice("GenuineIntel", 25, 0x61));
+    const char *z5 = sm_kernels_cpu_choice("AuthenticAMD", 26, 0x02);
+    CHECK(z5 && strcmp(z5, "prefetch=hw") == 0);
+    CHECK(!sm_kernels_cpu_choice("GenuineIntel", 25, 0x61) && !sm_kernels_cpu_choice("AuthenticAMD", 26, 0x60));
     /* Emerald Rapids prefills bf16 weights on f32 arithmetic; other Intel models have no entry */
     const char *emr = sm_kernels_cpu_choice("GenuineIntel", 6, 0xcf);
     CHECK(emr && strcmp(emr, "bf16=f32") == 0);

@@ -631,6 +631,8 @@ static size_t f32_tables(const sm_kernels **ks) {
     /* bf16 on f32 arithmetic where the CPU has vdpbf16ps (its bf16 panels; Emerald Rapids' pick) */
     const sm_kernels *a = sm_kernels_select("avx512");
     if (a && a->dot16_types && (ks[nk] = sm_kernels_select("avx512,bf16=f32")) != NULL) nk++;
+    /* a lone row leaving the next panels to the hardware (Zen 5's pick), or asking (the default) */
+    if ((ks[nk] = sm_kernels_select("avx512,prefetch=hw")) != NULL) nk++;
     return nk;
 }
 

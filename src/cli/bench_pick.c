@@ -1,8 +1,9 @@
 /*
 ** bench_pick.c -- `smallmind bench --pick-kernels`: every operation of every
 ** kernel table this CPU runs, timed on sm_bench's fixed cases (the tables
-** interleaved, medians of 7), the table each operation should come from
-** and the arithmetic bf16 weights' GEMM should take (vdpbf16ps or f32),
+** interleaved, medians of 7), the table each operation should come from,
+** the arithmetic bf16 weights' GEMM should take (vdpbf16ps or f32) and
+** whether a lone row on f32 panels asks for the next ones (prefetch=next|hw),
 ** printed as the --kernels spec and the line of dispatch.c's CPU-family
 ** table that makes it this CPU's choice.
 */
@@ -145,6 +146,34 @@ int cli_bench_pick(const cli_opts *o) {
         printf("f32 %.1f, vdpbf16ps %.1f -> %s\n", med[0] * 1e6, med[1] * 1e6, dot ? "vdpbf16ps" : "f32");
         if (dot != table_dot && sl < sizeof spec)
             sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ",bf16=%s", dot ? "bf16" : "f32");
+    }
+    /* a lone f32 row on panels: asking for the next panels' lines (the table's default) or
+       leaving them to the hardware prefetchers, where the gemm table has the choice; hw only if
+       more than 3% ahead over the f32 one-row cases */
+    double pf_score[2] = {0, 0};
+    for (size_t i = 0; sm_kernels_select(spec)->from[SM_KOP_GEMM]->row_prefetch && i < sm_bench_n_cases(); i++) {
+        if (sm_bench_case_op(i) != SM_KOP_ROWS || sm_bench_case_dtype(i) != SM_DTYPE_F32 || sm_bench_case_rows(i) != 1)
+            continue;
+        char as[2][200];
+        const sm_kernels *run[2];
+        for (int a = 0; a < 2; a++) {
+            snprintf(as[a], sizeof as[a], "%s,prefetch=%s", spec, a ? "hw" : "next");
+            run[a] = sm_kernels_select(as[a]);
+        }
+        double med[2];
+        if (!run[0] || !run[1] || !time_case(i, pool, (int)o->threads, run, 2, run[0], med)) {
+            sm_pool_free(pool);
+            return EXIT_DATA;
+        }
+        printf("rows      %-50s next %.1f, hw %.1f (a lone row on f32 panels)\n", sm_bench_case_what(i),
+               med[0] * 1e6, med[1] * 1e6);
+        double f = med[0] < med[1] ? med[0] : med[1];
+        pf_score[0] += med[0] / f, pf_score[1] += med[1] / f;
+    }
+    if (pf_score[0] > 0) {
+        bool hw = pf_score[1] * 1.03 < pf_score[0];
+        printf("  prefetch -> %s\n", hw ? "hw" : "next");
+        if (hw && sl < sizeof spec) sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ",prefetch=hw");
     }
     const sm_kernels *measured = sm_kernels_select(spec), *now = sm_kernels_select(NULL);
     const char *entry = sm_kernels_cpu_choice(vendor, fam, mod);

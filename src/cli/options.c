@@ -61,7 +61,9 @@ static const struct option_def {
      "                         items OP=TABLE (OP: gemm, qgemm, rows, qrows, attention), e.g.\n"
      "                         avx512,rows=avx2; bf16=bf16|f32, f16=bf16|f32: prefill's 16-bit\n"
      "                         products on vdpbf16ps (activations rounded to bf16) or exact\n"
-     "                         (default auto: bf16 weights on vdpbf16ps where the CPU has it)"},
+     "                         (default auto: bf16 weights on vdpbf16ps where the CPU has it);\n"
+     "                         prefetch=next|hw: a decoded row on f32 weights asks for the next\n"
+     "                         rows' memory itself or leaves it to the CPU (auto: per CPU)"},
     {"check-weights", 0, false, CMD_MODEL, O_CHECKW,
      "    --check-weights    scan every weight for NaN or infinity before running"},
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
