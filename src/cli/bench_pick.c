@@ -151,17 +151,18 @@ int cli_bench_pick(const cli_opts *o) {
        leaving them to the hardware prefetchers, where the gemm table has the choice; hw only if
        more than 3% ahead over the f32 one-row cases */
     double pf_score[2] = {0, 0};
-    for (size_t i = 0; sm_kernels_select(spec)->from[SM_KOP_GEMM]->row_prefetch && i < sm_bench_n_cases(); i++) {
+    const sm_kernels *pf_run[2] = {NULL, NULL};
+    if (sm_kernels_select(spec)->from[SM_KOP_GEMM]->row_prefetch)
+        for (int a = 0; a < 2; a++) {
+            char as[200];
+            snprintf(as, sizeof as, "%s,prefetch=%s", spec, a ? "hw" : "next");
+            pf_run[a] = sm_kernels_select(as);
+        }
+    for (size_t i = 0; pf_run[0] && pf_run[1] && i < sm_bench_n_cases(); i++) {
         if (sm_bench_case_op(i) != SM_KOP_ROWS || sm_bench_case_dtype(i) != SM_DTYPE_F32 || sm_bench_case_rows(i) != 1)
             continue;
-        char as[2][200];
-        const sm_kernels *run[2];
-        for (int a = 0; a < 2; a++) {
-            snprintf(as[a], sizeof as[a], "%s,prefetch=%s", spec, a ? "hw" : "next");
-            run[a] = sm_kernels_select(as[a]);
-        }
         double med[2];
-        if (!run[0] || !run[1] || !time_case(i, pool, (int)o->threads, run, 2, run[0], med)) {
+        if (!time_case(i, pool, (int)o->threads, pf_run, 2, pf_run[0], med)) {
             sm_pool_free(pool);
             return EXIT_DATA;
         }

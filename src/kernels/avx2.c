@@ -175,7 +175,7 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
                         : wt == SM_DTYPE_F32_P32 ? &sm_avx2_gemm_panels
                         : wt == SM_DTYPE_F16_P32 ? &sm_avx2_gemm_panels_f16
                                                  : &sm_avx2_gemm_panels_bf16,
-                        k->l2_bytes, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
+                        k, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && wt != sm_dtype_base(wt)) /* repacked: one product for every T */
         k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_kernels_qgemm_takes(k->quant, wt, T))
@@ -183,7 +183,7 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
     else if (sm_dtype_quantized(wt) && T < 4)
         sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (T >= 4 || wt == SM_DTYPE_F32_T) /* weights held transposed: packed, for every T */
-        sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_gemm(&gemm_kernel, k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         sm_avx2_gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }

@@ -192,12 +192,6 @@ one_row_of(sm_dtype pd, float *restrict out, const float *restrict x, const floa
         one_row_of(pd, out, x, panel, ps, kc, bias, first, nr, next);                                   \
     }
 ONE_ROW(one_row, SM_DTYPE_F32)
-/* The same, the next panels left to the hardware prefetchers (row_prefetch 2). */
-static void one_row_hw(float *restrict out, const float *restrict x, const float *restrict panel, size_t ps,
-                       size_t kc, const float *restrict bias, int first, size_t nr, size_t next) {
-    (void)next;
-    one_row_of(SM_DTYPE_F32, out, x, panel, ps, kc, bias, first, nr, 0);
-}
 ONE_ROW(one_row_f16, SM_DTYPE_F16)
 ONE_ROW(one_row_bf16, SM_DTYPE_BF16)
 #undef ONE_ROW
@@ -211,9 +205,6 @@ static const sm_gemm_kernel gemm_kernel = {NR, MR, KC, micro_mr, sm_kernels_pack
 static const sm_gemm_kernel gemm_panels = {NR, MR, KC, micro_mr, NULL,
                                            {NULL, micro_1, micro_2, micro_3, micro_4, micro_5, micro_6, micro_7},
                                            one_row, micro_mr_pf, 0};
-static const sm_gemm_kernel gemm_panels_hw = {NR, MR, KC, micro_mr, NULL,
-                                              {NULL, micro_1, micro_2, micro_3, micro_4, micro_5, micro_6, micro_7},
-                                              one_row_hw, micro_mr_pf, 0};
 /* A slice of 16-bit panels (SM_DTYPE_F16_P32, SM_DTYPE_BF16_P32; rows past N already zeros),
    columns [k0, k0 + kc) of the 32 rows from n, widened into dst: what the 16-bit rows packed per
    call give, so gemm_kernel's micro-kernels make the same sums on either. */
@@ -431,16 +422,15 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
     if (wt == SM_DTYPE_F32_T) /* weights held transposed: packed from there, for every T */
-        sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_gemm(&gemm_kernel, k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F32_P32) /* f32 panels: the packed product for every T */
-        sm_kernels_gemm(k->row_prefetch == 2 ? &gemm_panels_hw : &gemm_panels, k->l2_bytes, out, x, w, SM_DTYPE_F32,
-                        bias, T, N, K, n0, n1, scratch);
+        sm_kernels_gemm(&gemm_panels, k, out, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) /* 16-bit panels: widened as read, or
                                                                    a slice at a time for many rows */
         sm_kernels_gemm(T >= SM_PANELS_PACK_T ? &gemm_widen16
                         : wt == SM_DTYPE_F16_P32 ? &gemm_panels_f16
                                                  : &gemm_panels_bf16,
-                        k->l2_bytes, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
+                        k, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (wt != sm_dtype_base(wt) && k->quant->gemm_r32) /* repacked: one product for every T */
         k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_kernels_qgemm_takes(k->quant, wt, T))
@@ -450,7 +440,7 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
     else if (sm_kernels_dot16_takes(k, wt, T, K))
         sm_kernels_gemm_bf16(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (T >= 4)
-        sm_kernels_gemm(&gemm_kernel, k->l2_bytes, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        sm_kernels_gemm(&gemm_kernel, k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
         gemv(out, x, w, wt, bias, T, N, K, n0, n1);
 }

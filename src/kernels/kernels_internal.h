@@ -93,15 +93,15 @@ static inline const float *sm_kernels_panel_at(const sm_gemm_kernel *g, const vo
 #define SM_PANELS_PACK_T 32
 
 /*
-** matmul for T >= 4 with a table's kernel (pack.c, plain C): token rows in
-** blocks whose kc-column slice fills half of l2_bytes (so the rows a panel
+** matmul for T >= 4 with a table's kernel (pack.c, plain C) for the table k: token
+** rows in blocks whose kc-column slice fills half of k's l2_bytes (so the rows a panel
 ** meets stay in L2), then kc-column slices, then the thread's panels, each
 ** packed once per block and slice into panel (nr x kc floats). A kernel with
 ** no pack reads w's panels in place (SM_DTYPE_F32_P32, or the 16-bit panels
 ** of its es, of width nr; n0 a multiple of nr, dt their base type) and needs no
-** panel scratch.
+** panel scratch; a lone row there asks for the next panels unless k's row_prefetch is 2.
 */
-void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
+void sm_kernels_gemm(const sm_gemm_kernel *g, const sm_kernels *k, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
                      size_t N, size_t K, size_t n0, size_t n1, float *restrict panel);
 

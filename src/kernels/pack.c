@@ -50,17 +50,18 @@ static void tiles(const sm_gemm_kernel *g, float *restrict out, const float *res
 /*
 ** Token rows [t0, t1) against panels laid out at load (no pack), all of the rows' x in half
 ** the L2: each panel's slices in turn, one stream through its weights; a lone row through
-** one_row, SM_ROW_GROUPS panels at a time, each call told how many panels the next one takes;
+** one_row, SM_ROW_GROUPS panels at a time, each call told how many panels the next one takes
+** (none where the table leaves them to the hardware prefetchers: row_prefetch 2);
 ** several rows through tiles, whose first tile asks for the next slice (the same panel's next
 ** columns, or the next panel's first: the memory right after) into L2 as it goes.
 */
-static void gemm_in_place(const sm_gemm_kernel *g, float *restrict out, const float *restrict x,
+static void gemm_in_place(const sm_gemm_kernel *g, bool ask, float *restrict out, const float *restrict x,
                           const float *restrict w, const float *restrict bias, size_t N, size_t K,
                           size_t n0, size_t n1, size_t t0, size_t t1) {
     const size_t step = t1 - t0 == 1 && g->one_row ? g->nr * SM_ROW_GROUPS : g->nr;
     for (size_t n = n0; n < n1; n += step) {
         const size_t nr = n1 - n < step ? n1 - n : step, rest = n1 - n - nr;
-        const size_t next = ((rest < step ? rest : step) + g->nr - 1) / g->nr;
+        const size_t next = ask ? ((rest < step ? rest : step) + g->nr - 1) / g->nr : 0;
         for (size_t k0 = 0; k0 < K; k0 += g->kc) {
             const size_t kc = K - k0 < g->kc ? K - k0 : g->kc;
             const float *p = sm_kernels_panel_at(g, w, n * K + k0 * g->nr), *b = bias ? bias + n : NULL;
@@ -88,14 +89,15 @@ static void pack_t(float *restrict dst, const void *restrict w, size_t N, size_t
     }
 }
 
-void sm_kernels_gemm(const sm_gemm_kernel *g, size_t l2_bytes, float *restrict out, const float *restrict x,
+void sm_kernels_gemm(const sm_gemm_kernel *g, const sm_kernels *k, float *restrict out, const float *restrict x,
                      const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,
                      size_t N, size_t K, size_t n0, size_t n1, float *restrict panel) {
-    const size_t mc = block_rows(l2_bytes, g->kc, g->mr);
+    const size_t mc = block_rows(k->l2_bytes, g->kc, g->mr);
     for (size_t t0 = 0; t0 < T; t0 += mc) {
         size_t t1 = T - t0 <= mc + mc / 4 ? T : t0 + mc; /* no sliver of a last block */
-        if (!g->pack && dt != SM_DTYPE_F32_T && (t1 - t0) * K * sizeof(float) <= l2_bytes / 2) { /* the same sums as below */
-            gemm_in_place(g, out, x, w, bias, N, K, n0, n1, t0, t1);
+        /* rows that fit half the L2 read panels laid out at load in place: the same sums as below */
+        if (!g->pack && dt != SM_DTYPE_F32_T && (t1 - t0) * K * sizeof(float) <= k->l2_bytes / 2) {
+            gemm_in_place(g, k->row_prefetch != 2, out, x, w, bias, N, K, n0, n1, t0, t1);
             continue;
         }
         for (size_t k0 = 0; k0 < K; k0 += g->kc) {
