@@ -19,9 +19,10 @@
 ** activation sum (xz), and D, M hold the halves' scales d sc.
 **
 ** The micro-kernel keeps GMR tokens x GNR rows of accumulators in
-** registers: AVX512-VNNI on 512-bit vectors (32 of them: 2 x 16 rows x 6
-** tokens of int32 and f32 sums), the 256-bit flavours on 8 rows (16
-** registers). vpmaddubsw's int16 pair sums would saturate on q8_0's
+** registers: AVX512-VNNI on 512-bit vectors (32 of them: 2 x 16 rows x 5
+** tokens of int32 and f32 sums, with room for a block's levels; at 6 GCC
+** spilled in the block loop and TinyLlama's q4_0 prefill ran 9% slower on a
+** Zen 5), the 256-bit flavours on 8 rows x 6 tokens (16 registers). vpmaddubsw's int16 pair sums would saturate on q8_0's
 ** unsigned bytes (2 x 255 x 127), so that flavour leaves q8_0 to the
 ** dequantizing path (gemm_types).
 **
@@ -90,7 +91,7 @@ static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return VOP(fmadd_ps)(a, b, c); }
 static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return VOP(fnmadd_ps)(a, b, c); }
 
 enum {
-    GMR = 6,                          /* tokens per micro-kernel call: 2 GMR GNV accumulators */
+    GMR = SM_QFLAVOUR == 2 ? 5 : 6,   /* tokens per micro-kernel call: 2 GMR GNV accumulators */
     GMR_Q6 = 4,                       /* q6_k's (3 GMR GNV: its halves' integer sums apart) */
     GNR = GV * GNV,                   /* rows per panel */
     GBS = 40 * GNR,                   /* bytes per packed block: levels, D, M */
@@ -370,7 +371,7 @@ static AI void micro_rows(int mode, size_t r, float *restrict out, size_t N, con
                           const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
                           wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
 #define MICRO(rr) micro(mode, GNV, rr, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr)
-    _Static_assert(GMR_Q6 == 4 && GMR == 6, "the cases below");
+    _Static_assert(GMR_Q6 == 4 && GMR >= 5 && GMR <= 6, "the cases below");
     if ((int)ONE_NV != (int)GNV && src.nv == ONE_NV) { /* a lone row's half row group (r32_src) */
         micro(mode, ONE_NV, 1, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr);
         return;
