@@ -81,7 +81,7 @@ sm_avx2_micro(sm_dtype pd, size_t mr, size_t ps, float *restrict out, size_t ldo
               size_t ldx, const void *restrict panel, size_t kc, const float *restrict bias, int first,
               size_t nr, const void *restrict next) {
     __m256 c0[SM_AVX2_MR], c1[SM_AVX2_MR];
-    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) { /* the output tile, on its way meanwhile */
+    SM_TILE_ROWS for (size_t i = 0; i < mr; i++) { /* the output tile, on its way meanwhile */
         _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
         _mm_prefetch((const char *)(out + i * ldo + 15), _MM_HINT_T0);
         c0[i] = c1[i] = _mm256_setzero_ps();
@@ -90,13 +90,13 @@ sm_avx2_micro(sm_dtype pd, size_t mr, size_t ps, float *restrict out, size_t ldo
         __m256 b0 = load_w(pd, panel, kk * ps);
         __m256 b1 = load_w(pd, panel, kk * ps + 8);
         if (next) _mm_prefetch((const char *)sm_kernels_elem(next, pd, kk * ps), _MM_HINT_T1);
-        _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++) {
+        SM_TILE_ROWS for (size_t i = 0; i < mr; i++) {
             __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
             c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
         }
     }
-    _Pragma("GCC unroll 8") for (size_t i = 0; i < mr; i++)
+    SM_TILE_ROWS for (size_t i = 0; i < mr; i++)
         sm_avx2_row_store(out + i * ldo, c0[i], c1[i], bias, first, nr);
 }
 

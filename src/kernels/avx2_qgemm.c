@@ -22,7 +22,8 @@
 ** registers: AVX512-VNNI on 512-bit vectors (32 of them: 2 x 16 rows x 5
 ** tokens of int32 and f32 sums, with room for a block's levels; at 6 GCC
 ** spilled in the block loop and TinyLlama's q4_0 prefill ran 9% slower on a
-** Zen 5), the 256-bit flavours on 8 rows x 6 tokens (16 registers). vpmaddubsw's int16 pair sums would saturate on q8_0's
+** Zen 5), the 256-bit flavours on 8 rows x 6 tokens (16 registers).
+** vpmaddubsw's int16 pair sums would saturate on q8_0's
 ** unsigned bytes (2 x 255 x 127), so that flavour leaves q8_0 to the
 ** dequantizing path (gemm_types).
 **
@@ -382,7 +383,7 @@ static AI void micro_rows(int mode, size_t r, float *restrict out, size_t N, con
     case 3: MICRO(3); break;
     case 4: MICRO(4); break;
     case 5: if (mode != Q6) MICRO(5); break;
-    default: if (mode != Q6) MICRO(GMR); break;
+    default: if (mode != Q6 && GMR > 5) MICRO(GMR); break; /* none where GMR is 5 */
     }
 #undef MICRO
 }

@@ -76,16 +76,14 @@ micro(sm_dtype pd, size_t mr, int pfx, float *restrict out, size_t ldo, const fl
         _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
         _mm_prefetch((const char *)(out + i * ldo + 16), _MM_HINT_T0);
     }
-#pragma GCC unroll 8
-    for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    SM_TILE_ROWS for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (size_t kk = 0; kk < kc; kk++) {
         __m512 b0 = panel_w(pd, panel, kk * NR);
         __m512 b1 = panel_w(pd, panel, kk * NR + 16);
         if (next) panel_ask(pd, next, kk); /* the panel's line(s) a k step */
         if (pfx && (kk & 15) == 0) /* the next tile's rows of x, a line of each, into L1 */
             for (size_t i = 0; i < MR; i++) _mm_prefetch((const char *)(x + (MR + i) * ldx + kk), _MM_HINT_T0);
-#pragma GCC unroll 8
-        for (size_t i = 0; i < mr; i++) {
+        SM_TILE_ROWS for (size_t i = 0; i < mr; i++) {
             __m512 a = _mm512_set1_ps(x[i * ldx + kk]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
@@ -158,8 +156,7 @@ static inline __attribute__((always_inline)) void
 row_groups(sm_dtype pd, size_t g, float *restrict out, const float *restrict x, const float *restrict panel,
            size_t ps, size_t kc, const float *restrict bias, int first, size_t nr, size_t nx) {
     __m512 c0[SM_ROW_GROUPS], c1[SM_ROW_GROUPS];
-#pragma GCC unroll 4
-    for (size_t j = 0; j < g; j++) c0[j] = c1[j] = _mm512_setzero_ps();
+    SM_TILE_ROWS for (size_t j = 0; j < g; j++) c0[j] = c1[j] = _mm512_setzero_ps();
     for (size_t kk = 0; kk < kc; kk++) {
         __m512 a = _mm512_set1_ps(x[kk]);
         if (pd != SM_DTYPE_F32) /* 16-bit: each group's own stream asked for ROW16_AHEAD steps on */
@@ -167,14 +164,12 @@ row_groups(sm_dtype pd, size_t g, float *restrict out, const float *restrict x, 
                 _mm_prefetch((const char *)panel + (j * ps + (kk + ROW16_AHEAD) * NR) * 2, _MM_HINT_T0);
         else
             for (size_t j = 0; j < nx; j++) panel_ask(pd, panel + (g + j) * ps, kk);
-#pragma GCC unroll 4
-        for (size_t j = 0; j < g; j++) {
+        SM_TILE_ROWS for (size_t j = 0; j < g; j++) {
             c0[j] = _mm512_fmadd_ps(a, panel_w(pd, panel, j * ps + kk * NR), c0[j]);
             c1[j] = _mm512_fmadd_ps(a, panel_w(pd, panel, j * ps + kk * NR + 16), c1[j]);
         }
     }
-#pragma GCC unroll 4
-    for (size_t j = 0; j < g; j++)
+    SM_TILE_ROWS for (size_t j = 0; j < g; j++)
         sm_avx512_tile_store(1, out + j * NR, 0, &c0[j], &c1[j], bias ? bias + j * NR : NULL, first,
                              nr - j * NR < NR ? nr - j * NR : NR);
 }

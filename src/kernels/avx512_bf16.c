@@ -113,13 +113,11 @@ micro(size_t mr, float *restrict out, size_t ldo, const uint32_t *restrict x,
         _mm_prefetch((const char *)(out + i * ldo), _MM_HINT_T0);
         _mm_prefetch((const char *)(out + i * ldo + 16), _MM_HINT_T0);
     }
-#pragma GCC unroll 8
-    for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    SM_TILE_ROWS for (size_t i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (size_t p = 0; p < kp; p++) {
         __m512bh b0 = (__m512bh)_mm512_load_si512(panel + p * NR);
         __m512bh b1 = (__m512bh)_mm512_load_si512(panel + p * NR + 16);
-#pragma GCC unroll 8
-        for (size_t i = 0; i < mr; i++) {
+        SM_TILE_ROWS for (size_t i = 0; i < mr; i++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32((int)x[i * KP + p]);
             c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
             c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);

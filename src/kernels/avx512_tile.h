@@ -88,8 +88,7 @@ sm_avx512_tile_store(size_t mr, float *restrict out, size_t ldo, const __m512 *c
                      const float *restrict bias, int first, size_t nr) {
     /* the masks only now: live across a k loop, they cost registers */
     const __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
-#pragma GCC unroll 8
-    for (size_t i = 0; i < mr; i++) {
+    SM_TILE_ROWS for (size_t i = 0; i < mr; i++) {
         float *o = out + i * ldo;
         __m512 add0, add1;
         if (first) {

@@ -88,6 +88,12 @@ static inline const float *sm_kernels_panel_at(const sm_gemm_kernel *g, const vo
 }
 #define SM_GEMM_TALL 4
 #define SM_ROW_GROUPS 4
+
+/* Put before a loop over a register tile's rows (at most 8 at any call: a table's MR,
+   SM_ROW_GROUPS): unrolled, the tile's accumulator arrays stay in registers; rolled, GCC keeps
+   them in memory (the AVX2 micro-kernel stored twice an FMA, the AVX-512 one zeroed and
+   spilled its 16 accumulators each call). */
+#define SM_TILE_ROWS _Pragma("GCC unroll 8")
 /* From this many token rows a table's product on panels laid out at load packs (widens, for
    16-bit panels) each slice once for all its tiles rather than reading it in place. */
 #define SM_PANELS_PACK_T 32
