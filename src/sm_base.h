@@ -98,14 +98,6 @@ sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err
 */
 void *sm_alloc_big(size_t bytes);
 void sm_free_big(void *p);
-/*
-** Asks that the whole pages inside [p, p + bytes) of an sm_alloc_big block,
-** not yet touched, be backed by small pages (Linux: MADV_NOHUGEPAGE; a
-** hint): for memory written sparsely, such as a KV-cache whose sequences use
-** a part of their context, where a huge page would be zeroed whole on the
-** first write to any of its bytes.
-*/
-void sm_pages_small(void *p, size_t bytes);
 
 /*
 ** The memory this process may use: the machine's physical memory, or the

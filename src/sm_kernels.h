@@ -63,12 +63,23 @@
 /*
 ** A head's key cache is blocked: keys in blocks of SM_ATTN_KBLOCK, each
 ** block (hs, SM_ATTN_KBLOCK), dimension-major, so one block's scores are
-** products over hs contiguous rows of KBLOCK keys, and the keys up to any
-** position are one contiguous stretch of memory (streamed, prefetched).
-** It holds hs * sm_attn_ctx_padded(ctx) floats for ctx positions.
+** products over hs contiguous rows of KBLOCK keys; its values are blocks of
+** KBLOCK rows of hs. A head's blocks follow each other (sm_attn_key_index:
+** hs * sm_attn_ctx_padded(ctx) elements for ctx positions) or are bstride
+** elements apart, the blocks of other heads and layers between them
+** (sm_kv_head.bstride: a model state's cache, block-major, so the positions a
+** sequence has used are one stretch of memory, whatever its context).
 */
 static inline size_t sm_attn_key_index(size_t j, size_t d, size_t hs) {
     return (j / SM_ATTN_KBLOCK) * hs * SM_ATTN_KBLOCK + d * SM_ATTN_KBLOCK + j % SM_ATTN_KBLOCK;
+}
+/* Slot j's key dimension d, and its value row, from a head's first block, its blocks bstride
+   elements apart. */
+static inline size_t sm_kv_key_at(size_t bstride, size_t j, size_t d) {
+    return (j / SM_ATTN_KBLOCK) * bstride + d * SM_ATTN_KBLOCK + j % SM_ATTN_KBLOCK;
+}
+static inline size_t sm_kv_value_at(size_t bstride, size_t j, size_t hs) {
+    return (j / SM_ATTN_KBLOCK) * bstride + j % SM_ATTN_KBLOCK * hs;
 }
 static inline size_t sm_attn_ctx_padded(size_t ctx) {
     return (ctx + SM_ATTN_KBLOCK - 1) / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;
@@ -87,6 +98,7 @@ typedef struct sm_kv_head {
     const void *kt, *v;   /* this sequence's own cache */
     const void *kt0, *v0; /* the shared prefix's, for slots < shared (NULL when shared is 0) */
     size_t shared, ring;
+    size_t bstride; /* elements from a block to the next (0: SM_ATTN_KBLOCK * hs, contiguous) */
     sm_dtype type;
 } sm_kv_head;
 
@@ -107,6 +119,10 @@ static inline const void *sm_kv_keys(const sm_kv_head *kv, size_t j) {
 }
 static inline const void *sm_kv_values(const sm_kv_head *kv, size_t j) {
     return j < kv->shared ? kv->v0 : kv->v;
+}
+/* Elements from a block of kv to its next. */
+static inline size_t sm_kv_stride(const sm_kv_head *kv, size_t hs) {
+    return kv->bstride ? kv->bstride : SM_ATTN_KBLOCK * hs;
 }
 
 struct sm_kernels;

@@ -123,13 +123,14 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
                          float *restrict vw, const sm_kv_head *kv, size_t j0, size_t nk, size_t hs,
                          void (*widen)(float *restrict, const void *restrict, sm_dtype, size_t)) {
     const void *kt = sm_kv_keys(kv, j0), *v = sm_kv_values(kv, j0);
+    const size_t b = sm_kv_key_at(sm_kv_stride(kv, hs), j0, 0); /* the block's first element */
     if (kv->type != SM_DTYPE_F16) {
-        *kb = (const float *)kt + j0 * hs, *vb = (const float *)v + j0 * hs;
+        *kb = (const float *)kt + b, *vb = (const float *)v + b;
         return;
     }
-    const uint16_t *k16 = (const uint16_t *)kt + j0 * hs; /* each key row's nk valid entries */
+    const uint16_t *k16 = (const uint16_t *)kt + b; /* each key row's nk valid entries */
     for (size_t d = 0; d < hs; d++) widen(kw + d * SM_ATTN_KBLOCK, k16 + d * SM_ATTN_KBLOCK, kv->type, nk);
-    widen(vw, (const uint16_t *)v + j0 * hs, kv->type, nk * hs);
+    widen(vw, (const uint16_t *)v + b, kv->type, nk * hs);
     *kb = kw, *vb = vw;
 }
 

@@ -92,7 +92,7 @@ static void softmax(float *x, size_t n) {
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
                       float *restrict scores, size_t T, size_t pos, size_t hs, size_t nh,
                       size_t q_stride, size_t out_stride, float scale, size_t window) {
-    const size_t ring = kv->ring;
+    const size_t ring = kv->ring, bs = sm_kv_stride(kv, hs);
     for (size_t u = 0; u < nh * T; u++) { /* head u / T, query t */
         size_t t = u % T, h = u / T;
         size_t L = pos + t + 1; /* keys this query may see: lo .. L-1 */
@@ -103,7 +103,7 @@ static void attention(float *restrict out, const float *restrict q, const sm_kv_
         for (size_t d = 0; d < hs; d++) {
             for (size_t j = 0; j < n; j++) {
                 size_t sl = ring ? (lo + j) % ring : lo + j; /* its slot */
-                s[j] += qr[d] * sm_elem_f32(sm_kv_keys(kv, sl), kv->type, sm_attn_key_index(sl, d, hs));
+                s[j] += qr[d] * sm_elem_f32(sm_kv_keys(kv, sl), kv->type, sm_kv_key_at(bs, sl, d));
             }
         }
         for (size_t j = 0; j < n; j++) s[j] *= scale;
@@ -113,7 +113,7 @@ static void attention(float *restrict out, const float *restrict q, const sm_kv_
         for (size_t j = 0; j < n; j++) {
             size_t sl = ring ? (lo + j) % ring : lo + j;
             const void *v = sm_kv_values(kv, sl);
-            for (size_t d = 0; d < hs; d++) o[d] += s[j] * sm_elem_f32(v, kv->type, sl * hs + d);
+            for (size_t d = 0; d < hs; d++) o[d] += s[j] * sm_elem_f32(v, kv->type, sm_kv_value_at(bs, sl, hs) + d);
         }
     }
 }

@@ -438,6 +438,7 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
     const sm_layer *L = &m->layers[l];
     const size_t window = sm_config_window(c, l);
     const size_t kvb = sm_dtype_row_bytes(s->p.kv_type, 1); /* bytes per cached element */
+    const size_t bs = s->kv_bstride[l]; /* from one of the layer's blocks to the next */
     const float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hs);
     /* decoding rows that read a shared prefix go to attention_rows together, sorted by prefix
        (one query head per key/value head, no window) */
@@ -471,19 +472,20 @@ static void attention(sm_state *s, int l, int ith, float *scr) {
                     for (size_t h = kh * group; h < (kh + 1) * group; h++)
                         rot(qkv + t * W + h * hs, cs, sn, hs);
                 }
+                const size_t ko = sm_kv_key_at(bs, p, 0), vo = sm_kv_value_at(bs, p, hs);
                 if (s->p.kv_type == SM_DTYPE_F16) { /* rounded to nearest even */
-                    uint16_t *k16 = (uint16_t *)(void *)kt, *v16 = (uint16_t *)(void *)vh + p * hs;
+                    uint16_t *k16 = (uint16_t *)(void *)kt + ko, *v16 = (uint16_t *)(void *)vh + vo;
                     for (size_t d = 0; d < hs; d++) {
-                        k16[sm_attn_key_index(p, d, hs)] = sm_f32_to_f16(kr[d]);
+                        k16[d * SM_ATTN_KBLOCK] = sm_f32_to_f16(kr[d]);
                         v16[d] = sm_f32_to_f16(vr[d]);
                     }
                 } else {
-                    float *k32 = (float *)(void *)kt;
-                    for (size_t d = 0; d < hs; d++) k32[sm_attn_key_index(p, d, hs)] = kr[d];
-                    memcpy((float *)(void *)vh + p * hs, vr, hs * sizeof(float));
+                    float *k32 = (float *)(void *)kt + ko;
+                    for (size_t d = 0; d < hs; d++) k32[d * SM_ATTN_KBLOCK] = kr[d];
+                    memcpy((float *)(void *)vh + vo, vr, hs * sizeof(float));
                 }
             }
-            sm_kv_head kv = {.kt = kt, .v = vh, .ring = ring, .type = s->p.kv_type,
+            sm_kv_head kv = {.kt = kt, .v = vh, .ring = ring, .bstride = bs, .type = s->p.kv_type,
                              .shared = s->kv_shared[ru->seq]};
             if (kv.shared) { /* a prefix another sequence holds (sm_state_kv_share) */
                 const size_t o = sm_kv_head_at(s, s->kv_src[ru->seq], l, kh);

@@ -7,9 +7,9 @@
 ** by kv head, a head's keys (dimension by dimension, n positions each: the
 ** state's key blocks are runs of positions per dimension, so a range copies
 ** in runs) then its n values (hs each), every element in the state's
-** kv_type: sm_state_kv_bytes(s) bytes per position. In the
-** state a head's keys are blocked (sm_attn_key_index) and its values are
-** rows; a sliding-window layer holds position p in slot p % ring.
+** kv_type: sm_state_kv_bytes(s) bytes per position. In the state a head's
+** keys are blocked (sm_kv_key_at) and its values are rows in blocks
+** (sm_kv_value_at); a sliding-window layer holds position p in slot p % ring.
 */
 #include "model_internal.h"
 
@@ -43,7 +43,7 @@ static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char
                        bool to_state) {
     const size_t hs = (size_t)s->m->cfg->head_dim, KVH = (size_t)s->m->cfg->n_kv_head;
     const size_t eb = sm_dtype_row_bytes(s->p.kv_type, 1), ctx = s->kv_len[l];
-    const size_t ring = ctx < sm_attn_ctx_padded(s->p.n_ctx) ? ctx : 0;
+    const size_t ring = ctx < sm_attn_ctx_padded(s->p.n_ctx) ? ctx : 0, bs = s->kv_bstride[l];
     for (size_t kh = 0; kh < KVH; kh++) {
         char *bk = buf + kh * 2 * n * hs * eb, *bv = bk + n * hs * eb;
         for (size_t i = 0; i < n;) {
@@ -55,10 +55,10 @@ static void copy_layer(sm_state *s, size_t seq, int l, size_t p0, size_t n, char
             size_t off = sm_kv_head_at(s, holder(s, seq, p), l, kh); /* a run is in one key block */
             char *kt = (char *)s->kt + off * eb, *vh = (char *)s->v + off * eb;
             for (size_t d = 0; d < hs; d++) {
-                char *k = kt + sm_attn_key_index(p, d, hs) * eb, *b = bk + (d * n + i) * eb;
+                char *k = kt + sm_kv_key_at(bs, p, d) * eb, *b = bk + (d * n + i) * eb;
                 memcpy(to_state ? k : b, to_state ? b : k, run * eb);
             }
-            char *v = vh + p * hs * eb, *b = bv + i * hs * eb;
+            char *v = vh + sm_kv_value_at(bs, p, hs) * eb, *b = bv + i * hs * eb;
             memcpy(to_state ? v : b, to_state ? b : v, run * hs * eb);
             i += run;
         }
@@ -106,8 +106,8 @@ void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n) {
     for (int l = 0; l < s->m->cfg->n_layer; l++)
         for (size_t kh = 0; kh < KVH; kh++)
             for (size_t p = 0; p < n; p += SM_ATTN_KBLOCK) { /* a key block and its values */
-                size_t to = sm_kv_head_at(s, seq, l, kh) + p * hs;
-                size_t from = sm_kv_head_at(s, holder(s, src, p), l, kh) + p * hs;
+                size_t to = sm_kv_head_at(s, seq, l, kh) + sm_kv_key_at(s->kv_bstride[l], p, 0);
+                size_t from = sm_kv_head_at(s, holder(s, src, p), l, kh) + sm_kv_key_at(s->kv_bstride[l], p, 0);
                 memcpy((char *)s->kt + to * eb, (char *)s->kt + from * eb, B);
                 memcpy((char *)s->v + to * eb, (char *)s->v + from * eb, B);
             }

@@ -77,11 +77,15 @@ struct sm_state {
     float *rope_cos_l, *rope_sin_l, *rope_freq_l; /* the same for windowed layers with their own
                                                      base (rope_local_theta), else NULL */
     float *logits; /* (B or 1, V) */
-    void *kt;      /* (n_seq, n_layer, n_kv_head, keys) keys, blocked (sm_attn_key_index) */
-    void *v;       /* (n_seq, n_layer, n_kv_head, ctx, hs) values; ctx = n_ctx padded
-                      to whole key blocks (sm_attn_ctx_padded); both of type p.kv_type */
+    void *kt;      /* (n_seq, ...) keys, blocked (sm_kv_key_at), per sequence block-major: */
+    void *v;       /* the same for values (sm_kv_value_at); for each distinct kv_len (the
+                      layers that hold that many positions), its blocks in turn, each block
+                      those layers' heads' blocks side by side: so a sequence's first
+                      positions are the first stretch of its cache, whatever its context;
+                      both of type p.kv_type */
     size_t kv_seq_elems;   /* elements of one sequence's keys (or values) */
-    size_t *kv_off;        /* (n_layer) where each layer's heads start in a sequence's cache */
+    size_t *kv_off;        /* (n_layer) where each layer's first block starts in a sequence's cache */
+    size_t *kv_bstride;    /* (n_layer) elements from one of a layer's blocks to its next */
     size_t *kv_len;        /* (n_layer) positions each head of the layer holds (padded); fewer
                               than the context: a sliding-window layer's ring (p in slot p % len) */
     size_t *kv_src;        /* (n_seq) whose cache holds each sequence's first kv_shared[seq]
@@ -115,9 +119,10 @@ struct sm_state {
 */
 size_t sm_kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows);
 
-/* Where head kh of layer l starts in sequence seq's own cache, in elements of kt (or v). */
+/* Where head kh of layer l's first block is in sequence seq's own cache, in elements of kt (or
+   v); its next blocks are s->kv_bstride[l] apart (sm_kv_key_at, sm_kv_value_at). */
 static inline size_t sm_kv_head_at(const sm_state *s, size_t seq, int l, size_t kh) {
-    return seq * s->kv_seq_elems + s->kv_off[l] + kh * (size_t)s->m->cfg->head_dim * s->kv_len[l];
+    return seq * s->kv_seq_elems + s->kv_off[l] + kh * (size_t)s->m->cfg->head_dim * SM_ATTN_KBLOCK;
 }
 
 /* Before rows from position p0 on are written into seq's cache (kv.c): a sequence sharing
