@@ -93,6 +93,17 @@ void sm_free_big(void *p) {
     free(p);
 }
 
+void sm_pages_populate(void *p, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t pg = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)p & ~(pg - 1),
+              b = ((uintptr_t)p + bytes + pg - 1) & ~(pg - 1);
+    if (bytes && b > a) madvise((void *)a, b - a, MADV_POPULATE_WRITE); /* a hint: failure changes nothing */
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
 /* The smallest number in file of the cgroup directory root + dir and its ancestors (0: none;
    v2's "max" and v1's near 2^63 mean none). */
 static size_t cgroup_limit(const char *root, char *dir, const char *file) {

@@ -413,6 +413,9 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         memcpy(q->held, e->tokens, e->np * sizeof *e->tokens);
         q->n_held = P;
         sm_state_kv_mark(s->state, i); /* what it holds now: later writes below P are others' */
+        /* the memory of the positions it may fill, now rather than a block at a time as it decodes */
+        size_t room = e->np < s->n_ctx ? s->n_ctx - e->np : 0;
+        sm_state_kv_reserve(s->state, i, e->np + (e->max_tokens < room ? e->max_tokens : room));
     }
     q->q.stats.n_reused = P;
     if (ok && !q->q.done && s->p.prefix && e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK > P &&

@@ -98,6 +98,12 @@ sm_status sm_open_regular(const char *path, int *fd, size_t *size, sm_error *err
 */
 void *sm_alloc_big(size_t bytes);
 void sm_free_big(void *p);
+/*
+** Asks that the pages of [p, p + bytes) be backed by memory now, their
+** contents unchanged (Linux 5.14: MADV_POPULATE_WRITE; a hint): one call in
+** place of a page fault at each first write.
+*/
+void sm_pages_populate(void *p, size_t bytes);
 
 /*
 ** The memory this process may use: the machine's physical memory, or the

@@ -192,3 +192,33 @@ void test_prefix_holds_back_unshared(void) {
     sm_arena_free(&c.a);
     test_rig_close(&r);
 }
+
+/* sm_state_kv_reserve writes nothing: a sequence's cache and its neighbour's read back the same
+   after reserving it to the end of the context and past it, and the decode after it is the
+   same bits. */
+void test_kv_reserve_keeps_contents(void) {
+    static const char *models[] = {"seed", "odd", "seedq4"};
+    enum { STEPS = 3 };
+    for (int mi = 0; mi < 3; mi++) {
+        test_rig r;
+        if (!test_rig_open(&r, models[mi], 2, "auto", false, 1, 2)) return;
+        const size_t ctx = r.sp.n_ctx, L = ctx / 2, kvb = sm_state_kv_bytes(r.s);
+        int32_t *a = malloc(L * sizeof *a);
+        float *want = malloc((STEPS + 1) * r.V * sizeof *want), *got = malloc((STEPS + 1) * r.V * sizeof *got);
+        char *k0 = malloc(2 * L * kvb), *k1 = malloc(2 * L * kvb);
+        for (size_t i = 0; i < L; i++) a[i] = (int32_t)((i * 29 + 3) % r.V);
+        CHECK(run_from(&r, 0, a, L, 0, STEPS, want));
+        CHECK(run_from(&r, 1, a, L - 1, 0, 0, got)); /* the neighbour, one token short */
+        CHECK(sm_state_kv_get(r.s, 0, 0, L, L, k0) && sm_state_kv_get(r.s, 1, 0, L - 1, L - 1, k0 + L * kvb));
+        sm_state_kv_reserve(r.s, 0, ctx);
+        sm_state_kv_reserve(r.s, 1, ctx + 1000);
+        CHECK(sm_state_kv_get(r.s, 0, 0, L, L, k1) && sm_state_kv_get(r.s, 1, 0, L - 1, L - 1, k1 + L * kvb));
+        CHECKF(memcmp(k0, k1, (2 * L - 1) * kvb) == 0, "%s: the cache changed on reserving it", models[mi]);
+        /* the neighbour's last token and decode now equal seq 0's */
+        CHECK(run_from(&r, 1, a, L, L - 1, STEPS, got));
+        CHECKF(memcmp(want, got, (STEPS + 1) * r.V * sizeof *got) == 0, "%s: decode after a reserve differs",
+               models[mi]);
+        free(a), free(want), free(got), free(k0), free(k1);
+        test_rig_close(&r);
+    }
+}

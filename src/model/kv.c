@@ -133,3 +133,22 @@ size_t sm_state_kv_low(const sm_state *s, size_t seq) {
 void sm_state_kv_mark(sm_state *s, size_t seq) {
     s->kv_low[seq] = SIZE_MAX;
 }
+
+void sm_state_kv_reserve(sm_state *s, size_t seq, size_t n) {
+    const size_t eb = sm_dtype_row_bytes(s->p.kv_type, 1), NL = (size_t)s->m->cfg->n_layer;
+    const size_t b0 = s->kv_shared[seq] / SM_ATTN_KBLOCK; /* its own blocks: past a shared prefix */
+    size_t budget = SM_KV_RESERVE_MAX / 2; /* of its keys (and as much of its values) */
+    for (size_t l = 0; l < NL; l++) { /* each length's blocks are one stretch, from its first layer */
+        size_t first = 0;
+        while (s->kv_len[first] != s->kv_len[l]) first++;
+        if (first < l) continue;
+        const size_t bb = s->kv_bstride[l] * eb, len = n < s->kv_len[l] ? n : s->kv_len[l];
+        size_t b1 = (len + SM_ATTN_KBLOCK - 1) / SM_ATTN_KBLOCK;
+        if (b1 > b0 + budget / bb) b1 = b0 + budget / bb;
+        if (b1 <= b0) continue;
+        const size_t at = (seq * s->kv_seq_elems + s->kv_off[l]) * eb + b0 * bb;
+        sm_pages_populate((char *)s->kt + at, (b1 - b0) * bb);
+        sm_pages_populate((char *)s->v + at, (b1 - b0) * bb);
+        budget -= (b1 - b0) * bb;
+    }
+}
