@@ -70,9 +70,6 @@
 ** (sm_kv_head.bstride: a model state's cache, block-major, so the positions a
 ** sequence has used are one stretch of memory, whatever its context).
 */
-static inline size_t sm_attn_key_index(size_t j, size_t d, size_t hs) {
-    return (j / SM_ATTN_KBLOCK) * hs * SM_ATTN_KBLOCK + d * SM_ATTN_KBLOCK + j % SM_ATTN_KBLOCK;
-}
 /* Slot j's key dimension d, and its value row, from a head's first block, its blocks bstride
    elements apart. */
 static inline size_t sm_kv_key_at(size_t bstride, size_t j, size_t d) {
@@ -80,6 +77,10 @@ static inline size_t sm_kv_key_at(size_t bstride, size_t j, size_t d) {
 }
 static inline size_t sm_kv_value_at(size_t bstride, size_t j, size_t hs) {
     return (j / SM_ATTN_KBLOCK) * bstride + j % SM_ATTN_KBLOCK * hs;
+}
+/* The same key index in a head whose blocks follow each other. */
+static inline size_t sm_attn_key_index(size_t j, size_t d, size_t hs) {
+    return sm_kv_key_at(SM_ATTN_KBLOCK * hs, j, d);
 }
 static inline size_t sm_attn_ctx_padded(size_t ctx) {
     return (ctx + SM_ATTN_KBLOCK - 1) / SM_ATTN_KBLOCK * SM_ATTN_KBLOCK;

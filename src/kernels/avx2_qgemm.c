@@ -23,9 +23,9 @@
 ** tokens of int32 and f32 sums, with room for a block's levels; at 6 GCC
 ** spilled in the block loop and TinyLlama's q4_0 prefill ran 9% slower on a
 ** Zen 5), the 256-bit flavours on 8 rows x 6 tokens (16 registers).
-** vpmaddubsw's int16 pair sums would saturate on q8_0's
-** unsigned bytes (2 x 255 x 127), so that flavour leaves q8_0 to the
-** dequantizing path (gemm_types).
+** vpmaddubsw's int16 pair sums would saturate on q8_0's unsigned bytes
+** (2 x 255 x 127), so that flavour leaves q8_0 to the dequantizing path
+** (gemm_types).
 **
 ** Loops: token blocks of SM_QGEMM_MC, column slices of SM_QGEMM_KC (the
 ** slice's activations quantized, then each panel packed once and met by

@@ -106,8 +106,8 @@ void sm_state_kv_copy(sm_state *s, size_t seq, size_t src, size_t n) {
     for (int l = 0; l < s->m->cfg->n_layer; l++)
         for (size_t kh = 0; kh < KVH; kh++)
             for (size_t p = 0; p < n; p += SM_ATTN_KBLOCK) { /* a key block and its values */
-                size_t to = sm_kv_head_at(s, seq, l, kh) + sm_kv_key_at(s->kv_bstride[l], p, 0);
-                size_t from = sm_kv_head_at(s, holder(s, src, p), l, kh) + sm_kv_key_at(s->kv_bstride[l], p, 0);
+                const size_t blk = sm_kv_key_at(s->kv_bstride[l], p, 0);
+                size_t to = sm_kv_head_at(s, seq, l, kh) + blk, from = sm_kv_head_at(s, holder(s, src, p), l, kh) + blk;
                 memcpy((char *)s->kt + to * eb, (char *)s->kt + from * eb, B);
                 memcpy((char *)s->v + to * eb, (char *)s->v + from * eb, B);
             }
@@ -139,14 +139,12 @@ void sm_state_kv_reserve(sm_state *s, size_t seq, size_t n) {
     const size_t b0 = s->kv_shared[seq] / SM_ATTN_KBLOCK; /* its own blocks: past a shared prefix */
     size_t budget = SM_KV_RESERVE_MAX / 2; /* of its keys (and as much of its values) */
     for (size_t l = 0; l < NL; l++) { /* each length's blocks are one stretch, from its first layer */
-        size_t first = 0;
-        while (s->kv_len[first] != s->kv_len[l]) first++;
-        if (first < l) continue;
+        if (!sm_kv_len_first(s, l)) continue;
         const size_t bb = s->kv_bstride[l] * eb, len = n < s->kv_len[l] ? n : s->kv_len[l];
         size_t b1 = (len + SM_ATTN_KBLOCK - 1) / SM_ATTN_KBLOCK;
         if (b1 > b0 + budget / bb) b1 = b0 + budget / bb;
         if (b1 <= b0) continue;
-        const size_t at = (seq * s->kv_seq_elems + s->kv_off[l]) * eb + b0 * bb;
+        const size_t at = sm_kv_head_at(s, seq, (int)l, 0) * eb + b0 * bb;
         sm_pages_populate((char *)s->kt + at, (b1 - b0) * bb);
         sm_pages_populate((char *)s->v + at, (b1 - b0) * bb);
         budget -= (b1 - b0) * bb;

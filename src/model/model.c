@@ -336,9 +336,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
        a block of each of their heads side by side, then the next block */
     const size_t hblock = m->kv_dim * SM_ATTN_KBLOCK; /* a layer's heads' blocks */
     for (size_t l = 0, off = 0; l < NL; l++) {
-        size_t first = 0, nl = 0, li = 0;
-        while (s->kv_len[first] != s->kv_len[l]) first++;
-        if (first < l) continue; /* placed with its length's first layer */
+        size_t nl = 0, li = 0;
+        if (!sm_kv_len_first(s, l)) continue; /* placed with its length's first layer */
         for (size_t j = l; j < NL; j++) nl += s->kv_len[j] == s->kv_len[l];
         for (size_t j = l; j < NL; j++) {
             if (s->kv_len[j] != s->kv_len[l]) continue;

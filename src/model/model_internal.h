@@ -119,6 +119,14 @@ struct sm_state {
 */
 size_t sm_kv_len(const sm_model *m, int l, size_t n_ctx, size_t rows);
 
+/* Whether layer l is the first of the layers holding kv_len[l] positions: the one whose blocks
+   start their stretch of a sequence's cache (sm_state_init's layout). */
+static inline bool sm_kv_len_first(const sm_state *s, size_t l) {
+    for (size_t j = 0; j < l; j++)
+        if (s->kv_len[j] == s->kv_len[l]) return false;
+    return true;
+}
+
 /* Where head kh of layer l's first block is in sequence seq's own cache, in elements of kt (or
    v); its next blocks are s->kv_bstride[l] apart (sm_kv_key_at, sm_kv_value_at). */
 static inline size_t sm_kv_head_at(const sm_state *s, size_t seq, int l, size_t kh) {
