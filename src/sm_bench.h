@@ -24,7 +24,8 @@ double sm_bench_triad(sm_pool *pool);
 ** `bytes` (at most 1 GiB), each thread streaming its own share with the
 ** kernel table's widest loads, as a decode step streams its share of the
 ** weights: where the model fits in cache, this and not the triad is what
-** bounds decoding. Best of 5 passes after a warm-up. 0 if out of memory.
+** bounds decoding. The best pass after a warm-up, of at least 5 and at least
+** 0.25 s of passes. 0 if out of memory.
 */
 double sm_bench_read(sm_pool *pool, const sm_kernels *k, double bytes);
 
