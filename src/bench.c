@@ -28,7 +28,7 @@ static void triad_task(void *arg, int ith, int nth) {
 /* Seconds of the fastest of at least `reps` runs of fn on the pool, run for at least `seconds`
    in all (at most 100,000 runs): a working set the caches hold is read in a fraction of a
    millisecond, and on a shared machine five such reads may all meet another tenant. */
-static double best_run_for(sm_pool *pool, sm_task_fn fn, void *arg, int reps, double seconds) {
+static double best_run(sm_pool *pool, sm_task_fn fn, void *arg, int reps, double seconds) {
     double best = 1e30, start = sm_time_now();
     for (int rep = 0; rep < 100000 && (rep < reps || sm_time_now() - start < seconds); rep++) {
         double t0 = sm_time_now();
@@ -37,9 +37,6 @@ static double best_run_for(sm_pool *pool, sm_task_fn fn, void *arg, int reps, do
         if (t < best) best = t;
     }
     return best;
-}
-static double best_run(sm_pool *pool, sm_task_fn fn, void *arg, int reps) {
-    return best_run_for(pool, fn, arg, reps, 0);
 }
 
 double sm_bench_triad(sm_pool *pool) {
@@ -50,7 +47,7 @@ double sm_bench_triad(sm_pool *pool) {
     double bw = 0;
     if (j.a && j.b && j.c) {
         sm_pool_run(pool, triad_init, &j);
-        bw = 12.0 * (double)j.n / best_run(pool, triad_task, &j, 5);
+        bw = 12.0 * (double)j.n / best_run(pool, triad_task, &j, 5, 0);
     }
     free(j.a), free(j.b), free(j.c);
     return bw;
@@ -80,7 +77,7 @@ double sm_bench_read(sm_pool *pool, const sm_kernels *k, double bytes) {
         for (size_t i = 0; i < j.n; i++) buf[i] = (float)(i & 255);
         j.buf = buf;
         sm_pool_run(pool, read_task, &j); /* warm-up: the working set into the caches */
-        bw = 4.0 * (double)j.n / best_run_for(pool, read_task, &j, 5, 0.25);
+        bw = 4.0 * (double)j.n / best_run(pool, read_task, &j, 5, 0.25);
     }
     free(buf), free(j.sum);
     return bw;
@@ -128,7 +125,7 @@ double sm_bench_peak(sm_pool *pool, sm_peak p) {
         if (t >= 0.02 || j.iters >= (size_t)1 << 40) break;
         j.iters *= t < 0.002 ? 10 : 2;
     }
-    double ops = j.ops * nth / best_run(pool, peak_task, &j, 5);
+    double ops = j.ops * nth / best_run(pool, peak_task, &j, 5, 0);
     free(j.sink);
     return ops;
 }
