@@ -71,8 +71,9 @@ double sm_bench_peak(sm_pool *pool, sm_peak p);
 ** layers (q, k, v, o: 2048 x 2048 and 256 x 2048; gate, up: 5632 x 2048;
 ** down: 2048 x 5632) with random weights of type dt, for T token rows:
 ** seven of the cases above (GEMM or QGEMM). run times one pass of the
-** seven through table k, in seconds; ops is the pass's arithmetic, 2 T N K
-** per product. Out of memory: SM_ERR_NOMEM.
+** seven through table k, in seconds (each product's input read into the
+** caches first, untimed, as a model's step before it leaves it); ops is the
+** pass's arithmetic, 2 T N K per product. Out of memory: SM_ERR_NOMEM.
 */
 typedef struct sm_bench_layer sm_bench_layer;
 sm_status sm_bench_layer_new(sm_bench_layer **out, sm_dtype dt, size_t T, int n_threads, sm_error *err);

@@ -26,6 +26,7 @@ static const char *const names[SM_PEAK_COUNT] = {
     [SM_PEAK_VNNI256] = "int8 AVX-VNNI vpdpbusd, 256-bit",
     [SM_PEAK_VNNI512] = "int8 AVX512-VNNI vpdpbusd, 512-bit",
     [SM_PEAK_BF16_512] = "bf16 AVX512-BF16 vdpbf16ps, 512-bit",
+    [SM_PEAK_VNNI512_BLOCK] = "the same with q8_0 blocks' f32 step",
 };
 
 const char *sm_kernels_peak_name(sm_peak p) {
@@ -86,6 +87,29 @@ __attribute__((target("avx512f,avx512vnni"))) static float vnni512(size_t iters)
     return (float)_mm512_reduce_add_epi32(t);
 }
 
+/*
+** vnni512 as a quantized product's blocks run it: after every 8 vpdpbusd
+** (a 32-weight block of 16 rows and one token) an accumulator's integer sum
+** becomes f32 and is added in with the weights' and the activations' block
+** scales (convert, multiply, multiply-add), as q4_0 and q8_0 weights times
+** llama.cpp's q8_0 activations must per block. Where the multiplies take
+** the pipes vpdpbusd uses, this is the ceiling of such a product's
+** arithmetic below vnni512's; its rate counts the vpdpbusd alone.
+*/
+__attribute__((target("avx512f,avx512vnni"))) static float vnni512_block(size_t iters) {
+    __m512i a[ACC], u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+    __m512 f[ACC], dx = _mm512_set1_ps(0.5f), d = _mm512_set1_ps(1e-3f);
+    for (int i = 0; i < ACC; i++) a[i] = _mm512_set1_epi32(i), f[i] = _mm512_setzero_ps();
+    for (size_t it = 0; it < iters; it++) {
+        for (int g = 0; g < 8; g++)
+            for (int i = 0; i < ACC; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s);
+        for (int i = 0; i < ACC; i++) f[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a[i]), dx), d, f[i]);
+    }
+    __m512 t = f[0];
+    for (int i = 1; i < ACC; i++) t = _mm512_add_ps(t, f[i]);
+    return _mm512_reduce_add_ps(t);
+}
+
 __attribute__((target("avx512f,avx512bf16"))) static float bf16_512(size_t iters) {
     __m512 a[ACC];
     __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
@@ -105,6 +129,7 @@ static const struct {
     [SM_PEAK_FMA256] = {fma256, 16},     [SM_PEAK_FMA512] = {fma512, 32},
     [SM_PEAK_MADDUBS256] = {maddubs256, 64}, [SM_PEAK_VNNI256] = {vnni256, 64},
     [SM_PEAK_VNNI512] = {vnni512, 128},  [SM_PEAK_BF16_512] = {bf16_512, 64},
+    [SM_PEAK_VNNI512_BLOCK] = {vnni512_block, 8 * 128},
 };
 
 double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
