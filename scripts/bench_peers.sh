@@ -23,7 +23,8 @@
 # tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m tl-pre-q6_k tl-pre512-q6_k gpt2-q4_k_m; prefix reuse (issue 35):
 # prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl (llama-server too). Quantized GGUF files are made by the
 # given llama.cpp build's llama-quantize, ours by `smallmind convert --dtype`,
-# each from random weights of the same shape. N (default 5), MD (model folder, default build/peer-models).
+# each from random weights of the same shape. N (default 5; 0: only make the rows' models), MD (model
+# folder, default build/peer-models).
 set -eu
 BIN=${BIN:-build/smallmind}
 N=${N:-5}
@@ -126,7 +127,7 @@ row() {
     done
     printf '%s (goal: %s)\n' "$name" "$goal"
     for p in "${progs[@]}"; do
-        printf '  %-58s median %8s   samples%s\n' "$p" "$(echo ${got[$p]} | median)" "${got[$p]}"
+        printf '  %-58s median %8s   samples%s\n' "$p" "$(echo ${got[$p]:-} | median)" "${got[$p]:-}"
     done
 }
 
