@@ -72,7 +72,7 @@ int cli_bench_peaks(const cli_opts *o) {
             sm_peak p = sm_kernels_peak_of(k, types[ti]);
             bool has_peak = sm_kernels_peak_runs(p);
             /* int8 VNNI-512 products also beside the loop with q8_0 blocks' f32 step (peak.c) */
-            sm_peak pb = p == SM_PEAK_VNNI512 ? SM_PEAK_VNNI512_BLOCK : SM_PEAK_COUNT;
+            sm_peak pb = has_peak && p == SM_PEAK_VNNI512 ? SM_PEAK_VNNI512_BLOCK : SM_PEAK_COUNT;
             double s[SAMPLES], share[SAMPLES], bshare[SAMPLES];
             sm_bench_layer_run(l, pools[1], k); /* warm-up */
             for (int r = 0; r < SAMPLES; r++) {
@@ -92,7 +92,7 @@ int cli_bench_peaks(const cli_opts *o) {
             double gops = sm_bench_layer_ops(l) / s[SAMPLES / 2];
             sm_bench_layer_free(l);
             printf("  %-8s %6zu %10.2f %8.1f", sm_dtype_name(types[ti]), rows[ri], s[SAMPLES / 2] * 1e3, gops / 1e9);
-            if (has_peak && pb != SM_PEAK_COUNT)
+            if (pb != SM_PEAK_COUNT)
                 printf("  %3.0f%% of %s; %3.0f%% with the block step\n", 100 * share[SAMPLES / 2],
                        sm_kernels_peak_name(p), 100 * bshare[SAMPLES / 2]);
             else if (has_peak)

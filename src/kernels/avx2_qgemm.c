@@ -455,6 +455,11 @@ static size_t slice_blocks(size_t K, size_t k0) {
     return (K - k0 < SM_QGEMM_KC ? K - k0 : SM_QGEMM_KC) / SM_QK;
 }
 
+/* The end of the token block from t0 (of SM_QGEMM_MC rows, the last one shorter) in T rows. */
+static size_t block_end(size_t T, size_t t0) {
+    return T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
+}
+
 /* Token rows t0..t1-1 (the block's rows from t0) against one panel's weights src, GMR (q6_k:
    GMR_Q6) at a time. */
 static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
@@ -575,7 +580,7 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
                     sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1) {
     const int mode = mode_of(dt);
     for (size_t t0 = 0; t0 < T; t0 += SM_QGEMM_MC) {
-        size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC;
+        size_t t1 = block_end(T, t0);
         for (size_t k0 = 0; k0 < K; k0 += SM_QGEMM_KC) {
             size_t nbk = slice_blocks(K, k0);
             quant_slice(mode, zp_of(dt), x, K, t0, t1, k0, nbk, q->xq, q->xd, q->xs, q->xz);
@@ -650,28 +655,27 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
                         size_t n1, bool whole, bool kept) {
     const int mode = mode_of(dt);
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK;
-    /* whole: every token block's activations quantized first, then each row group's panel split
-       once for all of them (token blocks inside the row group); else block by block in the
-       buffers' one block */
+    uint8_t *const panel = r32_bufs(scratch, ns, 0).panel; /* the same whatever the token block */
+    /* token rows quantized at a time: every block (whole), else one, in the buffers' first */
     const size_t tb = whole ? T : SM_QGEMM_MC;
     for (size_t b0 = 0; b0 < T; b0 += tb) {
-        size_t b1 = T - b0 < tb ? T : b0 + tb;
+        const size_t b1 = T - b0 < tb ? T : b0 + tb;
         for (size_t t0 = b0; !kept && t0 < b1; t0 += SM_QGEMM_MC) {
             const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0);
-            r32_quant(mode, zp_of(dt), x, K, t0, T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC, &qb);
+            r32_quant(mode, zp_of(dt), x, K, t0, block_end(T, t0), &qb);
         }
+        /* split when the first token block has more than two tiles of rows */
+        const bool split = dt != SM_DTYPE_Q8_0 && block_end(T, b0) - b0 > 2 * GMR;
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
-            const qbufs qp = r32_bufs(scratch, ns, 0);
-            bool split = dt != SM_DTYPE_Q8_0 && (b1 - b0 < SM_QGEMM_MC ? b1 - b0 : SM_QGEMM_MC) > 2 * GMR;
             for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
-                unpack_r4(qp.panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK, GNV), slice_blocks(K, k0));
+                unpack_r4(panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK, GNV), slice_blocks(K, k0));
             for (size_t t0 = b0; t0 < b1; t0 += SM_QGEMM_MC) {
-                size_t t1 = T - t0 < SM_QGEMM_MC ? T : t0 + SM_QGEMM_MC, tn = t1 - t0;
+                const size_t t1 = block_end(T, t0);
                 const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0);
                 for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
-                    qbufs qj = r32_rows(&qb, j, tn, 0);
-                    wsrc src = split ? (wsrc){.lay = PANEL, .panel = qp.panel + j * KB * GBS}
+                    qbufs qj = r32_rows(&qb, j, t1 - t0, 0);
+                    wsrc src = split ? (wsrc){.lay = PANEL, .panel = panel + j * KB * GBS}
                                      : r32_src(dt, w, n, nb, k0 / SM_QK, GNV);
                     tiles_of(mode, &qj, src, out, N, t0, t1, n, slice_blocks(K, k0), bias ? bias + n : NULL,
                              k0 == 0, nr);
