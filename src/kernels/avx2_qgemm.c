@@ -461,11 +461,13 @@ static size_t block_end(size_t T, size_t t0) {
 }
 
 /* Token rows t0..t1-1 (the block's rows from t0) against one panel's weights src, GMR (q6_k:
-   GMR_Q6) at a time. */
+   GMR_Q6) at a time; pfl lines from pf (if any) asked into L2, a share before each tile. */
 static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
-                     size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr) {
+                     size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr,
+                     const char *pf, size_t pfl) {
     const size_t mr = mode == Q6 ? GMR_Q6 : GMR, nt = (t1 - t0 + mr - 1) / mr;
     for (size_t c = 0, t = t0; t < t1; c++) {
+        for (size_t l = c * pfl / nt; pf && l < (c + 1) * pfl / nt; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
         /* tiles of as even a size as the rows allow (128 rows: 24 of 5, 2 of 4, not 25 of 5 and
            one of 3): a short tile's few accumulators wait on vpdpbusd's latency */
         size_t i = t - t0, r = (t1 - t0) / nt + (c < (t1 - t0) % nt);
@@ -481,8 +483,9 @@ static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, si
 
 /* tiles for this mode and layout, each pair built on its own (the micro-kernels' constants). */
 static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
-                     size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr) {
-#define TILES(m) tiles(m, q, src, out, N, t0, t1, n, nbk, bn, first, nr)
+                     size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr,
+                     const char *pf, size_t pfl) {
+#define TILES(m) tiles(m, q, src, out, N, t0, t1, n, nbk, bn, first, nr, pf, pfl)
     if (src.lay == R4) src.lay = R4, TILES(ZP);
     else if (src.lay == R8) src.lay = R8, TILES(ZP);
     else if (src.lay == R4K) src.lay = R4K, TILES(MIN);
@@ -589,7 +592,7 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
                 pack(q->panel, q->rows, q->dm, w, dt, K, n, nr, k0, nbk);
                 prefetch_panel(w, dt, K, n + GNR, n1, k0, nbk);
                 tiles_of(mode, q, (wsrc){.lay = PANEL, .panel = q->panel}, out, N, t0, t1, n, nbk,
-                         bias ? bias + n : NULL, k0 == 0, nr);
+                         bias ? bias + n : NULL, k0 == 0, nr, NULL, 0);
             }
         }
     }
@@ -666,10 +669,17 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
         }
         /* split when the first token block has more than two tiles of rows */
         const bool split = dt != SM_DTYPE_Q8_0 && block_end(T, b0) - b0 > 2 * GMR;
+        const size_t calls = (b1 - b0 + SM_QGEMM_MC - 1) / SM_QGEMM_MC * ns; /* tiles_of's per row group */
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
             for (size_t j = 0, k0 = 0; split && j < ns; j++, k0 += SM_QGEMM_KC)
                 unpack_r4(panel + j * KB * GBS, r32_src(dt, w, n, nb, k0 / SM_QK, GNV), slice_blocks(K, k0));
+            /* the next row group (split: unpacked in one go, after these tiles) asked into L2 while
+               they run, a share per tile, else unpack waits on memory line by line */
+            const bool ask = split && n + GNR < n1;
+            const wsrc nx = ask ? r32_src(dt, w, n + GNR, nb, 0, GNV) : (wsrc){.lay = R4};
+            const size_t lines = ask ? r_off(nx.lay, nb) / 64 : 0;
+            size_t call = 0;
             for (size_t t0 = b0; t0 < b1; t0 += SM_QGEMM_MC) {
                 const size_t t1 = block_end(T, t0);
                 const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0);
@@ -677,8 +687,9 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
                     qbufs qj = r32_rows(&qb, j, t1 - t0, 0);
                     wsrc src = split ? (wsrc){.lay = PANEL, .panel = panel + j * KB * GBS}
                                      : r32_src(dt, w, n, nb, k0 / SM_QK, GNV);
+                    const size_t l0 = call * lines / calls, l1 = ++call * lines / calls;
                     tiles_of(mode, &qj, src, out, N, t0, t1, n, slice_blocks(K, k0), bias ? bias + n : NULL,
-                             k0 == 0, nr);
+                             k0 == 0, nr, ask ? (const char *)nx.base + 64 * l0 : NULL, l1 - l0);
                 }
             }
         }
@@ -732,7 +743,7 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
             for (size_t n = g; n < n1 && n < g + SM_R32; n += step) {
                 size_t nr = n1 - n < step ? n1 - n : step;
                 tiles_of(mode, &qj, r32_src(dt, w, n, K / SM_QK, k0 / SM_QK, nv), out, N, 0, T, n,
-                         slice_blocks(K, k0), bias ? bias + n : NULL, k0 == 0, nr);
+                         slice_blocks(K, k0), bias ? bias + n : NULL, k0 == 0, nr, NULL, 0);
             }
         }
 }
