@@ -100,8 +100,7 @@ static void blocks(const call *c, const float *const *qr, const size_t *L, size_
         size_t nk = Lmax - j0 < KB ? Lmax - j0 : KB;
         const float *kb, *vb; /* this block's keys (hs, KB) and values (nk, hs) */
         sm_kernels_kv_block(&kb, &vb, kw, vw, c->kv, ring ? j0 % ring : j0, nk, hs, ak->widen);
-        ak->scores(p, qr, rows, kb, hs, nk, c->scale);
-        size_t ra[GQ], rn[GQ]; /* each row's keys in this block: [a, n); none past ni */
+        size_t ra[GQ], rn[GQ], low = 0; /* each row's keys in this block: [a, n); none past ni */
         for (size_t i = 0; i < rows; i++) {
             if (i >= ni) {
                 ra[i] = rn[i] = 0;
@@ -110,8 +109,14 @@ static void blocks(const call *c, const float *const *qr, const size_t *L, size_
             size_t n = L[i] > j0 ? (L[i] - j0 < nk ? L[i] - j0 : nk) : 0;
             size_t lo = window && L[i] > window ? L[i] - window : 0, a = lo > j0 ? lo - j0 : 0;
             ra[i] = a < n ? a : n, rn[i] = n;
+            low |= ra[i];
         }
-        softmax_step(ak, p, ra, rn, rows, nk, m, l, corr);
+        if (ak->scores_softmax && rows == GQ && !low) { /* the group's keys from the block's first */
+            ak->scores_softmax(p, qr, kb, hs, nk, c->scale, rn, m, l, corr);
+        } else {
+            ak->scores(p, qr, rows, kb, hs, nk, c->scale);
+            softmax_step(ak, p, ra, rn, rows, nk, m, l, corr);
+        }
         ak->pv(acc, as, p, corr, vb, rows, hs, nk);
     }
 }

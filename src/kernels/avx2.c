@@ -323,7 +323,7 @@ static void attn_pv(float *restrict acc, size_t as, const float *restrict p, con
 }
 
 /* (no pv_lone: 4 rows of a lone query's partial sums outgrow the 16 registers) */
-static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, vmax, exp_sum, to_f32, NULL, NULL};
+static const sm_attn_kernel attn_kernel = {attn_scores, attn_pv, vmax, exp_sum, to_f32, NULL, NULL, NULL};
 
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
                       float *restrict scratch, size_t T, size_t pos, size_t hs, size_t nh,

@@ -31,23 +31,6 @@
 #define MR 8
 #define KC 256
 
-/* exp(x) to about 2 ulp: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial in r. */
-static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
 /*
 ** out[i, 0..nr) (+)= x[i, 0..kc) . panel for i < mr. `first` stores (adding
 ** bias when given) instead of accumulating. mr is a compile-time constant at
@@ -590,7 +573,7 @@ static void softmax_group(float *restrict p, const size_t *ra, const size_t *rn,
 }
 
 static const sm_attn_kernel attn_kernel = {sm_avx512_attn_scores, sm_avx512_attn_pv, hmax, exp_sum, to_f32,
-                                           softmax_group, sm_avx512_pv_lone};
+                                           softmax_group, sm_avx512_pv_lone, sm_avx512_attn_scores_softmax};
 
 static void attention(float *restrict out, const float *restrict q, const sm_kv_head *kv,
                       float *restrict scratch, size_t T, size_t pos, size_t hs, size_t nh,

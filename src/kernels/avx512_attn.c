@@ -8,6 +8,7 @@
 #include "avx512_tile.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 /*
 ** The attention pieces (sm_attn_kernel; the streaming loop is attention.c's)
@@ -18,11 +19,55 @@
 */
 #define KB SM_ATTN_KBLOCK
 
+/*
+** The group's scores (row i's chunk c in x[i * nc + c]) to their online-softmax step, row i's
+** keys [0, rn[i]): what attention.c's step does with hmax and exp_sum (avx512.c's
+** softmax_group), bit for bit: the maximum over the row's keys, exp(x - m_new) summed chunk by
+** chunk in the same order and reduced the same way, zeros past rn[i]; m, l and corr updated.
+** The rows go through each phase together, and expf (a call: every vector register is the
+** caller's to save) only once no vector is live.
+*/
+static inline __attribute__((always_inline)) void
+softmax_rows(size_t nq, size_t nc, __m512 *x, float *restrict s, const size_t *rn, float *m, float *l,
+             float *corr) {
+    float mnew[4], sum[4];
+    for (size_t i = 0; i < nq; i++) {
+        const size_t n = rn[i];
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (size_t c = 0; c < nc; c++)
+            vmax = _mm512_mask_max_ps(vmax, tail_mask(n > c * 16 ? n - c * 16 : 0), vmax, x[i * nc + c]);
+        mnew[i] = n ? fmaxf(m[i], _mm512_reduce_max_ps(vmax)) : m[i];
+    }
+    for (size_t i = 0; i < nq; i++) {
+        const size_t n = rn[i];
+        __m512 vm = _mm512_set1_ps(mnew[i]), vsum = _mm512_setzero_ps();
+        for (size_t c = 0; c < nc; c++) {
+            __mmask16 mc = tail_mask(n > c * 16 ? n - c * 16 : 0);
+            __m512 e = mc ? exp16(_mm512_sub_ps(x[i * nc + c], vm)) : _mm512_setzero_ps();
+            vsum = _mm512_mask_add_ps(vsum, mc, vsum, e);
+            _mm512_storeu_ps(s + i * KB + c * 16, _mm512_maskz_mov_ps(mc, e));
+        }
+        sum[i] = _mm512_reduce_add_ps(vsum);
+    }
+    for (size_t i = 0; i < nq; i++) {
+        if (rn[i] == 0) { /* no keys here: probabilities 0 (stored above), accumulator kept */
+            corr[i] = 1.0f;
+            continue;
+        }
+        float cf = expf(m[i] - mnew[i]); /* 0 for the first block (m_old = -inf) */
+        l[i] = l[i] * cf + sum[i];
+        m[i] = mnew[i];
+        corr[i] = cf;
+    }
+}
+
 /* s[i, c*16 + lane] = scale * q_i . key (j + c*16 + lane) of key block kb, 0 past nk
-** keys; i < nq, c < nc. */
+** keys; i < nq, c < nc. With rn (nq = SM_ATTN_QGROUP, j = 0), row i's scores go on to its
+** online-softmax step over keys [0, rn[i]) (softmax_row) and s holds the probabilities. */
 static inline __attribute__((always_inline)) void
 score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
-           const float *restrict kb, size_t hs, size_t j, size_t nk, __m512 vs) {
+           const float *restrict kb, size_t hs, size_t j, size_t nk, __m512 vs,
+           const size_t *rn, float *rm, float *rl, float *corr) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     __m512 a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
     /* accumulator i * nc + c, a named variable: GCC kept an array's elements on the stack
@@ -41,6 +86,12 @@ score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
             __m512 qv = _mm512_set1_ps(qr[i][d]);
             for (size_t c = 0; c < nc; c++) ACC(i * nc + c) = _mm512_fmadd_ps(qv, kv[c], ACC(i * nc + c));
         }
+    }
+    if (rn) {
+        __m512 x[16];
+        for (size_t i = 0; i < nq * nc; i++) x[i] = _mm512_mul_ps(ACC(i), vs);
+        softmax_rows(nq, nc, x, s, rn, rm, rl, corr);
+        return;
     }
     for (size_t i = 0; i < nq; i++)
         for (size_t c = 0; c < nc; c++) _mm512_storeu_ps(s + i * KB + c * 16, _mm512_mul_ps(ACC(i * nc + c), vs));
@@ -106,15 +157,30 @@ pv_tile(size_t nq, size_t np, size_t nv, float *restrict acc, size_t as, const f
 ** GCC kept the accumulators in a stack array as well as in registers (eight
 ** stores in every step of the FMA loop).
 */
-static __attribute__((noinline)) void
-score_4x4(float *restrict s, const float *const *qr, const float *restrict kb, size_t hs, size_t nk,
-          __m512 vs) {
-    score_tile(4, 4, s, qr, kb, hs, 0, nk, vs);
-}
+/* 4 queries' scores over the key chunks that hold keys (a block on the causal diagonal: ceil(nk /
+   16) of them; the rest of the row is never read: the softmax and P.V stop at nk), and the same
+   going on to the softmax step (sm_avx512_attn_scores_softmax). */
+#define SCORE_4(nc)                                                                                     \
+    static __attribute__((noinline)) void score_4x##nc(float *restrict s, const float *const *qr,     \
+                                                       const float *restrict kb, size_t hs, size_t nk, \
+                                                       __m512 vs) {                                    \
+        score_tile(4, nc, s, qr, kb, hs, 0, nk, vs, NULL, NULL, NULL, NULL);                           \
+    }                                                                                                  \
+    static __attribute__((noinline)) void soft_4x##nc(float *restrict s, const float *const *qr,      \
+                                                      const float *restrict kb, size_t hs, size_t nk,  \
+                                                      __m512 vs, const size_t *rn, float *m, float *l, \
+                                                      float *corr) {                                   \
+        score_tile(4, nc, s, qr, kb, hs, 0, nk, vs, rn, m, l, corr);                                   \
+    }
+SCORE_4(1)
+SCORE_4(2)
+SCORE_4(3)
+SCORE_4(4)
+#undef SCORE_4
 static inline __attribute__((always_inline)) void
 score_1x4(float *restrict s, const float *const *qr, const float *restrict kb, size_t hs, size_t nk,
           __m512 vs) {
-    score_tile(1, 4, s, qr, kb, hs, 0, nk, vs);
+    score_tile(1, 4, s, qr, kb, hs, 0, nk, vs, NULL, NULL, NULL, NULL);
 }
 static __attribute__((noinline)) void
 pv_4x1(float *restrict acc, size_t as, const float *restrict p, const float *corr,
@@ -140,7 +206,23 @@ void sm_avx512_attn_scores(float *restrict p, const float *const *qr, size_t nq,
     if (nq == 1) {
         score_1x4(p, qr, kb, hs, nk, vs);
     } else {
-        score_4x4(p, qr, kb, hs, nk, vs);
+        switch ((nk + 15) / 16) {
+        case 1: score_4x1(p, qr, kb, hs, nk, vs); break;
+        case 2: score_4x2(p, qr, kb, hs, nk, vs); break;
+        case 3: score_4x3(p, qr, kb, hs, nk, vs); break;
+        default: score_4x4(p, qr, kb, hs, nk, vs); break;
+        }
+    }
+}
+
+void sm_avx512_attn_scores_softmax(float *restrict p, const float *const *qr, const float *restrict kb, size_t hs,
+                                   size_t nk, float scale, const size_t *rn, float *m, float *l, float *corr) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    switch ((nk + 15) / 16) {
+    case 1: soft_4x1(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
+    case 2: soft_4x2(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
+    case 3: soft_4x3(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
+    default: soft_4x4(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
     }
 }
 

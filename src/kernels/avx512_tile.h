@@ -1,8 +1,9 @@
 /*
 ** avx512_tile.h -- what the AVX-512 files share (avx512.c, avx512_bf16.c,
-** avx512_rows.c): tail masks, 16 weights of a 16/32-bit type widened to
-** f32, and the end of a packed product's micro-kernel, whose mr x 32 output
-** tile gets its accumulators. Only for files built with -mavx512f.
+** avx512_rows.c, avx512_attn.c): tail masks, exp on 16 lanes, 16 weights
+** of a 16/32-bit type widened to f32, and the end of a packed product's
+** micro-kernel, whose mr x 32 output tile gets its accumulators. Only for
+** files built with -mavx512f.
 */
 #ifndef SM_AVX512_TILE_H
 #define SM_AVX512_TILE_H
@@ -16,6 +17,23 @@
 
 static inline __mmask16 tail_mask(size_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+/* exp(x) to about 2 ulp: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial in r. */
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
 }
 
 /* 16 weights from element i of w (type dt: a constant wherever this is inlined), as f32. */

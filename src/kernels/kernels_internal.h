@@ -181,6 +181,9 @@ void sm_kernels_kv_block(const float **kb, const float **vb, float *restrict kw,
 ** row-by-row step does. pv_lone (NULL: pv row by row): pv of SM_ATTN_QGROUP
 ** rows, each row bit for bit what pv gives it with nq = 1 (a lone query's
 ** partial sums), the value loads shared (attention_rows' groups).
+** scores_softmax (NULL: scores, then the softmax step): scores of
+** SM_ATTN_QGROUP rows going straight on to their online-softmax step, row
+** i's keys [0, n[i]), bit for bit scores followed by softmax_group.
 */
 typedef struct {
     void (*scores)(float *restrict p, const float *const *qr, size_t nq, const float *restrict kb,
@@ -194,11 +197,15 @@ typedef struct {
                           float *l, float *corr);
     void (*pv_lone)(float *restrict acc, size_t as, const float *restrict p, const float *corr,
                     const float *restrict v, size_t hs, size_t nk);
+    void (*scores_softmax)(float *restrict p, const float *const *qr, const float *restrict kb, size_t hs,
+                           size_t nk, float scale, const size_t *n, float *m, float *l, float *corr);
 } sm_attn_kernel;
 
 /* The AVX-512 table's scores, pv and pv_lone (avx512_attn.c). Only on CPUs with AVX-512F. */
 void sm_avx512_attn_scores(float *restrict p, const float *const *qr, size_t nq, const float *restrict kb,
                            size_t hs, size_t nk, float scale);
+void sm_avx512_attn_scores_softmax(float *restrict p, const float *const *qr, const float *restrict kb, size_t hs,
+                                   size_t nk, float scale, const size_t *rn, float *m, float *l, float *corr);
 void sm_avx512_attn_pv(float *restrict acc, size_t as, const float *restrict p, const float *corr,
                        const float *restrict v, size_t nq, size_t hs, size_t nk);
 void sm_avx512_pv_lone(float *restrict acc, size_t as, const float *restrict p, const float *corr,
