@@ -283,6 +283,9 @@ typedef struct sm_kernels {
     /* gate (n) <- silu(gate) * up = gate / (1 + exp(-gate)) * up (SwiGLU), in place. */
     void (*swiglu)(float *restrict gate, const float *restrict up, size_t n);
 
+    /* y (n) += x: the residual stream's adds, each element one rounding. */
+    void (*add)(float *restrict y, const float *restrict x, size_t n);
+
     /*
     ** Rotary embedding of one head vector x (hs, even), pairs (2i, 2i+1)
     ** rotated by the angle whose cosine and sine are cs[i], sn[i]:

@@ -567,6 +567,18 @@ void test_kernels_llama_ops(void) {
                 CHECKF(fabsf(got[j] - want[j]) <= 2e-6f * (1 + fabsf(want[j])),
                        "%s swiglu at %g: %g vs %g", ks[i]->name, x[j], got[j], want[j]);
         }
+        /* add: every table's element y + x one f32 rounding (the same bits whatever the
+           vector width); the elements past n untouched */
+        for (size_t i = 0; i < nk; i++) {
+            const size_t n = C - 1 - i % 2;
+            for (size_t j = 0; j < C; j++) got[j] = u[j] * 3.0f;
+            ks[i]->add(got, x, n);
+            for (size_t j = 0; j < C; j++) {
+                float y = u[j] * 3.0f, w = j < n ? y + x[j] : y;
+                CHECKF(memcmp(&got[j], &w, sizeof w) == 0, "%s add n=%zu [%zu]: %g vs %g", ks[i]->name, n, j,
+                       got[j], w);
+            }
+        }
         /* rope with real angles: pairs rotate, norms are kept */
         for (size_t j = 0; j < C / 2; j++) {
             double th = 0.37 * (double)(j + 1) * (double)(a + 1);

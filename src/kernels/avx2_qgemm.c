@@ -624,13 +624,16 @@ static qbufs r32_rows(const qbufs *q, size_t j, size_t tn, size_t i) {
     return r;
 }
 
-/* Token rows t0..t1-1 of x quantized into q for every column slice. */
+/* Token rows t0..t1-1 of x quantized into q for every column slice: row after row, so x is read
+   as one stream (slice after slice, each row's 1 KB runs K floats apart waited on memory: at 512
+   rows, x is past L2). */
 static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, size_t t0, size_t t1,
                       const qbufs *q) {
-    for (size_t j = 0, k0 = 0; k0 < K; j++, k0 += SM_QGEMM_KC) {
-        qbufs qj = r32_rows(q, j, t1 - t0, 0);
-        quant_slice(mode, zp, x, K, t0, t1, k0, slice_blocks(K, k0), qj.xq, qj.xd, qj.xs, qj.xz);
-    }
+    for (size_t t = t0; t < t1; t++)
+        for (size_t j = 0, k0 = 0; k0 < K; j++, k0 += SM_QGEMM_KC) {
+            qbufs qj = r32_rows(q, j, t1 - t0, t - t0);
+            quant_slice(mode, zp, x, K, t, t + 1, k0, slice_blocks(K, k0), qj.xq, qj.xd, qj.xs, qj.xz);
+        }
 }
 
 /*

@@ -357,8 +357,7 @@ static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, con
     while (next_cols(s, C, ith, nth, &n0, &n1)) {
         product(s, s->tmp, in, &w, b, C, K, n0, n1, scr);
         if (!g)
-            for (size_t t = 0; t < T; t++)
-                for (size_t i = n0; i < n1; i++) s->x[t * C + i] += s->tmp[t * C + i];
+            for (size_t t = 0; t < T; t++) s->k->add(s->x + t * C + n0, s->tmp + t * C + n0, n1 - n0);
     }
     sm_kernels_reuse_end(scr);
     if (g) {
@@ -367,7 +366,7 @@ static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, con
         for (size_t t = r0; t < r1; t++) {
             float *y = s->tmp + t * C;
             s->k->rmsnorm(y, y, g, C, s->m->cfg->norm_eps);
-            for (size_t i = 0; i < C; i++) s->x[t * C + i] += y[i];
+            s->k->add(s->x + t * C, y, C);
         }
     }
     if (ith == 0 && s->cancel && *s->cancel) s->stop = true;
