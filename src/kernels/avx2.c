@@ -22,7 +22,7 @@
 #define KC 256
 
 
-/* exp(x) to about 2 ulp; same reduction and polynomial as avx512.c. */
+/* exp(x) to about 2 ulp; same reduction and polynomial as avx512_tile.h's exp16. */
 static inline __m256 exp8(__m256 x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.37626f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
