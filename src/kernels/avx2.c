@@ -373,12 +373,6 @@ static void rmsnorm(float *out, const float *x, const float *restrict g, size_t 
     }
 }
 
-/* y += x (compiled for the table's vectors: a plain loop the compiler widens, one rounding per
-   element whatever the width). */
-static void add(float *restrict y, const float *restrict x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
-}
-
 static void swiglu(float *restrict gate, const float *restrict up, size_t n) {
     const __m256 one = _mm256_set1_ps(1.0f);
     for (size_t i = 0; i < n; i += 8) {
@@ -527,7 +521,7 @@ const sm_kernels sm_kernels_avx2 = {
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
-    .add = add,
+    .add = sm_kernels_add,
     .rope = rope,
     .rope_halves = sm_kernels_rope_halves,
     .gelu_tanh = gelu_tanh,

@@ -63,7 +63,7 @@ softmax_rows(size_t nq, size_t nc, __m512 *x, float *restrict s, const size_t *r
 
 /* s[i, c*16 + lane] = scale * q_i . key (j + c*16 + lane) of key block kb, 0 past nk
 ** keys; i < nq, c < nc. With rn (nq = SM_ATTN_QGROUP, j = 0), row i's scores go on to its
-** online-softmax step over keys [0, rn[i]) (softmax_row) and s holds the probabilities. */
+** online-softmax step over keys [0, rn[i]) (softmax_rows) and s holds the probabilities. */
 static inline __attribute__((always_inline)) void
 score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
            const float *restrict kb, size_t hs, size_t j, size_t nk, __m512 vs,
@@ -158,18 +158,13 @@ pv_tile(size_t nq, size_t np, size_t nv, float *restrict acc, size_t as, const f
 ** stores in every step of the FMA loop).
 */
 /* 4 queries' scores over the key chunks that hold keys (a block on the causal diagonal: ceil(nk /
-   16) of them; the rest of the row is never read: the softmax and P.V stop at nk), and the same
-   going on to the softmax step (sm_avx512_attn_scores_softmax). */
+   16) of them; the rest of the row is never read: the softmax and P.V stop at nk), going on to
+   the softmax step where rn is given (sm_avx512_attn_scores_softmax). */
 #define SCORE_4(nc)                                                                                     \
     static __attribute__((noinline)) void score_4x##nc(float *restrict s, const float *const *qr,     \
                                                        const float *restrict kb, size_t hs, size_t nk, \
-                                                       __m512 vs) {                                    \
-        score_tile(4, nc, s, qr, kb, hs, 0, nk, vs, NULL, NULL, NULL, NULL);                           \
-    }                                                                                                  \
-    static __attribute__((noinline)) void soft_4x##nc(float *restrict s, const float *const *qr,      \
-                                                      const float *restrict kb, size_t hs, size_t nk,  \
-                                                      __m512 vs, const size_t *rn, float *m, float *l, \
-                                                      float *corr) {                                   \
+                                                       __m512 vs, const size_t *rn, float *m,          \
+                                                       float *l, float *corr) {                        \
         score_tile(4, nc, s, qr, kb, hs, 0, nk, vs, rn, m, l, corr);                                   \
     }
 SCORE_4(1)
@@ -177,6 +172,15 @@ SCORE_4(2)
 SCORE_4(3)
 SCORE_4(4)
 #undef SCORE_4
+static void score_4(float *restrict s, const float *const *qr, const float *restrict kb, size_t hs, size_t nk,
+                    __m512 vs, const size_t *rn, float *m, float *l, float *corr) {
+    switch ((nk + 15) / 16) {
+    case 1: score_4x1(s, qr, kb, hs, nk, vs, rn, m, l, corr); break;
+    case 2: score_4x2(s, qr, kb, hs, nk, vs, rn, m, l, corr); break;
+    case 3: score_4x3(s, qr, kb, hs, nk, vs, rn, m, l, corr); break;
+    default: score_4x4(s, qr, kb, hs, nk, vs, rn, m, l, corr); break;
+    }
+}
 static inline __attribute__((always_inline)) void
 score_1x4(float *restrict s, const float *const *qr, const float *restrict kb, size_t hs, size_t nk,
           __m512 vs) {
@@ -206,24 +210,13 @@ void sm_avx512_attn_scores(float *restrict p, const float *const *qr, size_t nq,
     if (nq == 1) {
         score_1x4(p, qr, kb, hs, nk, vs);
     } else {
-        switch ((nk + 15) / 16) {
-        case 1: score_4x1(p, qr, kb, hs, nk, vs); break;
-        case 2: score_4x2(p, qr, kb, hs, nk, vs); break;
-        case 3: score_4x3(p, qr, kb, hs, nk, vs); break;
-        default: score_4x4(p, qr, kb, hs, nk, vs); break;
-        }
+        score_4(p, qr, kb, hs, nk, vs, NULL, NULL, NULL, NULL);
     }
 }
 
 void sm_avx512_attn_scores_softmax(float *restrict p, const float *const *qr, const float *restrict kb, size_t hs,
                                    size_t nk, float scale, const size_t *rn, float *m, float *l, float *corr) {
-    const __m512 vs = _mm512_set1_ps(scale);
-    switch ((nk + 15) / 16) {
-    case 1: soft_4x1(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
-    case 2: soft_4x2(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
-    case 3: soft_4x3(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
-    default: soft_4x4(p, qr, kb, hs, nk, vs, rn, m, l, corr); break;
-    }
+    score_4(p, qr, kb, hs, nk, _mm512_set1_ps(scale), rn, m, l, corr);
 }
 
 void sm_avx512_attn_pv(float *restrict acc, size_t as, const float *restrict p, const float *corr,

@@ -237,6 +237,12 @@ static inline unsigned sm_kernels_pf_passes(size_t b, size_t nb, size_t np) {
     return m;
 }
 
+/* The tables' add (sm_kernels.h): y += x, a plain loop each table's file instantiates, so the
+   compiler widens it to that file's vectors; one rounding per element whatever the width. */
+static inline void sm_kernels_add(float *restrict y, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
 /* Address of element i of a tensor of type dt (for the q types, i starts a block). */
 static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) {
     switch (dt) {

@@ -137,12 +137,6 @@ static void rmsnorm(float *out, const float *x, const float *restrict g, size_t 
     for (size_t i = 0; i < C; i++) out[i] = x[i] * r * g[i];
 }
 
-/* y += x (compiled for the table's vectors: a plain loop the compiler widens, one rounding per
-   element whatever the width). */
-static void add(float *restrict y, const float *restrict x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
-}
-
 static void swiglu(float *restrict gate, const float *restrict up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
@@ -209,7 +203,7 @@ const sm_kernels sm_kernels_scalar = {
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
-    .add = add,
+    .add = sm_kernels_add,
     .rope = rope,
     .rope_halves = sm_kernels_rope_halves,
     .gelu_tanh = gelu_tanh,
