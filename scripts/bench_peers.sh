@@ -18,7 +18,7 @@
 # commits); this script only runs them. Without them it prints smallmind's
 # figures alone. ROWS: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m batch-tl-q5_k_m
 # batch-tl-q6_k batch-tl-f16 batch-tl-bf16 batch-gpt2-q8_0 batch-gpt2-q4_k_m gemm (default all), and the quantized ones (issue 17; a 1.1B model takes 4 GB
-# of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-pre-q4_0 tl-pre-q8_0
+# of disk): tl-q4_0 tl-q8_0 tl-q4_0-1t tl-q8_0-1t tl-f16 tl-bf16 tl-pre-q4_0 tl-pre-q8_0
 # tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-pre-q8_0, and the k mixes: tl-q4_k_m tl-q5_k_m
 # tl-q6_k tl-q4_k_m-1t tl-pre-q4_k_m tl-pre-q6_k tl-pre512-q6_k gpt2-q4_k_m; prefix reuse (issue 35):
 # prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl (llama-server too). Quantized GGUF files are made by the
@@ -232,12 +232,12 @@ gemm)
         OPENBLAS_CORETYPE=$c $G --kernels $k 1 2 2>/dev/null | grep -E '^768' |
             awk -v k=$k -v c=$c '{ printf "  %-7s OpenBLAS %-8s threads %s  smallmind %7s  OpenBLAS %7s  ratio %s\n", k, c, $2, $3, $4, $5 }'
     done ;;
-tl-q4_0|tl-q8_0|tl-q4_k_m|tl-q5_k_m|tl-q6_k|tl-q4_0-1t|tl-q8_0-1t|tl-q4_k_m-1t)
+tl-q4_0|tl-q8_0|tl-q4_k_m|tl-q5_k_m|tl-q6_k|tl-q4_0-1t|tl-q8_0-1t|tl-q4_k_m-1t|tl-f16|tl-bf16)
     q=${r#tl-}; q=${q%-1t}; t=2; [ ${r%-1t} != $r ] && t=1
     need_q tl $q
     P=("sm_dec $MD/tl-$q $t" "sm_dec $MD/tl-$q $t avx2" "sm_bound $MD/tl-$q $t"); lcs lc_dec $MD/tl-$q.gguf $t
-    case $q in q4_0|q8_0) P+=("sm_dec $MD/tl-$q $t auto --no-repack") ;; esac # the rows as stored
-    row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0, q4_k_m >= 1.5x llama.cpp, q8_0 >= 1.4x" "${P[@]}" ;;
+    case $q in q4_0|q8_0|f16|bf16) P+=("sm_dec $MD/tl-$q $t auto --no-repack") ;; esac # the rows as stored
+    row "decode, TinyLlama-1.1B shape, $q, $t thread(s), tokens/s" "q4_0, q4_k_m >= 1.5x llama.cpp, q8_0 >= 1.4x (16-bit: the read bound)" "${P[@]}" ;;
 tl-pre-q4_0|tl-pre-q8_0|tl-pre-q4_k_m|tl-pre-q6_k|tl-pre-f16|tl-pre-bf16|tl-pre512-q4_0|tl-pre512-q8_0|tl-pre512-q4_k_m|tl-pre512-q6_k|tl-pre512-f16|tl-pre512-bf16)
     q=${r#tl-pre*-}; pp=128; [ ${r#tl-pre512} != $r ] && pp=512
     need_q tl $q
@@ -310,5 +310,5 @@ ttft-tl)
     P=("ttft none" "ttft first" "ttft second")
     row "time to first token, 1,500-token prompt, TinyLlama-1.1B shape q4_0, 2 threads, ms (wall clock of generate -n 1)" \
         "second <= 10% of first" "${P[@]}" ;;
-*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m batch-tl-q5_k_m batch-tl-q6_k batch-gpt2-q8_0 batch-gpt2-q4_k_m gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-q6_k tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-q6_k tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
+*) echo "unknown row $r (rows: l15 l15-1t l15-f16 l15-f16-1t seed gpt2-f16 gpt2-f32 prefill batch batch-total batch-tl batch-tl-q4_k_m batch-tl-q5_k_m batch-tl-q6_k batch-gpt2-q8_0 batch-gpt2-q4_k_m gemm prefix-gpt2 prefix-tl noprefix-gpt2 noprefix-tl ttft-tl tl-q4_0 tl-q8_0 tl-q4_k_m tl-q5_k_m tl-q6_k tl-q4_0-1t tl-q8_0-1t tl-q4_k_m-1t tl-f16 tl-bf16 tl-pre-q4_0 tl-pre-q8_0 tl-pre-q4_k_m tl-pre-q6_k tl-pre-f16 tl-pre-bf16 tl-pre512-q4_0 tl-pre512-q8_0 tl-pre512-q4_k_m tl-pre512-q6_k tl-pre512-f16 tl-pre512-bf16 gpt2-q8_0 gpt2-q4_0 gpt2-q4_k_m gpt2-pre-q8_0)" >&2; exit 2 ;;
 esac; done

@@ -201,7 +201,8 @@ typedef struct sm_kernels {
 
     /* Whether matmul and matmul_rows take SM_DTYPE_F32_P32, SM_DTYPE_F16_P32 and
     ** SM_DTYPE_BF16_P32 (sm_kernels_repack): the packed f32 product on panels laid out at
-    ** load, for every T. */
+    ** load, for every T; but 16-bit panels of a type dot16_types has: matmul's T >= 4 on
+    ** vdpbf16ps (column pairs packed from the panels), matmul_rows exact for every T. */
     bool f32_panels;
 
     /* How a lone token row on f32 panels (SM_DTYPE_F32_P32) meets the panels after the ones it
@@ -459,7 +460,7 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
 ** matrices table k multiplies: the quantized ones where its packed and its decoding products
 ** come from one table whose integer products have the repacked product (the avx512 table on
 ** AVX512-VNNI), f32 and the 16-bit types where its packed f32 product's table reads the panels
-** (f32_panels), but a 16-bit type it multiplies on vdpbf16ps (dot16_types); 0 where none. */
+** (f32_panels); 0 where none. */
 unsigned sm_kernels_repack_types(const sm_kernels *k);
 /* The name of the integer products table k's quantized matmuls use (sm_qkernel's name:
 ** "scalar", "avx2", "avx-vnni", "avx512-vnni"): what a benchmark of quantized weights measured. */
@@ -475,6 +476,14 @@ size_t sm_kernels_available(const sm_kernels **out, size_t cap);
 ** dot16_types; T >= 4, K even), rounding the activations to bf16. */
 static inline bool sm_kernels_dot16_takes(const sm_kernels *k, sm_dtype wt, size_t T, size_t K) {
     return T >= 4 && K % 2 == 0 && (k->dot16_types >> wt & 1u);
+}
+
+/* Whether k's matmul of a layout made at load (wt) gives each row the same whatever rows share
+** the call, so a prompt's rows and decoding's may: every layout but 16-bit panels of a type k
+** multiplies on vdpbf16ps (T >= 4 rounds the activations; decoding's rows, by matmul_rows, stay
+** exact). */
+static inline bool sm_kernels_rows_alike(const sm_kernels *k, sm_dtype wt) {
+    return wt != sm_dtype_base(wt) && !(k->from[SM_KOP_GEMM]->dot16_types >> sm_dtype_base(wt) & 1u);
 }
 
 /* "f32 FMA, 512-bit", ...; "" for no such loop. */

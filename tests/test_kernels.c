@@ -643,6 +643,8 @@ static size_t f32_tables(const sm_kernels **ks) {
     /* bf16 on f32 arithmetic where the CPU has vdpbf16ps (its bf16 panels; Emerald Rapids' pick) */
     const sm_kernels *a = sm_kernels_select("avx512");
     if (a && a->dot16_types && (ks[nk] = sm_kernels_select("avx512,bf16=f32")) != NULL) nk++;
+    /* f16 on vdpbf16ps too (opt-in): its pairs packed from the f16 panels */
+    if (a && a->dot16_types && (ks[nk] = sm_kernels_select("avx512,f16=bf16")) != NULL) nk++;
     /* a lone row leaving the next panels to the hardware (Zen 5's pick), or asking (the default) */
     if ((ks[nk] = sm_kernels_select("avx512,prefetch=hw")) != NULL) nk++;
     return nk;
@@ -667,12 +669,17 @@ static void rows_product(const sm_kernels *k, float *want, float *got, const flo
 ** (1 to 37, across the micro-kernels' row counts) each output bit for bit what
 ** the same table's packed product on the file's rows gives (T >= 4: rows added
 ** after x's, which change no other row), each row the same alone; columns
-** outside [n0, n1) untouched; near the exact product. Skips, saying so, where
-** no table takes them.
+** outside [n0, n1) untouched; near the exact product. A 16-bit type a table
+** multiplies on vdpbf16ps: its matmul of T >= 4 rows bit for bit what it
+** gives on the file's rows (the column pairs packed from the panels), and
+** its matmul_rows (every T, each row alone) and matmul of fewer rows bit for
+** bit the exact product of a table without vdpbf16ps on the same panels.
+** Skips, saying so, where no table takes them.
 */
 void test_kernels_f32_panels(void) {
-    const sm_kernels *ks[11];
+    const sm_kernels *ks[12];
     size_t nk = f32_tables(ks), tested = 0;
+    const sm_kernels *exact = sm_kernels_select("avx512,bf16=f32,f16=f32"); /* NULL without AVX-512 */
     static const size_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 16, 37}, Ks[] = {8, 100, 288, 600};
     static const sm_dtype dts[] = {SM_DTYPE_F32, SM_DTYPE_F16, SM_DTYPE_BF16};
     unsigned long long s = 41;
@@ -705,7 +712,32 @@ void test_kernels_f32_panels(void) {
                 const sm_kernels *k = ks[ki];
                 if (!(sm_kernels_repack_types(k) >> dt & 1u)) continue;
                 float *scr = test_rnd(sm_kernels_scratch(k, K), &s, 0);
-                for (int bi = 0; bi < 2; bi++) {
+                for (int bi = 0; bi < 2 && !sm_kernels_rows_alike(k, pt); bi++) { /* on vdpbf16ps */
+                    const float *bb = bi ? bias : NULL;
+                    float *ex = test_rnd(T * N, &s, 0);
+                    CHECK(exact && (sm_kernels_repack_types(exact) >> dt & 1u) && sm_kernels_rows_alike(exact, pt));
+                    rows_product(k, want, got, x, w, dt, bb, T, T4, N, K, n0, n1, scr);
+                    for (size_t j = 0; j < T * N; j++) ex[j] = 12345.0f;
+                    if (exact) exact->matmul(exact, ex, x, r, pt, bb, T, N, K, n0, n1, scr);
+                    k->matmul(k, got, x, r, pt, bb, T, N, K, n0, n1, scr);
+                    CHECKF(memcmp(T >= 4 ? want : ex, got, T * N * sizeof *got) == 0,
+                           "%s %s T=%zu K=%zu bias %d: matmul on the panels differs from %s", k->name,
+                           sm_dtype_name(dt), T, K, bi, T >= 4 ? "the file's rows" : "the exact product");
+                    for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
+                    k->matmul_rows(k, got, x, r, pt, bb, T, N, K, n0, n1, scr);
+                    CHECKF(memcmp(ex, got, T * N * sizeof *got) == 0,
+                           "%s %s T=%zu K=%zu bias %d: matmul_rows on the panels differs from the exact product",
+                           k->name, sm_dtype_name(dt), T, K, bi);
+                    for (size_t i = 0; i < T; i += 1 + T / 3) { /* a row alone */
+                        for (size_t j = 0; j < N; j++) one[j] = 12345.0f;
+                        k->matmul_rows(k, one, x + i * K, r, pt, bb, 1, N, K, n0, n1, scr);
+                        CHECKF(memcmp(one, ex + i * N, N * sizeof *one) == 0,
+                               "%s %s T=%zu K=%zu: row %zu alone differs", k->name, sm_dtype_name(dt), T, K, i);
+                    }
+                    free(ex);
+                    tested++;
+                }
+                for (int bi = 0; bi < 2 && sm_kernels_rows_alike(k, pt); bi++) {
                     const float *bb = bi ? bias : NULL;
                     rows_product(k, want, got, x, w, dt, bb, T, T4, N, K, n0, n1, scr);
                     k->matmul(k, got, x, r, pt, bb, T, N, K, n0, 64, scr);

@@ -117,4 +117,32 @@ const sm_gemm_kernel sm_avx2_gemm_panels_f16 = {
 const sm_gemm_kernel sm_avx2_gemm_panels_bf16 = {
     NR, MR, KC, micro_mr_bf16, NULL,
     {NULL, micro_1_bf16, micro_2_bf16, micro_3_bf16, micro_4_bf16, micro_5_bf16}, one_row_bf16, NULL, 2};
+
+/*
+** A row group of 16-bit rows (even K) as its panel (sm_kernels_repack): 64
+** columns at a time, the 32 rows' column pairs as 32-bit words by the 8 x 8
+** word transposes the packed product uses (the rows as rows of K / 2
+** words), then each pair's 32 words split into its two columns' 16-bit
+** values. Moves bits, never values.
+*/
+void sm_kernels_repack16_avx2(uint16_t *restrict dst, const void *restrict w, size_t K, size_t n, size_t nr) {
+    _Alignas(32) uint32_t pairs[32 * NR];
+    const __m256i low = _mm256_set1_epi32(0xFFFF);
+    for (size_t k0 = 0; k0 < K; k0 += 64) {
+        const size_t kp = (K - k0 < 64 ? K - k0 : 64) / 2;
+        sm_kernels_pack_avx2((float *)(void *)pairs, w, SM_DTYPE_F32, K / 2, n, nr, NR, k0 / 2, kp);
+        for (size_t p = 0; p < kp; p++)
+            for (int h = 0; h < 2; h++) { /* rows 16 h .. 16 h + 15 */
+                __m256i a = _mm256_load_si256((const __m256i *)(const void *)(pairs + p * NR + 16 * h));
+                __m256i b = _mm256_load_si256((const __m256i *)(const void *)(pairs + p * NR + 16 * h + 8));
+                /* packus keeps 128-bit lanes apart: a0-3 b0-3 a4-7 b4-7, put in order */
+                __m256i e = _mm256_permute4x64_epi64(
+                    _mm256_packus_epi32(_mm256_and_si256(a, low), _mm256_and_si256(b, low)), 0xD8);
+                __m256i o = _mm256_permute4x64_epi64(
+                    _mm256_packus_epi32(_mm256_srli_epi32(a, 16), _mm256_srli_epi32(b, 16)), 0xD8);
+                _mm256_storeu_si256((__m256i *)(void *)(dst + (k0 + 2 * p) * NR + 16 * h), e);
+                _mm256_storeu_si256((__m256i *)(void *)(dst + (k0 + 2 * p + 1) * NR + 16 * h), o);
+            }
+    }
+}
 #endif

@@ -74,6 +74,32 @@ static void f16_pairs(uint32_t *restrict d, const uint16_t *restrict src, size_t
 }
 
 /*
+** The same panel from 16-bit panels laid out at load (SM_DTYPE_BF16_P32,
+** SM_DTYPE_F16_P32: column k of the 32 rows from n at 32 k, one 64-byte
+** vector; rows past N zeros): each column pair's two vectors interleaved by
+** two word permutes (f16 rounded to bf16 first, as f16_pairs does), read as
+** one stream. The same words as pack below makes from the file's rows.
+*/
+static void pack_p32(uint32_t *restrict panel, const void *restrict w, sm_dtype dt, size_t K, size_t n,
+                     size_t k0, size_t kc) {
+    const uint16_t *src = (const uint16_t *)w + n * K + k0 * NR;
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7,
+                                        38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    for (size_t p = 0; p < kc / 2; p++) {
+        __m512i a = _mm512_loadu_si512(src + 2 * p * NR), b = _mm512_loadu_si512(src + (2 * p + 1) * NR);
+        if (dt == SM_DTYPE_F16_P32) {
+            a = (__m512i)_mm512_cvtne2ps_pbh(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1)),
+                                             _mm512_cvtph_ps(_mm512_castsi512_si256(a)));
+            b = (__m512i)_mm512_cvtne2ps_pbh(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1)),
+                                             _mm512_cvtph_ps(_mm512_castsi512_si256(b)));
+        }
+        _mm512_store_si512(panel + p * NR, _mm512_permutex2var_epi16(a, lo, b));
+        _mm512_store_si512(panel + p * NR + 16, _mm512_permutex2var_epi16(a, hi, b));
+    }
+}
+
+/*
 ** Packs rows n..n+nr-1, columns k0..k0+kc-1 (kc even) of w into the panel
 ** (kc / 2 pairs x NR words; rows nr..NR-1 zero). bf16 rows are already
 ** pairs: a whole panel is 8 x 8 transposes of words (avx2.c's, which moves
@@ -163,6 +189,7 @@ void sm_kernels_gemm_bf16(float *restrict out, const float *restrict x, const vo
                           sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K,
                           size_t n0, size_t n1, void *restrict scratch) {
     uint32_t *panel = scratch, *rows = panel + NR * KP, *xb = rows + NR * KP;
+    const bool p32 = dt == SM_DTYPE_BF16_P32 || dt == SM_DTYPE_F16_P32; /* panels laid out at load */
     const size_t blocks = (T + MC - 1) / MC;
     const size_t mc = ((T + blocks - 1) / blocks + MR - 1) / MR * MR; /* even blocks, <= MC */
     for (size_t t0 = 0; t0 < T; t0 += mc) {
@@ -173,11 +200,14 @@ void sm_kernels_gemm_bf16(float *restrict out, const float *restrict x, const vo
             for (size_t n = n0; n < n1; n += NR) {
                 size_t nr = n1 - n < NR ? n1 - n : NR;
                 const float *b = bias ? bias + n : NULL;
-                pack(panel, rows, w, dt, K, n, nr, k0, kc);
                 const size_t calls = (t1 - t0 + MR - 1) / MR, per = (NR + calls - 1) / calls;
-                for (size_t t = t0; t < t1; t += MR) {
+                const char *next = NULL; /* panels: the next panel's slice (kc x 64 bytes, one run) */
+                if (p32) pack_p32(panel, w, dt, K, n, k0, kc), next = n + NR < n1 ? (const char *)w + ((n + NR) * K + k0 * NR) * 2 : NULL;
+                else pack(panel, rows, w, dt, K, n, nr, k0, kc);
+                for (size_t t = t0, c = 0; t < t1; t += MR, c++) {
                     size_t r = t1 - t < MR ? t1 - t : MR, j = n + NR + (t - t0) / MR * per;
-                    if (j < n1 && j < n + 2 * NR) prefetch_rows(w, K, j, j + per < n1 ? j + per : n1, k0, kc);
+                    for (size_t l = c * kc / calls; next && l < (c + 1) * kc / calls; l++) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+                    if (!p32 && j < n1 && j < n + 2 * NR) prefetch_rows(w, K, j, j + per < n1 ? j + per : n1, k0, kc);
                     micros[r](out + t * N + n, N, xb + (t - t0) * KP, panel, kc / 2, b, k0 == 0, nr);
                 }
             }

@@ -303,10 +303,10 @@ sm_peak sm_kernels_peak_of(const sm_kernels *k, sm_dtype dt) {
 
 unsigned sm_kernels_repack_types(const sm_kernels *k) {
     const sm_kernels *g = k->from[SM_KOP_QGEMM], *r = k->from[SM_KOP_QROWS];
-    /* 16-bit weights too, as 16-bit panels: not those the table multiplies on vdpbf16ps */
+    /* 16-bit weights too, as 16-bit panels (those the table multiplies on vdpbf16ps: prefill's
+       column pairs packed from them) */
     const sm_kernels *m = k->from[SM_KOP_GEMM];
-    unsigned f = m->f32_panels ? (1u << SM_DTYPE_F32 | 1u << SM_DTYPE_F16 | 1u << SM_DTYPE_BF16) & ~m->dot16_types
-                               : 0;
+    unsigned f = m->f32_panels ? 1u << SM_DTYPE_F32 | 1u << SM_DTYPE_F16 | 1u << SM_DTYPE_BF16 : 0;
     if (g != r || !g->quant->gemm_r32) return f;
     return f | (g->quant->gemm_types & (1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q4_K |
                                         1u << SM_DTYPE_Q5_K | 1u << SM_DTYPE_Q6_K));

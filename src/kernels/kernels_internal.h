@@ -118,6 +118,9 @@ void sm_kernels_gemm(const sm_gemm_kernel *g, const sm_kernels *k, float *restri
 */
 void sm_kernels_pack_avx2(float *restrict dst, const void *restrict w, sm_dtype dt, size_t K,
                           size_t n, size_t nr, size_t width, size_t k0, size_t kc);
+/* Row group n / 32 (rows n..n+nr-1 of 16-bit w, K even; rows past nr zeros) as sm_kernels_repack's
+** 16-bit panel into dst (32 K values), by AVX2 (avx2_panels.c). */
+void sm_kernels_repack16_avx2(uint16_t *restrict dst, const void *restrict w, size_t K, size_t n, size_t nr);
 
 /* The AVX2 table's sum (the read probe, four streams), which the AVX-512 table uses too. */
 float sm_kernels_sum_avx2(const float *x, size_t n);

@@ -286,6 +286,12 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
         for (size_t g = g0; g < g1; g++) {
             uint16_t *p = (uint16_t *)dst + g * SM_R32 * K;
             size_t nr = N - g * SM_R32 < SM_R32 ? N - g * SM_R32 : SM_R32;
+#ifdef SM_X86_KERNELS
+            if (K % 2 == 0) {
+                sm_kernels_repack16_avx2(p, src, K, g * SM_R32, nr);
+                continue;
+            }
+#endif
             if (nr < SM_R32) memset(p, 0, SM_R32 * K * sizeof *p);
             for (size_t k0 = 0; k0 < K; k0 += 64) /* 64 columns of the 32 rows at a time */
                 for (size_t j = 0; j < nr; j++) {

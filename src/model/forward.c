@@ -166,8 +166,8 @@ void sm_fwd_prof_output(sm_state *s) {
 ** Columns [n0, n1) of out (T rows of N) = x (T rows of K) . w^T + b for this call's rows:
 ** the packed rows by matmul, the one-row runs after them by matmul_rows. In a call with
 ** both, by 64 columns at a time, so the one-row runs read the weights the packed rows
-** just brought into the cache. Repacked weights take every row in one product (its rows
-** are each the same whatever rows it is given).
+** just brought into the cache. Repacked weights take every row in one product where its rows
+** are each the same whatever rows it is given (sm_kernels_rows_alike).
 */
 #define SM_FWD_MIXED_COLS 64
 static void product(const sm_state *s, float *out, const float *x, const sm_mat *m,
@@ -176,7 +176,7 @@ static void product(const sm_state *s, float *out, const float *x, const sm_mat 
     const void *w = v.data;
     const sm_dtype dt = v.dt;
     const size_t P = s->n_packed, T = s->n;
-    if (dt != sm_dtype_base(dt)) { /* repacked: every row the same product, whatever the call */
+    if (sm_kernels_rows_alike(s->k, dt)) { /* repacked: every row the same product, whatever the call */
         s->k->matmul(s->k, out, x, w, dt, b, T, N, K, n0, n1, scr);
         return;
     }
