@@ -17,7 +17,9 @@
 ** of columns p, the 32 rows' pairs (w[n, 2p], w[n, 2p + 1]) as 32-bit words:
 ** one column pair is 2 vectors. An MR = 8 token x NR micro-kernel keeps 16
 ** accumulators and does 16 vdpbf16ps per 2 panel loads and 8 broadcast
-** activation pairs. Each output's sum runs over the column pairs in order,
+** activation pairs. Panels are packed from the 16-bit panels laid out at
+** load (SM_DTYPE_BF16_P32, SM_DTYPE_F16_P32: two word permutes a column
+** pair) or from the rows as stored (8 x 8 word transposes). Each output's sum runs over the column pairs in order,
 ** slice by slice, whatever the block, tile or thread split: a row's result
 ** does not depend on the other rows of the call.
 */
@@ -201,12 +203,16 @@ void sm_kernels_gemm_bf16(float *restrict out, const float *restrict x, const vo
                 size_t nr = n1 - n < NR ? n1 - n : NR;
                 const float *b = bias ? bias + n : NULL;
                 const size_t calls = (t1 - t0 + MR - 1) / MR, per = (NR + calls - 1) / calls;
-                const char *next = NULL; /* panels: the next panel's slice (kc x 64 bytes, one run) */
-                if (p32) pack_p32(panel, w, dt, K, n, k0, kc), next = n + NR < n1 ? (const char *)w + ((n + NR) * K + k0 * NR) * 2 : NULL;
-                else pack(panel, rows, w, dt, K, n, nr, k0, kc);
+                const char *next = NULL; /* panels laid out at load: the next panel's slice, kc lines */
+                if (p32) {
+                    pack_p32(panel, w, dt, K, n, k0, kc);
+                    if (n + NR < n1) next = (const char *)w + ((n + NR) * K + k0 * NR) * 2;
+                } else
+                    pack(panel, rows, w, dt, K, n, nr, k0, kc);
                 for (size_t t = t0, c = 0; t < t1; t += MR, c++) {
                     size_t r = t1 - t < MR ? t1 - t : MR, j = n + NR + (t - t0) / MR * per;
-                    for (size_t l = c * kc / calls; next && l < (c + 1) * kc / calls; l++) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+                    for (size_t l = c * kc / calls; next && l < (c + 1) * kc / calls; l++) /* a share a tile */
+                        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
                     if (!p32 && j < n1 && j < n + 2 * NR) prefetch_rows(w, K, j, j + per < n1 ? j + per : n1, k0, kc);
                     micros[r](out + t * N + n, N, xb + (t - t0) * KP, panel, kc / 2, b, k0 == 0, nr);
                 }
