@@ -23,8 +23,9 @@
    8: and every q6_k matrix (q6_k_r32), not only an output layer; 9: and f16 / bf16 matrices as
    16-bit panels (their decoding products sum as the packed ones do); 10: the avx2 table lays out
    f32 / f16 / bf16 matrices as panels too; 11: and q4_0 / q4_k / q5_k / q6_k (q8_0 with AVX-VNNI)
-   matrices repacked */
-#define VERSION 11u
+   matrices repacked; 12: and bf16 (f16 under f16=bf16) matrices where they prefill on vdpbf16ps
+   (their decoding products sum as the panels' exact ones do) */
+#define VERSION 12u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {
