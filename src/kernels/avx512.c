@@ -405,8 +405,10 @@ static void gemv(float *restrict out, const float *restrict x, const void *restr
 static void panels16(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                      sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
                      size_t n1, float *restrict scratch) {
-    sm_kernels_gemm(T >= SM_PANELS_PACK_T ? &gemm_widen16 : wt == SM_DTYPE_F16_P32 ? &gemm_panels_f16 : &gemm_panels_bf16,
-                    k, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
+    const sm_gemm_kernel *g = T >= SM_PANELS_PACK_T     ? &gemm_widen16
+                              : wt == SM_DTYPE_F16_P32 ? &gemm_panels_f16
+                                                       : &gemm_panels_bf16;
+    sm_kernels_gemm(g, k, out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
 }
 
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
@@ -416,10 +418,12 @@ static void matmul(const sm_kernels *k, float *restrict out, const float *restri
         sm_kernels_gemm(&gemm_kernel, k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F32_P32) /* f32 panels: the packed product for every T */
         sm_kernels_gemm(&gemm_panels, k, out, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
-    else if ((wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) && sm_kernels_dot16_takes(k, sm_dtype_base(wt), T, K))
-        sm_kernels_gemm_bf16(out, x, w, wt, bias, T, N, K, n0, n1, scratch); /* pairs from the panels */
-    else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32)
-        panels16(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) { /* 16-bit panels */
+        if (sm_kernels_dot16_takes(k, sm_dtype_base(wt), T, K)) /* on vdpbf16ps, pairs packed from them */
+            sm_kernels_gemm_bf16(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+        else
+            panels16(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    }
     else if (wt != sm_dtype_base(wt) && k->quant->gemm_r32) /* repacked: one product for every T */
         k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_kernels_qgemm_takes(k->quant, wt, T))

@@ -19,9 +19,10 @@
 ** accumulators and does 16 vdpbf16ps per 2 panel loads and 8 broadcast
 ** activation pairs. Panels are packed from the 16-bit panels laid out at
 ** load (SM_DTYPE_BF16_P32, SM_DTYPE_F16_P32: two word permutes a column
-** pair) or from the rows as stored (8 x 8 word transposes). Each output's sum runs over the column pairs in order,
-** slice by slice, whatever the block, tile or thread split: a row's result
-** does not depend on the other rows of the call.
+** pair) or from the rows as stored (8 x 8 word transposes). Each output's
+** sum runs over the column pairs in order, slice by slice, whatever the
+** block, tile or thread split: a row's result does not depend on the other
+** rows of the call.
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels_internal.h"
