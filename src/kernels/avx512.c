@@ -414,24 +414,20 @@ static void panels16(const sm_kernels *k, float *restrict out, const float *rest
 static void matmul(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                    sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                    size_t n0, size_t n1, float *restrict scratch) {
-    if (wt == SM_DTYPE_F32_T) /* weights held transposed: packed from there, for every T */
+    if (sm_kernels_dot16_takes(k, sm_dtype_base(wt), T, K)) /* vdpbf16ps: from the rows or the panels */
+        sm_kernels_gemm_bf16(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
+    else if (wt == SM_DTYPE_F32_T) /* weights held transposed: packed from there, for every T */
         sm_kernels_gemm(&gemm_kernel, k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt == SM_DTYPE_F32_P32) /* f32 panels: the packed product for every T */
         sm_kernels_gemm(&gemm_panels, k, out, x, w, SM_DTYPE_F32, bias, T, N, K, n0, n1, scratch);
-    else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) { /* 16-bit panels */
-        if (sm_kernels_dot16_takes(k, sm_dtype_base(wt), T, K)) /* on vdpbf16ps, pairs packed from them */
-            sm_kernels_gemm_bf16(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
-        else
-            panels16(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
-    }
+    else if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32)
+        panels16(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (wt != sm_dtype_base(wt) && k->quant->gemm_r32) /* repacked: one product for every T */
         k->quant->gemm_r32(out, x, w, sm_dtype_base(wt), bias, T, N, K, n0, n1, scratch);
     else if (sm_kernels_qgemm_takes(k->quant, wt, T))
         k->quant->gemm(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (sm_dtype_quantized(wt) && T < 4)
         sm_kernels_qmatmul(k->quant, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
-    else if (sm_kernels_dot16_takes(k, wt, T, K))
-        sm_kernels_gemm_bf16(out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else if (T >= 4)
         sm_kernels_gemm(&gemm_kernel, k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
     else
@@ -501,8 +497,8 @@ gemv_tiles(sm_dtype dt, float *restrict out, const float *restrict x, const void
 static void matmul_rows(const sm_kernels *k, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype wt, const float *restrict bias, size_t T, size_t N, size_t K,
                         size_t n0, size_t n1, float *restrict scratch) {
-    if ((wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) && k->dot16_types >> sm_dtype_base(wt) & 1u) {
-        panels16(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch); /* decoding's rows stay exact */
+    if (wt == SM_DTYPE_F16_P32 || wt == SM_DTYPE_BF16_P32) { /* exact, vdpbf16ps or not */
+        panels16(k, out, x, w, wt, bias, T, N, K, n0, n1, scratch);
         return;
     }
     if (wt != sm_dtype_base(wt)) { /* repacked: matmul's one product for every T */

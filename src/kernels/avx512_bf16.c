@@ -58,14 +58,17 @@ static void convert_block(uint32_t *restrict xb, const float *restrict x, size_t
     }
 }
 
+/* 32 f16 at src as 32 bf16, in order (each rounded to nearest even). */
+static inline __m512i bf16_of_f16(const uint16_t *src) {
+    __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)src));
+    __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + 16)));
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
 /* kc (even) halfs of an f16 row as bf16 pairs (each weight rounded to nearest even) into d. */
 static void f16_pairs(uint32_t *restrict d, const uint16_t *restrict src, size_t kc) {
     size_t k = 0;
-    for (; k + 32 <= kc; k += 32) {
-        __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k)));
-        __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k + 16)));
-        _mm512_storeu_si512(d + k / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    }
+    for (; k + 32 <= kc; k += 32) _mm512_storeu_si512(d + k / 2, bf16_of_f16(src + k));
     if (k < kc) { /* the tail through a buffer: 16-bit masked loads need AVX-512BW */
         uint16_t h[32] = {0};
         float f[32];
@@ -90,13 +93,9 @@ static void pack_p32(uint32_t *restrict panel, const void *restrict w, sm_dtype 
                                         38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
     const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
     for (size_t p = 0; p < kc / 2; p++) {
-        __m512i a = _mm512_loadu_si512(src + 2 * p * NR), b = _mm512_loadu_si512(src + (2 * p + 1) * NR);
-        if (dt == SM_DTYPE_F16_P32) {
-            a = (__m512i)_mm512_cvtne2ps_pbh(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1)),
-                                             _mm512_cvtph_ps(_mm512_castsi512_si256(a)));
-            b = (__m512i)_mm512_cvtne2ps_pbh(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1)),
-                                             _mm512_cvtph_ps(_mm512_castsi512_si256(b)));
-        }
+        const uint16_t *c = src + 2 * p * NR; /* columns 2p and 2p + 1 */
+        __m512i a = dt == SM_DTYPE_F16_P32 ? bf16_of_f16(c) : _mm512_loadu_si512(c);
+        __m512i b = dt == SM_DTYPE_F16_P32 ? bf16_of_f16(c + NR) : _mm512_loadu_si512(c + NR);
         _mm512_store_si512(panel + p * NR, _mm512_permutex2var_epi16(a, lo, b));
         _mm512_store_si512(panel + p * NR + 16, _mm512_permutex2var_epi16(a, hi, b));
     }
