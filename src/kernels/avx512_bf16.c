@@ -69,13 +69,10 @@ static inline __m512i bf16_of_f16(const uint16_t *src) {
 static void f16_pairs(uint32_t *restrict d, const uint16_t *restrict src, size_t kc) {
     size_t k = 0;
     for (; k + 32 <= kc; k += 32) _mm512_storeu_si512(d + k / 2, bf16_of_f16(src + k));
-    if (k < kc) { /* the tail through a buffer: 16-bit masked loads need AVX-512BW */
+    if (k < kc) { /* the tail through a zero-padded buffer: 16-bit masked loads need AVX-512BW */
         uint16_t h[32] = {0};
-        float f[32];
         memcpy(h, src + k, (kc - k) * sizeof *h);
-        _mm512_storeu_ps(f, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)));
-        _mm512_storeu_ps(f + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16))));
-        _mm512_mask_storeu_epi32(d + k / 2, tail_mask((kc - k) / 2), to_pairs(f, kc - k));
+        _mm512_mask_storeu_epi32(d + k / 2, tail_mask((kc - k) / 2), bf16_of_f16(h));
     }
 }
 
