@@ -109,7 +109,11 @@ enum { ONE_NV = 2, NVMAX = GNV > ONE_NV ? GNV : ONE_NV };
 ** out rows i < r (stride N), columns < nr: plus (or, on the first slice,
 ** bias plus) the products of token rows i (quantized levels xq, stride
 ** SM_QGEMM_KC; scales xd and scaled sums xs, stride KB) with the panel's
-** nbk blocks.
+** nbk blocks. A call of more than a slice's blocks (nbk > KB: one token
+** row, a row group's every slice, first) adds each slice's sums in a
+** register to those of the slices before it, as out would hold them
+** between calls of one slice each: the same f32 operations in the same
+** order, so the same bits.
 */
 /* How a block's integer sums become f32 (see the top): D d_x sum - M xs (MIN), from zero point
    xz (ZP), two halves from their zero points (Q6). */
@@ -291,8 +295,24 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         for (int v = 0; v < nv && nr > (size_t)v * GV; v++) __builtin_prefetch(out + i * N + v * GV, 1, 3);
     for (size_t i = 0; i < r; i++)
         for (int v = 0; v < nv; v++) acc[i][v] = g_zerof();
+    const bool whole = nbk > KB;
+    gvf part[GMR][NVMAX]; /* (whole) the slices' sums so far: first bias, or zero */
+    for (size_t i = 0; whole && i < r; i++)
+        for (int v = 0; v < nv; v++) {
+            const size_t c0 = (size_t)v * GV;
+            if (!bias || nr <= c0) part[i][v] = g_zerof();
+            else if (nr >= c0 + GV) part[i][v] = g_loadf(bias + c0);
+            else {
+                float a[GV] = {0};
+                for (size_t l = 0; l < nr - c0; l++) a[l] = bias[c0 + l];
+                part[i][v] = g_loadf(a);
+            }
+        }
     for (size_t b = 0; b < nbk; b++) {
         const bool q6 = mode == Q6;
+        if (whole && b && b % KB == 0) /* a slice's end */
+            for (size_t i = 0; i < r; i++)
+                for (int v = 0; v < nv; v++) part[i][v] = g_add(acc[i][v], part[i][v]), acc[i][v] = g_zerof();
         gvi ia[GMR][NVMAX], ih[GMR][NVMAX]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
         for (size_t i = 0; i < r; i++)
             for (int v = 0; v < nv; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
@@ -354,6 +374,16 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         for (int v = 0; v < nv; v++) {
             float *o = out + i * N + v * GV;
             size_t c0 = (size_t)v * GV;
+            if (whole) {
+                gvf t = g_add(acc[i][v], part[i][v]);
+                if (nr >= c0 + GV) g_storef(o, t);
+                else if (nr > c0) {
+                    float a[GV];
+                    g_storef(a, t);
+                    memcpy(o, a, (nr - c0) * sizeof *o);
+                }
+                continue;
+            }
             if (nr >= c0 + GV) {
                 gvf base = first ? (bias ? g_loadf(bias + c0) : g_zerof()) : g_loadf(o);
                 g_storef(o, g_add(acc[i][v], base));
@@ -712,7 +742,12 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
 ** packing, the micro-kernels read the row groups in place, and every output is QGEMM's bit for bit: per
 ** column slice the same sums, added to out slice after slice. Few rows (all
 ** slices' activations fit the token block: decoding) take each row group
-** whole, slice after slice, one stream; more take blocked_r32's loop.
+** whole, slice after slice, one stream; more take blocked_r32's loop. One
+** row on 512-bit vectors (a row group a call) takes a row group's slices in
+** one micro-kernel call, their sums added in registers (micro): the calls,
+** tiles and stores of a slice each cost a tenth of a row group's time
+** (bench_gemv, one row, Zen 5: q4_0 and q8_0 65-73% of the read probe
+** -> 73-79%).
 */
 void QGEMM_R32(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
                const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
@@ -740,6 +775,12 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
        registers idle), more rows the panel's GNV */
     const int nv = T == 1 ? ONE_NV : GNV;
     const size_t step = GV * (size_t)nv;
+    if (SM_QFLAVOUR == 2 && T == 1 && ns > 1) { /* one row: a row group's every slice in one call */
+        for (size_t n = n0; n < n1; n += step)
+            tiles_of(mode, &q, r32_src(dt, w, n, K / SM_QK, 0, nv), out, N, 0, 1, n, K / SM_QK,
+                     bias ? bias + n : NULL, 1, n1 - n < step ? n1 - n : step, NULL, 0);
+        return;
+    }
     for (size_t g = n0; g < n1; g += SM_R32) /* a row group, slice after slice, each slice's rows in turn */
         for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
             qbufs qj = r32_rows(&q, j, T, 0);
