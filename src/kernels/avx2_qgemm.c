@@ -174,7 +174,11 @@ enum { R32_AHEAD = 4096 };
 ** the first pass alone left memory idle through the others: one q6_k row on
 ** a Zen 3 (bench_gemv, one thread) read 9.5 GB/s against 12-13 as stored.
 ** So each pass asks for its share of every block's lines one slice on, the
-** requests spread over the whole slice's time.
+** requests spread over the whole slice's time. A lone row's passes run each
+** over the whole row group (micro's whole calls): the first asks for all of
+** a block's lines one slice on, the second reads them from L2 (asking for
+** the next row group's lines in the second instead: q4_0, q8_0 +1-11
+** points of the read probe, q4_k -1-3, on a Zen 5's AVX2 table; not kept).
 */
 
 /* GV rows' f16 at p, the one of block b's super-block (q4_k_r32's, q5_k_r32's or q6_k_r32's d,
@@ -297,10 +301,10 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         for (int v = 0; v < nv; v++) acc[i][v] = g_zerof();
     const bool whole = nbk > KB;
     gvf part[GMR][NVMAX]; /* (whole) the slices' sums so far: first bias, or zero */
-    for (size_t i = 0; whole && i < r; i++)
+    for (size_t i = 0; i < r; i++)
         for (int v = 0; v < nv; v++) {
             const size_t c0 = (size_t)v * GV;
-            if (!bias || nr <= c0) part[i][v] = g_zerof();
+            if (!whole || !bias || nr <= c0) part[i][v] = g_zerof();
             else if (nr >= c0 + GV) part[i][v] = g_loadf(bias + c0);
             else {
                 float a[GV] = {0};
@@ -324,10 +328,11 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
 #if SM_QFLAVOUR == 2 /* R32_AHEAD bytes on */
                 const char *p = (const char *)src.base + ob + R32_AHEAD;
                 for (size_t l = 0; l < lines; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
-#else /* a slice on, a share of its lines by each of the group's passes (AHEAD_256) */
+#else /* a slice on, a share of its lines by each of the group's passes (AHEAD_256); a whole
+         row's call (whole): all of them by its first pass, the others read them from L2 */
                 const char *p = (const char *)src.base + ob + r_off(src.lay, KB);
-                const size_t parts = SM_R32 / (GV * (size_t)nv);
-                for (size_t l = src.part * lines / parts; l < (src.part + 1) * lines / parts; l++)
+                const size_t parts = whole ? 1 : SM_R32 / (GV * (size_t)nv), pp = whole ? 0 : src.part;
+                for (size_t l = pp * lines / parts; (!whole || src.part == 0) && l < (pp + 1) * lines / parts; l++)
                     _mm_prefetch(p + 64 * l, _MM_HINT_T1);
 #endif
             }
@@ -743,11 +748,12 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
 ** column slice the same sums, added to out slice after slice. Few rows (all
 ** slices' activations fit the token block: decoding) take each row group
 ** whole, slice after slice, one stream; more take blocked_r32's loop. One
-** row on 512-bit vectors (a row group a call) takes a row group's slices in
-** one micro-kernel call, their sums added in registers (micro): the calls,
-** tiles and stores of a slice each cost a tenth of a row group's time
-** (bench_gemv, one row, Zen 5: q4_0 and q8_0 65-73% of the read probe
-** -> 73-79%).
+** row takes all the slices of a call's rows (512-bit: the row group; 256-bit:
+** one of its two 16-row passes) in one micro-kernel call, their sums added in
+** registers (micro): a call, its tiles and stores per slice cost about a
+** tenth of the time (bench_gemv, one row, Zen 5, share of the read probe:
+** AVX512-VNNI q4_0 and q8_0 65-73% -> 73-79%; the AVX2 table's q4_0, q8_0,
+** q4_k 39-53% -> 45-55%).
 */
 void QGEMM_R32(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
                const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
@@ -775,7 +781,7 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
        registers idle), more rows the panel's GNV */
     const int nv = T == 1 ? ONE_NV : GNV;
     const size_t step = GV * (size_t)nv;
-    if (SM_QFLAVOUR == 2 && T == 1 && ns > 1) { /* one row: a row group's every slice in one call */
+    if (T == 1 && ns > 1) { /* one row: every slice of a call's rows in one call */
         for (size_t n = n0; n < n1; n += step)
             tiles_of(mode, &q, r32_src(dt, w, n, K / SM_QK, 0, nv), out, N, 0, 1, n, K / SM_QK,
                      bias ? bias + n : NULL, 1, n1 - n < step ? n1 - n : step, NULL, 0);
