@@ -109,8 +109,8 @@ enum { ONE_NV = 2, NVMAX = GNV > ONE_NV ? GNV : ONE_NV };
 ** out rows i < r (stride N), columns < nr: plus (or, on the first slice,
 ** bias plus) the products of token rows i (quantized levels xq, stride
 ** SM_QGEMM_KC; scales xd and scaled sums xs, stride KB) with the panel's
-** nbk blocks. A call of more than a slice's blocks (nbk > KB: one token
-** row, a row group's every slice, first) adds each slice's sums in a
+** nbk blocks. A whole call (one token row, nbk > KB: its rows' every
+** slice, first; a kernel of its own, whole a constant) adds each slice's sums in a
 ** register to those of the slices before it, as out would hold them
 ** between calls of one slice each: the same f32 operations in the same
 ** order, so the same bits.
@@ -290,7 +290,7 @@ static AI void r32_block(int nv, wsrc src, size_t b, size_t r, gvi (*ia)[NVMAX],
 
 static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
                      const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
-                     wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
+                     wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr, bool whole) {
     gvf acc[GMR][NVMAX];
     /* the tile's outputs asked for, to be written, while its sums run: a product's outputs (T x N
        floats) outgrow L2, and each store missing it stalled the tile's end (a fifth of a Zen 4's
@@ -299,7 +299,6 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         for (int v = 0; v < nv && nr > (size_t)v * GV; v++) __builtin_prefetch(out + i * N + v * GV, 1, 3);
     for (size_t i = 0; i < r; i++)
         for (int v = 0; v < nv; v++) acc[i][v] = g_zerof();
-    const bool whole = nbk > KB;
     gvf part[GMR][NVMAX]; /* (whole) the slices' sums so far: first bias, or zero */
     for (size_t i = 0; i < r; i++)
         for (int v = 0; v < nv; v++) {
@@ -406,10 +405,14 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
 static AI void micro_rows(int mode, size_t r, float *restrict out, size_t N, const int8_t *restrict xq,
                           const float *restrict xd, const float *restrict xs, const int32_t *restrict xz,
                           wsrc src, size_t nbk, const float *restrict bias, int first, size_t nr) {
-#define MICRO(rr) micro(mode, GNV, rr, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr)
+#define MICRO(rr) micro(mode, GNV, rr, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr, false)
     _Static_assert(GMR_Q6 == 4 && GMR >= 5 && GMR <= 6, "the cases below");
+    if (nbk > KB) { /* a lone row's every slice (QGEMM_R32): its own kernel, the others keep no part[] */
+        micro(mode, ONE_NV, 1, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr, true);
+        return;
+    }
     if ((int)ONE_NV != (int)GNV && src.nv == ONE_NV) { /* a lone row's half row group (r32_src) */
-        micro(mode, ONE_NV, 1, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr);
+        micro(mode, ONE_NV, 1, out, N, xq, xd, xs, xz, src, nbk, bias, first, nr, false);
         return;
     }
     switch (r) {
