@@ -177,8 +177,9 @@ enum { R32_AHEAD = 4096 };
 ** requests spread over the whole slice's time. A lone row's passes run each
 ** over the whole row group (micro's whole calls): the first asks for all of
 ** a block's lines one slice on, the second reads them from L2 (asking for
-** the next row group's lines in the second instead: q4_0, q8_0 +1-11
-** points of the read probe, q4_k -1-3, on a Zen 5's AVX2 table; not kept).
+** the next row group's lines in the second instead moved q4_0, q8_0 by
+** +1-11 points of the read probe and q4_k by -1-3 on a Zen 5's AVX2 table:
+** not kept).
 */
 
 /* GV rows' f16 at p, the one of block b's super-block (q4_k_r32's, q5_k_r32's or q6_k_r32's d,
@@ -754,9 +755,10 @@ void QGEMM(float *restrict out, const float *restrict x, const void *restrict w,
 ** row takes all the slices of a call's rows (512-bit: the row group; 256-bit:
 ** one of its two 16-row passes) in one micro-kernel call, their sums added in
 ** registers (micro): a call, its tiles and stores per slice cost about a
-** tenth of the time (bench_gemv, one row, Zen 5, share of the read probe:
-** AVX512-VNNI q4_0 and q8_0 65-73% -> 73-79%; the AVX2 table's q4_0, q8_0,
-** q4_k 39-53% -> 45-55%).
+** tenth of the time (bench_gemv, one row, Zen 5, share of the read probe
+** against the build before, medians of 5: AVX512-VNNI q4_0 62-68% ->
+** 69-73%, q8_0 69-70% -> 73-74%, q4_k 75-87% -> 80-88%; the AVX2 table's
+** q4_k 46-72% -> 54-80%, q8_0 53-74% -> 56-74%, q4_0 50-74% as before).
 */
 void QGEMM_R32(float *restrict out, const float *restrict x, const void *restrict w, sm_dtype dt,
                const float *restrict bias, size_t T, size_t N, size_t K, size_t n0, size_t n1,
