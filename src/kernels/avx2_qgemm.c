@@ -211,24 +211,14 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         for (int v = 0; v < nv; v++) {
             float *o = out + i * N + v * GV;
             size_t c0 = (size_t)v * GV;
-            if (whole) {
-                gvf t = g_add(acc[i][v], part[i][v]);
-                if (nr >= c0 + GV) g_storef(o, t);
-                else if (nr > c0) {
-                    float a[GV];
-                    g_storef(a, t);
-                    memcpy(o, a, (nr - c0) * sizeof *o);
-                }
-                continue;
-            }
-            if (nr >= c0 + GV) {
-                gvf base = first ? (bias ? g_loadf(bias + c0) : g_zerof()) : g_loadf(o);
+            if (nr >= c0 + GV) { /* plus the slices' before (whole), bias or zero (first), or out */
+                gvf base = whole ? part[i][v] : first ? (bias ? g_loadf(bias + c0) : g_zerof()) : g_loadf(o);
                 g_storef(o, g_add(acc[i][v], base));
             } else if (nr > c0) {
-                float a[GV];
-                g_storef(a, acc[i][v]);
+                float a[GV], pa[GV];
+                g_storef(a, acc[i][v]), g_storef(pa, part[i][v]);
                 for (size_t l = 0; l < nr - c0; l++)
-                    o[l] = a[l] + (first ? (bias ? bias[c0 + l] : 0.0f) : o[l]);
+                    o[l] = a[l] + (whole ? pa[l] : first ? (bias ? bias[c0 + l] : 0.0f) : o[l]);
             }
         }
 }
