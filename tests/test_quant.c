@@ -453,7 +453,8 @@ void test_quant_quantizer(void) {
 ** from the file's blocks; q6_k's levels from the dequantized weights), and
 ** every table that multiplies them gives, for any T (1 to
 ** 300, across the token blocks of the packed product; 260 leaves a last block of
-** 4 rows, read in place), each output bit for
+** 4 rows, read in place; q4_0's 100 rows in place and 140 split, the
+** others' both split), each output bit for
 ** bit what the same table's packed product (T >= 4) gives on the file's
 ** rows, each row the same whatever rows are beside it; columns outside
 ** [n0, n1) untouched. Skips, saying so, where no table takes them.
@@ -462,7 +463,7 @@ void test_quant_repacked(void) {
     const sm_kernels *ks[8];
     size_t nk = sm_kernels_available(ks, 8), tested = 0;
     static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0, SM_DTYPE_Q4_K, SM_DTYPE_Q5_K, SM_DTYPE_Q6_K};
-    static const size_t Ts[] = {1, 2, 3, 4, 6, 7, 13, 260, 300}, Ks[] = {32, 96, 544, 1056}, KKs[] = {256, 512, 768, 1280};
+    static const size_t Ts[] = {1, 2, 3, 4, 6, 7, 13, 100, 140, 260, 300}, Ks[] = {32, 96, 544, 1056}, KKs[] = {256, 512, 768, 1280};
     unsigned long long s = 33;
     unsigned any = 0;
     for (size_t ki = 0; ki < nk; ki++) any |= sm_kernels_repack_types(ks[ki]);

@@ -517,6 +517,18 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 ** x 2048 x 2048 q4_0: 62-63% of the VNNI peak -> 65%); kept: they hold x's
 ** rows already.
 */
+/*
+** A q4_0 token block of up to SPLIT_Q4_0 rows reads the row group in place
+** (each tile splits the nibbles of its slice's 576-byte blocks), more
+** rows take it split once into the unpacked panel (1,280 bytes a block).
+** TinyLlama's prefill, Zen 5, 2 threads, interleaved medians of 5
+** (docs/performance.md, 2026-12-03, night), split -> in place: 64 tokens
+** 534 -> 548 tokens/s, 128 520 -> 543 (one thread 275 -> 287); 256
+** and 512 rows (token blocks of 256) the same either way, so they split;
+** the k types lose in place (q4_k_m, 128 tokens: 479 -> 461).
+*/
+enum { SPLIT_Q4_0 = 128 };
+
 static void blocked_r32(void *scratch, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
                         size_t n1, bool whole, bool kept) {
@@ -531,8 +543,9 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
             const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0);
             r32_quant(mode, zp_of(dt), x, K, t0, block_end(T, t0), &qb);
         }
-        /* split when the first token block has more than two tiles of rows */
-        const bool split = dt != SM_DTYPE_Q8_0 && block_end(T, b0) - b0 > 2 * GMR;
+        /* split when the first token block has more than two tiles of rows; q4_0 beyond
+           SPLIT_Q4_0 rows (fewer read in place: its 576-byte blocks against 1,280 unpacked) */
+        const bool split = dt != SM_DTYPE_Q8_0 && block_end(T, b0) - b0 > (dt == SM_DTYPE_Q4_0 ? SPLIT_Q4_0 : 2 * GMR);
         const size_t calls = (b1 - b0 + SM_QGEMM_MC - 1) / SM_QGEMM_MC * ns; /* tiles_of's per row group */
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
