@@ -498,10 +498,23 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 }
 
 /*
+** A q4_0 token block of up to SPLIT_Q4_0 rows reads the row group in place
+** (each tile splits the nibbles of its slice's 576-byte blocks), more
+** rows take it split once into the unpacked panel (1,280 bytes a block).
+** TinyLlama's prefill, Zen 5, 2 threads, interleaved medians of 5
+** (docs/performance.md, 2026-12-03, night), split -> in place: 64 tokens
+** 534 -> 548 tokens/s, 128 520 -> 543 (one thread 275 -> 287); 256
+** and 512 rows (token blocks of 256) the same either way, so they split;
+** the k types lose in place (q4_k_m, 128 tokens: 479 -> 461).
+*/
+enum { SPLIT_Q4_0 = 128 };
+
+/*
 ** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
 ** with every column slice's activations quantized, then per row group
-** (q4_0's and the k types' nibbles split once into a whole-row panel when
-** the block has more than two tiles of rows) slice after slice, each slice met by every
+** (the k types' nibbles split once into a whole-row panel when the block
+** has more than two tiles of rows, q4_0's beyond SPLIT_Q4_0) slice after
+** slice, each slice met by every
 ** tile of GMR token rows. So a slice's weights (at most 20 KB) stay in L1
 ** for all the block's tiles, and the row group's outputs (the block's rows
 ** x 32 floats, at most 32 KB) stay in L1/L2 from one slice to the next;
@@ -517,18 +530,6 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 ** x 2048 x 2048 q4_0: 62-63% of the VNNI peak -> 65%); kept: they hold x's
 ** rows already.
 */
-/*
-** A q4_0 token block of up to SPLIT_Q4_0 rows reads the row group in place
-** (each tile splits the nibbles of its slice's 576-byte blocks), more
-** rows take it split once into the unpacked panel (1,280 bytes a block).
-** TinyLlama's prefill, Zen 5, 2 threads, interleaved medians of 5
-** (docs/performance.md, 2026-12-03, night), split -> in place: 64 tokens
-** 534 -> 548 tokens/s, 128 520 -> 543 (one thread 275 -> 287); 256
-** and 512 rows (token blocks of 256) the same either way, so they split;
-** the k types lose in place (q4_k_m, 128 tokens: 479 -> 461).
-*/
-enum { SPLIT_Q4_0 = 128 };
-
 static void blocked_r32(void *scratch, float *restrict out, const float *restrict x, const void *restrict w,
                         sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
                         size_t n1, bool whole, bool kept) {
