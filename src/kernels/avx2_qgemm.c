@@ -498,23 +498,27 @@ static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, s
 }
 
 /*
-** A q4_0 token block of up to SPLIT_Q4_0 rows reads the row group in place
-** (each tile splits the nibbles of its slice's 576-byte blocks), more
-** rows take it split once into the unpacked panel (1,280 bytes a block).
-** TinyLlama's prefill, Zen 5, 2 threads, interleaved medians of 5
+** The token rows of a block above which blocked_r32 splits each row group
+** of type dt once into the unpacked panel, where fewer read it in place
+** (each tile splitting the nibbles of its slice): q8_0 never (its levels
+** are bytes already), the k types beyond two tiles, q4_0 beyond
+** SPLIT_Q4_0, its 576-byte blocks read in place against 1,280 unpacked.
+** TinyLlama's q4_0 prefill, Zen 5, 2 threads, interleaved medians of 5
 ** (docs/performance.md, 2026-12-03, night), split -> in place: 64 tokens
 ** 534 -> 548 tokens/s, 128 520 -> 543 (one thread 275 -> 287); 256
 ** and 512 rows (token blocks of 256) the same either way, so they split;
 ** the k types lose in place (q4_k_m, 128 tokens: 479 -> 461).
 */
 enum { SPLIT_Q4_0 = 128 };
+static size_t split_above(sm_dtype dt) {
+    return dt == SM_DTYPE_Q8_0 ? SIZE_MAX : dt == SM_DTYPE_Q4_0 ? SPLIT_Q4_0 : 2 * GMR;
+}
 
 /*
 ** The repacked product's loop for many rows: token blocks of SM_QGEMM_MC
 ** with every column slice's activations quantized, then per row group
-** (the k types' nibbles split once into a whole-row panel when the block
-** has more than two tiles of rows, q4_0's beyond SPLIT_Q4_0) slice after
-** slice, each slice met by every
+** (its nibbles split once into a whole-row panel when the block has more
+** rows than split_above says) slice after slice, each slice met by every
 ** tile of GMR token rows. So a slice's weights (at most 20 KB) stay in L1
 ** for all the block's tiles, and the row group's outputs (the block's rows
 ** x 32 floats, at most 32 KB) stay in L1/L2 from one slice to the next;
@@ -544,9 +548,7 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
             const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0);
             r32_quant(mode, zp_of(dt), x, K, t0, block_end(T, t0), &qb);
         }
-        /* split when the first token block has more than two tiles of rows; q4_0 beyond
-           SPLIT_Q4_0 rows (fewer read in place: its 576-byte blocks against 1,280 unpacked) */
-        const bool split = dt != SM_DTYPE_Q8_0 && block_end(T, b0) - b0 > (dt == SM_DTYPE_Q4_0 ? SPLIT_Q4_0 : 2 * GMR);
+        const bool split = block_end(T, b0) - b0 > split_above(dt); /* by the first token block */
         const size_t calls = (b1 - b0 + SM_QGEMM_MC - 1) / SM_QGEMM_MC * ns; /* tiles_of's per row group */
         for (size_t n = n0; n < n1; n += GNR) {
             size_t nr = n1 - n < GNR ? n1 - n : GNR;
