@@ -322,13 +322,16 @@ static size_t block_end(size_t T, size_t t0) {
 }
 
 /* Token rows t0..t1-1 (the block's rows from t0) against one panel's weights src, GMR (q6_k:
-   GMR_Q6) at a time; pfl lines from pf (if any) asked into L2, a share before each tile. */
+   GMR_Q6) at a time; pfl lines from pf (if any) asked into L2, a share before each tile (but
+   the first, when it streams src from memory). */
 static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
                      size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr,
                      const char *pf, size_t pfl) {
     const size_t mr = mode == Q6 ? GMR_Q6 : GMR, nt = (t1 - t0 + mr - 1) / mr;
+    const size_t sk = src.ahead && nt > 1, na = nt - sk;
     for (size_t c = 0, t = t0; t < t1; c++) {
-        for (size_t l = c * pfl / nt; pf && l < (c + 1) * pfl / nt; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+        const size_t l0 = c < sk ? 0 : (c - sk) * pfl / na, l1 = c < sk ? 0 : (c + 1 - sk) * pfl / na;
+        for (size_t l = l0; pf && l < l1; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
         /* tiles of as even a size as the rows allow (128 rows: 24 of 5, 2 of 4, not 25 of 5 and
            one of 3): a short tile's few accumulators wait on vpdpbusd's latency */
         size_t i = t - t0, r = (t1 - t0) / nt + (c < (t1 - t0) % nt);
@@ -399,6 +402,23 @@ static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0, 
         src.lv[v] = g + ro / 16 * (bb - 2 * SM_R32) / 2 + 4 * (ro % 16), src.sc[v] = g + bb - 2 * SM_R32 + 2 * ro;
     }
     return src;
+}
+
+/*
+** The lines of the slice after src's (nbk blocks on in the row group's stream; after a row
+** group's last slice, the next group's first), to ask for while several tiles of token rows
+** read src's slice in place: the first tile reads it from memory, asking R32_AHEAD bytes on,
+** and the others from L1, so without it memory idled through them (tiles() leaves the asking
+** to those others: shared by every tile, it lost 5% on q4_0's K = 768 rows). 16 rows (4 tiles),
+** Zen 5, AVX512-VNNI, 2 threads (bench_gemv --rows 16, 3 rounds interleaved), GOPS at 2,048 x
+** 5,632: q4_k 766-862 -> 930-952, q8_0 676-771 -> 909-917, q4_0 906-993 -> 1,031-1,083; q4_0
+** at 768 x 2,304 914-965 -> 894-935. Asking 2 or 3 slices on gained less. The 256-bit
+** flavours' passes ask one slice on already (AHEAD_256).
+*/
+static size_t next_slice(wsrc src, size_t nbk, size_t rows, bool more, const char **pf) {
+    const bool ask = SM_QFLAVOUR == 2 && src.lay != PANEL && rows > GMR && more;
+    *pf = ask ? (const char *)src.base + r_off(src.lay, nbk) : NULL;
+    return ask ? r_off(src.lay, nbk) / 64 : 0;
 }
 
 /*
@@ -568,8 +588,13 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
                     wsrc src = split ? (wsrc){.lay = PANEL, .panel = panel + j * KB * GBS}
                                      : r32_src(dt, w, n, nb, k0 / SM_QK, GNV);
                     const size_t l0 = call * lines / calls, l1 = ++call * lines / calls;
+                    const char *pf = ask ? (const char *)nx.base + 64 * l0 : NULL;
+                    size_t pfl = l1 - l0;
+                    if (!split) /* read in place: the slice after this one (the first token block's) */
+                        pfl = next_slice(src, slice_blocks(K, k0), t1 - t0,
+                                         t0 == b0 && (j + 1 < ns || n + GNR < n1), &pf);
                     tiles_of(mode, &qj, src, out, N, t0, t1, n, slice_blocks(K, k0), bias ? bias + n : NULL,
-                             k0 == 0, nr, ask ? (const char *)nx.base + 64 * l0 : NULL, l1 - l0);
+                             k0 == 0, nr, pf, pfl);
                 }
             }
         }
@@ -635,8 +660,11 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
             qbufs qj = r32_rows(&q, j, T, 0);
             for (size_t n = g; n < n1 && n < g + SM_R32; n += step) {
                 size_t nr = n1 - n < step ? n1 - n : step;
-                tiles_of(mode, &qj, r32_src(dt, w, n, K / SM_QK, k0 / SM_QK, nv), out, N, 0, T, n,
-                         slice_blocks(K, k0), bias ? bias + n : NULL, k0 == 0, nr, NULL, 0);
+                const wsrc src = r32_src(dt, w, n, K / SM_QK, k0 / SM_QK, nv);
+                const char *pf;
+                const size_t nbk = slice_blocks(K, k0);
+                const size_t pfl = next_slice(src, nbk, T, j + 1 < ns || g + SM_R32 < n1, &pf);
+                tiles_of(mode, &qj, src, out, N, 0, T, n, nbk, bias ? bias + n : NULL, k0 == 0, nr, pf, pfl);
             }
         }
 }
