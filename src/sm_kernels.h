@@ -451,6 +451,9 @@ void sm_kernels_reuse_end(float *scratch);
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);
 /* The layout dt repacks into (dt itself if none). */
 sm_dtype sm_kernels_repacked(sm_dtype dt);
+/* The bytes sm_kernels_repack writes for all of an N x K matrix of type dt: whole row groups,
+** the last one padded with zero rows. */
+size_t sm_kernels_repacked_bytes(sm_dtype dt, size_t N, size_t K);
 /* Row groups [g0, g1) (rows 32 g0 .. 32 g1 - 1, those past N zeros) of src (N rows of K of type
 ** dt, repackable) into dst (sm_dtype_row_bytes of the layout for each of 32 g1 rows: the same
 ** bytes for q4_0, q8_0, q6_k, f32, f16, bf16), as above. */

@@ -166,6 +166,10 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
                                  : dt;
 }
 
+size_t sm_kernels_repacked_bytes(sm_dtype dt, size_t N, size_t K) {
+    return sm_dtype_row_bytes(sm_kernels_repacked(dt), K) * ((N + SM_R32 - 1) / SM_R32 * SM_R32);
+}
+
 /*
 ** Row l of a q4_k or q5_k row group (o: the group's first byte; row: the
 ** row's file bytes, K weights) as q4_k_r32 / q5_k_r32 (sm_kernels.h): each

@@ -175,8 +175,7 @@ sm_status sm_model_repack(sm_model *m, unsigned types, int n_threads, sm_error *
     for (size_t i = 0, k = matrices(m, all, cap); i < k; i++) { /* keep the ones repacked */
         mat_ref r = all[i];
         if (!(types >> r.w->dt & 1u) || !sm_kernels_repackable(r.w->dt, r.N, r.K)) continue;
-        r.bytes = (sm_dtype_row_bytes(sm_kernels_repacked(r.w->dt), r.K) * groups(r.N) * SM_R32 + 63) &
-                  ~(size_t)63;
+        r.bytes = (sm_kernels_repacked_bytes(r.w->dt, r.N, r.K) + 63) & ~(size_t)63;
         total += r.bytes;
         all[n++] = r;
     }

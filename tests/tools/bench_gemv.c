@@ -144,11 +144,10 @@ int main(int argc, char **argv) {
                     if (rep) { /* every copy the same weights, repacked: columns in whole row groups, the
                                   last one padded with zero rows as the model's (gpt2 output's 50,257);
                                   the layout's bytes are what is read (q4_k_r32, q5_k_r32: 2-3% more) */
-                        const size_t groups = (j.N + SM_R32 - 1) / SM_R32;
-                        size_t rbytes = (groups * SM_R32 * sm_dtype_row_bytes(rt, j.K) + 63) & ~(size_t)63;
+                        size_t rbytes = (sm_kernels_repacked_bytes(j.dt, j.N, j.K) + 63) & ~(size_t)63;
                         char *r = aligned_alloc(64, rbytes);
                         if (!r) return 1;
-                        sm_kernels_repack(r, buf, j.dt, j.N, j.K, 0, groups);
+                        sm_kernels_repack(r, buf, j.dt, j.N, j.K, 0, (j.N + SM_R32 - 1) / SM_R32);
                         j.copy_bytes = rbytes, j.copies = (size_t)(SET_BYTES / (double)rbytes);
                         if (j.copies < 1) j.copies = 1;
                         for (size_t c = 0; c < j.copies; c++) memcpy(buf + c * j.copy_bytes, r, j.copy_bytes);
