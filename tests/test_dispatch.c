@@ -234,8 +234,8 @@ void test_dispatch_composed(void) {
 ** nothing.
 */
 void test_dispatch_peaks(void) {
-    /* the block step's loop: 8 vpdpbusd an iteration and accumulator */
-    static const double per_instr[SM_PEAK_COUNT] = {16, 32, 64, 64, 128, 64, 8 * 128};
+    /* the block steps' loops: 8 vpdpbusd an iteration and accumulator */
+    static const double per_instr[SM_PEAK_COUNT] = {16, 32, 64, 64, 128, 64, 8 * 128, 8 * 128};
     int ran = 0;
     for (int p = 0; p < SM_PEAK_COUNT; p++) {
         float sink = 0;

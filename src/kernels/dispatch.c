@@ -110,7 +110,7 @@ bool sm_kernels_peak_runs(sm_peak p) {
     case SM_PEAK_FMA256: case SM_PEAK_MADDUBS256: return has_avx2();
     case SM_PEAK_FMA512: return has_avx512();
     case SM_PEAK_VNNI256: return has_avxvnni();
-    case SM_PEAK_VNNI512: case SM_PEAK_VNNI512_BLOCK: return has_avx512vnni();
+    case SM_PEAK_VNNI512: case SM_PEAK_VNNI512_BLOCK: case SM_PEAK_VNNI512_ISTEP: return has_avx512vnni();
     case SM_PEAK_BF16_512: return has_avx512bf16();
     default: return false;
     }

@@ -26,7 +26,8 @@ static const char *const names[SM_PEAK_COUNT] = {
     [SM_PEAK_VNNI256] = "int8 AVX-VNNI vpdpbusd, 256-bit",
     [SM_PEAK_VNNI512] = "int8 AVX512-VNNI vpdpbusd, 512-bit",
     [SM_PEAK_BF16_512] = "bf16 AVX512-BF16 vdpbf16ps, 512-bit",
-    [SM_PEAK_VNNI512_BLOCK] = "the same with q8_0 blocks' f32 step",
+    [SM_PEAK_VNNI512_BLOCK] = "VNNI-512 + q8_0 blocks' f32 step",
+    [SM_PEAK_VNNI512_ISTEP] = "VNNI-512 + an integer scale step",
 };
 
 const char *sm_kernels_peak_name(sm_peak p) {
@@ -110,6 +111,28 @@ __attribute__((target("avx512f,avx512vnni"))) static float vnni512_block(size_t 
     return _mm512_reduce_add_ps(t);
 }
 
+/*
+** vnni512 with an integer step instead: after every 8 vpdpbusd a block's
+** integer sum is multiplied by an integer scale and added to a second
+** integer accumulator (vpmulld, vpaddd), as a k-quant's 6-bit sub-block
+** scales could be applied against activations with one scale per 256
+** values (llama.cpp's q8_K), leaving one f32 step per super-block. The
+** ceiling such a product's arithmetic would have; its rate counts the
+** vpdpbusd alone.
+*/
+__attribute__((target("avx512f,avx512vnni"))) static float vnni512_istep(size_t iters) {
+    __m512i a[ACC], t[ACC], u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2), sc = _mm512_set1_epi32(5);
+    for (int i = 0; i < ACC; i++) a[i] = _mm512_set1_epi32(i), t[i] = _mm512_setzero_si512();
+    for (size_t it = 0; it < iters; it++) {
+        for (int g = 0; g < 8; g++)
+            for (int i = 0; i < ACC; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, s);
+        for (int i = 0; i < ACC; i++) t[i] = _mm512_add_epi32(t[i], _mm512_mullo_epi32(a[i], sc));
+    }
+    __m512i r = t[0];
+    for (int i = 1; i < ACC; i++) r = _mm512_add_epi32(r, t[i]);
+    return (float)_mm512_reduce_add_epi32(r);
+}
+
 __attribute__((target("avx512f,avx512bf16"))) static float bf16_512(size_t iters) {
     __m512 a[ACC];
     __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
@@ -129,7 +152,7 @@ static const struct {
     [SM_PEAK_FMA256] = {fma256, 16},     [SM_PEAK_FMA512] = {fma512, 32},
     [SM_PEAK_MADDUBS256] = {maddubs256, 64}, [SM_PEAK_VNNI256] = {vnni256, 64},
     [SM_PEAK_VNNI512] = {vnni512, 128},  [SM_PEAK_BF16_512] = {bf16_512, 64},
-    [SM_PEAK_VNNI512_BLOCK] = {vnni512_block, 8 * 128},
+    [SM_PEAK_VNNI512_BLOCK] = {vnni512_block, 8 * 128}, [SM_PEAK_VNNI512_ISTEP] = {vnni512_istep, 8 * 128},
 };
 
 double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
