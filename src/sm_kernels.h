@@ -447,6 +447,10 @@ void sm_kernels_reuse_end(float *scratch);
 ** read: the results of its weights packed per call, for every T.
 */
 #define SM_R32 32
+/* Row groups of SM_R32 rows that N rows take (the last one padded with zero rows). */
+static inline size_t sm_kernels_row_groups(size_t N) {
+    return (N + SM_R32 - 1) / SM_R32;
+}
 /* Whether an N x K matrix of type dt can be repacked: f32; q4_0, q8_0, q4_k, q5_k or q6_k with
 ** K whole blocks (any N > 0). */
 bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K);

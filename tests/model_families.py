@@ -10,10 +10,19 @@ import re
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_ref import (HERE, T, check, greedy_vs_torch, llama_hf_reference, llama_hf_weights,  # noqa: E402
+from model_ref import (HERE, T, check, greedy_vs_torch, llama_hf_reference, llama_hf_weights,
                        run, score, score_vs_torch, with_gpt2_tokenizer_converted, write_llama_family_dir,
                        write_safetensors)
+
+
+def gguf_writer():
+    """scripts/make_gguf.py, imported when a family test runs (it needs NumPy, as they do)."""
+    scripts = os.path.join(HERE, "..", "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    import make_gguf
+    return make_gguf
+
 
 def test_llama_hf_in_place(torch, smbin, tmp, tiny, dtype):
     """A Llama directory with GPT-2's vocab.json + merges.txt, run in place (Q, K and V as stored,
@@ -86,8 +95,7 @@ def gguf_family(torch, smbin, W, tiny, arch, gpath, L, H, KVH, C, F, ctx, eps, t
     """W (Hugging Face names) written as a GGUF file of llama.cpp's layout for arch (Q and K rows
     permuted into rotary pairs for llama, as its converter does; as stored for qwen2/qwen3), with
     tiny-gpt2's tokenizer and extra tensors (GGUF names), scored against ref."""
-    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-    import make_gguf as mg
+    mg = gguf_writer()
     with open(os.path.join(tiny, "vocab.json"), encoding="utf-8") as f:
         enc = json.load(f)
     toks = [None] * len(enc)
@@ -197,8 +205,7 @@ def test_mistral_phi3(torch, smbin, tmp, tiny, dtype):
     1024, so score's 128-row calls write into a ring of 192 positions per windowed layer and wrap
     it; generate's (576 positions) wraps in a 696-token greedy continuation checked step by step;
     info shows the smaller cache."""
-    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-    import make_gguf as mg
+    mg = gguf_writer()
     L, H, KVH, C, F, V, ctx, win = 2, 4, 2, 32, 64, 50257, 1024, 16
     hd, tag = C // H, str(dtype)[6:]
     text = " ".join(["Once upon a time, a little dog found a big red ball in the park."] * 22)
@@ -308,8 +315,7 @@ def test_gemma3(torch, smbin, tmp, tiny, dtype):
     1 + w at load) and the same weights as llama.cpp's gemma3 GGUF (gains stored 1 + w, pattern 6
     and local base 10000 fixed, scale head_dim^-1/2), against PyTorch over 370 tokens: windowed
     layers go through a ring cache; 6 layers, the last one global."""
-    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-    import make_gguf as mg
+    mg = gguf_writer()
     L, H, KVH, hd, C, F, V, ctx, win = 6, 4, 1, 16, 32, 64, 50257, 1024, 16
     tag = str(dtype)[6:]
     text = " ".join(["Once upon a time, a little dog found a big red ball in the park."] * 22)
@@ -405,8 +411,7 @@ def test_llama3_qwen3(torch, smbin, tmp, tiny, dtype):
     of Q and K before RoPE, head_dim not hidden / heads, rope base 1e6): random Hugging Face directories
     run in place and GGUF files from the same weights (llama: rope_freqs.weight holding the factors, as
     llama.cpp's converter writes them; qwen3: attn_q_norm / attn_k_norm), against PyTorch."""
-    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-    import make_gguf as mg
+    mg = gguf_writer()
     L, H, KVH, C, F, V, ctx = 2, 4, 2, 32, 64, 50257, 64
     text = "Once upon a time, a little dog found a big red ball."
     tag = str(dtype)[6:]

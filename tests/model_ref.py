@@ -6,11 +6,9 @@ One tally ("models") for both files."""
 import json
 import os
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_file import safetensors_bytes  # noqa: E402
-from tally import Tally  # noqa: E402
+from st_file import safetensors_bytes  # test_models.py put tests/ on the path
+from tally import Tally
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 T = Tally("models")

@@ -167,7 +167,7 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
 }
 
 size_t sm_kernels_repacked_bytes(sm_dtype dt, size_t N, size_t K) {
-    return sm_dtype_row_bytes(sm_kernels_repacked(dt), K) * ((N + SM_R32 - 1) / SM_R32 * SM_R32);
+    return sm_dtype_row_bytes(sm_kernels_repacked(dt), K) * sm_kernels_row_groups(N) * SM_R32;
 }
 
 /*

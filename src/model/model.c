@@ -119,11 +119,6 @@ static void drop_pages(const sm_model *m, const void *p, size_t n) {
         madvise((void *)a, b - a, MADV_NOHUGEPAGE), madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-/* Row groups of SM_R32 rows that N rows take (f32's last one padded). */
-static size_t groups(size_t N) {
-    return (N + SM_R32 - 1) / SM_R32;
-}
-
 /* What each of a repack's threads is handed: the matrices, and its share of each one's row groups. */
 typedef struct {
     const sm_model *m;
@@ -139,7 +134,7 @@ static void *repack_run(void *arg) {
     const repack_part *r = arg;
     for (size_t i = 0, at = 0; i < r->n; at += r->all[i++].bytes) {
         const mat_ref *a = &r->all[i];
-        const size_t G = groups(a->N), g0 = G * r->part / r->parts, g1 = G * (r->part + 1) / r->parts;
+        const size_t G = sm_kernels_row_groups(a->N), g0 = G * r->part / r->parts, g1 = G * (r->part + 1) / r->parts;
         if (g1 <= g0) continue;
         sm_kernels_repack((char *)r->dst + at, a->w->data, a->w->dt, a->N, a->K, g0, g1);
         const size_t rb = sm_dtype_row_bytes(a->w->dt, a->K), n1 = g1 * SM_R32 < a->N ? g1 * SM_R32 : a->N;

@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
                         size_t rbytes = (sm_kernels_repacked_bytes(j.dt, j.N, j.K) + 63) & ~(size_t)63;
                         char *r = aligned_alloc(64, rbytes);
                         if (!r) return 1;
-                        sm_kernels_repack(r, buf, j.dt, j.N, j.K, 0, (j.N + SM_R32 - 1) / SM_R32);
+                        sm_kernels_repack(r, buf, j.dt, j.N, j.K, 0, sm_kernels_row_groups(j.N));
                         j.copy_bytes = rbytes, j.copies = (size_t)(SET_BYTES / (double)rbytes);
                         if (j.copies < 1) j.copies = 1;
                         for (size_t c = 0; c < j.copies; c++) memcpy(buf + c * j.copy_bytes, r, j.copy_bytes);
