@@ -23,8 +23,10 @@ whose unconstrained output is noise.
 """
 import argparse
 import datetime
+import ipaddress
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -92,10 +94,24 @@ SCHEMAS = [
     ({"type": "string", "format": "date-time"}, True),
     ({"type": "string", "format": "uuid"}, True),
     ({"type": "string", "format": "ipv4"}, True),
+    ({"type": "string", "format": "ipv6"}, True),
+    ({"type": "object", "properties": {"host": {"type": "string", "format": "hostname"},
+                                       "mail": {"type": "string", "format": "email"}}, "required": ["host", "mail"]},
+     False),
     ({"type": "object", "properties": {"when": {"type": "string", "format": "date"},
                                        "tags": {"type": "array", "items": {"type": "string", "maxLength": 4},
                                                 "minItems": 1, "maxItems": 2}},
       "required": ["when", "tags"], "title": "an event", "description": "annotations are ignored"}, True),
+    ({"type": "number", "minimum": -2.5, "maximum": 7.25}, True),
+    ({"type": "object", "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1},
+                                       "delta": {"type": ["number", "null"], "exclusiveMinimum": -0.001,
+                                                 "exclusiveMaximum": 0.001}},
+      "required": ["score", "delta"]}, True),
+    ({"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 99}},
+                         "required": ["id"]}},
+      "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"tag": {"enum": ["a", "b"]}}, "required": ["tag"]}]}, True),
+    ({"allOf": [{"type": "string"}, {"maxLength": 6}], "description": "a constraint split over branches"}, True),
+    ({"$defs": {"n": {"type": "number", "minimum": 0}}, "$ref": "#/$defs/n", "maximum": 10}, True),
     ({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}, False),
     ({"type": "array", "items": {"type": "number"}}, False),
 ]
@@ -105,15 +121,25 @@ BAD_SCHEMAS = [
     ({"type": "array", "minItems": 3, "maxItems": 2}, "'maxItems' 2 is below 'minItems' 3"),
     ({"type": "string", "minLength": 5, "maxLength": 2}, "'maxLength' 2 is below 'minLength' 5"),
     ({"type": "integer", "minimum": 5, "maximum": 4}, "no integer is within"),
+    ({"type": "number", "exclusiveMinimum": 1.5, "exclusiveMaximum": 1.5}, "no number of at most 16"),
+    ({"type": "number", "minimum": 1e20}, "no number of at most 16"),
+    ({"type": "number", "minimum": 1e-20, "maximum": 2e-20}, "no number of at most 16"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]}, "'required' names \"b\""),
     ({"type": "strin"}, "'type' must be"),
     ({"enum": []}, "'enum' must be a non-empty array"),
     ({"$ref": "#/$defs/missing"}, "names nothing"),
     ({"type": "string", "pattern": "^(?=a)b$"}, "lookarounds"),
-    ({"type": "string", "format": "email"}, "\"email\" is not supported"),
+    ({"type": "string", "format": "uri"}, "\"uri\" is not supported"),
     ({"properties": {"a": {"type": "object", "properties": {"b": {"uniqueItems": True}}}}},
      "#/properties/a/properties/b"),
     (False, "nothing is valid"),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"type": "string"}}}]},
+     "the property \"a\" two different schemas"),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                {"properties": {"b": {"type": "integer"}}}]}, "does not declare \"b\""),
+    ({"allOf": [{"type": "integer"}, {"type": "string"}]}, "'allOf' gives 'type' two different values"),
+    ({"properties": {"x": {"allOf": [True, False]}}}, "#/properties/x"),
+    ({"$defs": {"a": {"$ref": "#/$defs/a", "type": "object"}}, "$ref": "#/$defs/a"}, "nested more than"),
 ]
 
 BAD_GRAMMARS = [
@@ -163,6 +189,30 @@ def jsonschema_checker():
             if len(s) != 10:
                 raise ValueError("not YYYY-MM-DD")
             datetime.date.fromisoformat(s)
+        return True
+
+    @fc.checks("ipv6", raises=ValueError)
+    def _ipv6(s):  # the standard library's parser
+        if isinstance(s, str):
+            ipaddress.IPv6Address(s)
+        return True
+
+    label = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+    @fc.checks("hostname", raises=ValueError)
+    def _host(s):  # RFC 1123: dot-separated labels of 1-63 letters, digits, inner hyphens; 253 bytes at most
+        if isinstance(s, str) and (len(s) > 253 or not all(label.fullmatch(x) for x in s.split("."))):
+            raise ValueError("not a hostname")
+        return True
+
+    @fc.checks("email", raises=ValueError)
+    def _email(s):  # RFC 5322's dot-atom local part (64 bytes at most) "@" an RFC 1123 hostname
+        if isinstance(s, str):
+            local, at, domain = s.rpartition("@")
+            if not at or len(local) > 64 or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+                                                             r"(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*", local):
+                raise ValueError("not a local part")
+            _host(domain)
         return True
 
     def check(schema, value):
@@ -219,6 +269,11 @@ def main():
         else:
             skip("JSON schemas against jsonschema", "python3-jsonschema is not installed")
         forced(sm, models, gbnf_ref)
+        if check:
+            number_bounds(tool, check, gbnf_ref, tmp)
+            merged_schemas(tool, check, tmp)
+        else:
+            skip("numbers within bounds and merged allOf against jsonschema", "python3-jsonschema is not installed")
         bad_inputs(sm, tool, tmp)
         commands(sm, a.models, check, tmp)
     return TALLY.close()
@@ -348,6 +403,143 @@ def schemas(sm, models, check, tmp):
         report(rc == 0 and len(out) == 2 * len(SCHEMAS) and not bad,
                f"{name}: {len(SCHEMAS)} schemas, greedy and sampled: {complete} outputs valid under jsonschema, "
                f"{cut} cut by -n and said so", (str(bad) + err)[:500])
+
+
+NUMBER_BOUNDS = [  # the bound keywords of a number schema; more are drawn at random
+    {"minimum": 1.5, "maximum": 2.5}, {"exclusiveMinimum": 0}, {"minimum": -0.25, "exclusiveMaximum": 0.1},
+    {"minimum": 0, "maximum": 1}, {"exclusiveMinimum": -1, "exclusiveMaximum": 1}, {"maximum": -3.75},
+    {"minimum": 1e-5}, {"minimum": 0.1, "maximum": 0.1}, {"exclusiveMinimum": 1, "maximum": 1.0000000000000002},
+    {"minimum": -1e300, "maximum": 3}, {"maximum": 0, "exclusiveMaximum": 0},
+    {"minimum": 999999999999999.5}, {"exclusiveMaximum": -0.0}, {"minimum": -7, "exclusiveMinimum": -7.5},
+    {"minimum": 123.456, "maximum": 124}, {"minimum": -0.3, "maximum": -0.2999},
+]
+NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?")
+
+
+def number_candidates(bounds, rng):
+    """Texts around and between a schema's bounds: each bound's digits, nudged at every decimal place, random
+    decimals in and out of the range, signs and zeros."""
+    vals = [float(v) for k, v in bounds.items() if not isinstance(v, bool)]
+    out = {"0", "-0", "0.0", "-0.0", "1", "-1", "0.5", "-0.5", "10", "1e2", "0.1e1"}
+    for v in vals:
+        out.add(repr(v).replace("e+", "e"))
+        for d in range(0, 18):
+            for sgn in (1, -1):
+                x = v + sgn * 10.0 ** -d
+                out.add(f"{x:.{d}f}")
+                out.add(f"{x:.{min(d + 3, 16)}f}")
+        out.add(f"{v:.16f}")
+    lo, hi = (min(vals) - 2, max(vals) + 2) if vals else (-5, 5)
+    for _ in range(40):
+        x = rng.uniform(lo, hi) if abs(hi - lo) < 1e12 else rng.uniform(-1e6, 1e6)
+        out.add(f"{x:.{rng.randrange(0, 12)}f}")
+    return sorted(t for t in out if len(t) < 40)
+
+
+def number_bounds(tool, check, gbnf_ref, tmp):
+    """Numbers with minimum / maximum / exclusive bounds: every text the schema's grammar accepts (an
+    independent Earley parser, tests/gbnf_ref.py, and smallmind's matcher, grammar_tool accepts) is valid
+    under jsonschema, and every valid plain decimal (16 digits a side) more than 4 ulps from a bound is
+    accepted."""
+    import math
+    import random
+    rng = random.Random(37)
+    specs = list(NUMBER_BOUNDS)
+    for _ in range(25):
+        def bound():
+            return round(rng.choice((-1, 1)) * 10 ** rng.uniform(-6, 6), rng.randrange(0, 7))
+        a, b = sorted((bound(), bound()))
+        spec = {}
+        if rng.random() < 0.8:
+            spec["exclusiveMinimum" if rng.random() < 0.4 else "minimum"] = a
+        if rng.random() < 0.8 or not spec:
+            spec["exclusiveMaximum" if rng.random() < 0.4 else "maximum"] = b
+        specs.append(spec)
+    bad, n_texts, n_accepted = [], 0, 0
+    for k, spec in enumerate(specs):
+        schema = dict({"type": "number"}, **spec)
+        path = os.path.join(tmp, f"num-{k}.json")
+        with open(path, "w") as f:
+            json.dump(schema, f)
+        p = subprocess.run([tool, "gbnf", path], capture_output=True, text=True)
+        lo = max([(v, 0) for k, v in spec.items() if k == "minimum"] +
+                 [(v, 1) for k, v in spec.items() if k == "exclusiveMinimum"], default=None)
+        hi = min([(v, 0) for k, v in spec.items() if k == "maximum"] +
+                 [(v, -1) for k, v in spec.items() if k == "exclusiveMaximum"], default=None)
+        empty = lo and hi and (lo[0] > hi[0] or (lo[0] == hi[0] and (lo[1] or hi[1])))
+        if empty or p.returncode != 0:
+            if not empty or "no number" not in p.stdout:
+                bad.append((spec, "grammar", empty, p.stdout[:120]))
+            continue
+        g = gbnf_ref.Grammar(p.stdout)
+        texts = number_candidates(spec, rng)
+        files = []
+        for i, t in enumerate(texts):
+            files.append(os.path.join(tmp, f"num-{k}-{i}.txt"))
+            with open(files[-1], "w") as f:
+                f.write(t)
+        p = subprocess.run([tool, "accepts", "-s", path] + files, capture_output=True, text=True)
+        mine = p.stdout.split()
+        if len(mine) != len(texts):
+            bad.append((spec, "grammar_tool accepts", p.stdout[-200:] + p.stderr[-200:]))
+            continue
+        edges = [float(v) for v in spec.values() if not isinstance(v, bool)]
+        for t, m in zip(texts, mine):
+            n_texts += 1
+            ref = g.accepts(t)
+            if (m == "1") != ref:
+                bad.append((spec, t, "matcher and Earley parser differ", m, ref))
+            valid = check(schema, json.loads(t)) is None
+            n_accepted += ref
+            if ref and not valid:
+                bad.append((spec, t, "accepted, invalid"))
+            far = all(abs(float(t) - e) > 4 * math.ulp(e) for e in edges)
+            if valid and not ref and far and NUMBER_TEXT.fullmatch(t):
+                bad.append((spec, t, "valid, refused"))
+    report(not bad, f"numbers within bounds: {len(specs)} schemas, {n_texts} texts, {n_accepted} accepted: "
+           f"each valid under jsonschema, every valid plain decimal accepted", str(bad)[:600])
+
+
+MERGED = [  # (schema, texts valid under it, texts that are not): allOf, $ref beside other keywords, formats
+    (SCHEMAS[-5][0], ['{"id": 5, "tag": "a"}', '{ "id" : 99 , "tag" : "b" }'],
+     ['{"id": 5}', '{"tag": "a"}', '{"id": 0, "tag": "a"}', '{"id": 5, "tag": "c"}']),
+    (SCHEMAS[-4][0], ['"abcdef"', '""'], ['"abcdefg"', '5', 'null']),
+    (SCHEMAS[-3][0], ['10', '3.25', '0', '0.0'], ['10.5', '-1', '-0.001', '"3"']),
+    ({"type": "object", "properties": {"p": {"allOf": [{"allOf": [{"type": "integer"}, {"minimum": -3}]},
+                                                       {"maximum": 3}]}}, "required": ["p"]},
+     ['{"p": -3}', '{"p": 3}'], ['{"p": 4}', '{"p": -4}', '{"p": 1.5}', '{}']),
+    ({"type": "string", "format": "ipv6"}, ['"::1"', '"::"', '"2001:db8::8a2e:370:7334"', '"1:2:3:4:5:6:7:8"',
+                                            '"fe80::"', '"1:2:3:4:5:6::7"'],
+     ['"1:2:3:4:5:6:7:8:9"', '"1::2::3"', '"12345::"', '"1:2:3:4:5:6:7::8"', '"1:2:3:4:5:6::7:8"', '"g::"', '":1"']),
+    ({"type": "string", "format": "hostname"}, ['"example.com"', '"a"', '"a-b.c0"', '"XN--80AK6AA92E.com"'],
+     ['"-a.com"', '"a..b"', '"a_b.com"', '"a-.com"', '"a.com."', '""']),
+    ({"type": "string", "format": "email"}, ['"john.doe@example.com"', '"x+y@a.b"', '"{a}/=?@mail-1.org"'],
+     ['"@a.com"', '"a@"', '"a..b@c.com"', '"a b@c.com"', '".a@c.com"', '"a@b@c"']),
+]
+
+
+def merged_schemas(tool, check, tmp):
+    """allOf's schemas merged into one, $ref with keywords beside it, the string formats ipv6 (checked by
+    Python's ipaddress), hostname and email: each text a validator takes is a sentence of the schema's
+    grammar (grammar_tool accepts), each it refuses is not."""
+    bad, n = [], 0
+    for k, (schema, good, wrong) in enumerate(MERGED):
+        path = os.path.join(tmp, f"merged-{k}.json")
+        with open(path, "w") as f:
+            json.dump(schema, f)
+        files = []
+        for i, t in enumerate(good + wrong):
+            files.append(os.path.join(tmp, f"merged-{k}-{i}.txt"))
+            with open(files[-1], "w") as f:
+                f.write(t)
+        got = subprocess.run([tool, "accepts", "-s", path] + files, capture_output=True, text=True).stdout.split()
+        for t, g in zip(good + wrong, got + [None] * len(files)):
+            n += 1
+            valid = check(schema, json.loads(t)) is None
+            if valid != (t in good) or (g == "1") != valid:
+                bad.append((k, t, "jsonschema", valid, "grammar", g))
+    report(not bad and n == sum(len(g) + len(w) for _, g, w in MERGED),
+           f"allOf merged, $ref beside keywords, formats: {len(MERGED)} schemas, {n} texts, the grammar = jsonschema", str(bad)[:400])
 
 
 def bad_inputs(sm, tool, tmp):

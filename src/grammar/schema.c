@@ -6,11 +6,13 @@
 ** have it; true or a schema: other keys, never one of the declared names),
 ** enum, const, items (a schema or false; a list: as prefixItems),
 ** prefixItems (all of them, in order), minItems, maxItems, anyOf, oneOf
-** (as anyOf: its branches should not overlap), allOf of one schema, $ref to
-** "#", "#/$defs/..." or "#/definitions/..." (recursion allowed), minLength,
+** (as anyOf: its branches should not overlap), allOf (merged into one
+** schema: allof.c), $ref to "#", "#/$defs/..." or "#/definitions/..."
+** (recursion allowed; keywords beside it merged with it as allOf), minLength,
 ** maxLength, pattern (regex.c's subset), minimum, maximum, exclusiveMinimum,
-** exclusiveMaximum on integers, and the string formats date, time,
-** date-time, uuid and ipv4; annotations (title, description, default,
+** exclusiveMaximum (integers, and numbers as plain decimals: numrange.c),
+** and the string formats date, time, date-time, uuid, ipv4, ipv6, hostname
+** and email; annotations (title, description, default,
 ** examples, $schema, $id, $comment, ...) are ignored. Any other keyword, a
 ** bad value or a schema nothing satisfies is refused naming the keyword and
 ** where it is (a JSON pointer).
@@ -32,7 +34,6 @@
 #define MAX_DEPTH 64
 #define MAX_REFS 512
 #define MAX_GBNF ((size_t)16 << 20)
-#define INT_LIMIT 9999999999999999LL /* 16 digits */
 
 typedef struct {
     sbuf out;          /* the rules */
@@ -49,7 +50,8 @@ typedef struct {
 } sc;
 
 enum { P_SPACE = 1, P_CHAR = 2, P_STRING = 4, P_INTEGER = 8, P_NUMBER = 16, P_BOOLEAN = 32, P_NULL = 64,
-       P_VALUE = 128, P_KEYCHAR = 256, P_DATE = 512, P_TIME = 1024, P_UUID = 2048, P_IPV4 = 4096 };
+       P_VALUE = 128, P_KEYCHAR = 256, P_DATE = 512, P_TIME = 1024, P_UUID = 2048, P_IPV4 = 4096,
+       P_HOST = 8192, P_EMAIL = 16384, P_IPV6 = 32768 };
 
 static const char *fail(sc *s, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static const char *fail(sc *s, const char *path, const char *fmt, ...) {
@@ -90,6 +92,20 @@ static void prim(sc *s, unsigned p) {
         {P_UUID, 0, "uuid ::= [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}\n"},
         {P_IPV4, 0, "octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n"
                     "ipv4 ::= octet \".\" octet \".\" octet \".\" octet\n"},
+        /* RFC 1123 labels; the name at most 252 bytes (a first label of up to 63, then up to 7 of up to 26) */
+        {P_HOST, 0, "hlabel ::= [a-zA-Z0-9] ([a-zA-Z0-9-]{0,61} [a-zA-Z0-9])?\n"
+                    "hshort ::= [a-zA-Z0-9] ([a-zA-Z0-9-]{0,24} [a-zA-Z0-9])?\n"
+                    "hostname ::= hlabel (\".\" hshort){0,7}\n"},
+        /* RFC 5322's dot-atom at most 64 bytes "@" a domain of up to 168: 233 in all */
+        {P_EMAIL, 0, "atext ::= [a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]\n"
+                     "email ::= atext{1,32} (\".\" atext{1,15}){0,2} \"@\" hlabel (\".\" [a-zA-Z0-9] "
+                     "([a-zA-Z0-9-]{0,18} [a-zA-Z0-9])?){0,5}\n"},
+        /* eight groups, or "::" standing for at least one, with i groups before it and at most 7 - i after */
+        {P_IPV6, 0, "h16 ::= [0-9a-fA-F]{1,4}\n"
+                    "ipv6 ::= h16 (\":\" h16){7} | \"::\" (h16 (\":\" h16){0,6})? | h16 \"::\" (h16 (\":\" h16){0,5})? | "
+                    "h16 (\":\" h16){1} \"::\" (h16 (\":\" h16){0,4})? | h16 (\":\" h16){2} \"::\" (h16 (\":\" h16){0,3})? | "
+                    "h16 (\":\" h16){3} \"::\" (h16 (\":\" h16){0,2})? | h16 (\":\" h16){4} \"::\" (h16 (\":\" h16){0,1})? | "
+                    "h16 (\":\" h16){5} \"::\" h16? | h16 (\":\" h16){6} \"::\"\n"},
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         if (!(p & rules[i].bit) || (s->prims & rules[i].bit)) continue;
@@ -156,77 +172,6 @@ static bool count_pair(sc *s, const cJSON *sch, const char *path, const char *mi
     return true;
 }
 
-/* ---- integers in a range: digit by digit, as alternatives */
-
-static int digits(long long v) {
-    int d = 1;
-    while (v >= 10) v /= 10, d++;
-    return d;
-}
-
-static long long pow10ll(int d) {
-    long long p = 1;
-    while (d-- > 0) p *= 10;
-    return p;
-}
-
-/* d-digit strings (leading zeros allowed) from x to y: alternatives into out (n_alt counts them). */
-static void digit_range(sbuf *out, long long x, long long y, int d, const char *prefix, size_t *n_alt) {
-    char pre[64];
-    if (d == 0) {
-        sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", *prefix ? prefix : "\"\"");
-        return;
-    }
-    long long p = pow10ll(d - 1);
-    int x0 = (int)(x / p), y0 = (int)(y / p);
-    long long xr = x % p, yr = y % p;
-    if (x0 == y0) {
-        snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", x0);
-        digit_range(out, xr, yr, d - 1, pre, n_alt);
-        return;
-    }
-    if (xr == 0 && yr == p - 1) { /* the whole span of the rest */
-        snprintf(pre, sizeof pre, "%s%s[%d-%d]", prefix, *prefix ? " " : "", x0, y0);
-        if (d > 1) sb_printf(out, "%s%s [0-9]{%d}", (*n_alt)++ ? " | " : "", pre, d - 1);
-        else sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", pre);
-        return;
-    }
-    snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", x0);
-    digit_range(out, xr, p - 1, d - 1, pre, n_alt);
-    if (y0 - x0 >= 2) {
-        snprintf(pre, sizeof pre, "%s%s[%d-%d]", prefix, *prefix ? " " : "", x0 + 1, y0 - 1);
-        if (d > 1) sb_printf(out, "%s%s [0-9]{%d}", (*n_alt)++ ? " | " : "", pre, d - 1);
-        else sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", pre);
-    }
-    snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", y0);
-    digit_range(out, 0, yr, d - 1, pre, n_alt);
-}
-
-/* Integers in [a, b] (0 <= a <= b, b up to 16 digits), written without leading zeros, into out. */
-static void natural_range(sbuf *out, long long a, long long b, const char *sign, size_t *n_alt) {
-    for (int d = digits(a); d <= digits(b); d++) {
-        long long lo = d == 1 ? 0 : pow10ll(d - 1), hi = pow10ll(d) - 1;
-        if (lo < a) lo = a;
-        if (hi > b) hi = b;
-        if (lo > hi) continue;
-        digit_range(out, lo, hi, d, sign, n_alt);
-    }
-}
-
-/* The GBNF of integers in [lo, hi] (has_lo/has_hi: bounded on that side), without "space". */
-static void int_range(sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi) {
-    if (!has_lo || lo < -INT_LIMIT) lo = -INT_LIMIT;
-    if (!has_hi || hi > INT_LIMIT) hi = INT_LIMIT;
-    size_t n_alt = 0;
-    sb_puts(out, "(");
-    if (lo < 0) { /* the negative ones: "-" then [max(1, -hi), -lo] */
-        long long a = hi < 0 ? -hi : 1;
-        natural_range(out, a, -lo, "\"-\"", &n_alt);
-    }
-    if (hi >= 0) natural_range(out, lo > 0 ? lo : 0, hi, "", &n_alt);
-    sb_puts(out, ")");
-}
-
 /* ---- the keywords */
 
 static const char *const annotations[] = {"title", "description", "default", "examples", "$schema", "$id",
@@ -245,23 +190,9 @@ static bool in_list(const char *const *l, const char *k) {
 
 /* Resolves a local $ref ("#", "#/$defs/a", JSON pointer escapes ~0 ~1) in the root. */
 static const cJSON *resolve(sc *s, const char *ref, const char *path) {
-    if (ref[0] != '#') return fail(s, path, "'$ref' \"%.80s\" is not local (only \"#...\" refs are supported)", ref), NULL;
-    const cJSON *v = s->root;
-    const char *p = ref + 1;
-    while (*p == '/') {
-        p++;
-        char key[256];
-        size_t n = 0;
-        for (; *p && *p != '/' && n + 1 < sizeof key; p++) {
-            if (p[0] == '~' && p[1] == '0') key[n++] = '~', p++;
-            else if (p[0] == '~' && p[1] == '1') key[n++] = '/', p++;
-            else key[n++] = *p;
-        }
-        key[n] = '\0';
-        v = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, key) : NULL;
-        if (!v) return fail(s, path, "'$ref' \"%.80s\" names nothing in the schema", ref), NULL;
-    }
-    if (*p) return fail(s, path, "'$ref' \"%.80s\" is not a JSON pointer", ref), NULL;
+    char why[200];
+    const cJSON *v = sm_schema_pointer(s->root, ref, why, sizeof why);
+    if (!v) fail(s, path, "%s", why);
     return v;
 }
 
@@ -283,7 +214,10 @@ static bool string_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
         else if (strcmp(f, "date-time") == 0) prim(s, P_DATE | P_TIME), sb_puts(e, "\"\\\"\" date \"T\" time \"\\\"\"");
         else if (strcmp(f, "uuid") == 0) prim(s, P_UUID), sb_puts(e, "\"\\\"\" uuid \"\\\"\"");
         else if (strcmp(f, "ipv4") == 0) prim(s, P_IPV4), sb_puts(e, "\"\\\"\" ipv4 \"\\\"\"");
-        else return fail(s, path, "'format' \"%.60s\" is not supported (date, time, date-time, uuid, ipv4)", f), false;
+        else if (strcmp(f, "ipv6") == 0) prim(s, P_IPV6), sb_puts(e, "\"\\\"\" ipv6 \"\\\"\"");
+        else if (strcmp(f, "hostname") == 0) prim(s, P_HOST), sb_puts(e, "\"\\\"\" hostname \"\\\"\"");
+        else if (strcmp(f, "email") == 0) prim(s, P_EMAIL | P_HOST), sb_puts(e, "\"\\\"\" email \"\\\"\"");
+        else return fail(s, path, "'format' \"%.60s\" is not supported (date, time, date-time, uuid, ipv4, ipv6, hostname, email)", f), false;
         return true;
     }
     prim(s, P_CHAR);
@@ -301,37 +235,61 @@ static bool string_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
     return true;
 }
 
-static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
-    bool has_lo = false, has_hi = false;
-    double lo = 0, hi = 0, x;
+/* The bounds of a number schema: minimum / exclusiveMinimum and maximum / exclusiveMaximum,
+   the tighter of each pair (draft 4's boolean exclusive* read with its bound). */
+typedef struct {
+    bool has_lo, has_hi, lo_excl, hi_excl;
+    double lo, hi;
+} bounds;
+
+static bool bounds_of(sc *s, const cJSON *sch, const char *path, bounds *b) {
     const char *names[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    double x;
+    *b = (bounds){0};
     for (int k = 0; k < 4; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(sch, names[k]);
         if (!v) continue;
         if (cJSON_IsBool(v) && k % 2) continue; /* draft 4's boolean form: read with the bound below */
         if (!num(s, v, path, names[k], &x)) return false;
         bool excl = k % 2 == 1 || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sch, k < 2 ? "exclusiveMinimum" : "exclusiveMaximum"));
-        if (k < 2) {
-            double b = excl ? floor(x) + 1 : ceil(x);
-            if (!has_lo || b > lo) lo = b;
-            has_lo = true;
-        } else {
-            double b = excl ? ceil(x) - 1 : floor(x);
-            if (!has_hi || b < hi) hi = b;
-            has_hi = true;
-        }
+        if (k < 2 && (!b->has_lo || x > b->lo || (x == b->lo && excl)))
+            b->has_lo = true, b->lo = x, b->lo_excl = excl;
+        if (k >= 2 && (!b->has_hi || x < b->hi || (x == b->hi && excl)))
+            b->has_hi = true, b->hi = x, b->hi_excl = excl;
     }
-    if (has_lo && has_hi && lo > hi) return fail(s, path, "no integer is within 'minimum'/'maximum'"), false;
-    if ((has_lo && lo > (double)INT_LIMIT) || (has_hi && hi < -(double)INT_LIMIT))
+    return true;
+}
+
+static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
+    bounds b;
+    if (!bounds_of(s, sch, path, &b)) return false;
+    const double lo = b.lo_excl ? floor(b.lo) + 1 : ceil(b.lo), hi = b.hi_excl ? ceil(b.hi) - 1 : floor(b.hi);
+    if (b.has_lo && b.has_hi && lo > hi) return fail(s, path, "no integer is within 'minimum'/'maximum'"), false;
+    if ((b.has_lo && lo > (double)SM_NUM_LIMIT) || (b.has_hi && hi < -(double)SM_NUM_LIMIT))
         return fail(s, path, "a bound beyond 16 digits is not supported"), false;
     prim(s, P_SPACE);
-    if (!has_lo && !has_hi) {
+    if (!b.has_lo && !b.has_hi) {
         prim(s, P_INTEGER);
         sb_puts(e, "\"-\"? integral");
         return true;
     }
-    int_range(e, has_lo, (long long)lo, has_hi, (long long)hi);
+    /* clipped to 16 digits before the conversion (a bound such as -1e300 has no long long) */
+    sm_int_range_gbnf(e, b.has_lo, (long long)fmax(lo, -(double)SM_NUM_LIMIT), b.has_hi,
+                      (long long)fmin(hi, (double)SM_NUM_LIMIT));
     return true;
+}
+
+/* A number that may have a fraction: with bounds, plain decimals within them (numrange.c). */
+static bool number_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
+    bounds b;
+    if (!bounds_of(s, sch, path, &b)) return false;
+    if (!b.has_lo && !b.has_hi) {
+        prim(s, P_NUMBER);
+        sb_puts(e, "\"-\"? integral (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?");
+        return true;
+    }
+    if (sm_num_range_gbnf(e, b.has_lo, b.lo, b.lo_excl, b.has_hi, b.hi, b.hi_excl)) return true;
+    return fail(s, path, "no number of at most 16 integral and 16 fraction digits is within 'minimum'/'maximum'"), false;
 }
 
 /* The code point at s (UTF-8) and its length. */
@@ -585,12 +543,13 @@ static const char *visit(sc *s, const cJSON *sch, const char *path, char *name, 
             return fail(s, path, "the keyword '%.60s' is not supported", k->string);
     char sub[600];
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(sch, "$ref");
-    if (ref) {
+    bool ref_alone = true; /* else the keywords beside it apply too: merged with its target, as allOf */
+    for (const cJSON *k = sch->child; ref && k; k = k->next)
+        if (!in_list(annotations, k->string) && strcmp(k->string, "$ref") && strcmp(k->string, "$defs") &&
+            strcmp(k->string, "definitions"))
+            ref_alone = false;
+    if (ref && ref_alone) {
         if (!cJSON_IsString(ref)) return fail(s, path, "'$ref' must be a string");
-        for (const cJSON *k = sch->child; k; k = k->next)
-            if (!in_list(annotations, k->string) && strcmp(k->string, "$ref") && strcmp(k->string, "$defs") &&
-                strcmp(k->string, "definitions"))
-                return fail(s, path, "'$ref' beside '%.60s' is not supported", k->string);
         for (size_t i = 0; i < s->n_refs; i++)
             if (strcmp(s->refs[i].ref, ref->valuestring) == 0) {
                 snprintf(name, cap, "%s", s->refs[i].name);
@@ -638,13 +597,18 @@ static const char *visit(sc *s, const cJSON *sch, const char *path, char *name, 
             e = s->out, s->out = save;
         }
         sb_puts(&e, ") space");
-    } else if (any || one || all) {
-        const cJSON *list = any ? any : one ? one : all;
-        const char *kw = any ? "anyOf" : one ? "oneOf" : "allOf";
-        if ((any ? 1 : 0) + (one ? 1 : 0) + (all ? 1 : 0) > 1)
-            ok = fail(s, path, "'%s' beside another of anyOf, oneOf, allOf is not supported", kw) != NULL;
+    } else if (all || ref) { /* its schemas (or $ref's) and the keywords beside it merged into one (allof.c) */
+        char why[200];
+        cJSON *merged = sm_schema_merge_all(s->root, sch, why, sizeof why);
+        char one_name[96];
+        ok = merged ? visit(s, merged, path, one_name, sizeof one_name) != NULL : fail(s, path, "%s", why) != NULL;
+        if (ok) sb_puts(&e, one_name);
+        cJSON_Delete(merged);
+    } else if (any || one) {
+        const cJSON *list = any ? any : one;
+        const char *kw = any ? "anyOf" : "oneOf";
+        if (any && one) ok = fail(s, path, "'%s' beside another of anyOf, oneOf is not supported", kw) != NULL;
         else if (!cJSON_IsArray(list) || !list->child) ok = fail(s, path, "'%s' must be a non-empty array", kw) != NULL;
-        else if (all && list->child->next) ok = fail(s, path, "'allOf' of more than one schema is not supported") != NULL;
         for (const cJSON *k = sch->child; ok && k; k = k->next)
             if (!in_list(annotations, k->string) && strcmp(k->string, kw) && strcmp(k->string, "$defs") &&
                 strcmp(k->string, "definitions"))
@@ -669,13 +633,7 @@ static const char *visit(sc *s, const cJSON *sch, const char *path, char *name, 
             sb_puts(&e, n++ ? " | " : "");
             switch (1 << k) {
             case 1: ok = string_expr(s, sch, path, &e); break;
-            case 2:
-                for (const char *const *m = (const char *const[]){"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL}; *m && ok; m++)
-                    if (cJSON_GetObjectItemCaseSensitive(sch, *m))
-                        ok = fail(s, path, "'%s' on a number that may have a fraction is not supported (type integer)", *m) != NULL;
-                prim(s, P_NUMBER);
-                sb_puts(&e, "\"-\"? integral (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?");
-                break;
+            case 2: ok = number_expr(s, sch, path, &e); break;
             case 4: ok = integer_expr(s, sch, path, &e); break;
             case 8: sb_puts(&e, "(\"true\" | \"false\")"); break;
             case 16: sb_puts(&e, "\"null\""); break;

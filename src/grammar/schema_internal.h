@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "json_internal.h"
 #include "sm_base.h"
 
 typedef struct {
@@ -35,5 +36,27 @@ sm_status sm_regex_gbnf(const char *pattern, sbuf *out, sm_error *err);
 
 /* GBNF of one JSON string character (escaped as JSON needs) from the set of code points ranges[n][2]. */
 void sm_json_char_set(sbuf *out, const unsigned (*ranges)[2], size_t n);
+
+/* The value a local $ref ("#", "#/$defs/a", JSON pointer escapes ~0 ~1) names in root, or NULL
+   with why (allof.c). */
+const cJSON *sm_schema_pointer(const cJSON *root, const char *ref, char *why, size_t cap);
+
+/* sch (which has allOf) as one schema: its allOf schemas, the keywords beside it, each $ref and
+   nested allOf followed, merged (allof.c); a new cJSON the caller deletes, or NULL with why. */
+cJSON *sm_schema_merge_all(const cJSON *root, const cJSON *sch, char *why, size_t cap);
+
+/* Integral parts of at most 16 digits; fractions of at most 16 (schema.c's number rule). */
+#define SM_NUM_LIMIT 9999999999999999LL
+#define SM_NUM_FRAC 16
+
+/* The GBNF of the integers in [lo, hi] (has_lo / has_hi: bounded on that side; beyond 16
+   digits clipped), as one parenthesized alternation appended to out (numrange.c). */
+void sm_int_range_gbnf(sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi);
+
+/* The GBNF of the JSON numbers without an exponent (integral part and fraction of at most 16
+   digits each) within the bounds (lo, hi finite; *_excl: exclusive), every one of them within
+   as a validator reads it: appended to out as one parenthesized alternation; false (out
+   unchanged) when no such number is. */
+bool sm_num_range_gbnf(sbuf *out, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi, bool hi_excl);
 
 #endif
