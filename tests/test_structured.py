@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tally import Tally  # noqa: E402
@@ -95,6 +96,8 @@ SCHEMAS = [
     ({"type": "string", "format": "uuid"}, True),
     ({"type": "string", "format": "ipv4"}, True),
     ({"type": "string", "format": "ipv6"}, True),
+    ({"type": "string", "format": "duration"}, False),
+    ({"type": "object", "properties": {"url": {"type": "string", "format": "uri"}}, "required": ["url"]}, False),
     ({"type": "object", "properties": {"host": {"type": "string", "format": "hostname"},
                                        "mail": {"type": "string", "format": "email"}}, "required": ["host", "mail"]},
      False),
@@ -129,7 +132,7 @@ BAD_SCHEMAS = [
     ({"enum": []}, "'enum' must be a non-empty array"),
     ({"$ref": "#/$defs/missing"}, "names nothing"),
     ({"type": "string", "pattern": "^(?=a)b$"}, "lookarounds"),
-    ({"type": "string", "format": "uri"}, "\"uri\" is not supported"),
+    ({"type": "string", "format": "json-pointer"}, "\"json-pointer\" is not supported"),
     ({"properties": {"a": {"type": "object", "properties": {"b": {"uniqueItems": True}}}}},
      "#/properties/a/properties/b"),
     (False, "nothing is valid"),
@@ -213,6 +216,23 @@ def jsonschema_checker():
                                                              r"(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*", local):
                 raise ValueError("not a local part")
             _host(domain)
+        return True
+
+    @fc.checks("uri", raises=ValueError)
+    def _uri(s):  # RFC 3986: a scheme, ":", then unreserved, reserved and percent-encoded characters
+        if isinstance(s, str):
+            scheme = urllib.parse.urlsplit(s).scheme
+            rest = s[len(scheme) + 1:]
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) or s[len(scheme)] != ":" or \
+                    not re.fullmatch(r"([A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*", rest):
+                raise ValueError("not a URI")
+        return True
+
+    @fc.checks("duration", raises=ValueError)
+    def _duration(s):  # RFC 3339 appendix A
+        t = r"T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)"
+        if isinstance(s, str) and not re.fullmatch(rf"P((\d+Y(\d+M(\d+D)?)?|\d+M(\d+D)?|\d+D)({t})?|{t}|\d+W)", s):
+            raise ValueError("not a duration")
         return True
 
     def check(schema, value):
@@ -515,12 +535,17 @@ MERGED = [  # (schema, texts valid under it, texts that are not): allOf, $ref be
      ['"-a.com"', '"a..b"', '"a_b.com"', '"a-.com"', '"a.com."', '""']),
     ({"type": "string", "format": "email"}, ['"john.doe@example.com"', '"x+y@a.b"', '"{a}/=?@mail-1.org"'],
      ['"@a.com"', '"a@"', '"a..b@c.com"', '"a b@c.com"', '".a@c.com"', '"a@b@c"']),
+    ({"type": "string", "format": "uri"}, ['"https://example.com"', '"http://a.b:8080/p/q?x=1&y=%20#f"',
+                                           '"ftp://h/a/b/"'],
+     ['"example.com"', '"://x.com"', '"http://a b"', '"https://x.org/%zz"', '"1http://x"']),
+    ({"type": "string", "format": "duration"}, ['"P3Y6M4DT12H30M5S"', '"PT5M"', '"P2W"', '"P1D"', '"PT1H30M"'],
+     ['"P"', '"PT"', '"P1H"', '"P1W2D"', '"PT1D"', '"P1Y2D"', '"3D"']),
 ]
 
 
 def merged_schemas(tool, check, tmp):
     """allOf's schemas merged into one, $ref with keywords beside it, the string formats ipv6 (checked by
-    Python's ipaddress), hostname and email: each text a validator takes is a sentence of the schema's
+    Python's ipaddress), hostname, email, uri (urllib.parse) and duration: each text a validator takes is a sentence of the schema's
     grammar (grammar_tool accepts), each it refuses is not."""
     bad, n = [], 0
     for k, (schema, good, wrong) in enumerate(MERGED):

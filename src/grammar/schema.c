@@ -11,8 +11,8 @@
 ** (recursion allowed; keywords beside it merged with it as allOf), minLength,
 ** maxLength, pattern (regex.c's subset), minimum, maximum, exclusiveMinimum,
 ** exclusiveMaximum (integers, and numbers as plain decimals: numrange.c),
-** and the string formats date, time, date-time, uuid, ipv4, ipv6, hostname
-** and email; annotations (title, description, default,
+** and the string formats date, time, date-time, duration, uuid, ipv4, ipv6,
+** hostname, email and uri (with an authority: scheme://host...); annotations (title, description, default,
 ** examples, $schema, $id, $comment, ...) are ignored. Any other keyword, a
 ** bad value or a schema nothing satisfies is refused naming the keyword and
 ** where it is (a JSON pointer).
@@ -51,7 +51,8 @@ typedef struct {
 
 enum { P_SPACE = 1, P_CHAR = 2, P_STRING = 4, P_INTEGER = 8, P_NUMBER = 16, P_BOOLEAN = 32, P_NULL = 64,
        P_VALUE = 128, P_KEYCHAR = 256, P_DATE = 512, P_TIME = 1024, P_UUID = 2048, P_IPV4 = 4096,
-       P_HOST = 8192, P_EMAIL = 16384, P_IPV6 = 32768 };
+       P_HOST = 8192, P_EMAIL = 16384, P_IPV6 = 32768,
+       P_URI = 65536, P_DURATION = 131072 };
 
 static const char *fail(sc *s, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static const char *fail(sc *s, const char *path, const char *fmt, ...) {
@@ -106,6 +107,15 @@ static void prim(sc *s, unsigned p) {
                     "h16 (\":\" h16){1} \"::\" (h16 (\":\" h16){0,4})? | h16 (\":\" h16){2} \"::\" (h16 (\":\" h16){0,3})? | "
                     "h16 (\":\" h16){3} \"::\" (h16 (\":\" h16){0,2})? | h16 (\":\" h16){4} \"::\" (h16 (\":\" h16){0,1})? | "
                     "h16 (\":\" h16){5} \"::\" h16? | h16 (\":\" h16){6} \"::\"\n"},
+        /* RFC 3986 with an authority: scheme "://" host [":" port] then path, query and fragment characters */
+        {P_URI, P_HOST, "upchar ::= [a-zA-Z0-9._~!$&'()*+,;=:@-] | \"%\" [0-9a-fA-F]{2}\n"
+                        "uri ::= [a-zA-Z] [a-zA-Z0-9+.-]{0,15} \"://\" hostname (\":\" [0-9]{1,5})? (\"/\" upchar*)* "
+                        "(\"?\" (upchar | [/?])*)? (\"#\" (upchar | [/?])*)?\n"},
+        /* RFC 3339 appendix A: P then a date part (with a time part or not), a time part, or weeks */
+        {P_DURATION, 0, "dnum ::= [0-9]{1,9}\n"
+                        "dtime ::= \"T\" (dnum \"H\" (dnum \"M\" (dnum \"S\")?)? | dnum \"M\" (dnum \"S\")? | dnum \"S\")\n"
+                        "duration ::= \"P\" ((dnum \"Y\" (dnum \"M\" (dnum \"D\")?)? | dnum \"M\" (dnum \"D\")? | dnum \"D\") "
+                        "dtime? | dtime | dnum \"W\")\n"},
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         if (!(p & rules[i].bit) || (s->prims & rules[i].bit)) continue;
@@ -217,7 +227,9 @@ static bool string_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
         else if (strcmp(f, "ipv6") == 0) prim(s, P_IPV6), sb_puts(e, "\"\\\"\" ipv6 \"\\\"\"");
         else if (strcmp(f, "hostname") == 0) prim(s, P_HOST), sb_puts(e, "\"\\\"\" hostname \"\\\"\"");
         else if (strcmp(f, "email") == 0) prim(s, P_EMAIL | P_HOST), sb_puts(e, "\"\\\"\" email \"\\\"\"");
-        else return fail(s, path, "'format' \"%.60s\" is not supported (date, time, date-time, uuid, ipv4, ipv6, hostname, email)", f), false;
+        else if (strcmp(f, "uri") == 0) prim(s, P_URI), sb_puts(e, "\"\\\"\" uri \"\\\"\"");
+        else if (strcmp(f, "duration") == 0) prim(s, P_DURATION), sb_puts(e, "\"\\\"\" duration \"\\\"\"");
+        else return fail(s, path, "'format' \"%.60s\" is not supported (date, time, date-time, duration, uuid, ipv4, ipv6, hostname, email, uri)", f), false;
         return true;
     }
     prim(s, P_CHAR);
