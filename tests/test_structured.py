@@ -540,6 +540,7 @@ MERGED = [  # (schema, texts valid under it, texts that are not): allOf, $ref be
      ['"example.com"', '"://x.com"', '"http://a b"', '"https://x.org/%zz"', '"1http://x"']),
     ({"type": "string", "format": "duration"}, ['"P3Y6M4DT12H30M5S"', '"PT5M"', '"P2W"', '"P1D"', '"PT1H30M"'],
      ['"P"', '"PT"', '"P1H"', '"P1W2D"', '"PT1D"', '"P1Y2D"', '"3D"']),
+    ({"type": "object"}, ['{}', '{"a": 1, "b": [true, null], "c": {"d": "e"}}'], ['[]', '"{}"', 'null']),
 ]
 
 

@@ -2,8 +2,9 @@
 ** schema.c -- a JSON Schema as a GBNF grammar of the JSON texts it accepts.
 **
 ** Keywords: type (one or a list), properties, required, additionalProperties
-** (absent or false: no other keys, as llama.cpp and OpenAI's strict mode
-** have it; true or a schema: other keys, never one of the declared names),
+** (false, or absent beside properties: no other keys, as llama.cpp and
+** OpenAI's strict mode have it; true, a schema, or absent with no
+** properties: other keys, never one of the declared names),
 ** enum, const, items (a schema or false; a list: as prefixItems),
 ** prefixItems (all of them, in order), minItems, maxItems, anyOf, oneOf
 ** (as anyOf: its branches should not overlap), allOf (merged into one
@@ -402,7 +403,10 @@ static bool object_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
         ok = visit(s, p, sub, val[i], sizeof val[i]) != NULL;
     }
     char addv[96] = "";
-    if (ok && add && !cJSON_IsFalse(add)) {
+    if (ok && !add && !props) { /* {"type": "object"} and nothing else: any object, as llama.cpp has it */
+        prim(s, P_VALUE);
+        snprintf(addv, sizeof addv, "value");
+    } else if (ok && add && !cJSON_IsFalse(add)) {
         snprintf(sub, sizeof sub, "%.400s/additionalProperties", path);
         if (!cJSON_IsTrue(add) && !cJSON_IsObject(add)) ok = fail(s, sub, "must be a boolean or a schema") != NULL;
         else ok = visit(s, add, sub, addv, sizeof addv) != NULL;
