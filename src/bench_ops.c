@@ -57,6 +57,8 @@ struct sm_bench_case {
     float *x, *out, *scratch;
     size_t scratch_floats; /* per thread */
     size_t ctx;            /* attention: keys per head (padded) */
+    void *xshared;         /* the threads' shared quantized activations (sm_kernels_share_quant) */
+    sm_pool *pool;         /* the run's */
 };
 
 size_t sm_bench_n_cases(void) {
@@ -164,6 +166,8 @@ static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t see
         ok = (c->wr = sm_alloc_big(c->rcopy_bytes * c->copies)) != NULL && fill_weights(c->wr, rt, N, K, &s0);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->wr + k * c->rcopy_bytes, c->wr, c->rcopy_bytes);
     }
+    if (ok && !att && d->op == SM_KOP_QGEMM) /* as a model's products quantize x: once between the threads */
+        ok = (c->xshared = aligned_alloc(64, (sm_kernels_share_bytes(K, T) + 63) & ~(size_t)63)) != NULL;
     for (size_t j = 0; ok && j < xn; j++) c->x[j] = rnd(&s);
     if (!ok) {
         sm_bench_case_free(c);
@@ -183,7 +187,7 @@ void sm_bench_case_free(sm_bench_case *c) {
     if (!c) return;
     sm_free_big(c->w);
     sm_free_big(c->wr);
-    free(c->x), free(c->out), free(c->scratch), free(c);
+    free(c->x), free(c->out), free(c->scratch), free(c->xshared), free(c);
 }
 
 /* One call of the case's operation, the threads splitting its columns (or heads) as the model does. */
@@ -204,19 +208,28 @@ static void case_task(void *arg, int ith, int nth) {
         return;
     }
     sm_pool_split(N, 64, ith, nth, &n0, &n1); /* whole panels of the packed products (32 rows) */
-    if (n0 >= n1) return;
     const bool rep = c->wr && sm_kernels_repack_types(c->k) >> c->d.dt & 1;
     const void *w = rep ? c->wr + c->cur * c->rcopy_bytes : c->w + c->cur * c->copy_bytes;
     const sm_dtype dt = rep ? sm_kernels_repacked(c->d.dt) : c->d.dt;
     sm_kernels_op op = c->d.op;
-    if (op == SM_KOP_GEMM || op == SM_KOP_QGEMM)
+    if (op == SM_KOP_QGEMM && c->xshared && nth > 1 && sm_kernels_share_takes(c->k, dt, T, K)) {
+        size_t t0, t1; /* the model's way (forward.c, reuse_open): each thread its share of x's rows */
+        sm_kernels_reuse_begin(scr, 0);
+        sm_pool_split(T, 1, ith, nth, &t0, &t1);
+        sm_kernels_share_quant(c->k, c->xshared, scr, c->x, dt, T, K, t0, t1);
+        sm_pool_barrier(c->pool); /* every thread, columns or none */
+        if (n0 < n1) c->k->matmul(c->k, c->out, c->x, w, dt, NULL, T, N, K, n0, n1, scr);
+        sm_kernels_reuse_end(scr);
+    } else if (n0 >= n1) {
+        return;
+    } else if (op == SM_KOP_GEMM || op == SM_KOP_QGEMM)
         c->k->matmul(c->k, c->out, c->x, w, dt, NULL, T, N, K, n0, n1, scr);
     else
         c->k->matmul_rows(c->k, c->out, c->x, w, dt, NULL, T, N, K, n0, n1, scr);
 }
 
 double sm_bench_case_run(sm_bench_case *c, sm_pool *pool, const sm_kernels *k, size_t calls) {
-    c->k = k;
+    c->k = k, c->pool = pool;
     double t0 = sm_time_now();
     for (size_t n = 0; n < calls; n++) {
         c->cur = (c->cur + 1) % c->copies;

@@ -402,6 +402,22 @@ void sm_kernels_reuse_begin(float *scratch, size_t rows);
 void sm_kernels_reuse_end(float *scratch);
 
 /*
+** Activations quantized once for all the threads of a product, not once per
+** thread: a buffer the threads share (sm_kernels_share_bytes(K, rows) bytes
+** for calls of up to `rows` rows of K). Where k's product on weights of type
+** wt quantizes x itself (sm_kernels_share_takes: repacked quantized weights,
+** calls of many rows), each thread, inside its reuse window, quantizes its
+** share of x's rows, [t0, t1), into buf with sm_kernels_share_quant; once
+** every thread has (a barrier), each thread's calls on (x, T, K) of that
+** type read them all from buf, until the window ends. Every output is bit
+** for bit what the thread's own quantization gives.
+*/
+size_t sm_kernels_share_bytes(size_t K, size_t rows);
+bool sm_kernels_share_takes(const sm_kernels *k, sm_dtype wt, size_t T, size_t K);
+void sm_kernels_share_quant(const sm_kernels *k, void *buf, float *scratch, const float *x, sm_dtype wt, size_t T,
+                            size_t K, size_t t0, size_t t1);
+
+/*
 ** Repacked quantized weights (what llama.cpp's CPU "repack" buffers and
 ** ik_llama.cpp's -rtr do): a q4_0 or q8_0 matrix of N rows laid out once,
 ** at load, so that its products read it as it is,

@@ -102,6 +102,40 @@ void test_model_threads_identical(void) {
 }
 
 /*
+** A prefill of many rows on 2 and 3 threads, where the products on repacked
+** weights take activations the threads quantize once between them
+** (sm_kernels_share_quant; seedq8's MLP down product, 1,024 columns, at 200
+** rows): logits bit for bit those of one thread, which quantizes every row
+** itself, on every kernel table.
+*/
+void test_model_shared_rows_identical(void) {
+    enum { T = 200 };
+    const char *ks[9];
+    size_t nk = test_kernel_specs(ks, 9), shared = 0;
+    for (size_t ki = 0; ki < nk; ki++) {
+        float *res[3] = {0};
+        size_t V = 0;
+        for (int nth = 1; nth <= 3; nth++) {
+            rig r;
+            if (!rig_open(&r, "seedq8", nth, ks[ki], true, T)) return;
+            int32_t toks[T];
+            make_tokens(toks, T, r.V);
+            res[nth - 1] = run(&r, toks, T, T);
+            V = r.V;
+            const sm_kernels *k = sm_kernels_select(ks[ki]);
+            if (nth == 2 && k && sm_kernels_share_takes(k, SM_DTYPE_Q8_0_R32, T, 1024)) shared++;
+            rig_close(&r);
+        }
+        CHECK(res[0] && res[1] && res[2]);
+        for (int nth = 2; nth <= 3; nth++)
+            CHECKF(memcmp(res[0], res[nth - 1], T * V * sizeof(float)) == 0, "seedq8/%s: %d threads differ from 1",
+                   ks[ki], nth);
+        for (int i = 0; i < 3; i++) free(res[i]);
+    }
+    if (!shared) test_skip("no kernel table here takes shared activations (repacked q8_0 products)");
+}
+
+/*
 ** The pool runs each call on as many of its threads as pay (sm_pool.h), so
 ** the width changes from one call to the next: logits stay bit for bit
 ** those of one thread when it does, in the prefill and in cached decode.

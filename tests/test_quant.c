@@ -671,3 +671,76 @@ void test_quant_reuse(void) {
     }
     if (!tested) test_skip("no kernel table here multiplies repacked quantized weights");
 }
+
+/*
+** Activations the threads quantize once between them (sm_kernels_share_quant):
+** each of nth "threads" (run one after another) quantizes its share of x's
+** rows into the shared buffer, then each multiplies its columns from there;
+** every output equals the product with each thread quantizing all of x
+** itself, bit for bit. The buffer is what the calls read (x changed after
+** the sharing, which the contract forbids, gives the old x's product);
+** another type in the window quantizes for itself, and q4_0 after it still
+** reads the shared rows; calls of few rows and unrepacked types take no
+** shared rows.
+*/
+void test_quant_share(void) {
+    const sm_kernels *ks[8];
+    size_t nk = sm_kernels_available(ks, 8), tested = 0;
+    unsigned long long s = 91;
+    const size_t N = 96, K = 768; /* two column slices */
+    for (size_t ki = 0; ki < nk; ki++) {
+        const sm_kernels *k = ks[ki];
+        unsigned rt = sm_kernels_repack_types(k);
+        if (!(rt >> SM_DTYPE_Q4_0 & 1u)) continue;
+        const sm_dtype d8 = rt >> SM_DTYPE_Q8_0 & 1u ? SM_DTYPE_Q8_0 : SM_DTYPE_Q4_K, r8t = sm_kernels_repacked(d8);
+        float *deq4, *deq8;
+        unsigned char *w4 = rndq(SM_DTYPE_Q4_0, N, K, &s, &deq4), *w8 = rndq(d8, N, K, &s, &deq8);
+        unsigned char *r4 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
+        unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(r8t, K));
+        sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, N, K, 0, N / SM_R32);
+        sm_kernels_repack(r8, w8, d8, N, K, 0, N / SM_R32);
+        CHECKF(!sm_kernels_share_takes(k, SM_DTYPE_Q4_0_R32, 13, K) && !sm_kernels_share_takes(k, SM_DTYPE_Q4_0, 260, K) &&
+               sm_kernels_share_takes(k, SM_DTYPE_Q4_0_R32, 260, K) && sm_kernels_share_takes(k, r8t, 260, K),
+               "%s: which calls take shared rows", k->name);
+        static const size_t Ts[] = {130, 260, 520};
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+            for (int nth = 1; nth <= 3; nth++) {
+                const size_t T = Ts[ti], scr_n = sm_kernels_scratch(k, K);
+                float *scr = xalloc((size_t)nth * scr_n * sizeof(float));
+                unsigned char *buf = xalloc(sm_kernels_share_bytes(K, T));
+                float *x = test_rnd(T * K, &s, 2), *y = test_rnd(T * K, &s, 2);
+                float *want4 = xalloc(T * N * 4), *want8 = xalloc(T * N * 4), *got4 = xalloc(T * N * 4);
+                float *got8 = xalloc(T * N * 4);
+                sm_kernels_reuse_end(scr);
+                k->matmul(k, want4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
+                k->matmul(k, want8, x, r8, r8t, NULL, T, N, K, 0, N, scr);
+                for (int i = 0; i < nth; i++) { /* each thread its rows */
+                    float *si = scr + (size_t)i * scr_n;
+                    size_t t0, t1;
+                    sm_pool_split(T, 1, i, nth, &t0, &t1);
+                    sm_kernels_reuse_begin(si, 0);
+                    sm_kernels_share_quant(k, buf, si, x, SM_DTYPE_Q4_0_R32, T, K, t0, t1);
+                }
+                memcpy(x, y, T * K * sizeof *x); /* the calls read buf, not x */
+                for (int i = 0; i < nth; i++) { /* then each its columns: q4_0, the other type, q4_0 again */
+                    float *si = scr + (size_t)i * scr_n;
+                    size_t n0, n1;
+                    sm_pool_split(N, SM_R32, i, nth, &n0, &n1);
+                    if (n0 >= n1) continue;
+                    k->matmul(k, got4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, n0, n1, si);
+                    k->matmul(k, got8, y, r8, r8t, NULL, T, N, K, n0, n1, si);
+                    k->matmul(k, got4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, n0, n1, si);
+                    sm_kernels_reuse_end(si);
+                }
+                CHECKF(memcmp(got4, want4, T * N * 4) == 0, "%s T=%zu, %d threads: shared rows' product", k->name, T,
+                       nth);
+                k->matmul(k, want8, y, r8, r8t, NULL, T, N, K, 0, N, scr);
+                CHECKF(memcmp(got8, want8, T * N * 4) == 0, "%s T=%zu, %d threads: %s in the window", k->name, T,
+                       nth, sm_dtype_name(d8));
+                tested++;
+                free(scr), free(buf), free(x), free(y), free(want4), free(want8), free(got4), free(got8);
+            }
+        free(w4), free(w8), free(r4), free(r8), free(deq4), free(deq8);
+    }
+    if (!tested) test_skip("no kernel table here multiplies repacked quantized weights");
+}

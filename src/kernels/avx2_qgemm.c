@@ -486,10 +486,12 @@ static void blocked(const qbufs *q, float *restrict out, const float *restrict x
 ** rows at j tn, tn the block's rows). Both of QGEMM_R32's loops use it, so
 ** the memo's rows are where either reads them.
 */
-static qbufs r32_bufs(void *scratch, size_t ns, size_t blk) {
+static qbufs r32_bufs(void *scratch, const void *xbuf, size_t ns, size_t blk) {
     qbufs q;
     q.panel = align64(scratch);
-    q.xq = (int8_t *)align64(q.panel + ns * KB * GBS) + blk * SM_QGEMM_XBLOCK_BYTES(ns * SM_QGEMM_KC);
+    /* the activations after the panel, or in the threads' shared buffer (xbuf: XQUANT_R32) */
+    uint8_t *xb = xbuf ? align64((void *)(uintptr_t)xbuf) : align64(q.panel + ns * KB * GBS);
+    q.xq = (int8_t *)xb + blk * SM_QGEMM_XBLOCK_BYTES(ns * SM_QGEMM_KC);
     q.xd = (float *)(void *)align64((uint8_t *)(q.xq + (size_t)SM_QGEMM_MC * ns * SM_QGEMM_KC));
     q.xs = q.xd + SM_QGEMM_MC * ns * KB;
     q.xz = (int32_t *)(void *)(q.xs + SM_QGEMM_MC * ns * KB);
@@ -505,16 +507,21 @@ static qbufs r32_rows(const qbufs *q, size_t j, size_t tn, size_t i) {
     return r;
 }
 
-/* Token rows t0..t1-1 of x quantized into q for every column slice: row after row, so x is read
-   as one stream (slice after slice, each row's 1 KB runs K floats apart waited on memory: at 512
-   rows, x is past L2). */
-static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, size_t t0, size_t t1,
-                      const qbufs *q) {
-    for (size_t t = t0; t < t1; t++)
+/* Token rows a..b-1 of the block t0..t1-1 of x quantized into q for every column slice: row after
+   row, so x is read as one stream (slice after slice, each row's 1 KB runs K floats apart waited
+   on memory: at 512 rows, x is past L2). */
+static void r32_quant_rows(int mode, int32_t zp, const float *restrict x, size_t K, size_t t0, size_t t1,
+                           size_t a, size_t b, const qbufs *q) {
+    for (size_t t = a; t < b; t++)
         for (size_t j = 0, k0 = 0; k0 < K; j++, k0 += SM_QGEMM_KC) {
             qbufs qj = r32_rows(q, j, t1 - t0, t - t0);
             quant_slice(mode, zp, x, K, t, t + 1, k0, slice_blocks(K, k0), qj.xq, qj.xd, qj.xs, qj.xz);
         }
+}
+
+static void r32_quant(int mode, int32_t zp, const float *restrict x, size_t K, size_t t0, size_t t1,
+                      const qbufs *q) {
+    r32_quant_rows(mode, zp, x, K, t0, t1, t0, t1, q);
 }
 
 /*
@@ -554,18 +561,18 @@ static size_t split_above(sm_dtype dt) {
 ** x 2048 x 2048 q4_0: 62-63% of the VNNI peak -> 65%); kept: they hold x's
 ** rows already.
 */
-static void blocked_r32(void *scratch, float *restrict out, const float *restrict x, const void *restrict w,
-                        sm_dtype dt, const float *restrict bias, size_t T, size_t N, size_t K, size_t n0,
-                        size_t n1, bool whole, bool kept) {
+static void blocked_r32(void *scratch, const void *xbuf, float *restrict out, const float *restrict x,
+                        const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T, size_t N,
+                        size_t K, size_t n0, size_t n1, bool whole, bool kept) {
     const int mode = mode_of(dt);
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC, nb = K / SM_QK;
-    uint8_t *const panel = r32_bufs(scratch, ns, 0).panel; /* the same whatever the token block */
+    uint8_t *const panel = r32_bufs(scratch, xbuf, ns, 0).panel; /* the same whatever the token block */
     /* token rows quantized at a time: every block (whole), else one, in the buffers' first */
     const size_t tb = whole ? T : SM_QGEMM_MC;
     for (size_t b0 = 0; b0 < T; b0 += tb) {
         const size_t b1 = T - b0 < tb ? T : b0 + tb;
         for (size_t t0 = b0; !kept && t0 < b1; t0 += SM_QGEMM_MC) {
-            const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0);
+            const qbufs qb = r32_bufs(scratch, xbuf, ns, whole ? t0 / SM_QGEMM_MC : 0);
             r32_quant(mode, zp_of(dt), x, K, t0, block_end(T, t0), &qb);
         }
         const bool split = block_end(T, b0) - b0 > split_above(dt); /* by the first token block */
@@ -582,7 +589,7 @@ static void blocked_r32(void *scratch, float *restrict out, const float *restric
             size_t call = 0;
             for (size_t t0 = b0; t0 < b1; t0 += SM_QGEMM_MC) {
                 const size_t t1 = block_end(T, t0);
-                const qbufs qb = r32_bufs(scratch, ns, whole ? t0 / SM_QGEMM_MC : 0);
+                const qbufs qb = r32_bufs(scratch, xbuf, ns, whole ? t0 / SM_QGEMM_MC : 0);
                 for (size_t j = 0, k0 = 0; j < ns; j++, k0 += SM_QGEMM_KC) {
                     qbufs qj = r32_rows(&qb, j, t1 - t0, 0);
                     wsrc src = split ? (wsrc){.lay = PANEL, .panel = panel + j * KB * GBS}
@@ -632,18 +639,21 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
     const int mode = mode_of(dt);
     const int32_t zp = zp_of(dt);
     const bool armed = mm->armed == SM_QMEMO_ARMED;
-    /* room for every token block's activations at once (else each block's in turn in the first's) */
-    const bool whole = SM_QGEMM_XBLOCKS(T) <= (armed ? SM_QGEMM_XBLOCKS(mm->rows) : 1);
     const bool kept = armed && mm->x == x && mm->T == T && mm->K == K && mm->mode == mode && mm->zp == zp;
-    if (armed) /* what the buffers hold after this call: x's rows, if they have room for them all */
+    const void *xbuf = kept ? mm->xbuf : NULL; /* the threads' shared rows (XQUANT_R32) */
+    /* room for every token block's activations at once (else each block's in turn in the first's) */
+    const bool whole = xbuf || SM_QGEMM_XBLOCKS(T) <= (armed ? SM_QGEMM_XBLOCKS(mm->rows) : 1);
+    if (armed && !mm->xbuf) /* what the buffers hold after this call: x's rows, if they have room for them all
+                               (a shared buffer's memo stays for the window: another type's call quantizes
+                               into the thread's own buffers and keeps nothing) */
         *mm = (sm_qmemo){.armed = SM_QMEMO_ARMED, .x = whole ? x : NULL, .T = T, .K = K, .rows = mm->rows,
                          .mode = mode, .zp = zp};
     const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
     if (T * ns > SM_QGEMM_MC) {
-        blocked_r32(scratch, out, x, w, dt, bias, T, N, K, n0, n1, whole, kept);
+        blocked_r32(scratch, xbuf, out, x, w, dt, bias, T, N, K, n0, n1, whole, kept);
         return;
     }
-    const qbufs q = r32_bufs(scratch, ns, 0);
+    const qbufs q = r32_bufs(scratch, xbuf, ns, 0);
     if (!kept) r32_quant(mode, zp, x, K, 0, T, &q);
     /* a lone row takes ONE_NV vectors of rows a call (the 256-bit flavours' 8-row panels leave
        registers idle), more rows the panel's GNV */
@@ -667,6 +677,21 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
                 tiles_of(mode, &qj, src, out, N, 0, T, n, nbk, bias ? bias + n : NULL, k0 == 0, nr, pf, pfl);
             }
         }
+}
+
+
+void XQUANT_R32(void *buf, sm_qmemo *memo, const float *x, sm_dtype dt, size_t T, size_t K, size_t t0, size_t t1) {
+    const int mode = mode_of(dt);
+    const int32_t zp = zp_of(dt);
+    const size_t ns = (K + SM_QGEMM_KC - 1) / SM_QGEMM_KC;
+    for (size_t b0 = 0; b0 < T; b0 += SM_QGEMM_MC) { /* each token block's rows among t0..t1-1 */
+        const size_t b1 = block_end(T, b0), a = t0 > b0 ? t0 : b0, b = t1 < b1 ? t1 : b1;
+        if (a >= b) continue;
+        const qbufs q = r32_bufs(buf, buf, ns, b0 / SM_QGEMM_MC);
+        r32_quant_rows(mode, zp, x, K, b0, b1, a, b, &q);
+    }
+    *memo = (sm_qmemo){.armed = SM_QMEMO_ARMED, .x = x, .T = T, .K = K, .rows = memo->rows, .mode = mode,
+                       .zp = zp, .xbuf = buf};
 }
 
 #endif

@@ -514,6 +514,6 @@ static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, 
 const sm_qkernel QSYM = {QNAME, quant_x, gemv, dequant, QGEMM,
                          1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q5_K |
                              1u << SM_DTYPE_Q6_K |
-                             (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 : 0u), QPEAK, QGEMM_R32};
+                             (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 : 0u), QPEAK, QGEMM_R32, XQUANT_R32};
 
 #endif

@@ -21,18 +21,21 @@
 #define QSYM sm_qkernel_avx512vnni
 #define QGEMM sm_qgemm_avx512vnni
 #define QGEMM_R32 sm_qgemm_r32_avx512vnni
+#define XQUANT_R32 sm_xquant_r32_avx512vnni
 #define QPEAK SM_PEAK_VNNI512 /* the packed product's 512-bit vectors */
 #elif SM_QFLAVOUR == 1
 #define QNAME "avx-vnni"
 #define QSYM sm_qkernel_avxvnni
 #define QGEMM sm_qgemm_avxvnni
 #define QGEMM_R32 sm_qgemm_r32_avxvnni
+#define XQUANT_R32 sm_xquant_r32_avxvnni
 #define QPEAK SM_PEAK_VNNI256
 #else
 #define QNAME "avx2"
 #define QSYM sm_qkernel_avx2_maddubs
 #define QGEMM sm_qgemm_avx2_maddubs
 #define QGEMM_R32 sm_qgemm_r32_avx2_maddubs
+#define XQUANT_R32 sm_xquant_r32_avx2_maddubs
 #define QPEAK SM_PEAK_MADDUBS256
 #endif
 

@@ -282,6 +282,22 @@ void sm_kernels_reuse_end(float *scratch) {
     memset(scratch, 0, sizeof(sm_qmemo));
 }
 
+size_t sm_kernels_share_bytes(size_t K, size_t rows) {
+    return SM_QGEMM_XBLOCKS(rows) * SM_QGEMM_XBLOCK_BYTES(K) + 64;
+}
+
+bool sm_kernels_share_takes(const sm_kernels *k, sm_dtype wt, size_t T, size_t K) {
+    const sm_qkernel *q = k->from[SM_KOP_QGEMM]->quant; /* where repacked products go (composed_matmul) */
+    const sm_dtype dt = sm_dtype_base(wt);
+    return q->xquant_r32 && sm_dtype_quantized(wt) && wt != dt && (q->gemm_types >> dt & 1u) &&
+           T * ((K + SM_QGEMM_KC - 1) / SM_QGEMM_KC) > SM_QGEMM_MC; /* fewer: one block, quantized in a moment */
+}
+
+void sm_kernels_share_quant(const sm_kernels *k, void *buf, float *scratch, const float *x, sm_dtype wt, size_t T,
+                            size_t K, size_t t0, size_t t1) {
+    k->from[SM_KOP_QGEMM]->quant->xquant_r32(buf, (sm_qmemo *)(void *)scratch, x, sm_dtype_base(wt), T, K, t0, t1);
+}
+
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {
     size_t n = 0;
     if (n < cap) out[n++] = &sm_qkernel_scalar;

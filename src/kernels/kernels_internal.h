@@ -341,6 +341,7 @@ typedef struct sm_qmemo {
     size_t T, K, rows;
     int mode;
     int32_t zp;
+    const void *xbuf; /* NULL: in the buffers after the memo; else in this buffer the threads share */
 } sm_qmemo;
 #define SM_QMEMO_BYTES 64
 #define SM_QMEMO_ARMED 0x534d514d454d4f31ull
@@ -374,6 +375,12 @@ typedef struct sm_qkernel {
     ** any T >= 1, dt the file type, n0 and n1 multiples of SM_R32: each output gemm's bit for
     ** bit; NULL if none. */
     sm_qgemm_fn *gemm_r32;
+    /* Rows [t0, t1) of x (T rows of K) quantized into buf (sm_kernels_share_bytes(K, T)) as
+    ** gemm_r32 reads them for type dt (its file type), and the thread's memo set to read them
+    ** there: the threads of a product quantize their shares of x's rows, then (a barrier) each
+    ** product call of theirs on x reads all of them; NULL with gemm_r32. */
+    void (*xquant_r32)(void *buf, sm_qmemo *memo, const float *x, sm_dtype dt, size_t T, size_t K, size_t t0,
+                       size_t t1);
 } sm_qkernel;
 
 /* Whether qk's packed product takes T rows of weights of type dt. */
@@ -389,8 +396,14 @@ extern const sm_qkernel sm_qkernel_scalar;
 extern const sm_qkernel sm_qkernel_avx2_maddubs, sm_qkernel_avxvnni, sm_qkernel_avx512vnni;
 /* Their packed products (avx2_qgemm.c, built per flavour; AVX512-VNNI's on 512-bit vectors). */
 sm_qgemm_fn sm_qgemm_avx2_maddubs, sm_qgemm_avxvnni, sm_qgemm_avx512vnni;
-/* The same on repacked matrices (gemm_r32). */
+/* The same on repacked matrices (gemm_r32), and their shared activations (xquant_r32). */
 sm_qgemm_fn sm_qgemm_r32_avx2_maddubs, sm_qgemm_r32_avxvnni, sm_qgemm_r32_avx512vnni;
+void sm_xquant_r32_avx2_maddubs(void *buf, sm_qmemo *memo, const float *x, sm_dtype dt, size_t T, size_t K,
+                                size_t t0, size_t t1);
+void sm_xquant_r32_avxvnni(void *buf, sm_qmemo *memo, const float *x, sm_dtype dt, size_t T, size_t K, size_t t0,
+                           size_t t1);
+void sm_xquant_r32_avx512vnni(void *buf, sm_qmemo *memo, const float *x, sm_dtype dt, size_t T, size_t K,
+                              size_t t0, size_t t1);
 #endif
 
 /*

@@ -60,7 +60,7 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
     }
 }
 
-const sm_qkernel sm_qkernel_scalar = {"scalar", quant_x, gemv, sm_quant_dequant, NULL, 0, SM_PEAK_COUNT, NULL};
+const sm_qkernel sm_qkernel_scalar = {"scalar", quant_x, gemv, sm_quant_dequant, NULL, 0, SM_PEAK_COUNT, NULL, NULL};
 
 void sm_kernels_qmatmul(const sm_qkernel *qk, float *restrict out, const float *restrict x,
                         const void *restrict w, sm_dtype dt, const float *restrict bias, size_t T,

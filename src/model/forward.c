@@ -306,6 +306,23 @@ static bool next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_
 }
 
 /*
+** Opens the thread's reuse window for products on x (T rows of K) with w
+** first: where the kernels take shared rows (repacked quantized weights,
+** many rows), each thread quantizes its share of x's rows once into the
+** shared buffer and, after a barrier, every thread's products read them all
+** (not each thread every row for its own columns).
+*/
+static void reuse_open(sm_state *s, const float *x, const sm_mat *w, size_t K, int ith, int nth, float *scr) {
+    sm_kernels_reuse_begin(scr, s->scratch_rows);
+    const sm_dtype dt = sm_fwd_weights(s, w).dt;
+    if (!s->xshared || nth < 2 || !sm_kernels_share_takes(s->k, dt, s->n, K)) return;
+    size_t t0, t1;
+    sm_pool_split(s->n, 1, ith, nth, &t0, &t1);
+    sm_kernels_share_quant(s->k, s->xshared, scr, x, dt, s->n, K, t0, t1);
+    sm_pool_barrier(s->pool);
+}
+
+/*
 ** qkv (T, Q + 2 KV) = xn . [Q; K; V]^T (+ biases): from the fused matrix
 ** (with its bias) or from the three matrices in turn, each writing its
 ** columns of qkv (row stride W), by chunks of columns.
@@ -318,7 +335,8 @@ static void qkv(sm_state *s, const sm_layer *L, int ith, int nth, float *scr) {
     const float *bias[3] = {L->q_b, L->k_b, L->v_b};
     const size_t start[4] = {0, m->q_dim, m->q_dim + m->kv_dim, W};
     size_t n0, n1;
-    sm_kernels_reuse_begin(scr, s->scratch_rows); /* xn quantized once for q, k, v and every chunk */
+    reuse_open(s, xn, L->qkv_w.data ? &L->qkv_w : &L->q_w, C, ith, nth, scr); /* xn quantized once for q, k, v
+                                                                                 and every chunk */
     while (next_cols(s, W, ith, nth, &n0, &n1)) {
         if (L->qkv_w.data) {
             product(s, s->qkv, xn, &L->qkv_w, L->qkv_b, W, C, n0, n1, scr);
@@ -353,7 +371,7 @@ static bool residual(sm_state *s, const float *in, sm_mat w, const float *b, con
                      size_t K, int ith, int nth, float *scr) {
     const size_t T = s->n, C = (size_t)s->m->cfg->n_embd;
     size_t n0, n1, r0, r1;
-    sm_kernels_reuse_begin(scr, s->scratch_rows); /* in quantized once for every chunk */
+    reuse_open(s, in, &w, K, ith, nth, scr); /* in quantized once for every chunk */
     while (next_cols(s, C, ith, nth, &n0, &n1)) {
         product(s, s->tmp, in, &w, b, C, K, n0, n1, scr);
         if (!g)
@@ -399,7 +417,8 @@ static void mlp_in(sm_state *s, const sm_layer *L, int ith, int nth, float *scr)
     const float *xn = sm_fwd_xn(s, ith);
     const bool gated = L->gate_w.data != NULL;
     size_t n0, n1;
-    sm_kernels_reuse_begin(scr, s->scratch_rows); /* xn quantized once for gate, up and every chunk */
+    reuse_open(s, xn, gated ? &L->gate_w : &L->up_w, C, ith, nth, scr); /* xn quantized once for gate, up and
+                                                                           every chunk */
     while (next_cols(s, F, ith, nth, &n0, &n1)) {
         if (gated) {
             product(s, s->hid, xn, &L->gate_w, NULL, F, C, n0, n1, scr);

@@ -299,6 +299,14 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     if (att_scr > per) per = att_scr;
     per = (per + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
+    /* a product's activations quantized once between the threads (repacked quantized weights,
+       calls of many rows): one buffer for every thread */
+    const sm_layer *L0 = &m->layers[0];
+    bool qw = sm_dtype_quantized(L0->up_w.dt) || sm_dtype_quantized(L0->down_w.dt) ||
+              sm_dtype_quantized(L0->q_w.dt) || sm_dtype_quantized(L0->qkv_w.dt);
+    size_t share = p->n_threads > 1 && qw && sm_kernels_repack_types(p->kernels) >> SM_DTYPE_Q4_0 & 1u
+                       ? sm_kernels_share_bytes(kmax > Q ? kmax : Q, B) : 0;
+    void *xshared = share ? sm_arena_alloc(a, share, 1) : NULL;
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
     sm_attn_row *att_rows = sm_arena_alloc(a, (size_t)p->n_threads * S, sizeof(sm_attn_row));
     const sm_attn_row **att_order = sm_arena_alloc(a, (size_t)p->n_threads * S, sizeof(sm_attn_row *));
@@ -323,6 +331,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     s->scratch = scratch;
     s->scratch_floats = per;
     s->scratch_rows = B;
+    s->xshared = xshared;
     s->kv_seq_elems = kv_elems(m, p->n_ctx, B);
     s->kv_off = kv_lay, s->kv_len = kv_lay + NL, s->kv_bstride = kv_lay + 2 * NL;
     for (size_t l = 0; l < NL; l++) s->kv_len[l] = sm_kv_len(m, (int)l, p->n_ctx, B);

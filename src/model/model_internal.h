@@ -95,6 +95,7 @@ struct sm_state {
     float *scratch;        /* (n_threads, scratch_floats) */
     size_t scratch_floats; /* per thread: matmul panel or attention scores */
     size_t scratch_rows;   /* token rows whose quantized activations it keeps (sm_kernels_reuse_begin) */
+    void *xshared;         /* quantized activations the threads share (sm_kernels_share_quant); NULL: none */
     /* the forward call in flight: n token rows in runs, each run the rows
        start..start+len-1 of one sequence at positions pos.. */
     const int32_t *tokens;
