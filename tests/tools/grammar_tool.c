@@ -225,6 +225,7 @@ int main(int argc, char **argv) {
         sm_error err = {{0}};
         if (!text || sm_schema_to_gbnf(text, n, &g, &err)) {
             printf("%s\n", text ? err.msg : "cannot read the schema");
+            free(text);
             return 1;
         }
         fputs(g, stdout);
