@@ -62,15 +62,6 @@ typedef struct {
     bool oom;
 } merger;
 
-static bool skipped(const char *k) {
-    static const char *const keys[] = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
-                                       "deprecated", "readOnly", "writeOnly", "$anchor", "contentMediaType",
-                                       "contentEncoding", "strict", "$defs", "definitions", NULL};
-    for (const char *const *p = keys; *p; p++)
-        if (strcmp(*p, k) == 0) return true;
-    return false;
-}
-
 static bool add(merger *m, cJSON *to, const char *key, const cJSON *v) {
     cJSON *d = cJSON_Duplicate(v, true);
     if (!d || !cJSON_AddItemToObject(to, key, d)) {
@@ -99,7 +90,7 @@ static bool merge(merger *m, const cJSON *b, int depth) {
     }
     m->branch[m->n++] = b;
     for (const cJSON *k = b->child; k; k = k->next) {
-        if (skipped(k->string)) continue;
+        if (sm_schema_inert(k->string)) continue;
         if (strcmp(k->string, "$ref") == 0 || strcmp(k->string, "allOf") == 0) {
             if (strcmp(k->string, "$ref") == 0) {
                 if (!cJSON_IsString(k)) return snprintf(m->why, m->cap, "'$ref' must be a string"), false;

@@ -121,10 +121,7 @@ static void mag_of(double v, mag *m) {
     m->ip = 0, m->big = e >= 16, m->fp[0] = '\0';
     if (m->big) return;
     size_t f = 0;
-    for (int i = 0; i < (int)nd || i <= e; i++) {
-        int d = i < (int)nd ? dg[i] - '0' : 0;
-        if (i <= e) m->ip = m->ip * 10 + d; /* digit i is worth 10^(e - i) */
-    }
+    for (int i = 0; i <= e; i++) m->ip = m->ip * 10 + (i < (int)nd ? dg[i] - '0' : 0); /* digit i: 10^(e - i) */
     for (int z = -1; z > e && f + 1 < sizeof m->fp; z--) m->fp[f++] = '0'; /* 0.00ddd */
     for (int i = e + 1 > 0 ? e + 1 : 0; i < (int)nd && f + 1 < sizeof m->fp; i++) m->fp[f++] = dg[i];
     while (f && m->fp[f - 1] == '0') f--;
@@ -135,6 +132,14 @@ static void mag_of(double v, mag *m) {
 static void alt(sbuf *o, size_t *n, const char *text) {
     sb_puts(o, (*n)++ ? " | " : "");
     sb_puts(o, text);
+}
+
+/* The n alternatives written into t, parenthesized, appended to o (nothing when n is 0); t freed. */
+static bool group(sbuf *o, sbuf *t, size_t n) {
+    if (n) sb_puts(o, "("), sb_add(o, t->s, t->n), sb_puts(o, ")");
+    if (t->oom) o->oom = true;
+    free(t->s);
+    return n > 0;
 }
 
 /*
@@ -178,14 +183,7 @@ static bool frac_digits(sbuf *o, const char *lo, const char *hi, int minlen, int
     }
     if (sub.oom) t.oom = true;
     free(sub.s);
-    if (n) {
-        sb_puts(o, "(");
-        sb_add(o, t.s, t.n);
-        sb_puts(o, ")");
-    }
-    if (t.oom) o->oom = true;
-    free(t.s);
-    return n > 0;
+    return group(o, &t, n);
 }
 
 /* An optional fraction ("." and 1..SM_NUM_FRAC digits) with lo <= its value <= hi (as frac_digits). */
@@ -195,32 +193,30 @@ static bool fraction(sbuf *o, const char *lo, const char *hi) {
     sbuf t = {0};
     if (!lo || !*lo) alt(&t, &n, "\"\""); /* none: the value 0 */
     if (frac_digits(&d, lo, hi, 1, SM_NUM_FRAC)) alt(&t, &n, "\".\" "), sb_add(&t, d.s, d.n);
-    if (n) sb_puts(o, "("), sb_add(o, t.s, t.n), sb_puts(o, ")");
-    if (d.oom || t.oom) o->oom = true;
-    free(d.s), free(t.s);
-    return n > 0;
+    if (d.oom) t.oom = true;
+    free(d.s);
+    return group(o, &t, n);
 }
 
 /* Magnitudes in [lo, hi] (hi NULL: no upper bound) as alternatives appended to o (n counts them). */
 static void magnitudes(sbuf *o, size_t *n, const char *sign, const mag *lo, const mag *hi) {
     if (lo->big) return; /* beyond every 16-digit integral part */
     if (hi && hi->big) hi = NULL;
+    if (hi && hi->ip < lo->ip) return;
     sbuf t = {0};
     char lit[48];
-    if (hi && hi->ip < lo->ip) return;
+    snprintf(lit, sizeof lit, "%s\"%lld\" ", sign, lo->ip);
     if (hi && hi->ip == lo->ip) {
-        snprintf(lit, sizeof lit, "%s\"%lld\" ", sign, lo->ip);
         if (fraction(&t, lo->fp, hi->fp)) alt(o, n, lit), sb_add(o, t.s, t.n);
     } else {
-        snprintf(lit, sizeof lit, "%s\"%lld\" ", sign, lo->ip);
         if (fraction(&t, lo->fp, NULL)) alt(o, n, lit), sb_add(o, t.s, t.n);
         const long long a = lo->ip + 1, b = hi ? hi->ip - 1 : SM_NUM_LIMIT;
-        if (a <= b) {
+        if (a <= b) { /* the integral parts strictly between: any fraction */
             size_t k = 0;
             snprintf(lit, sizeof lit, "%s(", sign);
             alt(o, n, lit);
             natural_range(o, a, b, "", &k);
-            sb_puts(o, ") (\".\" [0-9]{1,16})?");
+            sb_printf(o, ") (\".\" [0-9]{1,%d})?", SM_NUM_FRAC);
         }
         t.n = 0;
         if (hi) {
@@ -246,8 +242,5 @@ bool sm_num_range_gbnf(sbuf *out, bool has_lo, double lo, bool lo_excl, bool has
     if (!has_lo || lo < 0) /* the negative ones: "-" then magnitudes [max(0, -hi), -lo] */
         magnitudes(&t, &n, "\"-\" ", has_hi && hi < 0 ? &mh : &zero, has_lo ? &ml : NULL);
     if (!has_hi || hi >= 0) magnitudes(&t, &n, "", has_lo && lo > 0 ? &ml : &zero, has_hi ? &mh : NULL);
-    if (n) sb_puts(out, "("), sb_add(out, t.s, t.n), sb_puts(out, ")");
-    if (t.oom) out->oom = true;
-    free(t.s);
-    return n > 0;
+    return group(out, &t, n);
 }

@@ -199,6 +199,10 @@ static bool in_list(const char *const *l, const char *k) {
     return false;
 }
 
+bool sm_schema_inert(const char *k) {
+    return in_list(annotations, k) || strcmp(k, "$defs") == 0 || strcmp(k, "definitions") == 0;
+}
+
 /* Resolves a local $ref ("#", "#/$defs/a", JSON pointer escapes ~0 ~1) in the root. */
 static const cJSON *resolve(sc *s, const char *ref, const char *path) {
     char why[200];
@@ -561,9 +565,7 @@ static const char *visit(sc *s, const cJSON *sch, const char *path, char *name, 
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(sch, "$ref");
     bool ref_alone = true; /* else the keywords beside it apply too: merged with its target, as allOf */
     for (const cJSON *k = sch->child; ref && k; k = k->next)
-        if (!in_list(annotations, k->string) && strcmp(k->string, "$ref") && strcmp(k->string, "$defs") &&
-            strcmp(k->string, "definitions"))
-            ref_alone = false;
+        if (!sm_schema_inert(k->string) && strcmp(k->string, "$ref")) ref_alone = false;
     if (ref && ref_alone) {
         if (!cJSON_IsString(ref)) return fail(s, path, "'$ref' must be a string");
         for (size_t i = 0; i < s->n_refs; i++)
@@ -626,8 +628,7 @@ static const char *visit(sc *s, const cJSON *sch, const char *path, char *name, 
         if (any && one) ok = fail(s, path, "'%s' beside another of anyOf, oneOf is not supported", kw) != NULL;
         else if (!cJSON_IsArray(list) || !list->child) ok = fail(s, path, "'%s' must be a non-empty array", kw) != NULL;
         for (const cJSON *k = sch->child; ok && k; k = k->next)
-            if (!in_list(annotations, k->string) && strcmp(k->string, kw) && strcmp(k->string, "$defs") &&
-                strcmp(k->string, "definitions"))
+            if (!sm_schema_inert(k->string) && strcmp(k->string, kw))
                 ok = fail(s, path, "'%s' beside '%.60s' is not supported", kw, k->string) != NULL;
         size_t i = 0;
         sb_puts(&e, "(");

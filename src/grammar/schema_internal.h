@@ -37,6 +37,10 @@ sm_status sm_regex_gbnf(const char *pattern, sbuf *out, sm_error *err);
 /* GBNF of one JSON string character (escaped as JSON needs) from the set of code points ranges[n][2]. */
 void sm_json_char_set(sbuf *out, const unsigned (*ranges)[2], size_t n);
 
+/* Whether schema keyword k constrains nothing where it stands: an annotation (title,
+   description, ...) or $defs / definitions (schema.c). */
+bool sm_schema_inert(const char *k);
+
 /* The value a local $ref ("#", "#/$defs/a", JSON pointer escapes ~0 ~1) names in root, or NULL
    with why (allof.c). */
 const cJSON *sm_schema_pointer(const cJSON *root, const char *ref, char *why, size_t cap);
