@@ -57,7 +57,7 @@ struct sm_bench_case {
     float *x, *out, *scratch;
     size_t scratch_floats; /* per thread */
     size_t ctx;            /* attention: keys per head (padded) */
-    void *xshared;         /* the threads' shared quantized activations (sm_kernels_share_quant) */
+    void *xshared;         /* the threads' shared quantized activations (sm_kernels_share_open) */
     sm_pool *pool;         /* the run's */
 };
 
@@ -123,6 +123,18 @@ static size_t scratch_floats(size_t K) {
     return most;
 }
 
+/* Bytes of the threads' shared activations for products of T rows of K through any table this
+   CPU runs (0: none shares). */
+static size_t share_bytes(size_t K, size_t T) {
+    const sm_kernels *avail[8];
+    size_t nk = sm_kernels_available(avail, 8), most = 0;
+    for (size_t t = 0; t < nk; t++) {
+        size_t b = sm_kernels_share_bytes(avail[t], K, T);
+        if (b > most) most = b;
+    }
+    return most;
+}
+
 /* A case of d, its random values from seed: weights (in copies), inputs, per-thread scratch. */
 static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t seed, int n_threads,
                            sm_error *err) {
@@ -166,8 +178,9 @@ static sm_status case_make(sm_bench_case **out, const case_desc *d, uint64_t see
         ok = (c->wr = sm_alloc_big(c->rcopy_bytes * c->copies)) != NULL && fill_weights(c->wr, rt, N, K, &s0);
         for (size_t k = 1; ok && k < c->copies; k++) memcpy(c->wr + k * c->rcopy_bytes, c->wr, c->rcopy_bytes);
     }
-    if (ok && !att && d->op == SM_KOP_QGEMM) /* as a model's products quantize x: once between the threads */
-        ok = (c->xshared = aligned_alloc(64, (sm_kernels_share_bytes(K, T) + 63) & ~(size_t)63)) != NULL;
+    const size_t xb = ok && !att && d->op == SM_KOP_QGEMM ? share_bytes(K, T) : 0;
+    if (xb) /* as a model's products quantize x: once between the threads */
+        ok = (c->xshared = aligned_alloc(64, (xb + 63) & ~(size_t)63)) != NULL;
     for (size_t j = 0; ok && j < xn; j++) c->x[j] = rnd(&s);
     if (!ok) {
         sm_bench_case_free(c);
@@ -212,12 +225,8 @@ static void case_task(void *arg, int ith, int nth) {
     const void *w = rep ? c->wr + c->cur * c->rcopy_bytes : c->w + c->cur * c->copy_bytes;
     const sm_dtype dt = rep ? sm_kernels_repacked(c->d.dt) : c->d.dt;
     sm_kernels_op op = c->d.op;
-    if (op == SM_KOP_QGEMM && c->xshared && nth > 1 && sm_kernels_share_takes(c->k, dt, T, K)) {
-        size_t t0, t1; /* the model's way (forward.c, reuse_open): each thread its share of x's rows */
-        sm_kernels_reuse_begin(scr, 0);
-        sm_pool_split(T, 1, ith, nth, &t0, &t1);
-        sm_kernels_share_quant(c->k, c->xshared, scr, c->x, dt, T, K, t0, t1);
-        sm_pool_barrier(c->pool); /* every thread, columns or none */
+    if (op == SM_KOP_QGEMM && sm_kernels_share_open(c->k, c->xshared, scr, 0, c->x, dt, T, K, ith, nth)) {
+        sm_pool_barrier(c->pool); /* the model's way (forward.c, reuse_open): every thread, columns or none */
         if (n0 < n1) c->k->matmul(c->k, c->out, c->x, w, dt, NULL, T, N, K, n0, n1, scr);
         sm_kernels_reuse_end(scr);
     } else if (n0 >= n1) {

@@ -403,19 +403,21 @@ void sm_kernels_reuse_end(float *scratch);
 
 /*
 ** Activations quantized once for all the threads of a product, not once per
-** thread: a buffer the threads share (sm_kernels_share_bytes(K, rows) bytes
-** for calls of up to `rows` rows of K). Where k's product on weights of type
-** wt quantizes x itself (sm_kernels_share_takes: repacked quantized weights,
-** calls of many rows), each thread, inside its reuse window, quantizes its
-** share of x's rows, [t0, t1), into buf with sm_kernels_share_quant; once
-** every thread has (a barrier), each thread's calls on (x, T, K) of that
-** type read them all from buf, until the window ends. Every output is bit
-** for bit what the thread's own quantization gives.
+** thread: a buffer the threads share (sm_kernels_share_bytes(k, K, rows)
+** bytes for calls of up to `rows` rows of K; 0 where k never shares). Where
+** k's product on weights of type wt quantizes x itself
+** (sm_kernels_share_takes: repacked quantized weights, calls of many rows),
+** sm_kernels_share_open opens thread ith's reuse window (of nth threads) and
+** quantizes its share of x's rows into buf, and returns true: once every
+** thread has (a barrier), each thread's calls on (x, T, K) of that type read
+** them all from buf, until the window ends. Elsewhere (buf NULL, few rows,
+** weights not repacked) it opens the window alone and returns false. Every output
+** is bit for bit what the thread's own quantization gives.
 */
-size_t sm_kernels_share_bytes(size_t K, size_t rows);
+size_t sm_kernels_share_bytes(const sm_kernels *k, size_t K, size_t rows);
 bool sm_kernels_share_takes(const sm_kernels *k, sm_dtype wt, size_t T, size_t K);
-void sm_kernels_share_quant(const sm_kernels *k, void *buf, float *scratch, const float *x, sm_dtype wt, size_t T,
-                            size_t K, size_t t0, size_t t1);
+bool sm_kernels_share_open(const sm_kernels *k, void *buf, float *scratch, size_t rows, const float *x, sm_dtype wt,
+                           size_t T, size_t K, int ith, int nth);
 
 /*
 ** Repacked quantized weights (what llama.cpp's CPU "repack" buffers and

@@ -104,7 +104,7 @@ void test_model_threads_identical(void) {
 /*
 ** A prefill of many rows on 2 and 3 threads, where the products on repacked
 ** weights take activations the threads quantize once between them
-** (sm_kernels_share_quant; seedq8's MLP down product, 1,024 columns, at 200
+** (sm_kernels_share_open; seedq8's MLP down product, 1,024 columns, at 200
 ** rows): logits bit for bit those of one thread, which quantizes every row
 ** itself, on every kernel table.
 */

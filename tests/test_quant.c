@@ -673,7 +673,7 @@ void test_quant_reuse(void) {
 }
 
 /*
-** Activations the threads quantize once between them (sm_kernels_share_quant):
+** Activations the threads quantize once between them (sm_kernels_share_open):
 ** each of nth "threads" (run one after another) quantizes its share of x's
 ** rows into the shared buffer, then each multiplies its columns from there;
 ** every output equals the product with each thread quantizing all of x
@@ -707,7 +707,7 @@ void test_quant_share(void) {
             for (int nth = 1; nth <= 3; nth++) {
                 const size_t T = Ts[ti], scr_n = sm_kernels_scratch(k, K);
                 float *scr = xalloc((size_t)nth * scr_n * sizeof(float));
-                unsigned char *buf = xalloc(sm_kernels_share_bytes(K, T));
+                unsigned char *buf = xalloc(sm_kernels_share_bytes(k, K, T));
                 float *x = test_rnd(T * K, &s, 2), *y = test_rnd(T * K, &s, 2);
                 float *want4 = xalloc(T * N * 4), *want8 = xalloc(T * N * 4), *got4 = xalloc(T * N * 4);
                 float *got8 = xalloc(T * N * 4);
@@ -716,10 +716,7 @@ void test_quant_share(void) {
                 k->matmul(k, want8, x, r8, r8t, NULL, T, N, K, 0, N, scr);
                 for (int i = 0; i < nth; i++) { /* each thread its rows */
                     float *si = scr + (size_t)i * scr_n;
-                    size_t t0, t1;
-                    sm_pool_split(T, 1, i, nth, &t0, &t1);
-                    sm_kernels_reuse_begin(si, 0);
-                    sm_kernels_share_quant(k, buf, si, x, SM_DTYPE_Q4_0_R32, T, K, t0, t1);
+                    CHECK(sm_kernels_share_open(k, buf, si, 0, x, SM_DTYPE_Q4_0_R32, T, K, i, nth));
                 }
                 memcpy(x, y, T * K * sizeof *x); /* the calls read buf, not x */
                 for (int i = 0; i < nth; i++) { /* then each its columns: q4_0, the other type, q4_0 again */

@@ -679,7 +679,6 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
         }
 }
 
-
 void XQUANT_R32(void *buf, sm_qmemo *memo, const float *x, sm_dtype dt, size_t T, size_t K, size_t t0, size_t t1) {
     const int mode = mode_of(dt);
     const int32_t zp = zp_of(dt);

@@ -282,8 +282,8 @@ void sm_kernels_reuse_end(float *scratch) {
     memset(scratch, 0, sizeof(sm_qmemo));
 }
 
-size_t sm_kernels_share_bytes(size_t K, size_t rows) {
-    return SM_QGEMM_XBLOCKS(rows) * SM_QGEMM_XBLOCK_BYTES(K) + 64;
+size_t sm_kernels_share_bytes(const sm_kernels *k, size_t K, size_t rows) {
+    return k->from[SM_KOP_QGEMM]->quant->xquant_r32 ? SM_QGEMM_XBLOCKS(rows) * SM_QGEMM_XBLOCK_BYTES(K) + 64 : 0;
 }
 
 bool sm_kernels_share_takes(const sm_kernels *k, sm_dtype wt, size_t T, size_t K) {
@@ -293,9 +293,13 @@ bool sm_kernels_share_takes(const sm_kernels *k, sm_dtype wt, size_t T, size_t K
            T * ((K + SM_QGEMM_KC - 1) / SM_QGEMM_KC) > SM_QGEMM_MC; /* fewer: one block, quantized in a moment */
 }
 
-void sm_kernels_share_quant(const sm_kernels *k, void *buf, float *scratch, const float *x, sm_dtype wt, size_t T,
-                            size_t K, size_t t0, size_t t1) {
+bool sm_kernels_share_open(const sm_kernels *k, void *buf, float *scratch, size_t rows, const float *x, sm_dtype wt,
+                           size_t T, size_t K, int ith, int nth) {
+    sm_kernels_reuse_begin(scratch, rows);
+    if (!buf || !sm_kernels_share_takes(k, wt, T, K)) return false;
+    const size_t t0 = T * (size_t)ith / (size_t)nth, t1 = T * (size_t)(ith + 1) / (size_t)nth;
     k->from[SM_KOP_QGEMM]->quant->xquant_r32(buf, (sm_qmemo *)(void *)scratch, x, sm_dtype_base(wt), T, K, t0, t1);
+    return true;
 }
 
 size_t sm_kernels_qavailable(const sm_qkernel **out, size_t cap) {

@@ -313,13 +313,8 @@ static bool next_cols(sm_state *s, size_t N, int ith, int nth, size_t *n0, size_
 ** (not each thread every row for its own columns).
 */
 static void reuse_open(sm_state *s, const float *x, const sm_mat *w, size_t K, int ith, int nth, float *scr) {
-    sm_kernels_reuse_begin(scr, s->scratch_rows);
-    const sm_dtype dt = sm_fwd_weights(s, w).dt;
-    if (!s->xshared || nth < 2 || !sm_kernels_share_takes(s->k, dt, s->n, K)) return;
-    size_t t0, t1;
-    sm_pool_split(s->n, 1, ith, nth, &t0, &t1);
-    sm_kernels_share_quant(s->k, s->xshared, scr, x, dt, s->n, K, t0, t1);
-    sm_pool_barrier(s->pool);
+    if (sm_kernels_share_open(s->k, s->xshared, scr, s->scratch_rows, x, sm_fwd_weights(s, w).dt, s->n, K, ith, nth))
+        sm_pool_barrier(s->pool);
 }
 
 /*

@@ -256,6 +256,17 @@ static size_t n_seq(const sm_state_params *p) {
 }
 
 
+/* Whether any block matrix of m is of a quantized type. */
+static bool quantized_blocks(const sm_model *m) {
+    for (int l = 0; l < m->cfg->n_layer; l++) {
+        const sm_layer *L = &m->layers[l];
+        const sm_mat *w[] = {&L->qkv_w, &L->q_w, &L->k_w, &L->v_w, &L->proj_w, &L->gate_w, &L->up_w, &L->down_w};
+        for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+            if (w[i]->data && sm_dtype_quantized(w[i]->dt)) return true;
+    }
+    return false;
+}
+
 /* Lays the state out in `a` (measuring or real); records sizes in plan. */
 static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
                        sm_state_plan *plan) {
@@ -301,11 +312,8 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     float *scratch = sm_arena_alloc(a, (size_t)p->n_threads * per, sizeof(float));
     /* a product's activations quantized once between the threads (repacked quantized weights,
        calls of many rows): one buffer for every thread */
-    const sm_layer *L0 = &m->layers[0];
-    bool qw = sm_dtype_quantized(L0->up_w.dt) || sm_dtype_quantized(L0->down_w.dt) ||
-              sm_dtype_quantized(L0->q_w.dt) || sm_dtype_quantized(L0->qkv_w.dt);
-    size_t share = p->n_threads > 1 && qw && sm_kernels_repack_types(p->kernels) >> SM_DTYPE_Q4_0 & 1u
-                       ? sm_kernels_share_bytes(kmax > Q ? kmax : Q, B) : 0;
+    size_t share = p->n_threads > 1 && p->repack && quantized_blocks(m)
+                       ? sm_kernels_share_bytes(p->kernels, kmax > Q ? kmax : Q, B) : 0;
     void *xshared = share ? sm_arena_alloc(a, share, 1) : NULL;
     sm_run *runs = sm_arena_alloc(a, S, sizeof(sm_run));
     sm_attn_row *att_rows = sm_arena_alloc(a, (size_t)p->n_threads * S, sizeof(sm_attn_row));
