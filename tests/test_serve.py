@@ -300,7 +300,7 @@ HOSTILE = [
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "model": "other"}', 404),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "stop": [1]}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400),
-    ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "multipleOf": 2}}}}', 400),
+    ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "multipleOf": 0.5}}}}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "a": 1, "a": 2}', 400),
     ("POST", "/v1/completions", b'{"prompt": 5}', 400),
     ("POST", "/v1/completions", b'{"prompt": ["a", "b"]}', 400),

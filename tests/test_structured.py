@@ -50,6 +50,9 @@ SCHEMAS = [
     ({"type": "integer", "minimum": 1000}, True),
     ({"type": "integer", "exclusiveMinimum": -5, "exclusiveMaximum": 5}, True),
     ({"type": "integer", "maximum": -7}, True),
+    ({"type": "integer", "multipleOf": 7, "minimum": -100, "maximum": 1000}, True),
+    ({"type": "object", "properties": {"minutes": {"type": "number", "multipleOf": 15, "minimum": 0}},
+      "required": ["minutes"]}, True),
     ({"type": "number"}, True),
     ({"type": "boolean"}, True),
     ({"type": "null"}, True),
@@ -120,7 +123,13 @@ SCHEMAS = [
 ]
 
 BAD_SCHEMAS = [
-    ({"type": "integer", "multipleOf": 3}, "'multipleOf' is not supported"),
+    ({"type": "number", "multipleOf": 0.01}, "'multipleOf' 0.01 is not supported: only whole numbers"),
+    ({"type": "integer", "multipleOf": 0}, "'multipleOf' must be a number above 0"),
+    ({"type": "integer", "multipleOf": "2"}, "'multipleOf' must be a number above 0"),
+    ({"type": "integer", "multipleOf": 2e9}, "'multipleOf' above 1000000000 is not supported"),
+    ({"type": "integer", "multipleOf": 997}, "'multipleOf' 997 makes too large a grammar"),
+    ({"type": "integer", "multipleOf": 13, "minimum": 14, "maximum": 25}, "no multiple of 13 is within"),
+    ({"type": "array", "uniqueItems": True}, "the keyword 'uniqueItems' is not supported"),
     ({"type": "array", "minItems": 3, "maxItems": 2}, "'maxItems' 2 is below 'minItems' 3"),
     ({"type": "string", "minLength": 5, "maxLength": 2}, "'maxLength' 2 is below 'minLength' 5"),
     ({"type": "integer", "minimum": 5, "maximum": 4}, "no integer is within"),
@@ -291,9 +300,10 @@ def main():
         forced(sm, models, gbnf_ref)
         if check:
             number_bounds(tool, check, gbnf_ref, tmp)
+            multiples(tool, check, gbnf_ref, tmp)
             merged_schemas(tool, check, tmp)
         else:
-            skip("numbers within bounds and merged allOf against jsonschema", "python3-jsonschema is not installed")
+            skip("numbers within bounds, multipleOf and merged allOf against jsonschema", "python3-jsonschema is not installed")
         bad_inputs(sm, tool, tmp)
         commands(sm, a.models, check, tmp)
     return TALLY.close()
@@ -520,6 +530,88 @@ def number_bounds(tool, check, gbnf_ref, tmp):
            f"each valid under jsonschema, every valid plain decimal accepted", str(bad)[:600])
 
 
+MULTIPLES = [  # multipleOf on integers and numbers, with and without bounds; more are drawn at random
+    {"type": "integer", "multipleOf": 7, "minimum": -30, "maximum": 100},
+    {"type": "integer", "multipleOf": 2},
+    {"type": "integer", "multipleOf": 1000},
+    {"type": "integer", "multipleOf": 1, "minimum": -3, "maximum": 3},
+    {"type": "number", "multipleOf": 1.0, "exclusiveMinimum": -2.5, "maximum": 4.5},
+    {"type": "number", "multipleOf": 5, "exclusiveMinimum": 0, "maximum": 97.5},
+    {"type": "integer", "multipleOf": 3, "minimum": 9999999999999980},
+    {"type": "integer", "multipleOf": 97, "minimum": -1000000, "maximum": -1},
+    {"type": "integer", "multipleOf": 86400, "minimum": 0},
+    {"type": "integer", "multipleOf": 60, "exclusiveMaximum": 3600},
+    {"type": "integer", "multipleOf": 1000000000, "minimum": -5e15},
+    {"type": "integer", "multipleOf": 12, "minimum": 120, "maximum": 120},
+    # 16-digit bounds: every digit of the bound written (the range's prefix once lost its last one)
+    {"type": "integer", "multipleOf": 1, "minimum": -1234567890123456, "maximum": -1234567890123450},
+    {"type": "integer", "multipleOf": 3, "minimum": 9876543210987650, "maximum": 9876543210987659},
+]
+
+
+def multiples(tool, check, gbnf_ref, tmp):
+    """multipleOf: every text the schema's grammar accepts (the Earley parser of tests/gbnf_ref.py and
+    smallmind's matcher agree) is valid under jsonschema, and every valid integer of at most 16 digits is
+    accepted; candidates are the multiples and their neighbours at the bounds, at 0 and at random."""
+    import random
+    rng = random.Random(41)
+    specs = list(MULTIPLES)
+    for _ in range(20):
+        m = rng.choice((2, 3, 4, 6, 9, 11, 15, 24, 25, 36, 48, 50, 64, 75, 99, 125, 128, 250, 365, 500, 1024))
+        spec = {"type": rng.choice(("integer", "number")), "multipleOf": m}
+        a, b = sorted(rng.randrange(-10 ** rng.randrange(1, 17), 10 ** rng.randrange(1, 17)) for _ in range(2))
+        if rng.random() < 0.7:
+            spec["exclusiveMinimum" if rng.random() < 0.3 else "minimum"] = a
+        if rng.random() < 0.7:
+            spec["exclusiveMaximum" if rng.random() < 0.3 else "maximum"] = b
+        specs.append(spec)
+    bad, n_texts, n_accepted = [], 0, 0
+    for k, schema in enumerate(specs):
+        path = os.path.join(tmp, f"mul-{k}.json")
+        with open(path, "w") as f:
+            json.dump(schema, f)
+        p = subprocess.run([tool, "gbnf", path], capture_output=True, text=True)
+        if p.returncode != 0:
+            bad.append((schema, "grammar", p.stdout[:120]))
+            continue
+        g = gbnf_ref.Grammar(p.stdout)
+        m = int(schema["multipleOf"])
+        limit = 10 ** 16 - 1
+        edges = [0, limit, -limit] + [int(v) for key, v in schema.items() if key.endswith(("imum", "Minimum"))]
+        vals = set()
+        for e in edges:
+            for base in (e - e % m, e):
+                vals.update([base + d for d in range(-6, 7)] + [base + j * m + d for j in (-2, -1, 1, 2) for d in (-1, 0, 1)])
+        vals.update(rng.randrange(-limit, limit) // m * m + rng.choice((0, 0, 1, -1)) for _ in range(30))
+        vals.update(rng.randrange(-10 ** 6, 10 ** 6) // m * m for _ in range(20))
+        texts = sorted({str(v) for v in vals if abs(v) <= 10 ** 17} | {"0.0", "-0", "1e3", f"{m}.0", f"{m}.5"})
+        files = []
+        for i, t in enumerate(texts):
+            files.append(os.path.join(tmp, f"mul-{k}-{i}.txt"))
+            with open(files[-1], "w") as f:
+                f.write(t)
+        p = subprocess.run([tool, "accepts", "-s", path] + files, capture_output=True, text=True)
+        mine = p.stdout.split()
+        if len(mine) != len(texts):
+            bad.append((schema, "grammar_tool accepts", p.stdout[-200:] + p.stderr[-200:]))
+            continue
+        for t, mt in zip(texts, mine):
+            n_texts += 1
+            ref = g.accepts(t)
+            if (mt == "1") != ref:
+                bad.append((schema, t, "matcher and Earley parser differ", mt, ref))
+            valid = check(schema, json.loads(t)) is None
+            n_accepted += ref
+            if ref and not valid:
+                bad.append((schema, t, "accepted, invalid"))
+            # "-0" is never written; a bound beyond 2^53 is moved one double inward (its literal unknown)
+            near = re.fullmatch(r"-?[0-9]+", t) and any(abs(e) >= 2 ** 53 and abs(int(t) - e) <= 4 for e in edges[3:])
+            if valid and not ref and not near and re.fullmatch(r"0|-?[1-9][0-9]{0,15}", t):
+                bad.append((schema, t, "valid, refused"))
+    report(not bad and n_accepted > 0, f"multipleOf: {len(specs)} schemas, {n_texts} texts, {n_accepted} accepted: "
+           f"each valid under jsonschema, every valid integer accepted", str(bad)[:600])
+
+
 MERGED = [  # (schema, texts valid under it, texts that are not): allOf, $ref beside other keywords, formats
     (SCHEMAS[-5][0], ['{"id": 5, "tag": "a"}', '{ "id" : 99 , "tag" : "b" }'],
      ['{"id": 5}', '{"tag": "a"}', '{"id": 0, "tag": "a"}', '{"id": 5, "tag": "c"}']),
@@ -594,7 +686,7 @@ def bad_inputs(sm, tool, tmp):
                        capture_output=True)
     report(p.returncode == 1 and b"none.gbnf" in p.stderr, "--grammar of a missing file names it")
     p = subprocess.run([sm, "generate", "-m", model, "--batch", "-", "-n", "4"], capture_output=True,
-                       input=b'{"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 2}}\n'
+                       input=b'{"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 0.5}}\n'
                              b'{"prompt": "x", "grammar": 7}\n{"prompt": "x", "json_schema": {"type": "null"}}\n')
     r = loads(p.stdout)
     report(p.returncode == 1 and "multipleOf" in r[0].get("error", "") and "grammar" in r[1].get("error", "") and

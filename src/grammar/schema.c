@@ -12,6 +12,7 @@
 ** (recursion allowed; keywords beside it merged with it as allOf), minLength,
 ** maxLength, pattern (regex.c's subset), minimum, maximum, exclusiveMinimum,
 ** exclusiveMaximum (integers, and numbers as plain decimals: numrange.c),
+** multipleOf (a whole number: the integers it divides within the bounds),
 ** and the string formats date, time, date-time, duration, uuid, ipv4, ipv6,
 ** hostname, email and uri (with an authority: scheme://host...); annotations (title, description, default,
 ** examples, $schema, $id, $comment, ...) are ignored. Any other keyword, a
@@ -191,7 +192,8 @@ static const char *const annotations[] = {"title", "description", "default", "ex
 static const char *const keywords[] = {"type", "properties", "required", "additionalProperties", "enum", "const",
                                        "items", "prefixItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf",
                                        "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern",
-                                       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format", NULL};
+                                       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format",
+                                       NULL};
 
 static bool in_list(const char *const *l, const char *k) {
     for (; *l; l++)
@@ -268,6 +270,9 @@ static bool bounds_of(sc *s, const cJSON *sch, const char *path, bounds *b) {
         if (!v) continue;
         if (cJSON_IsBool(v) && k % 2) continue; /* draft 4's boolean form: read with the bound below */
         if (!num(s, v, path, names[k], &x)) return false;
+        /* beyond 2^53 the double may be the literal rounded either way (9876543210987659 reads as
+           ...660): one double inward, so no text the grammar writes is outside the literal */
+        if (fabs(x) >= 9007199254740992.0) x = nextafter(x, k < 2 ? INFINITY : -INFINITY);
         bool excl = k % 2 == 1 || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sch, k < 2 ? "exclusiveMinimum" : "exclusiveMaximum"));
         if (k < 2 && (!b->has_lo || x > b->lo || (x == b->lo && excl)))
             b->has_lo = true, b->lo = x, b->lo_excl = excl;
@@ -277,7 +282,26 @@ static bool bounds_of(sc *s, const cJSON *sch, const char *path, bounds *b) {
     return true;
 }
 
-static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
+/* multipleOf into m: 0 when absent; a whole number from 1 to SM_MUL_LIMIT, else refused. A
+   fraction (0.01) is refused: validators divide in binary floating point (0.07 / 0.01 is
+   7.000000000000001 to them), so the multiples a grammar could write are not all valid to them. */
+static bool multiple_of(sc *s, const cJSON *sch, const char *path, long long *m) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(sch, "multipleOf");
+    *m = 0;
+    if (!v) return true;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return fail(s, path, "'multipleOf' must be a number above 0"), false;
+    if (v->valuedouble != floor(v->valuedouble))
+        return fail(s, path, "'multipleOf' %g is not supported: only whole numbers (validators divide by a fraction in "
+                             "binary floating point, so its multiples are not all valid to them)", v->valuedouble), false;
+    if (v->valuedouble > (double)SM_MUL_LIMIT)
+        return fail(s, path, "'multipleOf' above %lld is not supported", SM_MUL_LIMIT), false;
+    *m = (long long)v->valuedouble;
+    return true;
+}
+
+/* The integers within the bounds (a multiple of m when m > 1): for integer, and for number with
+   multipleOf (whose multiples of a whole number are integers). */
+static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e, long long m) {
     bounds b;
     if (!bounds_of(s, sch, path, &b)) return false;
     const double lo = b.lo_excl ? floor(b.lo) + 1 : ceil(b.lo), hi = b.hi_excl ? ceil(b.hi) - 1 : floor(b.hi);
@@ -285,19 +309,28 @@ static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
     if ((b.has_lo && lo > (double)SM_NUM_LIMIT) || (b.has_hi && hi < -(double)SM_NUM_LIMIT))
         return fail(s, path, "a bound beyond 16 digits is not supported"), false;
     prim(s, P_SPACE);
+    /* clipped to 16 digits before the conversion (a bound such as -1e300 has no long long) */
+    const long long ilo = (long long)fmax(lo, -(double)SM_NUM_LIMIT), ihi = (long long)fmin(hi, (double)SM_NUM_LIMIT);
+    if (m > 1) {
+        int r = sm_int_multiple_gbnf(e, &s->out, ++s->n_names, b.has_lo, ilo, b.has_hi, ihi, m);
+        if (r == 0) return fail(s, path, "no multiple of %lld is within 'minimum'/'maximum'", m), false;
+        if (r < 0 && !e->oom) return fail(s, path, "'multipleOf' %lld makes too large a grammar", m), false;
+        return r > 0;
+    }
     if (!b.has_lo && !b.has_hi) {
         prim(s, P_INTEGER);
         sb_puts(e, "\"-\"? integral");
         return true;
     }
-    /* clipped to 16 digits before the conversion (a bound such as -1e300 has no long long) */
-    sm_int_range_gbnf(e, b.has_lo, (long long)fmax(lo, -(double)SM_NUM_LIMIT), b.has_hi,
-                      (long long)fmin(hi, (double)SM_NUM_LIMIT));
+    sm_int_range_gbnf(e, b.has_lo, ilo, b.has_hi, ihi);
     return true;
 }
 
 /* A number that may have a fraction: with bounds, plain decimals within them (numrange.c). */
 static bool number_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
+    long long m;
+    if (!multiple_of(s, sch, path, &m)) return false;
+    if (m) return integer_expr(s, sch, path, e, m);
     bounds b;
     if (!bounds_of(s, sch, path, &b)) return false;
     if (!b.has_lo && !b.has_hi) {
@@ -521,7 +554,8 @@ static int types_of(sc *s, const cJSON *sch, const char *path) {
         static const char *const obj[] = {"properties", "required", "additionalProperties", NULL};
         static const char *const arr[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
         static const char *const str[] = {"minLength", "maxLength", "pattern", "format", NULL};
-        static const char *const numk[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+        static const char *const numk[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                                           NULL};
         for (const cJSON *k = sch->child; k; k = k->next) {
             if (in_list(obj, k->string)) bits |= 32;
             if (in_list(arr, k->string)) bits |= 64;
@@ -651,7 +685,11 @@ static const char *visit(sc *s, const cJSON *sch, const char *path, char *name, 
             switch (1 << k) {
             case 1: ok = string_expr(s, sch, path, &e); break;
             case 2: ok = number_expr(s, sch, path, &e); break;
-            case 4: ok = integer_expr(s, sch, path, &e); break;
+            case 4: {
+                long long m;
+                ok = multiple_of(s, sch, path, &m) && integer_expr(s, sch, path, &e, m);
+                break;
+            }
             case 8: sb_puts(&e, "(\"true\" | \"false\")"); break;
             case 16: sb_puts(&e, "\"null\""); break;
             case 32: ok = object_expr(s, sch, path, &e); break;
