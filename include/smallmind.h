@@ -143,6 +143,11 @@ SMALLMIND_API void smallmind_cancel(smallmind_session *s);
 
 /* --------------------------------------------------------- generation */
 
+typedef struct smallmind_logit_bias {
+    int32_t token; /* a token id of the model's vocabulary */
+    float bias;    /* -100 to 100, added to its logit before anything else */
+} smallmind_logit_bias;
+
 typedef struct smallmind_sampling {
     float temperature;       /* 0: greedy */
     int top_k;               /* 0: off */
@@ -151,6 +156,8 @@ typedef struct smallmind_sampling {
     int repeat_last_n;
     float presence_penalty, frequency_penalty;
     uint64_t seed;
+    const smallmind_logit_bias *logit_bias; /* OpenAI's logit_bias: n_logit_bias (up to 1,024) of them */
+    size_t n_logit_bias;
 } smallmind_sampling;
 
 /* A piece of generated text; return non-zero to stop generating. */

@@ -62,6 +62,49 @@ static sm_status add_stop(sm_batch_record *rec, const cJSON *s, sm_error *err) {
     return SM_OK;
 }
 
+/* One logit_bias entry: token id (a whole number, or its decimal text as an object's key) and bias. */
+static sm_status add_bias(sm_sampler_params *sp, const char *key, double id, const cJSON *b, sm_error *err) {
+    if (!(id >= 0 && id <= 2147483647.0 && id == floor(id)))
+        return sm_rec_bad(err, "logit_bias", "maps token ids (whole numbers from 0) to biases");
+    if (!cJSON_IsNumber(b) || !(b->valuedouble >= -100 && b->valuedouble <= 100))
+        return sm_error_set(err, SM_ERR_INPUT, "\"%s\": the bias of token %.0f must be a number from -100 to 100",
+                            key, id);
+    const float x = (float)b->valuedouble;
+    for (int i = 0; i < sp->n_bias; i++)
+        if (sp->bias[i].id == (int32_t)id) { /* given twice (a list): the sum, as llama.cpp applies both */
+            sp->bias[i].bias += x;
+            return SM_OK;
+        }
+    if (sp->n_bias == SM_SAMPLER_MAX_BIAS)
+        return sm_rec_bad(err, "logit_bias", "has more than 1024 tokens");
+    sp->bias[sp->n_bias++] = (sm_logit_bias){(int32_t)id, x};
+    return SM_OK;
+}
+
+/* logit_bias: OpenAI's {"token id": bias, ...}, or llama.cpp's [[token id, bias], ...]. */
+static sm_status rec_logit_bias(sm_sampler_params *sp, const cJSON *v, sm_error *err) {
+    sp->n_bias = 0;
+    sm_status st = SM_OK;
+    if (cJSON_IsObject(v)) {
+        for (const cJSON *e = v->child; e && !st; e = e->next) {
+            char *end;
+            double id = strtod(e->string, &end);
+            if (end == e->string || *end || e->string[0] < '0' || e->string[0] > '9') id = -1;
+            st = add_bias(sp, "logit_bias", id, e, err);
+        }
+    } else if (cJSON_IsArray(v)) {
+        for (const cJSON *e = v->child; e && !st; e = e->next) {
+            const cJSON *id = cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 ? e->child : NULL;
+            if (!id || !cJSON_IsNumber(id))
+                return sm_rec_bad(err, "logit_bias", "as a list holds [token id, bias] pairs");
+            st = add_bias(sp, "logit_bias", id->valuedouble, id->next, err);
+        }
+    } else {
+        return sm_rec_bad(err, "logit_bias", "must be an object of token ids to biases (or a list of pairs)");
+    }
+    return st;
+}
+
 bool sm_rec_sampling(sm_batch_record *rec, const char *k, const cJSON *v, sm_status *st, sm_error *err) {
     sm_sampler_params *sp = &rec->sampling;
     long long x;
@@ -81,6 +124,8 @@ bool sm_rec_sampling(sm_batch_record *rec, const char *k, const cJSON *v, sm_sta
         *st = sm_rec_number(v, k, -100, 100, false, &sp->frequency_penalty, err);
     } else if (strcmp(k, "stop") == 0) {
         *st = sm_rec_stops(rec, v, err);
+    } else if (strcmp(k, "logit_bias") == 0) {
+        *st = rec_logit_bias(sp, v, err);
     } else {
         return false;
     }
@@ -163,7 +208,7 @@ static sm_status parse_object(const cJSON *root, char *buf, sm_batch_record *rec
             return sm_error_set(err, SM_ERR_INPUT,
                                 "unknown key \"%.64s\" (known: id, prompt, messages, max_tokens, "
                                 "temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, "
-                                "presence_penalty, frequency_penalty, seed, stop, grammar, json_schema)", k);
+                                "presence_penalty, frequency_penalty, logit_bias, seed, stop, grammar, json_schema)", k);
         }
     }
     if (!st && have_prompt && rec->messages)

@@ -23,7 +23,7 @@ sm_status sm_rec_grammar(sm_batch_record *rec, sm_grammar_kind kind, const cJSON
 /*
 ** The sampling fields our records and OpenAI bodies read alike: temperature,
 ** top_k, min_p, repeat_penalty, repeat_last_n, presence_penalty,
-** frequency_penalty, stop. false if k is none of them; else *st says how it went.
+** frequency_penalty, logit_bias, stop. false if k is none of them; else *st says how it went.
 */
 bool sm_rec_sampling(sm_batch_record *rec, const char *k, const cJSON *v, sm_status *st, sm_error *err);
 /* "stop": a string or a list of strings (null: none), into rec (SM_REC_STOP set). */

@@ -92,9 +92,6 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
         if (!cJSON_IsBool(v)) return sm_rec_bad(err, k, "must be true or false");
     } else if (strcmp(k, "service_tier") == 0) {
         if (!cJSON_IsString(v)) return sm_rec_bad(err, k, "must be a string");
-    } else if (strcmp(k, "logit_bias") == 0) {
-        if (!cJSON_IsObject(v)) return sm_rec_bad(err, k, "must be an object");
-        if (v->child) return sm_rec_bad(err, k, "is not supported (only an empty object)");
     } else {
         *known = false;
     }

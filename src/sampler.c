@@ -335,10 +335,30 @@ static sm_status dist(sm_sampler *s, const float *logits, bool masked, size_t *n
     return SM_OK;
 }
 
+sm_status sm_sampler_check(const sm_sampler_params *p, size_t n_vocab, sm_error *err) {
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias[i].id < 0 || (size_t)p->bias[i].id >= n_vocab)
+            return sm_error_set(err, SM_ERR_INPUT, "logit_bias: token %d is not in the vocabulary (0 to %zu)",
+                                (int)p->bias[i].id, n_vocab - 1);
+    return SM_OK;
+}
+
+/* The logits with logit_bias added (into s->masked, unless they are there already); the
+   logits themselves when there is none. A token a grammar masked (-infinity) stays masked. */
+static const float *biased(sm_sampler *s, const float *logits) {
+    if (!s->p.n_bias) return logits;
+    if (logits != s->masked) memcpy(s->masked, logits, s->n_vocab * sizeof *logits);
+    for (int i = 0; i < s->p.n_bias; i++) {
+        const sm_logit_bias *b = &s->p.bias[i];
+        if (b->id >= 0 && (size_t)b->id < s->n_vocab && s->masked[b->id] != -INFINITY) s->masked[b->id] += b->bias;
+    }
+    return s->masked;
+}
+
 sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate **c, size_t *n) {
     double total;
     *c = s->cand;
-    return dist(s, logits, false, n, &total);
+    return dist(s, biased(s, logits), false, n, &total);
 }
 
 /* Draws from logits (masked: see dist). */
@@ -346,7 +366,7 @@ static sm_status draw(sm_sampler *s, const float *logits, bool masked, int32_t *
     const sm_candidate *c = s->cand;
     size_t n;
     double total;
-    sm_status st = dist(s, logits, masked, &n, &total);
+    sm_status st = dist(s, biased(s, logits), masked, &n, &total);
     if (st) return st;
     /* a draw even from one candidate, as before min-p: the RNG stream does not depend on how
        many survive (greedy's draw picks its argmax and changes nothing it decides) */

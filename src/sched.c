@@ -212,6 +212,7 @@ static sm_status enqueue(sm_sched *s, entry *e, const sm_sched_request *r, sm_er
         memcpy(e->stop[i], r->stop[i], m + 1);
     }
     e->n_stop = r->n_stop;
+    if ((st = sm_sampler_check(&r->sampling, (size_t)s->p.tok->n_vocab, err))) return st;
     e->grammar = r->grammar;
     e->logprobs = r->logprobs, e->top_logprobs = r->top_logprobs;
     e->max_tokens = r->max_tokens;

@@ -7,6 +7,7 @@
 **      {"id": ..., "prompt": "...", "max_tokens": N, "temperature": T,
 **       "top_k": K, "top_p": P, "min_p": P, "repeat_penalty": X, "repeat_last_n": N,
 **       "presence_penalty": X, "frequency_penalty": X, "seed": S,
+**       "logit_bias": {"token id": bias, ...} (or [[id, bias], ...]; -100 to 100),
 **       "stop": "..." or ["...", ...]}
 **    where only "prompt" is required, or "messages": [{"role": ..., "content":
 **    ...}, ...] (OpenAI style, checked) instead, for the chat template; and

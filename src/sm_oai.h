@@ -9,16 +9,17 @@
 ** "top_p" (0 = the most likely token), "n" (1 only), "stream",
 ** "stream_options" ({"include_usage"}), "stop" (a string or a list),
 ** "seed" (any whole number), "presence_penalty", "frequency_penalty",
+** "logit_bias" ({"token id": -100..100}, or llama.cpp's [[id, bias], ...]),
 ** "logprobs" / "top_logprobs" (chat: a boolean and 0..20; completions: a
 ** number 0..5), "response_format" ({"type": "text"}, {"type":
 ** "json_object"} or {"type": "json_schema", "json_schema": {"name",
 ** "schema", "strict", "description"}}: rec->gkind/gtext), and llama.cpp's extensions "top_k", "min_p", "repeat_penalty",
 ** "repeat_last_n". Accepted and ignored (they do not change the text):
 ** "user", "metadata", "store", "service_tier"; "echo": false, "best_of": 1,
-** "suffix": null, "logit_bias": {} and "parallel_tool_calls" with no tools.
+** "suffix": null and "parallel_tool_calls" with no tools.
 ** Any other field is refused as OpenAI refuses it ("Unrecognized request
 ** argument supplied: X"), and a field we cannot honour ("tools",
-** "logit_bias" with entries, n > 1) is refused naming it: the text is
+** n > 1) is refused naming it: the text is
 ** never silently different from what was asked.
 */
 #ifndef SM_OAI_H

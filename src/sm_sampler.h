@@ -1,7 +1,9 @@
 /*
 ** sm_sampler.h -- choosing the next token from logits.
 **
-** In this order: repetition penalties over the last repeat_last_n tokens
+** In this order: logit_bias (a number added to chosen ids' logits, as
+** OpenAI's and llama.cpp's logit_bias; -100 all but bans a token, +100 all
+** but forces it), repetition penalties over the last repeat_last_n tokens
 ** (llama.cpp's: a token seen c times has its logit divided by
 ** repeat_penalty if positive, multiplied if not, then lowered by
 ** c * frequency_penalty + presence_penalty), then greedy (temperature 0:
@@ -20,6 +22,12 @@
 #include "sm_arena.h"
 
 #define SM_SAMPLER_MAX_LAST_N 4096 /* repeat_last_n at most */
+#define SM_SAMPLER_MAX_BIAS 1024   /* logit_bias entries at most */
+
+typedef struct sm_logit_bias {
+    int32_t id;
+    float bias; /* finite */
+} sm_logit_bias;
 
 typedef struct sm_sampler_params {
     float temperature; /* 0 = greedy; > 0 */
@@ -31,6 +39,8 @@ typedef struct sm_sampler_params {
     int repeat_last_n;       /* tokens the penalties look back over, 0..SM_SAMPLER_MAX_LAST_N */
     float presence_penalty;  /* 0 = off */
     float frequency_penalty; /* 0 = off */
+    int n_bias;              /* logit_bias: bias[i].bias added to logit bias[i].id first (an id once) */
+    sm_logit_bias bias[SM_SAMPLER_MAX_BIAS];
 } sm_sampler_params;
 
 typedef struct sm_candidate {
@@ -53,6 +63,9 @@ typedef struct sm_sampler {
 /* Carves scratch for n_vocab candidates from arena (measuring arenas work too). */
 sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vocab,
                           sm_arena *arena);
+
+/* SM_ERR_INPUT naming logit_bias when an id of p's logit_bias is outside 0..n_vocab-1. */
+sm_status sm_sampler_check(const sm_sampler_params *p, size_t n_vocab, sm_error *err);
 
 /* New parameters and seed for the next sequence (the history is cleared); keeps the scratch. */
 void sm_sampler_reset(sm_sampler *s, const sm_sampler_params *p);

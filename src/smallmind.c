@@ -285,11 +285,31 @@ smallmind_request smallmind_request_default(void) {
                                             .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 42}};
 }
 
+/* The request's sampling as the sampler's (a logit_bias beyond SM_SAMPLER_MAX_BIAS, or out of
+   range, is left to sampling_check). */
 static sm_sampler_params sampling(const smallmind_sampling *x) {
-    return (sm_sampler_params){.temperature = x->temperature, .top_k = x->top_k, .top_p = x->top_p,
-                               .min_p = x->min_p, .repeat_penalty = x->repeat_penalty,
-                               .repeat_last_n = x->repeat_last_n, .presence_penalty = x->presence_penalty,
-                               .frequency_penalty = x->frequency_penalty, .seed = x->seed};
+    sm_sampler_params p = {.temperature = x->temperature, .top_k = x->top_k, .top_p = x->top_p,
+                           .min_p = x->min_p, .repeat_penalty = x->repeat_penalty,
+                           .repeat_last_n = x->repeat_last_n, .presence_penalty = x->presence_penalty,
+                           .frequency_penalty = x->frequency_penalty, .seed = x->seed};
+    for (size_t i = 0; x->logit_bias && i < x->n_logit_bias && i < SM_SAMPLER_MAX_BIAS; i++)
+        p.bias[p.n_bias++] = (sm_logit_bias){x->logit_bias[i].token, x->logit_bias[i].bias};
+    return p;
+}
+
+/* SM_ERR_INPUT naming logit_bias when it has too many entries, a bias outside -100..100, or a
+   token outside the vocabulary. */
+static sm_status sampling_check(const smallmind_sampling *x, const sm_sampler_params *p, size_t n_vocab,
+                                sm_error *e) {
+    if (x->n_logit_bias && !x->logit_bias) return sm_error_set(e, SM_ERR_INPUT, "logit_bias: NULL with a count");
+    if (x->n_logit_bias > SM_SAMPLER_MAX_BIAS)
+        return sm_error_set(e, SM_ERR_INPUT, "logit_bias: %zu tokens, at most %d", x->n_logit_bias,
+                            SM_SAMPLER_MAX_BIAS);
+    for (int i = 0; i < p->n_bias; i++)
+        if (!(p->bias[i].bias >= -100 && p->bias[i].bias <= 100))
+            return sm_error_set(e, SM_ERR_INPUT, "logit_bias: the bias of token %d must be from -100 to 100",
+                                (int)p->bias[i].id);
+    return sm_sampler_check(p, n_vocab, e);
 }
 
 static smallmind_result result_of(const sm_gen_stats *g) {
@@ -347,6 +367,7 @@ smallmind_status smallmind_generate(smallmind_session *s, const smallmind_reques
                                  : sm_error_set(&e, SM_ERR_INPUT, "this session has no sampler");
     if (st) return fail(err, st, &e);
     sm_sampler_params sp = sampling(&r->sampling);
+    if ((st = sampling_check(&r->sampling, &sp, (size_t)s->m->tok.n_vocab, &e))) return fail(err, st, &e);
     sm_sampler_reset(&s->samplers[0], &sp);
     sm_gen_params gp = {.max_tokens = r->max_tokens, .cancel = &s->cancel, .stop = stops, .n_stop = n_stop};
     sm_gen_stats gs;
@@ -384,6 +405,7 @@ smallmind_status smallmind_run_batch(smallmind_session *s, const smallmind_reque
                                   .tag = (void *)(uintptr_t)next};
             st = r->messages ? request_tokens(s, r, &n_ids, stops, &n_stop, &e)
                              : request_stops(r, stops, &n_stop, &e);
+            if (!st) st = sampling_check(&r->sampling, &q.sampling, (size_t)s->m->tok.n_vocab, &e);
             if (st) { /* which request, in front of why */
                 char why[sizeof e.msg];
                 snprintf(why, sizeof why, "%s", e.msg);

@@ -57,6 +57,42 @@ if [ -x "$T/generate" ]; then
     if [ $r1 = 0 ] && [ "$(wc -l <"$T/batch.out")" = 6 ] && cmp -s "$T/batch.out" "$T/want"; then
         ok "smallmind_run_batch: 6 prompts, 4 at once, each = generate's text alone"
     else bad "batch" "rc=$r1 $(tail -1 "$T/batch.err"); $(diff "$T/batch.out" "$T/want" | head -6)"; fi
+    # logit_bias through the face: ids banned (-100) as --logit-bias bans them; a token beyond the
+    # vocabulary is a status naming logit_bias
+    cat >"$T/bias.c" <<'CEOF'
+#include <smallmind.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int out(void *u, const char *p, size_t n) { (void)u; fwrite(p, 1, n, stdout); return 0; }
+int main(int argc, char **argv) { /* MODEL N PROMPT ID... : each ID at -100, greedy */
+    smallmind_model *m = NULL;
+    smallmind_session *s = NULL;
+    smallmind_error err;
+    smallmind_logit_bias b[16];
+    if (argc < 4 || smallmind_model_open(&m, argv[1], NULL, &err) || smallmind_session_new(&s, m, NULL, &err))
+        return fprintf(stderr, "%s\n", argc < 4 ? "usage" : err.message), 1;
+    smallmind_request r = smallmind_request_default();
+    r.prompt = argv[3], r.max_tokens = (size_t)atol(argv[2]), r.on_piece = out;
+    r.sampling.temperature = 0;
+    for (int i = 4; i < argc && i < 20; i++) b[i - 4] = (smallmind_logit_bias){atoi(argv[i]), -100.0f};
+    r.sampling.logit_bias = b, r.sampling.n_logit_bias = argc > 4 ? (size_t)(argc - 4) : 0;
+    int rc = smallmind_generate(s, &r, NULL, &err) != SMALLMIND_OK;
+    if (rc) fprintf(stderr, "%s\n", err.message);
+    smallmind_session_free(s), smallmind_model_free(m);
+    return rc;
+}
+CEOF
+    if $CC ${SM_CFLAGS:-} -std=c99 -Wall -Wextra -Werror "$T/bias.c" $flags -o "$T/bias" 2>"$T/cc2.err"; then
+        "$T/bias" "$M" 30 "$P1" 32 101 116 >"$T/lb.out" 2>"$T/lb.err"; r1=$?
+        "$BIN" generate -m "$M" -p "$P1" -n 30 --temp 0 -q -l 32-100 -l 101-100 -l 116-100 >"$T/lbc.out" 2>&1; r2=$?
+        if [ $r1$r2 = 00 ] && [ -s "$T/lb.out" ] && cmp -s "$T/lb.out" "$T/lbc.out" && ! grep -q '[ et]' "$T/lb.out"; then
+            ok "smallmind_generate with logit_bias = generate --logit-bias ($(head -c 40 "$T/lb.out" | tr '\n' ' '))"
+        else bad "logit_bias" "rc=$r1$r2 lib: $(head -c 100 "$T/lb.out") $(cat "$T/lb.err"); cli: $(head -c 100 "$T/lbc.out")"; fi
+        "$T/bias" "$M" 5 "$P1" 32 4096 >/dev/null 2>"$T/e"; r=$?
+        if [ $r = 1 ] && grep -q "logit_bias: token 4096 is not in the vocabulary" "$T/e"; then
+            ok "smallmind_generate with a logit_bias token beyond the vocabulary: a status naming it"
+        else bad "bad logit_bias" "rc=$r $(cat "$T/e")"; fi
+    else bad "logit_bias program compiles" "$(head -c 600 "$T/cc2.err")"; fi
     # a bad model path: a status and one message, no crash
     "$T/generate" "$T/nope" 5 x >/dev/null 2>"$T/e"; r=$?
     if [ $r = 1 ] && grep -q "cannot open '$T/nope'" "$T/e" && [ "$(wc -l <"$T/e")" = 1 ]; then

@@ -38,9 +38,11 @@ from tally import Tally  # noqa: E402
 T = Tally("sampling")
 
 
-def reference(np, logits, temp, top_k, top_p, min_p, rp, last_n, pres, freq, hist):
+def reference(np, logits, temp, top_k, top_p, min_p, rp, last_n, pres, freq, hist, bias=None):
     """(ids, probabilities) best first, as the module docstring defines them."""
     l = logits.astype(np.float32).copy()
+    for i, b in (bias or {}).items():  # logit_bias first, in float32
+        l[i] = np.float32(l[i] + np.float32(b))
     window = hist[-last_n:] if last_n > 0 else []
     if window and (rp not in (0.0, 1.0) or pres or freq):
         ids, counts = np.unique(np.array(window), return_counts=True)
@@ -78,9 +80,11 @@ def ambiguous(np, logits, temp, top_k, top_p, min_p, *rest):
     return bool(min_p > 0 and np.min(np.abs(p / p[0] - min_p)) < 1e-4)
 
 
-def run(np, tool, logits, temp, top_k, top_p, min_p, rp, last_n, pres, freq, hist, draws, seed):
+def run(np, tool, logits, temp, top_k, top_p, min_p, rp, last_n, pres, freq, hist, bias, draws, seed):
     args = [tool, repr(temp), str(top_k), repr(top_p), repr(min_p), repr(rp), str(last_n), repr(pres),
             repr(freq), ",".join(map(str, hist)) or "-", str(draws), str(seed)]
+    if bias:
+        args.append(",".join(f"{i}:{b!r}" for i, b in bias.items()))
     p = subprocess.run(args, input=logits.astype("<f4").tobytes(), capture_output=True, timeout=900)
     if p.returncode:
         raise RuntimeError(f"sample_dist failed: {p.stderr.decode()[:200]}")
@@ -134,6 +138,11 @@ CASES = [  # name, V, temp, top_k, top_p, min_p, repeat, last_n, presence, frequ
      1.1, 64, 0.2, 0.1),
     ("all over GPT-2's vocabulary: top-k 40, top-p 0.9, min-p 0.05, penalties", 50257, 0.8, 40, 0.9, 0.05,
      1.2, 256, 0.5, 0.25),
+    # logit_bias (ids drawn from the likeliest and the least likely; "ban" -100 on the argmax)
+    ("logit_bias, greedy: -100 on the argmax", 1000, 0.0, 0, 1.0, 0.0, 1.0, 64, 0.0, 0.0, "ban"),
+    ("logit_bias, greedy: +20 on a middling token", 1000, 0.0, 0, 1.0, 0.0, 1.0, 64, 0.0, 0.0, "lift"),
+    ("logit_bias at temperature 0.9, with penalties", 2000, 0.9, 0, 1.0, 0.0, 1.3, 64, 0.3, 0.2, "mix"),
+    ("logit_bias with top-k 20, top-p 0.9, min-p 0.05", 32000, 1.0, 20, 0.9, 0.05, 1.0, 64, 0.0, 0.0, "mix"),
 ]
 
 
@@ -147,7 +156,7 @@ def main():
         T.skip("sampling against NumPy", f"NumPy is not installed for {sys.executable}")
         return T.close()
     tool = os.path.join(a.bin, "sample_dist")
-    for k, (name, V, temp, top_k, top_p, min_p, rp, last_n, pres, freq) in enumerate(CASES):
+    for k, (name, V, temp, top_k, top_p, min_p, rp, last_n, pres, freq, *how) in enumerate(CASES):
         for attempt in range(50):
             rng = np.random.default_rng(1000 * k + attempt)
             logits = (rng.standard_normal(V) * 2.5).astype(np.float32)
@@ -158,13 +167,20 @@ def main():
             # a history drawn from the likeliest ids, so penalties touch what matters
             top = np.argsort(-logits, kind="stable")[:30]
             hist = [int(x) for x in rng.choice(top, size=200 if "200" in name else 48)]
-            args = (temp, top_k, top_p, min_p, rp, last_n, pres, freq, hist)
+            order = np.argsort(-logits, kind="stable")
+            bias = {"ban": {int(order[0]): -100.0}, "lift": {int(order[V // 2]): 20.0},
+                    "mix": {int(order[0]): -1.5, int(order[3]): 2.25, int(order[V - 1]): 12.0,
+                            int(order[40]): -100.0, int(order[7]): 0.5}}.get(how[0]) if how else None
+            args = (temp, top_k, top_p, min_p, rp, last_n, pres, freq, hist, bias)
             if not ambiguous(np, logits, *args):
                 break
         want_ids, want_p = reference(np, logits, *args)
         n = 4000 if V > 20000 else 20000
         try:
             ids, p, counts = run(np, tool, logits, *args, 0 if temp <= 0 else n, 7 + k)
+            if bias and temp <= 0:  # greedy: the biased argmax, not the plain one
+                T.report(ids.tolist() != [int(np.argmax(logits))], f"{name}: the bias moves the argmax",
+                         str(ids.tolist()))
         except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
             T.report(False, name, str(e))
             continue
@@ -185,7 +201,7 @@ def main():
             T.report(ok and sum(counts.values()) == n, f"{name}: {n} draws follow the reference", why)
     # the penalties cost nothing when off: a history with every flag at its neutral value
     logits = np.linspace(-3, 3, 64).astype(np.float32)
-    ids, p, _ = run(np, tool, logits, 1.0, 0, 1.0, 0.0, 1.0, 64, 0.0, 0.0, list(range(60, 64)), 0, 1)
+    ids, p, _ = run(np, tool, logits, 1.0, 0, 1.0, 0.0, 1.0, 64, 0.0, 0.0, list(range(60, 64)), None, 0, 1)
     want_ids, want_p = reference(np, logits, 1.0, 0, 1.0, 0.0, 1.0, 64, 0.0, 0.0, [])
     T.report(np.allclose(p[np.argsort(ids)], want_p[np.argsort(want_ids)], atol=2e-6),
              "neutral penalties with a history: the plain softmax")
@@ -215,6 +231,53 @@ def cli_checks(sm):
         r = json.loads(p.stdout) if p.stdout else {}
         T.report(p.returncode == 1 and f'"{key}"' in r.get("error", ""), f"a --batch record's bad {key}: "
                  "an error record naming it", f"rc={p.returncode} {p.stdout.strip()[:120]}")
+    logit_bias_checks(sm, model)
+
+
+def logit_bias_checks(sm, model):
+    """logit_bias reaches the sampler from --logit-bias, a --batch record (OpenAI's object and llama.cpp's
+    list of pairs) and an OpenAI Batch API body alike; greedy, the ids it bans never appear, and one
+    forced by +100 is the whole output; bad values are named."""
+    base = [sm, "generate", "-m", model, "-p", "The", "-n", "24", "--temp", "0", "--json", "-q"]
+    plain = json.loads(subprocess.run(base, capture_output=True, text=True).stdout)
+    # ban the tokens greedy decoding chose (the default model's vocabulary is bytes: id = byte)
+    banned = sorted(set(plain["text"].encode()))[:6]
+    flags = [x for i in banned for x in ("--logit-bias", f"{i}-100")]
+    cli = json.loads(subprocess.run(base + flags, capture_output=True, text=True).stdout)["text"]
+    T.report(cli and not set(cli.encode()) & set(banned), "--logit-bias ID-100: greedy never picks a banned id",
+             f"{cli!r} banned {banned} (plain {plain['text']!r})")
+    recs = [{"id": "obj", "prompt": "The", "max_tokens": 24, "temperature": 0,
+             "logit_bias": {str(i): -100 for i in banned}},
+            {"id": "list", "prompt": "The", "max_tokens": 24, "temperature": 0,
+             "logit_bias": [[i, -100] for i in banned]},
+            {"custom_id": "oai", "method": "POST", "url": "/v1/completions",
+             "body": {"model": "m", "prompt": "The", "max_tokens": 24, "temperature": 0,
+                      "logit_bias": {str(i): -100 for i in banned}}},
+            {"id": "force", "prompt": "The", "max_tokens": 8, "temperature": 0.8, "seed": 5,
+             "logit_bias": {"120": 100}}]
+    p = subprocess.run([sm, "generate", "-m", model, "--batch", "-", "-q"], capture_output=True, text=True,
+                       input="".join(json.dumps(r) + "\n" for r in recs))
+    out = {r.get("custom_id", r.get("id")): r for r in map(json.loads, p.stdout.splitlines())}
+    texts = [out.get("obj", {}).get("text"), out.get("list", {}).get("text"),
+             out.get("oai", {}).get("response", {}).get("body", {}).get("choices", [{}])[0].get("text")]
+    T.report(p.returncode == 0 and texts == [cli] * 3, "a record's logit_bias (object, list of pairs, OpenAI "
+             "body) = --logit-bias", f"{texts} vs {cli!r}: {p.stderr[-200:]}")
+    T.report(out.get("force", {}).get("text") == "x" * 8, "logit_bias +100 on one id: that token alone, sampled",
+             str(out.get("force")))
+    bad = [({"logit_bias": {"abc": 1}}, "logit_bias"), ({"logit_bias": {"3": 101}}, "from -100 to 100"),
+           ({"logit_bias": {"3": "x"}}, "from -100 to 100"), ({"logit_bias": [[3]]}, "[token id, bias] pairs"),
+           ({"logit_bias": {"256": 1}}, "token 256 is not in the vocabulary"), ({"logit_bias": 5}, "logit_bias"),
+           ({"logit_bias": {"-1": 1}}, "logit_bias")]
+    p = subprocess.run([sm, "generate", "-m", model, "--batch", "-", "-q"], capture_output=True, text=True,
+                       input="".join(json.dumps(dict(b, id=f"b{k}", prompt="a")) + "\n" for k, (b, _) in enumerate(bad)))
+    got = [json.loads(x).get("error", "") for x in p.stdout.splitlines()]
+    T.report(p.returncode == 1 and len(got) == len(bad) and all(w in g for (_, w), g in zip(bad, got)),
+             f"{len(bad)} bad logit_bias values: each record's error names it", str(got)[:400])
+    for flag, want in (("12x", "expects TOKEN_ID+BIAS"), ("3+101", "expects TOKEN_ID+BIAS"),
+                       ("300+1", "token 300 is not in the model's vocabulary")):
+        p = subprocess.run(base + ["--logit-bias", flag], capture_output=True, text=True)
+        T.report(p.returncode == 2 and want in p.stderr and not p.stdout, f"--logit-bias {flag}: a usage error",
+                 p.stderr.strip()[:160])
 
 
 if __name__ == "__main__":

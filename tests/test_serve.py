@@ -184,6 +184,11 @@ def client(sm, model, tpl, s, node, npm_dir, tmp):
         {"op": "chat", "stream": False, "params": {"model": "gpt-4o", "messages": msgs}},
         {"op": "chat", "stream": False, "params": {"model": "smallmind-default", "messages": msgs, "max_tokens": 5,
                                                    "logprobs": True, "top_logprobs": 3, "temperature": 0}},
+        {"op": "chat", "stream": True, "params": {"model": "smallmind-default", "messages": msgs, "max_tokens": 30,
+                                                  "temperature": 0, "logit_bias": {"32": -100, "101": -100,
+                                                                                   "116": 5}}},
+        {"op": "completion", "stream": False, "params": {"model": "smallmind-default", "prompt": "And God said",
+                                                         "max_tokens": 5, "logit_bias": {"300": 1}}},
     ]
     out, err = node_calls(node, npm_dir, s.port, calls)
     if len(out) != len(calls):
@@ -213,6 +218,13 @@ def client(sm, model, tpl, s, node, npm_dir, tmp):
     report(len(lp) == 5 and all(len(t["top_logprobs"]) == 3 and t["logprob"] <= 0 and
                                 abs(t["top_logprobs"][0]["logprob"] - t["logprob"]) < 1e-4 for t in lp),
            "openai client: logprobs with top_logprobs 3 (greedy: the chosen one is the best)", json.dumps(lp)[:200])
+    want_b = twin(sm, model, "Who made the light?", "--chat", "--chat-template", tpl, "--system", "Be brief.",
+                  "-n", "30", "--temp", "0", "--logit-bias", "32-100", "--logit-bias", "101-100", "-l", "116+5")
+    report(out[7].get("text") == want_b.get("text") and not {" ", "e"} & set(out[7].get("text") or " "),
+           "openai client: streamed chat with logit_bias = generate --logit-bias (no space, no 'e')",
+           json.dumps(out[7])[:200] + json.dumps(want_b)[:100])
+    report(out[8].get("status") == 400 and "token 300 is not in the vocabulary" in json.dumps(out[8]),
+           "openai client: logit_bias of a token beyond the vocabulary is a 400", json.dumps(out[8])[:200])
 
 
 def client_stories(sm, stories, node, npm_dir, tmp):
@@ -363,7 +375,8 @@ def hostile(sm, model, s):
               "presence_penalty": ["p", 1000], "frequency_penalty": [True, -1000], "logprobs": ["y", 3.5],
               "top_k": [-3, "k"], "min_p": [2, "m"], "repeat_penalty": [0, -1], "user": [5], "metadata": [1, "m"],
               "response_format": ["json", {"type": "xml"}, {"type": "json_schema"}], "messages": [None],
-              "logit_bias": [{"50": 5}, 3], "tools": [[{"type": "function", "function": {"name": "f"}}]],
+              "logit_bias": [{"50": 500}, 3, {"x": 1}, {"999": 1}],
+              "tools": [[{"type": "function", "function": {"name": "f"}}]],
               "suffix": ["x"], "best_of": [3]}
     for k, vals in fields.items():
         for v, kind in ((v, kind) for v in vals for kind in ("chat", "completion")):

@@ -51,7 +51,7 @@ typedef enum {
     O_STEPS, O_BATCH, O_LR, O_LRMIN, O_WARMUP, O_WD, O_CLIP, O_VALFRAC, O_EVALEVERY,
     O_EVALSEQS, O_CKPT, O_LOGEVERY, O_STOP, O_OUTFMT, O_TRUNCATE, O_BATCHFILE, O_SHARD,
     O_PARALLEL, O_CHECKW, O_TOKFILE, O_SPECIAL, O_DTYPE, O_COMPARE, O_PICK, O_PEAKS, O_KVTYPE, O_NOBOS,
-    O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN,
+    O_CHAT, O_SYSTEM, O_CHATTPL, O_NOGENP, O_MINP, O_REPPEN, O_REPLASTN, O_PRESPEN, O_FREQPEN, O_LOGITBIAS,
     O_IDS, O_CACHERAM, O_PCACHE, O_PCACHERO, O_INFMT, O_OUTPUT, O_BRESUME, O_ERRORS, O_ORDERED,
     O_UNORDERED, O_ALLOWDUP, O_PROGRESS, O_PROGINT, O_ALIAS, O_GRAMMAR, O_GRAMMARTEXT, O_JSONSCHEMA,
     O_FORMAT, O_HOST, O_PORT, O_APIKEY, O_QUEUE, O_COUNT_
@@ -135,6 +135,8 @@ typedef struct {
     bool no_gen_prompt;        /* template --no-generation-prompt */
     bool ids;                  /* template --ids: token ids instead of text */
     double min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    int n_bias;                              /* --logit-bias ID(+|-)BIAS, repeatable */
+    sm_logit_bias bias[SM_SAMPLER_MAX_BIAS];
     long repeat_last_n;
     const char **args; /* positional arguments, in argv (any number) */
     size_t n_args;

@@ -88,6 +88,9 @@ static const struct option_def {
      "    --repeat-penalty X divide (multiply if negative) the logits of recent tokens by X, 1 = off"},
     {"repeat-last-n", 0, true, CMD_SAMPLE, O_REPLASTN,
      "    --repeat-last-n N  tokens the penalties look back over (default 64, 0 = off)"},
+    {"logit-bias", 'l', true, CMD_SAMPLE, O_LOGITBIAS,
+     "-l, --logit-bias ID+B  add B (-100 to 100; ID-B subtracts) to token ID's logit before sampling,\n"
+     "                       as llama.cpp's and OpenAI's logit_bias: -100 all but bans ID (repeatable)"},
     {"presence-penalty", 0, true, CMD_SAMPLE, O_PRESPEN,
      "    --presence-penalty X  lower the logit of each recent token by X, 0 = off"},
     {"frequency-penalty", 0, true, CMD_SAMPLE, O_FREQPEN,
@@ -482,6 +485,21 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_MINP: REAL_OPT(min_p, 0, 1, true);
     case O_REPPEN: REAL_OPT(repeat_penalty, 0, 100, false);
     case O_REPLASTN: LONG_OPT(repeat_last_n, 0, SM_SAMPLER_MAX_LAST_N);
+    case O_LOGITBIAS: {
+        char *end;
+        errno = 0;
+        long id = strtol(v, &end, 10);
+        double b = (*end == '+' || *end == '-') && v[0] >= '0' && v[0] <= '9' ? strtod(end, &end) : NAN;
+        if (errno || id < 0 || id > INT32_MAX || *end || !(b >= -100 && b <= 100))
+            return cli_usage_error(o, "%s expects TOKEN_ID+BIAS or TOKEN_ID-BIAS (a bias from -100 to 100), got '%s'",
+                                   flag, v);
+        int i = 0;
+        while (i < o->n_bias && o->bias[i].id != (int32_t)id) i++;
+        if (i == SM_SAMPLER_MAX_BIAS) return cli_usage_error(o, "%s: at most %d tokens", flag, SM_SAMPLER_MAX_BIAS);
+        if (i == o->n_bias) o->bias[o->n_bias++] = (sm_logit_bias){(int32_t)id, 0.0f};
+        o->bias[i].bias += (float)b; /* one ID twice: both apply */
+        break;
+    }
     case O_PRESPEN: REAL_OPT(presence_penalty, -100, 100, true);
     case O_FREQPEN: REAL_OPT(frequency_penalty, -100, 100, true);
     case O_COUNT_: break;

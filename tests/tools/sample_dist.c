@@ -2,8 +2,9 @@
 ** sample_dist.c -- test tool: the sampler's distribution and draws for one
 ** vector of logits, for a NumPy reference (tests/test_sampling.py).
 **
-**   sample_dist TEMP TOP_K TOP_P MIN_P REPEAT_PENALTY LAST_N PRESENCE FREQUENCY HISTORY DRAWS SEED
+**   sample_dist TEMP TOP_K TOP_P MIN_P REPEAT_PENALTY LAST_N PRESENCE FREQUENCY HISTORY DRAWS SEED [BIAS]
 **     HISTORY  comma-separated ids the penalties look at ("-": none)
+**     BIAS     logit_bias as comma-separated id:bias pairs
 **     logits   raw little-endian float32 on stdin (n_vocab of them)
 **
 ** Prints "id probability" (normalised, the sampler's order) for each
@@ -19,9 +20,9 @@
 #define MAX_VOCAB (1 << 20)
 
 int main(int argc, char **argv) {
-    if (argc != 12) {
+    if (argc != 12 && argc != 13) {
         fprintf(stderr, "usage: sample_dist TEMP TOP_K TOP_P MIN_P REPEAT_PENALTY LAST_N PRESENCE "
-                        "FREQUENCY HISTORY DRAWS SEED < logits.f32\n");
+                        "FREQUENCY HISTORY DRAWS SEED [ID:BIAS,...] < logits.f32\n");
         return 2;
     }
     sm_sampler_params p = {.temperature = strtof(argv[1], NULL), .top_k = atoi(argv[2]),
@@ -30,6 +31,12 @@ int main(int argc, char **argv) {
                            .presence_penalty = strtof(argv[7], NULL),
                            .frequency_penalty = strtof(argv[8], NULL),
                            .seed = strtoull(argv[11], NULL, 10)};
+    for (char *b = argc == 13 ? argv[12] : ""; *b && p.n_bias < SM_SAMPLER_MAX_BIAS;) {
+        p.bias[p.n_bias].id = (int32_t)strtol(b, &b, 10);
+        if (*b == ':') b++;
+        p.bias[p.n_bias++].bias = strtof(b, &b);
+        if (*b == ',') b++;
+    }
     long draws = atol(argv[10]);
     float *logits = malloc(MAX_VOCAB * sizeof *logits);
     int32_t *hist = malloc(SM_SAMPLER_MAX_LAST_N * 4 * sizeof *hist);
