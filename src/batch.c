@@ -87,9 +87,8 @@ static sm_status rec_logit_bias(sm_sampler_params *sp, const cJSON *v, sm_error 
     sm_status st = SM_OK;
     if (cJSON_IsObject(v)) {
         for (const cJSON *e = v->child; e && !st; e = e->next) {
-            char *end;
-            double id = strtod(e->string, &end);
-            if (end == e->string || *end || e->string[0] < '0' || e->string[0] > '9') id = -1;
+            size_t n = strlen(e->string);
+            double id = n && n <= 10 && strspn(e->string, "0123456789") == n ? strtod(e->string, NULL) : -1;
             st = add_bias(sp, "logit_bias", id, e, err);
         }
     } else if (cJSON_IsArray(v)) {

@@ -261,7 +261,7 @@ bool sm_num_range_gbnf(sbuf *out, bool has_lo, double lo, bool lo_excl, bool has
 
 typedef struct {
     sbuf *rules;
-    unsigned tag;
+    size_t tag;
     long long m, p10[17]; /* 10^k mod m */
     struct { int k; long long need; } made[MUL_RULES];
     size_t n_made;
@@ -307,7 +307,7 @@ static void digits_to(mul *c, sbuf *out, const char *prefix, int lo, int hi, lon
 
 /* The rule of k >= 1 digits whose value is need mod m (written on first use): its name into name. */
 static void tail_rule(mul *c, int k, long long need, char *name, size_t cap) {
-    snprintf(name, cap, "m%u-%d-%lld", c->tag, k, need);
+    snprintf(name, cap, "m%zu-%d-%lld", c->tag, k, need);
     for (size_t i = 0; i < c->n_made; i++)
         if (c->made[i].k == k && c->made[i].need == need) return;
     if (c->n_made == MUL_RULES) {
@@ -364,7 +364,7 @@ static void mul_natural(mul *c, sbuf *out, long long a, long long b, const char 
     }
 }
 
-int sm_int_multiple_gbnf(sbuf *out, sbuf *rules, unsigned tag, bool has_lo, long long lo, bool has_hi,
+int sm_int_multiple_gbnf(sbuf *out, sbuf *rules, size_t tag, bool has_lo, long long lo, bool has_hi,
                          long long hi, long long m) {
     if (!has_lo || lo < -SM_NUM_LIMIT) lo = -SM_NUM_LIMIT;
     if (!has_hi || hi > SM_NUM_LIMIT) hi = SM_NUM_LIMIT;

@@ -315,7 +315,7 @@ static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e, lon
         int r = sm_int_multiple_gbnf(e, &s->out, ++s->n_names, b.has_lo, ilo, b.has_hi, ihi, m);
         if (r == 0) return fail(s, path, "no multiple of %lld is within 'minimum'/'maximum'", m), false;
         if (r < 0 && !e->oom) return fail(s, path, "'multipleOf' %lld makes too large a grammar", m), false;
-        return r > 0;
+        return true; /* (out of memory: e->oom, reported by visit) */
     }
     if (!b.has_lo && !b.has_hi) {
         prim(s, P_INTEGER);

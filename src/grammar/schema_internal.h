@@ -67,7 +67,7 @@ bool sm_num_range_gbnf(sbuf *out, bool has_lo, double lo, bool lo_excl, bool has
    appended to out, its rules ("m<tag>-...") to rules: 1; 0 (nothing written) when no multiple
    is within; -1 (nothing written) when out of memory (out->oom) or more than 4,096 rules. */
 #define SM_MUL_LIMIT 1000000000LL
-int sm_int_multiple_gbnf(sbuf *out, sbuf *rules, unsigned tag, bool has_lo, long long lo, bool has_hi,
+int sm_int_multiple_gbnf(sbuf *out, sbuf *rules, size_t tag, bool has_lo, long long lo, bool has_hi,
                          long long hi, long long m);
 
 #endif
