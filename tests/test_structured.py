@@ -466,6 +466,30 @@ def number_candidates(bounds, rng):
     return sorted(t for t in out if len(t) < 40)
 
 
+def verdicts(tool, schema_path, texts, tmp, tag):
+    """grammar_tool accepts over texts (each written to a file): "1" or "0" per text, or None with why."""
+    files = []
+    for i, t in enumerate(texts):
+        files.append(os.path.join(tmp, f"{tag}-{i}.txt"))
+        with open(files[-1], "w") as f:
+            f.write(t)
+    p = subprocess.run([tool, "accepts", "-s", schema_path] + files, capture_output=True, text=True)
+    mine = p.stdout.split()
+    return (mine, "") if len(mine) == len(texts) else (None, p.stdout[-200:] + p.stderr[-200:])
+
+
+def judged(g, check, schema, label, t, m, bad):
+    """One text: the Earley parser's verdict (which the matcher's, m, must equal) and jsonschema's; an
+    accepted text jsonschema refuses is a failure. (accepted, valid)."""
+    ref = g.accepts(t)
+    if (m == "1") != ref:
+        bad.append((label, t, "matcher and Earley parser differ", m, ref))
+    valid = check(schema, json.loads(t)) is None
+    if ref and not valid:
+        bad.append((label, t, "accepted, invalid"))
+    return ref, valid
+
+
 def number_bounds(tool, check, gbnf_ref, tmp):
     """Numbers with minimum / maximum / exclusive bounds: every text the schema's grammar accepts (an
     independent Earley parser, tests/gbnf_ref.py, and smallmind's matcher, grammar_tool accepts) is valid
@@ -503,26 +527,15 @@ def number_bounds(tool, check, gbnf_ref, tmp):
             continue
         g = gbnf_ref.Grammar(p.stdout)
         texts = number_candidates(spec, rng)
-        files = []
-        for i, t in enumerate(texts):
-            files.append(os.path.join(tmp, f"num-{k}-{i}.txt"))
-            with open(files[-1], "w") as f:
-                f.write(t)
-        p = subprocess.run([tool, "accepts", "-s", path] + files, capture_output=True, text=True)
-        mine = p.stdout.split()
-        if len(mine) != len(texts):
-            bad.append((spec, "grammar_tool accepts", p.stdout[-200:] + p.stderr[-200:]))
+        mine, why = verdicts(tool, path, texts, tmp, f"num-{k}")
+        if mine is None:
+            bad.append((spec, "grammar_tool accepts", why))
             continue
         edges = [float(v) for v in spec.values() if not isinstance(v, bool)]
         for t, m in zip(texts, mine):
             n_texts += 1
-            ref = g.accepts(t)
-            if (m == "1") != ref:
-                bad.append((spec, t, "matcher and Earley parser differ", m, ref))
-            valid = check(schema, json.loads(t)) is None
+            ref, valid = judged(g, check, schema, spec, t, m, bad)
             n_accepted += ref
-            if ref and not valid:
-                bad.append((spec, t, "accepted, invalid"))
             far = all(abs(float(t) - e) > 4 * math.ulp(e) for e in edges)
             if valid and not ref and far and NUMBER_TEXT.fullmatch(t):
                 bad.append((spec, t, "valid, refused"))
@@ -585,25 +598,14 @@ def multiples(tool, check, gbnf_ref, tmp):
         vals.update(rng.randrange(-limit, limit) // m * m + rng.choice((0, 0, 1, -1)) for _ in range(30))
         vals.update(rng.randrange(-10 ** 6, 10 ** 6) // m * m for _ in range(20))
         texts = sorted({str(v) for v in vals if abs(v) <= 10 ** 17} | {"0.0", "-0", "1e3", f"{m}.0", f"{m}.5"})
-        files = []
-        for i, t in enumerate(texts):
-            files.append(os.path.join(tmp, f"mul-{k}-{i}.txt"))
-            with open(files[-1], "w") as f:
-                f.write(t)
-        p = subprocess.run([tool, "accepts", "-s", path] + files, capture_output=True, text=True)
-        mine = p.stdout.split()
-        if len(mine) != len(texts):
-            bad.append((schema, "grammar_tool accepts", p.stdout[-200:] + p.stderr[-200:]))
+        mine, why = verdicts(tool, path, texts, tmp, f"mul-{k}")
+        if mine is None:
+            bad.append((schema, "grammar_tool accepts", why))
             continue
         for t, mt in zip(texts, mine):
             n_texts += 1
-            ref = g.accepts(t)
-            if (mt == "1") != ref:
-                bad.append((schema, t, "matcher and Earley parser differ", mt, ref))
-            valid = check(schema, json.loads(t)) is None
+            ref, valid = judged(g, check, schema, schema, t, mt, bad)
             n_accepted += ref
-            if ref and not valid:
-                bad.append((schema, t, "accepted, invalid"))
             # "-0" is never written; a bound beyond 2^53 is moved one double inward (its literal unknown)
             near = re.fullmatch(r"-?[0-9]+", t) and any(abs(e) >= 2 ** 53 and abs(int(t) - e) <= 4 for e in edges[3:])
             if valid and not ref and not near and re.fullmatch(r"0|-?[1-9][0-9]{0,15}", t):
@@ -645,13 +647,8 @@ def merged_schemas(tool, check, tmp):
         path = os.path.join(tmp, f"merged-{k}.json")
         with open(path, "w") as f:
             json.dump(schema, f)
-        files = []
-        for i, t in enumerate(good + wrong):
-            files.append(os.path.join(tmp, f"merged-{k}-{i}.txt"))
-            with open(files[-1], "w") as f:
-                f.write(t)
-        got = subprocess.run([tool, "accepts", "-s", path] + files, capture_output=True, text=True).stdout.split()
-        for t, g in zip(good + wrong, got + [None] * len(files)):
+        got, _ = verdicts(tool, path, good + wrong, tmp, f"merged-{k}")
+        for t, g in zip(good + wrong, got or [None] * len(good + wrong)):
             n += 1
             valid = check(schema, json.loads(t)) is None
             if valid != (t in good) or (g == "1") != valid:
