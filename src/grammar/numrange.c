@@ -24,7 +24,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- integers */
+/* ---- integers (and multiples of m within bounds: multipleOf)
+**
+** The digit strings of a range, each alternative's digits carried through
+** the remainder mod m when there is an m: a fixed digit moves the
+** remainder, a class of digits splits by where it leaves it, and the k free
+** digits after a class become a rule "m<tag>-<k>-<need>": k digits whose
+** value is need mod m (so the whole number is 0 mod m). Such a rule exists
+** only when some k digits reach need (need < 10^k), and is written once, on
+** first use. Without an m the free digits are [0-9]{k}.
+*/
+
+#define MUL_RULES 4096
+
+typedef struct {
+    sbuf *rules;
+    size_t tag;
+    long long m, p10[17]; /* 10^k mod m */
+    struct mul_rule { int k; long long need; } *made; /* (MUL_RULES) the rules written */
+    size_t n_made;
+    bool over; /* more than MUL_RULES rules */
+} mul;
 
 static int digits(long long v) {
     int d = 1;
@@ -38,60 +58,137 @@ static long long pow10ll(int d) {
     return p;
 }
 
-/* d-digit strings (leading zeros allowed) from x to y: alternatives into out (n_alt counts them). */
-static void digit_range(sbuf *out, long long x, long long y, int d, const char *prefix, size_t *n_alt) {
+static bool reachable(int k, long long need) { return k == 0 ? need == 0 : need < pow10ll(k); }
+
+static long long mod_m(const mul *c, long long v) { return (v % c->m + c->m) % c->m; }
+
+static void tail_rule(mul *c, int k, long long need, char *name, size_t cap);
+
+/* Digits d in [lo, hi], each leaving (a + b d) mod m for the k free digits after it to reach:
+   alternatives "prefix [ds] rest" into out, the ds grouped by what they leave, those no k
+   digits can complete left out. */
+static void digits_to(mul *c, sbuf *out, const char *prefix, int lo, int hi, long long a, long long b, int k,
+                      size_t *n_alt) {
+    long long needs[10];
+    int n = 0, mask[10] = {0};
+    for (int d = lo; d <= hi; d++) {
+        long long need = mod_m(c, a + b * d);
+        if (!reachable(k, need)) continue;
+        int g = 0;
+        while (g < n && needs[g] != need) g++;
+        if (g == n) needs[n++] = need;
+        mask[g] |= 1 << d;
+    }
+    for (int g = 0; g < n && !c->over; g++) {
+        char rest[64] = "";
+        if (k) tail_rule(c, k, needs[g], rest, sizeof rest);
+        sb_printf(out, "%s%s%s[", (*n_alt)++ ? " | " : "", prefix, *prefix ? " " : "");
+        for (int d = 0; d < 10; d++) {
+            if (!(mask[g] >> d & 1)) continue;
+            int e = d;
+            while (e < 9 && mask[g] >> (e + 1) & 1) e++;
+            if (e > d) sb_printf(out, "%d-%d", d, e);
+            else sb_printf(out, "%d", d);
+            d = e;
+        }
+        sb_printf(out, "]%s%s", k ? " " : "", rest);
+    }
+}
+
+/* The rule of k >= 1 digits whose value is need mod m (written on first use): its name into name. */
+static void tail_rule(mul *c, int k, long long need, char *name, size_t cap) {
+    snprintf(name, cap, "m%zu-%d-%lld", c->tag, k, need);
+    for (size_t i = 0; i < c->n_made; i++)
+        if (c->made[i].k == k && c->made[i].need == need) return;
+    if (c->n_made == MUL_RULES) {
+        c->over = true;
+        return;
+    }
+    c->made[c->n_made++] = (struct mul_rule){k, need};
+    sbuf rhs = {0}; /* the first digit d leaves need - d 10^(k-1) to the k - 1 after it */
+    size_t n_alt = 0;
+    digits_to(c, &rhs, "", 0, 9, need, mod_m(c, -c->p10[k - 1]), k - 1, &n_alt);
+    sb_printf(c->rules, "%s ::= ", name);
+    sb_add(c->rules, rhs.s ? rhs.s : "", rhs.n);
+    sb_puts(c->rules, "\n");
+    if (rhs.oom) c->rules->oom = true;
+    free(rhs.s);
+}
+
+/* Digits lo..hi after prefix (whose digits leave remainder rp), then k free digits. */
+static void span(mul *c, sbuf *out, const char *prefix, long long rp, int lo, int hi, int k, size_t *n_alt) {
+    if (c) { /* 0 mod m when the digit and the k after it make -(10 rp + digit) 10^k */
+        digits_to(c, out, prefix, lo, hi, mod_m(c, -(10 * rp % c->m) * c->p10[k]), mod_m(c, -c->p10[k]), k, n_alt);
+        return;
+    }
+    sb_printf(out, "%s%s%s[%d-%d]", (*n_alt)++ ? " | " : "", prefix, *prefix ? " " : "", lo, hi);
+    if (k) sb_printf(out, " [0-9]{%d}", k);
+}
+
+/* d-digit strings (leading zeros allowed) from x to y (multiples of c->m, when c, after a prefix
+   whose digits leave remainder rp): alternatives into out (n_alt counts them). */
+static void digit_range(mul *c, sbuf *out, long long x, long long y, int d, const char *prefix, long long rp,
+                        size_t *n_alt) {
     char pre[256]; /* up to 16 "[d]" and a sign */
     if (d == 0) {
-        sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", *prefix ? prefix : "\"\"");
+        if (!c || rp == 0) sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", *prefix ? prefix : "\"\"");
         return;
     }
     long long p = pow10ll(d - 1);
     int x0 = (int)(x / p), y0 = (int)(y / p);
     long long xr = x % p, yr = y % p;
-    if (x0 == y0) {
-        snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", x0);
-        digit_range(out, xr, yr, d - 1, pre, n_alt);
-        return;
-    }
-    if (xr == 0 && yr == p - 1) { /* the whole span of the rest */
-        snprintf(pre, sizeof pre, "%s%s[%d-%d]", prefix, *prefix ? " " : "", x0, y0);
-        if (d > 1) sb_printf(out, "%s%s [0-9]{%d}", (*n_alt)++ ? " | " : "", pre, d - 1);
-        else sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", pre);
+    if (x0 != y0 && xr == 0 && yr == p - 1) { /* the whole span of the rest */
+        span(c, out, prefix, rp, x0, y0, d - 1, n_alt);
         return;
     }
     snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", x0);
-    digit_range(out, xr, p - 1, d - 1, pre, n_alt);
-    if (y0 - x0 >= 2) {
-        snprintf(pre, sizeof pre, "%s%s[%d-%d]", prefix, *prefix ? " " : "", x0 + 1, y0 - 1);
-        if (d > 1) sb_printf(out, "%s%s [0-9]{%d}", (*n_alt)++ ? " | " : "", pre, d - 1);
-        else sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", pre);
-    }
+    digit_range(c, out, xr, x0 == y0 ? yr : p - 1, d - 1, pre, c ? mod_m(c, 10 * rp + x0) : 0, n_alt);
+    if (x0 == y0) return;
+    if (y0 - x0 >= 2) span(c, out, prefix, rp, x0 + 1, y0 - 1, d - 1, n_alt);
     snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", y0);
-    digit_range(out, 0, yr, d - 1, pre, n_alt);
+    digit_range(c, out, 0, yr, d - 1, pre, c ? mod_m(c, 10 * rp + y0) : 0, n_alt);
 }
 
-/* Integers in [a, b] (0 <= a <= b, b up to 16 digits), written without leading zeros, into out. */
-static void natural_range(sbuf *out, long long a, long long b, const char *sign, size_t *n_alt) {
+/* Integers in [a, b] (0 <= a <= b, b up to 16 digits; multiples of c->m when c), written without
+   leading zeros, into out. */
+static void natural_range(mul *c, sbuf *out, long long a, long long b, const char *sign, size_t *n_alt) {
     for (int d = digits(a); d <= digits(b); d++) {
         long long lo = d == 1 ? 0 : pow10ll(d - 1), hi = pow10ll(d) - 1;
         if (lo < a) lo = a;
         if (hi > b) hi = b;
-        if (lo > hi) continue;
-        digit_range(out, lo, hi, d, sign, n_alt);
+        if (lo <= hi) digit_range(c, out, lo, hi, d, sign, 0, n_alt);
     }
 }
 
-void sm_int_range_gbnf(sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi) {
+/* The integers (multiples of c->m when c) in [lo, hi], clipped to 16 digits, into out. */
+static void int_range(mul *c, sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi) {
     if (!has_lo || lo < -SM_NUM_LIMIT) lo = -SM_NUM_LIMIT;
     if (!has_hi || hi > SM_NUM_LIMIT) hi = SM_NUM_LIMIT;
     size_t n_alt = 0;
     sb_puts(out, "(");
-    if (lo < 0) { /* the negative ones: "-" then [max(1, -hi), -lo] */
-        long long a = hi < 0 ? -hi : 1;
-        natural_range(out, a, -lo, "\"-\"", &n_alt);
-    }
-    if (hi >= 0) natural_range(out, lo > 0 ? lo : 0, hi, "", &n_alt);
+    if (lo < 0) natural_range(c, out, hi < 0 ? -hi : 1, -lo, "\"-\"", &n_alt); /* "-" then [max(1, -hi), -lo] */
+    if (hi >= 0) natural_range(c, out, lo > 0 ? lo : 0, hi, "", &n_alt);
     sb_puts(out, ")");
+}
+
+void sm_int_range_gbnf(sbuf *out, bool has_lo, long long lo, bool has_hi, long long hi) {
+    int_range(NULL, out, has_lo, lo, has_hi, hi);
+}
+
+int sm_int_multiple_gbnf(sbuf *out, sbuf *rules, size_t tag, bool has_lo, long long lo, bool has_hi,
+                         long long hi, long long m) {
+    const long long l = has_lo && lo > -SM_NUM_LIMIT ? lo : -SM_NUM_LIMIT, r = l % m;
+    if ((r == 0 ? l : r < 0 ? l - r : l + (m - r)) > (has_hi && hi < SM_NUM_LIMIT ? hi : SM_NUM_LIMIT))
+        return 0; /* the first multiple at or above lo is beyond hi */
+    mul c = {.rules = rules, .tag = tag, .m = m, .made = calloc(MUL_RULES, sizeof *c.made)};
+    if (!c.made) return out->oom = true, -1;
+    c.p10[0] = 1 % m;
+    for (int k = 1; k <= 16; k++) c.p10[k] = c.p10[k - 1] * 10 % m;
+    const size_t on = out->n, rn = rules->n;
+    int_range(&c, out, has_lo, lo, has_hi, hi);
+    free(c.made);
+    if (c.over) out->n = on, rules->n = rn;
+    return c.over ? -1 : 1;
 }
 
 /* ---- numbers with fractions */
@@ -216,7 +313,7 @@ static void magnitudes(sbuf *o, size_t *n, const char *sign, const mag *lo, cons
             size_t k = 0;
             snprintf(lit, sizeof lit, "%s(", sign);
             alt(o, n, lit);
-            natural_range(o, a, b, "", &k);
+            natural_range(NULL, o, a, b, "", &k);
             sb_printf(o, ") (\".\" [0-9]{1,%d})?", SM_NUM_FRAC);
         }
         t.n = 0;
@@ -244,148 +341,4 @@ bool sm_num_range_gbnf(sbuf *out, bool has_lo, double lo, bool lo_excl, bool has
         magnitudes(&t, &n, "\"-\" ", has_hi && hi < 0 ? &mh : &zero, has_lo ? &ml : NULL);
     if (!has_hi || hi >= 0) magnitudes(&t, &n, "", has_lo && lo > 0 ? &ml : &zero, has_hi ? &mh : NULL);
     return group(out, &t, n);
-}
-
-/*
-** ---- integers that are multiples of m (multipleOf), within bounds
-**
-** The ranges' digit strings as above, each alternative's digits carried
-** through the remainder mod m: a fixed digit moves the remainder, a class of
-** digits splits by where it leaves it, and the k free digits after a class
-** become a rule "m<tag>-<k>-<need>": k digits whose value is need mod m
-** (so the whole number is 0 mod m). Such a rule exists only when some k
-** digits reach need (need < 10^k), and is written once, on first use.
-*/
-
-#define MUL_RULES 4096
-
-typedef struct {
-    sbuf *rules;
-    size_t tag;
-    long long m, p10[17]; /* 10^k mod m */
-    struct { int k; long long need; } made[MUL_RULES];
-    size_t n_made;
-    bool over; /* more than MUL_RULES rules */
-} mul;
-
-static bool reachable(int k, long long need) { return k == 0 ? need == 0 : need < pow10ll(k); }
-
-static long long mod_m(const mul *c, long long v) { return (v % c->m + c->m) % c->m; }
-
-static void tail_rule(mul *c, int k, long long need, char *name, size_t cap);
-
-/* Digits d in [lo, hi], each leaving (a + b d) mod m for the k free digits after it to reach:
-   alternatives "prefix [ds] rest" into out, the ds grouped by what they leave, those no k
-   digits can complete left out. */
-static void digits_to(mul *c, sbuf *out, const char *prefix, int lo, int hi, long long a, long long b, int k,
-                      size_t *n_alt) {
-    long long needs[10];
-    int n = 0, mask[10] = {0};
-    for (int d = lo; d <= hi; d++) {
-        long long need = mod_m(c, a + b * d);
-        if (!reachable(k, need)) continue;
-        int g = 0;
-        while (g < n && needs[g] != need) g++;
-        if (g == n) needs[n++] = need;
-        mask[g] |= 1 << d;
-    }
-    for (int g = 0; g < n && !c->over; g++) {
-        char rest[64] = "";
-        if (k) tail_rule(c, k, needs[g], rest, sizeof rest);
-        sb_printf(out, "%s%s%s[", (*n_alt)++ ? " | " : "", prefix, *prefix ? " " : "");
-        for (int d = 0; d < 10; d++) {
-            if (!(mask[g] >> d & 1)) continue;
-            int e = d;
-            while (e < 9 && mask[g] >> (e + 1) & 1) e++;
-            if (e > d) sb_printf(out, "%d-%d", d, e);
-            else sb_printf(out, "%d", d);
-            d = e;
-        }
-        sb_printf(out, "]%s%s", k ? " " : "", rest);
-    }
-}
-
-/* The rule of k >= 1 digits whose value is need mod m (written on first use): its name into name. */
-static void tail_rule(mul *c, int k, long long need, char *name, size_t cap) {
-    snprintf(name, cap, "m%zu-%d-%lld", c->tag, k, need);
-    for (size_t i = 0; i < c->n_made; i++)
-        if (c->made[i].k == k && c->made[i].need == need) return;
-    if (c->n_made == MUL_RULES) {
-        c->over = true;
-        return;
-    }
-    c->made[c->n_made].k = k, c->made[c->n_made++].need = need;
-    sbuf rhs = {0}; /* the first digit d leaves need - d 10^(k-1) to the k - 1 after it */
-    size_t n_alt = 0;
-    digits_to(c, &rhs, "", 0, 9, need, mod_m(c, -c->p10[k - 1]), k - 1, &n_alt);
-    sb_printf(c->rules, "%s ::= ", name);
-    sb_add(c->rules, rhs.s ? rhs.s : "", rhs.n);
-    sb_puts(c->rules, "\n");
-    if (rhs.oom) c->rules->oom = true;
-    free(rhs.s);
-}
-
-/* As digit_range, the prefix's digits (remainder rp mod m) carried into the ends. */
-static void mul_range(mul *c, sbuf *out, long long x, long long y, int d, const char *prefix, long long rp,
-                      size_t *n_alt) {
-    char pre[256];
-    if (d == 0) {
-        if (rp == 0) sb_printf(out, "%s%s", (*n_alt)++ ? " | " : "", prefix);
-        return;
-    }
-    long long p = pow10ll(d - 1);
-    int x0 = (int)(x / p), y0 = (int)(y / p);
-    long long xr = x % p, yr = y % p;
-    /* digits of a class followed by d - 1 free ones: the number is 0 mod m when they make
-       -(10 rp + digit) 10^(d-1) */
-    const long long a = mod_m(c, -(10 * rp % c->m) * c->p10[d - 1]), b = mod_m(c, -c->p10[d - 1]);
-    if (x0 == y0 || xr != 0 || yr != p - 1) {
-        if (x0 == y0) {
-            snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", x0);
-            mul_range(c, out, xr, yr, d - 1, pre, mod_m(c, 10 * rp + x0), n_alt);
-            return;
-        }
-        snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", x0);
-        mul_range(c, out, xr, p - 1, d - 1, pre, mod_m(c, 10 * rp + x0), n_alt);
-        if (y0 - x0 >= 2) digits_to(c, out, prefix, x0 + 1, y0 - 1, a, b, d - 1, n_alt);
-        snprintf(pre, sizeof pre, "%s%s[%d]", prefix, *prefix ? " " : "", y0);
-        mul_range(c, out, 0, yr, d - 1, pre, mod_m(c, 10 * rp + y0), n_alt);
-        return;
-    }
-    digits_to(c, out, prefix, x0, y0, a, b, d - 1, n_alt); /* the whole span of the rest */
-}
-
-static void mul_natural(mul *c, sbuf *out, long long a, long long b, const char *sign, size_t *n_alt) {
-    for (int d = digits(a); d <= digits(b); d++) {
-        long long lo = d == 1 ? 0 : pow10ll(d - 1), hi = pow10ll(d) - 1;
-        if (lo < a) lo = a;
-        if (hi > b) hi = b;
-        if (lo <= hi) mul_range(c, out, lo, hi, d, sign, 0, n_alt);
-    }
-}
-
-int sm_int_multiple_gbnf(sbuf *out, sbuf *rules, size_t tag, bool has_lo, long long lo, bool has_hi,
-                         long long hi, long long m) {
-    if (!has_lo || lo < -SM_NUM_LIMIT) lo = -SM_NUM_LIMIT;
-    if (!has_hi || hi > SM_NUM_LIMIT) hi = SM_NUM_LIMIT;
-    const long long r = lo % m, first = r == 0 ? lo : r < 0 ? lo - r : lo + (m - r);
-    if (first > hi) return 0;
-    mul *c = calloc(1, sizeof *c);
-    if (!c) return out->oom = true, -1;
-    c->rules = rules, c->tag = tag, c->m = m;
-    c->p10[0] = 1 % m;
-    for (int k = 1; k <= 16; k++) c->p10[k] = c->p10[k - 1] * 10 % m;
-    const size_t on = out->n, rn = rules->n;
-    size_t n_alt = 0;
-    sb_puts(out, "(");
-    if (lo < 0) mul_natural(c, out, hi < 0 ? -hi : 1, -lo, "\"-\"", &n_alt);
-    if (hi >= 0) mul_natural(c, out, lo > 0 ? lo : 0, hi, "", &n_alt);
-    sb_puts(out, ")");
-    const bool over = c->over;
-    free(c);
-    if (over) {
-        out->n = on, rules->n = rn;
-        return -1;
-    }
-    return 1;
 }

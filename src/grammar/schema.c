@@ -299,11 +299,12 @@ static bool multiple_of(sc *s, const cJSON *sch, const char *path, long long *m)
     return true;
 }
 
-/* The integers within the bounds (a multiple of m when m > 1): for integer, and for number with
-   multipleOf (whose multiples of a whole number are integers). */
-static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e, long long m) {
+/* The integers within the bounds (multiples of multipleOf when it is above 1): for integer, and
+   for number with multipleOf (whose multiples of a whole number are integers). */
+static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
     bounds b;
-    if (!bounds_of(s, sch, path, &b)) return false;
+    long long m;
+    if (!multiple_of(s, sch, path, &m) || !bounds_of(s, sch, path, &b)) return false;
     const double lo = b.lo_excl ? floor(b.lo) + 1 : ceil(b.lo), hi = b.hi_excl ? ceil(b.hi) - 1 : floor(b.hi);
     if (b.has_lo && b.has_hi && lo > hi) return fail(s, path, "no integer is within 'minimum'/'maximum'"), false;
     if ((b.has_lo && lo > (double)SM_NUM_LIMIT) || (b.has_hi && hi < -(double)SM_NUM_LIMIT))
@@ -328,9 +329,7 @@ static bool integer_expr(sc *s, const cJSON *sch, const char *path, sbuf *e, lon
 
 /* A number that may have a fraction: with bounds, plain decimals within them (numrange.c). */
 static bool number_expr(sc *s, const cJSON *sch, const char *path, sbuf *e) {
-    long long m;
-    if (!multiple_of(s, sch, path, &m)) return false;
-    if (m) return integer_expr(s, sch, path, e, m);
+    if (cJSON_GetObjectItemCaseSensitive(sch, "multipleOf")) return integer_expr(s, sch, path, e);
     bounds b;
     if (!bounds_of(s, sch, path, &b)) return false;
     if (!b.has_lo && !b.has_hi) {
@@ -685,11 +684,7 @@ static const char *visit(sc *s, const cJSON *sch, const char *path, char *name, 
             switch (1 << k) {
             case 1: ok = string_expr(s, sch, path, &e); break;
             case 2: ok = number_expr(s, sch, path, &e); break;
-            case 4: {
-                long long m;
-                ok = multiple_of(s, sch, path, &m) && integer_expr(s, sch, path, &e, m);
-                break;
-            }
+            case 4: ok = integer_expr(s, sch, path, &e); break;
             case 8: sb_puts(&e, "(\"true\" | \"false\")"); break;
             case 16: sb_puts(&e, "\"null\""); break;
             case 32: ok = object_expr(s, sch, path, &e); break;
