@@ -69,21 +69,14 @@ static sm_status add_bias(sm_sampler_params *sp, const char *key, double id, con
     if (!cJSON_IsNumber(b) || !(b->valuedouble >= -100 && b->valuedouble <= 100))
         return sm_error_set(err, SM_ERR_INPUT, "\"%s\": the bias of token %.0f must be a number from -100 to 100",
                             key, id);
-    const float x = (float)b->valuedouble;
-    for (int i = 0; i < sp->n_bias; i++)
-        if (sp->bias[i].id == (int32_t)id) { /* given twice (a list): the sum, as llama.cpp applies both */
-            sp->bias[i].bias += x;
-            return SM_OK;
-        }
-    if (sp->n_bias == SM_SAMPLER_MAX_BIAS)
+    if (!sm_sampler_add_bias(&sp->bias, (int32_t)id, (float)b->valuedouble))
         return sm_rec_bad(err, "logit_bias", "has more than 1024 tokens");
-    sp->bias[sp->n_bias++] = (sm_logit_bias){(int32_t)id, x};
     return SM_OK;
 }
 
 /* logit_bias: OpenAI's {"token id": bias, ...}, or llama.cpp's [[token id, bias], ...]. */
 static sm_status rec_logit_bias(sm_sampler_params *sp, const cJSON *v, sm_error *err) {
-    sp->n_bias = 0;
+    sp->bias.n = 0;
     sm_status st = SM_OK;
     if (cJSON_IsObject(v)) {
         for (const cJSON *e = v->child; e && !st; e = e->next) {

@@ -30,7 +30,7 @@ sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vo
     s->cand = sm_arena_alloc(arena, n_vocab, sizeof *s->cand);
     s->count = sm_arena_alloc(arena, n_vocab, sizeof *s->count);
     s->recent = sm_arena_alloc(arena, SM_SAMPLER_MAX_LAST_N, sizeof *s->recent);
-    s->pen = sm_arena_alloc(arena, SM_SAMPLER_MAX_LAST_N, sizeof *s->pen);
+    s->pen = sm_arena_alloc(arena, SM_SAMPLER_MAX_LAST_N + SM_SAMPLER_MAX_BIAS, sizeof *s->pen);
     s->masked = sm_arena_alloc(arena, n_vocab, sizeof *s->masked);
     if (arena->overflow) return SM_ERR_NOMEM;
     if (s->count) memset(s->count, 0, n_vocab * sizeof *s->count);
@@ -77,21 +77,36 @@ static bool penalized(const sm_sampler *s) {
                            p->presence_penalty != 0 || p->frequency_penalty != 0);
 }
 
-/*
-** llama.cpp's penalties, once for each distinct id in the window, into
-** s->pen (returned count): the logits themselves are not copied, the scans
-** skip the window's ids (count != 0) and take these instead.
-*/
-static size_t penalize(sm_sampler *s, const float *logits) {
+#define BIAS_ONLY INT32_MIN /* s->count's mark of a logit_bias id outside the window, while scanning */
+
+/* Logit l (logit_bias added) with llama.cpp's penalty for an id seen c times, when pen. */
+static float changed(const sm_sampler *s, float l, int32_t c, bool pen) {
+    if (!pen || c <= 0) return l;
     float rp = s->p.repeat_penalty > 0 ? s->p.repeat_penalty : 1.0f;
+    l = l <= 0 ? l * rp : l / rp;
+    return l - ((float)c * s->p.frequency_penalty + s->p.presence_penalty);
+}
+
+/*
+** The logits logit_bias and the penalties change, once for each distinct id,
+** into s->pen (returned count): bias first, then the penalty of an id in the
+** window. The logits themselves are not copied: the scans skip the ids
+** s->count marks (the window's: their counts; a biased id outside it:
+** BIAS_ONLY until unmark) and take these instead.
+*/
+static size_t overrides(sm_sampler *s, const float *logits) {
+    const bool pen = penalized(s);
     size_t n = 0;
-    for (size_t k = 0; k < s->n_recent; k++) {
+    for (int i = 0; i < s->p.bias.n; i++) {
+        const int32_t id = s->p.bias.e[i].id, c = id >= 0 && (size_t)id < s->n_vocab ? s->count[id] : -1;
+        if (c < 0) continue; /* outside the vocabulary, or given twice (marked) */
+        s->pen[n++] = (sm_candidate){changed(s, logits[id] + s->p.bias.e[i].bias, c, pen), id};
+        s->count[id] = c ? -c : BIAS_ONLY;
+    }
+    for (size_t k = 0; k < s->n_recent; k++) { /* the window's other ids: penalized, or as they are */
         int32_t id = recent_at(s, k), c = s->count[id];
         if (c <= 0) continue; /* done (marked negative) */
-        float l = logits[id];
-        l = l <= 0 ? l * rp : l / rp;
-        l -= (float)c * s->p.frequency_penalty + s->p.presence_penalty;
-        s->pen[n++] = (sm_candidate){l, id};
+        s->pen[n++] = (sm_candidate){changed(s, logits[id], c, pen), id};
         s->count[id] = -c;
     }
     for (size_t k = 0; k < s->n_recent; k++) {
@@ -99,6 +114,14 @@ static size_t penalize(sm_sampler *s, const float *logits) {
         if (s->count[id] < 0) s->count[id] = -s->count[id];
     }
     return n;
+}
+
+/* Clears overrides' BIAS_ONLY marks. */
+static void unmark(sm_sampler *s) {
+    for (int i = 0; i < s->p.bias.n; i++) {
+        const int32_t id = s->p.bias.e[i].id;
+        if (id >= 0 && (size_t)id < s->n_vocab && s->count[id] == BIAS_ONLY) s->count[id] = 0;
+    }
 }
 
 /* a ranks before b: higher logit, then lower id. */
@@ -259,11 +282,11 @@ static sm_candidate best_of(const float *x, size_t n, bool masked, bool *bad) {
 ** masked: logits of -infinity are tokens a grammar does not allow (the
 ** caller checked the others are finite); SM_ERR_INPUT if none is allowed.
 */
-static sm_status dist(sm_sampler *s, const float *logits, bool masked, size_t *n_out, double *total_out) {
+static sm_status candidates(sm_sampler *s, const float *logits, bool masked, size_t *n_out, double *total_out) {
     size_t V = s->n_vocab, n_pen = 0;
     const int32_t *skip = NULL;
-    if (penalized(s)) {
-        n_pen = penalize(s, logits);
+    if (penalized(s) || s->p.bias.n) {
+        n_pen = overrides(s, logits);
         skip = s->count;
     }
     /* the best: the highest logit, the lowest id among equals; one pass that checks them all */
@@ -335,30 +358,34 @@ static sm_status dist(sm_sampler *s, const float *logits, bool masked, size_t *n
     return SM_OK;
 }
 
-sm_status sm_sampler_check(const sm_sampler_params *p, size_t n_vocab, sm_error *err) {
-    for (int i = 0; i < p->n_bias; i++)
-        if (p->bias[i].id < 0 || (size_t)p->bias[i].id >= n_vocab)
-            return sm_error_set(err, SM_ERR_INPUT, "logit_bias: token %d is not in the vocabulary (0 to %zu)",
-                                (int)p->bias[i].id, n_vocab - 1);
-    return SM_OK;
+/* candidates, then the marks of overrides cleared. */
+static sm_status dist(sm_sampler *s, const float *logits, bool masked, size_t *n_out, double *total_out) {
+    sm_status st = candidates(s, logits, masked, n_out, total_out);
+    unmark(s);
+    return st;
 }
 
-/* The logits with logit_bias added (into s->masked, unless they are there already); the
-   logits themselves when there is none. A token a grammar masked (-infinity) stays masked. */
-static const float *biased(sm_sampler *s, const float *logits) {
-    if (!s->p.n_bias) return logits;
-    if (logits != s->masked) memcpy(s->masked, logits, s->n_vocab * sizeof *logits);
-    for (int i = 0; i < s->p.n_bias; i++) {
-        const sm_logit_bias *b = &s->p.bias[i];
-        if (b->id >= 0 && (size_t)b->id < s->n_vocab && s->masked[b->id] != -INFINITY) s->masked[b->id] += b->bias;
-    }
-    return s->masked;
+bool sm_sampler_add_bias(sm_bias_list *l, int32_t id, float bias) {
+    int i = 0;
+    while (i < l->n && l->e[i].id != id) i++;
+    if (i == SM_SAMPLER_MAX_BIAS) return false;
+    if (i == l->n) l->e[l->n++] = (sm_logit_bias){id, 0.0f};
+    l->e[i].bias += bias;
+    return true;
+}
+
+sm_status sm_sampler_check(const sm_sampler_params *p, size_t n_vocab, sm_error *err) {
+    for (int i = 0; i < p->bias.n; i++)
+        if (p->bias.e[i].id < 0 || (size_t)p->bias.e[i].id >= n_vocab)
+            return sm_error_set(err, SM_ERR_INPUT, "logit_bias: token %d is not in the vocabulary (0 to %zu)",
+                                (int)p->bias.e[i].id, n_vocab - 1);
+    return SM_OK;
 }
 
 sm_status sm_sampler_dist(sm_sampler *s, const float *logits, const sm_candidate **c, size_t *n) {
     double total;
     *c = s->cand;
-    return dist(s, biased(s, logits), false, n, &total);
+    return dist(s, logits, false, n, &total);
 }
 
 /* Draws from logits (masked: see dist). */
@@ -366,7 +393,7 @@ static sm_status draw(sm_sampler *s, const float *logits, bool masked, int32_t *
     const sm_candidate *c = s->cand;
     size_t n;
     double total;
-    sm_status st = dist(s, biased(s, logits), masked, &n, &total);
+    sm_status st = dist(s, logits, masked, &n, &total);
     if (st) return st;
     /* a draw even from one candidate, as before min-p: the RNG stream does not depend on how
        many survive (greedy's draw picks its argmax and changes nothing it decides) */

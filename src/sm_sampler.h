@@ -29,6 +29,12 @@ typedef struct sm_logit_bias {
     float bias; /* finite */
 } sm_logit_bias;
 
+/* logit_bias: e[i].bias added to logit e[i].id first (an id once: sm_sampler_add_bias). */
+typedef struct sm_bias_list {
+    int n;
+    sm_logit_bias e[SM_SAMPLER_MAX_BIAS];
+} sm_bias_list;
+
 typedef struct sm_sampler_params {
     float temperature; /* 0 = greedy; > 0 */
     int top_k;         /* 0 = off */
@@ -39,8 +45,7 @@ typedef struct sm_sampler_params {
     int repeat_last_n;       /* tokens the penalties look back over, 0..SM_SAMPLER_MAX_LAST_N */
     float presence_penalty;  /* 0 = off */
     float frequency_penalty; /* 0 = off */
-    int n_bias;              /* logit_bias: bias[i].bias added to logit bias[i].id first (an id once) */
-    sm_logit_bias bias[SM_SAMPLER_MAX_BIAS];
+    sm_bias_list bias;       /* logit_bias */
 } sm_sampler_params;
 
 typedef struct sm_candidate {
@@ -63,6 +68,10 @@ typedef struct sm_sampler {
 /* Carves scratch for n_vocab candidates from arena (measuring arenas work too). */
 sm_status sm_sampler_init(sm_sampler *s, const sm_sampler_params *p, size_t n_vocab,
                           sm_arena *arena);
+
+/* Adds bias to id's entry of l (an id given again: the sum, as llama.cpp applies both); false
+   when l already holds SM_SAMPLER_MAX_BIAS ids. */
+bool sm_sampler_add_bias(sm_bias_list *l, int32_t id, float bias);
 
 /* SM_ERR_INPUT naming logit_bias when an id of p's logit_bias is outside 0..n_vocab-1. */
 sm_status sm_sampler_check(const sm_sampler_params *p, size_t n_vocab, sm_error *err);

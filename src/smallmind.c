@@ -292,8 +292,8 @@ static sm_sampler_params sampling(const smallmind_sampling *x) {
                            .min_p = x->min_p, .repeat_penalty = x->repeat_penalty,
                            .repeat_last_n = x->repeat_last_n, .presence_penalty = x->presence_penalty,
                            .frequency_penalty = x->frequency_penalty, .seed = x->seed};
-    for (size_t i = 0; x->logit_bias && i < x->n_logit_bias && i < SM_SAMPLER_MAX_BIAS; i++)
-        p.bias[p.n_bias++] = (sm_logit_bias){x->logit_bias[i].token, x->logit_bias[i].bias};
+    for (size_t i = 0; x->logit_bias && i < x->n_logit_bias; i++)
+        if (!sm_sampler_add_bias(&p.bias, x->logit_bias[i].token, x->logit_bias[i].bias)) break;
     return p;
 }
 
@@ -305,10 +305,10 @@ static sm_status sampling_check(const smallmind_sampling *x, const sm_sampler_pa
     if (x->n_logit_bias > SM_SAMPLER_MAX_BIAS)
         return sm_error_set(e, SM_ERR_INPUT, "logit_bias: %zu tokens, at most %d", x->n_logit_bias,
                             SM_SAMPLER_MAX_BIAS);
-    for (int i = 0; i < p->n_bias; i++)
-        if (!(p->bias[i].bias >= -100 && p->bias[i].bias <= 100))
+    for (size_t i = 0; i < x->n_logit_bias; i++)
+        if (!(x->logit_bias[i].bias >= -100 && x->logit_bias[i].bias <= 100))
             return sm_error_set(e, SM_ERR_INPUT, "logit_bias: the bias of token %d must be from -100 to 100",
-                                (int)p->bias[i].id);
+                                (int)x->logit_bias[i].token);
     return sm_sampler_check(p, n_vocab, e);
 }
 

@@ -135,8 +135,7 @@ typedef struct {
     bool no_gen_prompt;        /* template --no-generation-prompt */
     bool ids;                  /* template --ids: token ids instead of text */
     double min_p, repeat_penalty, presence_penalty, frequency_penalty;
-    int n_bias;                              /* --logit-bias ID(+|-)BIAS, repeatable */
-    sm_logit_bias bias[SM_SAMPLER_MAX_BIAS];
+    sm_bias_list bias;         /* --logit-bias ID(+|-)BIAS, repeatable */
     long repeat_last_n;
     const char **args; /* positional arguments, in argv (any number) */
     size_t n_args;

@@ -493,11 +493,8 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
         if (errno || id < 0 || id > INT32_MAX || *end || !(b >= -100 && b <= 100))
             return cli_usage_error(o, "%s expects TOKEN_ID+BIAS or TOKEN_ID-BIAS (a bias from -100 to 100), got '%s'",
                                    flag, v);
-        int i = 0;
-        while (i < o->n_bias && o->bias[i].id != (int32_t)id) i++;
-        if (i == SM_SAMPLER_MAX_BIAS) return cli_usage_error(o, "%s: at most %d tokens", flag, SM_SAMPLER_MAX_BIAS);
-        if (i == o->n_bias) o->bias[o->n_bias++] = (sm_logit_bias){(int32_t)id, 0.0f};
-        o->bias[i].bias += (float)b; /* one ID twice: both apply */
+        if (!sm_sampler_add_bias(&o->bias, (int32_t)id, (float)b))
+            return cli_usage_error(o, "%s: at most %d tokens", flag, SM_SAMPLER_MAX_BIAS);
         break;
     }
     case O_PRESPEN: REAL_OPT(presence_penalty, -100, 100, true);

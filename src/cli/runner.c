@@ -37,12 +37,12 @@ int cli_runner_init(cli_runner *r, const cli_opts *o, const cli_run_spec *spec) 
     if (smallmind_model_open(&r->lm, o->model, &mp, &e)) return cli_data_error(e.message);
     const sm_config *c = sm_model_config(r->lm->model);
     r->lm->tok.parse_special = o->special;
-    for (int i = 0; i < o->n_bias; i++)
-        if (o->bias[i].id >= r->lm->tok.n_vocab) {
+    for (int i = 0; i < o->bias.n; i++)
+        if (o->bias.e[i].id >= r->lm->tok.n_vocab) {
             int n_vocab = r->lm->tok.n_vocab;
             cli_runner_free(r);
             return cli_usage_error(o, "--logit-bias: token %d is not in the model's vocabulary (0 to %d)",
-                                   (int)o->bias[i].id, n_vocab - 1);
+                                   (int)o->bias.e[i].id, n_vocab - 1);
         }
     if (o->ctx > c->n_ctx) {
         int n_ctx = c->n_ctx; /* (c is the model's: freed with it) */
@@ -105,14 +105,12 @@ void cli_runner_print_threads(const cli_runner *r, FILE *f) {
 }
 
 sm_sampler_params cli_sampling(const cli_opts *o, uint64_t seed) {
-    sm_sampler_params p = {.temperature = (float)o->temp, .top_k = (int)o->top_k,
-                           .top_p = (float)o->top_p, .seed = seed, .min_p = (float)o->min_p,
-                           .repeat_penalty = (float)o->repeat_penalty,
-                           .repeat_last_n = (int)o->repeat_last_n,
-                           .presence_penalty = (float)o->presence_penalty,
-                           .frequency_penalty = (float)o->frequency_penalty, .n_bias = o->n_bias};
-    memcpy(p.bias, o->bias, (size_t)o->n_bias * sizeof *p.bias);
-    return p;
+    return (sm_sampler_params){.temperature = (float)o->temp, .top_k = (int)o->top_k,
+                               .top_p = (float)o->top_p, .seed = seed, .min_p = (float)o->min_p,
+                               .repeat_penalty = (float)o->repeat_penalty,
+                               .repeat_last_n = (int)o->repeat_last_n,
+                               .presence_penalty = (float)o->presence_penalty,
+                               .frequency_penalty = (float)o->frequency_penalty, .bias = o->bias};
 }
 
 sm_status cli_chat_load(const cli_opts *o, const sm_config *cfg, sm_tokenizer *tok, sm_chat *c,

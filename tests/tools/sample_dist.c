@@ -31,10 +31,10 @@ int main(int argc, char **argv) {
                            .presence_penalty = strtof(argv[7], NULL),
                            .frequency_penalty = strtof(argv[8], NULL),
                            .seed = strtoull(argv[11], NULL, 10)};
-    for (char *b = argc == 13 ? argv[12] : ""; *b && p.n_bias < SM_SAMPLER_MAX_BIAS;) {
-        p.bias[p.n_bias].id = (int32_t)strtol(b, &b, 10);
+    for (char *b = argc == 13 ? argv[12] : ""; *b;) {
+        int32_t id = (int32_t)strtol(b, &b, 10);
         if (*b == ':') b++;
-        p.bias[p.n_bias++].bias = strtof(b, &b);
+        if (!sm_sampler_add_bias(&p.bias, id, strtof(b, &b))) return 2;
         if (*b == ',') b++;
     }
     long draws = atol(argv[10]);
