@@ -300,8 +300,9 @@ sm_status sm_batch_parse(const char *line, size_t len, sm_batch_format fmt, char
 
 void sm_batch_record_free(sm_batch_record *rec) {
     cJSON_Delete(rec->messages);
+    cJSON_Delete(rec->prompts);
     free(rec->gtext);
-    rec->messages = NULL, rec->gtext = NULL;
+    rec->messages = NULL, rec->prompts = NULL, rec->gtext = NULL;
 }
 
 sm_status sm_rec_grammar(sm_batch_record *rec, sm_grammar_kind kind, const cJSON *v, const char *key, sm_error *err) {

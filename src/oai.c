@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Sets rec->param and the message "KEY what". */
@@ -55,8 +56,8 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
         if (!(rec->set & SM_REC_MAX_TOKENS) || strcmp(k, "max_completion_tokens") == 0) rec->max_tokens = (long)x;
         rec->set |= SM_REC_MAX_TOKENS;
     } else if (strcmp(k, "n") == 0) {
-        if (!(st = sm_rec_whole(v, k, 1, 1, &x, err))) return SM_OK;
-        return sm_rec_bad(err, k, "must be 1 (one choice per request)");
+        if (sm_rec_whole(v, k, 1, SM_OAI_N_MAX, &x, err)) return sm_rec_bad(err, k, "must be a whole number from 1 to 128");
+        rec->n_choices = (unsigned)x;
     } else if (strcmp(k, "stream") == 0) {
         if (!cJSON_IsBool(v)) return sm_rec_bad(err, k, "must be true or false");
         rec->stream = cJSON_IsTrue(v);
@@ -98,6 +99,110 @@ static sm_status common_field(const char *k, const cJSON *v, sm_batch_record *re
     return st;
 }
 
+/* Whether v is a non-empty list of token ids (whole numbers from 0 below 2^31). */
+static bool id_list(const cJSON *v) {
+    if (!cJSON_IsArray(v) || !v->child) return false;
+    for (const cJSON *e = v->child; e; e = e->next)
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < 2147483648.0) ||
+            e->valuedouble != (double)(long long)e->valuedouble)
+            return false;
+    return true;
+}
+
+/*
+** "prompt": one string (or a list of one) stays rec->prompt, for the caller
+** to decode; anything else valid becomes rec->prompts: a list of strings,
+** one list of ids, or a list of lists of ids, as OpenAI's reference takes.
+*/
+static sm_status prompt_list(const cJSON *v, sm_batch_record *rec, sm_error *err) {
+    if (cJSON_IsString(v)) return SM_OK;
+    if (!cJSON_IsArray(v)) return sm_rec_bad(err, "prompt", "must be a string, a list of strings, a list of token ids "
+                                                             "or a list of such lists");
+    if (!v->child) return sm_rec_bad(err, "prompt", "must not be an empty list");
+    if (cJSON_IsString(v->child) && !v->child->next) return SM_OK;
+    size_t n = 0;
+    if (cJSON_IsNumber(v->child)) {
+        if (!id_list(v)) return sm_rec_bad(err, "prompt", "as a list of token ids takes whole numbers from 0 to 2147483647");
+        n = 1;
+    } else {
+        bool strings = cJSON_IsString(v->child);
+        for (const cJSON *e = v->child; e; e = e->next, n++) {
+            if (strings && !cJSON_IsString(e))
+                return sm_rec_bad(err, "prompt", "mixes strings with other items (a list of strings, or of token lists)");
+            if (!strings && !id_list(e))
+                return sm_rec_bad(err, "prompt", "as a list of token lists takes non-empty lists of whole numbers from 0 "
+                                                 "to 2147483647");
+        }
+    }
+    if (n > SM_OAI_CHOICES_MAX) return sm_rec_bad(err, "prompt", "holds more than 2048 prompts");
+    if (!(rec->prompts = cJSON_Duplicate(v, 1))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    return SM_OK;
+}
+
+/* How many prompts rec holds (1 unless rec->prompts), and prompt i: text (*ids NULL) or tokens. */
+static size_t n_prompts(const sm_batch_record *rec) {
+    const cJSON *p = rec->prompts;
+    if (!p) return 1;
+    return cJSON_IsNumber(p->child) ? 1 : (size_t)cJSON_GetArraySize(p);
+}
+
+static void prompt_at(const sm_batch_record *rec, size_t i, const char **text, size_t *len, const cJSON **ids) {
+    const cJSON *p = rec->prompts;
+    *text = NULL, *len = 0, *ids = NULL;
+    if (!p) {
+        *text = rec->prompt, *len = rec->prompt_len;
+        return;
+    }
+    if (cJSON_IsNumber(p->child)) {
+        *ids = p;
+        return;
+    }
+    const cJSON *e = p->child;
+    while (i-- && e) e = e->next;
+    if (cJSON_IsString(e)) *text = e->valuestring, *len = strlen(e->valuestring);
+    else *ids = e;
+}
+
+sm_status sm_oai_choices(sm_batch_record *rec, int n_vocab, sm_oai_choice **out, size_t *n_out, size_t *n,
+                         int32_t **ids, sm_error *err) {
+    size_t np = n_prompts(rec), total = 0, at = 0;
+    const char *text;
+    size_t len;
+    const cJSON *list;
+    *out = NULL, *ids = NULL, *n_out = 0;
+    *n = rec->n_choices ? rec->n_choices : 1;
+    for (size_t p = 0; p < np; p++) {
+        prompt_at(rec, p, &text, &len, &list);
+        if (list) total += (size_t)cJSON_GetArraySize(list);
+    }
+    sm_oai_choice *c = calloc(np * *n, sizeof *c);
+    int32_t *buf = total ? malloc(total * sizeof *buf) : NULL;
+    if (!c || (total && !buf)) {
+        free(c), free(buf);
+        return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
+    }
+    for (size_t p = 0; p < np; p++) {
+        size_t from = at;
+        prompt_at(rec, p, &text, &len, &list);
+        for (const cJSON *e = list ? list->child : NULL; e; e = e->next) {
+            int32_t id = (int32_t)e->valuedouble; /* (checked when parsed: whole, 0 to 2^31 - 1) */
+            if (id >= n_vocab) {
+                free(c), free(buf);
+                snprintf(rec->param, sizeof rec->param, "prompt");
+                return sm_error_set(err, SM_ERR_INPUT, "prompt %zu: token %d is not in the model's vocabulary "
+                                                       "(%d tokens)", p, (int)id, n_vocab);
+            }
+            buf[at++] = id;
+        }
+        for (size_t j = 0; j < *n; j++)
+            c[p * *n + j] = (sm_oai_choice){.prompt = rec->messages ? NULL : text, .prompt_len = rec->messages ? 0 : len,
+                                            .ids = list ? buf + from : NULL, .n_ids = at - from,
+                                            .seed = rec->sampling.seed + j};
+    }
+    *out = c, *n_out = np * *n, *ids = buf;
+    return SM_OK;
+}
+
 sm_status sm_oai_parse_body(const cJSON *body, sm_rec_kind kind, char *buf, size_t cap,
                             sm_batch_record *rec, sm_error *err) {
     bool chat = kind == SM_REC_OAI_CHAT, have_prompt = false;
@@ -125,13 +230,15 @@ sm_status sm_oai_parse_body(const cJSON *body, sm_rec_kind kind, char *buf, size
                 return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
         } else if (!chat && strcmp(k, "prompt") == 0) {
             const cJSON *p = v;
-            if (cJSON_IsArray(v)) {
-                if (!v->child || v->child->next)
-                    return field_error(rec, err, k, "must be a string or a list of one string");
-                p = v->child;
+            if ((st = prompt_list(v, rec, err))) {
+                snprintf(rec->param, sizeof rec->param, "%s", k);
+                return st;
             }
-            if (!cJSON_IsString(p) || !p->valuestring)
-                return field_error(rec, err, k, "must be a string (token lists are not supported)");
+            if (rec->prompts) {
+                have_prompt = true;
+                continue;
+            }
+            if (cJSON_IsArray(v)) p = v->child;
             size_t n = strlen(p->valuestring);
             if (n > cap) return field_error(rec, err, k, "is too long");
             memcpy(buf, p->valuestring, n);
@@ -174,6 +281,8 @@ sm_status sm_oai_parse_body(const cJSON *body, sm_rec_kind kind, char *buf, size
     if (logprobs) rec->top_logprobs = top_logprobs < 0 ? 0 : top_logprobs;
     else if (top_logprobs > 0)
         return field_error(rec, err, "top_logprobs", "needs \"logprobs\": true");
+    if (n_prompts(rec) * (rec->n_choices ? rec->n_choices : 1) > SM_OAI_CHOICES_MAX)
+        return field_error(rec, err, "n", "times the prompts is more than 2048 completions");
     if (chat && !rec->messages) return field_error(rec, err, "messages", "is required");
     if (!chat && !have_prompt) return field_error(rec, err, "prompt", "is required");
     if (rec->include_usage && !rec->stream)

@@ -65,6 +65,10 @@ typedef struct sm_batch_record {
     char model[SM_REC_MODEL_MAX]; /* the body's "model" ("" if none) */
     bool stream, include_usage;   /* "stream", "stream_options": {"include_usage"} */
     int top_logprobs;             /* -1: no log-probabilities asked; else how many alternatives */
+    unsigned n_choices;           /* "n": completions of each prompt (0 or 1: one) */
+    struct cJSON *prompts;        /* /v1/completions' "prompt" when it is not one string (owned): a list of
+                                     strings, a list of token ids (one prompt) or a list of such lists;
+                                     checked (each non-empty, ids from 0 below 2^31); prompt is then NULL */
     /* why a record is bad (OpenAI's error shape) */
     char param[64];   /* the body's field at fault ("" if none) */
     const char *code; /* a static error code ("invalid_url", ...) or NULL */

@@ -4,9 +4,11 @@
 ** `generate --batch` and for the server.
 **
 ** Fields read, as the OpenAI reference defines them: "messages" (chat) or
-** "prompt" (completions: a string, or a list of one string), "model",
-** "max_tokens" / "max_completion_tokens" (the latter wins), "temperature",
-** "top_p" (0 = the most likely token), "n" (1 only), "stream",
+** "prompt" (completions: a string, a list of strings, a list of token ids
+** or a list of such lists: rec->prompts when it is not one string),
+** "model", "max_tokens" / "max_completion_tokens" (the latter wins),
+** "temperature", "top_p" (0 = the most likely token), "n" (completions of
+** each prompt, 1 to 128: rec->n_choices), "stream",
 ** "stream_options" ({"include_usage"}), "stop" (a string or a list),
 ** "seed" (any whole number), "presence_penalty", "frequency_penalty",
 ** "logit_bias" ({"token id": -100..100}, or llama.cpp's [[id, bias], ...]),
@@ -19,7 +21,7 @@
 ** "suffix": null and "parallel_tool_calls" with no tools.
 ** Any other field is refused as OpenAI refuses it ("Unrecognized request
 ** argument supplied: X"), and a field we cannot honour ("tools",
-** n > 1) is refused naming it: the text is
+** "echo": true) is refused naming it: the text is
 ** never silently different from what was asked.
 */
 #ifndef SM_OAI_H
@@ -28,6 +30,28 @@
 #include "sm_batch.h"
 
 struct cJSON;
+
+#define SM_OAI_N_MAX 128         /* "n" at most (OpenAI's limit) */
+#define SM_OAI_CHOICES_MAX 2048  /* prompts times n at most, in one request */
+
+/* One completion a request asks for: prompt p's choice j is its (p n + j)th, its index in the response. */
+typedef struct {
+    const char *prompt;  /* its prompt as text (rec's), or as tokens: ids (n_ids); neither for a chat */
+    size_t prompt_len;
+    const int32_t *ids;
+    size_t n_ids;
+    uint64_t seed;       /* the request's seed + j: choice 0 of each prompt is that prompt with n 1 */
+} sm_oai_choice;
+
+/*
+** The completions rec asks for (any record: ours and a chat's are one per
+** "n"): *out (*n_out of them, malloc'd), n per prompt in *n; the token
+** prompts' ids in *ids (malloc'd; NULL if none), each checked to be below
+** n_vocab. They point into rec, which must outlive them. SM_ERR_INPUT with
+** rec->param "prompt", or SM_ERR_NOMEM.
+*/
+sm_status sm_oai_choices(sm_batch_record *rec, int n_vocab, sm_oai_choice **out, size_t *n_out, size_t *n,
+                         int32_t **ids, sm_error *err);
 
 /*
 ** Parses body (a JSON object) as a request of kind (SM_REC_OAI_CHAT or

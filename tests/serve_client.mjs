@@ -24,27 +24,37 @@ async function one(c) {
     if (!c.stream) {
       const r = await api.create({ ...c.params, stream: false });
       const ch = r.choices[0];
+      const choices = r.choices.map((x) => ({ index: x.index, text: c.op === "chat" ? x.message.content : x.text,
+                                              finish_reason: x.finish_reason, logprobs: x.logprobs }));
       return { text: c.op === "chat" ? ch.message.content : ch.text, finish_reason: ch.finish_reason,
                usage: r.usage, model: r.model, object: r.object, role: ch.message ? ch.message.role : null,
-               logprobs: ch.logprobs };
+               logprobs: ch.logprobs, choices };
     }
     const s = await api.create({ ...c.params, stream: true });
-    let text = "", finish = null, usage = null, chunks = 0, role = null, logprobs = [];
+    let usage = null, chunks = 0;
+    const by = new Map(); // index -> {text, finish_reason, role, logprobs, finishes}
     for await (const ev of s) {
       chunks++;
       if (ev.usage) usage = ev.usage;
       for (const ch of ev.choices) {
+        if (!by.has(ch.index)) by.set(ch.index, { index: ch.index, text: "", finish_reason: null, role: null,
+                                                  logprobs: [], finishes: 0 });
+        const o = by.get(ch.index);
         if (c.op === "chat") {
-          if (ch.delta.role) role = ch.delta.role;
-          if (ch.delta.content) text += ch.delta.content;
-          if (ch.logprobs && ch.logprobs.content) logprobs.push(...ch.logprobs.content);
+          if (ch.delta.role) o.role = ch.delta.role;
+          if (ch.delta.content) o.text += ch.delta.content;
+          if (ch.logprobs && ch.logprobs.content) o.logprobs.push(...ch.logprobs.content);
         } else {
-          text += ch.text;
+          o.text += ch.text;
+          if (ch.logprobs && ch.logprobs.tokens) o.logprobs.push(...ch.logprobs.tokens);
         }
-        if (ch.finish_reason) finish = ch.finish_reason;
+        if (ch.finish_reason) o.finish_reason = ch.finish_reason, o.finishes++;
       }
     }
-    return { text, finish_reason: finish, usage, chunks, role, logprobs };
+    const choices = [...by.values()].sort((a, b) => a.index - b.index);
+    const first = choices[0] || { text: "", finish_reason: null, role: null, logprobs: [] };
+    return { text: first.text, finish_reason: first.finish_reason, usage, chunks, role: first.role,
+             logprobs: first.logprobs, choices };
   } catch (e) {
     return { error: String(e.status || "") + " " + String(e.message).slice(0, 300), status: e.status || null };
   }

@@ -120,6 +120,7 @@ def main():
             f.write(TEMPLATE)
         streaming(sm, M, tmp)
         formats(sm, M, tmp, tpl, gen, alone)
+        choices(gen, alone, tpl)
         errors_and_formats(sm, M, tmp, gen)
         resume(sm, M, tmp, gen)
         duplicates(sm, M, tmp, gen)
@@ -255,6 +256,47 @@ def formats(sm, M, tmp, tpl, gen, alone):
            json.dumps(recs)[:200])
 
 
+def choices(gen, alone, tpl):
+    """OpenAI lines with "n" and prompt lists (token ids too): one result line each, choice p n + j = prompt p
+    alone with seed + j, in one run with records around them; --parallel 1, so the choices wait for room."""
+    prompts = ["And God said", "In the beginning"]
+    ids = [list(p.encode()) for p in prompts]  # the default model's byte vocabulary, no BOS
+    line = lambda cid, body: json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/completions",
+                                         "body": dict({"max_tokens": 16, "temperature": 0.9, "seed": 21}, **body)})
+    chat = json.dumps({"custom_id": "chat", "method": "POST", "url": "/v1/chat/completions",
+                       "body": {"messages": [{"role": "user", "content": "Who made the light?"}], "n": 3,
+                                "max_tokens": 16, "temperature": 0.9, "seed": 5}})
+    lines = [line("lists", {"prompt": prompts, "n": 3}), line("one", {"prompt": prompts[1]}),
+             line("tokens", {"prompt": ids, "temperature": 0}), chat, line("bad", {"prompt": [ids[0], [99999]]}),
+             line("long", {"prompt": [prompts[0], "x" * 2000], "n": 2})]
+    want = {}
+    for par in ("1", "4"):
+        p = gen("--batch", "-", "--parallel", par, "--chat-template", tpl, inp=("\n".join(lines) + "\n").encode())
+        recs = {r["custom_id"]: r for r in loads(p.stdout)}
+        if not want:
+            alone_p = lambda pr, *f: alone(pr, "-n", "16", *f)
+            want = {"lists": [alone_p(pr, "--temp", "0.9", "-s", str(21 + j)) for pr in prompts for j in range(3)],
+                    "one": [alone_p(prompts[1], "--temp", "0.9", "-s", "21")],
+                    "tokens": [alone_p(pr, "--temp", "0") for pr in prompts],
+                    "chat": [alone_p("Who made the light?", "--chat", "--chat-template", tpl, "--temp", "0.9",
+                                     "-s", str(5 + j)) for j in range(3)]}
+        texts = lambda r: [c.get("text", (c.get("message") or {}).get("content"))
+                           for c in r["response"]["body"].get("choices", [])]
+        got = {k: texts(recs[k]) for k in want if k in recs}
+        u = recs.get("lists", {}).get("response", {}).get("body", {}).get("usage", {})
+        report(p.returncode == 1 and len(recs) == len(lines) and
+               got == {k: [w["text"] for w in ws] for k, ws in want.items()} and
+               [c["index"] for c in recs["lists"]["response"]["body"]["choices"]] == list(range(6)) and
+               u.get("prompt_tokens") == sum(w["tokens_prompt"] for w in want["lists"][::3]) and
+               u.get("completion_tokens") == sum(w["tokens_generated"] for w in want["lists"]),
+               f"OpenAI lines with n and prompt lists (--parallel {par}): choice p*n+j = prompt p alone with seed "
+               "+j; token prompts = their texts; usage counts each prompt once", json.dumps(got)[:300])
+        errs = {k: recs[k]["response"]["body"].get("error", {}) for k in ("bad", "long") if k in recs}
+        report(errs.get("bad", {}).get("param") == "prompt" and "99999" in errs["bad"].get("message", "") and
+               "context" in errs.get("long", {}).get("message", ""),
+               "a token beyond the vocabulary, a prompt past the context: the line's 400", json.dumps(errs)[:300])
+
+
 def errors_and_formats(sm, M, tmp, gen):
     good = {"custom_id": "ok", "method": "POST", "url": "/v1/completions", "body": {"prompt": "And", "max_tokens": 2}}
     bad = [
@@ -262,11 +304,12 @@ def errors_and_formats(sm, M, tmp, gen):
         ("invalid_method", {"custom_id": "m", "method": "GET", "url": "/v1/completions", "body": {}}),
         ("missing_custom_id", {"method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}}),
         (400, {"custom_id": "t", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "temperature": "hot"}}),
-        (400, {"custom_id": "n", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}}),
+        (400, {"custom_id": "n", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "n": 129}}),
         (400, {"custom_id": "f", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "frobnicate": 1}}),
         (400, {"custom_id": "s", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": []}}),
         (400, {"custom_id": "j", "method": "POST", "url": "/v1/chat/completions",
                "body": {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}}),
+        (400, {"custom_id": "pl", "method": "POST", "url": "/v1/completions", "body": {"prompt": [[1], "b"]}}),
     ]
     path = os.path.join(tmp, "bad.jsonl")
     with open(path, "w") as f:
@@ -289,6 +332,8 @@ def errors_and_formats(sm, M, tmp, gen):
            json.dumps(detail)[:300])
     report([r["response"]["body"]["error"]["param"] for r in recs[4:7]] == ["temperature", "n", "frobnicate"],
            "request errors name the field", json.dumps([r["response"] for r in recs[4:7]])[:200])
+    report(recs[-1]["response"]["body"]["error"]["param"] == "prompt",
+           "a prompt list mixing token lists and strings: a 400 naming prompt", json.dumps(recs[-1])[:200])
     # --errors FILE: the failed records go there, the rest to the results
     errs = os.path.join(tmp, "errors.jsonl")
     p = gen("--batch", path, "--errors", errs)
@@ -322,7 +367,7 @@ def errors_and_formats(sm, M, tmp, gen):
     # --progress: a plain progress line on stderr (the last one with the count), nothing on stdout
     p = gen("--batch", path, "--progress", "-n", "2")
     last = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("records ")]
-    report(last and last[-1].startswith(f"records {1 + len(bad)}/{1 + len(bad)} (8 failed)") and
+    report(last and last[-1].startswith(f"records {1 + len(bad)}/{1 + len(bad)} ({len(bad)} failed)") and
            len(loads(p.stdout)) == 1 + len(bad), "--progress: records done/total on stderr", str(last)[-160:])
 
 

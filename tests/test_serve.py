@@ -138,6 +138,7 @@ def main():
         try:
             if have_client:
                 client(sm, model, tpl, s, node, npm_dir, tmp)
+                choices(sm, model, tpl, s, node, npm_dir)
                 stories = os.path.join(a.shared, "models", "stories260K")
                 if os.path.exists(os.path.join(stories, "stories260K.bin")):
                     client_stories(sm, stories, node, npm_dir, tmp)
@@ -227,12 +228,73 @@ def client(sm, model, tpl, s, node, npm_dir, tmp):
            "openai client: logit_bias of a token beyond the vocabulary is a 400", json.dumps(out[8])[:200])
 
 
+def choices(sm, model, tpl, s, node, npm_dir):
+    """n completions of each prompt, lists of prompts, token prompts: choice j of prompt p (index p n + j)
+    is the text of that prompt alone with seed + j."""
+    prompts = ["And God said", "In the beginning"]
+    ids = [json.loads(s.post("/tokenize", {"content": p, "add_special": True})[1])["tokens"] for p in prompts]
+    msgs = [{"role": "user", "content": "Who made the light?"}]
+    base = {"model": "smallmind-default", "max_tokens": 24, "temperature": 0.9, "seed": 11}
+    calls = [
+        {"op": "completion", "stream": False, "params": dict(base, prompt=prompts, n=2, logprobs=2)},
+        {"op": "completion", "stream": True, "params": dict(base, prompt=prompts, n=2,
+                                                            stream_options={"include_usage": True})},
+        {"op": "chat", "stream": True, "params": {"model": "smallmind-default", "messages": msgs, "n": 3, "max_tokens": 20,
+                                                  "temperature": 0.9, "seed": 5}},
+        {"op": "chat", "stream": False, "params": {"model": "smallmind-default", "messages": msgs, "n": 3, "max_tokens": 20,
+                                                   "temperature": 0.9, "seed": 5}},
+        {"op": "completion", "stream": False, "params": {"model": "smallmind-default", "prompt": ids, "max_tokens": 20,
+                                                         "temperature": 0}},
+        {"op": "completion", "stream": True, "params": {"model": "smallmind-default", "prompt": ids[0], "max_tokens": 20,
+                                                        "temperature": 0}},
+        {"op": "completion", "stream": False, "params": {"model": "smallmind-default", "prompt": [prompts[0], "x" * 2000], "n": 2}},
+    ]
+    out, err = node_calls(node, npm_dir, s.port, calls)
+    if len(out) != len(calls):
+        report(False, "the openai client ran every call with n and prompt lists", err[-300:])
+        return
+    fin = lambda w: {"eos": "stop"}.get(w.get("finish_reason"), w.get("finish_reason"))
+    want = [[twin(sm, model, p, "-n", "24", "--temp", "0.9", "-s", str(11 + j)) for j in range(2)] for p in prompts]
+    flat = [w for ws in want for w in ws]
+    usage = {"prompt_tokens": sum(ws[0]["tokens_prompt"] for ws in want),
+             "completion_tokens": sum(w["tokens_generated"] for w in flat)}
+    for k, name in ((0, "a completion"), (1, "a streamed completion")):
+        ch = out[k].get("choices") or []
+        u = out[k].get("usage") or {}
+        ok = ([c["index"] for c in ch] == [0, 1, 2, 3] and [c["text"] for c in ch] == [w["text"] for w in flat] and
+              [c["finish_reason"] for c in ch] == [fin(w) for w in flat] and
+              {x: u.get(x) for x in usage} == usage and (k == 0 or all(c["finishes"] == 1 for c in ch)))
+        report(ok, f"openai client: {name} of 2 prompts with n 2: choice p*2+j = generate of prompt p with seed "
+                   "11+j; usage counts each prompt once", json.dumps(out[k])[:300])
+    lp = [len(((c.get("logprobs") or {}).get("tokens") or [])) for c in out[0].get("choices") or []]
+    report(lp == [w["tokens_generated"] for w in flat], "n 2 with logprobs: each choice its own tokens", str(lp))
+    wc = [twin(sm, model, "Who made the light?", "--chat", "--chat-template", tpl, "-n", "20", "--temp", "0.9",
+               "-s", str(5 + j)) for j in range(3)]
+    for k in (2, 3):
+        ch = out[k].get("choices") or []
+        report([c["text"] for c in ch] == [w["text"] for w in wc] and [c["index"] for c in ch] == [0, 1, 2] and
+               (k == 3 or all(c["role"] == "assistant" for c in ch)),
+               f"openai client: {'streamed ' if k == 2 else ''}chat with n 3 = generate --chat with seeds 5, 6, 7",
+               json.dumps(out[k])[:300])
+    greedy = [twin(sm, model, p, "-n", "20", "--temp", "0") for p in prompts]
+    report([c["text"] for c in out[4].get("choices") or []] == [w["text"] for w in greedy],
+           "openai client: a list of token-id prompts (from /tokenize) = generate of their texts", json.dumps(out[4])[:300])
+    report(out[5].get("text") == greedy[0]["text"], "openai client: one token-id prompt, streamed = generate",
+           json.dumps(out[5])[:200])
+    report(out[6].get("status") == 400 and "context" in out[6].get("error", ""),
+           "a list whose second prompt is longer than the context: the whole request is a 400", json.dumps(out[6])[:200])
+    st, b = s.post("/v1/completions", {"prompt": prompts[0], "max_tokens": 24, "temperature": 0.9, "seed": 12})
+    report(st == 200 and json.loads(b)["choices"][0]["text"] == want[0][1]["text"] and
+           s.metric("smallmind_requests_processing") == 0,
+           "after it the server runs on: nothing left in its slots, seed 12 alone = choice 1 of seed 11")
+
+
 def client_stories(sm, stories, node, npm_dir, tmp):
     """stories260K (a real llama2.c model, its SentencePiece tokenizer) through the client."""
     tok = os.path.join(stories, "tok512.bin")
     s = Server(sm, os.path.join(stories, "stories260K.bin"), "--tokenizer", tok)
     try:
-        calls = [{"op": "completion", "stream": s_, "params": {"model": "x", "prompt": "Once upon a time",
+        calls = [{"op": "completion", "stream": s_, "params": {"model": "smallmind-default", "prompt": "Once upon a time",
                                                                "max_tokens": 60, "temperature": 0}}
                  for s_ in (False, True)]
         out, err = node_calls(node, npm_dir, s.port, calls)
@@ -304,7 +366,7 @@ HOSTILE = [
     ("POST", "/v1/chat/completions", b'{"messages": "hi"}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": []}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user"}], "temperature": "hot"}', 400),
-    ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "n": 3}', 400),
+    ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "n": 129}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "frob": 1}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', 400),
@@ -315,7 +377,16 @@ HOSTILE = [
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "multipleOf": 0.5}}}}', 400),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "a": 1, "a": 2}', 400),
     ("POST", "/v1/completions", b'{"prompt": 5}', 400),
-    ("POST", "/v1/completions", b'{"prompt": ["a", "b"]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": ["a", 5]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": [[1, 2], "b"]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": []}', 400),
+    ("POST", "/v1/completions", b'{"prompt": [[]]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": [-1]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": [1.5]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": [2147483648]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": [[5], [99999]]}', 400),  # beyond the vocabulary
+    ("POST", "/v1/completions", b'{"prompt": [{"a": 1}]}', 400),
+    ("POST", "/v1/completions", b'{"prompt": ' + json.dumps(["a"] * 100).encode() + b', "n": 21}', 400),
     ("POST", "/v1/completions", b'{}', 400),
     ("POST", "/v1/completions", b'{"prompt": "x", "echo": true}', 400),
     ("POST", "/v1/completions", b'{"prompt": "x", "logprobs": 9}', 400),
@@ -371,7 +442,7 @@ def hostile(sm, model, s):
             bad.append((method, path, body[:60], st, b[:120]))
     # variations: every field of a body with a wrong type
     fields = {"max_tokens": ["x", -5, 1.5], "temperature": [[], -1, "0.5"], "top_p": [{}, 1.5, -0.1],
-              "seed": ["s", 2.5], "stop": [3, [1, 2], ["x" * 100]], "n": ["1", 0, 5], "stream": [1, "yes"],
+              "seed": ["s", 2.5], "stop": [3, [1, 2], ["x" * 100]], "n": ["1", 0, 129, 2.5], "stream": [1, "yes"],
               "presence_penalty": ["p", 1000], "frequency_penalty": [True, -1000], "logprobs": ["y", 3.5],
               "top_k": [-3, "k"], "min_p": [2, "m"], "repeat_penalty": [0, -1], "user": [5], "metadata": [1, "m"],
               "response_format": ["json", {"type": "xml"}, {"type": "json_schema"}], "messages": [None],
@@ -446,6 +517,22 @@ def leaving(sm, model, tmp):
         freed = wait_until(lambda: s.metric("smallmind_requests_processing") == 0, limit=120)
         st, b = s.post("/v1/completions", {"prompt": "And God said", "max_tokens": 5, "temperature": 0})
         report(busy and freed and st == 200, "a streaming client that leaves frees its slot; the next request runs")
+        # n 3 through one slot: the client leaves while its first choice runs, the others still to come
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=LIMIT)
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "And", "max_tokens": 100000, "stream": True,
+                                                              "n": 3, "temperature": 1}).encode(),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read1(100)
+        busy = wait_until(lambda: s.metric("smallmind_requests_processing") == 1, limit=60)
+        c.sock.shutdown(socket.SHUT_RDWR)
+        c.close()
+        freed = wait_until(lambda: (lambda m: m.get("smallmind_requests_processing") == 0 and
+                                    m.get("smallmind_requests_waiting") == 0)(s.metrics()), limit=120)
+        st, b = s.post("/v1/completions", {"prompt": "And God said", "max_tokens": 5, "temperature": 0, "n": 2})
+        report(busy and freed and st == 200 and len(json.loads(b)["choices"]) == 2,
+               "a client of n 3 that leaves: its running and waiting choices end; the next request runs",
+               f"{busy} {freed} {st} {b[:100]}")
         # the queue: one running, one waiting, the third refused with 503
         conns = []
         for _ in range(2):

@@ -25,11 +25,20 @@
 
 #include "sm_batch.h"
 #include "sm_grammar.h"
+#include "sm_oai.h"
 
 #define KEY_MAX (SM_REC_ID_MAX + 8)
 
-/* A record in flight: what its result line needs besides the result. */
+typedef struct pending pending;
+
+/* One completion of a record (OpenAI's "n" and prompt lists make several): the scheduler's tag. */
 typedef struct {
+    pending *p;
+    size_t i;
+} chosen;
+
+/* A record in flight: what its result line needs besides the result. */
+struct pending {
     bool used;
     size_t idx, lineno; /* ordinal among the records run; input line */
     sm_rec_kind kind;
@@ -37,7 +46,16 @@ typedef struct {
     char param[64];     /* OpenAI: the field an error names */
     const char *code;
     struct sm_gbind *grammar; /* held in the batch's cache while the record runs */
-} pending;
+    sm_oai_choice *in;  /* (n_ch; n of each prompt) its completions, and the token prompts' ids */
+    int32_t *ids;
+    chosen *ch;
+    cli_oai_choice *out; /* their results, kept until the last is done (several only) */
+    size_t n_ch, n, n_sub, n_done; /* submitted; done */
+    size_t n_ids;       /* a chat's templated tokens (in the batch's ids) */
+    char *why;          /* the first of several to fail: why (its kind) */
+    sm_status why_st;
+    double t_queue;
+};
 
 /* A result formatted and not yet written (ordered output). */
 typedef struct {
@@ -69,6 +87,8 @@ typedef struct {
     sm_chat chat;
     char chat_err[600];
     int32_t *ids;   /* (n_ctx) a templated conversation's tokens */
+    pending *cur;   /* a record whose completions go in as the scheduler has room (its record: cur_rec) */
+    sm_batch_record cur_rec;
     cli_gcache *grammars;      /* the records' grammars and schemas, each compiled once */
     char *flag_gtext;          /* --grammar/--json-schema's text, the records' default */
 } batch;
@@ -142,9 +162,12 @@ static bool format_record(batch *b, const pending *p, const char *msg, sm_status
             if (msg) {
                 cli_oai_error(f, msg, code == 500 ? "server_error" : "invalid_request_error", p->param, p->code);
             } else {
+                cli_oai_choice one = {.text = res ? res->text : NULL, .len = res ? res->len : 0};
+                if (res) one.stats = res->stats;
                 cli_oai_result r = {.kind = p->kind, .id_suffix = suffix, .model = b->model_name,
-                                    .created = b->created, .text = res->text, .len = res->len,
-                                    .stats = &res->stats, .t_queue = res->t_queue};
+                                    .created = b->created, .ch = res ? &one : p->out,
+                                    .n_ch = res ? 1 : p->n_ch, .n = res ? 1 : p->n,
+                                    .t_queue = res ? res->t_queue : p->t_queue};
                 cli_oai_body(f, &r);
             }
             fputs("}, \"error\": null}\n", f);
@@ -168,12 +191,17 @@ static void write_one(batch *b, ready *r) {
     b->written++;
 }
 
-/* Hands p's result on: written at once (unordered), or held for its turn. */
+/* Hands p's result on (res NULL and no msg: its several choices' results): written at once (unordered),
+   or held for its turn. */
 static int deliver(batch *b, pending *p, const char *msg, sm_status status, const sm_sched_result *res) {
     ready r;
     p->used = false;
     cli_gcache_put(b->grammars, p->grammar);
-    if (!format_record(b, p, msg, status, res, &r)) return cli_data_error("out of memory for a result");
+    bool ok = format_record(b, p, msg, status, res, &r);
+    for (size_t i = 0; p->out && i < p->n_ch; i++) free((char *)p->out[i].text);
+    free(p->in), free(p->ids), free(p->ch), free(p->out), free(p->why);
+    p->in = NULL, p->ids = NULL, p->ch = NULL, p->out = NULL, p->why = NULL;
+    if (!ok) return cli_data_error("out of memory for a result");
     if (b->ordered) b->ring[p->idx % b->window] = r;
     else write_one(b, &r);
     return 0;
@@ -182,9 +210,26 @@ static int deliver(batch *b, pending *p, const char *msg, sm_status status, cons
 /* The scheduler's done callback. */
 static sm_status on_done(void *user, const sm_sched_result *res, sm_error *err) {
     batch *b = user;
-    pending *p = res->tag;
+    chosen *c = res->tag;
+    pending *p = c->p;
     if (!res->error) b->tokens += res->stats.n_generated;
-    if (deliver(b, p, res->error, res->status, res))
+    p->n_done++;
+    if (p->n_ch > 1) { /* one of several: kept until the last */
+        if (p->n_done == 1) p->t_queue = res->t_queue;
+        if (res->error && !p->why) {
+            p->why_st = res->status;
+            if (!(p->why = strdup(res->error))) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a result");
+        } else if (!res->error) {
+            char *t = malloc(res->len + 1);
+            if (!t) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a result");
+            memcpy(t, res->text, res->len);
+            t[res->len] = '\0';
+            p->out[c->i] = (cli_oai_choice){.text = t, .len = res->len, .stats = res->stats};
+        }
+        if (p->n_done < p->n_ch || p->n_sub < p->n_ch) return SM_OK;
+        res = NULL;
+    }
+    if (deliver(b, p, res ? res->error : p->why, res ? res->status : p->why_st, res))
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a result");
     return SM_OK;
 }
@@ -230,11 +275,41 @@ static void progress(batch *b, bool last) {
 }
 
 /*
-** Parses record (line, n) and submits it with the flags' settings under its
-** own; a record that cannot run gets its error result at once. Returns an
-** exit code.
+** Submits p's next completions (of rec) while the scheduler has room; the
+** rest wait for room (b->cur). Returns an exit code.
 */
-static int submit(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec, const char *why) {
+static int more(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec) {
+    const cli_opts *o = b->o;
+    sm_sched *s = r->ls->sched;
+    while (p->n_sub < p->n_ch && sm_sched_room(s)) {
+        chosen *c = &p->ch[p->n_sub];
+        const sm_oai_choice *in = &p->in[p->n_sub++];
+        sm_error err = {{0}};
+        sm_sched_request req = {.prompt = in->prompt, .prompt_len = in->prompt_len,
+                                .ids = p->n_ids ? b->ids : in->ids, .n_ids = p->n_ids ? p->n_ids : in->n_ids,
+                                .max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
+                                                                           : (size_t)o->max_tokens,
+                                .sampling = rec->sampling, .truncate = o->truncate, .grammar = p->grammar,
+                                .tag = c};
+        req.sampling.seed = in->seed;
+        const char *stops[SM_STOP_MAX];
+        req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
+        for (size_t i = 0; i < req.n_stop; i++)
+            stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
+        if (p->n_ids) req.n_stop = sm_chat_add_stop(&b->chat, stops, req.n_stop);
+        req.stop = stops;
+        if (sm_sched_submit(s, &req, &err)) return cli_data_error(err.msg); /* (a bad prompt: to on_done) */
+    }
+    b->cur = p->n_sub < p->n_ch ? p : NULL;
+    return 0;
+}
+
+/*
+** Submits record rec (p its entry) with the flags' settings under its own;
+** a record that cannot run (why, or found here) gets its error result at
+** once. Returns an exit code.
+*/
+static int submit(batch *b, cli_runner *r, pending *p, sm_batch_record *rec, const char *why) {
     const cli_opts *o = b->o;
     sm_error err = {{0}};
     size_t n_ids = 0;
@@ -250,7 +325,16 @@ static int submit(batch *b, cli_runner *r, pending *p, const sm_batch_record *re
         why = rec->stream ? "\"stream\": true is not supported in a batch"
                           : "\"logprobs\" is not supported in a batch";
     }
+    if (!why) {
+        sm_status st = sm_oai_choices(rec, r->lm->tok.n_vocab, &p->in, &p->n_ch, &p->n, &p->ids, &err);
+        if (!st && (!(p->ch = calloc(p->n_ch, sizeof *p->ch)) || !(p->out = calloc(p->n_ch, sizeof *p->out))))
+            st = SM_ERR_NOMEM;
+        if (st == SM_ERR_NOMEM) return cli_data_error("out of memory for a record");
+        if (st) snprintf(p->param, sizeof p->param, "%s", rec->param), why = err.msg;
+        for (size_t i = 0; !st && i < p->n_ch; i++) p->ch[i] = (chosen){.p = p, .i = i};
+    }
     if (!why && rec->messages) why = templated(b, r, rec->messages, &n_ids, &err);
+    p->n_ids = n_ids;
     /* the record's grammar or schema, else the flag's */
     sm_grammar_kind gk = rec->gkind ? rec->gkind : o->gkind;
     const char *gt = rec->gkind ? rec->gtext : b->flag_gtext;
@@ -263,20 +347,7 @@ static int submit(batch *b, cli_runner *r, pending *p, const sm_batch_record *re
         }
     }
     if (why) return deliver(b, p, why, SM_ERR_INPUT, NULL);
-    sm_sched_request req = {.prompt = rec->prompt, .prompt_len = rec->prompt_len,
-                            .ids = n_ids ? b->ids : NULL, .n_ids = n_ids,
-                            .max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
-                                                                       : (size_t)o->max_tokens,
-                            .sampling = rec->sampling, .truncate = o->truncate, .grammar = p->grammar,
-                            .tag = p};
-    const char *stops[SM_STOP_MAX];
-    req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
-    for (size_t i = 0; i < req.n_stop; i++)
-        stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
-    if (n_ids) req.n_stop = sm_chat_add_stop(&b->chat, stops, req.n_stop);
-    req.stop = stops;
-    if (sm_sched_submit(r->ls->sched, &req, &err)) return cli_data_error(err.msg);
-    return 0;
+    return more(b, r, p, rec);
 }
 
 /* State of reading the input, shared by the first pass and the run. */
@@ -438,8 +509,12 @@ int cli_batch(const cli_opts *o) {
     intake in = {0};
     sm_sched *s = r.ls->sched;
     while (!rc && !cli_interrupted && !b.stop) {
+        /* a record's completions that wait for room go in first */
+        if (b.cur && sm_sched_room(s) && !(rc = more(&b, &r, b.cur, &b.cur_rec)) && !b.cur)
+            sm_batch_record_free(&b.cur_rec);
         /* take the lines that are here (waiting for one only when there is nothing else to do) */
-        while (!rc && !cli_interrupted && !rd.eof && sm_sched_room(s) && b.next_idx - b.written < b.window) {
+        while (!rc && !cli_interrupted && !rd.eof && !b.cur && sm_sched_room(s) &&
+               b.next_idx - b.written < b.window) {
             bool idle = !sm_sched_busy(s) && b.written == b.next_idx;
             int wait_ms = !idle ? 0 : b.o->progress ? (int)((b.o->progress_s > 0 ? b.o->progress_s : 10) * 1000) : -1;
             const char *line;
@@ -475,7 +550,8 @@ int cli_batch(const cli_opts *o) {
                 why = err.msg;
             }
             if (!rc) rc = submit(&b, &r, p, &rec, why);
-            sm_batch_record_free(&rec);
+            if (b.cur) b.cur_rec = rec; /* its completions go on as the scheduler has room */
+            else sm_batch_record_free(&rec);
         }
         flush(&b);
         progress(&b, false);
@@ -490,6 +566,7 @@ int cli_batch(const cli_opts *o) {
         }
     }
     flush(&b);
+    if (b.cur) sm_batch_record_free(&b.cur_rec);
     if (b.tty || o->progress) progress(&b, true);
     if (b.tty && !o->progress && !o->quiet) fputc('\n', stderr);
     if (!rc && !cli_interrupted && save_cache && r.ls->prefix) rc = cli_prompt_cache_save_hottest(o, &r);
@@ -513,6 +590,11 @@ int cli_batch(const cli_opts *o) {
         fprintf(stderr, "cache: off%s\n", o->cache_mib ? " (the budget holds no block, or the batch "
                                                          "size is not a multiple of 16)" : "");
     if (o->stats) cli_runner_print_threads(&r, stderr);
+    for (size_t i = 0; b.pend && i < 3 * P + 1; i++) { /* (records an interrupt left in flight) */
+        pending *p = &b.pend[i];
+        for (size_t k = 0; p->out && k < p->n_ch; k++) free((char *)p->out[k].text);
+        free(p->in), free(p->ids), free(p->ch), free(p->out), free(p->why);
+    }
     for (size_t i = 0; b.ring && i < b.window; i++) free(b.ring[i].line);
     free(b.ring), free(b.pend), free(in.pbuf);
     free(b.ids);

@@ -282,14 +282,19 @@ int cli_resume_scan(const char *path, cli_keys *done, size_t *n_lines, size_t *n
 
 /* ---- oai_out.c: results in OpenAI's shapes */
 
+typedef struct {
+    const char *text;
+    size_t len;
+    sm_gen_stats stats;
+} cli_oai_choice;
+
 typedef struct cli_oai_result {
     sm_rec_kind kind;        /* SM_REC_OAI_CHAT or SM_REC_OAI_COMPLETION */
     const char *id_suffix;   /* the response's id is "chatcmpl-" / "cmpl-" and this */
     const char *model;
     long long created;       /* Unix time */
-    const char *text;
-    size_t len;
-    const sm_gen_stats *stats;
+    const cli_oai_choice *ch; /* (n_ch) the choices: prompt p's j-th of n is ch[p n + j] */
+    size_t n_ch, n;
     double t_queue;          /* seconds */
 } cli_oai_result;
 

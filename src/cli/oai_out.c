@@ -19,27 +19,35 @@ static void json_str(FILE *f, const char *s) {
 
 void cli_oai_body(FILE *f, const cli_oai_result *r) {
     bool chat = r->kind == SM_REC_OAI_CHAT;
-    const sm_gen_stats *gs = r->stats;
+    sm_gen_stats sum = {0}; /* each prompt's tokens once (its first choice's), every choice's completion */
     fprintf(f, "{\"id\": \"%s-%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ",
             chat ? "chatcmpl" : "cmpl", r->id_suffix, chat ? "chat.completion" : "text_completion",
             (long long)r->created);
     json_str(f, r->model);
-    fputs(", \"choices\": [{\"index\": 0, ", f);
-    if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": \"", f);
-    else fputs("\"text\": \"", f);
-    cli_json_string(f, (const unsigned char *)r->text, r->len);
-    fprintf(f, "\"%s, \"logprobs\": null, \"finish_reason\": \"%s\"}], ", chat ? ", \"refusal\": null}" : "",
-            sm_oai_finish(gs->finish));
+    fputs(", \"choices\": [", f);
+    for (size_t i = 0; i < r->n_ch; i++) {
+        const cli_oai_choice *c = &r->ch[i];
+        const sm_gen_stats *gs = &c->stats;
+        if (i % r->n == 0) sum.n_prompt += gs->n_prompt, sum.n_reused += gs->n_reused, sum.t_prefill += gs->t_prefill;
+        sum.n_generated += gs->n_generated, sum.t_decode += gs->t_decode;
+        fprintf(f, "%s{\"index\": %zu, ", i ? ", " : "", i);
+        if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": \"", f);
+        else fputs("\"text\": \"", f);
+        cli_json_string(f, (const unsigned char *)c->text, c->len);
+        fprintf(f, "\"%s, \"logprobs\": null, \"finish_reason\": \"%s\"}", chat ? ", \"refusal\": null}" : "",
+                sm_oai_finish(gs->finish));
+    }
+    fputs("], ", f);
     fprintf(f, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"total_tokens\": %zu, "
                "\"prompt_tokens_details\": {\"cached_tokens\": %zu}}, ",
-            gs->n_prompt, gs->n_generated, gs->n_prompt + gs->n_generated, gs->n_reused);
+            sum.n_prompt, sum.n_generated, sum.n_prompt + sum.n_generated, sum.n_reused);
     fprintf(f, "\"system_fingerprint\": \"smallmind-%s\", ", SM_VERSION);
-    /* llama.cpp's server adds the same object under the same name */
-    size_t np = gs->n_prompt - gs->n_reused;
+    /* llama.cpp's server adds the same object under the same name (several choices: their sums) */
+    size_t np = sum.n_prompt - sum.n_reused;
     fprintf(f, "\"timings\": {\"queue_ms\": %.3f, \"cache_n\": %zu, \"prompt_n\": %zu, \"prompt_ms\": %.3f, "
                "\"predicted_n\": %zu, \"predicted_ms\": %.3f, \"predicted_per_second\": %.2f}}",
-            r->t_queue * 1e3, gs->n_reused, np, gs->t_prefill * 1e3, gs->n_generated, gs->t_decode * 1e3,
-            gs->n_generated > 1 && gs->t_decode > 0 ? (double)(gs->n_generated - 1) / gs->t_decode : 0.0);
+            r->t_queue * 1e3, sum.n_reused, np, sum.t_prefill * 1e3, sum.n_generated, sum.t_decode * 1e3,
+            sum.n_generated > r->n_ch && sum.t_decode > 0 ? (double)(sum.n_generated - r->n_ch) / sum.t_decode : 0.0);
 }
 
 void cli_oai_error(FILE *f, const char *msg, const char *type, const char *param, const char *code) {

@@ -118,12 +118,8 @@ static bool is_done(const sreq *q) {
     return q->done;
 }
 
-static bool has_start(const sreq *q) { /* something to stream, or done */
-    return q->done || q->len > 0 || q->n_tok > 0;
-}
-
-static bool has_more(const sreq *q) {
-    return q->done || q->len > q->sent || q->n_tok > q->n_tok_sent;
+static bool has_more(const sreq *q) { /* something to stream, or done */
+    return serve_has_more(q);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -238,6 +234,13 @@ static enum MHD_Result completion(struct MHD_Connection *c, conn *k, bool chat) 
     snprintf(q->id, sizeof q->id, "%s-%llx%llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)time(NULL),
              __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
     q->created = (long long)time(NULL);
+    char msg[400];
+    int bad = serve_choices(&S, q, msg, sizeof msg);
+    if (bad) {
+        enum MHD_Result r = fail(c, (unsigned)bad, msg, q->param[0] ? q->param : NULL, NULL);
+        sreq_release(q);
+        return r;
+    }
     if (!serve_submit(&S, q)) {
         sreq_release(q);
         return fail(c, 503, "the server is busy: too many requests are waiting (try again later)", NULL,
@@ -246,8 +249,8 @@ static enum MHD_Result completion(struct MHD_Connection *c, conn *k, bool chat) 
     k->q = q;
     q->refs++; /* the connection's, until the response is done */
     pthread_mutex_lock(&q->mu);
-    bool here = wait_for(q, k->fd, q->stream ? has_start : is_done);
-    bool failed = q->done && q->error[0] && q->sent == 0;
+    bool here = wait_for(q, k->fd, q->stream ? has_more : is_done);
+    bool failed = q->done && q->error[0] && !serve_has_sent(q);
     pthread_mutex_unlock(&q->mu);
     if (!here) {
         serve_cancel(&S, q);

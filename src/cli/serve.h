@@ -5,14 +5,16 @@
 ** one thread that owns the model and its scheduler, and the OpenAI shapes
 ** of results.
 **
-** A completion is an sreq: the connection's thread parses and checks it and
-** puts it in the inbox; the worker templates, tokenizes and submits it,
-** steps the scheduler, and fills the sreq's output (pieces as they come,
-** then the result) under the sreq's lock, signalling its condition; the
+** A request is an sreq: the connection's thread parses and checks it and
+** puts it in the inbox; the worker templates and tokenizes it and submits
+** its choices (each prompt's "n" completions, each its own scheduler
+** entry, as many at a time as the scheduler has room for), steps the
+** scheduler, and fills each choice's output (pieces as they come, then its
+** result) under the sreq's lock, signalling its condition; the
 ** connection's thread waits on that condition and writes. A client that
-** goes away marks its sreq cancelled; the worker ends it in the scheduler
-** at once (its slot free for the next request). An sreq is freed by
-** whichever side lets go of it last.
+** goes away marks its sreq cancelled; the worker ends its choices in the
+** scheduler at once (their slots free for the next request). An sreq is
+** freed by whichever side lets go of it last.
 */
 #ifndef SM_SERVE_H
 #define SM_SERVE_H
@@ -21,6 +23,7 @@
 
 #include "cli.h"
 #include "sm_batch.h"
+#include "sm_oai.h"
 
 #define SERVE_MAX_BODY ((size_t)4 << 20)   /* bytes of a request body at most */
 #define SERVE_MAX_MESSAGES 2048
@@ -36,6 +39,20 @@ typedef struct {
     float top_logprob[SM_TOP_LOGPROBS_MAX];
 } stoken;
 
+/* One completion of a request (of a prompt; "n" of each): a scheduler entry, its tag. */
+typedef struct {
+    sreq *q;               /* its request */
+    sm_oai_choice in;      /* its prompt (in the request's record or ids) and seed */
+    /* what the worker gives back (under q->mu) */
+    char *text;            /* the generated text so far (streamed: pieces not yet sent start at sent) */
+    size_t len, cap, sent;
+    stoken *tokens;        /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
+    size_t n_tok, cap_tok, n_tok_sent;
+    bool done, started, finish_sent; /* streamed: the role (chat) and the finish sent */
+    bool in_sched;         /* submitted, not yet done (the worker's own) */
+    sm_gen_stats stats;
+} schoice;
+
 struct sreq {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -48,19 +65,21 @@ struct sreq {
     int top_logprobs;
     char id[48];           /* chatcmpl-... / cmpl-... */
     long long created;
+    schoice *ch;           /* (n_ch) prompt p's choice j is ch[p * n + j], its index in the response */
+    size_t n_ch, n;
+    int32_t *ids;          /* the token prompts' ids, or the templated conversation's (the worker sets it) */
+    /* the worker's */
+    size_t n_submitted;
+    bool prepared;
     /* what the worker gives back (under mu) */
-    char *text;            /* the generated text so far (streamed: pieces not yet sent start at sent) */
-    size_t len, cap, sent;
-    stoken *tokens;        /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
-    size_t n_tok, cap_tok, n_tok_sent;
-    bool done;
-    char error[600];       /* done with an error: why, and its HTTP status */
+    size_t n_done;
+    bool done;             /* every choice done */
+    char error[600];       /* done with an error: why, and its HTTP status (the first choice's to fail) */
     int status;
     const char *code;
     char param[64];
-    sm_gen_stats stats;
-    double t_queue;
-    bool cancelled;        /* the client went away */
+    bool cancelled;        /* the client went away (or a choice failed: the others end) */
+    bool listed;           /* on the server's cancel list (once) */
     struct sm_gbind *grammar;
 };
 
@@ -76,9 +95,9 @@ typedef struct server {
     size_t n_open;         /* taken by serve_submit, not yet finished (a 503 past slots + queue_max) */
     sreq **cancel;         /* (cap_cancel) requests whose client went away */
     size_t n_cancel, cap_cancel;
-    size_t n_running;      /* submitted to the scheduler, not yet done: running[0 .. n_running) */
+    size_t n_running;      /* choices submitted to the scheduler, not yet done: running[0 .. n_running) */
     size_t n_sched_wait;   /* of those, still waiting in the scheduler for a slot (the worker sets it) */
-    sreq **running;
+    schoice **running;
     bool stopping;
     pthread_t worker;
     char model_name[SM_REC_MODEL_MAX];
@@ -106,12 +125,18 @@ void serve_work_stop(server *s);
 bool serve_submit(server *s, sreq *q);
 /* The client of q went away: the worker ends it. */
 void serve_cancel(server *s, sreq *q);
+/* Sets up q's choices from its record (the connection's thread, before serve_submit): 0, or an HTTP
+   status with msg (q->param names the field). */
+int serve_choices(const server *s, sreq *q, char *msg, size_t cap);
 /* Lets go of q (the last side frees it). */
 void sreq_release(sreq *q);
 sreq *sreq_new(void);
 
 /* The response body of a finished q (non-streamed): a completion, or an error object. malloc'd. */
 char *serve_body(const server *s, sreq *q, size_t *len);
+/* Whether q has something not yet streamed (q->mu held); whether any choice has begun streaming. */
+bool serve_has_more(const sreq *q);
+bool serve_has_sent(const sreq *q);
 /* The event-stream bytes for what q has that was not sent yet (q->mu held); *end when the stream is
    complete ([DONE] included). malloc'd, NULL when there is nothing new. */
 char *serve_chunks(const server *s, sreq *q, size_t *len, bool *end);

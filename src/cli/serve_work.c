@@ -46,28 +46,44 @@ void sreq_release(sreq *q) {
     pthread_mutex_unlock(&q->mu);
     if (!last) return;
     sm_batch_record_free(&q->rec);
-    free(q->prompt_buf), free(q->text), free(q->tokens);
+    for (size_t i = 0; q->ch && i < q->n_ch; i++) free(q->ch[i].text), free(q->ch[i].tokens);
+    free(q->ch), free(q->ids), free(q->prompt_buf);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
     free(q);
+}
+
+int serve_choices(const server *s, sreq *q, char *msg, size_t cap) {
+    sm_oai_choice *c;
+    sm_error err = {{0}};
+    sm_status st = sm_oai_choices(&q->rec, s->r.lm->tok.n_vocab, &c, &q->n_ch, &q->n, &q->ids, &err);
+    if (!st && !(q->ch = calloc(q->n_ch, sizeof *q->ch))) st = sm_error_set(&err, SM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < q->n_ch; i++) q->ch[i] = (schoice){.q = q, .in = c[i]};
+    free(c);
+    if (!st) return 0;
+    if (st == SM_ERR_NOMEM) q->n_ch = 0;
+    snprintf(msg, cap, "%s", err.msg);
+    snprintf(q->param, sizeof q->param, "%s", q->rec.param);
+    return st == SM_ERR_INPUT ? 400 : 500;
 }
 
 /* ---- the scheduler's callbacks (the worker's thread) */
 
 void serve_on_piece(void *user, void *tag, const char *text, size_t len) {
     (void)user;
-    sreq *q = tag;
+    schoice *c = tag;
+    sreq *q = c->q;
     pthread_mutex_lock(&q->mu);
-    if (q->len + len + 1 > q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 1024;
-        while (cap < q->len + len + 1) cap *= 2;
-        char *t = realloc(q->text, cap);
-        if (t) q->text = t, q->cap = cap;
+    if (c->len + len + 1 > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        while (cap < c->len + len + 1) cap *= 2;
+        char *t = realloc(c->text, cap);
+        if (t) c->text = t, c->cap = cap;
     }
-    if (q->len + len + 1 <= q->cap) {
-        memcpy(q->text + q->len, text, len);
-        q->len += len;
-        q->text[q->len] = '\0';
+    if (c->len + len + 1 <= c->cap) {
+        memcpy(c->text + c->len, text, len);
+        c->len += len;
+        c->text[c->len] = '\0';
     }
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
@@ -75,15 +91,16 @@ void serve_on_piece(void *user, void *tag, const char *text, size_t len) {
 
 void serve_on_token(void *user, void *tag, const sm_token_info *t) {
     (void)user;
-    sreq *q = tag;
+    schoice *c = tag;
+    sreq *q = c->q;
     pthread_mutex_lock(&q->mu);
-    if (q->n_tok == q->cap_tok) {
-        size_t cap = q->cap_tok ? q->cap_tok * 2 : 64;
-        stoken *n = realloc(q->tokens, cap * sizeof *n);
-        if (n) q->tokens = n, q->cap_tok = cap;
+    if (c->n_tok == c->cap_tok) {
+        size_t cap = c->cap_tok ? c->cap_tok * 2 : 64;
+        stoken *n = realloc(c->tokens, cap * sizeof *n);
+        if (n) c->tokens = n, c->cap_tok = cap;
     }
-    if (q->n_tok < q->cap_tok) {
-        stoken *k = &q->tokens[q->n_tok++];
+    if (c->n_tok < c->cap_tok) {
+        stoken *k = &c->tokens[c->n_tok++];
         k->id = t->id, k->logprob = t->logprob, k->n_top = (uint8_t)t->n_top;
         memcpy(k->top_id, t->top_id, sizeof k->top_id);
         memcpy(k->top_logprob, t->top_logprob, sizeof k->top_logprob);
@@ -91,33 +108,75 @@ void serve_on_token(void *user, void *tag, const sm_token_info *t) {
     pthread_mutex_unlock(&q->mu);
 }
 
-/* q is done (msg: an error of status). */
-static void finish(server *s, sreq *q, const char *msg, int status, const sm_sched_result *r) {
-    pthread_mutex_lock(&s->mu);
-    s->n_requests++, s->n_open--;
-    if (msg) s->n_failed++;
-    if (r && !msg) {
-        s->prompt_tokens += r->stats.n_prompt, s->cached_tokens += r->stats.n_reused;
-        s->gen_tokens += r->stats.n_generated, s->t_prompt += r->stats.t_prefill, s->t_gen += r->stats.t_decode;
-    }
-    pthread_mutex_unlock(&s->mu);
-    cli_gcache_put(W.grammars, q->grammar);
+/* q goes on the list of requests whose choices the worker ends (unless it is done or listed). */
+static void cancel_list(server *s, sreq *q) {
     pthread_mutex_lock(&q->mu);
-    if (msg) {
-        snprintf(q->error, sizeof q->error, "%s", msg);
-        q->status = status;
-    }
-    if (r) q->stats = r->stats, q->t_queue = r->t_queue;
-    q->done = true;
-    pthread_cond_broadcast(&q->cv);
+    bool skip = q->done || q->listed;
+    q->cancelled = true;
+    if (!skip) q->refs++, q->listed = true; /* the cancel list's */
     pthread_mutex_unlock(&q->mu);
-    sreq_release(q);
+    if (skip) return;
+    pthread_mutex_lock(&s->mu);
+    if (s->n_cancel == s->cap_cancel) {
+        size_t cap = s->cap_cancel ? 2 * s->cap_cancel : 16;
+        sreq **c = realloc(s->cancel, cap * sizeof *c);
+        if (c) s->cancel = c, s->cap_cancel = cap;
+    }
+    if (s->n_cancel < s->cap_cancel) s->cancel[s->n_cancel++] = q;
+    else sreq_release(q);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
-/* q leaves the requests the scheduler has (s->mu held). */
-static void unlist(server *s, sreq *q) {
+/*
+** Choice c is done (msg: an error of status; the request's error is its
+** first choice's to fail, and the others are ended then). The last choice
+** done finishes the request and lets go of the worker's hold on it.
+*/
+static void choice_done(server *s, schoice *c, const char *msg, int status, const sm_sched_result *r) {
+    sreq *q = c->q;
+    if (r && !msg) {
+        pthread_mutex_lock(&s->mu);
+        s->prompt_tokens += r->stats.n_prompt, s->cached_tokens += r->stats.n_reused;
+        s->gen_tokens += r->stats.n_generated, s->t_prompt += r->stats.t_prefill, s->t_gen += r->stats.t_decode;
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_lock(&q->mu);
+    if (msg && !q->error[0]) {
+        snprintf(q->error, sizeof q->error, "%s", msg);
+        q->status = status;
+        if (strstr(msg, "context is")) q->code = "context_length_exceeded";
+    }
+    if (r) c->stats = r->stats;
+    c->done = true;
+    bool last = ++q->n_done == q->n_ch, failed = q->error[0] != '\0';
+    if (last) q->done = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    if (msg && !last) cancel_list(s, q);
+    if (!last) return;
+    pthread_mutex_lock(&s->mu);
+    s->n_requests++, s->n_open--;
+    if (failed) s->n_failed++;
+    pthread_mutex_unlock(&s->mu);
+    cli_gcache_put(W.grammars, q->grammar);
+    q->grammar = NULL;
+    sreq_release(q); /* the worker's */
+}
+
+/* q's choices not yet submitted end with msg (q may be freed by the last). */
+static void end_rest(server *s, sreq *q, const char *msg, int status) {
+    size_t from = q->n_submitted, to = q->n_ch;
+    schoice *ch = q->ch;
+    q->n_submitted = to;
+    for (size_t i = from; i < to; i++) choice_done(s, &ch[i], msg, status, NULL);
+}
+
+/* c leaves the choices the scheduler has (s->mu held). */
+static void unlist(server *s, schoice *c) {
+    c->in_sched = false;
     for (size_t i = 0; i < s->n_running; i++)
-        if (s->running[i] == q) {
+        if (s->running[i] == c) {
             s->running[i] = s->running[--s->n_running];
             return;
         }
@@ -126,28 +185,26 @@ static void unlist(server *s, sreq *q) {
 sm_status serve_on_done(void *user, const sm_sched_result *r, sm_error *err) {
     (void)err;
     server *s = user;
-    sreq *q = r->tag;
+    schoice *c = r->tag;
     pthread_mutex_lock(&s->mu);
-    unlist(s, q);
+    unlist(s, c);
     pthread_mutex_unlock(&s->mu);
     int status = !r->error ? 200 : r->status == SM_ERR_INPUT ? 400 : r->status == SM_ERR_CANCELLED ? 499 : 500;
-    if (r->error && strstr(r->error, "context is")) q->code = "context_length_exceeded";
-    finish(s, q, r->error, status, r);
+    choice_done(s, c, r->error, status, r);
     return SM_OK;
 }
 
-/* Templates, compiles and submits q (the worker's thread). */
-static void start(server *s, sreq *q) {
+/* Templates q's conversation and compiles its grammar (the worker's thread); false: q failed (ended). */
+static bool prepare(server *s, sreq *q) {
     cli_runner *r = &s->r;
     sm_error err = {{0}};
     size_t n_ids = 0;
     const sm_batch_record *rec = &q->rec;
+    q->prepared = true;
     if (rec->messages) {
         if (!s->has_template) {
-            snprintf(err.msg, sizeof err.msg, "the model has no chat template (start the server with "
-                                              "--chat-template FILE)");
-            finish(s, q, err.msg, 400, NULL);
-            return;
+            end_rest(s, q, "the model has no chat template (start the server with --chat-template FILE)", 400);
+            return false;
         }
         pthread_mutex_lock(&s->tok_mu);
         sm_status st = sm_chat_tokens(&W.chat, &r->lm->tok, rec->messages, W.ids, r->ls->sp.n_ctx, &n_ids, NULL,
@@ -156,41 +213,57 @@ static void start(server *s, sreq *q) {
         if (!st && n_ids > r->ls->sp.n_ctx) {
             snprintf(err.msg, sizeof err.msg, "the templated conversation is %zu tokens, context is %zu", n_ids,
                      r->ls->sp.n_ctx);
-            q->code = "context_length_exceeded";
             st = SM_ERR_INPUT;
         }
+        if (!st && !(q->ids = malloc(n_ids * sizeof *q->ids))) st = sm_error_set(&err, SM_ERR_NOMEM, "out of memory");
         if (st) {
-            finish(s, q, err.msg, 400, NULL);
-            return;
+            end_rest(s, q, err.msg, st == SM_ERR_NOMEM ? 500 : 400);
+            return false;
         }
+        memcpy(q->ids, W.ids, n_ids * sizeof *q->ids);
+        for (size_t i = 0; i < q->n_ch; i++) q->ch[i].in.ids = q->ids, q->ch[i].in.n_ids = n_ids;
     }
     if (rec->gkind && cli_gcache_get(W.grammars, rec->gkind, rec->gtext, &q->grammar, &err)) {
+        pthread_mutex_lock(&q->mu);
         snprintf(q->param, sizeof q->param, "response_format");
-        finish(s, q, err.msg, 400, NULL);
-        return;
+        pthread_mutex_unlock(&q->mu);
+        end_rest(s, q, err.msg, 400);
+        return false;
     }
+    return true;
+}
+
+/* Submits q's next choice (the worker's thread; the scheduler has room). */
+static void submit(server *s, sreq *q) {
+    cli_runner *r = &s->r;
+    sm_error err = {{0}};
+    const sm_batch_record *rec = &q->rec;
+    schoice *c = &q->ch[q->n_submitted++];
     size_t room = r->ls->sp.n_ctx; /* max_tokens is bounded by the context (the text ends there) */
     size_t max = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens : room;
-    sm_sched_request req = {.prompt = rec->prompt, .prompt_len = rec->prompt_len, .ids = n_ids ? W.ids : NULL,
-                            .n_ids = n_ids, .max_tokens = max < room ? max : room, .sampling = rec->sampling,
+    sm_sched_request req = {.prompt = c->in.prompt, .prompt_len = c->in.prompt_len, .ids = c->in.ids,
+                            .n_ids = c->in.n_ids,
+                            .max_tokens = max < room ? max : room, .sampling = rec->sampling,
                             .grammar = q->grammar, .logprobs = q->logprobs, .top_logprobs = q->top_logprobs,
-                            .tag = q};
+                            .tag = c};
+    req.sampling.seed = c->in.seed;
     const char *stops[SM_STOP_MAX];
     req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : s->o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++) stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : s->o->stop[i];
-    if (n_ids) req.n_stop = sm_chat_add_stop(&W.chat, stops, req.n_stop);
+    if (rec->messages) req.n_stop = sm_chat_add_stop(&W.chat, stops, req.n_stop);
     req.stop = stops;
     pthread_mutex_lock(&s->mu);
-    s->running[s->n_running++] = q; /* (room: at most the scheduler's slots and queue) */
+    s->running[s->n_running++] = c; /* (room: at most the scheduler's slots and queue) */
+    c->in_sched = true;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->tok_mu);
     sm_status st = sm_sched_submit(r->ls->sched, &req, &err); /* a bad prompt goes to on_done at once */
     pthread_mutex_unlock(&s->tok_mu);
     if (st) { /* the scheduler cannot take it: cannot happen with room checked */
         pthread_mutex_lock(&s->mu);
-        unlist(s, q);
+        unlist(s, c);
         pthread_mutex_unlock(&s->mu);
-        finish(s, q, err.msg, 500, NULL);
+        choice_done(s, c, err.msg, 500, NULL);
     }
 }
 
@@ -199,20 +272,20 @@ static void *work(void *arg) {
     sm_sched *sc = s->r.ls->sched;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        /* clients gone: their requests end now (one being prefilled in this step's group: after it) */
+        /* clients gone (or a choice failed): their choices end now (one being prefilled in this step's
+           group: after it) */
         size_t keep = 0;
         while (s->n_cancel > keep) {
             sreq *q = s->cancel[keep];
             pthread_mutex_unlock(&s->mu);
-            sm_error err = {{0}};
-            bool gone = sm_sched_cancel(sc, q, &err); /* if it is still there: to on_done as cancelled */
-            pthread_mutex_lock(&q->mu);
-            bool done = q->done, queued = !done && !gone;
-            pthread_mutex_unlock(&q->mu);
+            bool again = false;
+            for (size_t i = 0; i < q->n_submitted; i++) {
+                sm_error err = {{0}};
+                schoice *c = &q->ch[i];
+                if (c->in_sched && !sm_sched_cancel(sc, c, &err) && c->in_sched) again = true; /* try after the step */
+            }
             pthread_mutex_lock(&s->mu);
-            bool in_sched = false;
-            for (size_t i = 0; i < s->n_running && !in_sched; i++) in_sched = s->running[i] == q;
-            if (queued && in_sched) { /* try again after the next step */
+            if (again) {
                 keep++;
                 continue;
             }
@@ -225,28 +298,40 @@ static void *work(void *arg) {
             while (s->head) {
                 sreq *q = s->head;
                 s->head = q->next, s->n_inbox--;
+                if (!s->head) s->tail = NULL;
                 pthread_mutex_unlock(&s->mu);
-                finish(s, q, "the server is stopping", 503, NULL);
+                end_rest(s, q, "the server is stopping", 503);
                 pthread_mutex_lock(&s->mu);
             }
             if (s->n_running == 0) break;
         }
-        while (s->head && sm_sched_room(sc) && !s->stopping) {
+        /* the inbox: its first request's choices go in while the scheduler has room */
+        while (s->head && !s->stopping) {
             sreq *q = s->head;
-            s->head = q->next, s->n_inbox--;
-            if (!s->head) s->tail = NULL;
             pthread_mutex_unlock(&s->mu);
-            bool gone;
             pthread_mutex_lock(&q->mu);
-            gone = q->cancelled;
+            bool gone = q->cancelled;
+            q->refs++; /* held here: its last choice may end below */
             pthread_mutex_unlock(&q->mu);
-            if (gone) finish(s, q, "cancelled", 499, NULL);
-            else start(s, q);
+            bool more = false;
+            if (gone) end_rest(s, q, "cancelled", 499);
+            else if (q->prepared || prepare(s, q)) {
+                while (q->n_submitted < q->n_ch && sm_sched_room(sc)) submit(s, q);
+                more = q->n_submitted < q->n_ch;
+            }
             pthread_mutex_lock(&s->mu);
+            if (!more) { /* all its choices are in the scheduler, or ended */
+                s->head = q->next, s->n_inbox--;
+                if (!s->head) s->tail = NULL;
+            }
+            pthread_mutex_unlock(&s->mu);
+            sreq_release(q);
+            pthread_mutex_lock(&s->mu);
+            if (more) break; /* the rest after a step */
         }
         s->n_sched_wait = sm_sched_waiting(sc); /* for /metrics, which cannot look into the scheduler */
         if (s->stopping && s->n_running) { /* cancel what runs, then stop */
-            sreq *q = s->running[0];
+            schoice *q = s->running[0];
             pthread_mutex_unlock(&s->mu);
             sm_error err = {{0}};
             if (!sm_sched_cancel(sc, q, &err)) sm_sched_step(sc, &err); /* (in this step's group: after it) */
@@ -312,22 +397,7 @@ bool serve_submit(server *s, sreq *q) {
 }
 
 void serve_cancel(server *s, sreq *q) {
-    pthread_mutex_lock(&q->mu);
-    bool done = q->done;
-    q->cancelled = true;
-    if (!done) q->refs++; /* the cancel list's */
-    pthread_mutex_unlock(&q->mu);
-    if (done) return;
-    pthread_mutex_lock(&s->mu);
-    if (s->n_cancel == s->cap_cancel) {
-        size_t cap = s->cap_cancel ? 2 * s->cap_cancel : 16;
-        sreq **c = realloc(s->cancel, cap * sizeof *c);
-        if (c) s->cancel = c, s->cap_cancel = cap;
-    }
-    if (s->n_cancel < s->cap_cancel) s->cancel[s->n_cancel++] = q;
-    else sreq_release(q);
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    cancel_list(s, q);
 }
 
 /* ---- the OpenAI shapes */
@@ -338,14 +408,14 @@ static void json_str(FILE *f, const char *s, size_t n) {
     fputc('"', f);
 }
 
-/* The "logprobs" object of q's tokens [from, to): chat's {"content": [...]}, completions' lists. */
-static void logprobs_json(const server *s, FILE *f, const sreq *q, size_t from, size_t to) {
+/* The "logprobs" object of c's tokens [from, to): chat's {"content": [...]}, completions' lists. */
+static void logprobs_json(const server *s, FILE *f, const schoice *c, size_t from, size_t to) {
     const sm_tokenizer *tok = &s->r.lm->tok;
-    bool chat = q->rec.kind == SM_REC_OAI_CHAT;
+    bool chat = c->q->rec.kind == SM_REC_OAI_CHAT;
     if (chat) {
         fputs("{\"content\": [", f);
         for (size_t i = from; i < to; i++) {
-            const stoken *t = &q->tokens[i];
+            const stoken *t = &c->tokens[i];
             size_t pl;
             const char *p = sm_tokenizer_piece(tok, t->id, &pl);
             fputs(i > from ? ", {\"token\": " : "{\"token\": ", f);
@@ -370,15 +440,15 @@ static void logprobs_json(const server *s, FILE *f, const sreq *q, size_t from, 
     fputs("{\"tokens\": [", f);
     for (size_t i = from; i < to; i++) {
         size_t pl;
-        const char *p = sm_tokenizer_piece(tok, q->tokens[i].id, &pl);
+        const char *p = sm_tokenizer_piece(tok, c->tokens[i].id, &pl);
         if (i > from) fputs(", ", f);
         json_str(f, p, pl);
     }
     fputs("], \"token_logprobs\": [", f);
-    for (size_t i = from; i < to; i++) fprintf(f, "%s%.6g", i > from ? ", " : "", (double)q->tokens[i].logprob);
+    for (size_t i = from; i < to; i++) fprintf(f, "%s%.6g", i > from ? ", " : "", (double)c->tokens[i].logprob);
     fputs("], \"top_logprobs\": [", f);
     for (size_t i = from; i < to; i++) {
-        const stoken *t = &q->tokens[i];
+        const stoken *t = &c->tokens[i];
         fputs(i > from ? ", {" : "{", f);
         for (size_t k = 0; k < t->n_top; k++) {
             size_t tl;
@@ -402,10 +472,17 @@ char *serve_error_json(const char *msg, const char *type, const char *param, con
     return out;
 }
 
-static void usage_json(FILE *f, const sm_gen_stats *gs) {
+/* The request's usage: each prompt's tokens once (its first choice's count), every choice's completion. */
+static void usage_json(FILE *f, const sreq *q) {
+    size_t np = 0, gen = 0, cached = 0;
+    for (size_t i = 0; i < q->n_ch; i++) {
+        const sm_gen_stats *gs = &q->ch[i].stats;
+        if (i % q->n == 0) np += gs->n_prompt, cached += gs->n_reused;
+        gen += gs->n_generated;
+    }
     fprintf(f, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"total_tokens\": %zu, "
                "\"prompt_tokens_details\": {\"cached_tokens\": %zu}}",
-            gs->n_prompt, gs->n_generated, gs->n_prompt + gs->n_generated, gs->n_reused);
+            np, gen, np + gen, cached);
 }
 
 char *serve_body(const server *s, sreq *q, size_t *len) {
@@ -420,32 +497,38 @@ char *serve_body(const server *s, sreq *q, size_t *len) {
     fprintf(f, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", q->id,
             chat ? "chat.completion" : "text_completion", q->created);
     json_str(f, s->model_name, strlen(s->model_name));
-    fputs(", \"choices\": [{\"index\": 0, ", f);
-    if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": ", f);
-    else fputs("\"text\": ", f);
-    json_str(f, q->text ? q->text : "", q->len);
-    if (chat) fputs(", \"refusal\": null}", f);
-    fputs(", \"logprobs\": ", f);
-    if (q->logprobs) logprobs_json(s, f, q, 0, q->n_tok);
-    else fputs("null", f);
-    fprintf(f, ", \"finish_reason\": \"%s\"}], ", sm_oai_finish(q->stats.finish));
-    usage_json(f, &q->stats);
+    fputs(", \"choices\": [", f);
+    for (size_t i = 0; i < q->n_ch; i++) {
+        const schoice *c = &q->ch[i];
+        fprintf(f, "%s{\"index\": %zu, ", i ? ", " : "", i);
+        if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": ", f);
+        else fputs("\"text\": ", f);
+        json_str(f, c->text ? c->text : "", c->len);
+        if (chat) fputs(", \"refusal\": null}", f);
+        fputs(", \"logprobs\": ", f);
+        if (q->logprobs) logprobs_json(s, f, c, 0, c->n_tok);
+        else fputs("null", f);
+        fprintf(f, ", \"finish_reason\": \"%s\"}", sm_oai_finish(c->stats.finish));
+    }
+    fputs("], ", f);
+    usage_json(f, q);
     fprintf(f, ", \"system_fingerprint\": \"smallmind-%s\"}\n", SM_VERSION);
     fclose(f);
     return out;
 }
 
-/* One "data: {chunk}\n\n" event: a delta of text (and its tokens' logprobs), or the finish. */
-static void chunk(const server *s, FILE *f, sreq *q, const char *text, size_t n, bool first, const char *finish,
+/* One "data: {chunk}\n\n" event of choice i: a delta of text (and its tokens' logprobs), or its finish. */
+static void chunk(const server *s, FILE *f, sreq *q, size_t i, const char *text, size_t n, const char *finish,
                   size_t tok_from, size_t tok_to) {
+    schoice *c = &q->ch[i];
     bool chat = q->rec.kind == SM_REC_OAI_CHAT;
     fprintf(f, "data: {\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", q->id,
             chat ? "chat.completion.chunk" : "text_completion", q->created);
     json_str(f, s->model_name, strlen(s->model_name));
-    fprintf(f, ", \"system_fingerprint\": \"smallmind-%s\", \"choices\": [{\"index\": 0, ", SM_VERSION);
+    fprintf(f, ", \"system_fingerprint\": \"smallmind-%s\", \"choices\": [{\"index\": %zu, ", SM_VERSION, i);
     if (chat) {
         fputs("\"delta\": {", f);
-        if (first) fputs("\"role\": \"assistant\", ", f);
+        if (!c->started) fputs("\"role\": \"assistant\", ", f);
         if (!finish || n) {
             fputs("\"content\": ", f);
             json_str(f, text, n);
@@ -455,8 +538,9 @@ static void chunk(const server *s, FILE *f, sreq *q, const char *text, size_t n,
         fputs("\"text\": ", f);
         json_str(f, text, n);
     }
+    c->started = true;
     fputs(", \"logprobs\": ", f);
-    if (q->logprobs && tok_to > tok_from) logprobs_json(s, f, q, tok_from, tok_to);
+    if (q->logprobs && tok_to > tok_from) logprobs_json(s, f, c, tok_from, tok_to);
     else fputs("null", f);
     if (finish) fprintf(f, ", \"finish_reason\": \"%s\"}]", finish);
     else fputs(", \"finish_reason\": null}]", f);
@@ -464,12 +548,24 @@ static void chunk(const server *s, FILE *f, sreq *q, const char *text, size_t n,
     fputs("}\n\n", f);
 }
 
+bool serve_has_more(const sreq *q) {
+    if (q->done || q->error[0]) return q->done; /* (a choice failed: the error once the others have ended) */
+    for (size_t i = 0; i < q->n_ch; i++) {
+        const schoice *c = &q->ch[i];
+        if (c->done ? !c->finish_sent : sm_utf8_complete((const unsigned char *)c->text, c->len) > c->sent)
+            return true; /* (what serve_chunks would send: whole characters, then the finish) */
+    }
+    return false;
+}
+
+bool serve_has_sent(const sreq *q) {
+    for (size_t i = 0; i < q->n_ch; i++)
+        if (q->ch[i].started) return true;
+    return false;
+}
+
 char *serve_chunks(const server *s, sreq *q, size_t *len, bool *end) {
     *end = false;
-    bool first = q->sent == 0 && q->n_tok_sent == 0 && !q->error[0];
-    size_t whole = q->len;
-    if (!q->done) whole = sm_utf8_complete((const unsigned char *)q->text, q->len); /* no split character */
-    if (whole <= q->sent && !q->done) return NULL;
     char *out = NULL;
     FILE *f = open_memstream(&out, len);
     if (!f) return NULL;
@@ -479,21 +575,28 @@ char *serve_chunks(const server *s, sreq *q, size_t *len, bool *end) {
                       q->param[0] ? q->param : NULL, q->code);
         fputs("\n\ndata: [DONE]\n\n", f);
         *end = true;
-    } else {
-        if (whole > q->sent) {
-            chunk(s, f, q, q->text + q->sent, whole - q->sent, first, NULL, q->n_tok_sent, q->n_tok);
-            q->sent = whole, q->n_tok_sent = q->n_tok;
-            first = false;
+    } else if (!q->error[0]) { /* (a choice failed: nothing more until the others have ended) */
+        for (size_t i = 0; i < q->n_ch; i++) {
+            schoice *c = &q->ch[i];
+            size_t whole = c->len;
+            if (!c->done) whole = sm_utf8_complete((const unsigned char *)c->text, c->len); /* no split character */
+            if (whole > c->sent) {
+                chunk(s, f, q, i, c->text + c->sent, whole - c->sent, NULL, c->n_tok_sent, c->n_tok);
+                c->sent = whole, c->n_tok_sent = c->n_tok;
+            }
+            if (c->done && !c->finish_sent) {
+                chunk(s, f, q, i, "", 0, sm_oai_finish(c->stats.finish), c->n_tok_sent, c->n_tok);
+                c->n_tok_sent = c->n_tok, c->finish_sent = true;
+            }
         }
         if (q->done) {
-            chunk(s, f, q, "", 0, first, sm_oai_finish(q->stats.finish), q->n_tok_sent, q->n_tok);
             if (q->include_usage) {
                 bool chat = q->rec.kind == SM_REC_OAI_CHAT;
                 fprintf(f, "data: {\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", q->id,
                         chat ? "chat.completion.chunk" : "text_completion", q->created);
                 json_str(f, s->model_name, strlen(s->model_name));
                 fputs(", \"choices\": [], ", f);
-                usage_json(f, &q->stats);
+                usage_json(f, q);
                 fputs("}\n\n", f);
             }
             fputs("data: [DONE]\n\n", f);

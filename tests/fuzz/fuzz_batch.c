@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sm_batch.h"
+#include "sm_oai.h"
 
 #include <cJSON.h>
 
@@ -24,7 +25,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sm_sampler_params dflt = {.top_p = 1};
         if (sm_batch_parse((const char *)data, size, formats[f], buf, &dflt, &rec, &err) == SM_OK) {
             if (rec.prompt_len > size || rec.n_stop > SM_STOP_MAX) abort();
-            if (!rec.prompt && !rec.messages) abort();
+            if (!rec.prompt && !rec.messages && !rec.prompts) abort();
+            /* its completions: as many as asked (at most 2048), each with its prompt (text or ids below
+               the vocabulary) unless a chat's */
+            sm_oai_choice *c;
+            int32_t *ids;
+            size_t n_ch, n;
+            sm_status cst = sm_oai_choices(&rec, 300, &c, &n_ch, &n, &ids, &err);
+            if (!cst) {
+                if (n_ch < 1 || n_ch > SM_OAI_CHOICES_MAX || n < 1 || n_ch % n) abort();
+                for (size_t i = 0; i < n_ch; i++) {
+                    if (!rec.messages && !c[i].prompt == !c[i].ids) abort();
+                    for (size_t k = 0; c[i].ids && k < c[i].n_ids; k++)
+                        if (c[i].ids[k] < 0 || c[i].ids[k] >= 300) abort();
+                }
+                free(c), free(ids);
+            } else if (cst != SM_ERR_INPUT || strcmp(rec.param, "prompt") != 0) {
+                abort();
+            }
             for (size_t i = 0; i < rec.n_stop; i++) {
                 size_t m = strlen(rec.stop[i]);
                 if (m < 1 || m > SM_STOP_MAX_BYTES) abort();
