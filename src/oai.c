@@ -139,28 +139,27 @@ static sm_status prompt_list(const cJSON *v, sm_batch_record *rec, sm_error *err
     return SM_OK;
 }
 
-/* How many prompts rec holds (1 unless rec->prompts), and prompt i: text (*ids NULL) or tokens. */
+/* How many prompts rec holds (1 unless rec->prompts). */
 static size_t n_prompts(const sm_batch_record *rec) {
     const cJSON *p = rec->prompts;
     if (!p) return 1;
     return cJSON_IsNumber(p->child) ? 1 : (size_t)cJSON_GetArraySize(p);
 }
 
-static void prompt_at(const sm_batch_record *rec, size_t i, const char **text, size_t *len, const cJSON **ids) {
+/* The prompt after e (NULL: the first) of rec's: text (*ids NULL) or tokens; the item walked. */
+static const cJSON *prompt_next(const sm_batch_record *rec, const cJSON *e, const char **text, size_t *len,
+                                const cJSON **ids) {
     const cJSON *p = rec->prompts;
     *text = NULL, *len = 0, *ids = NULL;
-    if (!p) {
-        *text = rec->prompt, *len = rec->prompt_len;
-        return;
+    if (!p || cJSON_IsNumber(p->child)) { /* one prompt: the string, or the list of ids itself */
+        if (p) *ids = p;
+        else *text = rec->prompt, *len = rec->prompt_len;
+        return p;
     }
-    if (cJSON_IsNumber(p->child)) {
-        *ids = p;
-        return;
-    }
-    const cJSON *e = p->child;
-    while (i-- && e) e = e->next;
+    e = e ? e->next : p->child;
     if (cJSON_IsString(e)) *text = e->valuestring, *len = strlen(e->valuestring);
     else *ids = e;
+    return e;
 }
 
 sm_status sm_oai_choices(sm_batch_record *rec, int n_vocab, sm_oai_choice **out, size_t *n_out, size_t *n,
@@ -171,8 +170,9 @@ sm_status sm_oai_choices(sm_batch_record *rec, int n_vocab, sm_oai_choice **out,
     const cJSON *list;
     *out = NULL, *ids = NULL, *n_out = 0;
     *n = rec->n_choices ? rec->n_choices : 1;
+    const cJSON *e = NULL;
     for (size_t p = 0; p < np; p++) {
-        prompt_at(rec, p, &text, &len, &list);
+        e = prompt_next(rec, e, &text, &len, &list);
         if (list) total += (size_t)cJSON_GetArraySize(list);
     }
     sm_oai_choice *c = calloc(np * *n, sizeof *c);
@@ -181,11 +181,12 @@ sm_status sm_oai_choices(sm_batch_record *rec, int n_vocab, sm_oai_choice **out,
         free(c), free(buf);
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory");
     }
+    e = NULL;
     for (size_t p = 0; p < np; p++) {
         size_t from = at;
-        prompt_at(rec, p, &text, &len, &list);
-        for (const cJSON *e = list ? list->child : NULL; e; e = e->next) {
-            int32_t id = (int32_t)e->valuedouble; /* (checked when parsed: whole, 0 to 2^31 - 1) */
+        e = prompt_next(rec, e, &text, &len, &list);
+        for (const cJSON *t = list ? list->child : NULL; t; t = t->next) {
+            int32_t id = (int32_t)t->valuedouble; /* (checked when parsed: whole, 0 to 2^31 - 1) */
             if (id >= n_vocab) {
                 free(c), free(buf);
                 snprintf(rec->param, sizeof rec->param, "prompt");

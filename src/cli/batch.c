@@ -51,7 +51,6 @@ struct pending {
     chosen *ch;
     cli_oai_choice *out; /* their results, kept until the last is done (several only) */
     size_t n_ch, n, n_sub, n_done; /* submitted; done */
-    size_t n_ids;       /* a chat's templated tokens (in the batch's ids) */
     char *why;          /* the first of several to fail: why (its kind) */
     sm_status why_st;
     double t_queue;
@@ -191,6 +190,13 @@ static void write_one(batch *b, ready *r) {
     b->written++;
 }
 
+/* Frees what p holds for its choices. */
+static void release(pending *p) {
+    for (size_t i = 0; p->out && i < p->n_ch; i++) free((char *)p->out[i].text);
+    free(p->in), free(p->ids), free(p->ch), free(p->out), free(p->why);
+    p->in = NULL, p->ids = NULL, p->ch = NULL, p->out = NULL, p->why = NULL;
+}
+
 /* Hands p's result on (res NULL and no msg: its several choices' results): written at once (unordered),
    or held for its turn. */
 static int deliver(batch *b, pending *p, const char *msg, sm_status status, const sm_sched_result *res) {
@@ -198,9 +204,7 @@ static int deliver(batch *b, pending *p, const char *msg, sm_status status, cons
     p->used = false;
     cli_gcache_put(b->grammars, p->grammar);
     bool ok = format_record(b, p, msg, status, res, &r);
-    for (size_t i = 0; p->out && i < p->n_ch; i++) free((char *)p->out[i].text);
-    free(p->in), free(p->ids), free(p->ch), free(p->out), free(p->why);
-    p->in = NULL, p->ids = NULL, p->ch = NULL, p->out = NULL, p->why = NULL;
+    release(p);
     if (!ok) return cli_data_error("out of memory for a result");
     if (b->ordered) b->ring[p->idx % b->window] = r;
     else write_one(b, &r);
@@ -286,7 +290,7 @@ static int more(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec)
         const sm_oai_choice *in = &p->in[p->n_sub++];
         sm_error err = {{0}};
         sm_sched_request req = {.prompt = in->prompt, .prompt_len = in->prompt_len,
-                                .ids = p->n_ids ? b->ids : in->ids, .n_ids = p->n_ids ? p->n_ids : in->n_ids,
+                                .ids = in->ids, .n_ids = in->n_ids,
                                 .max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
                                                                            : (size_t)o->max_tokens,
                                 .sampling = rec->sampling, .truncate = o->truncate, .grammar = p->grammar,
@@ -296,7 +300,7 @@ static int more(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec)
         req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
         for (size_t i = 0; i < req.n_stop; i++)
             stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : o->stop[i];
-        if (p->n_ids) req.n_stop = sm_chat_add_stop(&b->chat, stops, req.n_stop);
+        if (rec->messages) req.n_stop = sm_chat_add_stop(&b->chat, stops, req.n_stop);
         req.stop = stops;
         if (sm_sched_submit(s, &req, &err)) return cli_data_error(err.msg); /* (a bad prompt: to on_done) */
     }
@@ -334,7 +338,8 @@ static int submit(batch *b, cli_runner *r, pending *p, sm_batch_record *rec, con
         for (size_t i = 0; !st && i < p->n_ch; i++) p->ch[i] = (chosen){.p = p, .i = i};
     }
     if (!why && rec->messages) why = templated(b, r, rec->messages, &n_ids, &err);
-    p->n_ids = n_ids;
+    for (size_t i = 0; !why && rec->messages && i < p->n_ch; i++) /* (the batch's ids: read at submit) */
+        p->in[i].ids = b->ids, p->in[i].n_ids = n_ids;
     /* the record's grammar or schema, else the flag's */
     sm_grammar_kind gk = rec->gkind ? rec->gkind : o->gkind;
     const char *gt = rec->gkind ? rec->gtext : b->flag_gtext;
@@ -590,11 +595,7 @@ int cli_batch(const cli_opts *o) {
         fprintf(stderr, "cache: off%s\n", o->cache_mib ? " (the budget holds no block, or the batch "
                                                          "size is not a multiple of 16)" : "");
     if (o->stats) cli_runner_print_threads(&r, stderr);
-    for (size_t i = 0; b.pend && i < 3 * P + 1; i++) { /* (records an interrupt left in flight) */
-        pending *p = &b.pend[i];
-        for (size_t k = 0; p->out && k < p->n_ch; k++) free((char *)p->out[k].text);
-        free(p->in), free(p->ids), free(p->ch), free(p->out), free(p->why);
-    }
+    for (size_t i = 0; b.pend && i < 3 * P + 1; i++) release(&b.pend[i]); /* (an interrupt's records in flight) */
     for (size_t i = 0; b.ring && i < b.window; i++) free(b.ring[i].line);
     free(b.ring), free(b.pend), free(in.pbuf);
     free(b.ids);

@@ -298,6 +298,10 @@ typedef struct cli_oai_result {
     double t_queue;          /* seconds */
 } cli_oai_result;
 
+/* A request's usage, choice by choice: each prompt's tokens once (first: the prompt's first choice),
+   every choice's completion; and its "usage" object (no separator). */
+void cli_oai_usage_add(sm_gen_stats *sum, const sm_gen_stats *gs, bool first);
+void cli_oai_usage(FILE *f, const sm_gen_stats *sum);
 /* A chat.completion or text_completion object (no newline). */
 void cli_oai_body(FILE *f, const cli_oai_result *r);
 /* {"error": {"message", "type", "param", "code"}}; param and code may be NULL. */

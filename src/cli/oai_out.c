@@ -17,6 +17,17 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+void cli_oai_usage_add(sm_gen_stats *sum, const sm_gen_stats *gs, bool first) {
+    if (first) sum->n_prompt += gs->n_prompt, sum->n_reused += gs->n_reused, sum->t_prefill += gs->t_prefill;
+    sum->n_generated += gs->n_generated, sum->t_decode += gs->t_decode;
+}
+
+void cli_oai_usage(FILE *f, const sm_gen_stats *sum) {
+    fprintf(f, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"total_tokens\": %zu, "
+               "\"prompt_tokens_details\": {\"cached_tokens\": %zu}}",
+            sum->n_prompt, sum->n_generated, sum->n_prompt + sum->n_generated, sum->n_reused);
+}
+
 void cli_oai_body(FILE *f, const cli_oai_result *r) {
     bool chat = r->kind == SM_REC_OAI_CHAT;
     sm_gen_stats sum = {0}; /* each prompt's tokens once (its first choice's), every choice's completion */
@@ -28,8 +39,7 @@ void cli_oai_body(FILE *f, const cli_oai_result *r) {
     for (size_t i = 0; i < r->n_ch; i++) {
         const cli_oai_choice *c = &r->ch[i];
         const sm_gen_stats *gs = &c->stats;
-        if (i % r->n == 0) sum.n_prompt += gs->n_prompt, sum.n_reused += gs->n_reused, sum.t_prefill += gs->t_prefill;
-        sum.n_generated += gs->n_generated, sum.t_decode += gs->t_decode;
+        cli_oai_usage_add(&sum, gs, i % r->n == 0);
         fprintf(f, "%s{\"index\": %zu, ", i ? ", " : "", i);
         if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": \"", f);
         else fputs("\"text\": \"", f);
@@ -38,9 +48,8 @@ void cli_oai_body(FILE *f, const cli_oai_result *r) {
                 sm_oai_finish(gs->finish));
     }
     fputs("], ", f);
-    fprintf(f, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"total_tokens\": %zu, "
-               "\"prompt_tokens_details\": {\"cached_tokens\": %zu}}, ",
-            sum.n_prompt, sum.n_generated, sum.n_prompt + sum.n_generated, sum.n_reused);
+    cli_oai_usage(f, &sum);
+    fputs(", ", f);
     fprintf(f, "\"system_fingerprint\": \"smallmind-%s\", ", SM_VERSION);
     /* llama.cpp's server adds the same object under the same name (several choices: their sums) */
     size_t np = sum.n_prompt - sum.n_reused;

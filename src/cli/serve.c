@@ -118,9 +118,6 @@ static bool is_done(const sreq *q) {
     return q->done;
 }
 
-static bool has_more(const sreq *q) { /* something to stream, or done */
-    return serve_has_more(q);
-}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
@@ -131,7 +128,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (st->end) return MHD_CONTENT_READER_END_OF_STREAM;
         sreq *q = st->q;
         pthread_mutex_lock(&q->mu);
-        bool here = wait_for(q, st->fd, has_more);
+        bool here = wait_for(q, st->fd, serve_has_more);
         if (here) st->out = serve_chunks(&S, q, &st->n, &st->end);
         pthread_mutex_unlock(&q->mu);
         if (!here) {
@@ -249,7 +246,7 @@ static enum MHD_Result completion(struct MHD_Connection *c, conn *k, bool chat) 
     k->q = q;
     q->refs++; /* the connection's, until the response is done */
     pthread_mutex_lock(&q->mu);
-    bool here = wait_for(q, k->fd, q->stream ? has_more : is_done);
+    bool here = wait_for(q, k->fd, q->stream ? serve_has_more : is_done);
     bool failed = q->done && q->error[0] && !serve_has_sent(q);
     pthread_mutex_unlock(&q->mu);
     if (!here) {

@@ -61,7 +61,6 @@ int serve_choices(const server *s, sreq *q, char *msg, size_t cap) {
     for (size_t i = 0; !st && i < q->n_ch; i++) q->ch[i] = (schoice){.q = q, .in = c[i]};
     free(c);
     if (!st) return 0;
-    if (st == SM_ERR_NOMEM) q->n_ch = 0;
     snprintf(msg, cap, "%s", err.msg);
     snprintf(q->param, sizeof q->param, "%s", q->rec.param);
     return st == SM_ERR_INPUT ? 400 : 500;
@@ -472,17 +471,11 @@ char *serve_error_json(const char *msg, const char *type, const char *param, con
     return out;
 }
 
-/* The request's usage: each prompt's tokens once (its first choice's count), every choice's completion. */
+/* The request's "usage" object. */
 static void usage_json(FILE *f, const sreq *q) {
-    size_t np = 0, gen = 0, cached = 0;
-    for (size_t i = 0; i < q->n_ch; i++) {
-        const sm_gen_stats *gs = &q->ch[i].stats;
-        if (i % q->n == 0) np += gs->n_prompt, cached += gs->n_reused;
-        gen += gs->n_generated;
-    }
-    fprintf(f, "\"usage\": {\"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"total_tokens\": %zu, "
-               "\"prompt_tokens_details\": {\"cached_tokens\": %zu}}",
-            np, gen, np + gen, cached);
+    sm_gen_stats sum = {0};
+    for (size_t i = 0; i < q->n_ch; i++) cli_oai_usage_add(&sum, &q->ch[i].stats, i % q->n == 0);
+    cli_oai_usage(f, &sum);
 }
 
 char *serve_body(const server *s, sreq *q, size_t *len) {
