@@ -147,20 +147,24 @@ static void choice_done(server *s, schoice *c, const char *msg, int status, cons
         if (strstr(msg, "context is")) q->code = "context_length_exceeded";
     }
     if (r) c->stats = r->stats;
+    bool last = q->n_done + 1 == q->n_ch, failed = q->error[0] != '\0'; /* (n_done: only this thread writes it) */
+    pthread_mutex_unlock(&q->mu);
+    if (last) { /* counted before its answer can go out, so /metrics never lags a response */
+        pthread_mutex_lock(&s->mu);
+        s->n_requests++, s->n_open--;
+        if (failed) s->n_failed++;
+        pthread_mutex_unlock(&s->mu);
+        cli_gcache_put(W.grammars, q->grammar);
+        q->grammar = NULL;
+    }
+    pthread_mutex_lock(&q->mu);
     c->done = true;
-    bool last = ++q->n_done == q->n_ch, failed = q->error[0] != '\0';
+    q->n_done++;
     if (last) q->done = true;
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     if (msg && !last) cancel_list(s, q);
-    if (!last) return;
-    pthread_mutex_lock(&s->mu);
-    s->n_requests++, s->n_open--;
-    if (failed) s->n_failed++;
-    pthread_mutex_unlock(&s->mu);
-    cli_gcache_put(W.grammars, q->grammar);
-    q->grammar = NULL;
-    sreq_release(q); /* the worker's */
+    if (last) sreq_release(q); /* the worker's */
 }
 
 /* q's choices not yet submitted end with msg (q may be freed by the last). */
