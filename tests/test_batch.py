@@ -121,6 +121,7 @@ def main():
         streaming(sm, M, tmp)
         formats(sm, M, tmp, tpl, gen, alone)
         choices(gen, alone, tpl)
+        logprobs(a.bin, model, gen, tpl)
         errors_and_formats(sm, M, tmp, gen)
         resume(sm, M, tmp, gen)
         duplicates(sm, M, tmp, gen)
@@ -295,6 +296,73 @@ def choices(gen, alone, tpl):
         report(errs.get("bad", {}).get("param") == "prompt" and "99999" in errs["bad"].get("message", "") and
                "context" in errs.get("long", {}).get("message", ""),
                "a token beyond the vocabulary, a prompt past the context: the line's 400", json.dumps(errs)[:300])
+
+
+def logprobs(bindir, model, gen, tpl):
+    """OpenAI lines with logprobs: each choice's tokens, their log-probabilities and the best alternatives
+    against NumPy's log-softmax of the model's logits (tests/tools/dump_logits) at each position of the prompt
+    and the tokens chosen; greedy and sampled (n 2), completions' lists and chat's content entries."""
+    try:
+        import numpy as np
+    except ImportError:
+        report(False, "logprobs in batch lines: no NumPy for this Python (make test installs python3-numpy)")
+        return
+    prompt = "And God said"
+    line = lambda cid, url, body: json.dumps({"custom_id": cid, "method": "POST", "url": url,
+                                              "body": dict({"max_tokens": 8}, **body)})
+    lines = [line("greedy", "/v1/completions", {"prompt": prompt, "temperature": 0, "logprobs": 3}),
+             line("sampled", "/v1/completions", {"prompt": prompt, "temperature": 0.9, "seed": 7, "n": 2,
+                                                 "logprobs": 0}),
+             line("chat", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Who?"}],
+                                                   "temperature": 0, "logprobs": True, "top_logprobs": 2}),
+             line("plain", "/v1/completions", {"prompt": prompt, "temperature": 0})]
+    p = gen("--batch", "-", "--parallel", "3", "--chat-template", tpl, inp=("\n".join(lines) + "\n").encode())
+    recs = {r["custom_id"]: r["response"]["body"] for r in loads(p.stdout)}
+    V = 256  # the default model's byte vocabulary: a token's id is its byte, no BOS
+
+    def ref(ctx):  # log-softmax of the logits after each of ctx's tokens
+        d = subprocess.run([os.path.join(bindir, "dump_logits"), model, "auto", "1", "batch",
+                            ",".join(map(str, ctx))], capture_output=True)
+        z = np.frombuffer(d.stdout, dtype=np.float32).reshape(len(ctx), V).astype(np.float64)
+        z = z - z.max(axis=1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+    def check(ctx, toks, lps, tops, k):  # toks: byte strings chosen after ctx; tops: [[(bytes, lp)]]
+        ids = [t[0] for t in toks]
+        if not ids or any(len(t) != 1 for t in toks):
+            return f"tokens {toks!r}"
+        ls = ref(ctx + ids[:-1])
+        for i, (t, lp, top) in enumerate(zip(ids, lps, tops)):
+            row = ls[len(ctx) - 1 + i]
+            best = [int(j) for j in np.argsort(-row, kind="stable")[:k]]
+            if abs(lp - row[t]) > 2e-3 or [b[0] for b, _ in top] != best or \
+                    any(abs(v - row[b[0]]) > 2e-3 for b, v in top):
+                return f"token {i}: {lp} vs {row[t]:.6g}, top {top} vs {best}"
+        return None
+
+    bad = []
+    pctx = list(prompt.encode())
+    for cid in ("greedy", "sampled"):
+        for c in (recs.get(cid) or {}).get("choices", []):
+            lp = c.get("logprobs") or {}
+            toks = [t.encode("latin-1") for t in lp.get("tokens", [])]
+            tops = [sorted(((t.encode("latin-1"), v) for t, v in d.items()), key=lambda e: -e[1])
+                    for d in lp.get("top_logprobs", [])]
+            why = check(pctx, toks, lp.get("token_logprobs", []), tops, 3 if cid == "greedy" else 0)
+            if why or b"".join(toks).decode() != c["text"] or len(toks) != 8:
+                bad.append(f"{cid}: {why or c['text']}")
+    chat = ((recs.get("chat") or {}).get("choices") or [{}])[0]
+    ents = (chat.get("logprobs") or {}).get("content") or []
+    cctx = list("<user>Who?\n<assistant>".encode())
+    why = check(cctx, [bytes(e["bytes"]) for e in ents], [e["logprob"] for e in ents],
+                [[(bytes(t["bytes"]), t["logprob"]) for t in e["top_logprobs"]] for e in ents], 2)
+    if why or "".join(e["token"] for e in ents) != (chat.get("message") or {}).get("content"):
+        bad.append(f"chat: {why}")
+    plain = ((recs.get("plain") or {}).get("choices") or [{}])[0]
+    report(p.returncode == 0 and len(recs) == 4 and len(recs.get("sampled", {}).get("choices", [])) == 2 and
+           not bad and "logprobs" in plain and plain["logprobs"] is None,
+           "OpenAI lines with logprobs: every token's log-probability and top alternatives = NumPy's log-softmax "
+           "of dump_logits (greedy, sampled n 2, chat); none asked: null", "; ".join(bad)[:400] or p.stderr[-300:])
 
 
 def errors_and_formats(sm, M, tmp, gen):

@@ -35,6 +35,9 @@ typedef struct pending pending;
 typedef struct {
     pending *p;
     size_t i;
+    cli_tok *toks; /* logprobs: its tokens' log-probabilities (n_tok of cap_tok) */
+    size_t n_tok, cap_tok;
+    bool no_room;  /* a token's entry could not be kept (out of memory) */
 } chosen;
 
 /* A record in flight: what its result line needs besides the result. */
@@ -51,6 +54,7 @@ struct pending {
     chosen *ch;
     cli_oai_choice *out; /* their results, kept until the last is done (several only) */
     size_t n_ch, n, n_sub, n_done; /* submitted; done */
+    bool logprobs;      /* OpenAI "logprobs": its choices' tokens with their log-probabilities */
     char *why;          /* the first of several to fail: why (its kind) */
     sm_status why_st;
     double t_queue;
@@ -78,6 +82,7 @@ typedef struct {
     bool total_known;
     bool stop;      /* a write failed or the pipe closed */
     const char *model_name;
+    const sm_tokenizer *tok;
     long long created;
     double t0, t_progress;
     bool tty;
@@ -162,11 +167,15 @@ static bool format_record(batch *b, const pending *p, const char *msg, sm_status
                 cli_oai_error(f, msg, code == 500 ? "server_error" : "invalid_request_error", p->param, p->code);
             } else {
                 cli_oai_choice one = {.text = res ? res->text : NULL, .len = res ? res->len : 0};
-                if (res) one.stats = res->stats;
+                if (res) {
+                    const chosen *c = res->tag;
+                    one.stats = res->stats, one.toks = c->toks, one.n_tok = c->n_tok;
+                }
                 cli_oai_result r = {.kind = p->kind, .id_suffix = suffix, .model = b->model_name,
                                     .created = b->created, .ch = res ? &one : p->out,
                                     .n_ch = res ? 1 : p->n_ch, .n = res ? 1 : p->n,
-                                    .t_queue = res ? res->t_queue : p->t_queue};
+                                    .t_queue = res ? res->t_queue : p->t_queue, .tok = b->tok,
+                                    .logprobs = p->logprobs};
                 cli_oai_body(f, &r);
             }
             fputs("}, \"error\": null}\n", f);
@@ -193,6 +202,7 @@ static void write_one(batch *b, ready *r) {
 /* Frees what p holds for its choices. */
 static void release(pending *p) {
     for (size_t i = 0; p->out && i < p->n_ch; i++) free((char *)p->out[i].text);
+    for (size_t i = 0; p->ch && i < p->n_ch; i++) free(p->ch[i].toks);
     free(p->in), free(p->ids), free(p->ch), free(p->out), free(p->why);
     p->in = NULL, p->ids = NULL, p->ch = NULL, p->out = NULL, p->why = NULL;
 }
@@ -217,6 +227,7 @@ static sm_status on_done(void *user, const sm_sched_result *res, sm_error *err) 
     chosen *c = res->tag;
     pending *p = c->p;
     if (!res->error) b->tokens += res->stats.n_generated;
+    if (c->no_room) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for log-probabilities");
     p->n_done++;
     if (p->n_ch > 1) { /* one of several: kept until the last */
         if (p->n_done == 1) p->t_queue = res->t_queue;
@@ -228,7 +239,8 @@ static sm_status on_done(void *user, const sm_sched_result *res, sm_error *err) 
             if (!t) return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a result");
             memcpy(t, res->text, res->len);
             t[res->len] = '\0';
-            p->out[c->i] = (cli_oai_choice){.text = t, .len = res->len, .stats = res->stats};
+            p->out[c->i] = (cli_oai_choice){.text = t, .len = res->len, .stats = res->stats, .toks = c->toks,
+                                            .n_tok = c->n_tok};
         }
         if (p->n_done < p->n_ch || p->n_sub < p->n_ch) return SM_OK;
         res = NULL;
@@ -236,6 +248,13 @@ static sm_status on_done(void *user, const sm_sched_result *res, sm_error *err) 
     if (deliver(b, p, res ? res->error : p->why, res ? res->status : p->why_st, res))
         return sm_error_set(err, SM_ERR_NOMEM, "out of memory for a result");
     return SM_OK;
+}
+
+/* The scheduler's token callback (logprobs): the choice's token kept for its result. */
+static void on_token(void *user, void *tag, const sm_token_info *t) {
+    (void)user;
+    chosen *c = tag;
+    if (!c->no_room && !cli_tok_push(&c->toks, &c->n_tok, &c->cap_tok, t)) c->no_room = true;
 }
 
 /* Writes the results that are next in input order. */
@@ -294,8 +313,14 @@ static int more(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec)
                                 .max_tokens = rec->set & SM_REC_MAX_TOKENS ? (size_t)rec->max_tokens
                                                                            : (size_t)o->max_tokens,
                                 .sampling = rec->sampling, .truncate = o->truncate, .grammar = p->grammar,
+                                .logprobs = p->logprobs, .top_logprobs = p->logprobs ? rec->top_logprobs : 0,
                                 .tag = c};
         req.sampling.seed = in->seed;
+        if (p->logprobs) { /* room for every token it can generate, so none allocates while it runs */
+            c->cap_tok = req.max_tokens < r->ls->sp.n_ctx ? req.max_tokens : r->ls->sp.n_ctx;
+            if (c->cap_tok && !(c->toks = malloc(c->cap_tok * sizeof *c->toks)))
+                return cli_data_error("out of memory for log-probabilities");
+        }
         const char *stops[SM_STOP_MAX];
         req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
         for (size_t i = 0; i < req.n_stop; i++)
@@ -324,11 +349,11 @@ static int submit(batch *b, cli_runner *r, pending *p, sm_batch_record *rec, con
         snprintf(p->param, sizeof p->param, "model");
         why = err.msg;
     }
-    if (!why && (rec->stream || rec->top_logprobs >= 0)) {
-        snprintf(p->param, sizeof p->param, "%s", rec->stream ? "stream" : "logprobs");
-        why = rec->stream ? "\"stream\": true is not supported in a batch"
-                          : "\"logprobs\" is not supported in a batch";
+    if (!why && rec->stream) {
+        snprintf(p->param, sizeof p->param, "stream");
+        why = "\"stream\": true is not supported in a batch";
     }
+    p->logprobs = is_oai(p->kind) && rec->top_logprobs >= 0;
     if (!why) {
         sm_status st = sm_oai_choices(rec, r->lm->tok.n_vocab, &p->in, &p->n_ch, &p->n, &p->ids, &err);
         if (!st && (!(p->ch = calloc(p->n_ch, sizeof *p->ch)) || !(p->out = calloc(p->n_ch, sizeof *p->out))))
@@ -460,7 +485,8 @@ int cli_batch(const cli_opts *o) {
     size_t P = o->parallel ? (size_t)o->parallel : 8, P_max = o->parallel ? 0 : CLI_AUTO_PARALLEL;
     if (b.total_known && P > b.total) P = b.total ? b.total : 1;
     if (b.total_known && P_max > b.total) P_max = b.total;
-    sm_sched_params sched = {.cancel = (const volatile int *)&cli_interrupted, .done = on_done, .user = &b};
+    sm_sched_params sched = {.cancel = (const volatile int *)&cli_interrupted, .done = on_done, .token = on_token,
+                             .user = &b};
     sm_sampler_params spar = cli_sampling(o, cli_seed(o->seed));
     cli_runner r;
     cli_run_spec spec = {.max_batch = 512, .n_seq = P, .n_seq_max = P_max, .sampling = &spar, .sched = &sched,
@@ -472,6 +498,7 @@ int cli_batch(const cli_opts *o) {
         return rc;
     }
     P = r.ls->sp.n_seq; /* as many as the session holds */
+    b.tok = &r.lm->tok;
     bool save_cache = false;
     if (o->prompt_cache) rc = cli_prompt_cache_seed(o, &r, &save_cache);
     if (!rc && !(b.grammars = cli_gcache_new(&r.lm->tok, r.ls->sched))) rc = cli_data_error("out of memory");

@@ -282,10 +282,27 @@ int cli_resume_scan(const char *path, cli_keys *done, size_t *n_lines, size_t *n
 
 /* ---- oai_out.c: results in OpenAI's shapes */
 
+/* One generated token's log-probability and its best alternatives, kept for a "logprobs" object. */
+typedef struct {
+    int32_t id;
+    float logprob;
+    uint8_t n_top;
+    int32_t top_id[SM_TOP_LOGPROBS_MAX];
+    float top_logprob[SM_TOP_LOGPROBS_MAX];
+} cli_tok;
+
+/* t appended to *a (*n of *cap, the room doubled as it fills); false: out of memory (nothing added). */
+bool cli_tok_push(cli_tok **a, size_t *n, size_t *cap, const sm_token_info *t);
+/* The "logprobs" object of tokens t[from, to): chat's {"content": [{token, logprob, bytes,
+   top_logprobs}]}, completions' {"tokens", "token_logprobs", "top_logprobs"} lists. */
+void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const cli_tok *t, size_t from, size_t to);
+
 typedef struct {
     const char *text;
     size_t len;
     sm_gen_stats stats;
+    const cli_tok *toks; /* (n_tok) its tokens' log-probabilities, where the result has them */
+    size_t n_tok;
 } cli_oai_choice;
 
 typedef struct cli_oai_result {
@@ -296,6 +313,8 @@ typedef struct cli_oai_result {
     const cli_oai_choice *ch; /* (n_ch) the choices: prompt p's j-th of n is ch[p n + j] */
     size_t n_ch, n;
     double t_queue;          /* seconds */
+    const sm_tokenizer *tok; /* logprobs: the choices' "logprobs" objects (else null) from their toks */
+    bool logprobs;
 } cli_oai_result;
 
 /* A request's usage, choice by choice: each prompt's tokens once (first: the prompt's first choice),

@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sm_oai.h"
@@ -15,6 +16,78 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     cli_json_string(f, (const unsigned char *)s, strlen(s));
     fputc('"', f);
+}
+
+/* A token's piece as a JSON string. */
+static void piece_str(FILE *f, const sm_tokenizer *tok, int32_t id, const char **p, size_t *n) {
+    *p = sm_tokenizer_piece(tok, id, n);
+    fputc('"', f);
+    cli_json_string(f, (const unsigned char *)*p, *n);
+    fputc('"', f);
+}
+
+bool cli_tok_push(cli_tok **a, size_t *n, size_t *cap, const sm_token_info *t) {
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        cli_tok *g = realloc(*a, c * sizeof *g);
+        if (!g) return false;
+        *a = g, *cap = c;
+    }
+    cli_tok *k = &(*a)[(*n)++];
+    k->id = t->id, k->logprob = t->logprob, k->n_top = (uint8_t)t->n_top;
+    memcpy(k->top_id, t->top_id, sizeof k->top_id);
+    memcpy(k->top_logprob, t->top_logprob, sizeof k->top_logprob);
+    return true;
+}
+
+/* chat's {"token", "logprob", "bytes"} of one id (without the closing brace). */
+static void chat_entry(FILE *f, const sm_tokenizer *tok, int32_t id, float logprob) {
+    const char *p;
+    size_t n;
+    fputs("{\"token\": ", f);
+    piece_str(f, tok, id, &p, &n);
+    fprintf(f, ", \"logprob\": %.6g, \"bytes\": [", (double)logprob);
+    for (size_t b = 0; b < n; b++) fprintf(f, "%s%u", b ? ", " : "", (unsigned char)p[b]);
+    fputc(']', f);
+}
+
+void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const cli_tok *t, size_t from, size_t to) {
+    const char *p;
+    size_t n;
+    if (chat) {
+        fputs("{\"content\": [", f);
+        for (size_t i = from; i < to; i++) {
+            if (i > from) fputs(", ", f);
+            chat_entry(f, tok, t[i].id, t[i].logprob);
+            fputs(", \"top_logprobs\": [", f);
+            for (size_t k = 0; k < t[i].n_top; k++) {
+                if (k) fputs(", ", f);
+                chat_entry(f, tok, t[i].top_id[k], t[i].top_logprob[k]);
+                fputc('}', f);
+            }
+            fputs("]}", f);
+        }
+        fputs("]}", f);
+        return;
+    }
+    fputs("{\"tokens\": [", f);
+    for (size_t i = from; i < to; i++) {
+        if (i > from) fputs(", ", f);
+        piece_str(f, tok, t[i].id, &p, &n);
+    }
+    fputs("], \"token_logprobs\": [", f);
+    for (size_t i = from; i < to; i++) fprintf(f, "%s%.6g", i > from ? ", " : "", (double)t[i].logprob);
+    fputs("], \"top_logprobs\": [", f);
+    for (size_t i = from; i < to; i++) {
+        fputs(i > from ? ", {" : "{", f);
+        for (size_t k = 0; k < t[i].n_top; k++) {
+            if (k) fputs(", ", f);
+            piece_str(f, tok, t[i].top_id[k], &p, &n);
+            fprintf(f, ": %.6g", (double)t[i].top_logprob[k]);
+        }
+        fputc('}', f);
+    }
+    fputs("]}", f);
 }
 
 void cli_oai_usage_add(sm_gen_stats *sum, const sm_gen_stats *gs, bool first) {
@@ -44,8 +117,10 @@ void cli_oai_body(FILE *f, const cli_oai_result *r) {
         if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": \"", f);
         else fputs("\"text\": \"", f);
         cli_json_string(f, (const unsigned char *)c->text, c->len);
-        fprintf(f, "\"%s, \"logprobs\": null, \"finish_reason\": \"%s\"}", chat ? ", \"refusal\": null}" : "",
-                sm_oai_finish(gs->finish));
+        fprintf(f, "\"%s, \"logprobs\": ", chat ? ", \"refusal\": null}" : "");
+        if (r->logprobs) cli_oai_logprobs(f, r->tok, chat, c->toks, 0, c->n_tok);
+        else fputs("null", f);
+        fprintf(f, ", \"finish_reason\": \"%s\"}", sm_oai_finish(gs->finish));
     }
     fputs("], ", f);
     cli_oai_usage(f, &sum);

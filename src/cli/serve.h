@@ -30,14 +30,6 @@
 
 typedef struct sreq sreq;
 
-/* One token's log-probability, kept for the response (logprobs). */
-typedef struct {
-    int32_t id;
-    float logprob;
-    uint8_t n_top;
-    int32_t top_id[SM_TOP_LOGPROBS_MAX];
-    float top_logprob[SM_TOP_LOGPROBS_MAX];
-} stoken;
 
 /* One completion of a request (of a prompt; "n" of each): a scheduler entry, its tag. */
 typedef struct {
@@ -46,7 +38,7 @@ typedef struct {
     /* what the worker gives back (under q->mu) */
     char *text;            /* the generated text so far (streamed: pieces not yet sent start at sent) */
     size_t len, cap, sent;
-    stoken *tokens;        /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
+    cli_tok *tokens;       /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
     size_t n_tok, cap_tok, n_tok_sent;
     bool done, started, finish_sent; /* streamed: the role (chat) and the finish sent */
     bool in_sched;         /* submitted, not yet done (the worker's own) */

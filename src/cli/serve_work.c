@@ -93,17 +93,7 @@ void serve_on_token(void *user, void *tag, const sm_token_info *t) {
     schoice *c = tag;
     sreq *q = c->q;
     pthread_mutex_lock(&q->mu);
-    if (c->n_tok == c->cap_tok) {
-        size_t cap = c->cap_tok ? c->cap_tok * 2 : 64;
-        stoken *n = realloc(c->tokens, cap * sizeof *n);
-        if (n) c->tokens = n, c->cap_tok = cap;
-    }
-    if (c->n_tok < c->cap_tok) {
-        stoken *k = &c->tokens[c->n_tok++];
-        k->id = t->id, k->logprob = t->logprob, k->n_top = (uint8_t)t->n_top;
-        memcpy(k->top_id, t->top_id, sizeof k->top_id);
-        memcpy(k->top_logprob, t->top_logprob, sizeof k->top_logprob);
-    }
+    (void)cli_tok_push(&c->tokens, &c->n_tok, &c->cap_tok, t); /* (out of memory: the token's entry is left out) */
     pthread_mutex_unlock(&q->mu);
 }
 
@@ -411,60 +401,6 @@ static void json_str(FILE *f, const char *s, size_t n) {
     fputc('"', f);
 }
 
-/* The "logprobs" object of c's tokens [from, to): chat's {"content": [...]}, completions' lists. */
-static void logprobs_json(const server *s, FILE *f, const schoice *c, size_t from, size_t to) {
-    const sm_tokenizer *tok = &s->r.lm->tok;
-    bool chat = c->q->rec.kind == SM_REC_OAI_CHAT;
-    if (chat) {
-        fputs("{\"content\": [", f);
-        for (size_t i = from; i < to; i++) {
-            const stoken *t = &c->tokens[i];
-            size_t pl;
-            const char *p = sm_tokenizer_piece(tok, t->id, &pl);
-            fputs(i > from ? ", {\"token\": " : "{\"token\": ", f);
-            json_str(f, p, pl);
-            fprintf(f, ", \"logprob\": %.6g, \"bytes\": [", (double)t->logprob);
-            for (size_t b = 0; b < pl; b++) fprintf(f, "%s%u", b ? ", " : "", (unsigned char)p[b]);
-            fputs("], \"top_logprobs\": [", f);
-            for (size_t k = 0; k < t->n_top; k++) {
-                size_t tl;
-                const char *tp = sm_tokenizer_piece(tok, t->top_id[k], &tl);
-                fputs(k ? ", {\"token\": " : "{\"token\": ", f);
-                json_str(f, tp, tl);
-                fprintf(f, ", \"logprob\": %.6g, \"bytes\": [", (double)t->top_logprob[k]);
-                for (size_t b = 0; b < tl; b++) fprintf(f, "%s%u", b ? ", " : "", (unsigned char)tp[b]);
-                fputs("]}", f);
-            }
-            fputs("]}", f);
-        }
-        fputs("]}", f);
-        return;
-    }
-    fputs("{\"tokens\": [", f);
-    for (size_t i = from; i < to; i++) {
-        size_t pl;
-        const char *p = sm_tokenizer_piece(tok, c->tokens[i].id, &pl);
-        if (i > from) fputs(", ", f);
-        json_str(f, p, pl);
-    }
-    fputs("], \"token_logprobs\": [", f);
-    for (size_t i = from; i < to; i++) fprintf(f, "%s%.6g", i > from ? ", " : "", (double)c->tokens[i].logprob);
-    fputs("], \"top_logprobs\": [", f);
-    for (size_t i = from; i < to; i++) {
-        const stoken *t = &c->tokens[i];
-        fputs(i > from ? ", {" : "{", f);
-        for (size_t k = 0; k < t->n_top; k++) {
-            size_t tl;
-            const char *tp = sm_tokenizer_piece(tok, t->top_id[k], &tl);
-            if (k) fputs(", ", f);
-            json_str(f, tp, tl);
-            fprintf(f, ": %.6g", (double)t->top_logprob[k]);
-        }
-        fputs("}", f);
-    }
-    fputs("]}", f);
-}
-
 char *serve_error_json(const char *msg, const char *type, const char *param, const char *code, size_t *len) {
     char *out = NULL;
     FILE *f = open_memstream(&out, len);
@@ -503,7 +439,7 @@ char *serve_body(const server *s, sreq *q, size_t *len) {
         json_str(f, c->text ? c->text : "", c->len);
         if (chat) fputs(", \"refusal\": null}", f);
         fputs(", \"logprobs\": ", f);
-        if (q->logprobs) logprobs_json(s, f, c, 0, c->n_tok);
+        if (q->logprobs) cli_oai_logprobs(f, &s->r.lm->tok, chat, c->tokens, 0, c->n_tok);
         else fputs("null", f);
         fprintf(f, ", \"finish_reason\": \"%s\"}", sm_oai_finish(c->stats.finish));
     }
@@ -537,7 +473,7 @@ static void chunk(const server *s, FILE *f, sreq *q, size_t i, const char *text,
     }
     c->started = true;
     fputs(", \"logprobs\": ", f);
-    if (q->logprobs && tok_to > tok_from) logprobs_json(s, f, c, tok_from, tok_to);
+    if (q->logprobs && tok_to > tok_from) cli_oai_logprobs(f, &s->r.lm->tok, q->rec.kind == SM_REC_OAI_CHAT, c->tokens, tok_from, tok_to);
     else fputs("null", f);
     if (finish) fprintf(f, ", \"finish_reason\": \"%s\"}]", finish);
     else fputs(", \"finish_reason\": null}]", f);
