@@ -293,7 +293,7 @@ sm_status sm_prompt_encode(sm_tokenizer *tok, const char *text, size_t len, size
     if (*n <= n_ctx) return SM_OK;
     if (!truncate)
         return sm_error_set(err, SM_ERR_INPUT,
-                            "prompt is %zu tokens, context is %zu (--truncate keeps its end)", *n,
+                            "prompt is %zu tokens, context is %zu", *n,
                             n_ctx);
     size_t room = max_tokens < n_ctx / 2 ? max_tokens : n_ctx / 2;
     size_t keep = n_ctx - room > 0 ? n_ctx - room : 1;

@@ -69,8 +69,11 @@ int cli_generate(const cli_opts *o) {
         free(rendered);
         cJSON_Delete(msgs);
     } else if (!rc && sm_prompt_encode(&r.lm->tok, text, len, r.ls->sp.n_ctx, (size_t)o->max_tokens,
-                                       o->truncate, r.ls->tokens, &n, &dropped, &err))
+                                       o->truncate, r.ls->tokens, &n, &dropped, &err)) {
+        if (n > r.ls->sp.n_ctx) /* too long: the flag that keeps its end (the library names no flag) */
+            snprintf(err.msg + strlen(err.msg), sizeof err.msg - strlen(err.msg), " (--truncate keeps its end)");
         rc = cli_data_error(err.msg);
+    }
     if (owned) free(text);
     sm_grammar *gr = NULL;
     sm_gbind *gb = NULL;
