@@ -38,6 +38,8 @@ bool test_failed(void);
 /* Deterministic pseudo-random floats in [-1, 1). */
 float test_rand(unsigned long long *state);
 
+/* bytes (at least 1), 64-byte aligned, for free(); aborts when out of memory. */
+void *test_alloc(size_t bytes);
 /* n of them times scale in a fresh 64-byte-aligned buffer (free() it; n = 0 gives a 1-float one). */
 float *test_rnd(size_t n, unsigned long long *state, float scale);
 

@@ -48,9 +48,14 @@ float test_rand(unsigned long long *s) {
     return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
 }
 
-float *test_rnd(size_t n, unsigned long long *s, float scale) {
-    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
+void *test_alloc(size_t bytes) {
+    void *p = aligned_alloc(64, ((bytes ? bytes : 1) + 63) & ~(size_t)63);
     if (!p) abort();
+    return p;
+}
+
+float *test_rnd(size_t n, unsigned long long *s, float scale) {
+    float *p = test_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) p[i] = test_rand(s) * scale;
     return p;
 }

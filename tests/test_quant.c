@@ -20,15 +20,11 @@ static const sm_dtype QT[] = {SM_DTYPE_Q8_0, SM_DTYPE_Q4_0, SM_DTYPE_Q4_K, SM_DT
                                SM_DTYPE_Q6_K};
 #define NQT (sizeof QT / sizeof *QT)
 
-static void *xalloc(size_t bytes) {
-    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-}
-
 /* N rows of K random weights quantized to dt, and their exact dequantization in deq. */
 static void *rndq(sm_dtype dt, size_t N, size_t K, unsigned long long *s, float **deq) {
     float *w = test_rnd(N * K, s, 1);
     size_t rb = sm_dtype_row_bytes(dt, K);
-    unsigned char *q = xalloc(N * rb);
+    unsigned char *q = test_alloc(N * rb);
     for (size_t n = 0; n < N; n++) sm_quant_quantize(q + n * rb, w + n * K, dt, K);
     for (size_t n = 0; n < N; n++) sm_quant_dequant(w + n * K, q + n * rb, dt, K);
     *deq = w;
@@ -101,7 +97,7 @@ void test_quant_dequant(void) {
     for (size_t t = 0; t < NQT; t++) {
         sm_dtype dt = QT[t];
         size_t nb = 16, blk = sm_dtype_block(dt), bb = sm_dtype_row_bytes(dt, blk), n = nb * blk;
-        unsigned char *q = xalloc(nb * bb);
+        unsigned char *q = test_alloc(nb * bb);
         for (size_t i = 0; i < nb * bb; i++) q[i] = (unsigned char)(test_rand(&s) * 128 + 128);
         for (size_t b = 0; b < nb; b++) rnd_scales(q, dt, b, &s);
         float *want = test_rnd(n, &s, 0), *got = test_rnd(n, &s, 0);
@@ -133,7 +129,7 @@ void test_quant_activations(void) {
     for (size_t j = 64; j < 96; j++) x[j] = (float)((int)j - 80) * 0.25f; /* x / d: ties */
     x[64] = 63.5f;
     x[100] = NAN, x[140] = INFINITY, x[200] = -INFINITY;
-    void *a = xalloc(SM_QX_BYTES(K)), *b = xalloc(SM_QX_BYTES(K));
+    void *a = test_alloc(SM_QX_BYTES(K)), *b = test_alloc(SM_QX_BYTES(K));
     memset(a, 0, SM_QX_BYTES(K));
     sm_qx want = sm_kernels_qx(a, K);
     qk[0]->quant_x(want, x, r, K);
@@ -175,7 +171,7 @@ void test_quant_gemv(void) {
                 size_t K = sm_dtype_block(dt) == SM_QK ? Ks[c] : KKs[c], N = 19, n0 = 2, n1 = 17, nb = K / SM_QK;
                 float *deq, *x = test_rnd(r * K, &s, 2), *bias = test_rnd(N, &s, 1);
                 void *w = rndq(dt, N, K, &s, &deq);
-                void *buf = xalloc(SM_QX_BYTES(K));
+                void *buf = test_alloc(SM_QX_BYTES(K));
                 sm_qx qx = sm_kernels_qx(buf, K);
                 qk[0]->quant_x(qx, x, r, K);
                 float *want = test_rnd(r * N, &s, 0), *got = test_rnd(r * N, &s, 0), *first = test_rnd(r * N, &s, 0);
@@ -235,8 +231,8 @@ void test_quant_gemm(void) {
                 if (T > 33 && K > 600) continue; /* the long cases once each way */
                 float *deq, *x = test_rnd(T * K, &s, 2), *bias = test_rnd(N, &s, 1);
                 void *w = rndq(dt, N, K, &s, &deq);
-                void *qb = xalloc(SM_QX_BYTES(K));
-                void *scr = xalloc(SM_QGEMM_BYTES);
+                void *qb = test_alloc(SM_QX_BYTES(K));
+                void *scr = test_alloc(SM_QGEMM_BYTES);
                 float *want = test_rnd(T * N, &s, 0), *got = test_rnd(T * N, &s, 0), *two = test_rnd(T * N, &s, 0);
                 sm_qx qx = sm_kernels_qx(qb, K);
                 double *mag = calloc(T * N, sizeof *mag);
@@ -408,7 +404,7 @@ void test_quant_quantizer(void) {
     for (size_t t = 0; t < NQT; t++) {
         sm_dtype dt = QT[t];
         size_t blk = sm_dtype_block(dt), nb = n / blk;
-        unsigned char *q = xalloc(sm_dtype_row_bytes(dt, n));
+        unsigned char *q = test_alloc(sm_dtype_row_bytes(dt, n));
         CHECK(sm_quant_quantize(q, w, dt, n) == nb);
         sm_quant_dequant(back, q, dt, n);
         double ours = 0, plain = 0;
@@ -476,7 +472,7 @@ void test_quant_repacked(void) {
             size_t K = kt ? KKs[c] : Ks[c], N = c % 2 ? 83 : 96, n0 = 32, n1 = N, G = (N + SM_R32 - 1) / SM_R32;
             size_t rb = sm_dtype_row_bytes(dt, K), lb = sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
             float *deq;
-            unsigned char *w = rndq(dt, N, K, &s, &deq), *r = xalloc(G * SM_R32 * lb);
+            unsigned char *w = rndq(dt, N, K, &s, &deq), *r = test_alloc(G * SM_R32 * lb);
             CHECK(sm_kernels_repackable(dt, N, K) && sm_kernels_repackable(dt, N - 16, K) &&
                   !sm_kernels_repackable(SM_DTYPE_Q4_K, N, 32) && !sm_kernels_repackable(SM_DTYPE_Q8_0, N, 48) &&
                   !sm_kernels_repackable(SM_DTYPE_F16, 0, 256));
@@ -553,7 +549,7 @@ void test_quant_repacked(void) {
                 for (size_t ki = 0; ki < nk; ki++) {
                     const sm_kernels *k = ks[ki];
                     if (!(sm_kernels_repack_types(k) >> dt & 1u)) continue;
-                    float *scr = xalloc(sm_kernels_scratch(k, K) * sizeof(float));
+                    float *scr = test_alloc(sm_kernels_scratch(k, K) * sizeof(float));
                     for (int bi = 0; bi < 2; bi++) {
                         const float *bb = bi ? bias : NULL;
                         for (size_t j = 0; j < T * N; j++) want[j] = got[j] = 12345.0f;
@@ -614,8 +610,8 @@ void test_quant_reuse(void) {
         CHECK(rt >> d8 & 1u);
         float *deq4, *deq8;
         unsigned char *w4 = rndq(SM_DTYPE_Q4_0, N, K, &s, &deq4), *w8 = rndq(d8, N, K, &s, &deq8);
-        unsigned char *r4 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
-        unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(sm_kernels_repacked(d8), K));
+        unsigned char *r4 = test_alloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
+        unsigned char *r8 = test_alloc(N * sm_dtype_row_bytes(sm_kernels_repacked(d8), K));
         sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, N, K, 0, N / SM_R32);
         sm_kernels_repack(r8, w8, d8, N, K, 0, N / SM_R32);
         static const size_t Ts[] = {1, 3, 13, 260, 520}, caps[] = {0, 300, 600};
@@ -623,10 +619,10 @@ void test_quant_reuse(void) {
             for (size_t ci = 0; ci < sizeof caps / sizeof *caps; ci++) {
                 const size_t T = Ts[ti], cap = caps[ci];
                 const size_t scr_n = sm_kernels_scratch_rows(k, K, cap);
-                float *scr = xalloc(scr_n * sizeof(float));
-                float *x = test_rnd(T * K, &s, 2), *y = test_rnd(T * K, &s, 2), *x0 = xalloc(T * K * sizeof *x);
-                float *wx4 = xalloc(T * N * 4), *wy4 = xalloc(T * N * 4), *wx8 = xalloc(T * N * 4);
-                float *got = xalloc(T * N * 4);
+                float *scr = test_alloc(scr_n * sizeof(float));
+                float *x = test_rnd(T * K, &s, 2), *y = test_rnd(T * K, &s, 2), *x0 = test_alloc(T * K * sizeof *x);
+                float *wx4 = test_alloc(T * N * 4), *wy4 = test_alloc(T * N * 4), *wx8 = test_alloc(T * N * 4);
+                float *got = test_alloc(T * N * 4);
                 memcpy(x0, x, T * K * sizeof *x);
                 sm_kernels_reuse_end(scr);
                 k->matmul(k, wx4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
@@ -695,8 +691,8 @@ void test_quant_share(void) {
         const sm_dtype d8 = rt >> SM_DTYPE_Q8_0 & 1u ? SM_DTYPE_Q8_0 : SM_DTYPE_Q4_K, r8t = sm_kernels_repacked(d8);
         float *deq4, *deq8;
         unsigned char *w4 = rndq(SM_DTYPE_Q4_0, N, K, &s, &deq4), *w8 = rndq(d8, N, K, &s, &deq8);
-        unsigned char *r4 = xalloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
-        unsigned char *r8 = xalloc(N * sm_dtype_row_bytes(r8t, K));
+        unsigned char *r4 = test_alloc(N * sm_dtype_row_bytes(SM_DTYPE_Q4_0_R32, K));
+        unsigned char *r8 = test_alloc(N * sm_dtype_row_bytes(r8t, K));
         sm_kernels_repack(r4, w4, SM_DTYPE_Q4_0, N, K, 0, N / SM_R32);
         sm_kernels_repack(r8, w8, d8, N, K, 0, N / SM_R32);
         CHECKF(!sm_kernels_share_takes(k, SM_DTYPE_Q4_0_R32, 13, K) && !sm_kernels_share_takes(k, SM_DTYPE_Q4_0, 260, K) &&
@@ -706,11 +702,11 @@ void test_quant_share(void) {
         for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
             for (int nth = 1; nth <= 3; nth++) {
                 const size_t T = Ts[ti], scr_n = sm_kernels_scratch(k, K);
-                float *scr = xalloc((size_t)nth * scr_n * sizeof(float));
-                unsigned char *buf = xalloc(sm_kernels_share_bytes(k, K, T));
+                float *scr = test_alloc((size_t)nth * scr_n * sizeof(float));
+                unsigned char *buf = test_alloc(sm_kernels_share_bytes(k, K, T));
                 float *x = test_rnd(T * K, &s, 2), *y = test_rnd(T * K, &s, 2);
-                float *want4 = xalloc(T * N * 4), *want8 = xalloc(T * N * 4), *got4 = xalloc(T * N * 4);
-                float *got8 = xalloc(T * N * 4);
+                float *want4 = test_alloc(T * N * 4), *want8 = test_alloc(T * N * 4), *got4 = test_alloc(T * N * 4);
+                float *got8 = test_alloc(T * N * 4);
                 sm_kernels_reuse_end(scr);
                 k->matmul(k, want4, x, r4, SM_DTYPE_Q4_0_R32, NULL, T, N, K, 0, N, scr);
                 k->matmul(k, want8, x, r8, r8t, NULL, T, N, K, 0, N, scr);

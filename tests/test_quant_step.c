@@ -20,10 +20,6 @@
 #include "kernels/kernels_internal.h"
 #include "test.h"
 
-static void *xalloc(size_t bytes) {
-    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-}
-
 /* Row i's output n as the stated operations give it, from the reference's quantized row qx. */
 static float stated(sm_qx qx, const unsigned char *wrow, sm_dtype dt, size_t K, float bias) {
     const size_t nb = K / SM_QK, per = SM_QGEMM_KC / SM_QK;
@@ -60,7 +56,7 @@ void test_quant_exact_step(void) {
         const sm_dtype dt = dts[di];
         const size_t rb = sm_dtype_row_bytes(dt, K), bb = rb / nb;
         float *x = test_rnd(T * K, &s, 2), *bias = test_rnd(N, &s, 1), *w = test_rnd(N * K, &s, 1);
-        unsigned char *q = xalloc(N * rb);
+        unsigned char *q = test_alloc(N * rb);
         for (size_t n = 0; n < N; n++) sm_quant_quantize(q + n * rb, w + n * K, dt, K);
         for (size_t n = 0; n < N; n++) /* weight scales: zero, subnormal in f16, one infinite */
             for (size_t b = n % 5; b < nb; b += 5) {
@@ -81,9 +77,9 @@ void test_quant_exact_step(void) {
         }
         x[4 * K + 600] = NAN;
         /* the reference's quantized rows and the outputs the stated operations give */
-        void *qb = xalloc(SM_QX_BYTES(K));
+        void *qb = test_alloc(SM_QX_BYTES(K));
         sm_qx qx = sm_kernels_qx(qb, K);
-        float *want = xalloc(T * N * sizeof(float)), *got = xalloc(T * N * sizeof(float));
+        float *want = test_alloc(T * N * sizeof(float)), *got = test_alloc(T * N * sizeof(float));
         for (size_t i = 0; i < T; i++) {
             qk[0]->quant_x(qx, x + i * K, 1, K);
             if (i == 1) CHECKF(qx.d[3] > 0.0f && qx.d[3] < 1e-31f && qx.d[20] == 0x1p-91f, "tiny: d %g, %g", qx.d[3], qx.d[20]);
@@ -92,7 +88,7 @@ void test_quant_exact_step(void) {
         }
         CHECK(!isnan(want[1 * N]) && !isnan(want[2 * N]) && !isnan(want[3 * N]) && isnan(want[4 * N]) &&
               !isnan(want[5 * N]) && !isfinite(want[0 * N + 17]));
-        void *scr = xalloc(SM_QGEMM_BYTES);
+        void *scr = test_alloc(SM_QGEMM_BYTES);
         for (size_t f = 1; f < nq; f++) { /* the packed products, from the file's rows */
             if (!sm_kernels_qgemm_takes(qk[f], dt, T)) continue;
             for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
@@ -104,12 +100,12 @@ void test_quant_exact_step(void) {
             tested++;
         }
         free(scr);
-        unsigned char *r = xalloc(N * rb);
+        unsigned char *r = test_alloc(N * rb);
         sm_kernels_repack(r, q, dt, N, K, 0, N / SM_R32);
         for (size_t ki = 0; ki < nk; ki++) { /* the repacked rows, the tokens together and each alone */
             const sm_kernels *k = ks[ki];
             if (!(sm_kernels_repack_types(k) >> dt & 1u)) continue;
-            float *ks_scr = xalloc(sm_kernels_scratch(k, K) * sizeof(float));
+            float *ks_scr = test_alloc(sm_kernels_scratch(k, K) * sizeof(float));
             k->matmul(k, got, x, r, sm_kernels_repacked(dt), bias, T, N, K, 0, N, ks_scr);
             size_t bad = 0;
             for (size_t j = 0; j < T * N; j++) bad += !same(got[j], want[j]);

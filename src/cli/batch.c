@@ -35,7 +35,7 @@ typedef struct pending pending;
 typedef struct {
     pending *p;
     size_t i;
-    cli_tok *toks; /* logprobs: its tokens' log-probabilities (n_tok of cap_tok) */
+    sm_token_info *toks; /* logprobs: its tokens' log-probabilities (n_tok of cap_tok) */
     size_t n_tok, cap_tok;
     bool no_room;  /* a token's entry could not be kept (out of memory) */
 } chosen;
@@ -254,7 +254,7 @@ static sm_status on_done(void *user, const sm_sched_result *res, sm_error *err) 
 static void on_token(void *user, void *tag, const sm_token_info *t) {
     (void)user;
     chosen *c = tag;
-    if (!c->no_room && !cli_tok_push(&c->toks, &c->n_tok, &c->cap_tok, t)) c->no_room = true;
+    if (!c->no_room && !cli_toks_push(&c->toks, &c->n_tok, &c->cap_tok, t)) c->no_room = true;
 }
 
 /* Writes the results that are next in input order. */
@@ -316,11 +316,9 @@ static int more(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec)
                                 .logprobs = p->logprobs, .top_logprobs = p->logprobs ? rec->top_logprobs : 0,
                                 .tag = c};
         req.sampling.seed = in->seed;
-        if (p->logprobs) { /* room for every token it can generate, so none allocates while it runs */
-            c->cap_tok = req.max_tokens < r->ls->sp.n_ctx ? req.max_tokens : r->ls->sp.n_ctx;
-            if (c->cap_tok && !(c->toks = malloc(c->cap_tok * sizeof *c->toks)))
-                return cli_data_error("out of memory for log-probabilities");
-        }
+        if (p->logprobs && !cli_toks_reserve(&c->toks, &c->cap_tok, req.max_tokens < r->ls->sp.n_ctx
+                                                                           ? req.max_tokens : r->ls->sp.n_ctx))
+            return cli_data_error("out of memory for log-probabilities");
         const char *stops[SM_STOP_MAX];
         req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;
         for (size_t i = 0; i < req.n_stop; i++)
@@ -353,7 +351,7 @@ static int submit(batch *b, cli_runner *r, pending *p, sm_batch_record *rec, con
         snprintf(p->param, sizeof p->param, "stream");
         why = "\"stream\": true is not supported in a batch";
     }
-    p->logprobs = is_oai(p->kind) && rec->top_logprobs >= 0;
+    p->logprobs = rec->top_logprobs >= 0; /* (OpenAI records alone set it) */
     if (!why) {
         sm_status st = sm_oai_choices(rec, r->lm->tok.n_vocab, &p->in, &p->n_ch, &p->n, &p->ids, &err);
         if (!st && (!(p->ch = calloc(p->n_ch, sizeof *p->ch)) || !(p->out = calloc(p->n_ch, sizeof *p->out))))

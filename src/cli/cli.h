@@ -282,26 +282,20 @@ int cli_resume_scan(const char *path, cli_keys *done, size_t *n_lines, size_t *n
 
 /* ---- oai_out.c: results in OpenAI's shapes */
 
-/* One generated token's log-probability and its best alternatives, kept for a "logprobs" object. */
-typedef struct {
-    int32_t id;
-    float logprob;
-    uint8_t n_top;
-    int32_t top_id[SM_TOP_LOGPROBS_MAX];
-    float top_logprob[SM_TOP_LOGPROBS_MAX];
-} cli_tok;
-
-/* t appended to *a (*n of *cap, the room doubled as it fills); false: out of memory (nothing added). */
-bool cli_tok_push(cli_tok **a, size_t *n, size_t *cap, const sm_token_info *t);
+/* A choice's generated tokens with their log-probabilities (logprobs), as the scheduler reports them:
+   room for max_tokens of them taken at submit (false: out of memory), so none allocates while the
+   choice decodes; t appended (the room doubled should it fill; false: out of memory, nothing added). */
+bool cli_toks_reserve(sm_token_info **a, size_t *cap, size_t max_tokens);
+bool cli_toks_push(sm_token_info **a, size_t *n, size_t *cap, const sm_token_info *t);
 /* The "logprobs" object of tokens t[from, to): chat's {"content": [{token, logprob, bytes,
    top_logprobs}]}, completions' {"tokens", "token_logprobs", "top_logprobs"} lists. */
-void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const cli_tok *t, size_t from, size_t to);
+void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const sm_token_info *t, size_t from, size_t to);
 
 typedef struct {
     const char *text;
     size_t len;
     sm_gen_stats stats;
-    const cli_tok *toks; /* (n_tok) its tokens' log-probabilities, where the result has them */
+    const sm_token_info *toks; /* (n_tok) its tokens' log-probabilities, where the result has them */
     size_t n_tok;
 } cli_oai_choice;
 

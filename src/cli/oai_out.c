@@ -26,17 +26,17 @@ static void piece_str(FILE *f, const sm_tokenizer *tok, int32_t id, const char *
     fputc('"', f);
 }
 
-bool cli_tok_push(cli_tok **a, size_t *n, size_t *cap, const sm_token_info *t) {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        cli_tok *g = realloc(*a, c * sizeof *g);
-        if (!g) return false;
-        *a = g, *cap = c;
-    }
-    cli_tok *k = &(*a)[(*n)++];
-    k->id = t->id, k->logprob = t->logprob, k->n_top = (uint8_t)t->n_top;
-    memcpy(k->top_id, t->top_id, sizeof k->top_id);
-    memcpy(k->top_logprob, t->top_logprob, sizeof k->top_logprob);
+bool cli_toks_reserve(sm_token_info **a, size_t *cap, size_t max_tokens) {
+    if (!max_tokens || *cap >= max_tokens) return true;
+    sm_token_info *g = realloc(*a, max_tokens * sizeof *g);
+    if (!g) return false;
+    *a = g, *cap = max_tokens;
+    return true;
+}
+
+bool cli_toks_push(sm_token_info **a, size_t *n, size_t *cap, const sm_token_info *t) {
+    if (*n == *cap && !cli_toks_reserve(a, cap, *cap ? *cap * 2 : 64)) return false;
+    (*a)[(*n)++] = *t;
     return true;
 }
 
@@ -51,7 +51,7 @@ static void chat_entry(FILE *f, const sm_tokenizer *tok, int32_t id, float logpr
     fputc(']', f);
 }
 
-void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const cli_tok *t, size_t from, size_t to) {
+void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const sm_token_info *t, size_t from, size_t to) {
     const char *p;
     size_t n;
     if (chat) {

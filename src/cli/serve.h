@@ -30,7 +30,6 @@
 
 typedef struct sreq sreq;
 
-
 /* One completion of a request (of a prompt; "n" of each): a scheduler entry, its tag. */
 typedef struct {
     sreq *q;               /* its request */
@@ -38,7 +37,7 @@ typedef struct {
     /* what the worker gives back (under q->mu) */
     char *text;            /* the generated text so far (streamed: pieces not yet sent start at sent) */
     size_t len, cap, sent;
-    cli_tok *tokens;       /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
+    sm_token_info *tokens; /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
     size_t n_tok, cap_tok, n_tok_sent;
     bool done, started, finish_sent; /* streamed: the role (chat) and the finish sent */
     bool in_sched;         /* submitted, not yet done (the worker's own) */

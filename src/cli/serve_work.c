@@ -93,7 +93,7 @@ void serve_on_token(void *user, void *tag, const sm_token_info *t) {
     schoice *c = tag;
     sreq *q = c->q;
     pthread_mutex_lock(&q->mu);
-    (void)cli_tok_push(&c->tokens, &c->n_tok, &c->cap_tok, t); /* (out of memory: the token's entry is left out) */
+    (void)cli_toks_push(&c->tokens, &c->n_tok, &c->cap_tok, t); /* (out of memory: the token's entry is left out) */
     pthread_mutex_unlock(&q->mu);
 }
 
@@ -240,6 +240,8 @@ static void submit(server *s, sreq *q) {
                             .grammar = q->grammar, .logprobs = q->logprobs, .top_logprobs = q->top_logprobs,
                             .tag = c};
     req.sampling.seed = c->in.seed;
+    if (q->logprobs) /* (out of memory: serve_on_token tries again as tokens come) */
+        (void)cli_toks_reserve(&c->tokens, &c->cap_tok, req.max_tokens);
     const char *stops[SM_STOP_MAX];
     req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : s->o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++) stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : s->o->stop[i];
