@@ -80,12 +80,9 @@ static void seq_end(sm_seq *q, sm_finish f) {
     q->stats.t_decode = sm_time_now() - q->t_decode0;
 }
 
-/* The log-probability of next under logits (the tokenizer's ids) and the best alternatives, to on_token. */
-static void token_info(const sm_seq *q, const float *logits, int32_t next) {
-    const sm_gen_params *gp = q->pd.gp;
-    size_t V = (size_t)q->tok->n_vocab, k = (size_t)gp->top_logprobs;
+void sm_token_logprob(const float *logits, size_t V, int32_t id, size_t k, sm_token_info *t) {
     if (k > SM_TOP_LOGPROBS_MAX) k = SM_TOP_LOGPROBS_MAX;
-    sm_token_info t = {.id = next};
+    *t = (sm_token_info){.id = id};
     float mx = logits[0];
     for (size_t i = 1; i < V; i++)
         if (logits[i] > mx) mx = logits[i];
@@ -93,18 +90,25 @@ static void token_info(const sm_seq *q, const float *logits, int32_t next) {
     for (size_t i = 0; i < V; i++) {
         sum += exp((double)(logits[i] - mx));
         /* the k best, kept sorted (ties: the lower id first) */
-        if (k && (t.n_top < k || logits[i] > t.top_logprob[t.n_top - 1])) {
-            size_t j = t.n_top < k ? t.n_top++ : k - 1;
-            while (j > 0 && logits[i] > t.top_logprob[j - 1]) {
-                t.top_logprob[j] = t.top_logprob[j - 1], t.top_id[j] = t.top_id[j - 1];
+        if (k && (t->n_top < k || logits[i] > t->top_logprob[t->n_top - 1])) {
+            size_t j = t->n_top < k ? t->n_top++ : k - 1;
+            while (j > 0 && logits[i] > t->top_logprob[j - 1]) {
+                t->top_logprob[j] = t->top_logprob[j - 1], t->top_id[j] = t->top_id[j - 1];
                 j--;
             }
-            t.top_logprob[j] = logits[i], t.top_id[j] = (int32_t)i;
+            t->top_logprob[j] = logits[i], t->top_id[j] = (int32_t)i;
         }
     }
     float lse = mx + (float)log(sum);
-    t.logprob = logits[next] - lse;
-    for (size_t j = 0; j < t.n_top; j++) t.top_logprob[j] -= lse;
+    t->logprob = logits[id] - lse;
+    for (size_t j = 0; j < t->n_top; j++) t->top_logprob[j] -= lse;
+}
+
+/* The log-probability of next under logits (the tokenizer's ids) and the best alternatives, to on_token. */
+static void token_info(const sm_seq *q, const float *logits, int32_t next) {
+    const sm_gen_params *gp = q->pd.gp;
+    sm_token_info t;
+    sm_token_logprob(logits, (size_t)q->tok->n_vocab, next, (size_t)gp->top_logprobs, &t);
     gp->on_token(gp->token_user, &t);
 }
 

@@ -12,6 +12,7 @@
 */
 #include "sm_sched.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "sm_grammar.h"
@@ -29,7 +30,7 @@ typedef struct entry {
     uint64_t arrival;
     double t_submit;    /* sm_time_now() at submit */
     sm_gbind *grammar;  /* the grammar its text keeps to, or NULL */
-    bool logprobs;
+    bool logprobs, echo;
     int top_logprobs;
     size_t passed;      /* later requests that took a slot before it */
 } entry;
@@ -214,7 +215,7 @@ static sm_status enqueue(sm_sched *s, entry *e, const sm_sched_request *r, sm_er
     e->n_stop = r->n_stop;
     if ((st = sm_sampler_check(&r->sampling, (size_t)s->p.tok->n_vocab, err))) return st;
     e->grammar = r->grammar;
-    e->logprobs = r->logprobs, e->top_logprobs = r->top_logprobs;
+    e->logprobs = r->logprobs, e->top_logprobs = r->top_logprobs, e->echo = r->logprobs && r->echo;
     e->max_tokens = r->max_tokens;
     e->sampling = r->sampling;
     return SM_OK;
@@ -372,6 +373,41 @@ static bool group_exact(const sm_sched *s, size_t P, size_t n) {
     return n - P >= 4 && n - P <= s->max_batch - s->rows && (last <= P || n - last >= 4);
 }
 
+/*
+** Prefills e's prompt in slot i (whose cache nobody else reads any more) for
+** its own log-probabilities: calls of up to sm_state_row_logits tokens, from
+** position 0, each token's log-probability from the row before it to the
+** token callback; then, unless max_tokens is 0, the first token is sampled.
+*/
+static sm_status echo_prefill(sm_sched *s, slot *q, size_t i, const entry *e, sm_error *err) {
+    hand_over(s, i, 0);
+    sm_state_kv_share(s->state, i, i, 0);
+    q->n_held = 0;
+    sm_state_kv_mark(s->state, i);
+    size_t room = e->np < s->n_ctx ? s->n_ctx - e->np : 0;
+    sm_state_kv_reserve(s->state, i, e->np + (e->max_tokens < room ? e->max_tokens : room));
+    size_t L = sm_state_row_logits(s->state), V = (size_t)s->p.tok->n_vocab, n = 0;
+    sm_token_info t = {.id = e->tokens[0], .logprob = NAN};
+    token_of(q, &t);
+    const float *lg = NULL;
+    double tp = sm_time_now();
+    for (size_t done = 0; done < e->np; done += n) {
+        n = e->np - done < L ? e->np - done : L;
+        sm_status st = sm_state_forward_rows(s->state, i, e->tokens + done, n, done, &lg, err);
+        if (st) return st;
+        for (size_t r = 0; r < n && done + r + 1 < e->np && !cancelled(s); r++) {
+            sm_token_logprob(lg + r * s->n_vocab, V, e->tokens[done + r + 1], (size_t)e->top_logprobs, &t);
+            token_of(q, &t);
+        }
+    }
+    sm_state_kv_mark(s->state, i);
+    if (q->q.done) { /* max_tokens 0 */
+        q->q.stats.t_prefill = sm_time_now() - tp;
+        return SM_OK;
+    }
+    return sm_seq_begin(&q->q, lg + (n - 1) * s->n_vocab, sm_time_now() - tp, err);
+}
+
 /* Starts waiting request e in free slot i: its cached prefix loaded, the rest prefilled (in
    the group, or alone now). */
 static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
@@ -405,6 +441,12 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         rst = sm_seq_init(&q->q, s->n_ctx, s->p.tok, &q->smp, e->tokens, e->np, &q->gp, collect, q, &rerr);
     bool ok = rst == SM_OK;
     size_t P = 0;
+    if (ok && e->echo) {
+        rst = echo_prefill(s, q, i, e, &rerr);
+        e->used = false;
+        if (cancelled(s)) return SM_OK; /* never half a request */
+        return settle(s, q, rst, rst ? rerr.msg : NULL, err);
+    }
     if (ok && !q->q.done) { /* its cache gets the prompt: the cached prefix, then the rest */
         sm_prefix_hit h = {0};
         if (s->p.prefix) h = sm_prefix_match(s->p.prefix, e->tokens, e->np);

@@ -41,6 +41,10 @@ typedef struct sm_token_info {
     float top_logprob[SM_TOP_LOGPROBS_MAX];
 } sm_token_info;
 
+/* id's log-probability under logits[0..V) (log-softmax) and the k (at most SM_TOP_LOGPROBS_MAX)
+   likeliest ids with theirs, best first (ties: the lower id first), into *t. */
+void sm_token_logprob(const float *logits, size_t V, int32_t id, size_t k, sm_token_info *t);
+
 typedef struct sm_gen_params {
     size_t max_tokens;          /* tokens to generate at most */
     const volatile int *cancel; /* polled once per token; may be NULL */

@@ -75,6 +75,8 @@ typedef struct sm_state_params {
     sm_dtype kv_type; /* of the KV-cache: SM_DTYPE_F32 (as when zeroed) or SM_DTYPE_F16 */
     bool repack;      /* multiply the matrices sm_model_repack repacked in that layout (kernels
                          must take it: sm_kernels_repack_types) */
+    size_t row_logits; /* sm_state_forward_rows's calls take up to this many tokens, logits for each
+                          (1..max_batch; 0 = 1): rows of logits planned, besides one per sequence */
 } sm_state_params;
 
 typedef struct sm_state_plan {
@@ -125,6 +127,16 @@ sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, s
                                size_t pos, const float **logits, sm_error *err);
 sm_status sm_state_prefill_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
                                size_t pos, const float **logits, sm_error *err);
+
+/*
+** As sm_state_forward_seq, with the logits of every one of the n tokens
+** ((n, n_vocab)), whatever all_logits says: 1 <= n <= sm_state_row_logits.
+** For a prompt's own log-probabilities (an OpenAI "echo").
+*/
+sm_status sm_state_forward_rows(sm_state *s, size_t seq, const int32_t *tokens, size_t n, size_t pos,
+                                const float **logits, sm_error *err);
+/* The most tokens sm_state_forward_rows takes. */
+size_t sm_state_row_logits(const sm_state *s);
 
 /*
 ** A sequence's keys and values by positions, every layer, as bytes (for the

@@ -49,6 +49,10 @@
 
 typedef struct sm_sched sm_sched;
 
+/* The state's row_logits a scheduler's session plans (sm_state_params): the calls of an echo
+   prompt (32 rows of logits: 4 MB at a vocabulary of 32,000, 19 MB at 152,000). */
+#define SM_SCHED_ROW_LOGITS 32
+
 typedef struct sm_sched_request {
     const char *prompt; /* text, tokenized at submit (not kept) */
     size_t prompt_len;
@@ -63,6 +67,11 @@ typedef struct sm_sched_request {
                                  NULL; the caller's, until the request is reported */
     bool logprobs;    /* each token's log-probability (and top_logprobs alternatives) to params.token */
     int top_logprobs;
+    bool echo;        /* with logprobs: the prompt's tokens go to params.token first, each with its
+                         log-probability after the ones before it (the first: NAN, no alternatives;
+                         OpenAI's "echo"). Such a prompt is prefilled alone in calls of up to
+                         sm_state_row_logits tokens; its rows are neither taken from the prefix cache
+                         nor given to it. Even with max_tokens 0. */
     void *tag;     /* the caller's; comes back with the result */
 } sm_sched_request;
 

@@ -208,6 +208,7 @@ smallmind_status sm_face_session_new(smallmind_session **out, smallmind_model *m
     s->sp.n_ctx = p->n_ctx ? p->n_ctx : (size_t)c->n_ctx;
     s->sp.max_batch = max_batch < s->sp.n_ctx ? max_batch : s->sp.n_ctx;
     s->sp.all_logits = l->all_logits;
+    s->sp.row_logits = l->no_sched ? 0 : SM_SCHED_ROW_LOGITS; /* an echo prompt's calls */
     s->sp.n_threads = p->n_threads ? p->n_threads : sm_pool_default_threads();
     s->sp.kernels = k;
     s->sp.n_seq = p->n_parallel ? (size_t)p->n_parallel : 1;

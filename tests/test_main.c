@@ -103,8 +103,9 @@ bool test_rig_open(test_rig *r, const char *name, int nth, const char *kern, boo
         test_fail(__FILE__, __LINE__, "repack %s: %s", path, err.msg);
         return false;
     }
-    r->sp = (sm_state_params){(size_t)c->n_ctx, batch, all, nth, k, nseq, SM_DTYPE_F32,
-                              rt && sm_model_repacked_bytes(r->m) > 0};
+    r->sp = (sm_state_params){.n_ctx = (size_t)c->n_ctx, .max_batch = batch, .all_logits = all, .n_threads = nth,
+                              .kernels = k, .n_seq = nseq, .kv_type = SM_DTYPE_F32,
+                              .repack = rt && sm_model_repacked_bytes(r->m) > 0, .row_logits = 5};
     sm_state_plan plan;
     if (sm_state_plan_bytes(r->m, &r->sp, &plan, &err) || sm_pool_create(&r->pool, nth) ||
         sm_arena_init(&r->arena, plan.total) || sm_state_init(&r->s, r->m, &r->sp, r->pool, &r->arena, &err)) {

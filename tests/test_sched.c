@@ -6,6 +6,7 @@
 ** same prompt alone; every request is reported once; cancelling stops the
 ** reports.
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,15 @@ typedef struct {
     sm_gen_stats stats;
 } outcome;
 
+/* The token callback's record of a request (the echo test). */
+typedef struct {
+    sm_token_info t[320];
+    size_t n;
+} tok_log;
+
 typedef struct {
     outcome out[NPFX];
+    tok_log *toks; /* (4) the first requests' tokens, or NULL */
     int total;
     volatile int cancel;
     int cancel_after; /* set cancel once this many reports came (0: never) */
@@ -54,6 +62,12 @@ static sm_status on_done(void *user, const sm_sched_result *r, sm_error *err) {
     o->n_truncated = r->n_truncated;
     if (b->cancel_after && b->total == b->cancel_after) b->cancel = 1;
     return SM_OK;
+}
+
+static void on_token(void *user, void *tag, const sm_token_info *t) {
+    book *b = user;
+    size_t i = (size_t)((outcome *)tag - b->out);
+    if (b->toks && i < 4 && b->toks[i].n < 320) b->toks[i].t[b->toks[i].n++] = *t;
 }
 
 static int collect(void *user, const char *text, size_t len) {
@@ -123,7 +137,7 @@ static bool alone(rig *r, const req_spec *q, outcome *o) {
 
 /* A scheduler on r's state; with a prefix cache of cache_bytes (0: none). */
 static sm_sched *sched_open_cached(rig *r, book *b, sm_arena *a, size_t cache_bytes, sm_prefix **pc) {
-    sm_sched_params p = {.tok = &r->tok, .cancel = &b->cancel, .done = on_done, .user = b};
+    sm_sched_params p = {.tok = &r->tok, .cancel = &b->cancel, .done = on_done, .token = on_token, .user = b};
     sm_arena meas;
     sm_arena_measure(&meas);
     sm_sched *s = NULL;
@@ -437,4 +451,116 @@ void test_sched_shared_rows_survive_other_writers(void) {
     sm_arena_free(&a);
     rig_close(&many);
     free(b);
+}
+
+/* Requests q[0..n) with echo[i] top_logprobs (-1: a plain request), run as run_all does. */
+static bool run_echo(sm_sched *s, const req_spec *q, const int *echo, size_t n, book *b) {
+    const char *stops[4][1] = {{NULL}, {NULL}, {NULL}, {NULL}};
+    sm_error err = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        sm_sched_request rq = request(&q[i], stops[i], &b->out[i]);
+        rq.logprobs = rq.echo = echo[i] >= 0, rq.top_logprobs = echo[i] < 0 ? 0 : echo[i];
+        if (sm_sched_submit(s, &rq, &err)) return test_fail(__FILE__, __LINE__, "submit: %s", err.msg), false;
+    }
+    for (size_t steps = 0; sm_sched_busy(s); steps++)
+        if (sm_sched_step(s, &err) || steps > 10000)
+            return test_fail(__FILE__, __LINE__, "step: %s", err.msg), false;
+    return true;
+}
+
+/*
+** Echo (OpenAI's prompt log-probabilities): a prompt of 90 tokens through
+** a scheduler whose state gives 5 rows of logits a call, beside plain
+** requests sharing its prefix, with a prefix cache: its first token comes
+** with NAN, each other's log-probability and best 3 match the logits after
+** the tokens before it fed one at a time (sm_state_forward, the decode
+** path: its own log-softmax in double) within 1e-4 (f32; 2e-2 for q4_0,
+** whose prefill and decode products differ a little); the tokens it then
+** generates follow; max_tokens 0
+** gives the prompt's alone (the same bits); the plain requests give what
+** they give alone; and the echo request alone on one slot gives the same
+** bits as beside the others.
+*/
+void test_sched_echo_logprobs(void) {
+    const char *ks[9];
+    size_t nk = test_kernel_specs(ks, 9);
+    const char *models[] = {"seed", "seedq4"};
+    for (size_t mi = 0; mi < 2; mi++)
+        for (size_t ki = 0; ki < nk; ki++) {
+            rig one;
+            if (!rig_open(&one, models[mi], 1, ks[ki], 1)) return;
+            req_spec q[4] = {{long_prompt, 6, 0, 0, 1, NULL, false}, {"Hello, world", 10, 0.8f, 0, 2, NULL, false},
+                             {long_prompt, 0, 0, 0, 3, NULL, false}, {long_prompt, 8, 0, 0, 4, NULL, false}};
+            const int echo[4] = {3, -1, 2, -1};
+            int32_t ids[128];
+            size_t n = 0, nt = 0, V = (size_t)one.tok.n_vocab;
+            sm_error err = {{0}};
+            CHECK(sm_prompt_encode(&one.tok, long_prompt, strlen(long_prompt), one.base.sp.n_ctx, 0, false, ids, &n,
+                                   &nt, &err) == SM_OK && n > 20 && n < 128);
+            sm_token_info *ref = calloc(n, sizeof *ref);
+            float *lsm = calloc(n * V, sizeof *lsm); /* row i: the log-softmax before token i */
+            outcome *plain = calloc(4, sizeof *plain);
+            book *b = calloc(1, sizeof *b), *b1 = calloc(1, sizeof *b1);
+            tok_log *tl = calloc(4, sizeof *tl), *tl1 = calloc(4, sizeof *tl1);
+            CHECK(ref && lsm && plain && b && b1 && tl && tl1);
+            for (size_t i = 0; i + 1 < n; i++) {
+                const float *lg;
+                CHECK(sm_state_forward(one.base.s, &ids[i], 1, i, &lg, &err) == SM_OK);
+                sm_token_logprob(lg, V, ids[i + 1], 3, &ref[i + 1]);
+                double mx = lg[0], sum = 0;
+                for (size_t v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+                for (size_t v = 0; v < V; v++) sum += exp((double)lg[v] - mx);
+                for (size_t v = 0; v < V; v++) lsm[(i + 1) * V + v] = (float)((double)lg[v] - mx - log(sum));
+            }
+            CHECK(alone(&one, &q[1], &plain[1]) && alone(&one, &q[3], &plain[3]));
+            rig_close(&one);
+            rig many;
+            if (!rig_open(&many, models[mi], 2, ks[ki], 3)) return;
+            sm_arena a;
+            sm_prefix *pc;
+            b->toks = tl;
+            sm_sched *s = sched_open_cached(&many, b, &a, (size_t)4 << 20, &pc);
+            if (!s || !run_echo(s, q, echo, 4, b)) return;
+            sm_arena_free(&a);
+            rig_close(&many);
+            const tok_log *e = &tl[0];
+            CHECKF(e->n == n + b->out[0].stats.n_generated && b->out[0].stats.n_generated == 6 &&
+                       e->t[0].id == ids[0] && isnan(e->t[0].logprob) && e->t[0].n_top == 0,
+                   "%s/%s: %zu tokens reported for %zu + %zu", models[mi], ks[ki], e->n, n,
+                   b->out[0].stats.n_generated);
+            /* each value within tol of the reference's for its id, and the k-th best within 2 tol of the
+               reference's k-th best (quantized products: the prefill's and a decode step's differ a little) */
+            float tol = mi ? 2e-2f : 1e-4f, d = 0;
+            size_t worst = 0;
+            for (size_t i = 1; i < n && e->n >= n; i++) {
+                const float *row = lsm + i * V;
+                float di = e->t[i].id == ids[i] && e->t[i].n_top == 3 ? fabsf(e->t[i].logprob - row[ids[i]]) : INFINITY;
+                for (size_t k = 0; k < e->t[i].n_top && di <= tol; k++) {
+                    float dk = fabsf(e->t[i].top_logprob[k] - row[e->t[i].top_id[k]]);
+                    if (row[e->t[i].top_id[k]] < ref[i].top_logprob[k] - 2 * tol) dk = INFINITY;
+                    if (dk > di) di = dk;
+                }
+                if (!(di <= d)) d = di, worst = i;
+            }
+            CHECKF(d <= tol, "%s/%s: prompt token %zu: logprob %g vs %g one at a time (off by %g)", models[mi], ks[ki],
+                   worst, (double)e->t[worst].logprob, (double)lsm[worst * V + (size_t)ids[worst]], (double)d);
+            bool same_bits = tl[2].n == n && b->out[2].stats.n_generated == 0 && b->out[2].reports == 1;
+            for (size_t i = 1; same_bits && i < n; i++) same_bits = tl[2].t[i].logprob == e->t[i].logprob;
+            CHECKF(same_bits, "%s/%s: max_tokens 0: %zu tokens, not the same log-probabilities", models[mi], ks[ki],
+                   tl[2].n);
+            CHECKF(same(&b->out[1], &plain[1]) && same(&b->out[3], &plain[3]),
+                   "%s/%s: a plain request beside an echo differs from alone", models[mi], ks[ki]);
+            /* alone on one slot */
+            rig lone;
+            if (!rig_open(&lone, models[mi], 1, ks[ki], 1)) return;
+            b1->toks = tl1;
+            s = sched_open_cached(&lone, b1, &a, 0, &pc);
+            if (!s || !run_echo(s, q, echo, 1, b1)) return;
+            sm_arena_free(&a);
+            rig_close(&lone);
+            CHECKF(same(&b1->out[0], &b->out[0]) && tl1[0].n == e->n &&
+                       memcmp(tl1[0].t, e->t, e->n * sizeof *e->t) == 0,
+                   "%s/%s: the echo request alone differs from beside others", models[mi], ks[ki]);
+            free(ref), free(lsm), free(plain), free(b), free(b1), free(tl), free(tl1);
+        }
 }

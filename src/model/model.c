@@ -255,6 +255,11 @@ static size_t n_seq(const sm_state_params *p) {
     return p->n_seq ? p->n_seq : 1;
 }
 
+/* The most tokens a call of sm_state_forward_rows takes (row_logits within 1..max_batch). */
+static size_t row_logits(const sm_state_params *p) {
+    size_t r = p->row_logits < p->max_batch ? p->row_logits : p->max_batch;
+    return r ? r : 1;
+}
 
 /* Whether any block matrix of m is of a quantized type. */
 static bool quantized_blocks(const sm_model *m) {
@@ -275,7 +280,7 @@ static sm_state *carve(sm_arena *a, const sm_model *m, const sm_state_params *p,
     size_t C = (size_t)c->n_embd, V = (size_t)c->n_vocab, F = (size_t)c->n_ff;
     size_t Q = m->q_dim, W = m->q_dim + 2 * m->kv_dim;
     bool llama = c->arch == SM_ARCH_LLAMA;
-    size_t logit_rows = p->all_logits ? B : S;
+    size_t logit_rows = p->all_logits ? B : row_logits(p) > S ? row_logits(p) : S;
     size_t mark = a->used;
     sm_state *s = sm_arena_alloc(a, 1, sizeof *s);
     size_t t0 = a->used;
@@ -516,6 +521,28 @@ sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, s
     if (st) return st;
     s->runs[0] = (sm_run){.start = 0, .len = n, .seq = seq, .pos = pos};
     return launch(s, tokens, n, 1, n, s->p.all_logits, logits, err);
+}
+
+sm_status sm_state_forward_rows(sm_state *s, size_t seq, const int32_t *tokens, size_t n, size_t pos,
+                                const float **logits, sm_error *err) {
+    size_t R = sm_state_row_logits(s);
+    if (seq >= n_seq(&s->p))
+        return sm_error_set(err, SM_ERR_INPUT, "forward: sequence %zu, the state has %zu", seq,
+                            n_seq(&s->p));
+    if (n < 1 || n > R)
+        return sm_error_set(err, SM_ERR_INPUT, "forward: %zu tokens with logits each, the state holds 1..%zu",
+                            n, R);
+    if (pos > s->p.n_ctx || n > s->p.n_ctx - pos)
+        return sm_error_set(err, SM_ERR_INPUT, "forward: positions %zu..%zu exceed the context of %zu",
+                            pos, pos + n - 1, s->p.n_ctx);
+    sm_status st = check_tokens(s, tokens, n, err);
+    if (st) return st;
+    s->runs[0] = (sm_run){.start = 0, .len = n, .seq = seq, .pos = pos};
+    return launch(s, tokens, n, 1, n, true, logits, err);
+}
+
+size_t sm_state_row_logits(const sm_state *s) {
+    return row_logits(&s->p);
 }
 
 sm_status sm_state_forward(sm_state *s, const int32_t *tokens, size_t n, size_t pos,
