@@ -268,7 +268,8 @@ sm_status sm_oai_parse_body(const cJSON *body, sm_rec_kind kind, char *buf, size
         } else if (chat && strcmp(k, "parallel_tool_calls") == 0) {
             if (!cJSON_IsBool(v) && !is_null(v)) return field_error(rec, err, k, "must be true or false");
         } else if (!chat && strcmp(k, "echo") == 0) {
-            if (!is_null(v) && !cJSON_IsFalse(v)) return field_error(rec, err, k, "is not supported (only false)");
+            if (!is_null(v) && !cJSON_IsBool(v)) return field_error(rec, err, k, "must be true or false");
+            rec->echo = cJSON_IsTrue(v);
         } else if (!chat && strcmp(k, "best_of") == 0) {
             if (!is_null(v) && (sm_rec_whole(v, k, 1, 1, &x, err)))
                 return field_error(rec, err, k, "must be 1");

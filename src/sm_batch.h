@@ -65,6 +65,8 @@ typedef struct sm_batch_record {
     char model[SM_REC_MODEL_MAX]; /* the body's "model" ("" if none) */
     bool stream, include_usage;   /* "stream", "stream_options": {"include_usage"} */
     int top_logprobs;             /* -1: no log-probabilities asked; else how many alternatives */
+    bool echo;                    /* completions' "echo": the prompt before the text (and its tokens'
+                                     log-probabilities before the text's) */
     unsigned n_choices;           /* "n": completions of each prompt (0 or 1: one) */
     struct cJSON *prompts;        /* /v1/completions' "prompt" when it is not one string (owned): a list of
                                      strings, a list of token ids (one prompt) or a list of such lists;

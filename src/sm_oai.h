@@ -16,12 +16,15 @@
 ** number 0..5), "response_format" ({"type": "text"}, {"type":
 ** "json_object"} or {"type": "json_schema", "json_schema": {"name",
 ** "schema", "strict", "description"}}: rec->gkind/gtext), and llama.cpp's extensions "top_k", "min_p", "repeat_penalty",
-** "repeat_last_n". Accepted and ignored (they do not change the text):
-** "user", "metadata", "store", "service_tier"; "echo": false, "best_of": 1,
+** "repeat_last_n", and completions' "echo" (rec->echo: the prompt's text
+** before each choice's, and with "logprobs" its tokens before the text's,
+** the first with null, as OpenAI's legacy completions give them; max_tokens
+** may be 0). Accepted and ignored (they do not change the text):
+** "user", "metadata", "store", "service_tier"; "best_of": 1,
 ** "suffix": null and "parallel_tool_calls" with no tools.
 ** Any other field is refused as OpenAI refuses it ("Unrecognized request
 ** argument supplied: X"), and a field we cannot honour ("tools",
-** "echo": true) is refused naming it: the text is
+** "best_of" > 1) is refused naming it: the text is
 ** never silently different from what was asked.
 */
 #ifndef SM_OAI_H

@@ -38,7 +38,7 @@ async function one(c) {
       if (ev.usage) usage = ev.usage;
       for (const ch of ev.choices) {
         if (!by.has(ch.index)) by.set(ch.index, { index: ch.index, text: "", finish_reason: null, role: null,
-                                                  logprobs: [], finishes: 0 });
+                                                  logprobs: [], token_logprobs: [], finishes: 0 });
         const o = by.get(ch.index);
         if (c.op === "chat") {
           if (ch.delta.role) o.role = ch.delta.role;
@@ -47,6 +47,7 @@ async function one(c) {
         } else {
           o.text += ch.text;
           if (ch.logprobs && ch.logprobs.tokens) o.logprobs.push(...ch.logprobs.tokens);
+          if (ch.logprobs && ch.logprobs.token_logprobs) o.token_logprobs.push(...ch.logprobs.token_logprobs);
         }
         if (ch.finish_reason) o.finish_reason = ch.finish_reason, o.finishes++;
       }

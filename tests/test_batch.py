@@ -122,6 +122,7 @@ def main():
         formats(sm, M, tmp, tpl, gen, alone)
         choices(gen, alone, tpl)
         logprobs(a.bin, model, gen, tpl)
+        echo(a.bin, model, gen)
         errors_and_formats(sm, M, tmp, gen)
         resume(sm, M, tmp, gen)
         duplicates(sm, M, tmp, gen)
@@ -298,6 +299,71 @@ def choices(gen, alone, tpl):
                "a token beyond the vocabulary, a prompt past the context: the line's 400", json.dumps(errs)[:300])
 
 
+def log_softmax(np, bindir, model, ctx, V):
+    """NumPy's float64 log-softmax of the model's logits (tests/tools/dump_logits) after each of ctx's tokens."""
+    d = subprocess.run([os.path.join(bindir, "dump_logits"), model, "auto", "1", "batch",
+                        ",".join(map(str, ctx))], capture_output=True)
+    z = np.frombuffer(d.stdout, dtype=np.float32).reshape(len(ctx), V).astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def echo(bindir, model, gen):
+    """Completions lines with "echo": the prompt's text before the choice's; with logprobs, the prompt's tokens
+    first (the first null, each other's log-probability and top alternatives against NumPy's log-softmax of
+    dump_logits at the position before it), across several of the scheduler's echo calls (32 rows each); with
+    max_tokens 0 (scoring a text, as lm-eval-harness does) and with a greedy completion after it, which is the
+    one the same line gives without echo; token-id prompts echoed as their text."""
+    try:
+        import numpy as np
+    except ImportError:
+        report(False, "echo in batch lines: no NumPy for this Python (make test installs python3-numpy)")
+        return
+    prompt = "And God said, Let there be light: and there was light. And God saw the light, that it was good."
+    line = lambda cid, body: json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/completions",
+                                         "body": dict({"prompt": prompt, "temperature": 0}, **body)})
+    lines = [line("plain", {"max_tokens": 6}), line("score", {"max_tokens": 0, "echo": True, "logprobs": 2}),
+             line("gen", {"max_tokens": 6, "echo": True, "logprobs": 1}),
+             line("ids", {"prompt": [list(b"Hello"), list(b"And")], "max_tokens": 3, "echo": True}),
+             line("again", {"max_tokens": 6})]
+    p = gen("--batch", "-", "--parallel", "3", inp=("\n".join(lines) + "\n").encode())
+    recs = {r["custom_id"]: r["response"]["body"] for r in loads(p.stdout)}
+    first = lambda cid: ((recs.get(cid) or {}).get("choices") or [{}])[0]
+    ids = list(prompt.encode())
+    ls = log_softmax(np, bindir, model, ids, 256)  # the default model: a token's id is its byte
+    bad = []
+    plain = first("plain").get("text")
+    for cid, k, n_gen in (("score", 2, 0), ("gen", 1, 6)):
+        c = first(cid)
+        lp = c.get("logprobs") or {}
+        toks, lps, tops = lp.get("tokens", []), lp.get("token_logprobs", []), lp.get("top_logprobs", [])
+        if c.get("text") != prompt + ("" if cid == "score" else plain or "?") or \
+                len(toks) != len(ids) + n_gen or len(lps) != len(toks) or len(tops) != len(toks):
+            bad.append(f"{cid}: text {c.get('text')!r}, {len(toks)} tokens")
+            continue
+        if [t.encode("latin-1")[0] for t in toks[:len(ids)]] != ids or lps[0] is not None or tops[0] is not None:
+            bad.append(f"{cid}: the prompt's tokens {toks[:4]} {lps[:2]} {tops[:2]}")
+        for i in range(1, len(ids)):
+            row = ls[i - 1]
+            best = [int(j) for j in np.argsort(-row, kind="stable")[:k]]
+            got = sorted(((t.encode("latin-1")[0], v) for t, v in tops[i].items()), key=lambda e: -e[1])
+            if abs(lps[i] - row[ids[i]]) > 2e-3 or [b for b, _ in got] != best or \
+                    any(abs(v - row[b]) > 2e-3 for b, v in got):
+                bad.append(f"{cid}: prompt token {i}: {lps[i]} vs {row[ids[i]]:.6g}, top {got} vs {best}")
+                break
+        if cid == "score" and (c.get("finish_reason") != "length" or
+                               (recs["score"].get("usage") or {}).get("completion_tokens") != 0):
+            bad.append(f"score: {c.get('finish_reason')}, usage {recs['score'].get('usage')}")
+    texts = [c.get("text") for c in (recs.get("ids") or {}).get("choices", [])]
+    if len(texts) != 2 or not texts[0].startswith("Hello") or not texts[1].startswith("And") or \
+            any(len(t) < 4 for t in texts) or (recs["ids"]["choices"][0].get("logprobs", 0) is not None):
+        bad.append(f"ids: {texts}")
+    report(p.returncode == 0 and len(recs) == 5 and not bad and first("again").get("text") == plain,
+           "OpenAI completions lines with echo: prompt text first; its tokens' log-probabilities (first null) = "
+           "NumPy's log-softmax of dump_logits over 3 calls; max_tokens 0; the completion as without echo; "
+           "token prompts echoed as text", "; ".join(bad)[:400] or p.stderr[-300:])
+
+
 def logprobs(bindir, model, gen, tpl):
     """OpenAI lines with logprobs: each choice's tokens, their log-probabilities and the best alternatives
     against NumPy's log-softmax of the model's logits (tests/tools/dump_logits) at each position of the prompt
@@ -320,12 +386,8 @@ def logprobs(bindir, model, gen, tpl):
     recs = {r["custom_id"]: r["response"]["body"] for r in loads(p.stdout)}
     V = 256  # the default model's byte vocabulary: a token's id is its byte, no BOS
 
-    def ref(ctx):  # log-softmax of the logits after each of ctx's tokens
-        d = subprocess.run([os.path.join(bindir, "dump_logits"), model, "auto", "1", "batch",
-                            ",".join(map(str, ctx))], capture_output=True)
-        z = np.frombuffer(d.stdout, dtype=np.float32).reshape(len(ctx), V).astype(np.float64)
-        z = z - z.max(axis=1, keepdims=True)
-        return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    def ref(ctx):
+        return log_softmax(np, bindir, model, ctx, V)
 
     def check(ctx, toks, lps, tops, k):  # toks: byte strings chosen after ctx; tops: [[(bytes, lp)]]
         ids = [t[0] for t in toks]

@@ -139,6 +139,7 @@ def main():
             if have_client:
                 client(sm, model, tpl, s, node, npm_dir, tmp)
                 choices(sm, model, tpl, s, node, npm_dir)
+                echo(sm, model, s, node, npm_dir)
                 stories = os.path.join(a.shared, "models", "stories260K")
                 if os.path.exists(os.path.join(stories, "stories260K.bin")):
                     client_stories(sm, stories, node, npm_dir, tmp)
@@ -289,6 +290,51 @@ def choices(sm, model, tpl, s, node, npm_dir):
            "after it the server runs on: nothing left in its slots, seed 12 alone = choice 1 of seed 11")
 
 
+def echo(sm, model, s, node, npm_dir):
+    """Completions with "echo" through the openai client: the prompt's text before the choice's, and with logprobs
+    its tokens first (the first null), each log-probability against NumPy's log-softmax of dump_logits; max_tokens
+    0 (scoring); streamed, the chunks' text and tokens together are prompt + the greedy completion."""
+    try:
+        import numpy as np
+    except ImportError:
+        report(False, "echo: no NumPy for this Python (make test installs python3-numpy)")
+        return
+    prompt = "And God said, Let there be light: and there was light. And God saw the light."
+    base = {"model": "smallmind-default", "prompt": prompt, "temperature": 0, "echo": True}
+    calls = [{"op": "completion", "stream": False, "params": dict(base, max_tokens=0, logprobs=1)},
+             {"op": "completion", "stream": True, "params": dict(base, max_tokens=12, logprobs=0)},
+             {"op": "completion", "stream": False, "params": dict(base, max_tokens=12, n=2)}]
+    out, err = node_calls(node, npm_dir, s.port, calls)
+    if len(out) != len(calls):
+        report(False, "the openai client ran every echo call", err[-300:])
+        return
+    ids = list(prompt.encode())  # the default model: a token's id is its byte, no BOS
+    d = subprocess.run([os.path.join(os.path.dirname(sm), "dump_logits"), model, "auto", "1", "batch",
+                        ",".join(map(str, ids))], capture_output=True)
+    z = np.frombuffer(d.stdout, dtype=np.float32).reshape(len(ids), 256).astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    ls = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    lp = out[0].get("logprobs") or {}
+    lps, tops = lp.get("token_logprobs") or [], lp.get("top_logprobs") or []
+    ok = (out[0].get("text") == prompt and "".join(lp.get("tokens") or []) == prompt and len(lps) == len(ids) and
+          len(tops) == len(ids) and lps[0] is None and tops[0] is None and out[0].get("finish_reason") == "length" and
+          (out[0].get("usage") or {}).get("completion_tokens") == 0)
+    worst = max((abs(lps[i] - ls[i - 1][ids[i]]) for i in range(1, len(ids))), default=1) if ok else 1
+    best = all(list(tops[i]) == [chr(int(np.argmax(ls[i - 1])))] for i in range(1, len(ids))) if ok else False
+    report(ok and worst < 2e-3 and best, "openai client: echo with max_tokens 0 and logprobs 1: the prompt's text and "
+           "tokens, the first null, each log-probability and best alternative = NumPy's log-softmax of dump_logits",
+           f"worst {worst}; " + json.dumps(out[0])[:300])
+    want = twin(sm, model, prompt, "-n", "12", "--temp", "0").get("text")
+    st = out[1]
+    tl = ((st.get("choices") or [{}])[0]).get("token_logprobs") or [0]
+    report(st.get("text") == prompt + want and "".join(st.get("logprobs") or []) == st.get("text") and
+           tl[0] is None and len(tl) == len(ids) + 12 and all(x <= 0 for x in tl[1:]),
+           "openai client: streamed echo with logprobs: chunks' text and tokens = the prompt + generate's completion",
+           json.dumps(st)[:300])
+    report([c.get("text") for c in out[2].get("choices") or []] == [prompt + want] * 2,
+           "openai client: echo with n 2: each choice's text after the prompt's", json.dumps(out[2])[:300])
+
+
 def client_stories(sm, stories, node, npm_dir, tmp):
     """stories260K (a real llama2.c model, its SentencePiece tokenizer) through the client."""
     tok = os.path.join(stories, "tok512.bin")
@@ -388,7 +434,8 @@ HOSTILE = [
     ("POST", "/v1/completions", b'{"prompt": [{"a": 1}]}', 400),
     ("POST", "/v1/completions", b'{"prompt": ' + json.dumps(["a"] * 100).encode() + b', "n": 21}', 400),
     ("POST", "/v1/completions", b'{}', 400),
-    ("POST", "/v1/completions", b'{"prompt": "x", "echo": true}', 400),
+    ("POST", "/v1/completions", b'{"prompt": "x", "echo": 1}', 400),
+    ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "echo": true}', 400),
     ("POST", "/v1/completions", b'{"prompt": "x", "logprobs": 9}', 400),
     ("POST", "/v1/completions", b'{"prompt": "x", "seed": 1.5}', 400),
     ("POST", "/v1/completions", b'{"prompt": "x", "stream_options": {"include_usage": true}}', 400),

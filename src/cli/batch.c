@@ -38,6 +38,8 @@ typedef struct {
     sm_token_info *toks; /* logprobs: its tokens' log-probabilities (n_tok of cap_tok) */
     size_t n_tok, cap_tok;
     bool no_room;  /* a token's entry could not be kept (out of memory) */
+    char *pre;     /* "echo": its prompt's text (pre_len bytes), taken at submit */
+    size_t pre_len;
 } chosen;
 
 /* A record in flight: what its result line needs besides the result. */
@@ -55,6 +57,7 @@ struct pending {
     cli_oai_choice *out; /* their results, kept until the last is done (several only) */
     size_t n_ch, n, n_sub, n_done; /* submitted; done */
     bool logprobs;      /* OpenAI "logprobs": its choices' tokens with their log-probabilities */
+    bool echo;          /* OpenAI "echo": each choice's text after its prompt's (its tokens too) */
     char *why;          /* the first of several to fail: why (its kind) */
     sm_status why_st;
     double t_queue;
@@ -170,6 +173,7 @@ static bool format_record(batch *b, const pending *p, const char *msg, sm_status
                 if (res) {
                     const chosen *c = res->tag;
                     one.stats = res->stats, one.toks = c->toks, one.n_tok = c->n_tok;
+                    one.pre = c->pre, one.pre_len = c->pre_len;
                 }
                 cli_oai_result r = {.kind = p->kind, .id_suffix = suffix, .model = b->model_name,
                                     .created = b->created, .ch = res ? &one : p->out,
@@ -202,7 +206,7 @@ static void write_one(batch *b, ready *r) {
 /* Frees what p holds for its choices. */
 static void release(pending *p) {
     for (size_t i = 0; p->out && i < p->n_ch; i++) free((char *)p->out[i].text);
-    for (size_t i = 0; p->ch && i < p->n_ch; i++) free(p->ch[i].toks);
+    for (size_t i = 0; p->ch && i < p->n_ch; i++) free(p->ch[i].toks), free(p->ch[i].pre);
     free(p->in), free(p->ids), free(p->ch), free(p->out), free(p->why);
     p->in = NULL, p->ids = NULL, p->ch = NULL, p->out = NULL, p->why = NULL;
 }
@@ -240,7 +244,7 @@ static sm_status on_done(void *user, const sm_sched_result *res, sm_error *err) 
             memcpy(t, res->text, res->len);
             t[res->len] = '\0';
             p->out[c->i] = (cli_oai_choice){.text = t, .len = res->len, .stats = res->stats, .toks = c->toks,
-                                            .n_tok = c->n_tok};
+                                            .n_tok = c->n_tok, .pre = c->pre, .pre_len = c->pre_len};
         }
         if (p->n_done < p->n_ch || p->n_sub < p->n_ch) return SM_OK;
         res = NULL;
@@ -314,8 +318,11 @@ static int more(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec)
                                                                            : (size_t)o->max_tokens,
                                 .sampling = rec->sampling, .truncate = o->truncate, .grammar = p->grammar,
                                 .logprobs = p->logprobs, .top_logprobs = p->logprobs ? rec->top_logprobs : 0,
+                                .echo = rec->echo,
                                 .tag = c};
         req.sampling.seed = in->seed;
+        if (p->echo && !(c->pre = cli_oai_echo_text(b->tok, in, &c->pre_len)))
+            return cli_data_error("out of memory for a record");
         if (p->logprobs && !cli_toks_reserve(&c->toks, &c->cap_tok, req.max_tokens < r->ls->sp.n_ctx
                                                                            ? req.max_tokens : r->ls->sp.n_ctx))
             return cli_data_error("out of memory for log-probabilities");
@@ -351,7 +358,7 @@ static int submit(batch *b, cli_runner *r, pending *p, sm_batch_record *rec, con
         snprintf(p->param, sizeof p->param, "stream");
         why = "\"stream\": true is not supported in a batch";
     }
-    p->logprobs = rec->top_logprobs >= 0; /* (OpenAI records alone set it) */
+    p->logprobs = rec->top_logprobs >= 0, p->echo = rec->echo; /* (OpenAI records alone set them) */
     if (!why) {
         sm_status st = sm_oai_choices(rec, r->lm->tok.n_vocab, &p->in, &p->n_ch, &p->n, &p->ids, &err);
         if (!st && (!(p->ch = calloc(p->n_ch, sizeof *p->ch)) || !(p->out = calloc(p->n_ch, sizeof *p->out))))

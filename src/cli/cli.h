@@ -26,6 +26,7 @@
 #include "sm_chat.h"
 #include "sm_generate.h"
 #include "sm_model.h"
+#include "sm_oai.h"
 #include "sm_sampler.h"
 #include "sm_sched.h"
 #include "sm_source.h"
@@ -292,6 +293,8 @@ bool cli_toks_push(sm_token_info **a, size_t *n, size_t *cap, const sm_token_inf
 void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const sm_token_info *t, size_t from, size_t to);
 
 typedef struct {
+    const char *pre;           /* "echo": the prompt's text, written before text (pre_len bytes), or NULL */
+    size_t pre_len;
     const char *text;
     size_t len;
     sm_gen_stats stats;
@@ -315,6 +318,10 @@ typedef struct cli_oai_result {
    every choice's completion; and its "usage" object (no separator). */
 void cli_oai_usage_add(sm_gen_stats *sum, const sm_gen_stats *gs, bool first);
 void cli_oai_usage(FILE *f, const sm_gen_stats *sum);
+/* The text of a completion's prompt for "echo" (a string as given; token ids decoded as a whole text,
+   as /detokenize does but without the space sentencepiece prefixed), NUL-ended, malloc'd (*len bytes);
+   NULL: out of memory. */
+char *cli_oai_echo_text(const sm_tokenizer *tok, const sm_oai_choice *in, size_t *len);
 /* A chat.completion or text_completion object (no newline). */
 void cli_oai_body(FILE *f, const cli_oai_result *r);
 /* {"error": {"message", "type", "param", "code"}}; param and code may be NULL. */

@@ -5,6 +5,7 @@
 */
 #include "cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +41,22 @@ bool cli_toks_push(sm_token_info **a, size_t *n, size_t *cap, const sm_token_inf
     return true;
 }
 
+/* A log-probability: null where there is none (an echoed prompt's first token), and OpenAI's -9999 for
+   a token the model rules out (a logit of -inf). */
+static void logprob_num(FILE *f, float x) {
+    if (isnan(x)) fputs("null", f);
+    else fprintf(f, "%.6g", isinf(x) ? -9999.0 : (double)x);
+}
+
 /* chat's {"token", "logprob", "bytes"} of one id (without the closing brace). */
 static void chat_entry(FILE *f, const sm_tokenizer *tok, int32_t id, float logprob) {
     const char *p;
     size_t n;
     fputs("{\"token\": ", f);
     piece_str(f, tok, id, &p, &n);
-    fprintf(f, ", \"logprob\": %.6g, \"bytes\": [", (double)logprob);
+    fputs(", \"logprob\": ", f);
+    logprob_num(f, logprob);
+    fputs(", \"bytes\": [", f);
     for (size_t b = 0; b < n; b++) fprintf(f, "%s%u", b ? ", " : "", (unsigned char)p[b]);
     fputc(']', f);
 }
@@ -76,18 +86,42 @@ void cli_oai_logprobs(FILE *f, const sm_tokenizer *tok, bool chat, const sm_toke
         piece_str(f, tok, t[i].id, &p, &n);
     }
     fputs("], \"token_logprobs\": [", f);
-    for (size_t i = from; i < to; i++) fprintf(f, "%s%.6g", i > from ? ", " : "", (double)t[i].logprob);
+    for (size_t i = from; i < to; i++) {
+        if (i > from) fputs(", ", f);
+        logprob_num(f, t[i].logprob);
+    }
     fputs("], \"top_logprobs\": [", f);
     for (size_t i = from; i < to; i++) {
-        fputs(i > from ? ", {" : "{", f);
+        if (i > from) fputs(", ", f);
+        if (isnan(t[i].logprob)) { /* an echoed prompt's first token: nothing before it */
+            fputs("null", f);
+            continue;
+        }
+        fputc('{', f);
         for (size_t k = 0; k < t[i].n_top; k++) {
             if (k) fputs(", ", f);
             piece_str(f, tok, t[i].top_id[k], &p, &n);
-            fprintf(f, ": %.6g", (double)t[i].top_logprob[k]);
+            fputs(": ", f);
+            logprob_num(f, t[i].top_logprob[k]);
         }
         fputc('}', f);
     }
     fputs("]}", f);
+}
+
+char *cli_oai_echo_text(const sm_tokenizer *tok, const sm_oai_choice *in, size_t *len) {
+    char *t = NULL;
+    size_t cap = 0;
+    if (!in->ids) {
+        if (!(t = malloc(in->prompt_len + 1))) return NULL;
+        memcpy(t, in->prompt, in->prompt_len);
+        *len = in->prompt_len;
+    } else if (!cli_decode(tok, tok->bos, in->ids, in->n_ids, &t, &cap, len) || !sm_grow((void **)&t, &cap, *len + 1, 1)) {
+        free(t);
+        return NULL;
+    }
+    t[*len] = '\0';
+    return t;
 }
 
 void cli_oai_usage_add(sm_gen_stats *sum, const sm_gen_stats *gs, bool first) {
@@ -116,6 +150,7 @@ void cli_oai_body(FILE *f, const cli_oai_result *r) {
         fprintf(f, "%s{\"index\": %zu, ", i ? ", " : "", i);
         if (chat) fputs("\"message\": {\"role\": \"assistant\", \"content\": \"", f);
         else fputs("\"text\": \"", f);
+        if (c->pre) cli_json_string(f, (const unsigned char *)c->pre, c->pre_len); /* "echo" */
         cli_json_string(f, (const unsigned char *)c->text, c->len);
         fprintf(f, "\"%s, \"logprobs\": ", chat ? ", \"refusal\": null}" : "");
         if (r->logprobs) cli_oai_logprobs(f, r->tok, chat, c->toks, 0, c->n_tok);

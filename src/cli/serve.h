@@ -39,6 +39,8 @@ typedef struct {
     size_t len, cap, sent;
     sm_token_info *tokens; /* logprobs: the sampled tokens so far (n_tok, cap_tok), n_tok_sent sent */
     size_t n_tok, cap_tok, n_tok_sent;
+    char *pre;             /* "echo" with logprobs: the prompt's text, added when its first token comes */
+    size_t pre_len;
     bool done, started, finish_sent; /* streamed: the role (chat) and the finish sent */
     bool in_sched;         /* submitted, not yet done (the worker's own) */
     sm_gen_stats stats;

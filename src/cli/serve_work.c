@@ -13,6 +13,7 @@
 */
 #include "serve.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ void sreq_release(sreq *q) {
     pthread_mutex_unlock(&q->mu);
     if (!last) return;
     sm_batch_record_free(&q->rec);
-    for (size_t i = 0; q->ch && i < q->n_ch; i++) free(q->ch[i].text), free(q->ch[i].tokens);
+    for (size_t i = 0; q->ch && i < q->n_ch; i++) free(q->ch[i].text), free(q->ch[i].tokens), free(q->ch[i].pre);
     free(q->ch), free(q->ids), free(q->prompt_buf);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
@@ -68,11 +69,8 @@ int serve_choices(const server *s, sreq *q, char *msg, size_t cap) {
 
 /* ---- the scheduler's callbacks (the worker's thread) */
 
-void serve_on_piece(void *user, void *tag, const char *text, size_t len) {
-    (void)user;
-    schoice *c = tag;
-    sreq *q = c->q;
-    pthread_mutex_lock(&q->mu);
+/* Appends text to c's (q->mu held). */
+static void text_add(schoice *c, const char *text, size_t len) {
     if (c->len + len + 1 > c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 1024;
         while (cap < c->len + len + 1) cap *= 2;
@@ -84,6 +82,14 @@ void serve_on_piece(void *user, void *tag, const char *text, size_t len) {
         c->len += len;
         c->text[c->len] = '\0';
     }
+}
+
+void serve_on_piece(void *user, void *tag, const char *text, size_t len) {
+    (void)user;
+    schoice *c = tag;
+    sreq *q = c->q;
+    pthread_mutex_lock(&q->mu);
+    text_add(c, text, len);
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
@@ -93,6 +99,11 @@ void serve_on_token(void *user, void *tag, const sm_token_info *t) {
     schoice *c = tag;
     sreq *q = c->q;
     pthread_mutex_lock(&q->mu);
+    if (c->pre && isnan(t->logprob)) { /* an echoed prompt's first token: its text goes out with its tokens */
+        text_add(c, c->pre, c->pre_len);
+        free(c->pre);
+        c->pre = NULL;
+    }
     (void)cli_toks_push(&c->tokens, &c->n_tok, &c->cap_tok, t); /* (out of memory: the token's entry is left out) */
     pthread_mutex_unlock(&q->mu);
 }
@@ -242,6 +253,20 @@ static void submit(server *s, sreq *q) {
     req.sampling.seed = c->in.seed;
     if (q->logprobs) /* (out of memory: serve_on_token tries again as tokens come) */
         (void)cli_toks_reserve(&c->tokens, &c->cap_tok, req.max_tokens);
+    if (rec->echo) { /* the prompt's text first: now, or with its tokens (logprobs) */
+        size_t n;
+        char *pre = cli_oai_echo_text(&r->lm->tok, &c->in, &n);
+        if (!pre) {
+            choice_done(s, c, "out of memory", 500, NULL);
+            return;
+        }
+        pthread_mutex_lock(&q->mu);
+        if (q->logprobs) c->pre = pre, c->pre_len = n;
+        else text_add(c, pre, n);
+        pthread_mutex_unlock(&q->mu);
+        if (!q->logprobs) free(pre);
+        req.echo = true;
+    }
     const char *stops[SM_STOP_MAX];
     req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : s->o->n_stop;
     for (size_t i = 0; i < req.n_stop; i++) stops[i] = rec->set & SM_REC_STOP ? rec->stop[i] : s->o->stop[i];
