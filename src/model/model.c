@@ -506,39 +506,33 @@ static sm_status launch(sm_state *s, const int32_t *tokens, size_t n, size_t n_r
     return SM_OK;
 }
 
-sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
-                               size_t pos, const float **logits, sm_error *err) {
+/* One run of n tokens of sequence seq from pos, checked (at most `most` tokens), with the logits of
+   every row or of the last. */
+static sm_status one_run(sm_state *s, size_t seq, const int32_t *tokens, size_t n, size_t pos, size_t most,
+                         bool every_row, const float **logits, sm_error *err) {
     if (seq >= n_seq(&s->p))
         return sm_error_set(err, SM_ERR_INPUT, "forward: sequence %zu, the state has %zu", seq,
                             n_seq(&s->p));
-    if (n < 1 || n > s->p.max_batch)
-        return sm_error_set(err, SM_ERR_INPUT, "forward: %zu tokens, batch holds 1..%zu", n,
-                            s->p.max_batch);
+    if (n < 1 || n > most)
+        return sm_error_set(err, SM_ERR_INPUT, "forward: %zu tokens%s, the state takes 1..%zu", n,
+                            every_row && !s->p.all_logits ? " with logits each" : "", most);
     if (pos > s->p.n_ctx || n > s->p.n_ctx - pos)
         return sm_error_set(err, SM_ERR_INPUT, "forward: positions %zu..%zu exceed the context of %zu",
                             pos, pos + n - 1, s->p.n_ctx);
     sm_status st = check_tokens(s, tokens, n, err);
     if (st) return st;
     s->runs[0] = (sm_run){.start = 0, .len = n, .seq = seq, .pos = pos};
-    return launch(s, tokens, n, 1, n, s->p.all_logits, logits, err);
+    return launch(s, tokens, n, 1, n, every_row, logits, err);
+}
+
+sm_status sm_state_forward_seq(sm_state *s, size_t seq, const int32_t *tokens, size_t n,
+                               size_t pos, const float **logits, sm_error *err) {
+    return one_run(s, seq, tokens, n, pos, s->p.max_batch, s->p.all_logits, logits, err);
 }
 
 sm_status sm_state_forward_rows(sm_state *s, size_t seq, const int32_t *tokens, size_t n, size_t pos,
                                 const float **logits, sm_error *err) {
-    size_t R = sm_state_row_logits(s);
-    if (seq >= n_seq(&s->p))
-        return sm_error_set(err, SM_ERR_INPUT, "forward: sequence %zu, the state has %zu", seq,
-                            n_seq(&s->p));
-    if (n < 1 || n > R)
-        return sm_error_set(err, SM_ERR_INPUT, "forward: %zu tokens with logits each, the state holds 1..%zu",
-                            n, R);
-    if (pos > s->p.n_ctx || n > s->p.n_ctx - pos)
-        return sm_error_set(err, SM_ERR_INPUT, "forward: positions %zu..%zu exceed the context of %zu",
-                            pos, pos + n - 1, s->p.n_ctx);
-    sm_status st = check_tokens(s, tokens, n, err);
-    if (st) return st;
-    s->runs[0] = (sm_run){.start = 0, .len = n, .seq = seq, .pos = pos};
-    return launch(s, tokens, n, 1, n, true, logits, err);
+    return one_run(s, seq, tokens, n, pos, sm_state_row_logits(s), true, logits, err);
 }
 
 size_t sm_state_row_logits(const sm_state *s) {
