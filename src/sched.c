@@ -373,6 +373,13 @@ static bool group_exact(const sm_sched *s, size_t P, size_t n) {
     return n - P >= 4 && n - P <= s->max_batch - s->rows && (last <= P || n - last >= 4);
 }
 
+/* The memory of the positions e may fill in slot i's cache, now rather than a block at a time as it
+   decodes. */
+static void kv_reserve(sm_sched *s, size_t i, const entry *e) {
+    size_t room = e->np < s->n_ctx ? s->n_ctx - e->np : 0;
+    sm_state_kv_reserve(s->state, i, e->np + (e->max_tokens < room ? e->max_tokens : room));
+}
+
 /*
 ** Prefills e's prompt in slot i (whose cache nobody else reads any more) for
 ** its own log-probabilities: calls of up to sm_state_row_logits tokens, from
@@ -380,12 +387,10 @@ static bool group_exact(const sm_sched *s, size_t P, size_t n) {
 ** token callback; then, unless max_tokens is 0, the first token is sampled.
 */
 static sm_status echo_prefill(sm_sched *s, slot *q, size_t i, const entry *e, sm_error *err) {
-    hand_over(s, i, 0);
-    sm_state_kv_share(s->state, i, i, 0);
+    place_prefix(s, i, e, 0); /* nothing reused: readers of its cache move, it reads none */
     q->n_held = 0;
     sm_state_kv_mark(s->state, i);
-    size_t room = e->np < s->n_ctx ? s->n_ctx - e->np : 0;
-    sm_state_kv_reserve(s->state, i, e->np + (e->max_tokens < room ? e->max_tokens : room));
+    kv_reserve(s, i, e);
     size_t L = sm_state_row_logits(s->state), V = (size_t)s->p.tok->n_vocab, n = 0;
     sm_token_info t = {.id = e->tokens[0], .logprob = NAN};
     token_of(q, &t);
@@ -456,9 +461,7 @@ static sm_status admit(sm_sched *s, entry *e, size_t i, sm_error *err) {
         memcpy(q->held, e->tokens, e->np * sizeof *e->tokens);
         q->n_held = P;
         sm_state_kv_mark(s->state, i); /* what it holds now: later writes below P are others' */
-        /* the memory of the positions it may fill, now rather than a block at a time as it decodes */
-        size_t room = e->np < s->n_ctx ? s->n_ctx - e->np : 0;
-        sm_state_kv_reserve(s->state, i, e->np + (e->max_tokens < room ? e->max_tokens : room));
+        kv_reserve(s, i, e);
     }
     q->q.stats.n_reused = P;
     if (ok && !q->q.done && s->p.prefix && e->np / SM_PREFIX_BLOCK * SM_PREFIX_BLOCK > P &&

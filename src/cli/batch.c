@@ -323,8 +323,8 @@ static int more(batch *b, cli_runner *r, pending *p, const sm_batch_record *rec)
         req.sampling.seed = in->seed;
         if (p->echo && !(c->pre = cli_oai_echo_text(b->tok, in, &c->pre_len)))
             return cli_data_error("out of memory for a record");
-        if (p->logprobs && !cli_toks_reserve(&c->toks, &c->cap_tok, req.max_tokens < r->ls->sp.n_ctx
-                                                                           ? req.max_tokens : r->ls->sp.n_ctx))
+        if (p->logprobs &&
+            !cli_toks_reserve(&c->toks, &c->cap_tok, cli_toks_room(in, p->echo, req.max_tokens, r->ls->sp.n_ctx)))
             return cli_data_error("out of memory for log-probabilities");
         const char *stops[SM_STOP_MAX];
         req.n_stop = rec->set & SM_REC_STOP ? rec->n_stop : o->n_stop;

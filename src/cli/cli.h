@@ -287,6 +287,9 @@ int cli_resume_scan(const char *path, cli_keys *done, size_t *n_lines, size_t *n
    room for max_tokens of them taken at submit (false: out of memory), so none allocates while the
    choice decodes; t appended (the room doubled should it fill; false: out of memory, nothing added). */
 bool cli_toks_reserve(sm_token_info **a, size_t *cap, size_t max_tokens);
+/* The room for a choice's tokens: max_tokens, and with echo its prompt's, within n_ctx (all a choice
+   can have, so cli_toks_push never grows it). */
+size_t cli_toks_room(const sm_oai_choice *in, bool echo, size_t max_tokens, size_t n_ctx);
 bool cli_toks_push(sm_token_info **a, size_t *n, size_t *cap, const sm_token_info *t);
 /* The "logprobs" object of tokens t[from, to): chat's {"content": [{token, logprob, bytes,
    top_logprobs}]}, completions' {"tokens", "token_logprobs", "top_logprobs"} lists. */

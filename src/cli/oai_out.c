@@ -35,6 +35,12 @@ bool cli_toks_reserve(sm_token_info **a, size_t *cap, size_t max_tokens) {
     return true;
 }
 
+size_t cli_toks_room(const sm_oai_choice *in, bool echo, size_t max_tokens, size_t n_ctx) {
+    /* a prompt is at most a token per byte, plus the specials and the space encode may add */
+    size_t np = !echo ? 0 : in->ids ? in->n_ids : in->prompt_len + 3, n = max_tokens + np;
+    return n < n_ctx && n >= max_tokens ? n : n_ctx;
+}
+
 bool cli_toks_push(sm_token_info **a, size_t *n, size_t *cap, const sm_token_info *t) {
     if (*n == *cap && !cli_toks_reserve(a, cap, *cap ? *cap * 2 : 64)) return false;
     (*a)[(*n)++] = *t;

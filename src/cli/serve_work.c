@@ -252,7 +252,7 @@ static void submit(server *s, sreq *q) {
                             .tag = c};
     req.sampling.seed = c->in.seed;
     if (q->logprobs) /* (out of memory: serve_on_token tries again as tokens come) */
-        (void)cli_toks_reserve(&c->tokens, &c->cap_tok, req.max_tokens);
+        (void)cli_toks_reserve(&c->tokens, &c->cap_tok, cli_toks_room(&c->in, rec->echo, req.max_tokens, room));
     if (rec->echo) { /* the prompt's text first: now, or with its tokens (logprobs) */
         size_t n;
         char *pre = cli_oai_echo_text(&r->lm->tok, &c->in, &n);
