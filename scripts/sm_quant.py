@@ -9,12 +9,22 @@ description (docs/model-format.md), independent of the C code.
 Types (32 weights per block, f16 scale d first):
     q8_0  d, 32 x int8 q                       w = d * q
     q4_0  d, 16 bytes: byte j = q[j] | q[j+16] << 4, w = d * (q - 8)
+    q4_1  d, m, nibbles as q4_0's, w = d * q + m
+    q5_0  d, qh (u32: bit j = q[j]'s fifth bit), nibbles, w = d * (q - 16)
+    q5_1  d, m, qh, nibbles, w = d * q + m
+    iq4_nl d, nibbles as q4_0's, w = d * IQ4NL[q] (GGUF's table of 16 levels)
 Super-blocks of 256 weights (the "k" types):
     q4_k  d, dmin (f16), 12 bytes of 6-bit scales/mins, 128 bytes of nibbles;
           sub-block j (32 weights): w = (d sc_j) q - (dmin m_j)
     q5_k  the same with 32 bytes of fifth bits (qh) before the nibbles
     q6_k  ql (128), qh (64), int8 scales (16), d (f16) last;
           sub-block j (16 weights): w = d sc_j (q - 32)
+    q2_k  scales (16 bytes: scale | min << 4), qs (64), d, dmin (f16) last;
+          sub-block j (16 weights): w = d sc_j q - dmin m_j, q 2 bits
+    q3_k  hmask (32), qs (64), 12 bytes of 6-bit scales, d (f16) last;
+          sub-block j: w = d (sc_j - 32) (q - 4), q 3 bits (the third from hmask)
+    In q2_k and q3_k weight 128 h + 32 k + l has its low bits at bits 2k, 2k+1
+    of qs[32 h + l], q3_k's third at bit 4h + k of hmask[l].
 """
 try:
     import numpy as np
@@ -22,7 +32,10 @@ except ImportError:  # sizes (BLOCK, row_bytes) work without NumPy; the rest nee
     np = None
 
 BLOCK = {"q8_0": (32, 34), "q4_0": (32, 18),  # weights per block, bytes per block
-         "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}
+         "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24),
+         "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
+         "q2_k": (256, 84), "q3_k": (256, 110), "iq4_nl": (32, 18)}
+IQ4NL = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
 
 
 def row_bytes(qtype, n):
@@ -45,9 +58,39 @@ def _k4_scales(s):
     return np.concatenate([lo_sc, hi_sc], axis=1), np.concatenate([lo_m, hi_m], axis=1)
 
 
+def _k3_scales(s):
+    """(blocks, 12) q3_k scale bytes -> the 16 stored 6-bit scales (blocks, 16), int32."""
+    s = s.astype(np.int32)
+    low = np.concatenate([s[:, 0:8] & 15, s[:, 0:8] >> 4], axis=1)
+    high = np.concatenate([(s[:, 8:12] >> (2 * g)) & 3 for g in range(4)], axis=1)
+    return low | (high << 4)
+
+
+def _low2(qs):
+    """(blocks, 64) bytes of 2-bit levels -> (blocks, 256): weight 128 h + 32 k + l at bits 2k of
+    byte 32 h + l."""
+    qs = qs.reshape(len(qs), 2, 1, 32).astype(np.int32)
+    return ((qs >> (2 * np.arange(4)[None, None, :, None])) & 3).reshape(len(qs), 256)
+
+
 def _dequantize_k(qtype, b):
     """Super-blocks b (blocks, bytes) of a k type -> float32 (blocks, 256)."""
     nb = len(b)
+    if qtype == "q2_k":
+        sc = b[:, 0:16].astype(np.int32)
+        d, dmin = _f16(b[:, 80:82]), _f16(b[:, 82:84])
+        q = _low2(b[:, 16:80]).reshape(nb, 16, 16)
+        ds = (d * (sc & 15).astype(np.float32)).astype(np.float32)  # exact
+        dm = (dmin * (sc >> 4).astype(np.float32)).astype(np.float32)
+        w = ds[:, :, None] * q.astype(np.float32) - dm[:, :, None]
+        return w.astype(np.float32).reshape(nb, 256)
+    if qtype == "q3_k":
+        hm = b[:, 0:32].reshape(nb, 1, 1, 32).astype(np.int32)
+        bit = (hm >> (4 * np.arange(2)[None, :, None, None] + np.arange(4)[None, None, :, None])) & 1
+        q = _low2(b[:, 32:96]) + 4 * bit.reshape(nb, 256) - 4
+        sc = _k3_scales(b[:, 96:108]) - 32
+        d = _f16(b[:, 108:110])
+        return (d * (sc[:, :, None] * q.reshape(nb, 16, 16)).astype(np.float32).reshape(nb, 256)).astype(np.float32)
     if qtype == "q6_k":
         ql, qh = b[:, 0:128].reshape(nb, 2, 64), b[:, 128:192].reshape(nb, 2, 32)
         sc = b[:, 192:208].view(np.int8).astype(np.int32)
@@ -80,6 +123,20 @@ def dequantize(qtype, raw, n):
     if qtype.endswith("_k"):
         return _dequantize_k(qtype, b).reshape(-1)
     d = b[:, :2].copy().view("<f2").astype(np.float32)  # (blocks, 1)
+    if qtype in ("q4_1", "q5_0", "q5_1"):
+        m = _f16(b[:, 2:4]) if qtype != "q5_0" else np.float32(0)
+        nib = b[:, size - 16:]
+        q = np.concatenate([nib & 15, nib >> 4], axis=1).astype(np.int32)
+        if qtype != "q4_1":
+            qh = b[:, size - 20:size - 16].copy().view("<u4").astype(np.int64)  # (blocks, 1)
+            q |= (((qh >> np.arange(32)[None, :]) & 1) << 4).astype(np.int32)
+        if qtype == "q5_0":
+            return (d * (q - 16).astype(np.float32)).astype(np.float32).reshape(-1)
+        return (d * q.astype(np.float32) + m).astype(np.float32).reshape(-1)
+    if qtype == "iq4_nl":
+        nib = b[:, 2:]
+        q = np.array(IQ4NL, dtype=np.float32)[np.concatenate([nib & 15, nib >> 4], axis=1)]
+        return (d * q).astype(np.float32).reshape(-1)
     if qtype == "q8_0":
         q = b[:, 2:].view(np.int8).astype(np.float32)
     else:

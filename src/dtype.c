@@ -13,6 +13,9 @@ static const struct {
     [SM_DTYPE_BF16] = {"bf16", 1, 2}, [SM_DTYPE_Q8_0] = {"q8_0", 32, 34},
     [SM_DTYPE_Q4_0] = {"q4_0", 32, 18},   [SM_DTYPE_Q4_K] = {"q4_k", 256, 144},
     [SM_DTYPE_Q5_K] = {"q5_k", 256, 176}, [SM_DTYPE_Q6_K] = {"q6_k", 256, 210},
+    [SM_DTYPE_Q4_1] = {"q4_1", 32, 20},   [SM_DTYPE_Q5_0] = {"q5_0", 32, 22},
+    [SM_DTYPE_Q5_1] = {"q5_1", 32, 24},   [SM_DTYPE_Q2_K] = {"q2_k", 256, 84},
+    [SM_DTYPE_Q3_K] = {"q3_k", 256, 110}, [SM_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18},
 };
 
 size_t sm_dtype_block(sm_dtype t) {

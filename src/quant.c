@@ -80,6 +80,7 @@ static uint16_t search(int8_t *q, const float *x, const float *cand, int nc, int
 static const float cand_q8[] = {127.0f, -128.0f, 126.5f, -127.5f};
 static const float cand_q4[] = {-8.0f, -8.5f, -8.25f, -7.75f, -7.5f, -7.25f, -7.0f,
                                 7.0f,  7.25f, 7.5f,   -6.75f, -6.5f};
+static const float cand_q5[] = {-16.0f, -16.5f, -16.25f, -15.75f, -15.5f, 15.0f, 15.5f, -15.0f};
 
 /*
 ** The k types. Sub-block scales are found first, as floats, then stored as
@@ -108,9 +109,9 @@ static float asym_levels(uint8_t *L, const float *x, int n, int nmax, float a, f
 ** at 0 where it would turn negative), ranked by that fit's error on those
 ** levels (from the sums, without another pass); the best fit wins.
 */
-static void fit_asym(const float *x, int nmax, float *a_out, float *b_out) {
+static void fit_asym(const float *x, int n, int nmax, float *a_out, float *b_out) {
     float lo = x[0], hi = x[0];
-    for (int i = 1; i < 32; i++) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+    for (int i = 1; i < n; i++) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
     if (lo > 0.0f) lo = 0.0f;
     *a_out = 0.0f, *b_out = -lo;
     if (hi <= lo) return;
@@ -119,28 +120,28 @@ static void fit_asym(const float *x, int nmax, float *a_out, float *b_out) {
     uint8_t L[32];
     for (int t = -5; t <= 5; t++) {
         float a = (hi - lo) / ((float)nmax + 0.2f * (float)t);
-        asym_levels(L, x, 32, nmax, a, -lo);
-        float sq = 0.0f, sqq = 0.0f, sx = 0.0f, sqx = 0.0f;
-        for (int i = 0; i < 32; i++) {
+        asym_levels(L, x, n, nmax, a, -lo);
+        float sq = 0.0f, sqq = 0.0f, sx = 0.0f, sqx = 0.0f, fn = (float)n;
+        for (int i = 0; i < n; i++) {
             sq += L[i], sqq += (float)L[i] * L[i], sx += x[i], sqx += (float)L[i] * x[i];
         }
-        float det = 32.0f * sqq - sq * sq, fa, fb;
+        float det = fn * sqq - sq * sq, fa, fb;
         if (det <= 0.0f) continue;
-        fa = (32.0f * sqx - sq * sx) / det;
+        fa = (fn * sqx - sq * sx) / det;
         fb = (sq * sqx - sqq * sx) / det; /* w = fa q - fb */
         if (fb < 0.0f) fb = 0.0f, fa = sqq > 0.0f ? sqx / sqq : 0.0f;
         if (fa < 0.0f) continue;
         /* sum (fa q - fb - x)^2 less the constant sum x^2 */
-        float e = fa * fa * sqq + 32.0f * fb * fb - 2.0f * fa * sqx + 2.0f * fb * sx - 2.0f * fa * fb * sq;
+        float e = fa * fa * sqq + fn * fb * fb - 2.0f * fa * sqx + 2.0f * fb * sx - 2.0f * fa * fb * sq;
         if (e < best) best = e, *a_out = fa, *b_out = fb;
     }
 }
 
-/* f16 d for values v[n] >= 0 stored as multiples 0..63; the largest maps to 63. */
-static float k_super(const float *v, int n) {
+/* f16 d for values v[n] >= 0 stored as multiples 0..hi; the largest maps to hi. */
+static float k_super(const float *v, int n, int hi) {
     float mx = 0.0f;
     for (int j = 0; j < n; j++) mx = v[j] > mx ? v[j] : mx;
-    return f16_round(mx / 63.0f);
+    return f16_round(mx / (float)hi);
 }
 
 static uint8_t k_mult(float v, float d, int hi) {
@@ -165,8 +166,8 @@ static float k45_error(uint8_t *L, const float *x, int nmax, float d, float dmin
 static bool quant_k45(const float *x, int nmax, uint16_t *dh, uint16_t *dminh, uint8_t *sc,
                       uint8_t *m, uint8_t *L) {
     float a[8], b[8];
-    for (int j = 0; j < 8; j++) fit_asym(x + 32 * j, nmax, &a[j], &b[j]);
-    float d = k_super(a, 8), dmin = k_super(b, 8);
+    for (int j = 0; j < 8; j++) fit_asym(x + 32 * j, 32, nmax, &a[j], &b[j]);
+    float d = k_super(a, 8, 63), dmin = k_super(b, 8, 63);
     *dh = sm_f32_to_f16(d), *dminh = sm_f32_to_f16(dmin);
     if (!isfinite(d) || !isfinite(dmin)) return false; /* weights too large for f16 scales */
     uint8_t t[SM_QK_K];
@@ -198,13 +199,13 @@ static bool quant_k45(const float *x, int nmax, uint16_t *dh, uint16_t *dminh, u
     return true;
 }
 
-/* Squared error of 16 weights on levels -32..31 of w = a q (levels + 32 into L). */
-static float sym_levels(uint8_t *L, const float *x, float a) {
+/* Squared error of 16 weights on levels -z..z-1 of w = a q (levels + z into L): q6_k's z 32, q3_k's 4. */
+static float sym_levels(uint8_t *L, const float *x, float a, int z) {
     float ia = a != 0.0f ? 1.0f / a : 0.0f, err = 0.0f;
     for (int i = 0; i < 16; i++) {
         float v = rne(x[i] * ia);
-        int l = v >= -32.0f ? (v <= 31.0f ? (int)v : 31) : -32; /* NaN: -32 */
-        L[i] = (uint8_t)(l + 32);
+        int l = v >= (float)-z ? (v <= (float)(z - 1) ? (int)v : z - 1) : -z; /* NaN: -z */
+        L[i] = (uint8_t)(l + z);
         float e = a * (float)l - x[i];
         err += e * e;
     }
@@ -220,7 +221,7 @@ static float fit_sym(const float *x) {
     uint8_t L[16];
     for (int t = -6; t <= 6; t++) {
         float a = m / (-32.0f + 0.25f * (float)t);
-        sym_levels(L, x, a);
+        sym_levels(L, x, a, 32);
         float sqq = 0.0f, sqx = 0.0f;
         for (int i = 0; i < 16; i++) {
             float q = (float)L[i] - 32.0f;
@@ -251,12 +252,15 @@ static bool quant_q6k(const float *x, uint16_t *dh, int8_t *sc, uint8_t *L) {
         for (int k = 0; k < 3; k++) { /* s0 first, kept unless a neighbour is better */
             int s1 = s0 + (k == 2 ? 1 : -k);
             if (s1 < -128 || s1 > 127) continue;
-            float e = sym_levels(t, x + 16 * j, d * (float)s1);
+            float e = sym_levels(t, x + 16 * j, d * (float)s1, 32);
             if (k == 0 || e < best) best = e, sc[j] = (int8_t)s1, memcpy(L + 16 * j, t, 16);
         }
     }
     return true;
 }
+
+static bool quant_q2k(const float *x, sm_block_q2_k *o);
+static bool quant_q3k(const float *x, sm_block_q3_k *o);
 
 /* Super-block b of a k type from x (256 weights); false if a weight is NaN or infinite or too large. */
 static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
@@ -266,6 +270,8 @@ static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
             memset(dst, 0, sm_dtype_row_bytes(dt, SM_QK_K));
             return false;
         }
+    if (dt == SM_DTYPE_Q2_K) return quant_q2k(x, dst);
+    if (dt == SM_DTYPE_Q3_K) return quant_q3k(x, dst);
     if (dt == SM_DTYPE_Q6_K) {
         sm_block_q6_k *o = dst;
         if (!quant_q6k(x, &o->d, o->scales, L)) return false;
@@ -296,8 +302,213 @@ static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
     return isfinite(sm_f16_to_f32(o4->d)) && isfinite(sm_f16_to_f32(o4->dmin));
 }
 
+/*
+** q2_k: each 16 weights' scale and offset fitted as q4_k's 32 are (levels 0..3), then stored as
+** 4-bit multiples of the f16 d and dmin, each tried one step either way with its levels re-chosen.
+*/
+static bool quant_q2k(const float *x, sm_block_q2_k *o) {
+    float a[16], b[16];
+    for (int j = 0; j < 16; j++) fit_asym(x + 16 * j, 16, 3, &a[j], &b[j]);
+    float d = k_super(a, 16, 15), dmin = k_super(b, 16, 15);
+    o->d = sm_f32_to_f16(d), o->dmin = sm_f32_to_f16(dmin);
+    if (!isfinite(d) || !isfinite(dmin)) return false;
+    uint8_t L[SM_QK_K], t[16];
+    for (int j = 0; j < 16; j++) {
+        int s0 = k_mult(a[j], d, 15), m0 = k_mult(b[j], dmin, 15);
+        float best = INFINITY;
+        for (int k = 0; k < 9; k++) {
+            int s1 = s0 + (k % 3 == 2 ? 1 : -(k % 3)), m1 = m0 + (k / 3 == 2 ? 1 : -(k / 3));
+            if (s1 < 0 || s1 > 15 || m1 < 0 || m1 > 15) continue;
+            float e = asym_levels(t, x + 16 * j, 16, 3, d * (float)s1, dmin * (float)m1);
+            if (k == 0 || e < best) best = e, o->scales[j] = (uint8_t)(s1 | m1 << 4), memcpy(L + 16 * j, t, 16);
+        }
+    }
+    memset(o->qs, 0, sizeof o->qs);
+    for (int i = 0; i < SM_QK_K; i++) o->qs[32 * (i / 128) + i % 32] |= (uint8_t)(L[i] << 2 * (i % 128 / 32));
+    return true;
+}
+
+/*
+** q3_k: each 16 weights' scale from candidates around m / -4 (m: the value of largest
+** magnitude) refitted by least squares, then stored as 6-bit multiples (-32..31) of the f16 d,
+** each tried one step either way with its levels re-chosen.
+*/
+static bool quant_q3k(const float *x, sm_block_q3_k *o) {
+    float a[16], am = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        float m = 0.0f, best = INFINITY;
+        for (int i = 0; i < 16; i++) m = fabsf(x[16 * j + i]) > fabsf(m) ? x[16 * j + i] : m;
+        a[j] = m / -4.0f;
+        uint8_t L[16];
+        for (int t = -4; t <= 4 && m != 0.0f; t++) {
+            sym_levels(L, x + 16 * j, m / (-4.0f + 0.25f * (float)t), 4);
+            float sqq = 0.0f, sqx = 0.0f;
+            for (int i = 0; i < 16; i++) {
+                float q = (float)L[i] - 4.0f;
+                sqq += q * q, sqx += q * x[16 * j + i];
+            }
+            if (sqq <= 0.0f) continue;
+            float fa = sqx / sqq, e = -fa * sqx;
+            if (e < best) best = e, a[j] = fa;
+        }
+        am = fabsf(a[j]) > fabsf(am) ? a[j] : am;
+    }
+    float d = f16_round(am / -32.0f);
+    o->d = sm_f32_to_f16(d);
+    if (!isfinite(d)) return false;
+    uint8_t L[SM_QK_K], t[16], sc[16];
+    for (int j = 0; j < 16; j++) {
+        float r = d != 0.0f ? rne(a[j] / d) : 0.0f;
+        int s0 = r >= -32.0f ? (r <= 31.0f ? (int)r : 31) : -32;
+        float best = INFINITY;
+        for (int k = 0; k < 3; k++) {
+            int s1 = s0 + (k == 2 ? 1 : -k);
+            if (s1 < -32 || s1 > 31) continue;
+            float e = sym_levels(t, x + 16 * j, d * (float)s1, 4);
+            if (k == 0 || e < best) best = e, sc[j] = (uint8_t)(s1 + 32), memcpy(L + 16 * j, t, 16);
+        }
+    }
+    sm_quant_k3_pack(o->scales, sc);
+    memset(o->qs, 0, sizeof o->qs);
+    memset(o->hmask, 0, sizeof o->hmask);
+    for (int i = 0; i < SM_QK_K; i++) {
+        int h = i / 128, k = i % 128 / 32, l = i % 32;
+        o->qs[32 * h + l] |= (uint8_t)((L[i] & 3) << 2 * k);
+        o->hmask[l] |= (uint8_t)((L[i] >> 2) << (4 * h + k));
+    }
+    return true;
+}
+
+/* Squared error of 32 weights on levels 0..nmax of w = d q + m (f16-rounded d, m), levels into L. */
+static float offset_levels(uint8_t *L, const float *x, int nmax, float d, float m) {
+    float id = d > 0.0f ? 1.0f / d : 0.0f, err = 0.0f;
+    for (int i = 0; i < SM_QK; i++) {
+        float v = rne((x[i] - m) * id);
+        L[i] = (uint8_t)(v >= 0.0f ? (v <= (float)nmax ? (int)v : nmax) : 0);
+        float e = d * (float)L[i] + m - x[i];
+        err += e * e;
+    }
+    return err;
+}
+
+/*
+** q4_1 / q5_1 (levels 0..nmax): first the plain choice, m the block's least value and d its
+** range over nmax (both rounded to f16, the scales the file holds); then steps of the range
+** over nmax - 1 .. nmax + 1 in quarters, each with its levels' least-squares d and m, the
+** least error kept. Levels into L.
+*/
+static bool quant_offset(const float *x, int nmax, uint16_t *dh, uint16_t *mh, uint8_t *L) {
+    float lo = x[0], hi = x[0];
+    for (int i = 0; i < SM_QK; i++) {
+        if (!isfinite(x[i])) return false;
+        lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+    }
+    float m = f16_round(lo), d = f16_round((hi - m) / (float)nmax);
+    if (!isfinite(d) || !isfinite(m)) return false;
+    float best = offset_levels(L, x, nmax, d, m);
+    uint8_t t[SM_QK];
+    for (int k = -4; k <= 4 && hi > lo; k++) {
+        offset_levels(t, x, nmax, (hi - lo) / ((float)nmax + 0.25f * (float)k), lo);
+        float sq = 0.0f, sqq = 0.0f, sx = 0.0f, sqx = 0.0f;
+        for (int i = 0; i < SM_QK; i++) sq += t[i], sqq += (float)t[i] * t[i], sx += x[i], sqx += (float)t[i] * x[i];
+        float det = (float)SM_QK * sqq - sq * sq;
+        if (det <= 0.0f) continue;
+        float fd = f16_round(((float)SM_QK * sqx - sq * sx) / det), fm = f16_round((sqq * sx - sq * sqx) / det);
+        if (!(fd >= 0.0f) || !isfinite(fm)) continue;
+        float e = offset_levels(t, x, nmax, fd, fm);
+        if (e < best) best = e, d = fd, m = fm, memcpy(L, t, SM_QK);
+    }
+    *dh = sm_f32_to_f16(d), *mh = sm_f32_to_f16(m);
+    return true;
+}
+
+/* Squared error of 32 weights on iq4_nl's levels of w = d SM_IQ4NL[q]: each the nearest, into L. */
+static float iq4_levels(uint8_t *L, const float *x, float d) {
+    float id = d != 0.0f ? 1.0f / d : 0.0f, err = 0.0f;
+    for (int i = 0; i < SM_QK; i++) {
+        float v = x[i] * id, be = INFINITY;
+        for (int k = 0; k < 16; k++) {
+            float e = fabsf(v - (float)SM_IQ4NL[k]);
+            if (e < be) be = e, L[i] = (uint8_t)k;
+        }
+        float e = d * (float)SM_IQ4NL[L[i]] - x[i];
+        err += e * e;
+    }
+    return err;
+}
+
+/*
+** iq4_nl: the plain choice d = m / -127 (m the weight of largest magnitude, so it meets the
+** lowest level), then 14 steps around it, each refitted by least squares for its levels, all
+** rounded to f16; the least error kept. Levels into L.
+*/
+static bool quant_iq4nl(const float *x, uint16_t *dh, uint8_t *L) {
+    float m = 0.0f;
+    for (int i = 0; i < SM_QK; i++) {
+        if (!isfinite(x[i])) return false;
+        m = fabsf(x[i]) > fabsf(m) ? x[i] : m;
+    }
+    float d = f16_round(m / -127.0f);
+    if (!isfinite(d)) return false;
+    float best = iq4_levels(L, x, d);
+    uint8_t t[SM_QK];
+    for (int k = -7; k <= 7 && m != 0.0f; k++) {
+        iq4_levels(t, x, m / (-127.0f + (float)k));
+        float skk = 0.0f, skx = 0.0f;
+        for (int i = 0; i < SM_QK; i++) {
+            float q = (float)SM_IQ4NL[t[i]];
+            skk += q * q, skx += q * x[i];
+        }
+        float fd = f16_round(skx / skk), e = iq4_levels(t, x, fd);
+        if (e < best) best = e, d = fd, memcpy(L, t, SM_QK);
+    }
+    *dh = sm_f32_to_f16(d);
+    return true;
+}
+
+/* Block b of a q4_1 / q5_0 / q5_1 / iq4_nl row from x (32 weights); false as sm_quant_quantize says. */
+static bool quantize_small(void *dst, const float *x, sm_dtype dt) {
+    uint8_t L[SM_QK];
+    uint16_t d = 0, m = 0;
+    bool ok;
+    if (dt == SM_DTYPE_IQ4_NL) {
+        ok = quant_iq4nl(x, &d, L);
+    } else if (dt == SM_DTYPE_Q5_0) {
+        int8_t q[SM_QK];
+        d = search(q, x, cand_q5, 8, 0, 31, 16);
+        for (int i = 0; i < SM_QK; i++) L[i] = (uint8_t)(q[i] + 16);
+        ok = isfinite(sm_f16_to_f32(d));
+    } else {
+        ok = quant_offset(x, dt == SM_DTYPE_Q4_1 ? 15 : 31, &d, &m, L);
+    }
+    uint8_t qs[SM_QK / 2], qh[4] = {0, 0, 0, 0};
+    for (int j = 0; j < SM_QK / 2; j++) qs[j] = (uint8_t)((L[j] & 15) | (L[j + 16] & 15) << 4);
+    for (int j = 0; j < SM_QK; j++) qh[j / 8] |= (uint8_t)((L[j] >> 4) << j % 8);
+    if (dt == SM_DTYPE_IQ4_NL) {
+        sm_block_q4_0 *o = dst; /* q4_0's layout */
+        o->d = d, memcpy(o->qs, qs, sizeof qs);
+    } else if (dt == SM_DTYPE_Q4_1) {
+        sm_block_q4_1 *o = dst;
+        o->d = d, o->m = m, memcpy(o->qs, qs, sizeof qs);
+    } else if (dt == SM_DTYPE_Q5_0) {
+        sm_block_q5_0 *o = dst;
+        o->d = d, memcpy(o->qh, qh, 4), memcpy(o->qs, qs, sizeof qs);
+    } else {
+        sm_block_q5_1 *o = dst;
+        o->d = d, o->m = m, memcpy(o->qh, qh, 4), memcpy(o->qs, qs, sizeof qs);
+    }
+    if (!ok) memset(dst, 0, sm_dtype_row_bytes(dt, SM_QK));
+    return ok;
+}
+
 size_t sm_quant_quantize(void *restrict dst, const float *restrict src, sm_dtype dt, size_t n) {
-    if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K) {
+    if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1 || dt == SM_DTYPE_IQ4_NL) {
+        size_t bytes = sm_dtype_row_bytes(dt, SM_QK);
+        for (size_t b = 0; b < n / SM_QK; b++)
+            if (!quantize_small((char *)dst + b * bytes, src + b * SM_QK, dt)) return b;
+        return n / SM_QK;
+    }
+    if (sm_dtype_block(dt) == SM_QK_K) {
         size_t bytes = sm_dtype_row_bytes(dt, SM_QK_K);
         for (size_t b = 0; b < n / SM_QK_K; b++)
             if (!quantize_k((char *)dst + b * bytes, src + b * SM_QK_K, dt)) return b;
@@ -322,10 +533,55 @@ size_t sm_quant_quantize(void *restrict dst, const float *restrict src, sm_dtype
     return n / SM_QK;
 }
 
+/* The levels 0..31 of a q5_0 / q5_1 block: nibbles qs as q4_0's, fifth bits qh. */
+static void q5_levels(int *ws, const uint8_t *qs, const uint8_t *qh4, int z) {
+    uint32_t qh = (uint32_t)qh4[0] | (uint32_t)qh4[1] << 8 | (uint32_t)qh4[2] << 16 | (uint32_t)qh4[3] << 24;
+    for (int j = 0; j < SM_QK / 2; j++) {
+        ws[j] = ((qs[j] & 15) | (int)(qh >> j & 1) << 4) - z;
+        ws[j + SM_QK / 2] = ((qs[j] >> 4) | (int)(qh >> (j + 16) & 1) << 4) - z;
+    }
+}
+
 void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, float *D,
-                         float *M) {
-    *M = 0.0f;
-    if (dt == SM_DTYPE_Q8_0) {
+                         float M[2]) {
+    M[0] = M[1] = 0.0f;
+    if (dt == SM_DTYPE_Q4_1) {
+        const sm_block_q4_1 *x = (const sm_block_q4_1 *)row + b;
+        *D = sm_f16_to_f32(x->d);
+        M[0] = M[1] = -sm_f16_to_f32(x->m);
+        for (int j = 0; j < SM_QK / 2; j++) ws[j] = x->qs[j] & 15, ws[j + SM_QK / 2] = x->qs[j] >> 4;
+    } else if (dt == SM_DTYPE_IQ4_NL) {
+        const sm_block_q4_0 *x = (const sm_block_q4_0 *)row + b; /* q4_0's layout */
+        *D = sm_f16_to_f32(x->d);
+        for (int j = 0; j < SM_QK / 2; j++)
+            ws[j] = SM_IQ4NL[x->qs[j] & 15], ws[j + SM_QK / 2] = SM_IQ4NL[x->qs[j] >> 4];
+    } else if (dt == SM_DTYPE_Q5_0) {
+        const sm_block_q5_0 *x = (const sm_block_q5_0 *)row + b;
+        *D = sm_f16_to_f32(x->d);
+        q5_levels(ws, x->qs, x->qh, 16);
+    } else if (dt == SM_DTYPE_Q5_1) {
+        const sm_block_q5_1 *x = (const sm_block_q5_1 *)row + b;
+        *D = sm_f16_to_f32(x->d);
+        M[0] = M[1] = -sm_f16_to_f32(x->m);
+        q5_levels(ws, x->qs, x->qh, 0);
+    } else if (dt == SM_DTYPE_Q2_K || dt == SM_DTYPE_Q3_K) {
+        const sm_block_q2_k *x2 = (const sm_block_q2_k *)row + b / 8;
+        const sm_block_q3_k *x3 = (const sm_block_q3_k *)row + b / 8;
+        size_t h = b % 8 / 4, k = b % 4, j = b % 8; /* 128-weight half, 32-weight quarter of it */
+        const uint8_t *qs = dt == SM_DTYPE_Q2_K ? x2->qs : x3->qs;
+        uint8_t sc[16];
+        if (dt == SM_DTYPE_Q3_K) sm_quant_k3_scales(x3->scales, sc);
+        *D = sm_f16_to_f32(dt == SM_DTYPE_Q2_K ? x2->d : x3->d);
+        for (size_t l = 0; l < SM_QK; l++) {
+            int q = qs[32 * h + l] >> 2 * k & 3;
+            if (dt == SM_DTYPE_Q2_K)
+                ws[l] = (x2->scales[2 * j + l / 16] & 15) * q;
+            else
+                ws[l] = (sc[2 * j + l / 16] - 32) * (q + (x3->hmask[l] >> (4 * h + k) & 1) * 4 - 4);
+        }
+        if (dt == SM_DTYPE_Q2_K)
+            for (size_t c = 0; c < 2; c++) M[c] = sm_f16_to_f32(x2->dmin) * (float)(x2->scales[2 * j + c] >> 4);
+    } else if (dt == SM_DTYPE_Q8_0) {
         const sm_block_q8_0 *x = (const sm_block_q8_0 *)row + b;
         *D = sm_f16_to_f32(x->d);
         for (int j = 0; j < SM_QK; j++) ws[j] = x->qs[j];
@@ -354,7 +610,7 @@ void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, 
         uint8_t sc[8], m[8];
         sm_quant_k4_scales(hd->scales, sc, m); /* d, dmin, scales: the same offsets in both */
         *D = sm_f16_to_f32(hd->d);
-        *M = sm_f16_to_f32(hd->dmin) * (float)m[j];
+        M[0] = M[1] = sm_f16_to_f32(hd->dmin) * (float)m[j];
         for (size_t l = 0; l < SM_QK; l++) {
             int q = j & 1 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
             if (dt == SM_DTYPE_Q5_K) q += (x5->qh[l] >> j & 1) << 4;
@@ -365,10 +621,10 @@ void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, 
 
 void sm_quant_dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     int ws[SM_QK];
-    float D, M;
+    float D, M[2];
     for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
-        sm_quant_block_ints(ws, src, dt, b, &D, &M);
-        for (int j = 0; j < SM_QK; j++) out[j] = D * (float)ws[j] - M; /* the product exact */
+        sm_quant_block_ints(ws, src, dt, b, &D, M);
+        for (int j = 0; j < SM_QK; j++) out[j] = D * (float)ws[j] - M[j / 16]; /* the product exact */
     }
 }
 
@@ -379,8 +635,12 @@ size_t sm_quant_first_bad(const void *src, sm_dtype dt, size_t n) {
         uint16_t d[2] = {0, 0};
         if (dt == SM_DTYPE_Q6_K) /* d last */
             memcpy(d, x + offsetof(sm_block_q6_k, d), sizeof d[0]);
-        else /* d first, then the k types' dmin */
-            memcpy(d, x, (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K ? 2 : 1) * sizeof d[0]);
+        else if (dt == SM_DTYPE_Q3_K)
+            memcpy(d, x + offsetof(sm_block_q3_k, d), sizeof d[0]);
+        else if (dt == SM_DTYPE_Q2_K) /* d, dmin last */
+            memcpy(d, x + offsetof(sm_block_q2_k, d), sizeof d);
+        else /* d first, then the k types' dmin or q4_1 / q5_1's m */
+            memcpy(d, x, (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1 ? 2 : 1) * sizeof d[0]);
         if (!isfinite(sm_f16_to_f32(d[0])) || !isfinite(sm_f16_to_f32(d[1]))) return b;
     }
     return nb;

@@ -54,7 +54,7 @@ typedef struct sm_convert_info {
     size_t bytes;      /* of model.bin */
     size_t n_kept;     /* matrices left in their source type: rows not whole blocks */
     char kept[128];    /* the first of them */
-    size_t n_q8;       /* k-type matrices written as q8_0: rows not whole 256-weight blocks */
+    size_t n_q8;       /* k-type matrices written in a 32-weight type: rows not whole 256-weight blocks */
     char q8[128];      /* the first of them */
     bool nfc_lost;     /* to GGUF: the tokenizer normalizes to NFC, which the GGUF form cannot say
                           (llama.cpp's pre-tokenizers do not): texts NFC changes may differ */

@@ -22,6 +22,12 @@ typedef enum {
     SM_DTYPE_Q4_K,
     SM_DTYPE_Q5_K,
     SM_DTYPE_Q6_K,
+    SM_DTYPE_Q4_1, /* GGUF's older and smaller types: read and multiplied as they are, */
+    SM_DTYPE_Q5_0, /* never repacked (their prefill dequantizes into the f32 product) */
+    SM_DTYPE_Q5_1,
+    SM_DTYPE_Q2_K,
+    SM_DTYPE_Q3_K,
+    SM_DTYPE_IQ4_NL,
     SM_DTYPE_COUNT, /* the file types end here: never a tensor's type */
     /*
     ** Layouts the kernels make at load (sm_kernels_repack), never in a file:
@@ -69,13 +75,15 @@ static inline bool sm_dtype_quantized(sm_dtype t) {
     return t >= SM_DTYPE_Q8_0 && t < SM_DTYPE_COUNT;
 }
 
-/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0; 256 for the k types
+/* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl; 256 for
+** the k types
 ** (a layout: its base type's; its bytes its own: q4_k_r32's 148 a block). */
 size_t sm_dtype_block(sm_dtype t);
 /* Bytes of n elements of type t (n a multiple of its block). */
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n);
 const char *sm_dtype_name(sm_dtype t);
-/* The dtype named name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"),
+/* The dtype named name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q4_1",
+** "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl"),
 ** or SM_DTYPE_COUNT. */
 sm_dtype sm_dtype_parse(const char *name);
 

@@ -17,6 +17,20 @@
 **         q in 0..63; each 128 weights take 64 bytes of ql and 32 of qh:
 **         weight 32 k + l (k < 4, l < 32) has low bits ql[l + 32 (k & 1)]
 **         (low nibble for k < 2, else high) and bits 2k, 2k + 1 of qh[l]
+**   q4_1  20 bytes: d, m, 16 bytes of nibbles as q4_0's; w = d q + m
+**   q5_0  22 bytes: d, qh (32 bits, little-endian), nibbles as q4_0's; bit
+**         j of qh is weight j's fifth bit (16); w = d (q - 16)
+**   q5_1  24 bytes: d, m, qh, nibbles: q5_0's levels, w = d q + m
+**   iq4_nl 18 bytes: d, nibbles as q4_0's; w = d SM_IQ4NL[q]: 16 levels
+**         spaced more closely near zero
+**   q2_k  84 bytes: sc[16] (a 4-bit scale, the 4-bit min above it), qs[64],
+**         d, dmin. Sub-block j of 16: w = d (sc[j] & 15) q - dmin (sc[j] >> 4)
+**   q3_k  110 bytes: hmask[32], qs[64], 12 bytes of 6-bit scales
+**         (sm_quant_k3_scales), d. Sub-block j of 16: w = d (sc[j] - 32) (q - 4),
+**         q in 0..7: its third bit from hmask
+**         In both, weight 32 k + l of each 128 (k < 4, l < 32) has its two
+**         low bits at bits 2k, 2k + 1 of qs[l + 32 h] (h: which 128), q3_k's
+**         third at bit 4h + k of hmask[l]; its sub-block is 8h + 2k + l / 16
 ** (docs/model-format.md). These are the reference conversions the kernels
 ** are tested against, and the quantizer `convert --dtype` uses.
 */
@@ -62,6 +76,44 @@ typedef struct {
     uint16_t d;
 } sm_block_q6_k;
 
+typedef struct {
+    uint16_t d, m;
+    uint8_t qs[SM_QK / 2];
+} sm_block_q4_1;
+
+/* iq4_nl's levels (GGUF's table): a nibble q stands for SM_IQ4NL[q]. */
+static const int8_t SM_IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[SM_QK / 2];
+} sm_block_q5_0;
+
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[SM_QK / 2];
+} sm_block_q5_1;
+
+typedef struct {
+    uint8_t scales[SM_QK_K / 16];
+    uint8_t qs[SM_QK_K / 4];
+    uint16_t d, dmin;
+} sm_block_q2_k;
+
+typedef struct {
+    uint8_t hmask[SM_QK_K / 8];
+    uint8_t qs[SM_QK_K / 4];
+    uint8_t scales[12];
+    uint16_t d;
+} sm_block_q3_k;
+
+_Static_assert(sizeof(sm_block_q4_1) == 20, "q4_1 block is 20 bytes");
+_Static_assert(sizeof(sm_block_q5_0) == 22, "q5_0 block is 22 bytes");
+_Static_assert(sizeof(sm_block_q5_1) == 24, "q5_1 block is 24 bytes");
+_Static_assert(sizeof(sm_block_q2_k) == 84, "q2_k block is 84 bytes");
+_Static_assert(sizeof(sm_block_q3_k) == 110, "q3_k block is 110 bytes");
 _Static_assert(sizeof(sm_block_q8_0) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(sm_block_q4_0) == 18, "q4_0 block is 18 bytes");
 _Static_assert(sizeof(sm_block_q4_k) == 144, "q4_k block is 144 bytes");
@@ -93,16 +145,40 @@ static inline void sm_quant_k4_pack(uint8_t s[12], const uint8_t sc[8], const ui
 }
 
 /*
+** The 16 6-bit scales of a q3_k block (as stored, 0..63; the scale is less
+** 32) from its 12 bytes: scale j's low 4 bits are byte j's low nibble (j <
+** 8) or byte j - 8's high one, its top 2 bits bits 2 (j / 4), + 1 of byte
+** 8 + j % 4.
+*/
+static inline void sm_quant_k3_scales(const uint8_t s[12], uint8_t sc[16]) {
+    for (int j = 0; j < 16; j++)
+        sc[j] = (uint8_t)((j < 8 ? (s[j] & 15) : (s[j - 8] >> 4)) | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4));
+}
+
+/* The inverse: 12 bytes from sc[16] (each < 64). */
+static inline void sm_quant_k3_pack(uint8_t s[12], const uint8_t sc[16]) {
+    for (int j = 0; j < 12; j++) s[j] = 0;
+    for (int j = 0; j < 16; j++) {
+        s[j % 8] |= (uint8_t)((sc[j] & 15) << (j < 8 ? 0 : 4));
+        s[8 + j % 4] |= (uint8_t)((sc[j] >> 4) << 2 * (j / 4));
+    }
+}
+
+/*
 ** Block b (of 32 weights; the k types' super-blocks are 8 such blocks) of
-** the quantized row at row as w[j] = D ws[j] - M with integers ws: q8_0 q,
-** q4_0 q - 8 (D = d, M = 0); q4_k / q5_k sc q (D = d, M = dmin m of its
-** sub-block); q6_k sc (q - 32) (D = d, M = 0). Every D ws[j] is exact in
-** f32 (at most 24 significant bits), so a weight is rounded once.
+** the quantized row at row as w[j] = D ws[j] - M[j / 16] with integers ws:
+** q8_0 q, q4_0 q - 8, q5_0 q - 16, iq4_nl SM_IQ4NL[q] (D = d, M = 0); q4_1, q5_1 q (D = d, M =
+** -m); q4_k / q5_k sc q (D = d, M = dmin m of its sub-block); q6_k sc (q -
+** 32), q3_k (sc - 32) (q - 4) (D = d, M = 0); q2_k sc q (D = d, M = dmin m
+** of each half's sub-block: the only type whose two halves' M differ).
+** Every D ws[j] is exact in f32 (at most 24 significant bits), so a weight
+** is rounded once.
 */
 void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, float *D,
-                         float *M);
+                         float M[2]);
 
-/* out (n) = the n weights at src (type dt, n a multiple of its block) as f32: D ws - M. */
+/* out (n) = the n weights at src (type dt, n a multiple of its block) as f32: D ws - M (llama.cpp's
+** dequantization's bits). */
 void sm_quant_dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n);
 
 /*
@@ -116,7 +192,7 @@ size_t sm_quant_quantize(void *restrict dst, const float *restrict src, sm_dtype
 
 /*
 ** The first block (of n weights at src) with a NaN or infinite scale (d, or
-** dmin), or n / block if none: a quantized tensor's only non-finite values.
+** dmin, or q4_1 / q5_1's m), or n / block if none: a quantized tensor's only non-finite values.
 */
 size_t sm_quant_first_bad(const void *src, sm_dtype dt, size_t n);
 

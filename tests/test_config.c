@@ -78,7 +78,7 @@ void test_config_errors(void) {
         {"\"gpt2\"", "\"mamba\"", SM_ERR_UNSUPPORTED, "unsupported architecture \"mamba\""},
         {"\"n_head\":2", "\"n_head\":3", SM_ERR_FORMAT, "n_embd (8) is not a multiple of n_head (3)"},
         {"\"n_ctx\":16", "\"n_ctx\":0", SM_ERR_FORMAT, "\"n_ctx\" is 0"},
-        {"\"f32\"", "\"q3_k\"", SM_ERR_UNSUPPORTED, "unknown dtype \"q3_k\""},
+        {"\"f32\"", "\"q7_k\"", SM_ERR_UNSUPPORTED, "unknown dtype \"q7_k\""},
         {"\"offset\":64", "\"offset\":65", SM_ERR_FORMAT, "not 64-byte aligned"},
         {"\"offset\":64", "\"offset\":18446744073709551615", SM_ERR_FORMAT, "a.offset\" is"},
         {"\"m.bin\"", "\"../m.bin\"", SM_ERR_FORMAT, "plain file name"},

@@ -14,7 +14,10 @@
   the architecture (interleaved RoPE pairs, as GGUF's llama stores Q and K)
   on the weights dequantized by scripts/sm_quant.py: the scalar table to
   1e-4 (it computes in f32 on the dequantized weights), the SIMD tables to
-  0.05 (they round activations to 8 bits for quantized weights).
+  0.08 (they round activations to 8 bits for quantized weights; the worst,
+  0.064, is stories260K-pad192-q4_k_m's q5_0 at a token of log-probability
+  -0.52, where the scalar table's decoding path, which rounds activations
+  the same way, gives the same bits' worth: 0.0642).
 - ../shared/models/llamacpp-vocab: `tokenize --no-bos` equals every line of
   llama.cpp's expected ids for each vocabulary (llama-spm, gpt-2, phi-3,
   deepseek-llm, falcon, starcoder: their tokenizer.ggml.pre regex splits).
@@ -154,7 +157,7 @@ def logits_check(torch, np, smbin, path, text, label):
     m = meta(path)
     W = weights(path, np)
     ref = llama_ref if m["general.architecture"] == "llama" else gpt2_ref
-    for kern, tol in (("scalar", 1e-4), ("auto", 0.05)):
+    for kern, tol in (("scalar", 1e-4), ("auto", 0.08)):
         p = run([smbin, "score", "-m", path, "--json", "--kernels", kern, "-f", "-"], text.encode())
         if p.returncode != 0:
             report(False, f"score {label} ({kern})", p.stderr.decode())
@@ -394,6 +397,9 @@ def main():
     gdir = os.path.join(a.shared, "models", "gguf")
     if os.path.isdir(gdir):
         shared_models(smbin, gdir, torch, np)
+        # llama.cpp's files of the types ../shared lacks (q2_k, q3_k, q4_1, q5_0, q5_1), made from
+        # ../shared's llama-rand-256-f16.gguf (tests/fixtures/gguf/README.md)
+        shared_models(smbin, os.path.join(HERE, "fixtures", "gguf"), torch, np)
     else:
         T.skip("llama.cpp's GGUF files", f"{gdir} is absent")
     vdir = os.path.join(a.shared, "models", "llamacpp-vocab")

@@ -17,7 +17,8 @@
 #include "test.h"
 
 static const sm_dtype QT[] = {SM_DTYPE_Q8_0, SM_DTYPE_Q4_0, SM_DTYPE_Q4_K, SM_DTYPE_Q5_K,
-                               SM_DTYPE_Q6_K};
+                               SM_DTYPE_Q6_K, SM_DTYPE_Q4_1, SM_DTYPE_Q5_0, SM_DTYPE_Q5_1,
+                               SM_DTYPE_Q2_K, SM_DTYPE_Q3_K, SM_DTYPE_IQ4_NL};
 #define NQT (sizeof QT / sizeof *QT)
 
 /* N rows of K random weights quantized to dt, and their exact dequantization in deq. */
@@ -34,8 +35,11 @@ static void *rndq(sm_dtype dt, size_t N, size_t K, unsigned long long *s, float 
 /* Random finite f16 scales (some subnormal, some zero) into block b of dt at q. */
 static void rnd_scales(unsigned char *q, sm_dtype dt, size_t b, unsigned long long *s) {
     size_t bb = sm_dtype_row_bytes(dt, sm_dtype_block(dt));
-    size_t off = dt == SM_DTYPE_Q6_K ? offsetof(sm_block_q6_k, d) : 0;
-    int n = dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K ? 2 : 1; /* d, and dmin */
+    size_t off = dt == SM_DTYPE_Q6_K ? offsetof(sm_block_q6_k, d)
+                 : dt == SM_DTYPE_Q3_K ? offsetof(sm_block_q3_k, d)
+                 : dt == SM_DTYPE_Q2_K ? offsetof(sm_block_q2_k, d) : 0;
+    int n = dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q2_K || dt == SM_DTYPE_Q4_1 ||
+            dt == SM_DTYPE_Q5_1 ? 2 : 1; /* d, and dmin or m */
     for (int k = 0; k < n; k++) {
         uint16_t d = sm_f32_to_f16(test_rand(s) * (b % 7 == 0 ? 1e-6f : 0.1f));
         if (b == 5) d = 0;
@@ -86,6 +90,58 @@ static void hand_blocks(void) {
     CHECKF(got[0] == 0.5f * -2 * (17 - 32) && got[64] == 0.5f * 0 * (3 - 32) + 0.0f &&
            got[144] == 0.5f * 3 * (53 - 32) && got[1] == 0.5f * -2 * -32,
            "q6_k reference: %g %g %g %g", got[0], got[64], got[144], got[1]);
+    /* q4_1: d 0.5, m 0.25, w = d q + m; qs[0] 0x2F: weight 0 level 15, weight 16 level 2 */
+    memset(blk, 0, sizeof blk);
+    memcpy(blk, &half, 2), memcpy(blk + 2, &quarter, 2);
+    blk[4] = 0x2F;
+    sm_quant_dequant(got, blk, SM_DTYPE_Q4_1, 32);
+    CHECKF(got[0] == 7.75f && got[16] == 1.25f && got[1] == 0.25f, "q4_1 reference: %g %g %g", got[0], got[16],
+           got[1]);
+    /* q5_0: d 0.5, qh (bytes 2-5) bits 0 and 17, qs (from byte 6) [0] 0x2F: weight 0 level 31,
+       weight 16 level 2, weight 17 level 16, weight 1 level 0; w = d (q - 16) */
+    memset(blk, 0, sizeof blk);
+    memcpy(blk, &half, 2);
+    blk[2] = 0x01, blk[4] = 0x02, blk[6] = 0x2F;
+    sm_quant_dequant(got, blk, SM_DTYPE_Q5_0, 32);
+    CHECKF(got[0] == 7.5f && got[16] == -7.0f && got[17] == 0.0f && got[1] == -8.0f,
+           "q5_0 reference: %g %g %g %g", got[0], got[16], got[17], got[1]);
+    /* q5_1: d 0.5, m 0.25, qh (bytes 4-7) bit 0, qs from byte 8: weight 0 level 31 */
+    memset(blk, 0, sizeof blk);
+    memcpy(blk, &half, 2), memcpy(blk + 2, &quarter, 2);
+    blk[4] = 0x01, blk[8] = 0x0F;
+    sm_quant_dequant(got, blk, SM_DTYPE_Q5_1, 32);
+    CHECKF(got[0] == 15.75f && got[16] == 0.25f, "q5_1 reference: %g %g", got[0], got[16]);
+    /* q2_k: scales at 0 (low nibble the scale, high the min), qs at 16, d 0.5 at 80, dmin 0.25 at
+       82. sub-block 0 (3, 2): weight 0 level 3 (qs[0] bits 0-1); weight 48 (k 1, l 16: sub-block
+       3 (5, 1)) level 2 (qs[16] bits 2-3); weight 192 (h 1, k 2, l 0: sub-block 12 (7, 3)) level 1
+       (qs[32] bits 4-5) */
+    memset(blk, 0, sizeof blk);
+    memcpy(blk + 80, &half, 2), memcpy(blk + 82, &quarter, 2);
+    blk[0] = 3 | 2 << 4, blk[3] = 5 | 1 << 4, blk[12] = 7 | 3 << 4;
+    blk[16] = 3, blk[16 + 16] = 2 << 2, blk[16 + 32] = 1 << 4;
+    sm_quant_dequant(got, blk, SM_DTYPE_Q2_K, 256);
+    CHECKF(got[0] == 4.0f && got[1] == -0.5f && got[48] == 4.75f && got[192] == 2.75f && got[193] == -0.75f,
+           "q2_k reference: %g %g %g %g %g", got[0], got[1], got[48], got[192], got[193]);
+    /* q3_k: hmask at 0, qs at 32, scales at 96, d 0.5 at 108. Scale 0 stored 35 (3: byte 96's low
+       nibble 3, byte 104's bits 0-1 2), scale 13 stored 20 (-12: byte 101's high nibble 4, byte
+       105's bits 6-7 1), the rest 0 (-32). Weight 0: qs bits 2, hmask[0] bit 0 set: level 6;
+       weight 1: level 0; weight 208 (h 1, k 2, l 16: sub-block 13): qs[48] bits 4-5 3, hmask[16]
+       bit 6 clear: level 3; weight 32 (sub-block 2): level 0. w = d (sc - 32) (q - 4) */
+    memset(blk, 0, sizeof blk);
+    memcpy(blk + 108, &half, 2);
+    blk[96] = 3, blk[104] = 2, blk[101] = 4 << 4, blk[105] = 1 << 6;
+    blk[0] = 1, blk[32] = 2, blk[32 + 48] = 3 << 4;
+    sm_quant_dequant(got, blk, SM_DTYPE_Q3_K, 256);
+    CHECKF(got[0] == 3.0f && got[1] == -6.0f && got[208] == 6.0f && got[32] == 64.0f,
+           "q3_k reference: %g %g %g %g", got[0], got[1], got[208], got[32]);
+    /* iq4_nl: d 0.5, q4_0's nibbles looked up in GGUF's table; qs[0] 0x2F: weight 0 level 15
+       (113), weight 16 level 2 (-83), weight 1 level 0 (-127) */
+    memset(blk, 0, sizeof blk);
+    memcpy(blk, &half, 2);
+    blk[2] = 0x2F;
+    sm_quant_dequant(got, blk, SM_DTYPE_IQ4_NL, 32);
+    CHECKF(got[0] == 56.5f && got[16] == -41.5f && got[1] == -63.5f, "iq4_nl reference: %g %g %g", got[0],
+           got[16], got[1]);
 }
 
 /* Random blocks of every byte pattern (finite scales): each dequant is sm_quant_dequant. */
@@ -351,19 +407,39 @@ void test_quant_matmul(void) {
 */
 static double plain_k(const float *x, sm_dtype dt) {
     double err = 0;
-    if (dt == SM_DTYPE_Q6_K) {
+    if (dt == SM_DTYPE_Q2_K) { /* as q4_k's over 16 weights, levels 0..3, 4-bit multiples */
+        float a[16], b[16], amx = 0, bmx = 0;
+        for (int j = 0; j < 16; j++) {
+            float lo = 0, hi = x[16 * j];
+            for (int i = 0; i < 16; i++) lo = fminf(lo, x[16 * j + i]), hi = fmaxf(hi, x[16 * j + i]);
+            a[j] = (hi - lo) / 3, b[j] = -lo, amx = fmaxf(amx, a[j]), bmx = fmaxf(bmx, b[j]);
+        }
+        float d = sm_f16_to_f32(sm_f32_to_f16(amx / 15)), dm = sm_f16_to_f32(sm_f32_to_f16(bmx / 15));
+        for (int j = 0; j < 16; j++) {
+            float sc = d > 0 ? fminf(nearbyintf(a[j] / d), 15) : 0, m = dm > 0 ? fminf(nearbyintf(b[j] / dm), 15) : 0;
+            for (int i = 0; i < 16; i++) {
+                float v = x[16 * j + i];
+                float l = sc > 0 ? fminf(fmaxf(nearbyintf((v + dm * m) / (d * sc)), 0), 3) : 0;
+                err += (v - (d * sc * l - dm * m)) * (v - (d * sc * l - dm * m));
+            }
+        }
+        return err;
+    }
+    if (dt == SM_DTYPE_Q3_K || dt == SM_DTYPE_Q6_K) {
+        /* levels -z..z-1, sub-block scale m / -z, stored as multiples -sh-1..sh of amax / sh */
+        const float z = dt == SM_DTYPE_Q3_K ? 4 : 32, sh = dt == SM_DTYPE_Q3_K ? 31 : 127;
         float a[16], am = 0;
         for (int j = 0; j < 16; j++) {
             float m = 0;
             for (int i = 0; i < 16; i++) m = fabsf(x[16 * j + i]) > fabsf(m) ? x[16 * j + i] : m;
-            a[j] = m / -32;
+            a[j] = m / -z;
             am = fmaxf(am, fabsf(a[j]));
         }
-        float d = sm_f16_to_f32(sm_f32_to_f16(am / 127));
+        float d = sm_f16_to_f32(sm_f32_to_f16(am / sh));
         for (int j = 0; j < 16; j++) {
-            float sc = d > 0 ? fminf(fmaxf(nearbyintf(a[j] / d), -128), 127) : 0;
+            float sc = d > 0 ? fminf(fmaxf(nearbyintf(a[j] / d), -sh - 1), sh) : 0;
             for (int i = 0; i < 16; i++) {
-                float l = sc != 0 ? fminf(fmaxf(nearbyintf(x[16 * j + i] / (d * sc)), -32), 31) : 0;
+                float l = sc != 0 ? fminf(fmaxf(nearbyintf(x[16 * j + i] / (d * sc)), -z), z - 1) : 0;
                 err += (x[16 * j + i] - d * sc * l) * (x[16 * j + i] - d * sc * l);
             }
         }
@@ -416,14 +492,34 @@ void test_quant_quantizer(void) {
                 ep = plain_k(x, dt);
                 CHECKF(eo <= ep * 1.1 + 1e-12, "%s super-block %zu: error %g, plain rounding %g",
                        sm_dtype_name(dt), b, eo, ep);
+            } else if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1) { /* m the least, d the range over nmax */
+                float lo = x[0], hi = x[0], nmax = dt == SM_DTYPE_Q4_1 ? 15 : 31;
+                for (int j = 0; j < SM_QK; j++) lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+                float m = sm_f16_to_f32(sm_f32_to_f16(lo)), d = sm_f16_to_f32(sm_f32_to_f16((hi - m) / nmax));
+                for (int j = 0; j < SM_QK; j++) {
+                    double l = d > 0 ? fmin(fmax(nearbyint((x[j] - m) / d), 0), nmax) : 0;
+                    ep += (x[j] - (l * d + m)) * (x[j] - (l * d + m));
+                }
+            } else if (dt == SM_DTYPE_IQ4_NL) { /* d = m / -127, each weight's nearest level */
+                static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+                float m = 0;
+                for (int j = 0; j < SM_QK; j++)
+                    if (fabsf(x[j]) > fabsf(m)) m = x[j];
+                float d = sm_f16_to_f32(sm_f32_to_f16(m / -127));
+                for (int j = 0; j < SM_QK; j++) {
+                    double be = INFINITY;
+                    for (int k = 0; k < 16; k++) be = fmin(be, fabs(x[j] - (double)(d * (float)kv[k])));
+                    ep += be * be;
+                }
             } else {
                 float m = 0;
                 for (int j = 0; j < SM_QK; j++)
                     if (fabsf(x[j]) > fabsf(m)) m = x[j];
-                float d = sm_f16_to_f32(sm_f32_to_f16(dt == SM_DTYPE_Q8_0 ? fabsf(m) / 127 : m / -8));
+                const int lv = dt == SM_DTYPE_Q5_0 ? 16 : 8; /* q4_0: -8..7, q5_0: -16..15 */
+                float d = sm_f16_to_f32(sm_f32_to_f16(dt == SM_DTYPE_Q8_0 ? fabsf(m) / 127 : m / (float)-lv));
                 for (int j = 0; j < SM_QK; j++) {
                     double l = nearbyint(x[j] / d);
-                    l = dt == SM_DTYPE_Q8_0 ? fmin(fmax(l, -128), 127) : fmin(fmax(l, -8), 7);
+                    l = dt == SM_DTYPE_Q8_0 ? fmin(fmax(l, -128), 127) : fmin(fmax(l, -lv), lv - 1);
                     ep += (x[j] - l * d) * (x[j] - l * d);
                 }
                 CHECKF(eo <= ep * (1 + 1e-5) + 1e-12, "%s block %zu: error %g, plain rounding %g",

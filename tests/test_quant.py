@@ -35,8 +35,11 @@ import sm_gguf  # noqa: E402  (pure Python)
 
 TALLY = Tally("quant")
 report, skip = TALLY.report, TALLY.skip
-QTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k")
-MIXES = ("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k")  # convert --dtype values tested on models
+QTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl")
+# llama.cpp's files of the types ../shared does not hold (made by its llama-quantize from
+# ../shared's llama-rand-256-f16.gguf; tests/fixtures/gguf/README.md says how)
+FIXTURES = os.path.join(HERE, "fixtures", "gguf")
+MIXES = ("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl")  # convert --dtype values tested on models
 
 
 def c_dequant(tool, qtype, path, offset, n, np):
@@ -73,7 +76,7 @@ def check_gguf(tool, shared, np, sm_quant):
     if not files:
         skip("llama.cpp's quantized files", f"{shared}/models/gguf is absent")
         return
-    for path in files:
+    for path in files + sorted(glob.glob(os.path.join(FIXTURES, "*.gguf"))):
         tensors = [t for t in sm_gguf.read(path)[1] if t["type"] in QTYPES]
         if not tensors:
             continue
@@ -122,7 +125,8 @@ def check_layout(shared, np, sm_quant):
         return
     base, ref, orig = found
     worst = {}
-    for path in sorted(glob.glob(os.path.join(base, "llama-rand-256-q*.gguf"))):
+    for path in sorted(glob.glob(os.path.join(base, "llama-rand-256-q*.gguf")) +
+                       glob.glob(os.path.join(FIXTURES, "llama-rand-256-*.gguf"))):
         for t in sm_gguf.read(path)[1]:
             if t["type"] not in LAYOUT_RMS:
                 continue
@@ -194,7 +198,8 @@ def check_quantizer_k(tool, shared, np, sm_quant):
 
 def mix_types(cfg, mix):
     """The type convert --dtype mix gives each tensor of cfg (the rules of sm_convert.h, written
-    again here): vectors and pos_embd f32; the tied embedding at q8_0 (q4_0) or q6_k (k types);
+    again here): vectors and pos_embd f32; the tied embedding at q8_0 (the 32-weight types) or
+    q6_k (k types);
     under q4_k_m / q5_k_m attn_qkv one type up and mlp_down at q6_k on layers i < n/8,
     i >= 7n/8 or (i - n/8) % 3 == 2."""
     n = cfg["n_layer"]
@@ -205,7 +210,7 @@ def mix_types(cfg, mix):
         if len(t["shape"]) == 1 or name == "pos_embd":
             out[name] = "f32"
         elif name == "tok_embd":
-            out[name] = "q8_0" if mix in ("q8_0", "q4_0") else "q6_k"
+            out[name] = "q8_0" if mix in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl") else "q6_k"
         elif mix.endswith("_m") and name.endswith("attn_qkv.weight"):
             out[name] = "q5_k" if base == "q4_k" else "q6_k"
         elif mix.endswith("_m") and name.endswith("mlp_down.weight"):

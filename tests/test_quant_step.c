@@ -28,8 +28,8 @@ static float stated(sm_qx qx, const unsigned char *wrow, sm_dtype dt, size_t K, 
         float acc = 0.0f;
         for (size_t b = b0; b < nb && b < b0 + per; b++) {
             int ws[SM_QK];
-            float D, M;
-            sm_quant_block_ints(ws, wrow, dt, b, &D, &M);
+            float D, M[2];
+            sm_quant_block_ints(ws, wrow, dt, b, &D, M);
             int32_t sum = 0;
             for (int j = 0; j < SM_QK; j++) sum += ws[j] * qx.q[b * SM_QK + (size_t)j];
             acc = fmaf((float)sum * qx.d[b], D, acc);

@@ -36,8 +36,8 @@ int cli_convert(const cli_opts *o) {
                 info.n_kept, info.n_kept == 1 ? "x" : "ces", info.kept);
     if (info.n_q8)
         fprintf(stderr,
-                "smallmind: note: %zu matri%s written as q8_0 (rows not whole 256-weight blocks "
-                "of the k types), e.g. %s\n",
+                "smallmind: note: %zu matri%s written in a 32-weight type as llama-quantize does (rows not "
+                "whole 256-weight blocks of the k types: q4_k as q5_0, q5_k as q5_1, q6_k as q8_0), e.g. %s\n",
                 info.n_q8, info.n_q8 == 1 ? "x" : "ces", info.q8);
     if (info.nfc_lost)
         fprintf(stderr, "smallmind: note: %s's tokenizer normalizes text to NFC, which a GGUF vocabulary "

@@ -84,7 +84,7 @@ bool sm_convert_dtype_parse(const char *name, sm_dtype *dtype, bool *mix_m) {
 }
 
 static bool is_k(sm_dtype dt) {
-    return dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K;
+    return sm_dtype_quantized(dt) && sm_dtype_block(dt) == SM_QK_K;
 }
 
 /* Whether layer i of n gets more bits in the "_m" mixes: the first and last eighth, every third between. */
@@ -102,11 +102,12 @@ static int layer_of(const char *name, const char *what) {
 /*
 ** The type tensor t is written in: vectors f32; matrices the type asked for
 ** with the mixes of sm_convert.h (the output layer, or the token embedding
-** it is tied to, at q8_0 under q4_0 and q6_k under the k types, as
+** it is tied to, at q8_0 under the 32-weight types and q6_k under the k types, as
 ** quantizers keep it at higher precision; the "_m" mixes' Q/K/V and down
 ** projections); GPT-2's position embedding in its source type (it is
-** small); a k-type matrix whose rows are not whole 256-weight blocks at
-** q8_0, and a matrix whose rows are not whole 32-weight blocks in its source
+** small); a k-type matrix whose rows are not whole 256-weight blocks in
+** llama-quantize's type for it (q4_k q5_0, q5_k q5_1, q6_k q8_0, q2_k and
+** q3_k q4_0), and a matrix whose rows are not whole 32-weight blocks in its source
 ** type (f16 if that is quantized), each counted in info.
 */
 static sm_dtype out_dtype(const job *j, const sm_plan_tensor *t, sm_convert_info *info) {
@@ -122,7 +123,7 @@ static sm_dtype out_dtype(const job *j, const sm_plan_tensor *t, sm_convert_info
     if (strcmp(t->name, "pos_embd") == 0) return t->parts[0].dt; /* small; kept as it is */
     bool out = strcmp(t->name, "output.weight") == 0 ||
                (j->pl->cfg.tied_output && strcmp(t->name, "tok_embd") == 0);
-    if (out && dt == SM_DTYPE_Q4_0) dt = SM_DTYPE_Q8_0;
+    if (out && sm_dtype_block(dt) == SM_QK) dt = SM_DTYPE_Q8_0; /* q4_0, q4_1, q5_0, q5_1 */
     if (out && is_k(dt)) dt = SM_DTYPE_Q6_K;
     if (j->mix_m && layer_of(t->name, "attn_qkv.weight") >= 0)
         dt = dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q5_K : SM_DTYPE_Q6_K;
@@ -130,9 +131,10 @@ static sm_dtype out_dtype(const job *j, const sm_plan_tensor *t, sm_convert_info
     if (l < 0) l = layer_of(t->name, "mlp_down.weight");
     if (j->mix_m && l >= 0 && more_bits(l, j->pl->cfg.n_layer)) dt = SM_DTYPE_Q6_K;
     if ((size_t)t->cols % sm_dtype_block(dt) == 0) return dt;
-    if (is_k(dt) && (size_t)t->cols % SM_QK == 0) {
+    if (is_k(dt) && (size_t)t->cols % SM_QK == 0) { /* llama-quantize's fallbacks */
         if (info->n_q8++ == 0) snprintf(info->q8, sizeof info->q8, "%s", t->name);
-        return SM_DTYPE_Q8_0;
+        return dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q5_0 : dt == SM_DTYPE_Q5_K ? SM_DTYPE_Q5_1
+             : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q8_0 : SM_DTYPE_Q4_0;
     }
     if (info->n_kept++ == 0) snprintf(info->kept, sizeof info->kept, "%s", t->name);
     sm_dtype src = t->parts[0].dt;

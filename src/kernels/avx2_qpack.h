@@ -45,6 +45,25 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
         }
         return;
     }
+    if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1 || dt == SM_DTYPE_IQ4_NL) {
+        /* w = D u - M: q4_1 / q5_1 M = -m, q5_0 16 d; iq4_nl's table made unsigned as q8_0's bytes */
+        const size_t bs = sbytes(dt);
+        for (size_t b = 0; b < nbk; b++) {
+            const char *p = (const char *)row + b * bs;
+            uint16_t dh, mh = 0;
+            memcpy(&dh, p, 2);
+            if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1) memcpy(&mh, p + 2, 2);
+            const float d = f16(dh);
+            __m256i u;
+            if (dt == SM_DTYPE_IQ4_NL)
+                u = _mm256_xor_si256(iq4_levels(p), _mm256_set1_epi8((char)0x80)), M[b] = 128.0f * d;
+            else
+                u = small_levels(dt, p), M[b] = dt == SM_DTYPE_Q5_0 ? 16.0f * d : -f16(mh);
+            D[b] = d;
+            _mm256_storeu_si256((__m256i *)(dst + SM_QK * b), u);
+        }
+        return;
+    }
     for (size_t sb = 0; sb < nbk / 8; sb++) {
         __m256i qh;
         __m256 dsc, dm;

@@ -9,8 +9,9 @@
 ** dispatch.c picks one from cpuid. vpmaddubsw multiplies unsigned by signed
 ** bytes with int16 pair sums, so q8_0 weights go in as |w| against x with
 ** w's sign (|w| <= 128: a pair is at most 2 x 128 x 127, no saturation).
-** Levels go in unsigned as they are stored (q4_0's nibbles 0..15; q8_0's
-** bytes made unsigned, w + 128, for vpdpbusd); a zero point z comes off as
+** Levels go in unsigned as they are stored (q4_0's nibbles 0..15, q4_1's,
+** q5_0 / q5_1's 0..31; q8_0's and iq4_nl's signed bytes made unsigned, w +
+** 128, for vpdpbusd); a zero point z comes off as
 ** z d_w times the activation block's scaled sum (sm_qx.xs), once per eight
 ** blocks, or, where the scale changes within a block (q6_k's 16-weight halves),
 ** from each lane's start at z times minus its 4 activations' sum (sm_qx.s).
@@ -41,25 +42,24 @@ static AI __m256 load_head(const float *p, size_t n) {
 }
 
 /*
-** Blocks b0..b0+nbk-1 (nbk <= 8) of a q8_0 / q4_0 row against x rows i < r,
-** even blocks into a0, odd into a1: the f16 scales widened in one
-** instruction and multiplied by the activations' scales in one more; the
-** zero point z (q4_0's 8, q8_0's 128 under vpdpbusd; vpmaddubsw takes
-** q8_0 as |w| against x with w's sign, no zero point) comes off once for
-** the group, as z d_w times xs (d_x sum q), so each block's integer
-** product starts from zero.
+** Blocks b0..b0+nbk-1 (nbk <= 8) of a row of 32-weight blocks (q32) against
+** x rows i < r, even blocks into a0, odd into a1: the f16 scales widened in
+** one instruction and multiplied by the activations' scales in one more;
+** the zero point z (q4_0's 8, q5_0's 16, q8_0 / iq4_nl's 128 under
+** vpdpbusd; vpmaddubsw takes those two as |w| against x with w's sign, no
+** zero point) comes off once for the group as z d_w times xs (d_x sum q),
+** q4_1 / q5_1's offset m goes on as m xs, so each block's integer product
+** starts from zero.
 */
 static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, size_t K,
                       const void *row, size_t b0, size_t nbk) {
-    const size_t nb = K / SM_QK;
-    const bool q8 = dt == SM_DTYPE_Q8_0, zp = !q8 || SM_QFLAVOUR != 0;
-    const size_t bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
+    const size_t nb = K / SM_QK, bs = sbytes(dt);
+    const bool q8 = dt == SM_DTYPE_Q8_0, iq = dt == SM_DTYPE_IQ4_NL, sgn = q8 || iq, zp = !sgn || SM_QFLAVOUR != 0;
+    const bool off = dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1;
     const char *base = (const char *)row + b0 * bs;
-    uint16_t h[8] = {0};
-    for (size_t k = 0; k < nbk; k++) memcpy(&h[k], base + k * bs, sizeof h[k]);
-    __m256 dw = _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
-                                              (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
-    __m256 dz = _mm256_mul_ps(dw, _mm256_set1_ps(q8 ? 128.0f : 8.0f));
+    __m256 dw = halves(base, bs, nbk);
+    __m256 dz = off ? _mm256_sub_ps(_mm256_setzero_ps(), halves(base + 2, bs, nbk))
+                    : _mm256_mul_ps(dw, _mm256_set1_ps(sgn ? 128.0f : dt == SM_DTYPE_Q5_0 ? 16.0f : 8.0f));
     float f[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) {
         const float *d = qx.d + i * nb + b0, *xs = qx.xs + i * nb + b0;
@@ -69,16 +69,18 @@ static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, s
     }
     for (size_t j = 0; j < nbk; j++) {
         __m256i u, wq = _mm256_setzero_si256();
-        if (q8) {
-            wq = _mm256_loadu_si256((const __m256i *)((const sm_block_q8_0 *)(const void *)base + j)->qs);
+        if (sgn) {
+            wq = q8 ? _mm256_loadu_si256((const __m256i *)((const sm_block_q8_0 *)(const void *)base + j)->qs)
+                    : iq4_levels(base + j * bs);
             u = SM_QFLAVOUR ? _mm256_xor_si256(wq, _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(wq, wq);
         } else {
-            u = q4_bytes((const sm_block_q4_0 *)(const void *)base + j);
+            u = dt == SM_DTYPE_Q4_0 ? q4_bytes((const sm_block_q4_0 *)(const void *)base + j)
+                                    : small_levels(dt, base + j * bs);
         }
         __m256 *acc = j & 1 ? a1 : a0;
         for (size_t i = 0; i < r; i++) {
             __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + (b0 + j) * SM_QK));
-            if (q8 && !SM_QFLAVOUR) xq = _mm256_sign_epi8(xq, wq);
+            if (sgn && !SM_QFLAVOUR) xq = _mm256_sign_epi8(xq, wq);
             __m256 p = _mm256_cvtepi32_ps(dot_u8s8(_mm256_setzero_si256(), u, xq));
             acc[i] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f[i][j]), acc[i]);
         }
@@ -373,7 +375,7 @@ static AI sm_qx qx_from(sm_qx qx, size_t i0, size_t K) {
 */
 static AI void row_dt(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                       const void *restrict row, float b) {
-    const bool q = dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_0;
+    const bool q = q32(dt);
 #if SM_QFLAVOUR == 2
     if (!q) {
         krow_z(dt, r, out, N, qx, K, row, b);
@@ -402,7 +404,7 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
                        const void *restrict w, const float *restrict bias, size_t N, size_t K,
                        size_t n0, size_t n1) {
     const size_t rb = sm_dtype_row_bytes(dt, K);
-    if (r == 1 && dt != SM_DTYPE_Q8_0 && dt != SM_DTYPE_Q4_0) {
+    if (r == 1 && !q32(dt)) {
         const size_t q = (n1 - n0) / 4;
         for (size_t n = n0; n < n0 + q; n++)
             krow4(dt, out + n, qx, K, sm_kernels_elem(w, dt, n * K), q * rb, q, bias ? bias + n : NULL);
@@ -419,14 +421,23 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
     }
 }
 
+#include "avx2_qsmall.h"
+
 static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
                  const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
     switch (dt) {
+    case SM_DTYPE_Q4_1: gemv_dt(SM_DTYPE_Q4_1, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q5_0: gemv_dt(SM_DTYPE_Q5_0, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q5_1: gemv_dt(SM_DTYPE_Q5_1, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_IQ4_NL: gemv_dt(SM_DTYPE_IQ4_NL, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q2_K: gemv_small(SM_DTYPE_Q2_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q3_K: gemv_small(SM_DTYPE_Q3_K, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q8_0: gemv_dt(SM_DTYPE_Q8_0, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q4_0: gemv_dt(SM_DTYPE_Q4_0, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q4_K: gemv_dt(SM_DTYPE_Q4_K, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q5_K: gemv_dt(SM_DTYPE_Q5_K, out, qx, r, w, bias, N, K, n0, n1); break;
-    default: gemv_dt(SM_DTYPE_Q6_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q6_K: gemv_dt(SM_DTYPE_Q6_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    default: break; /* no other type reaches a quantized product */
     }
 }
 
@@ -482,6 +493,11 @@ static void dequant_k(float *restrict out, const void *restrict src, sm_dtype dt
 
 /* Bit for bit sm_quant_dequant: one product d * q per weight. */
 static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1 || dt == SM_DTYPE_Q2_K ||
+        dt == SM_DTYPE_Q3_K || dt == SM_DTYPE_IQ4_NL) {
+        dequant_small(out, src, dt, n);
+        return;
+    }
     if (dt != SM_DTYPE_Q8_0 && dt != SM_DTYPE_Q4_0) {
         dequant_k(out, src, dt, n);
         return;
@@ -510,10 +526,13 @@ static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, 
     }
 }
 
-/* The packed product takes q8_0 only with vpdpbusd (avx2_qgemm.c). */
+/* The packed product takes q8_0 and iq4_nl (bytes up to 255 made unsigned) only with vpdpbusd
+   (avx2_qgemm.c); not q2_k and q3_k (their prefill dequantizes into the f32 product). */
 const sm_qkernel QSYM = {QNAME, quant_x, gemv, dequant, QGEMM,
                          1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q5_K |
-                             1u << SM_DTYPE_Q6_K |
-                             (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 : 0u), QPEAK, QGEMM_R32, XQUANT_R32};
+                             1u << SM_DTYPE_Q6_K | 1u << SM_DTYPE_Q4_1 | 1u << SM_DTYPE_Q5_0 |
+                             1u << SM_DTYPE_Q5_1 |
+                             (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_IQ4_NL : 0u), QPEAK, QGEMM_R32,
+                         XQUANT_R32};
 
 #endif

@@ -87,6 +87,60 @@ static AI void k45_pair(sm_dtype dt, const uint8_t *qs, __m256i qh, int c, __m25
     }
 }
 
+/* Bytes of a block (32 weights) or super-block (256) of dt, and whether it is a k type: constants
+   where inlined (sm_dtype_row_bytes is a call). */
+static AI size_t sbytes(sm_dtype dt) {
+    return dt == SM_DTYPE_Q8_0 ? sizeof(sm_block_q8_0) : dt == SM_DTYPE_Q4_0 ? sizeof(sm_block_q4_0)
+         : dt == SM_DTYPE_Q4_1 ? sizeof(sm_block_q4_1) : dt == SM_DTYPE_Q5_0 ? sizeof(sm_block_q5_0)
+         : dt == SM_DTYPE_Q5_1 ? sizeof(sm_block_q5_1) : dt == SM_DTYPE_IQ4_NL ? sizeof(sm_block_q4_0)
+         : dt == SM_DTYPE_Q2_K ? sizeof(sm_block_q2_k) : sizeof(sm_block_q3_k);
+}
+static AI bool skt(sm_dtype dt) {
+    return dt == SM_DTYPE_Q2_K || dt == SM_DTYPE_Q3_K;
+}
+/* The types of 32-weight blocks with one scale each: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl. */
+static AI bool q32(sm_dtype dt) {
+    return dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 ||
+           dt == SM_DTYPE_Q5_1 || dt == SM_DTYPE_IQ4_NL;
+}
+
+/* Bit j of the 32-bit qh (4 bytes at p, little-endian) as 16 in byte j, 0 elsewhere. */
+static AI __m256i fifth_bits(const uint8_t *p) {
+    uint32_t qh;
+    memcpy(&qh, p, sizeof qh);
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2,
+                                          2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), pick);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/* The 32 levels of block p of a q4_1 / q5_0 / q5_1 row, unsigned (0..31), in weight order. */
+static AI __m256i small_levels(sm_dtype dt, const char *p) {
+    const size_t qs = dt == SM_DTYPE_Q4_1 ? 4 : dt == SM_DTYPE_Q5_0 ? 6 : 8;
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + qs));
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+    if (dt != SM_DTYPE_Q4_1) u = _mm256_or_si256(u, fifth_bits((const uint8_t *)p + qs - 4));
+    return u;
+}
+
+/* The 32 levels of iq4_nl block p (q4_0's layout), signed, in weight order. */
+static AI __m256i iq4_levels(const char *p) {
+    const __m128i kv = _mm_loadu_si128((const __m128i *)(const void *)SM_IQ4NL);
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + 2));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kv), nib);
+}
+
+/* Eight (or nbk < 8) f16 values at p, bs bytes apart, as f32 lanes (zeros after nbk). */
+static AI __m256 halves(const char *p, size_t bs, size_t nbk) {
+    uint16_t h[8] = {0}; /* gathered as scalars (a vector load of them just stored would stall) */
+    for (size_t k = 0; k < nbk; k++) memcpy(&h[k], p + k * bs, sizeof h[k]);
+    return _mm256_cvtph_ps(_mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4], (short)h[3],
+                                         (short)h[2], (short)h[1], (short)h[0]));
+}
+
 /* The 32 levels (0..63) of 32-weight block j (< 8) of q6_k super-block x, as unsigned bytes. */
 static AI __m256i q6_block(const sm_block_q6_k *x, int j) {
     int h = j / 4, k = j % 4;

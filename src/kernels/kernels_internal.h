@@ -255,6 +255,12 @@ static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) 
     case SM_DTYPE_Q4_K: return (const sm_block_q4_k *)w + i / SM_QK_K;
     case SM_DTYPE_Q5_K: return (const sm_block_q5_k *)w + i / SM_QK_K;
     case SM_DTYPE_Q6_K: return (const sm_block_q6_k *)w + i / SM_QK_K;
+    case SM_DTYPE_Q4_1: return (const sm_block_q4_1 *)w + i / SM_QK;
+    case SM_DTYPE_IQ4_NL: return (const sm_block_q4_0 *)w + i / SM_QK; /* the same 18 bytes */
+    case SM_DTYPE_Q5_0: return (const sm_block_q5_0 *)w + i / SM_QK;
+    case SM_DTYPE_Q5_1: return (const sm_block_q5_1 *)w + i / SM_QK;
+    case SM_DTYPE_Q2_K: return (const sm_block_q2_k *)w + i / SM_QK_K;
+    case SM_DTYPE_Q3_K: return (const sm_block_q3_k *)w + i / SM_QK_K;
     default: return (const char *)w + i * 2;
     }
 }

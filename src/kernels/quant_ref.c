@@ -45,15 +45,20 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
     int ws[SM_QK];
     for (size_t n = n0; n < n1; n++) {
         const void *row = sm_kernels_elem(w, dt, n * K);
-        float s[SM_QX_ROWS] = {0}, D, M;
+        float s[SM_QX_ROWS] = {0}, D, M[2];
         for (size_t b = 0; b < nb; b++) { /* each block decoded once for the r rows */
-            sm_quant_block_ints(ws, row, dt, b, &D, &M);
+            sm_quant_block_ints(ws, row, dt, b, &D, M);
             for (size_t i = 0; i < r; i++) {
                 const int8_t *q = qx.q + i * K + b * SM_QK;
-                int dot = 0;
+                int dot = 0, h0 = 0, h1 = 0;
                 for (int j = 0; j < SM_QK; j++) dot += ws[j] * q[j];
                 s[i] += D * qx.d[i * nb + b] * (float)dot;
-                if (M != 0.0f) s[i] -= M * qx.xs[i * nb + b];
+                if (M[0] == M[1]) {
+                    if (M[0] != 0.0f) s[i] -= M[0] * qx.xs[i * nb + b];
+                } else { /* q2_k: each half's own zero point, on its activations' sum */
+                    for (int j = 0; j < SM_QK / 2; j++) h0 += q[j], h1 += q[j + SM_QK / 2];
+                    s[i] -= qx.d[i * nb + b] * (M[0] * (float)h0 + M[1] * (float)h1);
+                }
             }
         }
         for (size_t i = 0; i < r; i++) out[i * N + n] = s[i] + (bias ? bias[n] : 0.0f);

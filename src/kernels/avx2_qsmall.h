@@ -1,0 +1,169 @@
+/*
+** avx2_qsmall.h -- the row-streaming products (gemv) of q2_k and q3_k, and
+** the dequantization of GGUF's older and smaller types (q4_1, q5_0, q5_1,
+** iq4_nl, q2_k, q3_k), in each flavour of avx2_quant.c (which includes
+** this file once, inside its own build). The 32-weight types' products are
+** avx2_quant.c's qgroup (one scale a block, as q4_0 / q8_0); prefill takes
+** the packed integer product for them (avx2_qpack.h; iq4_nl only with
+** vpdpbusd), while q2_k and q3_k dequantize into the f32 product.
+**
+** q2_k and q3_k scale each 16 weights on their own, as q6_k does: each
+** block's levels go in unsigned (q2_k's 0..3, q3_k's 0..7), the product's
+** lanes (4 weights each) times a lane vector of the sub-block scales, then
+** d d_x in f32; q3_k's zero point 4 from each lane's start (4 times minus
+** its 4 activations' sum, sm_qx.s), q2_k's mins as dmin d_x m times each
+** lane's activation sum. Rows of one weight row's product take the same
+** steps whatever r is, so a row's result does not depend on its neighbours.
+*/
+#ifndef SM_AVX2_QSMALL_H
+#define SM_AVX2_QSMALL_H
+
+/* Super-block sb of a q2_k / q3_k row against x rows i < r, into acc[i][2] (even, odd blocks). */
+static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const void *row, size_t sb) {
+    const size_t nb = K / SM_QK, b0 = sb * 8;
+    const sm_block_q2_k *x2 = (const sm_block_q2_k *)row + sb;
+    const sm_block_q3_k *x3 = (const sm_block_q3_k *)row + sb;
+    const uint8_t *qs = dt == SM_DTYPE_Q2_K ? x2->qs : x3->qs;
+    __m128i sc, mn = _mm_setzero_si128();
+    if (dt == SM_DTYPE_Q2_K) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)x2->scales), m4 = _mm_set1_epi8(15);
+        sc = _mm_and_si128(v, m4), mn = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+    } else { /* sm_quant_k3_scales in 32-bit words (no bytes through memory: see k4_scales) */
+        uint32_t u0, u1, u2;
+        memcpy(&u0, x3->scales, 4), memcpy(&u1, x3->scales + 4, 4), memcpy(&u2, x3->scales + 8, 4);
+        const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
+        sc = _mm_set_epi32((int)(((u1 >> 4) & lo) | ((u2 >> 6 & hi) << 4)), (int)(((u0 >> 4) & lo) | ((u2 >> 4 & hi) << 4)),
+                           (int)((u1 & lo) | ((u2 >> 2 & hi) << 4)), (int)((u0 & lo) | ((u2 & hi) << 4)));
+        sc = _mm_sub_epi8(sc, _mm_set1_epi8(32));
+    }
+    const __m256 d = _mm256_set1_ps(f16(dt == SM_DTYPE_Q2_K ? x2->d : x3->d));
+    const __m256 dmin = _mm256_set1_ps(dt == SM_DTYPE_Q2_K ? f16(x2->dmin) : 0.0f);
+    float f[SM_QX_ROWS][8], g[SM_QX_ROWS][8];
+    for (size_t i = 0; i < r; i++) {
+        const __m256 dx = _mm256_loadu_ps(qx.d + i * nb + b0);
+        _mm256_storeu_ps(f[i], _mm256_mul_ps(d, dx));
+        if (dt == SM_DTYPE_Q2_K) _mm256_storeu_ps(g[i], _mm256_mul_ps(dmin, dx));
+    }
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int j = 0; j < 8; j++) {
+        const int h = j / 4, k = j % 4;
+        __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)), 2 * k), three);
+        if (dt == SM_DTYPE_Q3_K) {
+            __m256i hb = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x3->hmask), 4 * h + k);
+            u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(1)), 2));
+        }
+        const __m256 lanes = q6_lanes(sc, j);
+        const __m256 mlanes = dt == SM_DTYPE_Q2_K ? q6_lanes(mn, j) : _mm256_setzero_ps();
+        for (size_t i = 0; i < r; i++) {
+            const size_t b = b0 + (size_t)j;
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK));
+            __m256i s = _mm256_loadu_si256((const __m256i *)(qx.s + (i * nb + b) * (SM_QK / 4)));
+            __m256i z = dt == SM_DTYPE_Q3_K ? _mm256_slli_epi32(s, 2) : _mm256_setzero_si256();
+            __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(dot_u8s8(z, u, xq)), lanes);
+            __m256 a = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f[i][j]), acc[i][j & 1]);
+            if (dt == SM_DTYPE_Q2_K) /* + dmin d_x m (minus the lane's sum): s is minus it */
+                a = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), mlanes), _mm256_broadcast_ss(&g[i][j]), a);
+            acc[i][j & 1] = a;
+        }
+    }
+}
+
+/* out[i * N] = row . x row i (+ bias) for i < r. */
+static AI void srow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
+                    const void *restrict row, float bias) {
+    __m256 acc[SM_QX_ROWS][2];
+    for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < K / SM_QK_K; sb++) ssuper(dt, r, acc, qx, K, row, sb);
+    for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + bias;
+}
+
+/* gemv for q2_k / q3_k: one weight row after another (asked for ROW_AHEAD on), 8 token rows at a
+   time. (Four weight rows side by side for one token row, as krow4, measured no faster here.) */
+static AI void gemv_small(sm_dtype dt, float *restrict out, sm_qx qx, size_t r, const void *restrict w,
+                          const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
+    const size_t rb = K / SM_QK_K * sbytes(dt);
+    for (size_t n = n0; n < n1; n++) {
+        const void *row = sm_kernels_elem(w, dt, n * K);
+        for (size_t o = 0; o < rb; o += 64) _mm_prefetch((const char *)row + ROW_AHEAD + o, _MM_HINT_T1);
+        const float b = bias ? bias[n] : 0.0f;
+        for (size_t i0 = 0; i0 < r; i0 += 8) {
+            const sm_qx qi = qx_from(qx, i0, K);
+            float *o = out + i0 * N + n;
+            switch (r - i0) { /* a constant count for each */
+            case 1: srow(dt, 1, o, N, qi, K, row, b); break;
+            case 2: srow(dt, 2, o, N, qi, K, row, b); break;
+            case 3: srow(dt, 3, o, N, qi, K, row, b); break;
+            case 4: srow(dt, 4, o, N, qi, K, row, b); break;
+            case 5: srow(dt, 5, o, N, qi, K, row, b); break;
+            case 6: srow(dt, 6, o, N, qi, K, row, b); break;
+            case 7: srow(dt, 7, o, N, qi, K, row, b); break;
+            default: srow(dt, 8, o, N, qi, K, row, b); break;
+            }
+        }
+    }
+}
+
+/* out (8) = D * ws - M: the C reference's two roundings (sm_quant_dequant), ws exact. */
+static AI void store8(float *out, __m256 ws, __m256 D, __m256 M) {
+    _mm256_storeu_ps(out, _mm256_sub_ps(_mm256_mul_ps(D, ws), M));
+}
+
+/* The low 8 bytes of v, signed, as f32 lanes. */
+static AI __m256 bytes8(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+}
+
+/*
+** dequant for these types, bit for bit sm_quant_dequant: each block's integers ws as f32
+** (exact), times D, less M. The k types' ws = sc level is formed as a product of two exact f32
+** values, + 0 turning its -0 into the integer's +0.
+*/
+static void dequant_small(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
+    if (skt(dt)) {
+        for (size_t sb = 0; sb < n / SM_QK_K; sb++) {
+            const sm_block_q2_k *x2 = (const sm_block_q2_k *)src + sb;
+            const sm_block_q3_k *x3 = (const sm_block_q3_k *)src + sb;
+            const uint8_t *qs = dt == SM_DTYPE_Q2_K ? x2->qs : x3->qs;
+            uint8_t sc3[16];
+            if (dt == SM_DTYPE_Q3_K) sm_quant_k3_scales(x3->scales, sc3);
+            const __m256 D = _mm256_set1_ps(f16(dt == SM_DTYPE_Q2_K ? x2->d : x3->d));
+            const float dmin = dt == SM_DTYPE_Q2_K ? f16(x2->dmin) : 0.0f;
+            for (int j = 0; j < 8; j++) {
+                const int h = j / 4, k = j % 4;
+                __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)), 2 * k),
+                                             _mm256_set1_epi8(3));
+                if (dt == SM_DTYPE_Q3_K) {
+                    __m256i hb = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x3->hmask), 4 * h + k);
+                    u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(1)), 2));
+                    u = _mm256_sub_epi8(u, _mm256_set1_epi8(4));
+                }
+                const __m128i lo = _mm256_castsi256_si128(u), hi = _mm256_extracti128_si256(u, 1);
+                const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+                for (int c = 0; c < 4; c++) {
+                    const int s = 2 * j + c / 2; /* the sub-block of these 8 weights */
+                    const float sc = dt == SM_DTYPE_Q2_K ? (float)(x2->scales[s] & 15) : (float)(sc3[s] - 32);
+                    const float M = dt == SM_DTYPE_Q2_K ? dmin * (float)(x2->scales[s] >> 4) : 0.0f;
+                    const __m256 ws = _mm256_add_ps(_mm256_mul_ps(bytes8(part[c]), _mm256_set1_ps(sc)), _mm256_setzero_ps());
+                    store8(out + 256 * sb + 32 * j + 8 * c, ws, D, _mm256_set1_ps(M));
+                }
+            }
+        }
+        return;
+    }
+    const size_t bs = sbytes(dt);
+    for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
+        const char *p = (const char *)src + b * bs;
+        uint16_t dh, mh = 0;
+        memcpy(&dh, p, 2);
+        if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1) memcpy(&mh, p + 2, 2); /* m */
+        const bool off = dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1; /* else M is +0, as the C's */
+        const __m256 D = _mm256_set1_ps(f16(dh)), M = _mm256_set1_ps(off ? -f16(mh) : 0.0f);
+        __m256i w = dt == SM_DTYPE_IQ4_NL ? iq4_levels(p) : small_levels(dt, p); /* q4_1 / q5: 0..31 */
+        if (dt == SM_DTYPE_Q5_0) w = _mm256_sub_epi8(w, _mm256_set1_epi8(16));
+        const __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
+        const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int c = 0; c < 4; c++) store8(out + 8 * c, bytes8(part[c]), D, M);
+    }
+}
+
+#endif
