@@ -1,8 +1,10 @@
 /*
-** avx2_qsmall.h -- the row-streaming products (gemv) of q2_k and q3_k, and
-** the dequantization of GGUF's older and smaller types (q4_1, q5_0, q5_1,
-** iq4_nl, q2_k, q3_k), in each flavour of avx2_quant.c (which includes
-** this file once, inside its own build). The 32-weight types' products are
+** avx2_qsmall.h -- the super-block step of q2_k and q3_k's row-streaming
+** products (ssuper, which avx2_quant.c's krow takes, its rows as the other
+** k types' but for krow_z and krow4, which measured no faster for them),
+** and the dequantization of GGUF's older and smaller types (q4_1, q5_0,
+** q5_1, iq4_nl, q2_k, q3_k), in each flavour of avx2_quant.c (which
+** includes this file once, inside its own build). The 32-weight types' products are
 ** avx2_quant.c's qgroup (one scale a block, as q4_0 / q8_0); prefill takes
 ** the packed integer product for them (avx2_qpack.h; iq4_nl only with
 ** vpdpbusd), while q2_k and q3_k dequantize into the f32 product.
@@ -68,41 +70,6 @@ static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t 
     }
 }
 
-/* out[i * N] = row . x row i (+ bias) for i < r. */
-static AI void srow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
-                    const void *restrict row, float bias) {
-    __m256 acc[SM_QX_ROWS][2];
-    for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (size_t sb = 0; sb < K / SM_QK_K; sb++) ssuper(dt, r, acc, qx, K, row, sb);
-    for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + bias;
-}
-
-/* gemv for q2_k / q3_k: one weight row after another (asked for ROW_AHEAD on), 8 token rows at a
-   time. (Four weight rows side by side for one token row, as krow4, measured no faster here.) */
-static AI void gemv_small(sm_dtype dt, float *restrict out, sm_qx qx, size_t r, const void *restrict w,
-                          const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
-    const size_t rb = K / SM_QK_K * sbytes(dt);
-    for (size_t n = n0; n < n1; n++) {
-        const void *row = sm_kernels_elem(w, dt, n * K);
-        for (size_t o = 0; o < rb; o += 64) _mm_prefetch((const char *)row + ROW_AHEAD + o, _MM_HINT_T1);
-        const float b = bias ? bias[n] : 0.0f;
-        for (size_t i0 = 0; i0 < r; i0 += 8) {
-            const sm_qx qi = qx_from(qx, i0, K);
-            float *o = out + i0 * N + n;
-            switch (r - i0) { /* a constant count for each */
-            case 1: srow(dt, 1, o, N, qi, K, row, b); break;
-            case 2: srow(dt, 2, o, N, qi, K, row, b); break;
-            case 3: srow(dt, 3, o, N, qi, K, row, b); break;
-            case 4: srow(dt, 4, o, N, qi, K, row, b); break;
-            case 5: srow(dt, 5, o, N, qi, K, row, b); break;
-            case 6: srow(dt, 6, o, N, qi, K, row, b); break;
-            case 7: srow(dt, 7, o, N, qi, K, row, b); break;
-            default: srow(dt, 8, o, N, qi, K, row, b); break;
-            }
-        }
-    }
-}
-
 /* out (8) = D * ws - M: the C reference's two roundings (sm_quant_dequant), ws exact. */
 static AI void store8(float *out, __m256 ws, __m256 D, __m256 M) {
     _mm256_storeu_ps(out, _mm256_sub_ps(_mm256_mul_ps(D, ws), M));
@@ -153,10 +120,10 @@ static void dequant_small(float *restrict out, const void *restrict src, sm_dtyp
     const size_t bs = sbytes(dt);
     for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
         const char *p = (const char *)src + b * bs;
+        const bool off = dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1; /* else M is +0, as the C's */
         uint16_t dh, mh = 0;
         memcpy(&dh, p, 2);
-        if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1) memcpy(&mh, p + 2, 2); /* m */
-        const bool off = dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1; /* else M is +0, as the C's */
+        if (off) memcpy(&mh, p + 2, 2); /* m */
         const __m256 D = _mm256_set1_ps(f16(dh)), M = _mm256_set1_ps(off ? -f16(mh) : 0.0f);
         __m256i w = dt == SM_DTYPE_IQ4_NL ? iq4_levels(p) : small_levels(dt, p); /* q4_1 / q5: 0..31 */
         if (dt == SM_DTYPE_Q5_0) w = _mm256_sub_epi8(w, _mm256_set1_epi8(16));

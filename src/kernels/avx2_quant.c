@@ -173,12 +173,16 @@ static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const voi
     }
 }
 
+#include "avx2_qsmall.h" /* q2_k / q3_k's super-block (ssuper), the older types' dequantization */
+
 static AI void krow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                     const void *restrict row, float bias) {
     __m256 acc[SM_QX_ROWS][2];
     for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (size_t sb = 0; sb < K / SM_QK_K; sb++) {
-        if (dt == SM_DTYPE_Q6_K)
+        if (skt(dt))
+            ssuper(dt, r, acc, qx, K, row, sb);
+        else if (dt == SM_DTYPE_Q6_K)
             ksuper6(r, acc, qx, K, row, sb);
         else
             ksuper45(dt, r, acc, qx, K, row, sb);
@@ -377,7 +381,7 @@ static AI void row_dt(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
                       const void *restrict row, float b) {
     const bool q = q32(dt);
 #if SM_QFLAVOUR == 2
-    if (!q) {
+    if (!q && !skt(dt)) { /* q4_k, q5_k, q6_k */
         krow_z(dt, r, out, N, qx, K, row, b);
         return;
     }
@@ -404,7 +408,7 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
                        const void *restrict w, const float *restrict bias, size_t N, size_t K,
                        size_t n0, size_t n1) {
     const size_t rb = sm_dtype_row_bytes(dt, K);
-    if (r == 1 && !q32(dt)) {
+    if (r == 1 && !q32(dt) && !skt(dt)) { /* q4_k, q5_k, q6_k (krow4 measured no faster for q2_k, q3_k) */
         const size_t q = (n1 - n0) / 4;
         for (size_t n = n0; n < n0 + q; n++)
             krow4(dt, out + n, qx, K, sm_kernels_elem(w, dt, n * K), q * rb, q, bias ? bias + n : NULL);
@@ -421,8 +425,6 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
     }
 }
 
-#include "avx2_qsmall.h"
-
 static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w, sm_dtype dt,
                  const float *restrict bias, size_t N, size_t K, size_t n0, size_t n1) {
     switch (dt) {
@@ -430,8 +432,8 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
     case SM_DTYPE_Q5_0: gemv_dt(SM_DTYPE_Q5_0, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q5_1: gemv_dt(SM_DTYPE_Q5_1, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_IQ4_NL: gemv_dt(SM_DTYPE_IQ4_NL, out, qx, r, w, bias, N, K, n0, n1); break;
-    case SM_DTYPE_Q2_K: gemv_small(SM_DTYPE_Q2_K, out, qx, r, w, bias, N, K, n0, n1); break;
-    case SM_DTYPE_Q3_K: gemv_small(SM_DTYPE_Q3_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q2_K: gemv_dt(SM_DTYPE_Q2_K, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_Q3_K: gemv_dt(SM_DTYPE_Q3_K, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q8_0: gemv_dt(SM_DTYPE_Q8_0, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q4_0: gemv_dt(SM_DTYPE_Q4_0, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q4_K: gemv_dt(SM_DTYPE_Q4_K, out, qx, r, w, bias, N, K, n0, n1); break;
