@@ -187,7 +187,7 @@ def faults():
     add("tensor_ndim_5", lambda m: m.tensors[1].update(dims=(32, 1, 1, 1, 1)), "has 5 dimensions")
     add("tensor_dim_zero", lambda m: m.tensors[1].update(dims=(0,)), "dimension 0 of 0")
     add("tensor_elems_overflow", lambda m: m.tensors[1].update(dims=(1 << 32, 1 << 32, 1 << 20)), "too many elements")
-    add("tensor_type_iq4_xs", lambda m: m.tensors[1].update(type=23), "type IQ4_XS, which smallmind does not run")
+    add("tensor_type_iq3_s", lambda m: m.tensors[1].update(type=21), "type IQ3_S, which smallmind does not run")
     add("tensor_type_unknown", lambda m: m.tensors[1].update(type=200), "type unknown, which smallmind does not run")
     add("tensor_q8_0_rows", lambda m: m.tensors[1].update(type=8, dims=(40,)), "not whole 32-element blocks")
     add("tensor_unaligned", lambda m: m.tensors[1].update(offset=36), "is not aligned")

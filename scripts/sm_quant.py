@@ -25,6 +25,10 @@ Super-blocks of 256 weights (the "k" types):
           sub-block j: w = d (sc_j - 32) (q - 4), q 3 bits (the third from hmask)
     In q2_k and q3_k weight 128 h + 32 k + l has its low bits at bits 2k, 2k+1
     of qs[32 h + l], q3_k's third at bit 4h + k of hmask[l].
+    iq4_xs d (f16), scales_h (u16), scales_l (4 bytes), 128 bytes of nibbles;
+          block j (32 weights): 6-bit ls_j = nibble j % 2 of scales_l[j // 2]
+          | bits 2j, 2j+1 of scales_h << 4; w = d (ls_j - 32) IQ4NL[q], the
+          nibbles of block j at bytes 16 j.. as iq4_nl's
 """
 try:
     import numpy as np
@@ -34,7 +38,7 @@ except ImportError:  # sizes (BLOCK, row_bytes) work without NumPy; the rest nee
 BLOCK = {"q8_0": (32, 34), "q4_0": (32, 18),  # weights per block, bytes per block
          "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24),
          "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
-         "q2_k": (256, 84), "q3_k": (256, 110), "iq4_nl": (32, 18)}
+         "q2_k": (256, 84), "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136)}
 IQ4NL = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
 
 
@@ -122,6 +126,17 @@ def dequantize(qtype, raw, n):
     b = np.frombuffer(raw, dtype=np.uint8, count=n // per * size).reshape(-1, size)
     if qtype.endswith("_k"):
         return _dequantize_k(qtype, b).reshape(-1)
+    if qtype == "iq4_xs":
+        nb = len(b)
+        d = _f16(b[:, 0:2])
+        sh = b[:, 2:4].copy().view("<u2").astype(np.int32)  # (blocks, 1)
+        sl = b[:, 4:8].astype(np.int32)
+        j = np.arange(8)
+        ls = ((sl[:, j // 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4)  # (blocks, 8)
+        dl = (d * (ls - 32).astype(np.float32)).astype(np.float32)  # exact: 11 x 6 bits
+        nib = b[:, 8:136].reshape(nb, 8, 16)
+        q = np.array(IQ4NL, dtype=np.float32)[np.concatenate([nib & 15, nib >> 4], axis=2)]
+        return (dl[:, :, None] * q).astype(np.float32).reshape(-1)
     d = b[:, :2].copy().view("<f2").astype(np.float32)  # (blocks, 1)
     if qtype in ("q4_1", "q5_0", "q5_1"):
         m = _f16(b[:, 2:4]) if qtype != "q5_0" else np.float32(0)

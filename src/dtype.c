@@ -16,6 +16,7 @@ static const struct {
     [SM_DTYPE_Q4_1] = {"q4_1", 32, 20},   [SM_DTYPE_Q5_0] = {"q5_0", 32, 22},
     [SM_DTYPE_Q5_1] = {"q5_1", 32, 24},   [SM_DTYPE_Q2_K] = {"q2_k", 256, 84},
     [SM_DTYPE_Q3_K] = {"q3_k", 256, 110}, [SM_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18},
+    [SM_DTYPE_IQ4_XS] = {"iq4_xs", 256, 136},
 };
 
 size_t sm_dtype_block(sm_dtype t) {

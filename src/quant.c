@@ -261,6 +261,7 @@ static bool quant_q6k(const float *x, uint16_t *dh, int8_t *sc, uint8_t *L) {
 
 static bool quant_q2k(const float *x, sm_block_q2_k *o);
 static bool quant_q3k(const float *x, sm_block_q3_k *o);
+static bool quant_iq4xs(const float *x, sm_block_iq4_xs *o);
 
 /* Super-block b of a k type from x (256 weights); false if a weight is NaN or infinite or too large. */
 static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
@@ -272,6 +273,7 @@ static bool quantize_k(void *dst, const float *x, sm_dtype dt) {
         }
     if (dt == SM_DTYPE_Q2_K) return quant_q2k(x, dst);
     if (dt == SM_DTYPE_Q3_K) return quant_q3k(x, dst);
+    if (dt == SM_DTYPE_IQ4_XS) return quant_iq4xs(x, dst);
     if (dt == SM_DTYPE_Q6_K) {
         sm_block_q6_k *o = dst;
         if (!quant_q6k(x, &o->d, o->scales, L)) return false;
@@ -437,6 +439,25 @@ static float iq4_levels(uint8_t *L, const float *x, float d) {
     return err;
 }
 
+/* From scale d (its error the one to beat), the steps m / (-127 + k), |k| <= 7, for x's 32 weights (m: the
+   one of largest magnitude), each refitted by least squares for its levels (rounded to f16 if f16): the
+   best scale, its levels into L. */
+static float iq4_search(const float *x, float m, float d, bool f16, uint8_t *L) {
+    float best = iq4_levels(L, x, d);
+    uint8_t t[SM_QK];
+    for (int k = -7; k <= 7 && m != 0.0f; k++) {
+        iq4_levels(t, x, m / (-127.0f + (float)k));
+        float skk = 0.0f, skx = 0.0f;
+        for (int i = 0; i < SM_QK; i++) {
+            float q = (float)SM_IQ4NL[t[i]];
+            skk += q * q, skx += q * x[i];
+        }
+        float fd = f16 ? f16_round(skx / skk) : skx / skk, e = iq4_levels(t, x, fd);
+        if (e < best) best = e, d = fd, memcpy(L, t, SM_QK);
+    }
+    return d;
+}
+
 /*
 ** iq4_nl: the plain choice d = m / -127 (m the weight of largest magnitude, so it meets the
 ** lowest level), then 14 steps around it, each refitted by least squares for its levels, all
@@ -450,19 +471,59 @@ static bool quant_iq4nl(const float *x, uint16_t *dh, uint8_t *L) {
     }
     float d = f16_round(m / -127.0f);
     if (!isfinite(d)) return false;
-    float best = iq4_levels(L, x, d);
-    uint8_t t[SM_QK];
-    for (int k = -7; k <= 7 && m != 0.0f; k++) {
-        iq4_levels(t, x, m / (-127.0f + (float)k));
-        float skk = 0.0f, skx = 0.0f;
-        for (int i = 0; i < SM_QK; i++) {
-            float q = (float)SM_IQ4NL[t[i]];
-            skk += q * q, skx += q * x[i];
-        }
-        float fd = f16_round(skx / skk), e = iq4_levels(t, x, fd);
-        if (e < best) best = e, d = fd, memcpy(L, t, SM_QK);
+    *dh = sm_f32_to_f16(iq4_search(x, m, d, true, L));
+    return true;
+}
+
+/*
+** iq4_xs: each block's own best scale s_j (quant_iq4nl's search, unrounded) is to become d (ls_j
+** - 32) with one f16 d for the eight. Candidates for d: the plain choice m / (127 32) (m the
+** super-block's weight of largest magnitude: every ls - 32 = -32 meets it at the lowest level)
+** and s / -32, s / 31 for the s_j of largest magnitude, each with 4 steps around it; for each d,
+** each block's ls among 0 (the plain one) and the nearest to s_j / d with its neighbours, its
+** levels the nearest; the least total error kept.
+*/
+static bool quant_iq4xs(const float *x, sm_block_iq4_xs *o) {
+    float m = 0.0f, s[8], smax = 0.0f;
+    uint8_t L[SM_QK_K], t[SM_QK], ls[8];
+    for (int i = 0; i < SM_QK_K; i++) m = fabsf(x[i]) > fabsf(m) ? x[i] : m;
+    for (int j = 0; j < 8; j++) {
+        float mj = 0.0f;
+        for (int i = 0; i < SM_QK; i++) mj = fabsf(x[32 * j + i]) > fabsf(mj) ? x[32 * j + i] : mj;
+        s[j] = iq4_search(x + 32 * j, mj, mj / -127.0f, false, t);
+        smax = fabsf(s[j]) > fabsf(smax) ? s[j] : smax;
     }
-    *dh = sm_f32_to_f16(d);
+    float cand[1 + 2 * 9], best = INFINITY, bd = 0.0f;
+    int nc = 0;
+    cand[nc++] = m / (127.0f * 32.0f);
+    for (int k = -4; k <= 4 && smax != 0.0f; k++)
+        cand[nc++] = smax / (-32.0f + 0.25f * (float)k), cand[nc++] = smax / (31.0f + 0.25f * (float)k);
+    for (int c = 0; c < nc; c++) {
+        float d = f16_round(cand[c]), e = 0.0f;
+        if (!isfinite(d)) continue;
+        uint8_t l[8], lt[SM_QK_K];
+        for (int j = 0; j < 8 && e < best; j++) {
+            float r = d != 0.0f ? nearbyintf(s[j] / d) : 0.0f;
+            int n0 = r < -32.0f ? -32 : r > 31.0f ? 31 : (int)r, bj = -32;
+            float ej = iq4_levels(lt + 32 * j, x + 32 * j, d * -32.0f);
+            for (int n = n0 - 1; n <= n0 + 1; n++) {
+                if (n < -32 || n > 31 || n == -32) continue;
+                float en = iq4_levels(t, x + 32 * j, d * (float)n);
+                if (en < ej) ej = en, bj = n, memcpy(lt + 32 * j, t, SM_QK);
+            }
+            l[j] = (uint8_t)(bj + 32), e += ej;
+        }
+        if (e < best) best = e, bd = d, memcpy(ls, l, 8), memcpy(L, lt, SM_QK_K);
+    }
+    if (!isfinite(best)) return false; /* no candidate had a finite f16 d */
+    memset(o, 0, sizeof *o);
+    o->d = sm_f32_to_f16(bd);
+    for (int j = 0; j < 8; j++) {
+        o->scales_l[j / 2] |= (uint8_t)((ls[j] & 15) << 4 * (j % 2));
+        o->scales_h |= (uint16_t)((ls[j] >> 4) << 2 * j);
+        for (int i = 0; i < SM_QK / 2; i++)
+            o->qs[16 * j + i] = (uint8_t)(L[32 * j + i] | L[32 * j + i + 16] << 4);
+    }
     return true;
 }
 
@@ -555,6 +616,12 @@ void sm_quant_block_ints(int ws[SM_QK], const void *row, sm_dtype dt, size_t b, 
         *D = sm_f16_to_f32(x->d);
         for (int j = 0; j < SM_QK / 2; j++)
             ws[j] = SM_IQ4NL[x->qs[j] & 15], ws[j + SM_QK / 2] = SM_IQ4NL[x->qs[j] >> 4];
+    } else if (dt == SM_DTYPE_IQ4_XS) {
+        const sm_block_iq4_xs *x = (const sm_block_iq4_xs *)row + b / 8;
+        const int j = (int)(b % 8);
+        *D = sm_f16_to_f32(x->d) * (float)(sm_quant_iq4xs_scale(x, j) - 32); /* exact */
+        for (int l = 0; l < SM_QK / 2; l++)
+            ws[l] = SM_IQ4NL[x->qs[16 * j + l] & 15], ws[l + SM_QK / 2] = SM_IQ4NL[x->qs[16 * j + l] >> 4];
     } else if (dt == SM_DTYPE_Q5_0) {
         const sm_block_q5_0 *x = (const sm_block_q5_0 *)row + b;
         *D = sm_f16_to_f32(x->d);

@@ -28,6 +28,7 @@ typedef enum {
     SM_DTYPE_Q2_K,
     SM_DTYPE_Q3_K,
     SM_DTYPE_IQ4_NL,
+    SM_DTYPE_IQ4_XS,
     SM_DTYPE_COUNT, /* the file types end here: never a tensor's type */
     /*
     ** Layouts the kernels make at load (sm_kernels_repack), never in a file:
@@ -76,14 +77,14 @@ static inline bool sm_dtype_quantized(sm_dtype t) {
 }
 
 /* Elements per block of t: 1 for f32, f16, bf16; 32 for q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl; 256 for
-** the k types
+** the k types and iq4_xs
 ** (a layout: its base type's; its bytes its own: q4_k_r32's 148 a block). */
 size_t sm_dtype_block(sm_dtype t);
 /* Bytes of n elements of type t (n a multiple of its block). */
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n);
 const char *sm_dtype_name(sm_dtype t);
 /* The dtype named name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q4_1",
-** "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl"),
+** "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs"),
 ** or SM_DTYPE_COUNT. */
 sm_dtype sm_dtype_parse(const char *name);
 

@@ -23,6 +23,11 @@
 **   q5_1  24 bytes: d, m, qh, nibbles: q5_0's levels, w = d q + m
 **   iq4_nl 18 bytes: d, nibbles as q4_0's; w = d SM_IQ4NL[q]: 16 levels
 **         spaced more closely near zero
+**   iq4_xs 136 bytes: d, scales_h (16 bits), scales_l[4], qs[128]: eight
+**         iq4_nl blocks under one d. Block j's 6-bit scale ls (sm_quant_iq4xs_scale)
+**         has its low 4 bits in nibble j % 2 of scales_l[j / 2], its top 2 at
+**         bits 2j, 2j + 1 of scales_h; its nibbles are qs[16 j ..], as iq4_nl's;
+**         w = d (ls - 32) SM_IQ4NL[q]
 **   q2_k  84 bytes: sc[16] (a 4-bit scale, the 4-bit min above it), qs[64],
 **         d, dmin. Sub-block j of 16: w = d (sc[j] & 15) q - dmin (sc[j] >> 4)
 **   q3_k  110 bytes: hmask[32], qs[64], 12 bytes of 6-bit scales
@@ -109,6 +114,13 @@ typedef struct {
     uint16_t d;
 } sm_block_q3_k;
 
+typedef struct {
+    uint16_t d, scales_h;
+    uint8_t scales_l[SM_QK_K / 64];
+    uint8_t qs[SM_QK_K / 2];
+} sm_block_iq4_xs;
+
+_Static_assert(sizeof(sm_block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
 _Static_assert(sizeof(sm_block_q4_1) == 20, "q4_1 block is 20 bytes");
 _Static_assert(sizeof(sm_block_q5_0) == 22, "q5_0 block is 22 bytes");
 _Static_assert(sizeof(sm_block_q5_1) == 24, "q5_1 block is 24 bytes");
@@ -164,10 +176,16 @@ static inline void sm_quant_k3_pack(uint8_t s[12], const uint8_t sc[16]) {
     }
 }
 
+/* Block j's (< 8) 6-bit scale of an iq4_xs super-block (0..63; the scale is less 32). */
+static inline int sm_quant_iq4xs_scale(const sm_block_iq4_xs *x, int j) {
+    return (x->scales_l[j / 2] >> 4 * (j % 2) & 15) | (x->scales_h >> 2 * j & 3) << 4;
+}
+
 /*
 ** Block b (of 32 weights; the k types' super-blocks are 8 such blocks) of
 ** the quantized row at row as w[j] = D ws[j] - M[j / 16] with integers ws:
-** q8_0 q, q4_0 q - 8, q5_0 q - 16, iq4_nl SM_IQ4NL[q] (D = d, M = 0); q4_1, q5_1 q (D = d, M =
+** q8_0 q, q4_0 q - 8, q5_0 q - 16, iq4_nl SM_IQ4NL[q] (D = d, M = 0), iq4_xs SM_IQ4NL[q]
+** (D = d (ls - 32), exact, M = 0); q4_1, q5_1 q (D = d, M =
 ** -m); q4_k / q5_k sc q (D = d, M = dmin m of its sub-block); q6_k sc (q -
 ** 32), q3_k (sc - 32) (q - 4) (D = d, M = 0); q2_k sc q (D = d, M = dmin m
 ** of each half's sub-block: the only type whose two halves' M differ).

@@ -65,7 +65,7 @@ usage_case() { local want=$1; shift; fails 2 "usage: $*" "$want" "$@"; }
 usage_case "usage:" $BIN
 usage_case "unknown command 'frobnicate'" $BIN frobnicate
 usage_case "--kv-type expects f32 or f16, got 'q8_0'" $BIN generate -p x --kv-type q8_0
-usage_case "--dtype expects f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, q4_k, q5_k, q4_1, q5_0, q5_1, q2_k, q3_k or iq4_nl, got 'q5_9'" $BIN convert $M "$T/never" --dtype q5_9
+usage_case "--dtype expects f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, q4_k, q5_k, q4_1, q5_0, q5_1, q2_k, q3_k, iq4_nl or iq4_xs, got 'q5_9'" $BIN convert $M "$T/never" --dtype q5_9
 usage_case "unknown flag '--bogus'" $BIN generate -m $M -p x --bogus
 usage_case "unknown flag '-x'" $BIN generate -m $M -p x -x
 usage_case "-p needs a value" $BIN generate -m $M -p

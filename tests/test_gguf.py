@@ -397,7 +397,7 @@ def main():
     gdir = os.path.join(a.shared, "models", "gguf")
     if os.path.isdir(gdir):
         shared_models(smbin, gdir, torch, np)
-        # llama.cpp's files of the types ../shared lacks (q2_k, q3_k, q4_1, q5_0, q5_1), made from
+        # llama.cpp's files of the types ../shared lacks (q2_k, q3_k, q4_1, q5_0, q5_1, iq4_nl, iq4_xs), made from
         # ../shared's llama-rand-256-f16.gguf (tests/fixtures/gguf/README.md)
         shared_models(smbin, os.path.join(HERE, "fixtures", "gguf"), torch, np)
     else:

@@ -18,7 +18,7 @@
 
 static const sm_dtype QT[] = {SM_DTYPE_Q8_0, SM_DTYPE_Q4_0, SM_DTYPE_Q4_K, SM_DTYPE_Q5_K,
                                SM_DTYPE_Q6_K, SM_DTYPE_Q4_1, SM_DTYPE_Q5_0, SM_DTYPE_Q5_1,
-                               SM_DTYPE_Q2_K, SM_DTYPE_Q3_K, SM_DTYPE_IQ4_NL};
+                               SM_DTYPE_Q2_K, SM_DTYPE_Q3_K, SM_DTYPE_IQ4_NL, SM_DTYPE_IQ4_XS};
 #define NQT (sizeof QT / sizeof *QT)
 
 /* N rows of K random weights quantized to dt, and their exact dequantization in deq. */
@@ -153,9 +153,10 @@ void test_quant_gemv(void) {
                                    qk[f]->name, sm_dtype_name(dt), K, r, i, n, got[i * N + n],
                                    want[i * N + n]);
                             /* the k types: every flavour the same f32 operations on exact integer
-                               sums (AVX512-VNNI's two accumulators a row in one register) */
+                               sums (AVX512-VNNI's two accumulators a row in one register); not
+                               iq4_xs, summed as iq4_nl's blocks (vpdpbusd's zero point) */
                             if (f == 1) first[i * N + n] = got[i * N + n];
-                            if (sm_dtype_block(dt) != SM_QK)
+                            if (sm_dtype_block(dt) != SM_QK && dt != SM_DTYPE_IQ4_XS)
                                 CHECKF(got[i * N + n] == first[i * N + n],
                                        "%s gemv %s K=%zu r=%zu row %zu col %zu: %.9g, %s %.9g",
                                        qk[f]->name, sm_dtype_name(dt), K, r, i, n, got[i * N + n],
@@ -305,10 +306,23 @@ void test_quant_matmul(void) {
 ** beat): q4_k / q5_k sub-block scale (max - min) / nmax and offset -min
 ** (min at most 0), q6_k sub-block scale m / -32 (m the signed extreme); the
 ** super-block scales the largest over 63 (127 for q6_k), all f16; each
-** weight's nearest level. Returns the squared error of the 256 weights.
+** weight's nearest level; iq4_xs every block's scale d (0 - 32), d = m /
+** (127 32) in f16 (m the super-block's signed extreme). Returns the squared
+** error of the 256 weights.
 */
 static double plain_k(const float *x, sm_dtype dt) {
     double err = 0;
+    if (dt == SM_DTYPE_IQ4_XS) {
+        float m = 0;
+        for (int i = 0; i < SM_QK_K; i++) m = fabsf(x[i]) > fabsf(m) ? x[i] : m;
+        float dl = sm_f16_to_f32(sm_f32_to_f16(m / (127 * 32))) * -32;
+        for (int i = 0; i < SM_QK_K; i++) {
+            double be = INFINITY;
+            for (int k = 0; k < 16; k++) be = fmin(be, fabs(x[i] - (double)(dl * (float)SM_IQ4NL[k])));
+            err += be * be;
+        }
+        return err;
+    }
     if (dt == SM_DTYPE_Q2_K) { /* as q4_k's over 16 weights, levels 0..3, 4-bit multiples */
         float a[16], b[16], amx = 0, bmx = 0;
         for (int j = 0; j < 16; j++) {

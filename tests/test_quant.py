@@ -35,11 +35,12 @@ import sm_gguf  # noqa: E402  (pure Python)
 
 TALLY = Tally("quant")
 report, skip = TALLY.report, TALLY.skip
-QTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl")
+QTYPES = ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
 # llama.cpp's files of the types ../shared does not hold (made by its llama-quantize from
 # ../shared's llama-rand-256-f16.gguf; tests/fixtures/gguf/README.md says how)
 FIXTURES = os.path.join(HERE, "fixtures", "gguf")
-MIXES = ("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl")  # convert --dtype values tested on models
+MIXES = ("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl",
+         "iq4_xs")  # convert --dtype values tested on models
 
 
 def c_dequant(tool, qtype, path, offset, n, np):
@@ -100,9 +101,12 @@ def check_gguf(tool, shared, np, sm_quant):
 
 
 # Relative RMS error of each type on N(0, 0.02) weights, from llama-quantize's files here
-# (measured: q8_0 0.0054, q6_k 0.018, q5_k 0.036, q4_k 0.072). A misread layout (swapped nibbles,
-# scales or halves) is off by about 1.0 or more; 1.5 times the measured figure leaves room.
-LAYOUT_RMS = {"q8_0": 0.0081, "q6_k": 0.027, "q5_k": 0.055, "q4_k": 0.11}
+# (measured, worst tensor: q8_0 0.0054, q6_k 0.018, q5_k 0.036, q4_k 0.072, q5_1 0.038, q5_0
+# 0.043, q4_1 0.078, iq4_nl 0.077, iq4_xs 0.077, q3_k 0.152, q2_k 0.298). A misread layout
+# (swapped nibbles, scales or halves) is off by about 1.0 or more; 1.5 times the measured figure
+# leaves room.
+LAYOUT_RMS = {"q8_0": 0.0081, "q6_k": 0.027, "q5_k": 0.055, "q4_k": 0.11, "q5_1": 0.057,
+              "q5_0": 0.065, "q4_1": 0.12, "iq4_nl": 0.12, "iq4_xs": 0.12, "q3_k": 0.23, "q2_k": 0.45}
 
 
 def f16_originals(shared, what):
@@ -172,17 +176,18 @@ def check_quantizer(tool, shared, np, sm_quant):
 
 
 def check_quantizer_k(tool, shared, np, sm_quant):
-    """The k types: on llama-rand-256's weights (the f16 file), our squared error below that of
-    llama-quantize's q4_k_m / q5_k_m / q6_k files made from them, tensor type by tensor type."""
+    """The k types and the others llama-quantize wrote from llama-rand-256's weights (the f16
+    file): our squared error below that of its q4_k_m / q5_k_m / q6_k files in ../shared and of
+    the files here (q2_k, q3_k_m, q4_1, q5_0, q5_1, iq4_nl, iq4_xs), tensor type by tensor type."""
     found = f16_originals(shared, "k quantizer vs llama.cpp")
     if not found:
         return
     base, src, f16 = found
     tot = {}
-    for mix in ("q4_k_m", "q5_k_m", "q6_k"):
-        ref = os.path.join(base, f"llama-rand-256-{mix}.gguf")
+    refs = [os.path.join(base, f"llama-rand-256-{mix}.gguf") for mix in ("q4_k_m", "q5_k_m", "q6_k")]
+    for ref in refs + sorted(glob.glob(os.path.join(FIXTURES, "llama-rand-256-*.gguf"))):
         for t in sm_gguf.read(ref)[1]:
-            if not t["type"].endswith("_k"):
+            if t["type"] not in QTYPES or t["type"] in ("q8_0", "q4_0"):  # those two: check_quantizer
                 continue
             w = read_tensor(src, f16[t["name"]], np, sm_quant)
             lq = read_tensor(ref, t, np, sm_quant)

@@ -104,4 +104,16 @@ void test_quant_blocks(void) {
     sm_quant_dequant(got, blk, SM_DTYPE_IQ4_NL, 32);
     CHECKF(got[0] == 56.5f && got[16] == -41.5f && got[1] == -63.5f, "iq4_nl reference: %g %g %g", got[0],
            got[16], got[1]);
+    /* iq4_xs: d 0.5, scales_h at 2, scales_l at 4, qs at 8. Block 0's scale 35 (3: scales_l[0]'s low
+       nibble 3, scales_h bits 0-1 2), block 3's 20 (-12: scales_l[1]'s high nibble 4, scales_h bits
+       6-7 1), the rest 0 (-32). qs[0] 0x2F: weight 0 level 15 (113), weight 16 level 2 (-83); qs[48]
+       (block 3) 0x08: weight 96 level 8 (1), weight 112 level 0 (-127); weight 32 (block 1) level 0.
+       w = d (ls - 32) SM_IQ4NL[q] */
+    memset(blk, 0, sizeof blk);
+    memcpy(blk, &half, 2);
+    blk[2] = 2 | 1 << 6, blk[4] = 3, blk[5] = 4 << 4;
+    blk[8] = 0x2F, blk[8 + 48] = 0x08;
+    sm_quant_dequant(got, blk, SM_DTYPE_IQ4_XS, 256);
+    CHECKF(got[0] == 169.5f && got[16] == -124.5f && got[96] == -6.0f && got[112] == 762.0f && got[32] == 2032.0f,
+           "iq4_xs reference: %g %g %g %g %g", got[0], got[16], got[96], got[112], got[32]);
 }

@@ -78,7 +78,8 @@ static const struct option_def {
      "    --dtype T          type of the weight matrices written: f32 (default), f16, bf16,\n"
      "                       q8_0, q4_0 (output layer q8_0), q4_k_m, q5_k_m (output layer and\n"
      "                       some down projections q6_k, Q/K/V one type up), q6_k, q4_k, q5_k,\n"
-     "                       q4_1, q5_0, q5_1, iq4_nl (output layer q8_0), q2_k, q3_k"},
+     "                       q4_1, q5_0, q5_1, iq4_nl (output layer q8_0), q2_k, q3_k,\n"
+     "                       iq4_xs (output layer q6_k)"},
     {"special", 0, false, CMD_GENERATE | CMD_SCORE | CMD_TOKENIZE, O_SPECIAL,
      "    --special          text of special tokens (<|endoftext|>, <s>, </s>) becomes those tokens"},
     {"no-bos", 0, false, CMD_TOKENIZE, O_NOBOS,
@@ -464,7 +465,7 @@ static int set_value(cli_opts *o, const struct option_def *d, const char *flag, 
     case O_DTYPE:
         if (!sm_convert_dtype_parse(v, &o->dtype, &o->mix_m))
             return cli_usage_error(o, "%s expects f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, "
-                                      "q4_k, q5_k, q4_1, q5_0, q5_1, q2_k, q3_k or iq4_nl, got '%s'", flag, v);
+                                      "q4_k, q5_k, q4_1, q5_0, q5_1, q2_k, q3_k, iq4_nl or iq4_xs, got '%s'", flag, v);
         o->dtype_given = true;
         break;
     case O_KVTYPE:

@@ -102,12 +102,12 @@ static int layer_of(const char *name, const char *what) {
 /*
 ** The type tensor t is written in: vectors f32; matrices the type asked for
 ** with the mixes of sm_convert.h (the output layer, or the token embedding
-** it is tied to, at q8_0 under the 32-weight types and q6_k under the k types, as
+** it is tied to, at q8_0 under the 32-weight types and q6_k under the k types and iq4_xs, as
 ** quantizers keep it at higher precision; the "_m" mixes' Q/K/V and down
 ** projections); GPT-2's position embedding in its source type (it is
 ** small); a k-type matrix whose rows are not whole 256-weight blocks in
 ** llama-quantize's type for it (q4_k q5_0, q5_k q5_1, q6_k q8_0, q2_k and
-** q3_k q4_0), and a matrix whose rows are not whole 32-weight blocks in its source
+** q3_k q4_0, iq4_xs iq4_nl), and a matrix whose rows are not whole 32-weight blocks in its source
 ** type (f16 if that is quantized), each counted in info.
 */
 static sm_dtype out_dtype(const job *j, const sm_plan_tensor *t, sm_convert_info *info) {
@@ -134,7 +134,7 @@ static sm_dtype out_dtype(const job *j, const sm_plan_tensor *t, sm_convert_info
     if (is_k(dt) && (size_t)t->cols % SM_QK == 0) { /* llama-quantize's fallbacks */
         if (info->n_q8++ == 0) snprintf(info->q8, sizeof info->q8, "%s", t->name);
         return dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q5_0 : dt == SM_DTYPE_Q5_K ? SM_DTYPE_Q5_1
-             : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q8_0 : SM_DTYPE_Q4_0;
+             : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q8_0 : dt == SM_DTYPE_IQ4_XS ? SM_DTYPE_IQ4_NL : SM_DTYPE_Q4_0;
     }
     if (info->n_kept++ == 0) snprintf(info->kept, sizeof info->kept, "%s", t->name);
     sm_dtype src = t->parts[0].dt;

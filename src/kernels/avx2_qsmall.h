@@ -117,6 +117,21 @@ static void dequant_small(float *restrict out, const void *restrict src, sm_dtyp
         }
         return;
     }
+    if (dt == SM_DTYPE_IQ4_XS) {
+        for (size_t sb = 0; sb < n / SM_QK_K; sb++) {
+            const sm_block_iq4_xs *x = (const sm_block_iq4_xs *)src + sb;
+            float D[8];
+            _mm256_storeu_ps(D, iq4xs_scales(x));
+            for (int j = 0; j < 8; j++, out += SM_QK) {
+                const __m256i w = iq4_levels(x->qs + 16 * j);
+                const __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
+                const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+                for (int c = 0; c < 4; c++)
+                    store8(out + 8 * c, bytes8(part[c]), _mm256_set1_ps(D[j]), _mm256_setzero_ps());
+            }
+        }
+        return;
+    }
     const size_t bs = sbytes(dt);
     for (size_t b = 0; b < n / SM_QK; b++, out += SM_QK) {
         const char *p = (const char *)src + b * bs;
@@ -125,7 +140,7 @@ static void dequant_small(float *restrict out, const void *restrict src, sm_dtyp
         memcpy(&dh, p, 2);
         if (off) memcpy(&mh, p + 2, 2); /* m */
         const __m256 D = _mm256_set1_ps(f16(dh)), M = _mm256_set1_ps(off ? -f16(mh) : 0.0f);
-        __m256i w = dt == SM_DTYPE_IQ4_NL ? iq4_levels(p) : small_levels(dt, p); /* q4_1 / q5: 0..31 */
+        __m256i w = dt == SM_DTYPE_IQ4_NL ? iq4_levels(p + 2) : small_levels(dt, p); /* q4_1 / q5: 0..31 */
         if (dt == SM_DTYPE_Q5_0) w = _mm256_sub_epi8(w, _mm256_set1_epi8(16));
         const __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
         const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};

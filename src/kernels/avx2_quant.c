@@ -44,7 +44,8 @@ static AI __m256 load_head(const float *p, size_t n) {
 /*
 ** Blocks b0..b0+nbk-1 (nbk <= 8) of a row of 32-weight blocks (q32) against
 ** x rows i < r, even blocks into a0, odd into a1: the f16 scales widened in
-** one instruction and multiplied by the activations' scales in one more;
+** one instruction (iq4_xs: its super-block's eight d (ls - 32), nbk = 8)
+** and multiplied by the activations' scales in one more;
 ** the zero point z (q4_0's 8, q5_0's 16, q8_0 / iq4_nl's 128 under
 ** vpdpbusd; vpmaddubsw takes those two as |w| against x with w's sign, no
 ** zero point) comes off once for the group as z d_w times xs (d_x sum q),
@@ -54,10 +55,11 @@ static AI __m256 load_head(const float *p, size_t n) {
 static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, size_t K,
                       const void *row, size_t b0, size_t nbk) {
     const size_t nb = K / SM_QK, bs = sbytes(dt);
-    const bool q8 = dt == SM_DTYPE_Q8_0, iq = dt == SM_DTYPE_IQ4_NL, sgn = q8 || iq, zp = !sgn || SM_QFLAVOUR != 0;
-    const bool off = dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1;
-    const char *base = (const char *)row + b0 * bs;
-    __m256 dw = halves(base, bs, nbk);
+    const bool q8 = dt == SM_DTYPE_Q8_0, xs4 = dt == SM_DTYPE_IQ4_XS, iq = dt == SM_DTYPE_IQ4_NL || xs4;
+    const bool sgn = q8 || iq, zp = !sgn || SM_QFLAVOUR != 0, off = dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1;
+    const char *base = (const char *)row + (xs4 ? b0 / 8 : b0) * bs; /* iq4_xs: b0 starts a super-block */
+    const sm_block_iq4_xs *sx = (const sm_block_iq4_xs *)(const void *)base;
+    __m256 dw = xs4 ? iq4xs_scales(sx) : halves(base, bs, nbk);
     __m256 dz = off ? _mm256_sub_ps(_mm256_setzero_ps(), halves(base + 2, bs, nbk))
                     : _mm256_mul_ps(dw, _mm256_set1_ps(sgn ? 128.0f : dt == SM_DTYPE_Q5_0 ? 16.0f : 8.0f));
     float f[SM_QX_ROWS][8];
@@ -71,7 +73,7 @@ static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, s
         __m256i u, wq = _mm256_setzero_si256();
         if (sgn) {
             wq = q8 ? _mm256_loadu_si256((const __m256i *)((const sm_block_q8_0 *)(const void *)base + j)->qs)
-                    : iq4_levels(base + j * bs);
+                    : iq4_levels(xs4 ? (const void *)(sx->qs + 16 * j) : base + j * bs + 2);
             u = SM_QFLAVOUR ? _mm256_xor_si256(wq, _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(wq, wq);
         } else {
             u = dt == SM_DTYPE_Q4_0 ? q4_bytes((const sm_block_q4_0 *)(const void *)base + j)
@@ -432,6 +434,7 @@ static void gemv(float *restrict out, sm_qx qx, size_t r, const void *restrict w
     case SM_DTYPE_Q5_0: gemv_dt(SM_DTYPE_Q5_0, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q5_1: gemv_dt(SM_DTYPE_Q5_1, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_IQ4_NL: gemv_dt(SM_DTYPE_IQ4_NL, out, qx, r, w, bias, N, K, n0, n1); break;
+    case SM_DTYPE_IQ4_XS: gemv_dt(SM_DTYPE_IQ4_XS, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q2_K: gemv_dt(SM_DTYPE_Q2_K, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q3_K: gemv_dt(SM_DTYPE_Q3_K, out, qx, r, w, bias, N, K, n0, n1); break;
     case SM_DTYPE_Q8_0: gemv_dt(SM_DTYPE_Q8_0, out, qx, r, w, bias, N, K, n0, n1); break;
@@ -496,7 +499,7 @@ static void dequant_k(float *restrict out, const void *restrict src, sm_dtype dt
 /* Bit for bit sm_quant_dequant: one product d * q per weight. */
 static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, size_t n) {
     if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1 || dt == SM_DTYPE_Q2_K ||
-        dt == SM_DTYPE_Q3_K || dt == SM_DTYPE_IQ4_NL) {
+        dt == SM_DTYPE_Q3_K || dt == SM_DTYPE_IQ4_NL || dt == SM_DTYPE_IQ4_XS) {
         dequant_small(out, src, dt, n);
         return;
     }
@@ -528,13 +531,13 @@ static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, 
     }
 }
 
-/* The packed product takes q8_0 and iq4_nl (bytes up to 255 made unsigned) only with vpdpbusd
+/* The packed product takes q8_0 and iq4_nl / iq4_xs (bytes up to 255 made unsigned) only with vpdpbusd
    (avx2_qgemm.c); not q2_k and q3_k (their prefill dequantizes into the f32 product). */
 const sm_qkernel QSYM = {QNAME, quant_x, gemv, dequant, QGEMM,
                          1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q5_K |
                              1u << SM_DTYPE_Q6_K | 1u << SM_DTYPE_Q4_1 | 1u << SM_DTYPE_Q5_0 |
                              1u << SM_DTYPE_Q5_1 |
-                             (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_IQ4_NL : 0u), QPEAK, QGEMM_R32,
-                         XQUANT_R32};
+                             (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_IQ4_NL | 1u << SM_DTYPE_IQ4_XS : 0u),
+                         QPEAK, QGEMM_R32, XQUANT_R32};
 
 #endif

@@ -93,15 +93,17 @@ static AI size_t sbytes(sm_dtype dt) {
     return dt == SM_DTYPE_Q8_0 ? sizeof(sm_block_q8_0) : dt == SM_DTYPE_Q4_0 ? sizeof(sm_block_q4_0)
          : dt == SM_DTYPE_Q4_1 ? sizeof(sm_block_q4_1) : dt == SM_DTYPE_Q5_0 ? sizeof(sm_block_q5_0)
          : dt == SM_DTYPE_Q5_1 ? sizeof(sm_block_q5_1) : dt == SM_DTYPE_IQ4_NL ? sizeof(sm_block_q4_0)
-         : dt == SM_DTYPE_Q2_K ? sizeof(sm_block_q2_k) : sizeof(sm_block_q3_k);
+         : dt == SM_DTYPE_Q2_K ? sizeof(sm_block_q2_k) : dt == SM_DTYPE_IQ4_XS ? sizeof(sm_block_iq4_xs)
+                               : sizeof(sm_block_q3_k);
 }
 static AI bool skt(sm_dtype dt) {
     return dt == SM_DTYPE_Q2_K || dt == SM_DTYPE_Q3_K;
 }
-/* The types of 32-weight blocks with one scale each: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl. */
+/* The types of 32-weight blocks with one scale each: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, and iq4_xs
+   (eight iq4_nl blocks whose scales come from one super-block). */
 static AI bool q32(sm_dtype dt) {
     return dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 ||
-           dt == SM_DTYPE_Q5_1 || dt == SM_DTYPE_IQ4_NL;
+           dt == SM_DTYPE_Q5_1 || dt == SM_DTYPE_IQ4_NL || dt == SM_DTYPE_IQ4_XS;
 }
 
 /* Bit j of the 32-bit qh (4 bytes at p, little-endian) as 16 in byte j, 0 elsewhere. */
@@ -125,12 +127,23 @@ static AI __m256i small_levels(sm_dtype dt, const char *p) {
     return u;
 }
 
-/* The 32 levels of iq4_nl block p (q4_0's layout), signed, in weight order. */
-static AI __m256i iq4_levels(const char *p) {
+/* The 32 levels of an iq4_nl block's 16 bytes of nibbles qs (q4_0's layout), signed, in weight order. */
+static AI __m256i iq4_levels(const void *qs) {
     const __m128i kv = _mm_loadu_si128((const __m128i *)(const void *)SM_IQ4NL);
-    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + 2));
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
     const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kv), nib);
+}
+
+/* The eight block scales d (ls - 32) of iq4_xs super-block x as f32 lanes (exact). */
+static AI __m256 iq4xs_scales(const sm_block_iq4_xs *x) {
+    uint32_t lo;
+    memcpy(&lo, x->scales_l, sizeof lo);
+    const __m256i l = _mm256_srlv_epi32(_mm256_set1_epi32((int)lo), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    const __m256i h = _mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    const __m256i ls = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi32(15)),
+                                       _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(3)), 4));
+    return _mm256_mul_ps(_mm256_set1_ps(f16(x->d)), _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
 }
 
 /* Eight (or nbk < 8) f16 values at p, bs bytes apart, as f32 lanes (zeros after nbk). */

@@ -261,6 +261,7 @@ static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) 
     case SM_DTYPE_Q5_1: return (const sm_block_q5_1 *)w + i / SM_QK;
     case SM_DTYPE_Q2_K: return (const sm_block_q2_k *)w + i / SM_QK_K;
     case SM_DTYPE_Q3_K: return (const sm_block_q3_k *)w + i / SM_QK_K;
+    case SM_DTYPE_IQ4_XS: return (const sm_block_iq4_xs *)w + i / SM_QK_K;
     default: return (const char *)w + i * 2;
     }
 }

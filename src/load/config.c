@@ -212,7 +212,7 @@ static sm_status parse_tensor(pctx *pc, const cJSON *t, size_t i, sm_config *cfg
     if (d->dtype == SM_DTYPE_COUNT)
         return sm_error_set(pc->err, SM_ERR_UNSUPPORTED,
                             "%s: tensor %s has unknown dtype \"%s\" (known: f32, f16, bf16, "
-                            "q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl)",
+                            "q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)",
                             pc->path, d->name, dtype);
 
     const cJSON *shape = get(pc, t, "shape", &st);

@@ -26,7 +26,7 @@ const char *sm_gguf_type_name(uint32_t t) {
 }
 
 /* The ggml type of each sm_dtype, in sm_dtype order. */
-static const uint32_t ggml_types[SM_DTYPE_COUNT] = {0, 1, 30, 8, 2, 12, 13, 14, 3, 6, 7, 10, 11, 20};
+static const uint32_t ggml_types[SM_DTYPE_COUNT] = {0, 1, 30, 8, 2, 12, 13, 14, 3, 6, 7, 10, 11, 20, 23};
 
 uint32_t sm_gguf_type_of(sm_dtype dt) {
     return ggml_types[dt];
@@ -191,7 +191,7 @@ static sm_status parse_tensor(cursor *c, sm_gguf_tensor *t, size_t i) {
     if (t->dtype == SM_DTYPE_COUNT)
         return sm_error_set(c->err, SM_ERR_UNSUPPORTED,
                             "%s: %s has type %s, which smallmind does not run (supported: F32, "
-                            "F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL)",
+                            "F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
                             c->path, what, sm_gguf_type_name(t->ggml_type));
     size_t blk = sm_dtype_block(t->dtype);
     if (t->ne[0] % blk)
