@@ -56,7 +56,7 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
             const float d = f16(dh);
             __m256i u;
             if (dt == SM_DTYPE_IQ4_NL)
-                u = _mm256_xor_si256(iq4_levels(p + 2), _mm256_set1_epi8((char)0x80)), M[b] = 128.0f * d;
+                u = iq4_levels_u(p + 2), M[b] = 128.0f * d;
             else
                 u = small_levels(dt, p), M[b] = dt == SM_DTYPE_Q5_0 ? 16.0f * d : -f16(mh);
             D[b] = d;
@@ -71,8 +71,7 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
             _mm256_storeu_ps(D + 8 * sb, d);
             _mm256_storeu_ps(M + 8 * sb, _mm256_mul_ps(d, _mm256_set1_ps(128.0f)));
             for (int j = 0; j < 8; j++)
-                _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * (size_t)j),
-                                    _mm256_xor_si256(iq4_levels(x->qs + 16 * j), _mm256_set1_epi8((char)0x80)));
+                _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * (size_t)j), iq4_levels_u(x->qs + 16 * j));
         }
         return;
     }

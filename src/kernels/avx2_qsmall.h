@@ -3,7 +3,7 @@
 ** products (ssuper, which avx2_quant.c's krow takes, its rows as the other
 ** k types' but for krow_z and krow4, which measured no faster for them),
 ** and the dequantization of GGUF's older and smaller types (q4_1, q5_0,
-** q5_1, iq4_nl, q2_k, q3_k), in each flavour of avx2_quant.c (which
+** q5_1, iq4_nl, iq4_xs, q2_k, q3_k), in each flavour of avx2_quant.c (which
 ** includes this file once, inside its own build). The 32-weight types' products are
 ** avx2_quant.c's qgroup (one scale a block, as q4_0 / q8_0); prefill takes
 ** the packed integer product for them (avx2_qpack.h; iq4_nl only with
@@ -80,6 +80,13 @@ static AI __m256 bytes8(__m128i v) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
 }
 
+/* out (32) = D * w - M for a block's 32 signed levels w (store8 on each 8). */
+static AI void store32(float *out, __m256i w, __m256 D, __m256 M) {
+    const __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int c = 0; c < 4; c++) store8(out + 8 * c, bytes8(part[c]), D, M);
+}
+
 /*
 ** dequant for these types, bit for bit sm_quant_dequant: each block's integers ws as f32
 ** (exact), times D, less M. The k types' ws = sc level is formed as a product of two exact f32
@@ -122,13 +129,8 @@ static void dequant_small(float *restrict out, const void *restrict src, sm_dtyp
             const sm_block_iq4_xs *x = (const sm_block_iq4_xs *)src + sb;
             float D[8];
             _mm256_storeu_ps(D, iq4xs_scales(x));
-            for (int j = 0; j < 8; j++, out += SM_QK) {
-                const __m256i w = iq4_levels(x->qs + 16 * j);
-                const __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
-                const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-                for (int c = 0; c < 4; c++)
-                    store8(out + 8 * c, bytes8(part[c]), _mm256_set1_ps(D[j]), _mm256_setzero_ps());
-            }
+            for (int j = 0; j < 8; j++, out += SM_QK)
+                store32(out, iq4_levels(x->qs + 16 * j), _mm256_set1_ps(D[j]), _mm256_setzero_ps());
         }
         return;
     }
@@ -142,9 +144,7 @@ static void dequant_small(float *restrict out, const void *restrict src, sm_dtyp
         const __m256 D = _mm256_set1_ps(f16(dh)), M = _mm256_set1_ps(off ? -f16(mh) : 0.0f);
         __m256i w = dt == SM_DTYPE_IQ4_NL ? iq4_levels(p + 2) : small_levels(dt, p); /* q4_1 / q5: 0..31 */
         if (dt == SM_DTYPE_Q5_0) w = _mm256_sub_epi8(w, _mm256_set1_epi8(16));
-        const __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
-        const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        for (int c = 0; c < 4; c++) store8(out + 8 * c, bytes8(part[c]), D, M);
+        store32(out, w, D, M);
     }
 }
 

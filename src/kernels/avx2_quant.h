@@ -135,6 +135,11 @@ static AI __m256i iq4_levels(const void *qs) {
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kv), nib);
 }
 
+/* The same levels made unsigned (+ 128, as q8_0's bytes for vpdpbusd). */
+static AI __m256i iq4_levels_u(const void *qs) {
+    return _mm256_xor_si256(iq4_levels(qs), _mm256_set1_epi8((char)0x80));
+}
+
 /* The eight block scales d (ls - 32) of iq4_xs super-block x as f32 lanes (exact). */
 static AI __m256 iq4xs_scales(const sm_block_iq4_xs *x) {
     uint32_t lo;
