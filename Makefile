@@ -119,7 +119,7 @@ $(BUILD)/src/kernels/avx512_bf16.o: ALL_CFLAGS += -mavx512f -mavx512bf16
 $(BUILD)/src/kernels/avx2_quant.o $(BUILD)/src/kernels/avx2_qgemm.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -DSM_QFLAVOUR=0
 $(BUILD)/src/kernels/avx2_%_vnni.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -DSM_QFLAVOUR=1
 $(BUILD)/src/kernels/avx2_%_vnni512.o: ALL_CFLAGS += -mavx2 -mfma -mf16c -mavx512f -mavx512vl \
-                                                    -mavx512vnni -DSM_QFLAVOUR=2
+                                                    -mavx512bw -mavx512vnni -DSM_QFLAVOUR=2
 $(filter %_vnni.o,$(QFLAVOURS)): $(BUILD)/src/kernels/avx2_%_vnni.o: src/kernels/avx2_%.c $(FLAGS_STAMP) | $(DEPSOK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@

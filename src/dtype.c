@@ -27,6 +27,7 @@ size_t sm_dtype_block(sm_dtype t) {
 size_t sm_dtype_row_bytes(sm_dtype t, size_t n) {
     if (t == SM_DTYPE_Q4_K_R32) return n / 256 * 148;
     if (t == SM_DTYPE_Q5_K_R32) return n / 256 * 180;
+    if (t == SM_DTYPE_IQ4_XS_R32) return n / 256 * 138;
     t = sm_dtype_base(t);
     if ((unsigned)t >= SM_DTYPE_COUNT) return 0;
     return n / dtype_info[t].block * dtype_info[t].bytes;
@@ -38,6 +39,8 @@ const char *sm_dtype_name(sm_dtype t) {
     if (t == SM_DTYPE_Q6_K_R32) return "q6_k_r32";
     if (t == SM_DTYPE_Q4_K_R32) return "q4_k_r32";
     if (t == SM_DTYPE_Q5_K_R32) return "q5_k_r32";
+    if (t == SM_DTYPE_IQ4_NL_R32) return "iq4_nl_r32";
+    if (t == SM_DTYPE_IQ4_XS_R32) return "iq4_xs_r32";
     if (t == SM_DTYPE_F32_P32) return "f32_p32";
     if (t == SM_DTYPE_F16_P32) return "f16_p32";
     if (t == SM_DTYPE_BF16_P32) return "bf16_p32";

@@ -23,7 +23,7 @@ typedef enum {
     SM_DTYPE_Q5_K,
     SM_DTYPE_Q6_K,
     SM_DTYPE_Q4_1, /* GGUF's older and smaller types: read and multiplied as they are, */
-    SM_DTYPE_Q5_0, /* never repacked (their prefill dequantizes into the f32 product) */
+    SM_DTYPE_Q5_0, /* never repacked (iq4_nl and iq4_xs are, under AVX512-VNNI) */
     SM_DTYPE_Q5_1,
     SM_DTYPE_Q2_K,
     SM_DTYPE_Q3_K,
@@ -50,6 +50,10 @@ typedef enum {
                           with zeros to a multiple of 32 */
     SM_DTYPE_F16_P32,  /* f16 and bf16 as the same panels, 16-bit: the file's bytes, rows */
     SM_DTYPE_BF16_P32, /* padded with zeros to a multiple of 32 (widened as they are read) */
+    SM_DTYPE_IQ4_NL_R32, /* iq4_nl's 32 rows a group as q4_0_r32's (the same block bytes) */
+    SM_DTYPE_IQ4_XS_R32, /* iq4_xs's: per super-block its 8 blocks' levels as q4_0_r32's, the
+                            rows' block scales ls - 32 as int8 bytes, their f16 d: 138 bytes
+                            per 256 weights, not 136 */
     SM_DTYPE_F32_T,    /* f32 weights (N, K) held transposed, as (K, N): weight (n, k) at
                           k N + n; a caller's own matrix (training's weights, activations),
                           never made at load; only a table's matmul takes it */
@@ -66,6 +70,8 @@ static inline sm_dtype sm_dtype_base(sm_dtype t) {
            : t == SM_DTYPE_F32_P32  ? SM_DTYPE_F32
            : t == SM_DTYPE_F16_P32  ? SM_DTYPE_F16
            : t == SM_DTYPE_BF16_P32 ? SM_DTYPE_BF16
+           : t == SM_DTYPE_IQ4_NL_R32 ? SM_DTYPE_IQ4_NL
+           : t == SM_DTYPE_IQ4_XS_R32 ? SM_DTYPE_IQ4_XS
            : t == SM_DTYPE_F32_T    ? SM_DTYPE_F32
                                     : t;
 }

@@ -452,7 +452,13 @@ bool sm_kernels_share_open(const sm_kernels *k, void *buf, float *scratch, size_
 ** planes for each 16 rows (bits 2q, 2q + 1 of a row's k-th byte: level
 ** 4q + k in the first plane, 16 + 4q + k in the second), then the 32 rows'
 ** int8 scales of the block's first 16 levels and of its last 16 (832 bytes
-** a block); after the eight blocks, the 32 rows' f16 d (64 bytes).
+** a block); after the eight blocks, the 32 rows' f16 d (64 bytes). An
+** iq4_nl matrix (SM_DTYPE_IQ4_NL_R32) takes q4_0_r32's bytes as they are
+** (its levels index iq4_nl's table). An iq4_xs matrix (K a multiple of 256;
+** SM_DTYPE_IQ4_XS_R32, 138 bytes where the file has 136) takes per
+** super-block its eight blocks' levels as q4_0_r32's (512 bytes each), then
+** the 32 rows' block scales ls - 32 as int8 bytes, block after block (256
+** bytes), then the 32 rows' f16 d (64 bytes).
 **
 ** An f32 matrix (any N) is laid out as the same product's panels
 ** (SM_DTYPE_F32_P32): row group G takes 32 K floats from G * 32 K, column k

@@ -456,7 +456,7 @@ void test_quant_quantizer(void) {
 }
 
 /*
-** Repacked q4_0 / q8_0 / q4_k / q5_k / q6_k matrices (sm_kernels_repack):
+** Repacked q4_0 / q8_0 / q4_k / q5_k / q6_k / iq4_nl / iq4_xs matrices (sm_kernels_repack):
 ** the layouts byte for byte as sm_kernels.h describes them (worked out here
 ** from the file's blocks; q6_k's levels from the dequantized weights), and
 ** every table that multiplies them gives, for any T (1 to
@@ -470,7 +470,8 @@ void test_quant_quantizer(void) {
 void test_quant_repacked(void) {
     const sm_kernels *ks[8];
     size_t nk = sm_kernels_available(ks, 8), tested = 0;
-    static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0, SM_DTYPE_Q4_K, SM_DTYPE_Q5_K, SM_DTYPE_Q6_K};
+    static const sm_dtype dts[] = {SM_DTYPE_Q4_0, SM_DTYPE_Q8_0,   SM_DTYPE_Q4_K,  SM_DTYPE_Q5_K,
+                                   SM_DTYPE_Q6_K, SM_DTYPE_IQ4_NL, SM_DTYPE_IQ4_XS};
     static const size_t Ts[] = {1, 2, 3, 4, 6, 7, 13, 100, 140, 260, 300}, Ks[] = {32, 96, 544, 1056}, KKs[] = {256, 512, 768, 1280};
     unsigned long long s = 33;
     unsigned any = 0;
@@ -479,7 +480,8 @@ void test_quant_repacked(void) {
         for (size_t c = 0; c < 4; c++) {
             sm_dtype dt = dts[di];
             if (!(any >> dt & 1u)) continue; /* the layouts are the AVX512-VNNI code's */
-            const bool q5 = dt == SM_DTYPE_Q5_K, k45 = dt == SM_DTYPE_Q4_K || q5, kt = k45 || dt == SM_DTYPE_Q6_K;
+            const bool q5 = dt == SM_DTYPE_Q5_K, k45 = dt == SM_DTYPE_Q4_K || q5, xs = dt == SM_DTYPE_IQ4_XS;
+            const bool kt = k45 || dt == SM_DTYPE_Q6_K || xs;
             /* N = 83 (cases 1, 3): a last row group of 19 rows, its products' columns past N unwritten */
             size_t K = kt ? KKs[c] : Ks[c], N = c % 2 ? 83 : 96, n0 = 32, n1 = N, G = (N + SM_R32 - 1) / SM_R32;
             size_t rb = sm_dtype_row_bytes(dt, K), lb = sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
@@ -543,7 +545,24 @@ void test_quant_repacked(void) {
                     }
                     bad += memcmp(o + 8 * 832 + 2 * (n % 32), &x->d, 2) != 0;
                 }
-            for (size_t n = 0; n < N && !kt; n++) /* q4_0, q8_0 */
+            /* iq4_xs: per super-block 8 blocks' levels (as q4_0_r32's), the rows' ls - 32 a byte
+               block after block, d */
+            for (size_t n = 0; n < N && xs; n++)
+                for (size_t sb = 0; sb < K / 256; sb++) {
+                    const sm_block_iq4_xs *x = (const sm_block_iq4_xs *)(const void *)(w + n * rb) + sb;
+                    const unsigned char *o = r + (n / 32 * (K / 256) + sb) * 32 * 138;
+                    for (size_t j = 0; j < 8; j++) {
+                        for (size_t i = 0; i < 32; i++) {
+                            unsigned want = x->qs[16 * j + i % 16] >> (i / 16 ? 4 : 0) & 15;
+                            unsigned at = (unsigned)(i % 16), h = (unsigned)(i / 16);
+                            unsigned got = o[j * 512 + (n % 32) / 16 * 256 + at / 4 * 64 + (n % 16) * 4 + at % 4] >> (h ? 4 : 0) & 15;
+                            bad += got != want;
+                        }
+                        bad += (signed char)o[4096 + j * 32 + n % 32] != sm_quant_iq4xs_scale(x, (int)j) - 32;
+                    }
+                    bad += memcmp(o + 4096 + 256 + 2 * (n % 32), &x->d, 2) != 0;
+                }
+            for (size_t n = 0; n < N && !kt; n++) /* q4_0, q8_0, iq4_nl */
                 for (size_t b = 0; b < nb; b++) {
                     const unsigned char *src = w + n * rb + b * bs, *o = r + (n / 32 * nb + b) * blk;
                     for (size_t j = 0; j < lv; j++) {

@@ -50,6 +50,8 @@ static AI gvi g_and(gvi a, gvi b) { return _mm512_and_si512(a, b); }
 static AI gvi g_or(gvi a, gvi b) { return _mm512_or_si512(a, b); }
 static AI gvi g_srli32(gvi a, unsigned n) { return _mm512_srli_epi32(a, n); }
 static AI gvi g_slli32(gvi a, unsigned n) { return _mm512_slli_epi32(a, n); }
+static AI gvi g_shuffle(gvi t, gvi i) { return _mm512_shuffle_epi8(t, i); }
+static AI gvi g_bcast128(__m128i v) { return _mm512_broadcast_i32x4(v); }
 /* GV f16 at p as f32; GV unsigned (signed) bytes at p as f32 */
 static AI gvf g_f16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p)); }
 static AI gvf g_u8f(const uint8_t *p) {
@@ -71,6 +73,8 @@ static AI gvi g_and(gvi a, gvi b) { return _mm256_and_si256(a, b); }
 static AI gvi g_or(gvi a, gvi b) { return _mm256_or_si256(a, b); }
 static AI gvi g_srli32(gvi a, unsigned n) { return _mm256_srli_epi32(a, (int)n); }
 static AI gvi g_slli32(gvi a, unsigned n) { return _mm256_slli_epi32(a, (int)n); }
+static AI gvi g_shuffle(gvi t, gvi i) { return _mm256_shuffle_epi8(t, i); }
+static AI gvi g_bcast128(__m128i v) { return _mm256_broadcastsi128_si256(v); }
 static AI gvf g_f16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
 static AI gvf g_u8f(const uint8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
@@ -80,6 +84,10 @@ static AI gvf g_i8f(const uint8_t *p) {
 }
 #endif
 static AI gvi g_set1b(char c) { return VOP(set1_epi8)(c); }
+/* iq4_nl's 16 levels made unsigned (+ 128) in every 128-bit lane: a nibble's through g_shuffle */
+static AI gvi g_iq4u(void) {
+    return g_bcast128(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)SM_IQ4NL), _mm_set1_epi8((char)0x80)));
+}
 static AI gvi g_bcast(int32_t v) { return VOP(set1_epi32)(v); }
 static AI gvf g_cvt(gvi v) { return VOP(cvtepi32_ps)(v); }
 static AI gvf g_loadf(const float *p) { return VOP(loadu_ps)(p); }
@@ -355,6 +363,8 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
     else if (src.lay == R4K) src.lay = R4K, TILES(MIN);
     else if (src.lay == R5K) src.lay = R5K, TILES(MIN);
     else if (src.lay == R6K) src.lay = R6K, TILES(Q6);
+    else if (src.lay == RI4) src.lay = RI4, TILES(ZP);
+    else if (src.lay == RXS) src.lay = RXS, TILES(ZP);
     else if (mode == Q6) TILES(Q6);
     else if (mode == ZP) TILES(ZP);
     else TILES(MIN);
@@ -375,6 +385,16 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
 static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0, int nv) {
     const size_t grp = n / SM_R32;
     wsrc src = {.ahead = true, .part = n % SM_R32 / (GV * (size_t)nv), .nv = nv};
+    if (dt == SM_DTYPE_IQ4_XS) { /* a super-block: 8 blocks' levels, the rows' 8 scales, their d */
+        const uint8_t *g = (const uint8_t *)w + (grp * nb + b0) / 8 * RXS_SUPER;
+        src.lay = RXS, src.base = g;
+        for (int v = 0; v < nv; v++) {
+            const size_t ro = n % SM_R32 + (size_t)v * GV;
+            src.lv[v] = g + ro / 16 * 256 + 4 * (ro % 16), src.sc[v] = g + 8 * RXS_BLOCK + ro;
+            src.dd[v] = g + 8 * RXS_BLOCK + 8 * SM_R32 + 2 * ro;
+        }
+        return src;
+    }
     if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K || dt == SM_DTYPE_Q6_K) {
         /* a block: 16 bytes a row of nibbles, pl of high bits (q5_k 4, q6_k 8), 2 of scales; a
            super-block: 8 blocks, then d (and q4_k's, q5_k's dmin) */
@@ -394,9 +414,9 @@ static wsrc r32_src(sm_dtype dt, const void *w, size_t n, size_t nb, size_t b0, 
         }
         return src;
     }
-    const size_t bb = dt == SM_DTYPE_Q4_0 ? R4_BLOCK : R8_BLOCK;
+    const size_t bb = dt == SM_DTYPE_Q8_0 ? R8_BLOCK : R4_BLOCK;
     const uint8_t *g = (const uint8_t *)w + (grp * nb + b0) * bb;
-    src.lay = dt == SM_DTYPE_Q4_0 ? R4 : R8, src.base = g;
+    src.lay = dt == SM_DTYPE_Q8_0 ? R8 : dt == SM_DTYPE_IQ4_NL ? RI4 : R4, src.base = g;
     for (int v = 0; v < nv; v++) {
         const size_t ro = n % SM_R32 + (size_t)v * GV;
         src.lv[v] = g + ro / 16 * (bb - 2 * SM_R32) / 2 + 4 * (ro % 16), src.sc[v] = g + bb - 2 * SM_R32 + 2 * ro;
@@ -447,9 +467,12 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
 }
 
 
-/* How a block's integer sums of type dt become f32, and q4_0 / q8_0's zero point (ZP: M / D). */
+/* How a block's integer sums of type dt become f32, and the zero point of q4_0, q8_0, iq4_nl and
+   iq4_xs (ZP: M / D; the last two levels through their table, + 128). */
 static int mode_of(sm_dtype dt) {
-    return dt == SM_DTYPE_Q6_K ? Q6 : dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 ? ZP : MIN;
+    return dt == SM_DTYPE_Q6_K ? Q6
+           : dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_IQ4_NL || dt == SM_DTYPE_IQ4_XS ? ZP
+                                                                                                    : MIN;
 }
 static int32_t zp_of(sm_dtype dt) {
     return dt == SM_DTYPE_Q4_0 ? 8 : 128;

@@ -20,12 +20,15 @@
 ** levels, hb[v] (R5K, R6K) their high bits, sc[v] their f16 scales (R4K,
 ** R5K: their 6-bit scales, the mins SM_R32 bytes on; R6K: the first half's
 ** scales, the second's SM_R32 bytes on), dd[v] (R4K, R5K, R6K) the first
-** super-block's d (R4K, R5K: dmin 64 bytes on).
+** super-block's d (R4K, R5K: dmin 64 bytes on). iq4_nl (RI4) is q4_0's layout
+** with its levels through the table; iq4_xs (RXS) a super-block of 8 blocks'
+** levels as q4_0's (512 bytes each), then the rows' int8 block scales
+** (ls - 32, 32 bytes a block: sc[v] the first block's), then d (dd[v]).
 */
-enum { PANEL, R4, R8, R4K, R5K, R6K };
-enum { /* bytes of 32 rows' block (R4K, R5K, R6K: and super-block) */
-    R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34, R5K_BLOCK = 32 * 22, R6K_BLOCK = 32 * 26,
-    R4K_SUPER = 32 * 148, R5K_SUPER = 32 * 180, R6K_SUPER = 32 * 210,
+enum { PANEL, R4, R8, R4K, R5K, R6K, RI4, RXS };
+enum { /* bytes of 32 rows' block (R4K, R5K, R6K, RXS: and super-block) */
+    R4_BLOCK = 32 * 18, R8_BLOCK = 32 * 34, R5K_BLOCK = 32 * 22, R6K_BLOCK = 32 * 26, RXS_BLOCK = 32 * 16,
+    R4K_SUPER = 32 * 148, R5K_SUPER = 32 * 180, R6K_SUPER = 32 * 210, RXS_SUPER = 32 * 138,
 };
 typedef struct {
     int lay;
@@ -43,7 +46,8 @@ static AI size_t r_off(int lay, size_t b) {
     return lay == R4K   ? b / 8 * R4K_SUPER + b % 8 * R4_BLOCK
            : lay == R5K ? b / 8 * R5K_SUPER + b % 8 * R5K_BLOCK
            : lay == R6K ? b / 8 * R6K_SUPER + b % 8 * R6K_BLOCK
-                        : b * (lay == R4 ? R4_BLOCK : R8_BLOCK);
+           : lay == RXS ? b / 8 * RXS_SUPER + b % 8 * RXS_BLOCK
+                        : b * (lay == R8 ? R8_BLOCK : R4_BLOCK);
 }
 
 /*
@@ -75,13 +79,19 @@ enum { R32_AHEAD = 4096 };
 /* GV rows' f16 at p, the one of block b's super-block (q4_k_r32's, q5_k_r32's or q6_k_r32's d,
    or dmin), as f32. */
 static AI gvf r4k_f16(int lay, const uint8_t *p, size_t b) {
-    const size_t sup = lay == R5K ? R5K_SUPER : lay == R6K ? R6K_SUPER : R4K_SUPER;
+    const size_t sup = lay == R5K ? R5K_SUPER : lay == R6K ? R6K_SUPER : lay == RXS ? RXS_SUPER : R4K_SUPER;
     return g_f16(p + b / 8 * sup);
 }
-/* Block b's D and M for half v, as pack makes them: q4_0 d and 8 d (q8_0: 128 d); q4_k and
-   q5_k d sc and dmin m; q6_k d sc of the block's two halves (exact products). */
+/* Block b's D and M for half v, as pack makes them: q4_0 d and 8 d (q8_0, iq4_nl: 128 d); q4_k
+   and q5_k d sc and dmin m; q6_k d sc of the block's two halves; iq4_xs d (ls - 32) and 128
+   times it (exact products). */
 static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
     const size_t ob = r_off(src.lay, b);
+    if (src.lay == RXS) {
+        *D = g_mul(r4k_f16(RXS, src.dd[v], b), g_i8f(src.sc[v] + b / 8 * RXS_SUPER + b % 8 * SM_R32));
+        *M = g_mul(*D, g_set1f(128.0f));
+        return;
+    }
     if (src.lay == R6K) {
         gvf d = r4k_f16(R6K, src.dd[v], b);
         *D = g_mul(d, g_i8f(src.sc[v] + ob)), *M = g_mul(d, g_i8f(src.sc[v] + ob + SM_R32));
@@ -93,7 +103,7 @@ static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
         return;
     }
     *D = g_f16(src.sc[v] + ob);
-    *M = g_mul(*D, g_set1f(src.lay == R4 ? 8.0f : 128.0f));
+    *M = g_mul(*D, g_set1f(src.lay == R4 ? 8.0f : 128.0f)); /* R8, RI4: 128 */
 }
 
 /*
@@ -104,13 +114,18 @@ static AI void r32_dm(wsrc src, int v, size_t b, gvf *D, gvf *M) {
 ** bit q, the bit of weight 4q + k and in bit 4 + q that of 16 + 4q + k.
 ** q6_k adds the top two bits (16, 32) from its two planes: bits 2q, 2q + 1
 ** of the byte of row r's weight k, weight 4q + k in the first, 16 + 4q + k
-** in the second; one shift puts them at bits 4, 5 of the byte.
+** in the second; one shift puts them at bits 4, 5 of the byte. iq4_nl and
+** iq4_xs take their levels from the table, made unsigned (+ 128).
 */
 static AI void r4_levels(wsrc src, int v, size_t b, int q, gvi *lo, gvi *hi) {
     const gvi m4 = g_set1b(15);
     const size_t ob = r_off(src.lay, b);
     gvi raw = g_load(src.lv[v] + ob + (size_t)q * 64);
     *lo = g_and(raw, m4), *hi = g_and(g_srli32(raw, 4), m4);
+    if (src.lay == RI4 || src.lay == RXS) {
+        const gvi t = g_iq4u();
+        *lo = g_shuffle(t, *lo), *hi = g_shuffle(t, *hi);
+    }
     if (src.lay == R5K) {
         const gvi m16 = g_set1b(16);
         gvi hb = g_load(src.hb[v] + ob);

@@ -88,14 +88,15 @@ static int has_avx512(void) {
     return has_avx2() && __builtin_cpu_supports("avx512f");
 }
 
-/* CPUID leaf 7: AVX-VNNI (subleaf 1, EAX bit 4); AVX512-VNNI (ECX bit 11) with VL (EBX bit 31). */
+/* CPUID leaf 7: AVX-VNNI (subleaf 1, EAX bit 4); AVX512-VNNI (ECX bit 11) with VL (EBX bit 31)
+   and BW (EBX bit 30: vpshufb on 512 bits, iq4_nl's table). */
 static int has_avxvnni(void) {
     unsigned a, b, c, d;
     return has_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
 }
 static int has_avx512vnni(void) {
     unsigned a, b, c, d;
-    return has_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1) && (b >> 31 & 1);
+    return has_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c >> 11 & 1) && (b >> 31 & 1) && (b >> 30 & 1);
 }
 /* AVX512-BF16: leaf 7 subleaf 1, EAX bit 5. */
 static int has_avx512bf16(void) {
@@ -329,7 +330,8 @@ unsigned sm_kernels_repack_types(const sm_kernels *k) {
     unsigned f = m->f32_panels ? 1u << SM_DTYPE_F32 | 1u << SM_DTYPE_F16 | 1u << SM_DTYPE_BF16 : 0;
     if (g != r || !g->quant->gemm_r32) return f;
     return f | (g->quant->gemm_types & (1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_Q4_K |
-                                        1u << SM_DTYPE_Q5_K | 1u << SM_DTYPE_Q6_K));
+                                        1u << SM_DTYPE_Q5_K | 1u << SM_DTYPE_Q6_K | 1u << SM_DTYPE_IQ4_NL |
+                                        1u << SM_DTYPE_IQ4_XS));
 }
 
 const char *sm_kernels_int8_name(const sm_kernels *k) {

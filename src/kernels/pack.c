@@ -151,7 +151,7 @@ bool sm_kernels_repackable(sm_dtype dt, size_t N, size_t K) {
     if (dt == SM_DTYPE_F32 || dt == SM_DTYPE_F16 || dt == SM_DTYPE_BF16)
         return N > 0 && K > 0; /* the last panel's missing rows are zeros */
     return (dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K ||
-            dt == SM_DTYPE_Q6_K) && N > 0 && K > 0 && K % sm_dtype_block(dt) == 0;
+            dt == SM_DTYPE_Q6_K || dt == SM_DTYPE_IQ4_NL || dt == SM_DTYPE_IQ4_XS) && N > 0 && K > 0 && K % sm_dtype_block(dt) == 0;
 }
 
 sm_dtype sm_kernels_repacked(sm_dtype dt) {
@@ -160,6 +160,8 @@ sm_dtype sm_kernels_repacked(sm_dtype dt) {
            : dt == SM_DTYPE_Q4_K ? SM_DTYPE_Q4_K_R32
            : dt == SM_DTYPE_Q5_K ? SM_DTYPE_Q5_K_R32
            : dt == SM_DTYPE_Q6_K ? SM_DTYPE_Q6_K_R32
+           : dt == SM_DTYPE_IQ4_NL ? SM_DTYPE_IQ4_NL_R32
+           : dt == SM_DTYPE_IQ4_XS ? SM_DTYPE_IQ4_XS_R32
            : dt == SM_DTYPE_F32  ? SM_DTYPE_F32_P32
            : dt == SM_DTYPE_F16  ? SM_DTYPE_F16_P32
            : dt == SM_DTYPE_BF16 ? SM_DTYPE_BF16_P32
@@ -251,8 +253,27 @@ static void repack_q6_row(uint8_t *restrict o, const uint8_t *restrict row, size
     }
 }
 
-/* Row l of a q4_0 or q8_0 row group as q4_0_r32 / q8_0_r32 (sm_kernels.h): per block the rows'
-   levels four bytes at a time (q8_0's made unsigned), then their f16 scales. */
+/*
+** Row l of an iq4_xs row group as iq4_xs_r32 (sm_kernels.h): per super-block
+** its eight blocks' nibbles as q4_0_r32's (the file holds them as q4_0 and
+** iq4_nl do), then the rows' block scales ls - 32 as int8 bytes, block after
+** block, then the rows' f16 d.
+*/
+static void repack_xs_row(uint8_t *restrict o, const uint8_t *restrict row, size_t K, size_t l) {
+    const size_t ns = K / SM_QK_K, half = 16 * 16, blk = 2 * half, sup = 8 * blk + 8 * SM_R32 + 2 * SM_R32;
+    for (size_t s = 0; s < ns; s++, o += sup) {
+        const sm_block_iq4_xs *x = (const sm_block_iq4_xs *)(const void *)row + s;
+        for (size_t j = 0; j < 8; j++) {
+            uint8_t *lv = o + j * blk + l / 16 * half;
+            for (size_t w = 0; w < 4; w++) memcpy(lv + w * 64 + 4 * (l % 16), x->qs + 16 * j + 4 * w, 4);
+            o[8 * blk + j * SM_R32 + l] = (uint8_t)(int8_t)(sm_quant_iq4xs_scale(x, (int)j) - 32);
+        }
+        memcpy(o + 8 * blk + 8 * SM_R32 + 2 * l, &x->d, 2);
+    }
+}
+
+/* Row l of a q4_0, iq4_nl or q8_0 row group as q4_0_r32 / iq4_nl_r32 / q8_0_r32 (sm_kernels.h):
+   per block the rows' levels four bytes at a time (q8_0's made unsigned), then their f16 scales. */
 static void repack_q_row(uint8_t *restrict o, const uint8_t *restrict row, sm_dtype dt, size_t K, size_t l) {
     const bool q8 = dt == SM_DTYPE_Q8_0;
     const size_t nb = K / SM_QK, bs = q8 ? sizeof(sm_block_q8_0) : sizeof(sm_block_q4_0);
@@ -313,6 +334,7 @@ void sm_kernels_repack(void *restrict dst, const void *restrict src, sm_dtype dt
             const uint8_t *row = (const uint8_t *)src + (g * SM_R32 + l) * rb;
             if (dt == SM_DTYPE_Q4_K || dt == SM_DTYPE_Q5_K) repack_k_row(o, row, dt, K, l);
             else if (dt == SM_DTYPE_Q6_K) repack_q6_row(o, row, K, l);
+            else if (dt == SM_DTYPE_IQ4_XS) repack_xs_row(o, row, K, l);
             else repack_q_row(o, row, dt, K, l);
         }
     }
