@@ -307,8 +307,7 @@ def export_checks(smbin, tmp, shared, np):
             ours = run([smbin, "generate", "-m", g, "-p", prompt, "-n", "40", "--temp", "0"]).stdout
             prog = os.path.join(lc, "llama-completion")  # plain completion (llama-cli is chat-only now)
             prog = prog if os.path.exists(prog) else os.path.join(lc, "llama-cli")
-            theirs = run([prog, "-m", g, "-p", prompt, "-n", "40", "--temp", "0",
-                          "-no-cnv", "-t", "2", "--no-display-prompt"]).stdout
+            theirs = llama_completion(prog, g, prompt)
             ours, theirs = ours.rstrip(b"\n"), theirs.rstrip(b"\n")
             if dtype in ("f32", "q8_0"):
                 report(ours == theirs, f"export {name} {dtype}: llama.cpp's greedy text = ours (40 tokens)",
@@ -321,6 +320,19 @@ def export_checks(smbin, tmp, shared, np):
                        repr(theirs[:80]))
     if not os.environ.get("LLAMA_CPP"):
         T.skip("exported files in llama.cpp", "set LLAMA_CPP to a llama.cpp bin folder to run them there")
+
+
+def llama_completion(prog, g, prompt):
+    """llama.cpp's greedy 40 tokens. llama-completion prints through an asynchronous logger that
+    is never drained at exit, so on a loaded machine the last messages are sometimes lost. Its
+    last message to stdout is "\\n\\n" after the tokens, in order: output ending so is whole. A run
+    cut short is repeated (10 runs at most); a cut output is returned as it is, and fails."""
+    for _ in range(10):
+        out = run([prog, "-m", g, "-p", prompt, "-n", "40", "--temp", "0",
+                   "-no-cnv", "-t", "2", "--no-display-prompt"]).stdout
+        if out.endswith(b"\n\n"):
+            break
+    return out
 
 
 def chat_template_export(smbin, tmp, shared):
