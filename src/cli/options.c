@@ -69,7 +69,7 @@ static const struct option_def {
     {"no-mmap", 0, false, CMD_MODEL, O_NOMMAP,
      "    --no-mmap          read the weights instead of mapping them"},
     {"no-repack", 0, false, CMD_MODEL, O_NOREPACK,
-     "    --no-repack        multiply f32/q4_0/q8_0/q4_k/q5_k/q6_k weights as stored\n"
+     "    --no-repack        multiply f32, q4_0, q8_0, q4_k..q6_k and iq4 weights as stored\n"
      "                         (default: laid out once at load, 32 rows interleaved, where the\n"
      "                         kernels take them)"},
     {"tokenizer", 0, true, CMD_CONVERT | CMD_MODEL | CMD_TOKENS, O_TOKFILE,
