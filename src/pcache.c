@@ -25,8 +25,9 @@
    f32 / f16 / bf16 matrices as panels too; 11: and q4_0 / q4_k / q5_k / q6_k (q8_0 with AVX-VNNI)
    matrices repacked; 12: and bf16 (f16 under f16=bf16) matrices where they prefill on vdpbf16ps
    (their decoding products sum as the panels' exact ones do); 13: and iq4_nl / iq4_xs matrices
-   repacked, their packed product on a zero point of 128 (a whole integer, not q4_k's min) */
-#define VERSION 13u
+   repacked, their packed product on a zero point of 128 (a whole integer, not q4_k's min); 14:
+   q3_k prefills on the packed integer product (with vpdpbusd), not dequantized into f32 */
+#define VERSION 14u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {
