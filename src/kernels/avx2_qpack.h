@@ -76,18 +76,14 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
         return;
     }
     if (dt == SM_DTYPE_Q3_K) { /* v = (sc - 32) q in -124..128 (q -4..3) as u = 128 - v: D = -d, M = -128 d */
-        const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), c128 = _mm256_set1_epi16(128);
+        const __m256i c128 = _mm256_set1_epi16(128);
         for (size_t sb = 0; sb < nbk / 8; sb++) {
             const sm_block_q3_k *x = (const sm_block_q3_k *)row + sb;
             uint8_t sc[16];
             sm_quant_k3_scales(x->scales, sc);
             const float d = f16(x->d);
-            const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
             for (int j = 0; j < 8; j++) {
-                const int h = j / 4, k = j % 4; /* the levels as dequant_small forms them */
-                __m256i q = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * h)), 2 * k), three);
-                q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one), 2));
-                q = _mm256_sub_epi8(q, _mm256_set1_epi8(4));
+                const __m256i q = _mm256_sub_epi8(k23_levels(dt, x->qs, x->hmask, j), _mm256_set1_epi8(4));
                 /* each 16 weights times its sub-block's scale, in 16 bits */
                 __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
                 __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));

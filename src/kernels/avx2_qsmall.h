@@ -46,14 +46,8 @@ static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t 
         _mm256_storeu_ps(f[i], _mm256_mul_ps(d, dx));
         if (dt == SM_DTYPE_Q2_K) _mm256_storeu_ps(g[i], _mm256_mul_ps(dmin, dx));
     }
-    const __m256i three = _mm256_set1_epi8(3);
     for (int j = 0; j < 8; j++) {
-        const int h = j / 4, k = j % 4;
-        __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)), 2 * k), three);
-        if (dt == SM_DTYPE_Q3_K) {
-            __m256i hb = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x3->hmask), 4 * h + k);
-            u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(1)), 2));
-        }
+        const __m256i u = k23_levels(dt, qs, x3->hmask, j);
         const __m256 lanes = q6_lanes(sc, j);
         const __m256 mlanes = dt == SM_DTYPE_Q2_K ? q6_lanes(mn, j) : _mm256_setzero_ps();
         for (size_t i = 0; i < r; i++) {
@@ -103,14 +97,8 @@ static void dequant_small(float *restrict out, const void *restrict src, sm_dtyp
             const __m256 D = _mm256_set1_ps(f16(dt == SM_DTYPE_Q2_K ? x2->d : x3->d));
             const float dmin = dt == SM_DTYPE_Q2_K ? f16(x2->dmin) : 0.0f;
             for (int j = 0; j < 8; j++) {
-                const int h = j / 4, k = j % 4;
-                __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)), 2 * k),
-                                             _mm256_set1_epi8(3));
-                if (dt == SM_DTYPE_Q3_K) {
-                    __m256i hb = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x3->hmask), 4 * h + k);
-                    u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(1)), 2));
-                    u = _mm256_sub_epi8(u, _mm256_set1_epi8(4));
-                }
+                __m256i u = k23_levels(dt, qs, x3->hmask, j);
+                if (dt == SM_DTYPE_Q3_K) u = _mm256_sub_epi8(u, _mm256_set1_epi8(4));
                 const __m128i lo = _mm256_castsi256_si128(u), hi = _mm256_extracti128_si256(u, 1);
                 const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
                 for (int c = 0; c < 4; c++) {

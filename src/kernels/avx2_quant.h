@@ -127,6 +127,19 @@ static AI __m256i small_levels(sm_dtype dt, const char *p) {
     return u;
 }
 
+/* Block j (0..7) of a q2_k / q3_k super-block's 32 levels, unsigned, in weight order: q2_k's two
+   bits (0..3); q3_k's with its hmask bit as the third (0..7, the signed level this less 4). */
+static AI __m256i k23_levels(sm_dtype dt, const uint8_t *qs, const uint8_t *hmask, int j) {
+    const int h = j / 4, k = j % 4;
+    __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h)), 2 * k),
+                                 _mm256_set1_epi8(3));
+    if (dt == SM_DTYPE_Q3_K) {
+        __m256i hb = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(const void *)hmask), 4 * h + k);
+        u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(1)), 2));
+    }
+    return u;
+}
+
 /* The 32 levels of an iq4_nl block's 16 bytes of nibbles qs (q4_0's layout), signed, in weight order. */
 static AI __m256i iq4_levels(const void *qs) {
     const __m128i kv = _mm_loadu_si128((const __m128i *)(const void *)SM_IQ4NL);
