@@ -26,8 +26,9 @@
    matrices repacked; 12: and bf16 (f16 under f16=bf16) matrices where they prefill on vdpbf16ps
    (their decoding products sum as the panels' exact ones do); 13: and iq4_nl / iq4_xs matrices
    repacked, their packed product on a zero point of 128 (a whole integer, not q4_k's min); 14:
-   q3_k prefills on the packed integer product (with vpdpbusd), not dequantized into f32 */
-#define VERSION 14u
+   q3_k prefills on the packed integer product (with vpdpbusd), not dequantized into f32; 15: and
+   q2_k (every flavour) */
+#define VERSION 15u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {

@@ -16,7 +16,10 @@
 ** block adds D d_x sum alone: one f32 operation fewer per row and token.
 ** q6_k's scale changes every 16 weights: its two halves keep separate
 ** integer sums, each started from its zero point, -32 times the half's
-** activation sum (xz), and D, M hold the halves' scales d sc.
+** activation sum (xz), and D, M hold the halves' scales d sc. q2_k's
+** levels come times their 16 weights' scale (u = sc q, D = d), its
+** halves' mins apart: M and M2 (dmin m) times d_x and each half's
+** activation sum (xz), taken off after the block's one integer sum.
 **
 ** The micro-kernel keeps GMR tokens x GNR rows of accumulators in
 ** registers: AVX512-VNNI on 512-bit vectors (32 of them: 2 x 16 rows x 5
@@ -104,6 +107,7 @@ enum {
     GMR_Q6 = 4,                       /* q6_k's (3 GMR GNV: its halves' integer sums apart) */
     GNR = GV * GNV,                   /* rows per panel */
     GBS = 40 * GNR,                   /* bytes per packed block: levels, D, M */
+    GBS_Q2 = 44 * GNR,                /* q2_k's: and M2 (apart, the others' panels read 10% fewer lines) */
     KB = SM_QGEMM_KC / SM_QK,         /* blocks per column slice */
 };
 _Static_assert(GNR <= SM_QGEMM_NR, "panel wider than SM_QGEMM_NR");
@@ -125,7 +129,7 @@ enum { ONE_NV = 2, NVMAX = GNV > ONE_NV ? GNV : ONE_NV };
 */
 /* How a block's integer sums become f32 (see the top): D d_x sum - M xs (MIN), from zero point
    xz (ZP), two halves from their zero points (Q6). */
-enum { MIN, ZP, Q6 };
+enum { MIN, ZP, Q6, Q2 };
 
 #include "avx2_qr32.h" /* the repacked layouts, read in place */
 
@@ -159,8 +163,9 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                 for (int v = 0; v < nv; v++) part[i][v] = g_add(acc[i][v], part[i][v]), acc[i][v] = g_zerof();
         gvi ia[GMR][NVMAX], ih[GMR][NVMAX]; /* q6_k: groups 0-3 in ih, 4-7 in ia */
         for (size_t i = 0; i < r; i++)
-            for (int v = 0; v < nv; v++) ia[i][v] = mode != MIN ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
-        gvf D[NVMAX], M[NVMAX];
+            for (int v = 0; v < nv; v++) ia[i][v] = mode == ZP || q6 ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
+        gvf D[NVMAX], M[NVMAX], M2[NVMAX]; /* M2: q2_k's second half's min (its panel only) */
+        for (int v = 0; v < nv; v++) M2[v] = g_zerof();
         if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
             const size_t ob = r_off(src.lay, b);
             if (src.ahead) { /* the row group's block (to the next one's start), into L2: */
@@ -183,7 +188,7 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
             for (int v = 0; v < nv; v++) r32_dm(src, v, b, &D[v], &M[v]);
         } else
         {
-            const uint8_t *pb = src.panel + b * GBS;
+            const uint8_t *pb = src.panel + b * (mode == Q2 ? GBS_Q2 : GBS);
             for (int g = 0; g < 8; g++) {
                 if (q6 && g == 4)
                     for (size_t i = 0; i < r; i++)
@@ -200,10 +205,14 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
             }
             const float *pd = (const float *)(const void *)(pb + 32 * GNR);
             for (int v = 0; v < nv; v++) D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV);
+            for (int v = 0; mode == Q2 && v < nv; v++) M2[v] = g_loadf(pd + 2 * GNR + v * GV);
         }
         /* the block's integer sums into f32, the same operations whatever the weights' source */
         for (size_t i = 0; i < r; i++) {
-            gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]);
+            gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]), s1 = sx, s2 = sx;
+            if (mode == Q2) /* d_x times minus each half's sum */
+                s1 = g_set1f(xd[i * KB + b] * (float)xz[2 * (i * KB + b)]),
+                s2 = g_set1f(xd[i * KB + b] * (float)xz[2 * (i * KB + b) + 1]);
             for (int v = 0; v < nv; v++) {
                 if (q6) {
                     gvf h = g_fmadd(g_cvt(ih[i][v]), D[v], g_mul(g_cvt(ia[i][v]), M[v]));
@@ -212,6 +221,7 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                 }
                 acc[i][v] = g_fmadd(g_mul(g_cvt(ia[i][v]), dx), D[v], acc[i][v]);
                 if (mode == MIN) acc[i][v] = g_fnmadd(M[v], sx, acc[i][v]);
+                if (mode == Q2) acc[i][v] = g_fmadd(M2[v], s2, g_fmadd(M[v], s1, acc[i][v]));
             }
         }
     }
@@ -289,9 +299,10 @@ static void quant_slice(int mode, int32_t zp, const float *restrict x, size_t K,
             int32_t s4[SM_QK / 4]; /* minus each 4 levels' sum */
             quant_block(x + t * K + k0 + SM_QK * b, xq + i * SM_QGEMM_KC + SM_QK * b,
                         mode != MIN ? s4 : NULL, xd + i * KB + b, xs + i * KB + b);
-            if (mode == Q6)
+            if (mode == Q6 || mode == Q2) /* q6_k's zero point 32, q2_k's sums for its mins */
                 for (int h = 0; h < 2; h++)
-                    xz[2 * (i * KB + b) + (size_t)h] = 32 * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
+                    xz[2 * (i * KB + b) + (size_t)h] =
+                        (mode == Q6 ? 32 : 1) * (s4[4 * h] + s4[4 * h + 1] + s4[4 * h + 2] + s4[4 * h + 3]);
             else if (mode == ZP) {
                 int32_t sum = 0;
                 for (int g = 0; g < SM_QK / 4; g++) sum += s4[g];
@@ -311,9 +322,9 @@ typedef struct {
 static qbufs bufs_of(void *scratch) {
     qbufs q;
     q.panel = align64(scratch);
-    q.rows = align64(q.panel + (size_t)KB * GBS);
+    q.rows = align64(q.panel + (size_t)KB * GBS_Q2);
     q.dm = (float *)(void *)align64(q.rows + (size_t)GNR * SM_QGEMM_KC);
-    q.xq = (int8_t *)align64((uint8_t *)(q.dm + 2 * GNR * KB));
+    q.xq = (int8_t *)align64((uint8_t *)(q.dm + 3 * GNR * KB));
     q.xd = (float *)(void *)(q.xq + (size_t)SM_QGEMM_MC * SM_QGEMM_KC), q.xs = q.xd + SM_QGEMM_MC * KB;
     q.xz = (int32_t *)(void *)(q.xs + SM_QGEMM_MC * KB);
     return q;
@@ -353,6 +364,14 @@ static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, si
     }
 }
 
+/* q2_k's tiles in a function of their own: built inside tiles_of, they slowed the other modes'
+   (q4_k's prefill, 128 tokens, Zen 5: 4,300-4,450 -> 3,950-4,170 tokens/s, interleaved). */
+static __attribute__((noinline)) void tiles_q2(const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
+                     size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr,
+                     const char *pf, size_t pfl) {
+    tiles(Q2, q, src, out, N, t0, t1, n, nbk, bn, first, nr, pf, pfl);
+}
+
 /* tiles for this mode and layout, each pair built on its own (the micro-kernels' constants). */
 static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, size_t N, size_t t0,
                      size_t t1, size_t n, size_t nbk, const float *restrict bn, int first, size_t nr,
@@ -366,6 +385,7 @@ static void tiles_of(int mode, const qbufs *q, wsrc src, float *restrict out, si
     else if (src.lay == RI4) src.lay = RI4, TILES(ZP);
     else if (src.lay == RXS) src.lay = RXS, TILES(ZP);
     else if (mode == Q6) TILES(Q6);
+    else if (mode == Q2) tiles_q2(q, src, out, N, t0, t1, n, nbk, bn, first, nr, pf, pfl);
     else if (mode == ZP) TILES(ZP);
     else TILES(MIN);
 #undef TILES
@@ -471,6 +491,7 @@ static void unpack_r4(uint8_t *restrict panel, wsrc src, size_t nbk) {
    iq4_xs (ZP: M / D; the last two levels through their table, + 128). */
 static int mode_of(sm_dtype dt) {
     return dt == SM_DTYPE_Q6_K ? Q6
+           : dt == SM_DTYPE_Q2_K ? Q2
            : dt == SM_DTYPE_Q4_0 || dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_IQ4_NL || dt == SM_DTYPE_IQ4_XS ? ZP
                                                                                                     : MIN;
 }

@@ -3,7 +3,7 @@
 ** weight matrix's file rows (pack: each row unpacked to levels and its
 ** blocks' D and M, then interleaved four bytes at a time; q4_0 straight
 ** into the layout on AVX512-VNNI). Part of avx2_qgemm.c, included once
-** after its vector types and panel sizes (GNR, GBS, KB); split out along
+** after its vector types and panel sizes (GNR, GBS, GBS_Q2, KB); split out along
 ** that seam to keep the file short.
 */
 #ifndef SM_AVX2_QPACK_H
@@ -12,9 +12,9 @@
 /*
 ** nbk blocks of one weight row from `row` (its block or super-block at the
 ** slice's start) as unsigned levels (dst, in weight order) and each block's
-** D and M.
+** D and M (q2_k: M, M2 its halves' mins).
 */
-static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict M,
+static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict M, float *restrict M2,
                        const void *restrict row, sm_dtype dt, size_t nbk) {
     if (dt == SM_DTYPE_Q6_K) {
         for (size_t sb = 0; sb < nbk / 8; sb++) {
@@ -72,6 +72,25 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
             _mm256_storeu_ps(M + 8 * sb, _mm256_mul_ps(d, _mm256_set1_ps(128.0f)));
             for (int j = 0; j < 8; j++)
                 _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * (size_t)j), iq4_levels_u(x->qs + 16 * j));
+        }
+        return;
+    }
+    if (dt == SM_DTYPE_Q2_K) { /* u = sc q in 0..45 (sc 4 bits), D = d; each half's min dmin m: M, M2 */
+        for (size_t sb = 0; sb < nbk / 8; sb++) {
+            const sm_block_q2_k *x = (const sm_block_q2_k *)row + sb;
+            const float d = f16(x->d), dmin = f16(x->dmin);
+            for (int j = 0; j < 8; j++) {
+                const __m256i q = k23_levels(dt, x->qs, NULL, j);
+                const uint8_t s0 = x->scales[2 * j], s1 = x->scales[2 * j + 1];
+                __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(q));
+                __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1));
+                lo = _mm256_mullo_epi16(lo, _mm256_set1_epi16((short)(s0 & 15)));
+                hi = _mm256_mullo_epi16(hi, _mm256_set1_epi16((short)(s1 & 15)));
+                const __m256i u = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xd8);
+                _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * (size_t)j), u);
+                D[8 * sb + (size_t)j] = d;
+                M[8 * sb + (size_t)j] = dmin * (float)(s0 >> 4), M2[8 * sb + (size_t)j] = dmin * (float)(s1 >> 4);
+            }
         }
         return;
     }
@@ -192,18 +211,18 @@ static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restric
         return;
     }
 #endif
-    float *D = dm, *M = dm + GNR * KB;
+    float *D = dm, *M = dm + GNR * KB, *M2 = dm + 2 * GNR * KB;
     for (size_t j = 0; j < GNR; j++) {
         if (j < nr) {
-            unpack_row(rows + j * SM_QGEMM_KC, D + j * KB, M + j * KB,
+            unpack_row(rows + j * SM_QGEMM_KC, D + j * KB, M + j * KB, M2 + j * KB,
                        sm_kernels_elem(w, dt, (n + j) * K + k0), dt, nbk);
         } else {
             memset(rows + j * SM_QGEMM_KC, 0, nbk * SM_QK);
-            for (size_t b = 0; b < nbk; b++) D[j * KB + b] = M[j * KB + b] = 0.0f;
+            for (size_t b = 0; b < nbk; b++) D[j * KB + b] = M[j * KB + b] = M2[j * KB + b] = 0.0f;
         }
     }
     for (size_t b = 0; b < nbk; b++) {
-        uint8_t *pb = panel + b * GBS;
+        uint8_t *pb = panel + b * (dt == SM_DTYPE_Q2_K ? GBS_Q2 : GBS);
         for (size_t j8 = 0; j8 < GNR; j8 += 8) {
             __m256i r[8];
             for (int i = 0; i < 8; i++)
@@ -213,6 +232,7 @@ static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restric
         }
         float *pd = (float *)(void *)(pb + 32 * GNR);
         for (size_t j = 0; j < GNR; j++) pd[j] = D[j * KB + b], pd[GNR + j] = M[j * KB + b];
+        for (size_t j = 0; dt == SM_DTYPE_Q2_K && j < GNR; j++) pd[2 * GNR + j] = M2[j * KB + b];
     }
 }
 

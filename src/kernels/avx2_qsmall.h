@@ -7,7 +7,7 @@
 ** includes this file once, inside its own build). The 32-weight types' products are
 ** avx2_quant.c's qgroup (one scale a block, as q4_0 / q8_0); prefill takes
 ** the packed integer product for them (avx2_qpack.h; iq4_nl and q3_k only
-** with vpdpbusd), while q2_k dequantizes into the f32 product.
+** with vpdpbusd).
 **
 ** q2_k and q3_k scale each 16 weights on their own, as q6_k does: each
 ** block's levels go in unsigned (q2_k's 0..3, q3_k's 0..7), the product's

@@ -532,12 +532,12 @@ static void dequant(float *restrict out, const void *restrict src, sm_dtype dt, 
 }
 
 /* The packed product takes q8_0, iq4_nl / iq4_xs and q3_k (bytes up to 255 made unsigned; q3_k's
-   levels times their 16 weights' scale) only with vpdpbusd (avx2_qgemm.c); not q2_k (a min each 16
-   weights, where the product takes one a block: its prefill dequantizes into the f32 product). */
+   levels times their 16 weights' scale) only with vpdpbusd (avx2_qgemm.c); q2_k's levels times
+   their scale (0..45) in every flavour, its two mins a block apart (mode Q2). */
 const sm_qkernel QSYM = {QNAME, quant_x, gemv, dequant, QGEMM,
                          1u << SM_DTYPE_Q4_0 | 1u << SM_DTYPE_Q4_K | 1u << SM_DTYPE_Q5_K |
                              1u << SM_DTYPE_Q6_K | 1u << SM_DTYPE_Q4_1 | 1u << SM_DTYPE_Q5_0 |
-                             1u << SM_DTYPE_Q5_1 |
+                             1u << SM_DTYPE_Q5_1 | 1u << SM_DTYPE_Q2_K |
                              (SM_QFLAVOUR ? 1u << SM_DTYPE_Q8_0 | 1u << SM_DTYPE_IQ4_NL | 1u << SM_DTYPE_IQ4_XS |
                                               1u << SM_DTYPE_Q3_K
                                         : 0u),

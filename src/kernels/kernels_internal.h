@@ -310,13 +310,14 @@ static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
 ** and a panel of at most SM_QGEMM_NR weight rows over those columns,
 ** unpacked to unsigned levels interleaved four bytes per row, with each
 ** block's scale D and zero-point term M (w = D u - M) as floats (40 bytes
-** per row and block; the panel stays in L1). SM_QGEMM_BYTES is its scratch.
+** per row and block; q2_k's 44, its second min M2 too; the panel stays in
+** L1). SM_QGEMM_BYTES is its scratch.
 */
 #define SM_QGEMM_KC 512
 #define SM_QGEMM_MC 256
 #define SM_QGEMM_NR 32
 #define SM_QGEMM_BYTES \
-    (SM_QGEMM_NR * SM_QGEMM_KC / SM_QK * (40 + 8) + SM_QGEMM_NR * SM_QGEMM_KC + \
+    (SM_QGEMM_NR * SM_QGEMM_KC / SM_QK * (44 + 12) + SM_QGEMM_NR * SM_QGEMM_KC + \
      SM_QGEMM_MC * SM_QGEMM_KC / SM_QK * (SM_QK + 16) + 4 * 64)
 
 /*
