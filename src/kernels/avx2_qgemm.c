@@ -111,6 +111,8 @@ enum {
     KB = SM_QGEMM_KC / SM_QK,         /* blocks per column slice */
 };
 _Static_assert(GNR <= SM_QGEMM_NR, "panel wider than SM_QGEMM_NR");
+/* a packed block's bytes: q2_k's panels (q2) or the others' */
+static AI size_t gbs(bool q2) { return q2 ? GBS_Q2 : GBS; }
 /* Vectors of rows a micro-kernel call takes at most: GNV, and a lone token row on the 256-bit
    flavours two (a 16-row half of a repacked row group: ONE_NV). */
 enum { ONE_NV = 2, NVMAX = GNV > ONE_NV ? GNV : ONE_NV };
@@ -165,7 +167,6 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         for (size_t i = 0; i < r; i++)
             for (int v = 0; v < nv; v++) ia[i][v] = mode == ZP || q6 ? g_bcast(xz[2 * (i * KB + b)]) : g_zero();
         gvf D[NVMAX], M[NVMAX], M2[NVMAX]; /* M2: q2_k's second half's min (its panel only) */
-        for (int v = 0; v < nv; v++) M2[v] = g_zerof();
         if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
             const size_t ob = r_off(src.lay, b);
             if (src.ahead) { /* the row group's block (to the next one's start), into L2: */
@@ -185,10 +186,10 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                 for (size_t i = 0; i < r; i++)
                     for (int v = 0; v < nv; v++) ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
             r32_block(nv, src, b, r, ia, ih, xq + SM_QK * b);
-            for (int v = 0; v < nv; v++) r32_dm(src, v, b, &D[v], &M[v]);
+            for (int v = 0; v < nv; v++) r32_dm(src, v, b, &D[v], &M[v]), M2[v] = g_zerof();
         } else
         {
-            const uint8_t *pb = src.panel + b * (mode == Q2 ? GBS_Q2 : GBS);
+            const uint8_t *pb = src.panel + b * gbs(mode == Q2);
             for (int g = 0; g < 8; g++) {
                 if (q6 && g == 4)
                     for (size_t i = 0; i < r; i++)
@@ -204,15 +205,16 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                 }
             }
             const float *pd = (const float *)(const void *)(pb + 32 * GNR);
-            for (int v = 0; v < nv; v++) D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV);
-            for (int v = 0; mode == Q2 && v < nv; v++) M2[v] = g_loadf(pd + 2 * GNR + v * GV);
+            for (int v = 0; v < nv; v++)
+                D[v] = g_loadf(pd + v * GV), M[v] = g_loadf(pd + GNR + v * GV),
+                M2[v] = mode == Q2 ? g_loadf(pd + 2 * GNR + v * GV) : g_zerof();
         }
         /* the block's integer sums into f32, the same operations whatever the weights' source */
         for (size_t i = 0; i < r; i++) {
-            gvf dx = g_set1f(xd[i * KB + b]), sx = g_set1f(xs[i * KB + b]), s1 = sx, s2 = sx;
-            if (mode == Q2) /* d_x times minus each half's sum */
-                s1 = g_set1f(xd[i * KB + b] * (float)xz[2 * (i * KB + b)]),
-                s2 = g_set1f(xd[i * KB + b] * (float)xz[2 * (i * KB + b) + 1]);
+            const float d = xd[i * KB + b];
+            const gvf dx = g_set1f(d), sx = g_set1f(xs[i * KB + b]);
+            const int32_t *hs = xz + 2 * (i * KB + b); /* q2_k: d_x times minus each half's sum */
+            const gvf s1 = mode == Q2 ? g_set1f(d * (float)hs[0]) : sx, s2 = mode == Q2 ? g_set1f(d * (float)hs[1]) : sx;
             for (int v = 0; v < nv; v++) {
                 if (q6) {
                     gvf h = g_fmadd(g_cvt(ih[i][v]), D[v], g_mul(g_cvt(ia[i][v]), M[v]));

@@ -9,6 +9,17 @@
 #ifndef SM_AVX2_QPACK_H
 #define SM_AVX2_QPACK_H
 
+/* A block's 32 signed levels q as base + s0 q (its first 16 weights) and base + s1 q (the other
+   16: each half's sub-block scale) in 16 bits, then as unsigned bytes (q2_k's and q3_k's u). */
+static AI __m256i scaled_halves(__m256i q, int s0, int s1, int base) {
+    const __m256i b = _mm256_set1_epi16((short)base);
+    const __m256i lo = _mm256_add_epi16(b, _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)),
+                                                              _mm256_set1_epi16((short)s0)));
+    const __m256i hi = _mm256_add_epi16(b, _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)),
+                                                              _mm256_set1_epi16((short)s1)));
+    return _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xd8);
+}
+
 /*
 ** nbk blocks of one weight row from `row` (its block or super-block at the
 ** slice's start) as unsigned levels (dst, in weight order) and each block's
@@ -80,13 +91,8 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
             const sm_block_q2_k *x = (const sm_block_q2_k *)row + sb;
             const float d = f16(x->d), dmin = f16(x->dmin);
             for (int j = 0; j < 8; j++) {
-                const __m256i q = k23_levels(dt, x->qs, NULL, j);
                 const uint8_t s0 = x->scales[2 * j], s1 = x->scales[2 * j + 1];
-                __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(q));
-                __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1));
-                lo = _mm256_mullo_epi16(lo, _mm256_set1_epi16((short)(s0 & 15)));
-                hi = _mm256_mullo_epi16(hi, _mm256_set1_epi16((short)(s1 & 15)));
-                const __m256i u = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xd8);
+                const __m256i u = scaled_halves(k23_levels(dt, x->qs, NULL, j), s0 & 15, s1 & 15, 0);
                 _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * (size_t)j), u);
                 D[8 * sb + (size_t)j] = d;
                 M[8 * sb + (size_t)j] = dmin * (float)(s0 >> 4), M2[8 * sb + (size_t)j] = dmin * (float)(s1 >> 4);
@@ -95,7 +101,6 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
         return;
     }
     if (dt == SM_DTYPE_Q3_K) { /* v = (sc - 32) q in -124..128 (q -4..3) as u = 128 - v: D = -d, M = -128 d */
-        const __m256i c128 = _mm256_set1_epi16(128);
         for (size_t sb = 0; sb < nbk / 8; sb++) {
             const sm_block_q3_k *x = (const sm_block_q3_k *)row + sb;
             uint8_t sc[16];
@@ -103,12 +108,7 @@ static void unpack_row(uint8_t *restrict dst, float *restrict D, float *restrict
             const float d = f16(x->d);
             for (int j = 0; j < 8; j++) {
                 const __m256i q = _mm256_sub_epi8(k23_levels(dt, x->qs, x->hmask, j), _mm256_set1_epi8(4));
-                /* each 16 weights times its sub-block's scale, in 16 bits */
-                __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
-                __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-                lo = _mm256_sub_epi16(c128, _mm256_mullo_epi16(lo, _mm256_set1_epi16((short)(sc[2 * j] - 32))));
-                hi = _mm256_sub_epi16(c128, _mm256_mullo_epi16(hi, _mm256_set1_epi16((short)(sc[2 * j + 1] - 32))));
-                const __m256i u = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xd8);
+                const __m256i u = scaled_halves(q, 32 - sc[2 * j], 32 - sc[2 * j + 1], 128); /* 128 - v */
                 _mm256_storeu_si256((__m256i *)(dst + SM_QK_K * sb + SM_QK * (size_t)j), u);
                 D[8 * sb + (size_t)j] = -d, M[8 * sb + (size_t)j] = -128.0f * d;
             }
@@ -222,7 +222,7 @@ static void pack(uint8_t *restrict panel, uint8_t *restrict rows, float *restric
         }
     }
     for (size_t b = 0; b < nbk; b++) {
-        uint8_t *pb = panel + b * (dt == SM_DTYPE_Q2_K ? GBS_Q2 : GBS);
+        uint8_t *pb = panel + b * gbs(dt == SM_DTYPE_Q2_K);
         for (size_t j8 = 0; j8 < GNR; j8 += 8) {
             __m256i r[8];
             for (int i = 0; i < 8; i++)
