@@ -27,8 +27,9 @@
    (their decoding products sum as the panels' exact ones do); 13: and iq4_nl / iq4_xs matrices
    repacked, their packed product on a zero point of 128 (a whole integer, not q4_k's min); 14:
    q3_k prefills on the packed integer product (with vpdpbusd), not dequantized into f32; 15: and
-   q2_k (every flavour) */
-#define VERSION 15u
+   q2_k (every flavour); 16: q2_k's one-row and batched products sum the mins in a chain of
+   their own, added last */
+#define VERSION 16u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {

@@ -1,7 +1,8 @@
 /*
 ** avx2_qsmall.h -- the super-block step of q2_k and q3_k's row-streaming
-** products (ssuper, which avx2_quant.c's krow takes, its rows as the other
-** k types' but for krow_z and krow4, which measured no faster for them),
+** products (ssuper, which avx2_quant.c's krow takes, and k23_super, the
+** scales that krow_z's ssuper_z reads as well; krow4's four weight rows side
+** by side measured slower for them),
 ** and the dequantization of GGUF's older and smaller types (q4_1, q5_0,
 ** q5_1, iq4_nl, iq4_xs, q2_k, q3_k), in each flavour of avx2_quant.c (which
 ** includes this file once, inside its own build). The 32-weight types' products are
@@ -14,32 +15,53 @@
 ** lanes (4 weights each) times a lane vector of the sub-block scales, then
 ** d d_x in f32; q3_k's zero point 4 from each lane's start (4 times minus
 ** its 4 activations' sum, sm_qx.s), q2_k's mins as dmin d_x m times each
-** lane's activation sum. Rows of one weight row's product take the same
-** steps whatever r is, so a row's result does not depend on its neighbours.
+** lane's activation sum. A lane's sum times its scale (or minus-sum times
+** its min) is taken in integers (vpmulld: exact, below 2^17, so the f32
+** values are what a float multiply gave), and q2_k's mins are summed in
+** accumulators of their own, added to the others' last: one row's products
+** were a chain of two FMAs a block (on Zen 5, bench_gemv 2 threads, q2_k
+** 11 -> 21 GB/s with krow_z's 512-bit step). Every flavour takes the same
+** f32 operations, so the k types' sums are the same bits in each. Rows of
+** one weight row's product take the same steps whatever r is, so a row's
+** result does not depend on its neighbours.
 */
 #ifndef SM_AVX2_QSMALL_H
 #define SM_AVX2_QSMALL_H
 
-/* Super-block sb of a q2_k / q3_k row against x rows i < r, into acc[i][2] (even, odd blocks). */
-static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const void *row, size_t sb) {
-    const size_t nb = K / SM_QK, b0 = sb * 8;
-    const sm_block_q2_k *x2 = (const sm_block_q2_k *)row + sb;
-    const sm_block_q3_k *x3 = (const sm_block_q3_k *)row + sb;
-    const uint8_t *qs = dt == SM_DTYPE_Q2_K ? x2->qs : x3->qs;
+/* Super-block sb of a q2_k / q3_k row: its 16 sub-block scales sc (q3_k's less 32) and q2_k's mins
+   mn (zeros for q3_k) as bytes, d, dmin (0 for q3_k); returns its 2-bit levels. */
+static AI const uint8_t *k23_super(sm_dtype dt, const void *row, size_t sb, __m128i *scp, __m128i *mnp,
+                                   float *d, float *dmin) {
     __m128i sc, mn = _mm_setzero_si128();
     if (dt == SM_DTYPE_Q2_K) {
+        const sm_block_q2_k *x2 = (const sm_block_q2_k *)row + sb;
         const __m128i v = _mm_loadu_si128((const __m128i *)x2->scales), m4 = _mm_set1_epi8(15);
         sc = _mm_and_si128(v, m4), mn = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+        *scp = sc, *mnp = mn, *d = f16(x2->d), *dmin = f16(x2->dmin);
+        return x2->qs;
     } else { /* sm_quant_k3_scales in 32-bit words (no bytes through memory: see k4_scales) */
+        const sm_block_q3_k *x3 = (const sm_block_q3_k *)row + sb;
         uint32_t u0, u1, u2;
         memcpy(&u0, x3->scales, 4), memcpy(&u1, x3->scales + 4, 4), memcpy(&u2, x3->scales + 8, 4);
         const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
         sc = _mm_set_epi32((int)(((u1 >> 4) & lo) | ((u2 >> 6 & hi) << 4)), (int)(((u0 >> 4) & lo) | ((u2 >> 4 & hi) << 4)),
                            (int)((u1 & lo) | ((u2 >> 2 & hi) << 4)), (int)((u0 & lo) | ((u2 & hi) << 4)));
         sc = _mm_sub_epi8(sc, _mm_set1_epi8(32));
+        *scp = sc, *mnp = mn, *d = f16(x3->d), *dmin = 0.0f;
+        return x3->qs;
     }
-    const __m256 d = _mm256_set1_ps(f16(dt == SM_DTYPE_Q2_K ? x2->d : x3->d));
-    const __m256 dmin = _mm256_set1_ps(dt == SM_DTYPE_Q2_K ? f16(x2->dmin) : 0.0f);
+}
+
+/* Super-block sb of a q2_k / q3_k row against x rows i < r, into acc[i][2] (even, odd blocks); q2_k's
+   mins into accm[i][2] (a chain of sums of their own: krow adds them last). */
+static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], __m256 (*accm)[2], sm_qx qx, size_t K,
+                      const void *row, size_t sb) {
+    const size_t nb = K / SM_QK, b0 = sb * 8;
+    const uint8_t *hmask = dt == SM_DTYPE_Q3_K ? ((const sm_block_q3_k *)row + sb)->hmask : NULL;
+    __m128i sc, mn;
+    float ds, dm;
+    const uint8_t *qs = k23_super(dt, row, sb, &sc, &mn, &ds, &dm);
+    const __m256 d = _mm256_set1_ps(ds), dmin = _mm256_set1_ps(dm);
     float f[SM_QX_ROWS][8], g[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) {
         const __m256 dx = _mm256_loadu_ps(qx.d + i * nb + b0);
@@ -47,19 +69,19 @@ static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_t 
         if (dt == SM_DTYPE_Q2_K) _mm256_storeu_ps(g[i], _mm256_mul_ps(dmin, dx));
     }
     for (int j = 0; j < 8; j++) {
-        const __m256i u = k23_levels(dt, qs, x3->hmask, j);
-        const __m256 lanes = q6_lanes(sc, j);
-        const __m256 mlanes = dt == SM_DTYPE_Q2_K ? q6_lanes(mn, j) : _mm256_setzero_ps();
+        const __m256i u = k23_levels(dt, qs, hmask, j);
+        const __m256i lanes = q6_lanes_i(sc, j);
+        const __m256i mlanes = dt == SM_DTYPE_Q2_K ? q6_lanes_i(mn, j) : _mm256_setzero_si256();
         for (size_t i = 0; i < r; i++) {
             const size_t b = b0 + (size_t)j;
             __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK));
             __m256i s = _mm256_loadu_si256((const __m256i *)(qx.s + (i * nb + b) * (SM_QK / 4)));
             __m256i z = dt == SM_DTYPE_Q3_K ? _mm256_slli_epi32(s, 2) : _mm256_setzero_si256();
-            __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(dot_u8s8(z, u, xq)), lanes);
-            __m256 a = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f[i][j]), acc[i][j & 1]);
+            __m256 p = _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot_u8s8(z, u, xq), lanes));
+            acc[i][j & 1] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f[i][j]), acc[i][j & 1]);
             if (dt == SM_DTYPE_Q2_K) /* + dmin d_x m (minus the lane's sum): s is minus it */
-                a = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), mlanes), _mm256_broadcast_ss(&g[i][j]), a);
-            acc[i][j & 1] = a;
+                accm[i][j & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(s, mlanes)),
+                                                 _mm256_broadcast_ss(&g[i][j]), accm[i][j & 1]);
         }
     }
 }

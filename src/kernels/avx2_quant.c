@@ -150,11 +150,15 @@ static AI void ksuper45(sm_dtype dt, size_t r, __m256 (*acc)[2], sm_qx qx, size_
 
 /* Block j's lane scales from a q6_k super-block's 16 scales sc: lanes 0-3 (weights 0-15) sc[2j],
    lanes 4-7 sc[2j + 1]. */
-static AI __m256 q6_lanes(__m128i sc, int j) {
+static AI __m256i q6_lanes_i(__m128i sc, int j) {
     const __m128i pick = _mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, (char)(2 * j + 1), (char)(2 * j + 1),
                                       (char)(2 * j + 1), (char)(2 * j + 1), (char)(2 * j), (char)(2 * j),
                                       (char)(2 * j), (char)(2 * j));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick)));
+    return _mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick));
+}
+
+static AI __m256 q6_lanes(__m128i sc, int j) { /* the same as f32 */
+    return _mm256_cvtepi32_ps(q6_lanes_i(sc, j));
 }
 
 /* Super-block sb of a q6_k row against x rows i < r, into acc[i][2]. */
@@ -179,17 +183,21 @@ static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const voi
 
 static AI void krow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                     const void *restrict row, float bias) {
-    __m256 acc[SM_QX_ROWS][2];
-    for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    __m256 acc[SM_QX_ROWS][2], accm[SM_QX_ROWS][2];
+    for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = accm[i][0] = accm[i][1] = _mm256_setzero_ps();
     for (size_t sb = 0; sb < K / SM_QK_K; sb++) {
         if (skt(dt))
-            ssuper(dt, r, acc, qx, K, row, sb);
+            ssuper(dt, r, acc, accm, qx, K, row, sb);
         else if (dt == SM_DTYPE_Q6_K)
             ksuper6(r, acc, qx, K, row, sb);
         else
             ksuper45(dt, r, acc, qx, K, row, sb);
     }
-    for (size_t i = 0; i < r; i++) out[i * N] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + bias;
+    for (size_t i = 0; i < r; i++) {
+        if (dt == SM_DTYPE_Q2_K)
+            acc[i][0] = _mm256_add_ps(acc[i][0], accm[i][0]), acc[i][1] = _mm256_add_ps(acc[i][1], accm[i][1]);
+        out[i * N] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + bias;
+    }
 }
 
 #if SM_QFLAVOUR == 2
@@ -286,6 +294,64 @@ static AI void ksuper6_z(size_t r, __m512 *acc, sm_qx qx, size_t K, const void *
     }
 }
 
+/* A block pair's lane scales from a super-block's 16 sub-block scales sc, as 32-bit integers: lanes
+   0-3 sc[4c], 4-7 sc[4c + 1], 8-11 sc[4c + 2], 12-15 sc[4c + 3] (q6_lanes of blocks 2c, 2c + 1). */
+static AI __m512i pair_sc(__m128i sc, int c) {
+    const char a = (char)(4 * c), b = (char)(a + 1), e = (char)(a + 2), h = (char)(a + 3);
+    return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_setr_epi8(a, a, a, a, b, b, b, b, e, e, e, e, h, h, h, h)));
+}
+
+/* The levels of a q2_k / q3_k super-block's blocks 2c and 2c + 1 (k23_levels) in one register's
+   halves: a block j's are bits 2 (j % 4) of the 32 bytes qs + 32 (j / 4), q3_k's third bit bit
+   4 (j / 4) + j % 4 of hmask's 32 bytes (hm: in both halves), rotated to bit 2 (in its byte). */
+static AI __m512i k23_pair(sm_dtype dt, const uint8_t *qs, __m512i hm, int c) {
+    const int h = c / 2, k = 2 * (c % 2);
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h)));
+    __m512i u = _mm512_and_si512(_mm512_srlv_epi32(v, _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 2), 1)),
+                                 _mm512_set1_epi8(3));
+    if (dt == SM_DTYPE_Q3_K) {
+        const int s0 = 4 * h + k - 2, s1 = s0 + 1; /* right rotations (mod 32) to bit 2 */
+        const __m512i rot = _mm512_inserti64x4(_mm512_set1_epi32(s0 & 31), _mm256_set1_epi32(s1 & 31), 1);
+        u = _mm512_or_si512(u, _mm512_and_si512(_mm512_rorv_epi32(hm, rot), _mm512_set1_epi8(4)));
+    }
+    return u;
+}
+
+/* ssuper on 512-bit registers: a block pair's levels, lane scales and sums in one register each;
+   a lane's sum times its sub-block scale (and q2_k's lane sums times the mins) in integers, which
+   is exact, so every lane's f32 values and operations are ssuper's (bit for bit krow's sums). */
+static AI void ssuper_z(sm_dtype dt, size_t r, __m512 *acc, __m512 *accm, sm_qx qx, size_t K, const void *row,
+                        size_t sb) {
+    const size_t nb = K / SM_QK, b0 = sb * 8;
+    __m128i sc, mn;
+    float ds, dm;
+    const uint8_t *qs = k23_super(dt, row, sb, &sc, &mn, &ds, &dm);
+    const __m512 d = _mm512_set1_ps(ds), dmin = _mm512_set1_ps(dm);
+    const __m512i hm = dt == SM_DTYPE_Q3_K ? _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                                 (const __m256i *)(const void *)((const sm_block_q3_k *)row + sb)->hmask))
+                                           : _mm512_setzero_si512();
+    __m512i u[4], lanes[4], ml[4];
+    for (int c = 0; c < 4; c++) {
+        u[c] = k23_pair(dt, qs, hm, c);
+        lanes[c] = pair_sc(sc, c);
+        ml[c] = dt == SM_DTYPE_Q2_K ? pair_sc(mn, c) : _mm512_setzero_si512();
+    }
+    for (size_t i = 0; i < r; i++) {
+        const __m512 dx = bcast8(_mm256_loadu_ps(qx.d + i * nb + b0));
+        const __m512 f = _mm512_mul_ps(d, dx), g = _mm512_mul_ps(dmin, dx);
+        for (int c = 0; c < 4; c++) {
+            const size_t b = b0 + 2 * (size_t)c;
+            __m512i xq = _mm512_loadu_si512((const void *)(qx.q + i * K + b * SM_QK));
+            __m512i s = _mm512_loadu_si512((const void *)(qx.s + (i * nb + b) * (SM_QK / 4)));
+            __m512i z = dt == SM_DTYPE_Q3_K ? _mm512_slli_epi32(s, 2) : _mm512_setzero_si512();
+            __m512 p = _mm512_cvtepi32_ps(_mm512_mullo_epi32(_mm512_dpbusd_epi32(z, u[c], xq), lanes[c]));
+            acc[i] = _mm512_fmadd_ps(p, pair_lanes(f, c), acc[i]);
+            if (dt == SM_DTYPE_Q2_K) /* + dmin d_x m (minus the lane's sum): s is minus it */
+                accm[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(s, ml[c])), pair_lanes(g, c), accm[i]);
+        }
+    }
+}
+
 /* krow's sum of a row's two accumulators (low and high half). */
 static AI float sum_z(__m512 a) {
     __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
@@ -294,15 +360,17 @@ static AI float sum_z(__m512 a) {
 
 static AI void krow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                       const void *restrict row, float bias) {
-    __m512 acc[SM_QX_ROWS];
-    for (size_t i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
+    __m512 acc[SM_QX_ROWS], accm[SM_QX_ROWS];
+    for (size_t i = 0; i < r; i++) acc[i] = accm[i] = _mm512_setzero_ps();
     for (size_t sb = 0; sb < K / SM_QK_K; sb++) {
-        if (dt == SM_DTYPE_Q6_K)
+        if (skt(dt))
+            ssuper_z(dt, r, acc, accm, qx, K, row, sb);
+        else if (dt == SM_DTYPE_Q6_K)
             ksuper6_z(r, acc, qx, K, row, sb);
         else
             ksuper45_z(dt, r, acc, qx, K, row, sb);
     }
-    for (size_t i = 0; i < r; i++) out[i * N] = sum_z(acc[i]) + bias;
+    for (size_t i = 0; i < r; i++) out[i * N] = sum_z(dt == SM_DTYPE_Q2_K ? _mm512_add_ps(acc[i], accm[i]) : acc[i]) + bias;
 }
 
 /* One token row's accumulators for krow4: krow_z's on AVX512-VNNI, krow's otherwise. */
@@ -383,7 +451,7 @@ static AI void row_dt(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
                       const void *restrict row, float b) {
     const bool q = q32(dt);
 #if SM_QFLAVOUR == 2
-    if (!q && !skt(dt)) { /* q4_k, q5_k, q6_k */
+    if (!q) { /* the k types */
         krow_z(dt, r, out, N, qx, K, row, b);
         return;
     }
@@ -410,7 +478,7 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
                        const void *restrict w, const float *restrict bias, size_t N, size_t K,
                        size_t n0, size_t n1) {
     const size_t rb = sm_dtype_row_bytes(dt, K);
-    if (r == 1 && !q32(dt) && !skt(dt)) { /* q4_k, q5_k, q6_k (krow4 measured no faster for q2_k, q3_k) */
+    if (r == 1 && !q32(dt) && !skt(dt)) { /* q4_k, q5_k, q6_k (q2_k, q3_k: no faster; slower with ssuper_z) */
         const size_t q = (n1 - n0) / 4;
         for (size_t n = n0; n < n0 + q; n++)
             krow4(dt, out + n, qx, K, sm_kernels_elem(w, dt, n * K), q * rb, q, bias ? bias + n : NULL);
