@@ -19,8 +19,8 @@
 ** its min) is taken in integers (vpmulld: exact, below 2^17, so the f32
 ** values are what a float multiply gave), and q2_k's mins are summed in
 ** accumulators of their own, added to the others' last: one row's products
-** were a chain of two FMAs a block (on Zen 5, bench_gemv 2 threads, q2_k
-** 11 -> 21 GB/s with krow_z's 512-bit step). Every flavour takes the same
+** were a chain of two FMAs a block (on Zen 5, bench_gemv 2 threads, one
+** token row, q2_k 11-12 -> 18-22 GB/s with krow_z's 512-bit step). Every flavour takes the same
 ** f32 operations, so the k types' sums are the same bits in each. Rows of
 ** one weight row's product take the same steps whatever r is, so a row's
 ** result does not depend on its neighbours.
@@ -29,15 +29,16 @@
 #define SM_AVX2_QSMALL_H
 
 /* Super-block sb of a q2_k / q3_k row: its 16 sub-block scales sc (q3_k's less 32) and q2_k's mins
-   mn (zeros for q3_k) as bytes, d, dmin (0 for q3_k); returns its 2-bit levels. */
+   mn (zeros for q3_k) as bytes, d, dmin (0 for q3_k), q3_k's third bits hmask (NULL for q2_k);
+   returns its 2-bit levels. */
 static AI const uint8_t *k23_super(sm_dtype dt, const void *row, size_t sb, __m128i *scp, __m128i *mnp,
-                                   float *d, float *dmin) {
+                                   float *d, float *dmin, const uint8_t **hmask) {
     __m128i sc, mn = _mm_setzero_si128();
     if (dt == SM_DTYPE_Q2_K) {
         const sm_block_q2_k *x2 = (const sm_block_q2_k *)row + sb;
         const __m128i v = _mm_loadu_si128((const __m128i *)x2->scales), m4 = _mm_set1_epi8(15);
         sc = _mm_and_si128(v, m4), mn = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-        *scp = sc, *mnp = mn, *d = f16(x2->d), *dmin = f16(x2->dmin);
+        *scp = sc, *mnp = mn, *d = f16(x2->d), *dmin = f16(x2->dmin), *hmask = NULL;
         return x2->qs;
     } else { /* sm_quant_k3_scales in 32-bit words (no bytes through memory: see k4_scales) */
         const sm_block_q3_k *x3 = (const sm_block_q3_k *)row + sb;
@@ -47,7 +48,7 @@ static AI const uint8_t *k23_super(sm_dtype dt, const void *row, size_t sb, __m1
         sc = _mm_set_epi32((int)(((u1 >> 4) & lo) | ((u2 >> 6 & hi) << 4)), (int)(((u0 >> 4) & lo) | ((u2 >> 4 & hi) << 4)),
                            (int)((u1 & lo) | ((u2 >> 2 & hi) << 4)), (int)((u0 & lo) | ((u2 & hi) << 4)));
         sc = _mm_sub_epi8(sc, _mm_set1_epi8(32));
-        *scp = sc, *mnp = mn, *d = f16(x3->d), *dmin = 0.0f;
+        *scp = sc, *mnp = mn, *d = f16(x3->d), *dmin = 0.0f, *hmask = x3->hmask;
         return x3->qs;
     }
 }
@@ -57,10 +58,9 @@ static AI const uint8_t *k23_super(sm_dtype dt, const void *row, size_t sb, __m1
 static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], __m256 (*accm)[2], sm_qx qx, size_t K,
                       const void *row, size_t sb) {
     const size_t nb = K / SM_QK, b0 = sb * 8;
-    const uint8_t *hmask = dt == SM_DTYPE_Q3_K ? ((const sm_block_q3_k *)row + sb)->hmask : NULL;
     __m128i sc, mn;
     float ds, dm;
-    const uint8_t *qs = k23_super(dt, row, sb, &sc, &mn, &ds, &dm);
+    const uint8_t *hmask, *qs = k23_super(dt, row, sb, &sc, &mn, &ds, &dm, &hmask);
     const __m256 d = _mm256_set1_ps(ds), dmin = _mm256_set1_ps(dm);
     float f[SM_QX_ROWS][8], g[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) {
