@@ -29,7 +29,7 @@
    q3_k prefills on the packed integer product (with vpdpbusd), not dequantized into f32; 15: and
    q2_k (every flavour); 16: q2_k's one-row and batched products sum the mins in a chain of
    their own, added last */
-#define VERSION 16u
+#define VERSION 17u
 #define MAGIC "SMPCACHE"
 
 typedef struct header {

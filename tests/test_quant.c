@@ -96,12 +96,20 @@ void test_quant_activations(void) {
            "sums: %d", (int)want.s[0]);
     CHECKF(want.q[64] == 127 && want.d[2] == 63.5f / 127.0f, "tie block: q %d d %g", want.q[64],
            want.d[2]);
+    for (size_t j = 0; j < r * K / 16; j++) { /* h: minus each 16 values' sum (a bad block's: 0) */
+        int sum = 0;
+        for (size_t k = 0; k < 16; k++) sum += want.q[16 * j + k];
+        CHECKF(want.h[j] == -sum, "h[%zu] %d, want %d", j, want.h[j], -sum);
+    }
+    CHECK(want.h[0] != 0 && want.h[6] == 0 && want.h[7] == 0);
     for (size_t i = 1; i < nq; i++) {
         memset(b, 0x55, SM_QX_BYTES(K));
         sm_qx got = sm_kernels_qx(b, K);
         qk[i]->quant_x(got, x, r, K);
         CHECKF(memcmp(got.q, want.q, r * K) == 0, "%s quant_x: values differ", qk[i]->name);
         CHECKF(memcmp(got.s, want.s, r * K / 4 * sizeof *got.s) == 0, "%s quant_x: sums differ",
+               qk[i]->name);
+        CHECKF(memcmp(got.h, want.h, r * K / 16 * sizeof *got.h) == 0, "%s quant_x: sums of 16 differ",
                qk[i]->name);
         for (size_t j = 0; j < r * K / SM_QK; j++) {
             int same_d = got.d[j] == want.d[j] || (isnan(got.d[j]) && isnan(want.d[j]));

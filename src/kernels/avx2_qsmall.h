@@ -14,13 +14,15 @@
 ** block's levels go in unsigned (q2_k's 0..3, q3_k's 0..7), the product's
 ** lanes (4 weights each) times a lane vector of the sub-block scales, then
 ** d d_x in f32; q3_k's zero point 4 from each lane's start (4 times minus
-** its 4 activations' sum, sm_qx.s), q2_k's mins as dmin d_x m times each
-** lane's activation sum. A lane's sum times its scale (or minus-sum times
-** its min) is taken in integers (vpmulld: exact, below 2^17, so the f32
-** values are what a float multiply gave), and q2_k's mins are summed in
-** accumulators of their own, added to the others' last: one row's products
-** were a chain of two FMAs a block (on Zen 5, bench_gemv 2 threads, one
-** token row, q2_k 11-12 -> 18-22 GB/s with krow_z's 512-bit step). Every flavour takes the same
+** its 4 activations' sum, sm_qx.s), q2_k's mins as dmin d_x times each
+** block's sum of its two mins times their 16 activations' sums (sm_qx.h;
+** kmins: one multiply-add of 16-bit pairs, a conversion and an FMA for a
+** super-block's eight blocks). A lane's sum times its scale is taken in
+** integers (vpmulld: exact, below 2^17, so the f32 values are what a float
+** multiply gave), and q2_k's mins are summed in accumulators of their own,
+** added to the others' last: one row's products were a chain of two FMAs a
+** block (on Zen 5, bench_gemv 2 threads, one token row, q2_k 11-12 -> 18-22
+** GB/s with krow_z's 512-bit step). Every flavour takes the same
 ** f32 operations, so the k types' sums are the same bits in each. Rows of
 ** one weight row's product take the same steps whatever r is, so a row's
 ** result does not depend on its neighbours.
@@ -53,37 +55,43 @@ static AI const uint8_t *k23_super(sm_dtype dt, const void *row, size_t sb, __m1
     }
 }
 
+/* q2_k's mins of super-block sb (16 as bytes mn, dmin) against x row i < r into accm[i], lane j block
+   b0 + j: its two 16 weights' mins times their activations' minus-sums (sm_qx.h) summed in integers
+   (vpmaddwd, exact), then dmin d_x. In every flavour (ssuper, ssuper_z): the same bits. */
+static AI void kmins(size_t r, __m256 *accm, sm_qx qx, size_t K, __m128i mn, float dmin, size_t sb) {
+    const __m256i m = _mm256_cvtepu8_epi16(mn);
+    const __m256 dm = _mm256_set1_ps(dmin);
+    for (size_t i = 0; i < r; i++) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(qx.h + i * (K / 16) + 16 * sb));
+        const __m256 dx = _mm256_loadu_ps(qx.d + i * (K / SM_QK) + 8 * sb);
+        accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(m, h)), _mm256_mul_ps(dm, dx), accm[i]);
+    }
+}
+
 /* Super-block sb of a q2_k / q3_k row against x rows i < r, into acc[i][2] (even, odd blocks); q2_k's
-   mins into accm[i][2] (a chain of sums of their own: krow adds them last). */
-static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], __m256 (*accm)[2], sm_qx qx, size_t K,
+   mins into accm[i] (a chain of sums of their own: krow adds them last). */
+static AI void ssuper(sm_dtype dt, size_t r, __m256 (*acc)[2], __m256 *accm, sm_qx qx, size_t K,
                       const void *row, size_t sb) {
     const size_t nb = K / SM_QK, b0 = sb * 8;
     __m128i sc, mn;
     float ds, dm;
     const uint8_t *hmask, *qs = k23_super(dt, row, sb, &sc, &mn, &ds, &dm, &hmask);
-    const __m256 d = _mm256_set1_ps(ds), dmin = _mm256_set1_ps(dm);
-    float f[SM_QX_ROWS][8], g[SM_QX_ROWS][8];
-    for (size_t i = 0; i < r; i++) {
-        const __m256 dx = _mm256_loadu_ps(qx.d + i * nb + b0);
-        _mm256_storeu_ps(f[i], _mm256_mul_ps(d, dx));
-        if (dt == SM_DTYPE_Q2_K) _mm256_storeu_ps(g[i], _mm256_mul_ps(dmin, dx));
-    }
+    const __m256 d = _mm256_set1_ps(ds);
+    float f[SM_QX_ROWS][8];
+    for (size_t i = 0; i < r; i++) _mm256_storeu_ps(f[i], _mm256_mul_ps(d, _mm256_loadu_ps(qx.d + i * nb + b0)));
     for (int j = 0; j < 8; j++) {
         const __m256i u = k23_levels(dt, qs, hmask, j);
         const __m256i lanes = q6_lanes_i(sc, j);
-        const __m256i mlanes = dt == SM_DTYPE_Q2_K ? q6_lanes_i(mn, j) : _mm256_setzero_si256();
         for (size_t i = 0; i < r; i++) {
             const size_t b = b0 + (size_t)j;
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK));
-            __m256i s = _mm256_loadu_si256((const __m256i *)(qx.s + (i * nb + b) * (SM_QK / 4)));
-            __m256i z = dt == SM_DTYPE_Q3_K ? _mm256_slli_epi32(s, 2) : _mm256_setzero_si256();
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(qx.q + i * K + b * SM_QK)), z = _mm256_setzero_si256();
+            if (dt == SM_DTYPE_Q3_K) /* zero point 4: 4 times minus each lane's sum */
+                z = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(qx.s + (i * nb + b) * (SM_QK / 4))), 2);
             __m256 p = _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot_u8s8(z, u, xq), lanes));
             acc[i][j & 1] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f[i][j]), acc[i][j & 1]);
-            if (dt == SM_DTYPE_Q2_K) /* + dmin d_x m (minus the lane's sum): s is minus it */
-                accm[i][j & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(s, mlanes)),
-                                                 _mm256_broadcast_ss(&g[i][j]), accm[i][j & 1]);
         }
     }
+    if (dt == SM_DTYPE_Q2_K) kmins(r, accm, qx, K, mn, dm, sb);
 }
 
 /* out (8) = D * ws - M: the C reference's two roundings (sm_quant_dequant), ws exact. */

@@ -30,9 +30,11 @@
 static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
     const size_t nb = K / SM_QK;
     for (size_t i = 0; i < r; i++)
-        for (size_t b = 0; b < nb; b++)
-            quant_block(x + i * K + b * SM_QK, qx.q + i * K + b * SM_QK,
-                        qx.s + i * (K / 4) + b * (SM_QK / 4), qx.d + i * nb + b, qx.xs + i * nb + b);
+        for (size_t b = 0; b < nb; b++) {
+            int32_t *s = qx.s + i * (K / 4) + b * (SM_QK / 4);
+            quant_block(x + i * K + b * SM_QK, qx.q + i * K + b * SM_QK, s, qx.d + i * nb + b, qx.xs + i * nb + b);
+            sm_qx_halves(s, qx.h + i * (K / 16) + 2 * b);
+        }
 }
 
 /* n < 8 floats at p, zeros after (the last group of a row; nothing past it is read). */
@@ -183,9 +185,9 @@ static AI void ksuper6(size_t r, __m256 (*acc)[2], sm_qx qx, size_t K, const voi
 
 static AI void krow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                     const void *restrict row, float bias) {
-    __m256 acc[SM_QX_ROWS][2], accm[SM_QX_ROWS][2];
+    __m256 acc[SM_QX_ROWS][2], accm[SM_QX_ROWS];
     for (size_t i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (size_t i = 0; dt == SM_DTYPE_Q2_K && i < r; i++) accm[i][0] = accm[i][1] = _mm256_setzero_ps();
+    for (size_t i = 0; dt == SM_DTYPE_Q2_K && i < r; i++) accm[i] = _mm256_setzero_ps();
     for (size_t sb = 0; sb < K / SM_QK_K; sb++) {
         if (skt(dt))
             ssuper(dt, r, acc, accm, qx, K, row, sb);
@@ -195,9 +197,8 @@ static AI void krow(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx 
             ksuper45(dt, r, acc, qx, K, row, sb);
     }
     for (size_t i = 0; i < r; i++) {
-        if (dt == SM_DTYPE_Q2_K)
-            acc[i][0] = _mm256_add_ps(acc[i][0], accm[i][0]), acc[i][1] = _mm256_add_ps(acc[i][1], accm[i][1]);
-        out[i * N] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + bias;
+        __m256 a = _mm256_add_ps(acc[i][0], acc[i][1]);
+        out[i * N] = hsum(dt == SM_DTYPE_Q2_K ? _mm256_add_ps(a, accm[i]) : a) + bias;
     }
 }
 
@@ -317,50 +318,46 @@ static AI __m512i k23_pair(sm_dtype dt, const uint8_t *qs, __m512i hm, int c) {
 }
 
 /* ssuper on 512-bit registers: a block pair's levels, lane scales and sums in one register each;
-   a lane's sum times its sub-block scale (and q2_k's lane sums times the mins) in integers, which
-   is exact, so every lane's f32 values and operations are ssuper's (bit for bit krow's sums). */
-static AI void ssuper_z(sm_dtype dt, size_t r, __m512 *acc, __m512 *accm, sm_qx qx, size_t K, const void *row,
+   a lane's sum times its sub-block scale in integers, which is exact, so every lane's f32 values
+   and operations are ssuper's (bit for bit krow's sums); q2_k's mins are kmins', as ssuper's. */
+static AI void ssuper_z(sm_dtype dt, size_t r, __m512 *acc, __m256 *accm, sm_qx qx, size_t K, const void *row,
                         size_t sb) {
     const size_t nb = K / SM_QK, b0 = sb * 8;
     __m128i sc, mn;
     float ds, dm;
     const uint8_t *hmask, *qs = k23_super(dt, row, sb, &sc, &mn, &ds, &dm, &hmask);
-    const __m512 d = _mm512_set1_ps(ds), dmin = _mm512_set1_ps(dm);
+    const __m512 d = _mm512_set1_ps(ds);
     const __m512i hm = dt == SM_DTYPE_Q3_K ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)hmask))
                                            : _mm512_setzero_si512();
-    __m512i u[4], lanes[4], ml[4];
-    for (int c = 0; c < 4; c++) {
-        u[c] = k23_pair(dt, qs, hm, c);
-        lanes[c] = pair_sc(sc, c);
-        ml[c] = dt == SM_DTYPE_Q2_K ? pair_sc(mn, c) : _mm512_setzero_si512();
-    }
+    __m512i u[4], lanes[4];
+    for (int c = 0; c < 4; c++) u[c] = k23_pair(dt, qs, hm, c), lanes[c] = pair_sc(sc, c);
     for (size_t i = 0; i < r; i++) {
-        const __m512 dx = bcast8(_mm256_loadu_ps(qx.d + i * nb + b0));
-        const __m512 f = _mm512_mul_ps(d, dx), g = dt == SM_DTYPE_Q2_K ? _mm512_mul_ps(dmin, dx) : _mm512_setzero_ps();
+        const __m512 f = _mm512_mul_ps(d, bcast8(_mm256_loadu_ps(qx.d + i * nb + b0)));
         for (int c = 0; c < 4; c++) {
             const size_t b = b0 + 2 * (size_t)c;
-            __m512i xq = _mm512_loadu_si512((const void *)(qx.q + i * K + b * SM_QK));
-            __m512i s = _mm512_loadu_si512((const void *)(qx.s + (i * nb + b) * (SM_QK / 4)));
-            __m512i z = dt == SM_DTYPE_Q3_K ? _mm512_slli_epi32(s, 2) : _mm512_setzero_si512();
+            __m512i xq = _mm512_loadu_si512((const void *)(qx.q + i * K + b * SM_QK)), z = _mm512_setzero_si512();
+            if (dt == SM_DTYPE_Q3_K) /* zero point 4: 4 times minus each lane's sum */
+                z = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(qx.s + (i * nb + b) * (SM_QK / 4))), 2);
             __m512 p = _mm512_cvtepi32_ps(_mm512_mullo_epi32(_mm512_dpbusd_epi32(z, u[c], xq), lanes[c]));
             acc[i] = _mm512_fmadd_ps(p, pair_lanes(f, c), acc[i]);
-            if (dt == SM_DTYPE_Q2_K) /* + dmin d_x m (minus the lane's sum): s is minus it */
-                accm[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(s, ml[c])), pair_lanes(g, c), accm[i]);
         }
     }
+    if (dt == SM_DTYPE_Q2_K) kmins(r, accm, qx, K, mn, dm, sb);
 }
 
-/* krow's sum of a row's two accumulators (low and high half). */
-static AI float sum_z(__m512 a) {
+/* krow's sum of a row's two accumulators (low and high half), q2_k's mins m (if not NULL) added last. */
+static AI float sum_z(__m512 a, const __m256 *m) {
     __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-    return hsum(_mm256_add_ps(_mm512_castps512_ps256(a), hi));
+    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), hi);
+    return hsum(m ? _mm256_add_ps(s, *m) : s);
 }
 
 static AI void krow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
                       const void *restrict row, float bias) {
-    __m512 acc[SM_QX_ROWS], accm[SM_QX_ROWS];
+    __m512 acc[SM_QX_ROWS];
+    __m256 accm[SM_QX_ROWS];
     for (size_t i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
-    for (size_t i = 0; dt == SM_DTYPE_Q2_K && i < r; i++) accm[i] = _mm512_setzero_ps();
+    for (size_t i = 0; dt == SM_DTYPE_Q2_K && i < r; i++) accm[i] = _mm256_setzero_ps();
     for (size_t sb = 0; sb < K / SM_QK_K; sb++) {
         if (skt(dt))
             ssuper_z(dt, r, acc, accm, qx, K, row, sb);
@@ -369,13 +366,13 @@ static AI void krow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
         else
             ksuper45_z(dt, r, acc, qx, K, row, sb);
     }
-    for (size_t i = 0; i < r; i++) out[i * N] = sum_z(dt == SM_DTYPE_Q2_K ? _mm512_add_ps(acc[i], accm[i]) : acc[i]) + bias;
+    for (size_t i = 0; i < r; i++) out[i * N] = sum_z(acc[i], dt == SM_DTYPE_Q2_K ? &accm[i] : NULL) + bias;
 }
 
 /* One token row's accumulators for krow4: krow_z's on AVX512-VNNI, krow's otherwise. */
 typedef __m512 kacc;
 static AI kacc kacc_zero(void) { return _mm512_setzero_ps(); }
-static AI float kacc_sum(kacc a) { return sum_z(a); }
+static AI float kacc_sum(kacc a) { return sum_z(a, NULL); }
 static AI void kacc_super(sm_dtype dt, kacc *a, sm_qx qx, size_t K, const void *row, size_t sb) {
     if (dt == SM_DTYPE_Q6_K)
         ksuper6_z(1, a, qx, K, row, sb);
@@ -438,7 +435,8 @@ static AI void krow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const
 
 /* qx from its token row i0 on. */
 static AI sm_qx qx_from(sm_qx qx, size_t i0, size_t K) {
-    return (sm_qx){qx.q + i0 * K, qx.d + i0 * (K / SM_QK), qx.s + i0 * (K / 4), qx.xs + i0 * (K / SM_QK)};
+    return (sm_qx){qx.q + i0 * K, qx.d + i0 * (K / SM_QK), qx.s + i0 * (K / 4), qx.xs + i0 * (K / SM_QK),
+                   qx.h + i0 * (K / 16)};
 }
 
 /*

@@ -278,27 +278,37 @@ static inline const void *sm_kernels_elem(const void *w, sm_dtype dt, size_t i) 
 ** times it where the scale changes within a block (q6_k's 32); and xs
 ** (K / 32): d times the sum of the block's q, which zero points constant
 ** over a block (q4_0's 8, q8_0's 128 when its bytes are made unsigned) and
-** the k types' mins multiply (NaN with d).
+** the k types' mins multiply (NaN with d); h (K / 16 int16): minus each 16
+** consecutive q's sum, which q2_k's mins (one for each 16 weights) multiply
+** (sm_qx_halves).
 */
 typedef struct {
     int8_t *q;
     float *d;
     int32_t *s;
     float *xs;
+    int16_t *h;
 } sm_qx;
 
 /* Rows a quantized product takes per pass over the weights. */
 #define SM_QX_ROWS 16
 
 /* Bytes of SM_QX_ROWS quantized rows of K, laid out by sm_kernels_qx. */
-#define SM_QX_BYTES(K) (SM_QX_ROWS * (2 * (K) + (K) / 4) + 64)
+#define SM_QX_BYTES(K) (SM_QX_ROWS * (2 * (K) + (K) / 4 + (K) / 8) + 64)
 
 /* The quantized-row buffers for K in scratch (SM_QX_BYTES(K), 64-byte aligned). */
 static inline sm_qx sm_kernels_qx(void *scratch, size_t K) {
     int8_t *q = scratch;
     int32_t *s = (int32_t *)(q + SM_QX_ROWS * K);
     float *d = (float *)(s + SM_QX_ROWS * (K / 4));
-    return (sm_qx){q, d, s, d + SM_QX_ROWS * (K / SM_QK)};
+    int16_t *h = (int16_t *)(d + 2 * SM_QX_ROWS * (K / SM_QK));
+    return (sm_qx){q, d, s, d + SM_QX_ROWS * (K / SM_QK), h};
+}
+
+/* A block's two h (minus its 16-weight halves' sums) from its eight s (minus sums of 4: |h| <= 2048). */
+static inline void sm_qx_halves(const int32_t *s, int16_t *h) {
+    h[0] = (int16_t)(s[0] + s[1] + s[2] + s[3]);
+    h[1] = (int16_t)(s[4] + s[5] + s[6] + s[7]);
 }
 
 /*

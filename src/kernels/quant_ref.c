@@ -25,6 +25,7 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
             if (bad) {
                 memset(q, 0, SM_QK);
                 memset(s, 0, SM_QK / 4 * sizeof *s);
+                sm_qx_halves(s, qx.h + i * (K / 16) + 2 * b);
                 qx.d[i * nb + b] = qx.xs[i * nb + b] = NAN;
                 continue;
             }
@@ -34,6 +35,7 @@ static void quant_x(sm_qx qx, const float *restrict x, size_t r, size_t K) {
                 s[j] = -(q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
                 sum -= s[j];
             }
+            sm_qx_halves(s, qx.h + i * (K / 16) + 2 * b);
             qx.d[i * nb + b] = d;
             qx.xs[i * nb + b] = d * (float)sum;
         }
