@@ -19,8 +19,9 @@
 ** gemv streams one weight row at a time (one sequential stream, asked for
 ** 4 KB ahead: gemv_dt) against up to SM_QX_ROWS token rows, blocks
 ** alternating between two accumulators per row (8 token rows at a time on
-** 256-bit registers; AVX512-VNNI takes a k type's rows all at once, the
-** two accumulators halves of one 512-bit register: krow_z); one token row
+** 256-bit registers; AVX512-VNNI takes a k type's rows, and q4_1 / q5_0 /
+** q5_1's, all at once, the two accumulators halves of one 512-bit
+** register: krow_z, qrow_z); one token row
 ** of a k type reads four rows side by side (krow4).
 */
 #if defined(__x86_64__) || defined(__i386__)
@@ -369,6 +370,66 @@ static AI void krow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
     for (size_t i = 0; i < r; i++) out[i * N] = sum_z(acc[i], dt == SM_DTYPE_Q2_K ? &accm[i] : NULL) + bias;
 }
 
+/* The levels of blocks p and p + bs of a q4_1 / q5_0 / q5_1 row (small_levels) in one register's
+   halves: the two blocks' 16 bytes of nibbles each in two 64-bit lanes, the second shifted by 4;
+   q5's fifth bits (qh, bit k for weight k) a mask of the 64 bytes, 16 where set. */
+static AI __m512i small_pair(sm_dtype dt, const char *p, size_t bs) {
+    const size_t qs = dt == SM_DTYPE_Q4_1 ? 4 : dt == SM_DTYPE_Q5_0 ? 6 : 8;
+    const __m256i b = _mm256_loadu2_m128i((const __m128i *)(const void *)(p + bs + qs), (const __m128i *)(const void *)(p + qs));
+    const __m512i v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(b));
+    __m512i u = _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(15));
+    if (dt != SM_DTYPE_Q4_1) {
+        uint32_t h0, h1;
+        memcpy(&h0, p + qs - 4, 4), memcpy(&h1, p + bs + qs - 4, 4);
+        u = _mm512_or_si512(u, _mm512_maskz_mov_epi8((__mmask64)h0 | (__mmask64)h1 << 32, _mm512_set1_epi8(16)));
+    }
+    return u;
+}
+
+/* qgroup of eight q4_1 / q5_0 / q5_1 blocks on 512-bit registers (a block pair a register, acc[i]'s
+   low half qgroup's a0[i], its high half a1[i], the zero point off the high half alone): each lane
+   meets qgroup's operations in qgroup's order, so bit for bit qrow's sums. */
+static AI void qgroup_z(sm_dtype dt, size_t r, __m512 *acc, sm_qx qx, size_t K, const void *row, size_t b0) {
+    const size_t nb = K / SM_QK, bs = sbytes(dt);
+    const char *base = (const char *)row + b0 * bs;
+    const __m256 dw = halves(base, bs, 8);
+    const __m256 dz = dt == SM_DTYPE_Q5_0 ? _mm256_mul_ps(dw, _mm256_set1_ps(16.0f))
+                                          : _mm256_sub_ps(_mm256_setzero_ps(), halves(base + 2, bs, 8));
+    const __m512 dzb = bcast8(dz);
+    __m512i u[4];
+    for (int c = 0; c < 4; c++) u[c] = small_pair(dt, base + 2 * (size_t)c * bs, bs);
+    for (size_t i = 0; i < r; i++) {
+        const __m512 f = bcast8(_mm256_mul_ps(dw, _mm256_loadu_ps(qx.d + i * nb + b0)));
+        acc[i] = _mm512_mask3_fnmadd_ps(dzb, bcast8(_mm256_loadu_ps(qx.xs + i * nb + b0)), acc[i], 0xFF00);
+        for (int c = 0; c < 4; c++) {
+            __m512i xq = _mm512_loadu_si512((const void *)(qx.q + i * K + (b0 + 2 * (size_t)c) * SM_QK));
+            __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], xq));
+            acc[i] = _mm512_fmadd_ps(p, pair_lanes(f, c), acc[i]);
+        }
+    }
+}
+
+/* qrow of q4_1 / q5_0 / q5_1 with qgroup_z, all r rows at once; a group of fewer than eight blocks
+   at a row's end takes qgroup on the halves. On Zen 5 (bench_gemv 2 threads, one token row, the
+   1.1B ffn shape) q5_0 34 -> 44 GB/s, q4_1 34 -> 41, q5_1 33 -> 42; krow4's four weight rows side
+   by side on it measured slower (q5_0 39 -> 29), so decoding's one row takes it alone. */
+static AI void qrow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_qx qx, size_t K,
+                      const void *restrict row, float bias) {
+    const size_t nb = K / SM_QK;
+    __m512 acc[SM_QX_ROWS];
+    for (size_t i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
+    size_t b = 0;
+    for (; b + 8 <= nb; b += 8) qgroup_z(dt, r, acc, qx, K, row, b);
+    if (b < nb) {
+        __m256 a0[SM_QX_ROWS], a1[SM_QX_ROWS];
+        for (size_t i = 0; i < r; i++)
+            a0[i] = _mm512_castps512_ps256(acc[i]), a1[i] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
+        qgroup(dt, r, a0, a1, qx, K, row, b, nb - b);
+        for (size_t i = 0; i < r; i++) acc[i] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a0[i])), _mm256_castps_pd(a1[i]), 1));
+    }
+    for (size_t i = 0; i < r; i++) out[i * N] = sum_z(acc[i], NULL) + bias;
+}
+
 /* One token row's accumulators for krow4: krow_z's on AVX512-VNNI, krow's otherwise. */
 typedef __m512 kacc;
 static AI kacc kacc_zero(void) { return _mm512_setzero_ps(); }
@@ -450,6 +511,10 @@ static AI void row_dt(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
 #if SM_QFLAVOUR == 2
     if (!q) { /* the k types */
         krow_z(dt, r, out, N, qx, K, row, b);
+        return;
+    }
+    if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1) {
+        qrow_z(dt, r, out, N, qx, K, row, b);
         return;
     }
 #endif
