@@ -44,6 +44,14 @@ static AI __m256 load_head(const float *p, size_t n) {
     return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
 }
 
+/* A group's zero point z d_w (q4_0's 8, q5_0's 16, the signed types' 128; q4_1 / q5_1: minus their
+   offsets m) for nbk blocks at base, their scales dw. */
+static AI __m256 group_dz(sm_dtype dt, const char *base, size_t bs, size_t nbk, __m256 dw) {
+    if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1) return _mm256_sub_ps(_mm256_setzero_ps(), halves(base + 2, bs, nbk));
+    const bool sgn = dt == SM_DTYPE_Q8_0 || dt == SM_DTYPE_IQ4_NL || dt == SM_DTYPE_IQ4_XS;
+    return _mm256_mul_ps(dw, _mm256_set1_ps(sgn ? 128.0f : dt == SM_DTYPE_Q5_0 ? 16.0f : 8.0f));
+}
+
 /*
 ** Blocks b0..b0+nbk-1 (nbk <= 8) of a row of 32-weight blocks (q32) against
 ** x rows i < r, even blocks into a0, odd into a1: the f16 scales widened in
@@ -59,12 +67,10 @@ static AI void qgroup(sm_dtype dt, size_t r, __m256 *a0, __m256 *a1, sm_qx qx, s
                       const void *row, size_t b0, size_t nbk) {
     const size_t nb = K / SM_QK, bs = sbytes(dt);
     const bool q8 = dt == SM_DTYPE_Q8_0, xs4 = dt == SM_DTYPE_IQ4_XS, iq = dt == SM_DTYPE_IQ4_NL || xs4;
-    const bool sgn = q8 || iq, zp = !sgn || SM_QFLAVOUR != 0, off = dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_1;
+    const bool sgn = q8 || iq, zp = !sgn || SM_QFLAVOUR != 0;
     const char *base = (const char *)row + (xs4 ? b0 / 8 : b0) * bs; /* iq4_xs: b0 starts a super-block */
     const sm_block_iq4_xs *sx = (const sm_block_iq4_xs *)(const void *)base;
-    __m256 dw = xs4 ? iq4xs_scales(sx) : halves(base, bs, nbk);
-    __m256 dz = off ? _mm256_sub_ps(_mm256_setzero_ps(), halves(base + 2, bs, nbk))
-                    : _mm256_mul_ps(dw, _mm256_set1_ps(sgn ? 128.0f : dt == SM_DTYPE_Q5_0 ? 16.0f : 8.0f));
+    __m256 dw = xs4 ? iq4xs_scales(sx) : halves(base, bs, nbk), dz = group_dz(dt, base, bs, nbk, dw);
     float f[SM_QX_ROWS][8];
     for (size_t i = 0; i < r; i++) {
         const float *d = qx.d + i * nb + b0, *xs = qx.xs + i * nb + b0;
@@ -346,10 +352,17 @@ static AI void ssuper_z(sm_dtype dt, size_t r, __m512 *acc, __m256 *accm, sm_qx 
     if (dt == SM_DTYPE_Q2_K) kmins(r, accm, qx, K, mn, dm, sb);
 }
 
+/* The high half of a row's accumulator (the odd blocks' sums), and the two halves joined. */
+static AI __m256 hi_f(__m512 a) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+}
+static AI __m512 join_f(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
 /* krow's sum of a row's two accumulators (low and high half), q2_k's mins m (if not NULL) added last. */
 static AI float sum_z(__m512 a, const __m256 *m) {
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), hi);
+    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), hi_f(a));
     return hsum(m ? _mm256_add_ps(s, *m) : s);
 }
 
@@ -374,7 +387,7 @@ static AI void krow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
    halves: the two blocks' 16 bytes of nibbles each in two 64-bit lanes, the second shifted by 4;
    q5's fifth bits (qh, bit k for weight k) a mask of the 64 bytes, 16 where set. */
 static AI __m512i small_pair(sm_dtype dt, const char *p, size_t bs) {
-    const size_t qs = dt == SM_DTYPE_Q4_1 ? 4 : dt == SM_DTYPE_Q5_0 ? 6 : 8;
+    const size_t qs = small_qs(dt);
     const __m256i b = _mm256_loadu2_m128i((const __m128i *)(const void *)(p + bs + qs), (const __m128i *)(const void *)(p + qs));
     const __m512i v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(b));
     __m512i u = _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(15));
@@ -393,9 +406,7 @@ static AI void qgroup_z(sm_dtype dt, size_t r, __m512 *acc, sm_qx qx, size_t K, 
     const size_t nb = K / SM_QK, bs = sbytes(dt);
     const char *base = (const char *)row + b0 * bs;
     const __m256 dw = halves(base, bs, 8);
-    const __m256 dz = dt == SM_DTYPE_Q5_0 ? _mm256_mul_ps(dw, _mm256_set1_ps(16.0f))
-                                          : _mm256_sub_ps(_mm256_setzero_ps(), halves(base + 2, bs, 8));
-    const __m512 dzb = bcast8(dz);
+    const __m512 dzb = bcast8(group_dz(dt, base, bs, 8, dw));
     __m512i u[4];
     for (int c = 0; c < 4; c++) u[c] = small_pair(dt, base + 2 * (size_t)c * bs, bs);
     for (size_t i = 0; i < r; i++) {
@@ -422,10 +433,9 @@ static AI void qrow_z(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
     for (; b + 8 <= nb; b += 8) qgroup_z(dt, r, acc, qx, K, row, b);
     if (b < nb) {
         __m256 a0[SM_QX_ROWS], a1[SM_QX_ROWS];
-        for (size_t i = 0; i < r; i++)
-            a0[i] = _mm512_castps512_ps256(acc[i]), a1[i] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
+        for (size_t i = 0; i < r; i++) a0[i] = _mm512_castps512_ps256(acc[i]), a1[i] = hi_f(acc[i]);
         qgroup(dt, r, a0, a1, qx, K, row, b, nb - b);
-        for (size_t i = 0; i < r; i++) acc[i] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a0[i])), _mm256_castps_pd(a1[i]), 1));
+        for (size_t i = 0; i < r; i++) acc[i] = join_f(a0[i], a1[i]);
     }
     for (size_t i = 0; i < r; i++) out[i * N] = sum_z(acc[i], NULL) + bias;
 }

@@ -119,8 +119,13 @@ static AI __m256i fifth_bits(const uint8_t *p) {
 }
 
 /* The 32 levels of block p of a q4_1 / q5_0 / q5_1 row, unsigned (0..31), in weight order. */
+/* Where a q4_1 / q5_0 / q5_1 block's 16 bytes of nibbles start (q5's 4 bytes of fifth bits before). */
+static AI size_t small_qs(sm_dtype dt) {
+    return dt == SM_DTYPE_Q4_1 ? 4 : dt == SM_DTYPE_Q5_0 ? 6 : 8;
+}
+
 static AI __m256i small_levels(sm_dtype dt, const char *p) {
-    const size_t qs = dt == SM_DTYPE_Q4_1 ? 4 : dt == SM_DTYPE_Q5_0 ? 6 : 8;
+    const size_t qs = small_qs(dt);
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + qs));
     __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
     if (dt != SM_DTYPE_Q4_1) u = _mm256_or_si256(u, fifth_bits((const uint8_t *)p + qs - 4));
