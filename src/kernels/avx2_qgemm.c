@@ -169,11 +169,15 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         gvf D[NVMAX], M[NVMAX], M2[NVMAX]; /* M2: q2_k's second half's min (its panel only) */
         if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
             const size_t ob = r_off(src.lay, b);
+            ahead pf = {NULL, 0};
             if (src.ahead) { /* the row group's block (to the next one's start), into L2: */
                 const size_t lines = (r_off(src.lay, b + 1) - ob) / 64;
-#if SM_QFLAVOUR == 2 /* R32_AHEAD bytes on */
+#if SM_QFLAVOUR == 2 /* R32_AHEAD bytes on: a lone token row's spread over the block's groups
+                        (ask_share), more rows' asked at once */
                 const char *p = (const char *)src.base + ob + R32_AHEAD;
-                for (size_t l = 0; l < lines; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+                if (r == 1) pf = (ahead){p, lines};
+                else
+                    for (size_t l = 0; l < lines; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
 #else /* a slice on, a share of its lines by each of the group's passes (AHEAD_256); a whole
          row's call (whole): all of them by its first pass, the others read them from L2 */
                 const char *p = (const char *)src.base + ob + r_off(src.lay, KB);
@@ -185,7 +189,7 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
             if (q6) /* the halves from their zero points */
                 for (size_t i = 0; i < r; i++)
                     for (int v = 0; v < nv; v++) ih[i][v] = ia[i][v], ia[i][v] = g_bcast(xz[2 * (i * KB + b) + 1]);
-            r32_block(nv, src, b, r, ia, ih, xq + SM_QK * b);
+            r32_block(nv, src, b, r, ia, ih, xq + SM_QK * b, pf);
             for (int v = 0; v < nv; v++) r32_dm(src, v, b, &D[v], &M[v]), M2[v] = g_zerof();
         } else
         {
