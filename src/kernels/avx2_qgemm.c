@@ -169,21 +169,19 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         gvf D[NVMAX], M[NVMAX], M2[NVMAX]; /* M2: q2_k's second half's min (its panel only) */
         if (src.lay != PANEL) { /* repacked rows: the same levels and scales, read in place */
             const size_t ob = r_off(src.lay, b);
-            ahead pf = {NULL, 0};
+            ahead pf = {NULL, 0}; /* what r32_block asks for as it goes */
             if (src.ahead) { /* the row group's block (to the next one's start), into L2: */
                 const size_t lines = (r_off(src.lay, b + 1) - ob) / 64;
 #if SM_QFLAVOUR == 2 /* R32_AHEAD bytes on: a lone token row's spread over the block's groups
                         (ask_share), more rows' asked at once */
-                const char *p = (const char *)src.base + ob + R32_AHEAD;
-                if (r == 1) pf = (ahead){p, lines};
-                else
-                    for (size_t l = 0; l < lines; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+                const ahead a = {(const char *)src.base + ob + R32_AHEAD, lines};
+                if (r == 1) pf = a;
+                else ask_share(a, 0, 1);
 #else /* a slice on, a share of its lines by each of the group's passes (AHEAD_256); a whole
          row's call (whole): all of them by its first pass, the others read them from L2 */
-                const char *p = (const char *)src.base + ob + r_off(src.lay, KB);
-                const size_t parts = whole ? 1 : SM_R32 / (GV * (size_t)nv), pp = whole ? 0 : src.part;
-                for (size_t l = pp * lines / parts; (!whole || src.part == 0) && l < (pp + 1) * lines / parts; l++)
-                    _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+                const ahead a = {(const char *)src.base + ob + r_off(src.lay, KB), lines};
+                if (!whole) ask_share(a, src.part, SM_R32 / (GV * (size_t)nv));
+                else if (src.part == 0) ask_share(a, 0, 1);
 #endif
             }
             if (q6) /* the halves from their zero points */
@@ -355,8 +353,7 @@ static AI void tiles(int mode, const qbufs *q, wsrc src, float *restrict out, si
     const size_t mr = mode == Q6 ? GMR_Q6 : GMR, nt = (t1 - t0 + mr - 1) / mr;
     const size_t sk = src.ahead && nt > 1, na = nt - sk;
     for (size_t c = 0, t = t0; t < t1; c++) {
-        const size_t l0 = c < sk ? 0 : (c - sk) * pfl / na, l1 = c < sk ? 0 : (c + 1 - sk) * pfl / na;
-        for (size_t l = l0; pf && l < l1; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+        if (pf && c >= sk) ask_share((ahead){pf, pfl}, c - sk, na);
         /* tiles of as even a size as the rows allow (128 rows: 24 of 5, 2 of 4, not 25 of 5 and
            one of 3): a short tile's few accumulators wait on vpdpbusd's latency */
         size_t i = t - t0, r = (t1 - t0) / nt + (c < (t1 - t0) % nt);

@@ -70,12 +70,12 @@ enum { R32_AHEAD = 4096 };
 ** ahead in every pair; q4_0 64.0 -> 65.8 (within the noise).
 */
 typedef struct {
-    const char *p; /* the block's first line R32_AHEAD bytes on, or NULL */
-    size_t lines;
+    const char *p; /* the first line asked for (a block's R32_AHEAD bytes on, or a slice on) */
+    size_t lines;  /* how many from p (0: none) */
 } ahead;
-/* Share s of n of a's lines, into L2. */
+/* Share s of n of a's lines, into L2 (every asking of the repacked products: n = 1 all of them). */
 static AI void ask_share(ahead a, size_t s, size_t n) {
-    for (size_t l = s * a.lines / n; a.p && l < (s + 1) * a.lines / n; l++) _mm_prefetch(a.p + 64 * l, _MM_HINT_T1);
+    for (size_t l = s * a.lines / n; l < (s + 1) * a.lines / n; l++) _mm_prefetch(a.p + 64 * l, _MM_HINT_T1);
 }
 
 /*
