@@ -201,6 +201,7 @@ static tpl_val dict_items(tpl_run *r, tpl_dict *d, int which /* 0 items, 1 keys,
             tpl_val pair = tpl_list_of(r, 2);
             pair.u.items[0] = k;
             pair.u.items[1] = d->e[i].v;
+            pair.fn = TPL_TUPLE;
             l.u.items[i] = pair;
         }
     }
@@ -231,6 +232,10 @@ tpl_val tpl_call_method(tpl_run *r, tpl_val obj, const char *name, size_t nn, co
             return replace(r, obj, a[0], a[1], na > 2 && a[2].t == V_INT ? a[2].u.i : -1);
         }
     } else if (obj.t == V_DICT) {
+        if (obj.fn == TPL_LOOP && name_is(name, nn, "cycle")) { /* loop.cycle(a, b, ...) */
+            if (!na) tpl_fail(r, "loop.cycle() takes at least one value");
+            return a[obj.u.d->e[1].v.u.i % (int64_t)na];
+        }
         if (name_is(name, nn, "items")) return dict_items(r, obj.u.d, 0);
         if (name_is(name, nn, "keys")) return dict_items(r, obj.u.d, 1);
         if (name_is(name, nn, "values")) return dict_items(r, obj.u.d, 2);

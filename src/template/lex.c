@@ -287,6 +287,15 @@ static sm_status lex(lexer *L) {
                 L->pos++;
                 while (L->pos < L->len && is_digit(s[L->pos])) L->pos++;
             }
+            size_t e = L->pos; /* an exponent (1e3, 2.5E-4): a float, as Jinja reads it */
+            if (!after_dot && e < L->len && (s[e] == 'e' || s[e] == 'E')) {
+                e++;
+                if (e < L->len && (s[e] == '+' || s[e] == '-')) e++;
+                if (e < L->len && is_digit(s[e])) {
+                    while (e < L->len && is_digit(s[e])) e++;
+                    L->pos = e;
+                }
+            }
             if (!push(L, K_NUM, 0, a, s + a, L->pos - a)) goto nomem;
             continue;
         }

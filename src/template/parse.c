@@ -200,7 +200,7 @@ static tpl_node *primary(parser *p) {
     }
     if (t->k == K_NUM) {
         p->i++;
-        bool fl = memchr(t->s, '.', t->n) != NULL;
+        bool fl = memchr(t->s, '.', t->n) || memchr(t->s, 'e', t->n) || memchr(t->s, 'E', t->n);
         if (!(n = node(p, fl ? N_FLOAT : N_INT, t->line))) return NULL;
         char num[64];
         if (t->n >= sizeof num) FAIL(p, "number too long");

@@ -175,10 +175,10 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
     if (op == OP_NE) return (tpl_val){.t = V_BOOL, .u.b = !tpl_loose_eq(a, b)};
     if ((op == OP_IN || op == OP_NOTIN) && b.t == V_UNDEF)
         return (tpl_val){.t = V_BOOL, .u.b = op == OP_NOTIN};
+    if (op == OP_CONCAT) return concat(r, a, b); /* str() of each: none is "None", undefined "" */
     if (a.t == V_UNDEF || b.t == V_UNDEF || a.t == V_NONE || b.t == V_NONE)
         tpl_fail(r, "'%s' on %s %s and %s %s value", names[op], article(a), tpl_type_name(a), article(b),
                  tpl_type_name(b));
-    if (op == OP_CONCAT) return concat(r, a, b);
     if (is_num(a) && is_num(b)) {
         bool fl = a.t == V_FLOAT || b.t == V_FLOAT;
         double x = as_f(a), y = as_f(b);
@@ -427,6 +427,7 @@ static tpl_val eval(tpl_run *r, scope *sc, const tpl_node *n) {
     case N_TUPLE: {
         tpl_val l = list_new(r, n->n);
         for (size_t i = 0; i < n->n; i++) l.u.items[i] = eval(r, sc, n->list[i]);
+        if (n->kind == N_TUPLE) l.fn = TPL_TUPLE;
         return l;
     }
     case N_DICT: {
@@ -526,10 +527,12 @@ static int exec_for(tpl_run *r, scope *sc, const tpl_node *n) {
     }
     if (!items.n) return exec(r, sc, n->list2, n->n2);
     static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first",
-                                       "last",  "length", "previtem", "nextitem"};
-    tpl_dict *loop = tpl_dict_new(r, 9);
-    for (int k = 0; k < 9; k++) tpl_dict_set(r, loop, keys[k], strlen(keys[k]), UNDEF);
-    tpl_dict_set(r, ls->vars, "loop", 4, (tpl_val){.t = V_DICT, .u.d = loop});
+                                       "last",  "length", "previtem", "nextitem", "depth", "depth0"};
+    tpl_dict *loop = tpl_dict_new(r, 11);
+    for (int k = 0; k < 11; k++) tpl_dict_set(r, loop, keys[k], strlen(keys[k]), UNDEF);
+    loop->e[9].v = (tpl_val){.t = V_INT, .u.i = 1}; /* no recursive loops: always the first level */
+    loop->e[10].v = (tpl_val){.t = V_INT, .u.i = 0};
+    tpl_dict_set(r, ls->vars, "loop", 4, (tpl_val){.t = V_DICT, .fn = TPL_LOOP, .u.d = loop});
     for (uint32_t i = 0; i < items.n; i++) {
         int64_t len = items.n;
         int64_t vals[4] = {i + 1, i, len - i, len - i - 1};

@@ -267,6 +267,7 @@ tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g) {
         for (uint32_t i = 0; i < d->n; i++) {
             tpl_val p = tpl_list_of(r, 2);
             p.u.items[0] = tpl_str(d->e[i].k, d->e[i].kn), p.u.items[1] = d->e[i].v;
+            p.fn = TPL_TUPLE;
             l.u.items[i] = p;
             keys[i] = key_of(r, p.u.items[by_value], NULL, NULL, flag(cs));
         }

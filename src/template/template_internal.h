@@ -113,7 +113,8 @@ typedef struct tpl_dict tpl_dict;
 typedef struct tpl_val tpl_val;
 struct tpl_val {
     uint8_t t;  /* tpl_vtype */
-    uint8_t fn; /* V_FUNC: which global; V_LIST: TPL_GROUP for groupby's (grouper, list) pairs */
+    uint8_t fn; /* V_FUNC: which global; V_LIST: TPL_GROUP for groupby's (grouper, list) pairs;
+                   V_DICT: TPL_LOOP for a for loop's `loop` (its cycle() method) */
     uint32_t n; /* V_STR: bytes; V_LIST: items */
     union {
         bool b;
@@ -127,6 +128,8 @@ struct tpl_val {
 };
 
 #define TPL_GROUP 1 /* a V_LIST's fn: .grouper and .list name its two items */
+#define TPL_LOOP 2  /* a V_DICT's fn: a loop's variables, index0 second (render.c's exec_for) */
+#define TPL_TUPLE 3 /* a V_LIST's fn: a tuple (a literal, items()' or dictsort's pairs), printed so */
 
 typedef struct tpl_entry {
     const char *k;

@@ -1,14 +1,16 @@
 /*
-** value.c -- template values: made from JSON, compared, printed and
-** written as JSON the way transformers.js's Jinja does (booleans print as
-** true/false, lists and dicts as JSON with ", " and ": ", whole floats with
-** ".0"; tojson keeps non-ASCII text unless ensure_ascii).
+** value.c -- template values: made from JSON, compared, printed as Python's
+** Jinja prints them (what transformers and llama.cpp's templates run: True,
+** None, lists and dicts as Python's repr, whole floats with ".0") and
+** written as JSON by tojson (non-ASCII text kept unless ensure_ascii).
 */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <utf8proc.h>
 
 #include "json_internal.h"
 #include "template_internal.h"
@@ -225,18 +227,89 @@ static void print_num(tpl_run *r, tpl_val v) {
     emit_str(r, b);
 }
 
-void tpl_print(tpl_run *r, tpl_val v) {
+/* Python's isprintable() of one code point: what repr() keeps as it is. */
+static bool py_printable(int32_t c) {
+    if (c < 0x80) return c >= 0x20 && c < 0x7F;
+    switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_ZS: return false;
+    default: return true;
+    }
+}
+
+/* A string as Python's repr() writes it: single quotes unless it holds ' and no ". */
+static void py_string(tpl_run *r, const char *s, size_t n) {
+    char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
+    tpl_emit(r, &q, 1);
+    size_t a = 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t c;
+        utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &c);
+        if (m < 1) { /* not UTF-8 (a JSON string always is): the byte as it is */
+            i++;
+            continue;
+        }
+        if (py_printable(c) && c != q && c != '\\') {
+            i += (size_t)m;
+            continue;
+        }
+        tpl_emit(r, s + a, i - a);
+        char b[16];
+        if (c == q || c == '\\') snprintf(b, sizeof b, "\\%c", (char)c);
+        else if (c == '\n' || c == '\r' || c == '\t') snprintf(b, sizeof b, "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+        else if (c < 0x100) snprintf(b, sizeof b, "\\x%02x", (unsigned)c);
+        else if (c < 0x10000) snprintf(b, sizeof b, "\\u%04x", (unsigned)c);
+        else snprintf(b, sizeof b, "\\U%08x", (unsigned)c);
+        emit_str(r, b);
+        i += (size_t)m;
+        a = i;
+    }
+    tpl_emit(r, s + a, n - a);
+    tpl_emit(r, &q, 1);
+}
+
+/* A value inside a list or dict, as Python's repr() writes it. */
+static void py_repr(tpl_run *r, tpl_val v, int depth) {
+    if (depth > 200) tpl_fail(r, "a value nested more than 200 levels");
     switch (v.t) {
-    case V_UNDEF:
-    case V_NONE: return;
-    case V_BOOL: emit_str(r, v.u.b ? "true" : "false"); return;
+    case V_UNDEF: emit_str(r, "Undefined"); return;
+    case V_NONE: emit_str(r, "None"); return;
+    case V_BOOL: emit_str(r, v.u.b ? "True" : "False"); return;
     case V_INT:
     case V_FLOAT: print_num(r, v); return;
-    case V_STR: tpl_emit(r, v.u.s, v.n); return;
-    case V_LIST:
+    case V_STR: py_string(r, v.u.s, v.n); return;
+    case V_LIST: {
+        bool tuple = v.fn == TPL_TUPLE || v.fn == TPL_GROUP;
+        emit_str(r, tuple ? "(" : "[");
+        for (uint32_t i = 0; i < v.n; i++) {
+            if (i) emit_str(r, ", ");
+            py_repr(r, v.u.items[i], depth + 1);
+        }
+        emit_str(r, tuple ? (v.n == 1 ? ",)" : ")") : "]");
+        return;
+    }
     case V_DICT:
-    case V_NS: tpl_json(r, v, &(tpl_json_opts){.indent = -1}, 0); return;
+    case V_NS:
+        emit_str(r, v.t == V_NS ? "<Namespace {" : "{");
+        for (uint32_t i = 0; i < v.u.d->n; i++) {
+            if (i) emit_str(r, ", ");
+            py_string(r, v.u.d->e[i].k, v.u.d->e[i].kn);
+            emit_str(r, ": ");
+            py_repr(r, v.u.d->e[i].v, depth + 1);
+        }
+        emit_str(r, v.t == V_NS ? "}>" : "}");
+        return;
     default: tpl_fail(r, "cannot print a %s", tpl_type_name(v));
+    }
+}
+
+/* {{ v }}: str(v) as Python's Jinja prints it; an undefined value prints nothing. */
+void tpl_print(tpl_run *r, tpl_val v) {
+    switch (v.t) {
+    case V_UNDEF: return;
+    case V_STR: tpl_emit(r, v.u.s, v.n); return;
+    default: py_repr(r, v, 0);
     }
 }
 
