@@ -69,7 +69,7 @@ def jinja2_render(template, ctx):
     env.globals["raise_exception"] = raise_exception
     try:
         return ("text", env.from_string(template).render(**ctx))
-    except (jinja2.exceptions.TemplateError, TypeError, ValueError) as e:  # Python's own errors too
+    except Exception as e:  # noqa: BLE001 -- Jinja's errors and Python's own (TypeError, IndexError, ...)
         return ("error", str(e))
 
 
@@ -207,6 +207,66 @@ SEMANTIC_CASES = [  # item 3 of issue 33: where @huggingface/jinja departs from 
  "{% for u in users if u.age %}{{ loop.cycle('a', 'b', 'c') }}{% endfor %}",
 ]
 
+PYTHON_CASES = [  # held-out probes: Python's str methods, % and str.format, operators as Python has them
+ '{{ "%5d|%-5d|%05d|%+d|% d|%.3d|%x|%X|%#x|%#o|%o|%#06x" % (42, 42, 42, 42, 42, 7, 255, 255, 255, 8, 8, 255) }}',
+ '{{ "%d %i %d" % (3.7, -2.5, true) }} {{ "%s %s %s %r %r" % (none, true, [1, \'a\'], \'it\', 5) }}',
+ '{{ "%.2f|%8.3f|%-8.1f|%e|%.3E|%g|%G|%10.4g|%+.1f|%f" % (3.14159, 2.5, 1.25, 12345.678, 0.00012, 1e-5, 1e20, 3.14159, 2.0, 1) }}',
+ '{{ "%5s|%-5s|%.2s|%5.1s|%c%c" % ("ab", "ab", "abc", "xyz", 65, "z") }}',
+ '{{ "%(a)s-%(b)05.1f" % {"a": "x", "b": 2.25} }} {{ "100%%" % () }} {{ "%s" % "solo" }} {{ "%s" % [1, 2] }}',
+ '{{ "%s %s" % ("a",) }}',
+ '{{ "%s" % ("a", "b") }}',
+ '{{ "%d" % "x" }}',
+ '{{ "%q" % 1 }}',
+ '{{ "%s|%s" | format(1, "b") }} {{ "%(x)s" | format(x=5) }} {{ "%.1f%%" | format(99.44) }}',
+ '{{ "{}|{}|{0}|{1}".format("a", "b") }}',
+ '{{ "{name}:{n:>4}|{n:<4}|{n:^5}|{n:*^7}|{n:04}|{n:+}|{n: }|{f:.2f}|{f:10.3e}|{f:%}|{f:.1%}|{big:,}|{big:_}|{f}" .format(name="k", n=42, f=0.125, big=1234567) }}',
+ '{{ "{0!r} {0!s} {1!r} {2}".format("q", 3, none) }} {{ "{:x} {:X} {:#x} {:b} {:#b} {:o} {:#o} {:c}".format(255, 255, 255, 5, 5, 8, 8, 65) }}',
+ '{{ "{a[0]} {a[1]} {d.k} {d[k]}".format(a=["x", "y"], d={"k": "v"}) }} {{ "{{literal}} {}".format(1) }}',
+ '{{ "{:10}|{:<10}|{:>10}|{:.3}".format("left", 3.5, "r", "abcdef") }} {{ "{:g} {:e} {:.3g} {}".format(1e-7, 5, 1234.5, 1e16) }} {{ "{} {}".format(true, 1.0) }}',
+ '{{ "{:d}".format(true) }} {{ "{:5}|".format(true) }} {{ "{:=+8.2f}".format(-3.14159) }} {{ "{:08.2f}".format(-3.14159) }} {{ "{:,.2f}".format(1234567.891) }}',
+ '{{ "{}".format() }}',
+ '{{ "{0} {}".format(1, 2) }}',
+ '{{ "{:q}".format(1) }}',
+ '{{ "a}b".format() }}',
+ '{{ "abc".center(7) }}|{{ "ab".center(7, "*") }}|{{ "abc".center(8) }}|{{ "ab".ljust(5, "-") }}|{{ "ab".rjust(5) }}|{{ "-42".zfill(6) }}|{{ "héllo".find("l") }}',
+ '{{ "a,b,,c".rsplit(",", 2) }} {{ "  a b  c ".rsplit(None, 1) }} {{ " a b ".rsplit() }} {{ "x".rsplit("x") }} {{ "a\\r\\nb\\nc\\r".splitlines() }} {{ "".splitlines() }} {{ "abc".rpartition("x") }} {{ "a.b.c".rpartition(".") }}',
+ '{{ "Ab1".isalnum() }} {{ "  ".isspace() }} {{ "ABC d".isupper() }} {{ "abc D".islower() }} {{ "12".isdecimal() }} {{ "½".isnumeric() }} {{ "²".isdigit() }} {{ "".isdigit() }} {{ "a1".isalpha() }}',
+ '{{ "aaa".count("a") }} {{ "aaaa".count("aa") }} {{ "abc".count("") }} {{ "abc".index("c") }} {{ [1, 2, 2].count(2) }} {{ [1, 2].index(2) }} {{ "prefix_x".removeprefix("prefix_") }} {{ "ÉcoLE".casefold() }}',
+ '{{ "abc".index("z") }}',
+ '{{ -7 % 3 }} {{ 7 % -3 }} {{ -7.5 % 2 }} {{ 7 // -2 }} {{ -7.5 // 2 }}',
+ '{{ ", ".join(["a", 1]) }}',
+ '{{ "a".center(2) }}|{{ "a".center(4) }}|{{ "ab".center(5) }}|{{ "abc".center(6, "-") }}|{{ "x".center(0) }}',
+ '{{ "{} {0}".format(1) }}',
+ '{{ -3 | abs }} {{ -2 ** 2 }} {{ 2 ** -1 }} {{ -x.y | default(4) }} {{ - 3 | string }} {{ +"a" if false else 1 }}',
+ '{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1 != 2 }} {{ 1 < 2 in [false, true] }} {{ not 1 < 2 < 0 }}',
+ '{{ -names | length if false else 0 }}',
+ '{{ 6 is divisibleby 3 }} {{ names | length is odd }} {{ -1 is number }} {{ 1 + 2 | string }}',
+ "{{ users | map(attribute='age') | sum / 3 }} {{ 2 * -1 }} {{ (1 + 2) * 3 | abs }} {{ 10 - -2 }}",
+ '{{ true + 1 }} {{ true < 3 }} {{ false * 2.5 }} {{ true == 1 }} {{ 1 == 1.0 }} {{ true in [1] }} {{ 1 in [true] }} {{ [1, 2] == [true, 2] }} {{ {"a": 1} == {"a": true} }}',
+ '{{ users | groupby("role") | map(attribute="grouper") | list }} {{ users | groupby("role") | map(attribute="list") | map("length") | list }}',
+ '{% for g in users | groupby("role") %}{{ g.grouper }}:{{ g.list | length }};{% endfor %}{% for k, l in users | groupby("role") %}{{ k }}{% endfor %}',
+ '{{ x == none }} {{ x == x2 }} {{ none == none }} {{ (1, 2) == [1, 2] }} {{ [1, [2, "a"]] == [1, [2, "a"]] }} {{ "a" in ["a"] }} {{ [1] in [[1]] }} {{ {"a": [1]} in [{"a": [1]}] }} {{ 2 in [1.0, 2.0] }}',
+ '{{ [1, true, 1.0, "1"] | unique | list }} {{ names | select("equalto", "bo") | list }} {{ users | selectattr("age", "equalto", 5) | map(attribute="name") | list }}',
+ '{{ none is sameas none }} {{ [1] is sameas [1] }} {{ true is sameas 1 }}',
+ # statements: raw, filter blocks, with; dict()
+ '{% raw %}{{ not rendered }}{% endraw %}',
+ 'a {% raw %} {% if %}{{x}} {% endraw %} b',
+ 'a  {%- raw -%}  x  {%- endraw -%}  b',
+ '{% raw %}{% endraw %}|{{ 1 }}',
+ '{% raw %}unclosed',
+ '{% filter upper %}up {{ names[0] }}{% endfilter %}',
+ '{% filter replace("a", "b") | upper %}banana {{ 1 }}{% endfilter %}|{% filter trim %}  x  {% endfilter %}',
+ '{% with y = 5 %}{{ y * 2 }}{% endwith %}{{ y }}',
+ '{% set y = 1 %}{% with y = y + 1, z = y %}{{ y }}{{ z }}{% set w = 3 %}{% endwith %}{{ y }}{{ w }}',
+ '{% with %}{{ 1 }}{% endwith %}',
+ '{% for n in names %}{% with m = n | upper %}{{ m }}{% if loop.index == 2 %}-{% endif %}{% endwith %}{% endfor %}',
+ '{% filter nosuch %}x{% endfilter %}',
+ '{% with a = %}{% endwith %}',
+ '{{ dict(a=1, b="x") }} {{ dict({"z": 1}, y=2) }} {{ dict() }} {% set d = dict(k=[1]) %}{{ d.k }}',
+ '{{ dict(1) }}',
+ '{% raw %}\n  {{ x }}\n{% endraw %}\nafter {%- raw %} a {% endraw -%} \n b',
+]
+
 FILTER_USERS = [{"name": "Bob", "role": "admin", "age": 41}, {"name": "alice", "role": "user", "age": 29},
                 {"name": "Carol", "role": "owner"}, {"name": "dave", "role": "user", "age": 35}]
 
@@ -216,6 +276,7 @@ def filters_as_jinja(smbin, tmp, cases=FILTER_CASES, label=None):
     environment) renders it, or fails where it fails; unknown filters and tests fail only when
     they run."""
     ctx = {"users": FILTER_USERS, "messages": [], "temps": [-40.0, 1.5, 2, 100.0, 1e16, -0.0],
+           "names": ["bo", "al", "bo", "cy"],
            "odd": {"q": "it's", "both": "a'b\"c", "ctl": "tab\there\nnl\x07\x7f\x85", "uni": "é\xa0\u200b😀",
                    "nest": [None, True, False, {"e": 1.0}]}}
     if jinja2_render("x", {}) is None:
@@ -761,6 +822,11 @@ def main():
                          "string, unknown escapes stay, octal and \\U escapes; call blocks, f(*args), "
                          "tojson separators, -40.0 from JSON; values printed as str() (True, None, "
                          "repr of lists, dicts, tuples), ~ with none, 1e20, loop.cycle")
+        filters_as_jinja(smbin, tmp, PYTHON_CASES, f"{len(PYTHON_CASES)} expressions with Python's str methods "
+                         "(join, find, count, is*, partition, rsplit, splitlines, center, zfill, format), "
+                         "'%' and the format filter, unary minus under a filter, chained comparisons, "
+                         "== on lists and dicts, bool as int, {% raw %}, {% filter %}, {% with %}, dict(): as Python's "
+                         "Jinja renders them or fails")
         template_survey(smbin, tmp, HERE)
         strftime_pinned(smbin, tmp)
         bad_templates(smbin, tmp)

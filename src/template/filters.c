@@ -17,7 +17,7 @@ const char *const tpl_filter_names[F_COUNT_] = {
     "last", "selectattr", "rejectattr", "list", "string", "int", "float", "abs", "capitalize",
     "title", "reverse", "map", "safe", "unique", "indent", "select", "reject", "sort", "sum",
     "min", "max", "groupby", "batch", "slice", "dictsort", "wordcount", "truncate", "round",
-    "center", "attr", "escape", "bool"};
+    "center", "attr", "escape", "bool", "format"};
 
 const char *const tpl_test_names[T_COUNT_] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true",
@@ -268,7 +268,10 @@ tpl_val tpl_attr_of(tpl_val item, tpl_val name) {
         while (s <= end) {
             const char *dot = memchr(s, '.', (size_t)(end - s));
             size_t n = dot ? (size_t)(dot - s) : (size_t)(end - s);
-            if (cur.t == V_LIST) {
+            if (cur.t == V_LIST && cur.fn == TPL_GROUP && cur.n == 2 &&
+                (name_is(s, n, "grouper") || name_is(s, n, "list"))) { /* groupby's pairs, by name */
+                cur = cur.u.items[n == 4];
+            } else if (cur.t == V_LIST) {
                 char *e, b[24];
                 snprintf(b, sizeof b, "%.*s", (int)(n < 20 ? n : 20), s);
                 long long k = strtoll(b, &e, 10);
@@ -444,6 +447,19 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g) {
         return integer((int64_t)d);
     }
     case F_BOOL: return boolean(tpl_truthy(v));
+    case F_FORMAT: { /* "%s=%d" | format(a, b): Python's %, or %(key)s with keyword arguments */
+        if (v.t != V_STR) tpl_fail(r, "format: expected a string, got a %s", tpl_type_name(v));
+        if (g->nkw && na) tpl_fail(r, "format: positional and keyword arguments at once");
+        if (g->nkw) {
+            tpl_dict *d = tpl_dict_new(r, g->nkw);
+            for (size_t k = 0; k < g->nkw; k++) tpl_dict_set(r, d, g->kwn[k]->s, g->kwn[k]->sn, g->kw[k]);
+            return tpl_percent(r, v, (tpl_val){.t = V_DICT, .u.d = d});
+        }
+        tpl_val t = tpl_list_of(r, na);
+        for (size_t k = 0; k < na; k++) t.u.items[k] = a[k];
+        t.fn = TPL_TUPLE;
+        return tpl_percent(r, v, t);
+    }
     case F_ABS:
         if (v.t == V_INT && v.u.i == INT64_MIN) tpl_fail(r, "abs: %lld has no 64-bit absolute value", (long long)INT64_MIN);
         if (v.t == V_INT) return integer(v.u.i < 0 ? -v.u.i : v.u.i);
@@ -622,7 +638,7 @@ bool tpl_apply_test(tpl_run *r, int t, tpl_val v, const tpl_val *a, size_t na) {
         return ((v.u.i % 2) != 0) == (t == T_ODD);
     case T_EQUALTO:
         if (!na) tpl_fail(r, "equalto takes a value to compare with");
-        return tpl_strict_eq(v, a[0]);
+        return tpl_loose_eq(v, a[0]);
     case T_LOWER: return is_lower_upper(v, false);
     case T_UPPER: return is_lower_upper(v, true);
     case T_IN:

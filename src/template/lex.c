@@ -194,6 +194,44 @@ static bool is_word(char c) {
 }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* Whether s[at..] is the tag {% word %} (a '-' at either end: *lead, *trail); *end after it. */
+static bool raw_tag(const char *s, size_t len, size_t at, const char *word, size_t *end, bool *lead,
+                    bool *trail) {
+    size_t i = at + 2, wl = strlen(word);
+    if (at + 1 >= len || s[at] != '{' || s[at + 1] != '%') return false;
+    if ((*lead = i < len && s[i] == '-')) i++;
+    while (i < len && strchr(" \t\r\n", s[i]) && s[i]) i++;
+    if (i + wl > len || memcmp(s + i, word, wl) || (i + wl < len && is_word(s[i + wl]))) return false;
+    i += wl;
+    while (i < len && strchr(" \t\r\n", s[i]) && s[i]) i++;
+    if ((*trail = i < len && s[i] == '-')) i++;
+    if (i + 1 >= len || s[i] != '%' || s[i + 1] != '}') return false;
+    *end = i + 2;
+    return true;
+}
+
+/* {% raw %}text{% endraw %}: the text as it is; false when L->pos is not at a raw tag. */
+static sm_status lex_raw(lexer *L, bool *done) {
+    size_t end, stop, after;
+    bool lead, trail, lead2, trail2;
+    *done = raw_tag(L->src, L->len, L->pos, "raw", &end, &lead, &trail);
+    if (!*done) return SM_OK;
+    const char *s = L->src;
+    for (stop = end;; stop++) {
+        if (stop + 1 >= L->len) return lex_fail(L, line_at(L, L->pos), "a {%% raw %%} block is not closed");
+        if (raw_tag(s, L->len, stop, "endraw", &after, &lead2, &trail2)) break;
+    }
+    if (lead) strip_prev_text(L);
+    size_t a = end, b = stop;
+    if (trail) a += tpl_space_front(s + a, b - a);
+    if (lead2) b -= tpl_space_back(s + a, b - a);
+    if ((b > a && !push(L, K_TEXT, 0, a, s + a, b - a)) || !push(L, K_SCLOSE, 1, after, NULL, 0))
+        return sm_error_set(L->err, SM_ERR_NOMEM, "%s: out of memory", L->t->name);
+    L->pos = after;
+    if (trail2) skip_space(L);
+    return SM_OK;
+}
+
 static sm_status lex(lexer *L) {
     static const struct { const char *s; int op; } ops[] = {
         {"<=", Q_LE}, {">=", Q_GE}, {"==", Q_EQ}, {"!=", Q_NE}, {"**", Q_POW}, {"//", Q_FLOORDIV}};
@@ -210,6 +248,10 @@ static sm_status lex(lexer *L) {
                 continue;
             }
         }
+        bool raw;
+        sm_status rst = lex_raw(L, &raw);
+        if (rst) return rst;
+        if (raw) continue;
         if (s[L->pos] == '{' && L->pos + 1 < L->len && s[L->pos + 1] == '#') {
             uint32_t line = line_at(L, L->pos);
             L->pos += 2;
@@ -320,6 +362,15 @@ nomem:
 ** newline right after %}, #} or -} removed (trim_blocks; its offset kept in
 ** gone so that lines are still counted).
 */
+/* Whether a[..i) ends in {% raw %}, whose newline Jinja keeps. */
+static bool after_raw(const char *a, size_t i) {
+    size_t end;
+    bool x, y;
+    for (size_t k = i >= 2 ? i - 2 : 0; k-- > 0 && i - k < 64;)
+        if (a[k] == '{' && a[k + 1] == '%') return raw_tag(a, i, k, "raw", &end, &x, &y) && end == i;
+    return false;
+}
+
 static sm_status preprocess(lexer *L, const char *src, size_t len) {
     if (len && src[len - 1] == '\n') len--;
     char *a = malloc(len + 1), *b = malloc(len + 1);
@@ -340,7 +391,7 @@ static sm_status preprocess(lexer *L, const char *src, size_t len) {
     }
     size_t nb = 0;
     for (size_t i = 0; i < na; i++) {
-        if (a[i] == '\n' && i >= 2 && a[i - 1] == '}' && strchr("#%-", a[i - 2])) {
+        if (a[i] == '\n' && i >= 2 && a[i - 1] == '}' && strchr("#%-", a[i - 2]) && !after_raw(a, i)) {
             L->gone[L->n_gone++] = nb;
             continue;
         }

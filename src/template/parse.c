@@ -130,7 +130,7 @@ static tpl_node **nl_done(nlist *l, size_t *n) {
 
 static tpl_node *expr(parser *p);
 static tpl_node *or_expr(parser *p);
-static tpl_node *unary(parser *p);
+static tpl_node *unary(parser *p, bool filters);
 
 /*
 ** One level deeper in the tree being built: a nested expression, or one more
@@ -259,13 +259,34 @@ static bool starts_value(const ltok *t) {
     return t->k == K_STR || t->k == K_NUM || is_op(t, '(') || is_op(t, '[') || is_op(t, '{');
 }
 
-static tpl_node *postfix(parser *p) {
-    tpl_node *e = primary(p);
+/* After a '|' (or {% filter %}): name or name(args) applied to e. */
+static tpl_node *filter_call(parser *p, tpl_node *e) {
+    ltok *f = peek(p);
+    if (f->k != K_NAME) FAIL(p, "expected a filter name after '|'");
+    p->i++;
+    int id = tpl_filter_id(f->s, f->n); /* unknown: an error only if it runs */
+    tpl_node *n = node(p, N_FILTER, f->line);
+    if (!n) return NULL;
+    n->op = (uint8_t)(id < 0 ? F_UNKNOWN : id);
+    n->s = f->s, n->sn = f->n;
+    n->a = e;
+    if (accept_op(p, '(')) {
+        nlist l = {0};
+        if (!call_args(p, &l)) return NULL;
+        n->list = nl_done(&l, &n->n);
+    }
+    return n;
+}
+
+/* e followed by .name, [i], (args) and, with filters, |filter and `is test` (Jinja: the filters of
+   a unary expression apply to it whole, -3|abs is 3) */
+static tpl_node *postfix_on(parser *p, tpl_node *e, bool filters) {
     char b[64];
     int links = 0;
     while (e) {
         ltok *t = peek(p);
         tpl_node *n;
+        if (!filters && (is_op(t, '|') || is_name(t, "is"))) break;
         if ((is_op(t, '.') || is_op(t, '[') || is_op(t, '(') || is_op(t, '|') || is_name(t, "is"))) {
             if (!deeper(p)) return NULL;
             links++;
@@ -316,20 +337,7 @@ static tpl_node *postfix(parser *p) {
             n->list = nl_done(&l, &n->n);
             e = n;
         } else if (accept_op(p, '|')) {
-            ltok *f = peek(p);
-            if (f->k != K_NAME) FAIL(p, "expected a filter name after '|'");
-            p->i++;
-            int id = tpl_filter_id(f->s, f->n); /* unknown: an error only if it runs */
-            if (!(n = node(p, N_FILTER, f->line))) return NULL;
-            n->op = (uint8_t)(id < 0 ? F_UNKNOWN : id);
-            n->s = f->s, n->sn = f->n;
-            n->a = e;
-            if (accept_op(p, '(')) {
-                nlist l = {0};
-                if (!call_args(p, &l)) return NULL;
-                n->list = nl_done(&l, &n->n);
-            }
-            e = n;
+            if (!(e = filter_call(p, e))) return NULL;
         } else if (is_name(t, "is")) {
             p->i++;
             bool neg = accept_name(p, "not");
@@ -350,7 +358,7 @@ static tpl_node *postfix(parser *p) {
             nlist l = {0};
             if (accept_op(p, '(')) {
                 if (!call_args(p, &l)) return NULL;
-            } else if (starts_value(peek(p)) && !nl_add(p, &l, postfix(p))) return NULL;
+            } else if (starts_value(peek(p)) && !nl_add(p, &l, postfix_on(p, primary(p), false))) return NULL;
             n->list = nl_done(&l, &n->n);
             e = n;
         } else
@@ -359,34 +367,38 @@ static tpl_node *postfix(parser *p) {
     return unchain(p, e, links);
 }
 
+/* a ** b over unary operands (Jinja: -2 ** 2 is 4) */
 static tpl_node *pow_expr(parser *p) {
-    tpl_node *e = postfix(p);
+    tpl_node *e = unary(p, true);
     int links = 0;
     while (e && is_op(peek(p), Q_POW)) {
         if (!deeper(p)) return NULL;
         links++;
         tpl_node *n = node(p, N_BIN, peek(p)->line);
         p->i++;
-        if (!n || !(n->b = unary(p))) return NULL;
+        if (!n || !(n->b = unary(p, true))) return NULL;
         n->op = OP_POW, n->a = e;
         e = n;
     }
     return unchain(p, e, links);
 }
 
-static tpl_node *unary(parser *p) {
+/* [-+] operand, then the postfix steps (the filters only at the outermost sign) */
+static tpl_node *unary(parser *p, bool filters) {
     ltok *t = peek(p);
     if (is_op(t, '-') || is_op(t, '+')) {
         if (!deeper(p)) return NULL;
         p->i++;
-        tpl_node *a = unary(p);
+        tpl_node *a = unary(p, false);
         p->nest--;
-        if (!a || t->op == '+') return a;
-        tpl_node *n = node(p, N_NEG, t->line);
-        if (n) n->a = a;
-        return n;
+        if (a && t->op == '-') {
+            tpl_node *n = node(p, N_NEG, t->line);
+            if (n) n->a = a;
+            a = n;
+        }
+        return a ? postfix_on(p, a, filters) : NULL;
     }
-    return pow_expr(p);
+    return postfix_on(p, primary(p), filters);
 }
 
 static tpl_node *binary_level(parser *p, int level);
@@ -412,16 +424,26 @@ static int bin_op(parser *p, int level) {
 }
 
 static tpl_node *binary_level(parser *p, int level) {
-    tpl_node *e = level == 2 ? unary(p) : binary_level(p, level + 1);
+    tpl_node *e = level == 2 ? pow_expr(p) : binary_level(p, level + 1);
+    tpl_node *last = NULL; /* comparisons chain as Python's: a < b < c is a < b and b < c */
     int op, links = 0;
     while (e && (op = bin_op(p, level)) >= 0) {
         if (!deeper(p)) return NULL;
         links++;
         tpl_node *n = node(p, N_BIN, peek(p)->line);
         p->i += op == OP_NOTIN ? 2 : 1;
-        if (!n || !(n->b = level == 2 ? unary(p) : binary_level(p, level + 1))) return NULL;
-        n->op = (uint8_t)op, n->a = e;
-        e = n;
+        if (!n || !(n->b = level == 2 ? pow_expr(p) : binary_level(p, level + 1))) return NULL;
+        n->op = (uint8_t)op;
+        if (level == 0 && last) {
+            tpl_node *both = node(p, N_AND, n->line);
+            if (!both) return NULL;
+            n->a = last, both->a = e, both->b = n;
+            e = both;
+        } else {
+            n->a = e;
+            e = n;
+        }
+        if (level == 0) last = n->b;
     }
     return unchain(p, e, links);
 }
@@ -642,6 +664,35 @@ static tpl_node *statement(parser *p, ltok *kw) {
         if (!(n->a = expr(p))) return NULL;
         if (n->a->kind != N_CALL) FAIL(p, "a call block needs a macro call");
         return (n->b = macro_rest(p, c, endcall, "call", line)) ? n : NULL;
+    }
+    if (is_name(kw, "with")) { /* {% with a = x, b = y %}: list2 the sets, list the body */
+        static const char *const endwith[] = {"endwith"};
+        nlist sets = {0};
+        if (!(n = node(p, N_WITH, line))) return NULL;
+        while (!(peek(p)->k == K_SCLOSE)) {
+            tpl_node *st = node(p, N_SET, line);
+            if (!st || !(st->a = target(p, false)) || !expect_op(p, '=', "'='") || !(st->b = expr(p)) ||
+                !nl_add(p, &sets, st))
+                return NULL;
+            if (!(peek(p)->k == K_SCLOSE) && !expect_op(p, ',', "',' or '%}'")) return NULL;
+        }
+        n->list2 = nl_done(&sets, &n->n2);
+        if (!END_STMT(p)) return NULL;
+        n->list = body(p, endwith, 1, &n->n, &which, "with", line);
+        return which >= 0 && END_STMT(p) ? n : NULL;
+    }
+    if (is_name(kw, "filter")) { /* {% filter f(args)|g %}body: a is the chain over the body's text */
+        static const char *const endfilter[] = {"endfilter"};
+        tpl_node *e = node(p, N_NAME, line);
+        if (!(n = node(p, N_FILTERBLOCK, line)) || !e) return NULL;
+        e->s = "\x01", e->sn = 1; /* no template can name it: the body's text */
+        do
+            if (!(e = filter_call(p, e))) return NULL;
+        while (accept_op(p, '|'));
+        n->a = e;
+        if (!END_STMT(p)) return NULL;
+        n->list = body(p, endfilter, 1, &n->n, &which, "filter", line);
+        return which >= 0 && END_STMT(p) ? n : NULL;
     }
     if (is_name(kw, "break") || is_name(kw, "continue")) {
         if (!(n = node(p, is_name(kw, "break") ? N_BREAK : N_CONTINUE, line))) return NULL;

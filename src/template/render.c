@@ -17,9 +17,9 @@
 
 #define MAX_CALL_DEPTH 64
 
-enum { G_RAISE, G_NAMESPACE, G_RANGE, G_STRFTIME, G_COUNT_ };
+enum { G_RAISE, G_NAMESPACE, G_RANGE, G_STRFTIME, G_DICT, G_COUNT_ };
 static const char *const global_names[G_COUNT_] = {"raise_exception", "namespace", "range",
-                                                   "strftime_now"};
+                                                   "strftime_now", "dict"};
 
 typedef struct scope scope;
 struct scope {
@@ -176,9 +176,14 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
     if ((op == OP_IN || op == OP_NOTIN) && b.t == V_UNDEF)
         return (tpl_val){.t = V_BOOL, .u.b = op == OP_NOTIN};
     if (op == OP_CONCAT) return concat(r, a, b); /* str() of each: none is "None", undefined "" */
+    if (op == OP_MOD && a.t == V_STR) return tpl_percent(r, a, b); /* Python's printf-style format */
     if (a.t == V_UNDEF || b.t == V_UNDEF || a.t == V_NONE || b.t == V_NONE)
         tpl_fail(r, "'%s' on %s %s and %s %s value", names[op], article(a), tpl_type_name(a), article(b),
                  tpl_type_name(b));
+    if ((a.t == V_BOOL || b.t == V_BOOL) && (is_num(a) || a.t == V_BOOL) && (is_num(b) || b.t == V_BOOL)) {
+        if (a.t == V_BOOL) a = (tpl_val){.t = V_INT, .u.i = a.u.b}; /* Python's bool is an int */
+        if (b.t == V_BOOL) b = (tpl_val){.t = V_INT, .u.i = b.u.b};
+    }
     if (is_num(a) && is_num(b)) {
         bool fl = a.t == V_FLOAT || b.t == V_FLOAT;
         double x = as_f(a), y = as_f(b);
@@ -205,12 +210,13 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
                 tpl_fail(r, "%lld // -1 does not fit in a 64-bit integer", (long long)INT64_MIN);
             }
             if (!fl) {
-                int64_t q = a.u.i / j, m = a.u.i % j; /* JavaScript's %: the sign of a */
-                if (op == OP_MOD) return (tpl_val){.t = V_INT, .u.i = m};
-                if (m != 0 && ((m < 0) != (j < 0))) q--;
-                return (tpl_val){.t = V_INT, .u.i = q};
+                int64_t q = a.u.i / j, m = a.u.i % j; /* Python's: the remainder has the sign of b */
+                if (m != 0 && ((m < 0) != (j < 0))) q--, m += j;
+                return (tpl_val){.t = V_INT, .u.i = op == OP_MOD ? m : q};
             }
-            return (tpl_val){.t = V_FLOAT, .u.f = op == OP_MOD ? fmod(x, y) : floor(x / y)};
+            double m = fmod(x, y);
+            if (m != 0 && ((m < 0) != (y < 0))) m += y;
+            return (tpl_val){.t = V_FLOAT, .u.f = op == OP_MOD ? m : floor(x / y)};
         case OP_POW: {
             if (x == 0 && y < 0) tpl_fail(r, "0 cannot be raised to a negative power");
             double p = __builtin_pow(x, y);
@@ -232,7 +238,7 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
     if (op == OP_IN || op == OP_NOTIN) {
         bool found = false;
         if (b.t == V_LIST) {
-            for (uint32_t k = 0; k < b.n && !found; k++) found = tpl_strict_eq(a, b.u.items[k]);
+            for (uint32_t k = 0; k < b.n && !found; k++) found = tpl_loose_eq(a, b.u.items[k]);
         } else if (b.t == V_STR && a.t == V_STR) {
             found = !a.n;
             for (size_t k = 0; k + a.n <= b.n && !found; k++) found = !memcmp(b.u.s + k, a.u.s, a.n);
@@ -327,18 +333,20 @@ static tpl_val call_global(tpl_run *r, int fn, const tpl_args *g) {
         sm_error_set(r->err, SM_ERR_INPUT, "%s line %u: %s", r->name, r->line, one);
         longjmp(r->fail, 1);
     }
+    case G_DICT: /* dict(a=1), dict(d, b=2): a new dict (namespace's arguments) */
     case G_NAMESPACE: {
+        const char *what = global_names[fn];
         tpl_dict *d = tpl_dict_new(r, 4 + g->nkw);
-        if (g->na > 1) tpl_fail(r, "namespace takes at most one positional argument");
+        if (g->na > 1) tpl_fail(r, "%s takes at most one positional argument", what);
         if (g->na) {
-            if (g->a[0].t != V_DICT) tpl_fail(r, "namespace: expected a dict, got a %s", tpl_type_name(g->a[0]));
+            if (g->a[0].t != V_DICT) tpl_fail(r, "%s: expected a dict, got a %s", what, tpl_type_name(g->a[0]));
             for (uint32_t i = 0; i < g->a[0].u.d->n; i++) {
                 const tpl_entry *e = &g->a[0].u.d->e[i];
                 tpl_dict_set(r, d, e->k, e->kn, e->v);
             }
         }
         for (size_t i = 0; i < g->nkw; i++) tpl_dict_set(r, d, g->kwn[i]->s, g->kwn[i]->sn, g->kw[i]);
-        return (tpl_val){.t = V_NS, .u.d = d};
+        return (tpl_val){.t = fn == G_DICT ? V_DICT : V_NS, .u.d = d};
     }
     case G_RANGE: {
         int64_t v[3] = {0, 0, 1};
@@ -397,6 +405,9 @@ static tpl_val call_with(tpl_run *r, scope *sc, const tpl_node *n, const macro *
         if (f.t != V_FUNC && f.t != V_MACRO) {
             if (caller) tpl_fail(r, "a call block calls a method, not a macro");
             tpl_args g = eval_args(r, sc, n->list, n->n);
+            r->line = n->line;
+            tpl_val out;
+            if (tpl_more_method(r, obj, cal->s, cal->sn, &g, &out)) return out;
             return tpl_call_method(r, obj, cal->s, cal->sn, g.a, g.na);
         }
     }
@@ -579,6 +590,19 @@ static int exec(tpl_run *r, scope *sc, tpl_node *const *body, size_t nb) {
             c->env = sc;
             tpl_val v = call_with(r, sc, n->a, c);
             tpl_emit(r, v.u.s, v.n);
+            break;
+        }
+        case N_WITH: { /* its values from the scope outside, its sets and body in one of their own */
+            scope *ws = scope_new(r, sc);
+            for (size_t i = 0; i < n->n2; i++) bind(r, ws, n->list2[i]->a, eval(r, sc, n->list2[i]->b));
+            int f = exec(r, ws, n->list, n->n);
+            if (f != FLOW_NEXT) return f;
+            break;
+        }
+        case N_FILTERBLOCK: { /* the body's text through the filters */
+            scope *fs = scope_new(r, sc);
+            tpl_dict_set(r, fs->vars, "\x01", 1, capture(r, sc, n->list, n->n));
+            tpl_print(r, eval(r, fs, n->a));
             break;
         }
         case N_BREAK: return FLOW_BREAK;

@@ -157,15 +157,8 @@ static tpl_val extreme(tpl_run *r, tpl_val l, const tpl_val *attr, bool cs, bool
     return l.u.items[best];
 }
 
-/* Python's == on keys (unique, groupby): numbers by value, the rest as tpl_strict_eq. */
-static bool same_key(tpl_val x, tpl_val y) {
-    if ((x.t == V_BOOL || x.t == V_INT || x.t == V_FLOAT) && (y.t == V_BOOL || y.t == V_INT || y.t == V_FLOAT)) {
-        double a = x.t == V_INT ? (double)x.u.i : x.t == V_FLOAT ? x.u.f : x.u.b;
-        double b = y.t == V_INT ? (double)y.u.i : y.t == V_FLOAT ? y.u.f : y.u.b;
-        return a == b;
-    }
-    return tpl_strict_eq(x, y);
-}
+/* Python's == on keys (unique, groupby). */
+static bool same_key(tpl_val x, tpl_val y) { return tpl_loose_eq(x, y); }
 
 static tpl_val groupby(tpl_run *r, tpl_val l, const tpl_val *attr, const tpl_val *dflt, bool cs) {
     if (!attr) tpl_fail(r, "groupby: takes an attribute name");

@@ -50,7 +50,8 @@ sm_status tpl_lex(sm_template *t, const char *src, size_t len, ltok **toks, size
 /* ---- syntax tree */
 typedef enum {
     /* statements */
-    N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_MACRO, N_CALLBLOCK, N_BREAK, N_CONTINUE, N_NOP,
+    N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_MACRO, N_CALLBLOCK, N_BREAK, N_CONTINUE, N_NOP, N_WITH,
+    N_FILTERBLOCK,
     /* expressions */
     N_STR, N_INT, N_FLOAT, N_BOOL, N_NONE, N_NAME, N_LIST, N_TUPLE, N_DICT, N_ATTR, N_INDEX,
     N_SLICE, N_CALL, N_KW, N_SPLAT, N_FILTER, N_TEST, N_NOT, N_NEG, N_BIN, N_AND, N_OR, N_COND
@@ -66,7 +67,7 @@ typedef enum {
     F_LAST, F_SELECTATTR, F_REJECTATTR, F_LIST, F_STRING, F_INT, F_FLOAT, F_ABS, F_CAPITALIZE,
     F_TITLE, F_REVERSE, F_MAP, F_SAFE, F_UNIQUE, F_INDENT, F_SELECT, F_REJECT, F_SORT, F_SUM,
     F_MIN, F_MAX, F_GROUPBY, F_BATCH, F_SLICE, F_DICTSORT, F_WORDCOUNT, F_TRUNCATE, F_ROUND,
-    F_CENTER, F_ATTR, F_ESCAPE, F_BOOL, F_COUNT_
+    F_CENTER, F_ATTR, F_ESCAPE, F_BOOL, F_FORMAT, F_COUNT_
 } tpl_filter;
 #define F_UNKNOWN 0xFF /* a name no filter has: an error when it runs (as Jinja decides it) */
 
@@ -229,6 +230,12 @@ tpl_val tpl_seq_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g);
 bool tpl_apply_test(tpl_run *r, int t, tpl_val v, const tpl_val *args, size_t nargs);
 tpl_val tpl_call_method(tpl_run *r, tpl_val obj, const char *name, size_t nn,
                         const tpl_val *args, size_t nargs);
+
+/* strmethods.c: the other str methods (join, find, count, is*, partition, rsplit, zfill, format,
+   ...) and list.index / list.count into *out; false when obj has no method name */
+bool tpl_more_method(tpl_run *r, tpl_val obj, const char *name, size_t nn, const tpl_args *g, tpl_val *out);
+/* Python's fmt % args: a tuple's items in turn, a dict's by %(key)s, else args itself */
+tpl_val tpl_percent(tpl_run *r, tpl_val fmt, tpl_val args);
 
 extern const char *const tpl_filter_names[F_COUNT_];
 extern const char *const tpl_test_names[T_COUNT_];

@@ -166,15 +166,36 @@ static double num(tpl_val v) {
     return v.t == V_INT ? (double)v.u.i : v.t == V_FLOAT ? v.u.f : v.u.b;
 }
 
-/* ==: JavaScript's loose equality on the values (lists and dicts by identity). */
-bool tpl_loose_eq(tpl_val a, tpl_val b) {
-    bool an = a.t == V_UNDEF || a.t == V_NONE, bn = b.t == V_UNDEF || b.t == V_NONE;
-    if (an || bn) return an && bn;
-    if (numeric(a) && numeric(b)) return num(a) == num(b);
-    return tpl_strict_eq(a, b);
+static bool is_tuple(tpl_val v) { return v.fn == TPL_TUPLE || v.fn == TPL_GROUP; }
+
+static bool py_eq(tpl_val a, tpl_val b, int depth) {
+    if (depth > 200) return false;
+    if (a.t == V_UNDEF || b.t == V_UNDEF) return a.t == b.t; /* Jinja: undefined equals only undefined */
+    if (numeric(a) && numeric(b)) return a.t == V_INT && b.t == V_INT ? a.u.i == b.u.i : num(a) == num(b);
+    if (a.t != b.t) return false;
+    switch (a.t) {
+    case V_NONE: return true;
+    case V_STR: return a.n == b.n && !memcmp(a.u.s, b.u.s, a.n);
+    case V_LIST:
+        if (a.n != b.n || is_tuple(a) != is_tuple(b)) return false;
+        for (uint32_t i = 0; i < a.n; i++)
+            if (!py_eq(a.u.items[i], b.u.items[i], depth + 1)) return false;
+        return true;
+    case V_DICT:
+        if (a.u.d->n != b.u.d->n) return false;
+        for (uint32_t i = 0; i < a.u.d->n; i++) {
+            const tpl_val *w = tpl_dict_get(b.u.d, a.u.d->e[i].k, a.u.d->e[i].kn);
+            if (!w || !py_eq(a.u.d->e[i].v, *w, depth + 1)) return false;
+        }
+        return true;
+    default: return tpl_strict_eq(a, b);
+    }
 }
 
-/* equalto and `in` a list: the same type and value (lists and dicts by identity). */
+/* ==, `in` and equalto: Python's (bool an int, lists and dicts by their items, a tuple never a list). */
+bool tpl_loose_eq(tpl_val a, tpl_val b) { return py_eq(a, b, 0); }
+
+/* the same type and value, lists and dicts by identity (sameas' base). */
 bool tpl_strict_eq(tpl_val a, tpl_val b) {
     if (a.t != b.t) {
         if ((a.t == V_INT || a.t == V_FLOAT) && (b.t == V_INT || b.t == V_FLOAT))
