@@ -61,7 +61,8 @@ static tpl_val boolean(bool b) { return (tpl_val){.t = V_BOOL, .u.b = b}; }
 static tpl_val integer(int64_t i) { return (tpl_val){.t = V_INT, .u.i = i}; }
 
 /* Case mapping code point by code point (utf8proc); invalid bytes stay. */
-static tpl_val map_case(tpl_run *r, tpl_val s, int how /* 0 lower, 1 upper, 2 title, 3 capitalize */) {
+static tpl_val map_case(tpl_run *r, tpl_val s,
+                        int how /* 0 lower, 1 upper, 2 str.title, 3 capitalize, 4 the title filter */) {
     char *o = tpl_alloc(r, (size_t)s.n * 4 + 4);
     size_t k = 0, i = 0;
     bool word_start = true, first = true;
@@ -76,10 +77,16 @@ static tpl_val map_case(tpl_run *r, tpl_val s, int how /* 0 lower, 1 upper, 2 ti
         if (how == 0) d = utf8proc_tolower(c);
         else if (how == 1) d = utf8proc_toupper(c);
         else if (how == 2) d = word_start ? utf8proc_totitle(c) : utf8proc_tolower(c);
+        else if (how == 4) d = word_start ? utf8proc_toupper(c) : utf8proc_tolower(c);
         else d = first ? utf8proc_toupper(c) : utf8proc_tolower(c);
         const utf8proc_property_t *pr = utf8proc_get_property(c);
-        word_start = !(pr->category <= UTF8PROC_CATEGORY_LO || pr->category == UTF8PROC_CATEGORY_ND ||
-                       c == '\'' || (pr->category >= UTF8PROC_CATEGORY_MN && pr->category <= UTF8PROC_CATEGORY_ME));
+        if (how == 2) /* Python's str.title: a word starts after any character without case */
+            word_start = !(pr->category >= UTF8PROC_CATEGORY_LU && pr->category <= UTF8PROC_CATEGORY_LT);
+        else /* Jinja's title filter: words begin after runs of white space, '-', '(', '{', '[', '<' */
+            word_start = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || c == ' ' ||
+                         (c >= 9 && c <= 13) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+                         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+                         c == 0x205F || c == 0x3000 || (c >= 0x1C && c <= 0x1F);
         first = false;
         k += (size_t)utf8proc_encode_char(d, (utf8proc_uint8_t *)o + k);
         i += (size_t)m;
@@ -388,7 +395,7 @@ tpl_val tpl_apply_filter(tpl_run *r, int f, tpl_val v, const tpl_args *g) {
     case F_CAPITALIZE:
     case F_TITLE:
         if (v.t != V_STR) tpl_fail(r, "%s: expected a string, got a %s", fname, tpl_type_name(v));
-        return map_case(r, v, f == F_LOWER ? 0 : f == F_UPPER ? 1 : f == F_TITLE ? 2 : 3);
+        return map_case(r, v, f == F_LOWER ? 0 : f == F_UPPER ? 1 : f == F_TITLE ? 4 : 3);
     case F_DEFAULT: {
         const tpl_val *bo = tpl_arg(g, 1, "boolean");
         if (v.t == V_UNDEF || (bo && tpl_truthy(*bo) && !tpl_truthy(v)))

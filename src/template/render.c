@@ -259,6 +259,15 @@ tpl_val tpl_binary(tpl_run *r, int op, tpl_val a, tpl_val b) {
         for (int64_t i = 0; i < k; i++) memcpy(o + (size_t)i * s.n, s.u.s, s.n);
         return tpl_str(o, (size_t)k * s.n);
     }
+    if (op == OP_MUL && ((a.t == V_LIST && b.t == V_INT) || (a.t == V_INT && b.t == V_LIST))) {
+        tpl_val l = a.t == V_LIST ? a : b; /* Python's [1, 2] * 3 */
+        int64_t k = a.t == V_INT ? a.u.i : b.u.i;
+        if (k <= 0 || !l.n) return list_new(r, 0);
+        if ((uint64_t)k > (r->max_output + 1) / l.n) tpl_fail(r, "a list of more than %zu items", r->max_output);
+        tpl_val o = list_new(r, (size_t)k * l.n);
+        for (int64_t i = 0; i < k; i++) memcpy(o.u.items + (size_t)i * l.n, l.u.items, l.n * sizeof(tpl_val));
+        return o;
+    }
     if (a.t == V_STR && b.t == V_STR && op >= OP_LT && op <= OP_GE) {
         int c = memcmp(a.u.s, b.u.s, a.n < b.n ? a.n : b.n);
         if (!c) c = (a.n > b.n) - (a.n < b.n);
