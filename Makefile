@@ -49,7 +49,7 @@ LDLIBS  = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LIB_SRC := src/smallmind.c src/base.c src/arena.c src/dtype.c src/json.c src/pool.c src/quant.c \
            src/load/source.c src/load/config.c src/load/weights.c src/load/gguf.c src/load/gguf_config.c src/load/plan.c src/load/hf.c src/load/safetensors.c src/load/llama2c.c \
            src/model/model.c src/model/kv.c src/model/forward.c src/model/gpt2.c src/model/llama.c src/tokenizer/tokenizer.c src/tokenizer/load.c src/tokenizer/pretok.c src/tokenizer/pretok_named.c src/tokenizer/hf.c src/tokenizer/unicode_tables.c src/sampler.c \
-           src/generate.c src/oai.c src/grammar/gbnf.c src/grammar/core.c src/grammar/mask.c src/grammar/schema.c src/grammar/numrange.c src/grammar/allof.c src/grammar/regex.c src/prefix.c src/pcache.c src/chat.c src/template/lex.c src/template/parse.c src/template/value.c src/template/filters.c src/template/seqfilters.c src/template/strmethods.c \
+           src/generate.c src/oai.c src/grammar/gbnf.c src/grammar/core.c src/grammar/mask.c src/grammar/schema.c src/grammar/numrange.c src/grammar/allof.c src/grammar/regex.c src/prefix.c src/pcache.c src/chat.c src/template/lex.c src/template/parse.c src/template/stmt.c src/template/value.c src/template/filters.c src/template/seqfilters.c src/template/strmethods.c \
            src/template/render.c src/kernels/dispatch.c src/kernels/peak.c src/kernels/scalar.c src/kernels/pack.c src/kernels/attention.c src/kernels/quant_ref.c \
            src/train/train.c src/train/setup.c src/train/checkpoint.c src/batch.c src/sched.c src/bench.c src/bench_ops.c \
            src/convert/convert.c src/convert/hf_tokenizer.c src/convert/export_gguf.c

@@ -1,35 +1,18 @@
 /*
-** parse.c -- tokens (lex.c) to a syntax tree: a recursive-descent parser
+** parse.c -- tokens (lex.c) to expression nodes: a recursive-descent parser
 ** with Jinja's precedence (filters and tests bind tightest, then ** * / //
-** %, then + - ~, comparisons and in, not, and, or, a if b else c). Every
-** error names the line.
+** %, then + - ~, comparisons and in, not, and, or, a if b else c), and the
+** helpers stmt.c's statements share. Every error names the line.
 */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "template_internal.h"
-
-#define MAX_NEST 200 /* expression and block nesting */
+#include "parse_internal.h"
 
 /* ---- parser */
-typedef struct parser {
-    sm_template *t;
-    sm_error *err;
-    ltok *tok;
-    size_t i;
-    int nest;
-} parser;
-
-#define FAIL(p, ...)                                  \
-    do {                                              \
-        parse_fail(p, __VA_ARGS__);                   \
-        return NULL;                                  \
-    } while (0)
-
-static void parse_fail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void parse_fail(parser *p, const char *fmt, ...) {
+void tpl_parse_fail(parser *p, const char *fmt, ...) {
     if (p->err && p->err->msg[0]) return; /* the first error stands */
     va_list ap;
     va_start(ap, fmt);
@@ -37,23 +20,7 @@ static void parse_fail(parser *p, const char *fmt, ...) {
     va_end(ap);
 }
 
-static ltok *peek(parser *p) { return &p->tok[p->i]; }
-static bool is_op(const ltok *t, int op) { return t->k == K_OP && t->op == op; }
-static bool is_name(const ltok *t, const char *w) {
-    return t->k == K_NAME && t->n == strlen(w) && !memcmp(t->s, w, t->n);
-}
-static bool accept_op(parser *p, int op) {
-    if (!is_op(peek(p), op)) return false;
-    p->i++;
-    return true;
-}
-static bool accept_name(parser *p, const char *w) {
-    if (!is_name(peek(p), w)) return false;
-    p->i++;
-    return true;
-}
-
-static const char *tok_desc(const ltok *t, char *buf, size_t n) {
+const char *tpl_tok_desc(const ltok *t, char *buf, size_t n) {
     switch (t->k) {
     case K_TEXT: return "text";
     case K_SOPEN: return "'{%'";
@@ -72,26 +39,26 @@ static const char *tok_desc(const ltok *t, char *buf, size_t n) {
     }
 }
 
-static bool expect_op(parser *p, int op, const char *what) {
+bool tpl_expect_op(parser *p, int op, const char *what) {
     if (accept_op(p, op)) return true;
     char b[64];
-    parse_fail(p, "expected %s, found %s", what, tok_desc(peek(p), b, sizeof b));
+    tpl_parse_fail(p, "expected %s, found %s", what, tpl_tok_desc(peek(p), b, sizeof b));
     return false;
 }
-static bool expect_kind(parser *p, int k, const char *what) {
+bool tpl_expect_kind(parser *p, int k, const char *what) {
     if (peek(p)->k == k) {
         p->i++;
         return true;
     }
     char b[64];
-    parse_fail(p, "expected %s, found %s", what, tok_desc(peek(p), b, sizeof b));
+    tpl_parse_fail(p, "expected %s, found %s", what, tpl_tok_desc(peek(p), b, sizeof b));
     return false;
 }
 
-static tpl_node *node(parser *p, int kind, uint32_t line) {
+tpl_node *tpl_new_node(parser *p, int kind, uint32_t line) {
     tpl_node *n = tpl_pool_alloc(&p->t->pool, sizeof *n);
     if (!n) {
-        parse_fail(p, "out of memory");
+        tpl_parse_fail(p, "out of memory");
         return NULL;
     }
     memset(n, 0, sizeof *n);
@@ -100,19 +67,13 @@ static tpl_node *node(parser *p, int kind, uint32_t line) {
     return n;
 }
 
-/* A growing list of nodes in the template's pool (an outgrown array is left there). */
-typedef struct nlist {
-    tpl_node **v;
-    size_t n, cap;
-} nlist;
-
-static bool nl_add(parser *p, nlist *l, tpl_node *x) {
+bool tpl_nl_add(parser *p, nlist *l, tpl_node *x) {
     if (!x) return false;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 8;
         tpl_node **nv = tpl_pool_alloc(&p->t->pool, cap * sizeof *nv);
         if (!nv) {
-            parse_fail(p, "out of memory");
+            tpl_parse_fail(p, "out of memory");
             return false;
         }
         if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
@@ -123,13 +84,6 @@ static bool nl_add(parser *p, nlist *l, tpl_node *x) {
     return true;
 }
 
-static tpl_node **nl_done(nlist *l, size_t *n) {
-    *n = l->n;
-    return l->v;
-}
-
-static tpl_node *expr(parser *p);
-static tpl_node *or_expr(parser *p);
 static tpl_node *unary(parser *p, bool filters);
 
 /*
@@ -140,7 +94,7 @@ static tpl_node *unary(parser *p, bool filters);
 */
 static bool deeper(parser *p) {
     if (++p->nest <= MAX_NEST) return true;
-    parse_fail(p, "expression nested too deeply (more than %d levels)", MAX_NEST);
+    tpl_parse_fail(p, "expression nested too deeply (more than %d levels)", MAX_NEST);
     return false;
 }
 
@@ -149,7 +103,7 @@ static tpl_node *unchain(parser *p, tpl_node *e, int links) {
     return e;
 }
 
-static int lookup(const char *const *names, int count, const ltok *t) {
+int tpl_lookup(const char *const *names, int count, const ltok *t) {
     for (int i = 0; i < count; i++)
         if (is_name(t, names[i])) return i;
     return -1;
@@ -160,17 +114,17 @@ static bool call_args(parser *p, nlist *args) {
     while (!accept_op(p, ')')) {
         ltok *t = peek(p);
         if (accept_op(p, '*')) { /* f(*list): its items as positional arguments */
-            tpl_node *sp = node(p, N_SPLAT, t->line);
-            if (!sp || !(sp->a = expr(p)) || !nl_add(p, args, sp)) return false;
+            tpl_node *sp = tpl_new_node(p, N_SPLAT, t->line);
+            if (!sp || !(sp->a = tpl_expr(p)) || !tpl_nl_add(p, args, sp)) return false;
         } else if (t->k == K_NAME && is_op(&p->tok[p->i + 1], '=')) {
-            tpl_node *kw = node(p, N_KW, t->line);
+            tpl_node *kw = tpl_new_node(p, N_KW, t->line);
             if (!kw) return false;
             kw->s = t->s, kw->sn = t->n;
             p->i += 2;
-            if (!(kw->a = expr(p)) || !nl_add(p, args, kw)) return false;
-        } else if (!nl_add(p, args, expr(p)))
+            if (!(kw->a = tpl_expr(p)) || !tpl_nl_add(p, args, kw)) return false;
+        } else if (!tpl_nl_add(p, args, tpl_expr(p)))
             return false;
-        if (!is_op(peek(p), ')') && !expect_op(p, ',', "',' or ')' in the arguments")) return false;
+        if (!is_op(peek(p), ')') && !tpl_expect_op(p, ',', "',' or ')' in the arguments")) return false;
     }
     return true;
 }
@@ -182,26 +136,26 @@ static tpl_node *primary(parser *p) {
     if (t->k == K_NAME) {
         p->i++;
         static const char *const lits[] = {"true", "True", "false", "False", "none", "None"};
-        int l = lookup(lits, 6, t);
+        int l = tpl_lookup(lits, 6, t);
         if (l >= 0) {
-            if (!(n = node(p, l < 4 ? N_BOOL : N_NONE, t->line))) return NULL;
+            if (!(n = tpl_new_node(p, l < 4 ? N_BOOL : N_NONE, t->line))) return NULL;
             n->i = l < 2;
             return n;
         }
-        if (!(n = node(p, N_NAME, t->line))) return NULL;
+        if (!(n = tpl_new_node(p, N_NAME, t->line))) return NULL;
         n->s = t->s, n->sn = t->n;
         return n;
     }
     if (t->k == K_STR) {
         p->i++;
-        if (!(n = node(p, N_STR, t->line))) return NULL;
+        if (!(n = tpl_new_node(p, N_STR, t->line))) return NULL;
         n->s = t->s, n->sn = t->n;
         return n;
     }
     if (t->k == K_NUM) {
         p->i++;
         bool fl = memchr(t->s, '.', t->n) || memchr(t->s, 'e', t->n) || memchr(t->s, 'E', t->n);
-        if (!(n = node(p, fl ? N_FLOAT : N_INT, t->line))) return NULL;
+        if (!(n = tpl_new_node(p, fl ? N_FLOAT : N_INT, t->line))) return NULL;
         char num[64];
         if (t->n >= sizeof num) FAIL(p, "number too long");
         memcpy(num, t->s, t->n);
@@ -215,57 +169,57 @@ static tpl_node *primary(parser *p) {
         return n;
     }
     if (accept_op(p, '(')) {
-        if (accept_op(p, ')')) return node(p, N_TUPLE, t->line);
-        tpl_node *e = expr(p);
+        if (accept_op(p, ')')) return tpl_new_node(p, N_TUPLE, t->line);
+        tpl_node *e = tpl_expr(p);
         if (!e) return NULL;
         if (is_op(peek(p), ',')) {
             nlist l = {0};
-            nl_add(p, &l, e);
+            tpl_nl_add(p, &l, e);
             while (accept_op(p, ',') && !is_op(peek(p), ')'))
-                if (!nl_add(p, &l, expr(p))) return NULL;
-            if (!(n = node(p, N_TUPLE, t->line))) return NULL;
+                if (!tpl_nl_add(p, &l, tpl_expr(p))) return NULL;
+            if (!(n = tpl_new_node(p, N_TUPLE, t->line))) return NULL;
             n->list = nl_done(&l, &n->n);
             e = n;
         }
-        return expect_op(p, ')', "')'") ? e : NULL;
+        return tpl_expect_op(p, ')', "')'") ? e : NULL;
     }
     if (accept_op(p, '[')) {
         nlist l = {0};
         while (!accept_op(p, ']')) {
-            if (!nl_add(p, &l, expr(p)) ||
-                (!is_op(peek(p), ']') && !expect_op(p, ',', "',' or ']' in a list"))) return NULL;
+            if (!tpl_nl_add(p, &l, tpl_expr(p)) ||
+                (!is_op(peek(p), ']') && !tpl_expect_op(p, ',', "',' or ']' in a list"))) return NULL;
         }
-        if (!(n = node(p, N_LIST, t->line))) return NULL;
+        if (!(n = tpl_new_node(p, N_LIST, t->line))) return NULL;
         n->list = nl_done(&l, &n->n);
         return n;
     }
     if (accept_op(p, '{')) {
         nlist l = {0};
         while (!accept_op(p, '}')) {
-            if (!nl_add(p, &l, expr(p)) || !expect_op(p, ':', "':' in a dict") ||
-                !nl_add(p, &l, expr(p)) ||
-                (!is_op(peek(p), '}') && !expect_op(p, ',', "',' or '}' in a dict"))) return NULL;
+            if (!tpl_nl_add(p, &l, tpl_expr(p)) || !tpl_expect_op(p, ':', "':' in a dict") ||
+                !tpl_nl_add(p, &l, tpl_expr(p)) ||
+                (!is_op(peek(p), '}') && !tpl_expect_op(p, ',', "',' or '}' in a dict"))) return NULL;
         }
-        if (!(n = node(p, N_DICT, t->line))) return NULL;
+        if (!(n = tpl_new_node(p, N_DICT, t->line))) return NULL;
         n->list = nl_done(&l, &n->n);
         return n;
     }
-    FAIL(p, "expected a value, found %s", tok_desc(t, b, sizeof b));
+    FAIL(p, "expected a value, found %s", tpl_tok_desc(t, b, sizeof b));
 }
 
 static bool starts_value(const ltok *t) {
     static const char *const kw[] = {"and", "or", "not", "in", "is", "if", "else"};
-    if (t->k == K_NAME) return lookup(kw, 7, t) < 0;
+    if (t->k == K_NAME) return tpl_lookup(kw, 7, t) < 0;
     return t->k == K_STR || t->k == K_NUM || is_op(t, '(') || is_op(t, '[') || is_op(t, '{');
 }
 
 /* After a '|' (or {% filter %}): name or name(args) applied to e. */
-static tpl_node *filter_call(parser *p, tpl_node *e) {
+tpl_node *tpl_filter_call(parser *p, tpl_node *e) {
     ltok *f = peek(p);
     if (f->k != K_NAME) FAIL(p, "expected a filter name after '|'");
     p->i++;
     int id = tpl_filter_id(f->s, f->n); /* unknown: an error only if it runs */
-    tpl_node *n = node(p, N_FILTER, f->line);
+    tpl_node *n = tpl_new_node(p, N_FILTER, f->line);
     if (!n) return NULL;
     n->op = (uint8_t)(id < 0 ? F_UNKNOWN : id);
     n->s = f->s, n->sn = f->n;
@@ -294,13 +248,13 @@ static tpl_node *postfix_on(parser *p, tpl_node *e, bool filters) {
         if (accept_op(p, '.')) {
             ltok *a = peek(p);
             if (a->k == K_NUM && !memchr(a->s, '.', a->n)) {
-                if (!(n = node(p, N_INDEX, a->line)) || !(n->b = primary(p))) return NULL;
+                if (!(n = tpl_new_node(p, N_INDEX, a->line)) || !(n->b = primary(p))) return NULL;
             } else if (a->k == K_NAME) {
                 p->i++;
-                if (!(n = node(p, N_ATTR, a->line))) return NULL;
+                if (!(n = tpl_new_node(p, N_ATTR, a->line))) return NULL;
                 n->s = a->s, n->sn = a->n;
             } else
-                FAIL(p, "expected an attribute name after '.', found %s", tok_desc(a, b, sizeof b));
+                FAIL(p, "expected an attribute name after '.', found %s", tpl_tok_desc(a, b, sizeof b));
             n->a = e;
             e = n;
         } else if (accept_op(p, '[')) {
@@ -308,7 +262,7 @@ static tpl_node *postfix_on(parser *p, tpl_node *e, bool filters) {
             int k = 0;
             bool slice = false;
             for (;;) {
-                if (!is_op(peek(p), ':') && !is_op(peek(p), ']') && !(part[k] = expr(p)))
+                if (!is_op(peek(p), ':') && !is_op(peek(p), ']') && !(part[k] = tpl_expr(p)))
                     return NULL;
                 if (k < 2 && accept_op(p, ':')) {
                     slice = true;
@@ -317,9 +271,9 @@ static tpl_node *postfix_on(parser *p, tpl_node *e, bool filters) {
                 }
                 break;
             }
-            if (!expect_op(p, ']', "']'")) return NULL;
+            if (!tpl_expect_op(p, ']', "']'")) return NULL;
             if (!slice && !part[0]) FAIL(p, "an empty subscript []");
-            if (!(n = node(p, slice ? N_SLICE : N_INDEX, t->line))) return NULL;
+            if (!(n = tpl_new_node(p, slice ? N_SLICE : N_INDEX, t->line))) return NULL;
             n->a = e;
             if (slice) {
                 n->list = tpl_pool_alloc(&p->t->pool, 3 * sizeof *n->list);
@@ -332,12 +286,12 @@ static tpl_node *postfix_on(parser *p, tpl_node *e, bool filters) {
         } else if (accept_op(p, '(')) {
             nlist l = {0};
             if (!call_args(p, &l)) return NULL;
-            if (!(n = node(p, N_CALL, t->line))) return NULL;
+            if (!(n = tpl_new_node(p, N_CALL, t->line))) return NULL;
             n->a = e;
             n->list = nl_done(&l, &n->n);
             e = n;
         } else if (accept_op(p, '|')) {
-            if (!(e = filter_call(p, e))) return NULL;
+            if (!(e = tpl_filter_call(p, e))) return NULL;
         } else if (is_name(t, "is")) {
             p->i++;
             bool neg = accept_name(p, "not");
@@ -348,17 +302,17 @@ static tpl_node *postfix_on(parser *p, tpl_node *e, bool filters) {
             size_t tl = f->n;
             for (size_t k = 0; f->k == K_OP && k < sizeof ops / sizeof ops[0]; k++)
                 if (f->op == ops[k].op) tn = ops[k].s, tl = strlen(ops[k].s);
-            if (f->k != K_NAME && tn == f->s) FAIL(p, "expected a test name after 'is', found %s", tok_desc(f, b, sizeof b));
+            if (f->k != K_NAME && tn == f->s) FAIL(p, "expected a test name after 'is', found %s", tpl_tok_desc(f, b, sizeof b));
             int id = tpl_test_id(tn, tl); /* unknown: an error only if it runs */
             p->i++;
-            if (!(n = node(p, N_TEST, f->line))) return NULL;
+            if (!(n = tpl_new_node(p, N_TEST, f->line))) return NULL;
             n->op = (uint8_t)((id < 0 ? T_UNKNOWN : id) | (neg ? 0x80 : 0));
             n->s = tn, n->sn = tl;
             n->a = e;
             nlist l = {0};
             if (accept_op(p, '(')) {
                 if (!call_args(p, &l)) return NULL;
-            } else if (starts_value(peek(p)) && !nl_add(p, &l, postfix_on(p, primary(p), false))) return NULL;
+            } else if (starts_value(peek(p)) && !tpl_nl_add(p, &l, postfix_on(p, primary(p), false))) return NULL;
             n->list = nl_done(&l, &n->n);
             e = n;
         } else
@@ -374,7 +328,7 @@ static tpl_node *pow_expr(parser *p) {
     while (e && is_op(peek(p), Q_POW)) {
         if (!deeper(p)) return NULL;
         links++;
-        tpl_node *n = node(p, N_BIN, peek(p)->line);
+        tpl_node *n = tpl_new_node(p, N_BIN, peek(p)->line);
         p->i++;
         if (!n || !(n->b = unary(p, true))) return NULL;
         n->op = OP_POW, n->a = e;
@@ -392,7 +346,7 @@ static tpl_node *unary(parser *p, bool filters) {
         tpl_node *a = unary(p, false);
         p->nest--;
         if (a && t->op == '-') {
-            tpl_node *n = node(p, N_NEG, t->line);
+            tpl_node *n = tpl_new_node(p, N_NEG, t->line);
             if (n) n->a = a;
             a = n;
         }
@@ -430,12 +384,12 @@ static tpl_node *binary_level(parser *p, int level) {
     while (e && (op = bin_op(p, level)) >= 0) {
         if (!deeper(p)) return NULL;
         links++;
-        tpl_node *n = node(p, N_BIN, peek(p)->line);
+        tpl_node *n = tpl_new_node(p, N_BIN, peek(p)->line);
         p->i += op == OP_NOTIN ? 2 : 1;
         if (!n || !(n->b = level == 2 ? pow_expr(p) : binary_level(p, level + 1))) return NULL;
         n->op = (uint8_t)op;
         if (level == 0 && last) {
-            tpl_node *both = node(p, N_AND, n->line);
+            tpl_node *both = tpl_new_node(p, N_AND, n->line);
             if (!both) return NULL;
             n->a = last, both->a = e, both->b = n;
             e = both;
@@ -453,7 +407,7 @@ static tpl_node *not_expr(parser *p) {
     if (is_name(t, "not")) {
         if (!deeper(p)) return NULL;
         p->i++;
-        tpl_node *n = node(p, N_NOT, t->line);
+        tpl_node *n = tpl_new_node(p, N_NOT, t->line);
         if (n && !(n->a = not_expr(p))) n = NULL;
         p->nest--;
         return n;
@@ -468,7 +422,7 @@ static tpl_node *logic(parser *p, int kind, const char *word, tpl_node *(*operan
     while (e && is_name(peek(p), word)) {
         if (!deeper(p)) return NULL;
         links++;
-        tpl_node *n = node(p, kind, peek(p)->line);
+        tpl_node *n = tpl_new_node(p, kind, peek(p)->line);
         p->i++;
         if (!n || !(n->b = operand(p))) return NULL;
         n->a = e;
@@ -478,21 +432,21 @@ static tpl_node *logic(parser *p, int kind, const char *word, tpl_node *(*operan
 }
 
 static tpl_node *and_expr(parser *p) { return logic(p, N_AND, "and", not_expr); }
-static tpl_node *or_expr(parser *p) { return logic(p, N_OR, "or", and_expr); }
+tpl_node *tpl_or_expr(parser *p) { return logic(p, N_OR, "or", and_expr); }
 
 /* a if cond [else b] */
-static tpl_node *expr(parser *p) {
+tpl_node *tpl_expr(parser *p) {
     if (!deeper(p)) return NULL;
-    tpl_node *e = or_expr(p);
+    tpl_node *e = tpl_or_expr(p);
     int links = 0;
     while (e && is_name(peek(p), "if")) {
         if (!deeper(p)) return NULL;
         links++;
-        tpl_node *n = node(p, N_COND, peek(p)->line);
+        tpl_node *n = tpl_new_node(p, N_COND, peek(p)->line);
         p->i++;
-        if (!n || !(n->b = or_expr(p))) return NULL;
+        if (!n || !(n->b = tpl_or_expr(p))) return NULL;
         n->a = e;
-        if (accept_name(p, "else") && !(n->c = expr(p))) return NULL;
+        if (accept_name(p, "else") && !(n->c = tpl_expr(p))) return NULL;
         e = n;
     }
     p->nest--;
@@ -500,314 +454,16 @@ static tpl_node *expr(parser *p) {
 }
 
 /* expr, or expr, expr, ... as a tuple (set's values) */
-static tpl_node *tuple_expr(parser *p) {
-    tpl_node *e = expr(p);
+tpl_node *tpl_tuple_expr(parser *p) {
+    tpl_node *e = tpl_expr(p);
     if (!e || !is_op(peek(p), ',')) return e;
     nlist l = {0};
-    nl_add(p, &l, e);
+    tpl_nl_add(p, &l, e);
     while (accept_op(p, ',')) {
-        if (!nl_add(p, &l, expr(p))) return NULL;
+        if (!tpl_nl_add(p, &l, tpl_expr(p))) return NULL;
     }
-    tpl_node *n = node(p, N_TUPLE, e->line);
+    tpl_node *n = tpl_new_node(p, N_TUPLE, e->line);
     if (n) n->list = nl_done(&l, &n->n);
     return n;
 }
 
-/* Loop and set targets: a name, name.attr, or names with commas. */
-static tpl_node *target(parser *p, bool attr_ok) {
-    bool paren = accept_op(p, '(');
-    nlist l = {0};
-    do {
-        ltok *t = peek(p);
-        if (t->k != K_NAME) FAIL(p, "expected a variable name");
-        p->i++;
-        tpl_node *n = node(p, N_NAME, t->line);
-        if (!n) break;
-        n->s = t->s, n->sn = t->n;
-        if (attr_ok && accept_op(p, '.')) {
-            ltok *a = peek(p);
-            if (a->k != K_NAME) FAIL(p, "expected an attribute name after '.'");
-            p->i++;
-            tpl_node *m = node(p, N_ATTR, a->line);
-            if (!m) break;
-            m->a = n, m->s = a->s, m->sn = a->n;
-            n = m;
-        }
-        nl_add(p, &l, n);
-    } while (accept_op(p, ','));
-    if (paren && !expect_op(p, ')', "')'")) return NULL;
-    if (l.n == 1) return l.v[0];
-    tpl_node *tu = node(p, N_TUPLE, l.n ? l.v[0]->line : 0);
-    if (tu) tu->list = nl_done(&l, &tu->n);
-    return tu;
-}
-
-static tpl_node **body(parser *p, const char *const *ends, size_t n_ends, size_t *n,
-                       int *which, const char *opener, uint32_t open_line);
-
-#define END_STMT(p) expect_kind(p, K_SCLOSE, "'%}'")
-
-/* A macro's parameters after its '(' up to ')': names (list) and their defaults (list2, N_NOP
-   where there is none), n2 of each, in m. */
-static bool macro_params(parser *p, tpl_node *m) {
-    nlist params = {0}, defs = {0};
-    while (!accept_op(p, ')')) {
-        ltok *t = peek(p);
-        tpl_node *pn = node(p, N_NAME, t->line), *dv = NULL;
-        if (!pn || t->k != K_NAME) {
-            parse_fail(p, "expected a parameter name");
-            return false;
-        }
-        p->i++;
-        pn->s = t->s, pn->sn = t->n;
-        if (accept_op(p, '=') && !(dv = expr(p))) break;
-        nl_add(p, &params, pn);
-        if (!dv && !(dv = node(p, N_NOP, t->line))) break;
-        nl_add(p, &defs, dv);
-        if (!is_op(peek(p), ')') && !expect_op(p, ',', "',' or ')'")) break;
-    }
-    m->list2 = nl_done(&defs, &m->n2);
-    m->list = nl_done(&params, &m->n2);
-    return !(p->err && p->err->msg[0]);
-}
-
-/* The rest of a macro m, its parameters read, up to its end tag: list holds the parameters, then
-   the body. */
-static tpl_node *macro_rest(parser *p, tpl_node *m, const char *const *end, const char *what,
-                            uint32_t line) {
-    if (!END_STMT(p)) return NULL;
-    int which;
-    size_t nb;
-    tpl_node **pl = m->list, **b = body(p, end, 1, &nb, &which, what, line);
-    if (which < 0 || !END_STMT(p)) return NULL;
-    m->list = tpl_pool_alloc(&p->t->pool, (m->n2 + nb + 1) * sizeof *m->list);
-    if (!m->list) FAIL(p, "out of memory");
-    if (m->n2) memcpy(m->list, pl, m->n2 * sizeof *pl);
-    if (nb) memcpy(m->list + m->n2, b, nb * sizeof *b);
-    m->n = m->n2 + nb;
-    return m;
-}
-
-static tpl_node *statement(parser *p, ltok *kw) {
-    static const char *const if_ends[] = {"elif", "else", "endif"};
-    static const char *const for_ends[] = {"else", "endfor"};
-    static const char *const endif[] = {"endif"}, *const endfor[] = {"endfor"};
-    static const char *const endset[] = {"endset"}, *const endmacro[] = {"endmacro"},
-                             *const endcall[] = {"endcall"};
-    uint32_t line = kw->line;
-    int which;
-    tpl_node *n;
-    if (is_name(kw, "if")) { /* if, each elif an if in the else branch of the one before */
-        tpl_node *first = NULL, *prev = NULL;
-        for (;;) {
-            if (!(n = node(p, N_IF, line)) || !(n->a = expr(p)) || !END_STMT(p)) return NULL;
-            n->list = body(p, if_ends, 3, &n->n, &which, "if", line);
-            if (which < 0) return NULL;
-            if (prev) {
-                if (!(prev->list2 = tpl_pool_alloc(&p->t->pool, sizeof *prev->list2)))
-                    FAIL(p, "out of memory");
-                prev->list2[0] = n;
-                prev->n2 = 1;
-            } else
-                first = n;
-            prev = n;
-            if (which == 0) { /* elif (its keyword read): its condition next */
-                line = p->tok[p->i - 1].line;
-                continue;
-            }
-            if (which == 1) {
-                if (!END_STMT(p)) return NULL;
-                n->list2 = body(p, endif, 1, &n->n2, &which, "if", line);
-                if (which < 0) return NULL;
-            }
-            return END_STMT(p) ? first : NULL;
-        }
-    }
-    if (is_name(kw, "for")) {
-        if (!(n = node(p, N_FOR, line)) || !(n->a = target(p, false))) return NULL;
-        if (!accept_name(p, "in")) FAIL(p, "expected 'in' in the for statement");
-        if (!(n->b = or_expr(p))) return NULL;
-        if (accept_name(p, "if") && !(n->c = or_expr(p))) return NULL;
-        if (is_name(peek(p), "recursive")) FAIL(p, "recursive loops are not supported");
-        if (!END_STMT(p)) return NULL;
-        n->list = body(p, for_ends, 2, &n->n, &which, "for", line);
-        if (which < 0) return NULL;
-        if (which == 0) {
-            if (!END_STMT(p)) return NULL;
-            n->list2 = body(p, endfor, 1, &n->n2, &which, "for", line);
-            if (which < 0) return NULL;
-        }
-        return END_STMT(p) ? n : NULL;
-    }
-    if (is_name(kw, "set")) {
-        if (!(n = node(p, N_SET, line)) || !(n->a = target(p, true))) return NULL;
-        if (accept_op(p, '=')) return (n->b = tuple_expr(p)) && END_STMT(p) ? n : NULL;
-        if (n->a->kind != N_NAME) FAIL(p, "a block set takes one variable name");
-        if (!END_STMT(p)) return NULL;
-        n->list = body(p, endset, 1, &n->n, &which, "set", line);
-        return which >= 0 && END_STMT(p) ? n : NULL;
-    }
-    if (is_name(kw, "macro")) {
-        ltok *name = peek(p);
-        if (name->k != K_NAME) FAIL(p, "expected the macro's name");
-        p->i++;
-        if (!(n = node(p, N_MACRO, line))) return NULL;
-        n->s = name->s, n->sn = name->n;
-        if (!expect_op(p, '(', "'(' after the macro's name") || !macro_params(p, n)) return NULL;
-        return macro_rest(p, n, endmacro, "macro", line);
-    }
-    if (is_name(kw, "call")) { /* {% call(params) m(args) %}body{% endcall %}: m's caller() is body */
-        tpl_node *c;
-        if (!(n = node(p, N_CALLBLOCK, line)) || !(c = node(p, N_MACRO, line))) return NULL;
-        c->s = "caller", c->sn = 6;
-        if (accept_op(p, '(') && !macro_params(p, c)) return NULL;
-        if (!(n->a = expr(p))) return NULL;
-        if (n->a->kind != N_CALL) FAIL(p, "a call block needs a macro call");
-        return (n->b = macro_rest(p, c, endcall, "call", line)) ? n : NULL;
-    }
-    if (is_name(kw, "with")) { /* {% with a = x, b = y %}: list2 the sets, list the body */
-        static const char *const endwith[] = {"endwith"};
-        nlist sets = {0};
-        if (!(n = node(p, N_WITH, line))) return NULL;
-        while (!(peek(p)->k == K_SCLOSE)) {
-            tpl_node *st = node(p, N_SET, line);
-            if (!st || !(st->a = target(p, false)) || !expect_op(p, '=', "'='") || !(st->b = expr(p)) ||
-                !nl_add(p, &sets, st))
-                return NULL;
-            if (!(peek(p)->k == K_SCLOSE) && !expect_op(p, ',', "',' or '%}'")) return NULL;
-        }
-        n->list2 = nl_done(&sets, &n->n2);
-        if (!END_STMT(p)) return NULL;
-        n->list = body(p, endwith, 1, &n->n, &which, "with", line);
-        return which >= 0 && END_STMT(p) ? n : NULL;
-    }
-    if (is_name(kw, "filter")) { /* {% filter f(args)|g %}body: a is the chain over the body's text */
-        static const char *const endfilter[] = {"endfilter"};
-        tpl_node *e = node(p, N_NAME, line);
-        if (!(n = node(p, N_FILTERBLOCK, line)) || !e) return NULL;
-        e->s = "\x01", e->sn = 1; /* no template can name it: the body's text */
-        do
-            if (!(e = filter_call(p, e))) return NULL;
-        while (accept_op(p, '|'));
-        n->a = e;
-        if (!END_STMT(p)) return NULL;
-        n->list = body(p, endfilter, 1, &n->n, &which, "filter", line);
-        return which >= 0 && END_STMT(p) ? n : NULL;
-    }
-    if (is_name(kw, "break") || is_name(kw, "continue")) {
-        if (!(n = node(p, is_name(kw, "break") ? N_BREAK : N_CONTINUE, line))) return NULL;
-        return END_STMT(p) ? n : NULL;
-    }
-    if (is_name(kw, "generation") || is_name(kw, "endgeneration")) {
-        n = node(p, N_NOP, line);
-        return n && END_STMT(p) ? n : NULL;
-    }
-    char b[64];
-    if (kw->k == K_NAME && kw->n > 3 && !memcmp(kw->s, "end", 3))
-        FAIL(p, "unexpected %s", tok_desc(kw, b, sizeof b));
-    FAIL(p, "unsupported statement %s", tok_desc(kw, b, sizeof b));
-}
-
-/*
-** Statements up to {% END %} for one of ends (*which = its index, the
-** name consumed, '%}' not), or to the end of the template when n_ends is 0.
-** *which = -1 on error.
-*/
-static tpl_node **body(parser *p, const char *const *ends, size_t n_ends, size_t *n,
-                       int *which, const char *opener, uint32_t open_line) {
-    nlist l = {0};
-    *which = -1;
-    *n = 0;
-    if (++p->nest > MAX_NEST) {
-        parse_fail(p, "blocks nested too deeply");
-        return NULL;
-    }
-    for (;;) {
-        ltok *t = peek(p);
-        if (t->k == K_EOF) {
-            if (n_ends) {
-                parse_fail(p, "the '%s' of line %u is not closed with {%% %s %%}", opener,
-                           open_line, ends[n_ends - 1]);
-                break;
-            }
-            *which = 0;
-            break;
-        }
-        if (t->k == K_TEXT) {
-            p->i++;
-            tpl_node *x = node(p, N_TEXT, t->line);
-            if (!x) break;
-            x->s = t->s, x->sn = t->n;
-            if (!nl_add(p, &l, x)) break;
-            continue;
-        }
-        if (t->k == K_EOPEN) {
-            p->i++;
-            tpl_node *x = node(p, N_OUT, t->line);
-            if (!x || !(x->a = expr(p)) || !expect_kind(p, K_ECLOSE, "'}}'")) break;
-            if (!nl_add(p, &l, x)) break;
-            continue;
-        }
-        if (t->k == K_SCLOSE && t->op == 1) { /* a comment's end */
-            p->i++;
-            continue;
-        }
-        if (t->k != K_SOPEN) {
-            char b[64];
-            parse_fail(p, "unexpected %s", tok_desc(t, b, sizeof b));
-            break;
-        }
-        p->i++;
-        ltok *kw = peek(p);
-        int e = lookup(ends, (int)n_ends, kw);
-        if (e >= 0) {
-            p->i++;
-            *which = e;
-            break;
-        }
-        if (kw->k != K_NAME) {
-            parse_fail(p, "expected a statement name after '{%%'");
-            break;
-        }
-        p->i++;
-        if (!nl_add(p, &l, statement(p, kw))) break;
-    }
-    p->nest--;
-    if (*which < 0) return NULL;
-    tpl_node **r = nl_done(&l, n);
-    if (p->err && p->err->msg[0]) *which = -1;
-    return r;
-}
-
-sm_status sm_template_parse(sm_template **out, const char *src, size_t len, const char *name,
-                            sm_error *err) {
-    *out = NULL;
-    sm_template *t = calloc(1, sizeof *t);
-    if (!t) return sm_error_set(err, SM_ERR_NOMEM, "%s: out of memory", name);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    sm_error local;
-    if (!err) err = &local;
-    err->msg[0] = 0;
-    ltok *toks;
-    size_t n_toks;
-    sm_status st = tpl_lex(t, src, len, &toks, &n_toks, err);
-    if (!st) {
-        parser P = {.t = t, .err = err, .tok = toks};
-        int which;
-        t->body = body(&P, NULL, 0, &t->n, &which, NULL, 0);
-        if (which < 0) st = SM_ERR_FORMAT;
-        free(toks);
-    }
-    if (st) {
-        sm_template_free(t);
-        return st;
-    }
-    *out = t;
-    return SM_OK;
-}
-
-void sm_template_free(sm_template *t) {
-    if (!t) return;
-    tpl_pool_free(&t->pool);
-    free(t);
-}

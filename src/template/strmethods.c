@@ -30,6 +30,17 @@ static size_t cp_at(const char *s, size_t n, int32_t *c) {
     return (size_t)m;
 }
 
+/* The bytes of s's first prec characters (all of s when prec < 0): a precision on a string. */
+static size_t first_chars(tpl_val s, int64_t prec) {
+    if (prec < 0) return s.n;
+    size_t b = 0;
+    for (int64_t k = 0; k < prec && b < s.n; k++) {
+        int32_t c;
+        b += cp_at(s.u.s + b, s.n - b, &c);
+    }
+    return b;
+}
+
 static bool py_space(int32_t c) {
     return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
@@ -168,26 +179,12 @@ static void percent_one(tpl_run *r, const char *flags, int64_t width, int64_t pr
                 tpl_emit(r, v.u.s, v.n);
             else
                 tpl_fail(r, "%%c requires an integer or a single character");
-        } else if (conv == 's' || v.t != V_STR)
+        } else if (conv == 's')
             tpl_print(r, v);
-        else { /* repr of a string: as inside a printed list */
-            tpl_val l = tpl_list_of(r, 1);
-            l.u.items[0] = v;
-            tpl_print(r, l);
-            tpl_val t = tpl_take(r, mark);
-            tpl_emit(r, t.u.s + 1, t.n - 2);
-        }
+        else
+            tpl_repr(r, v);
         tpl_val t = tpl_take(r, mark);
-        size_t n = t.n;
-        if (prec >= 0) { /* the first prec characters */
-            size_t i = 0;
-            for (int64_t k = 0; k < prec && i < n; k++) {
-                int32_t c;
-                i += cp_at(t.u.s + i, n - i, &c);
-            }
-            n = i;
-        }
-        pad(r, t.u.s, n, width, tpl_str(" ", 1), left ? '<' : '>');
+        pad(r, t.u.s, first_chars(t, prec), width, tpl_str(" ", 1), left ? '<' : '>');
         return;
     }
     if (width > 400 || prec > 300) tpl_fail(r, "%%%c: width or precision too large", conv);
@@ -359,16 +356,7 @@ static void format_spec(tpl_run *r, tpl_val v, const char *sp, size_t n) {
     if (v.t == V_STR || v.t == V_NONE || v.t == V_LIST || v.t == V_DICT || v.t == V_UNDEF) {
         if (type && type != 's') tpl_fail(r, "format: unknown code '%c' for a %s", type, tpl_type_name(v));
         tpl_val s = tpl_to_str(r, v);
-        size_t len = s.n;
-        if (prec >= 0) {
-            size_t b = 0;
-            for (int64_t k = 0; k < prec && b < len; k++) {
-                int32_t c;
-                b += cp_at(s.u.s + b, len - b, &c);
-            }
-            len = b;
-        }
-        pad(r, s.u.s, len, width, fill, align && align != '=' ? align : '<');
+        pad(r, s.u.s, first_chars(s, prec), width, fill, align && align != '=' ? align : '<');
         return;
     }
     char body[520], pre[4] = {0};
@@ -469,21 +457,16 @@ static tpl_val str_format(tpl_run *r, tpl_val fmt, const tpl_args *g) {
         size_t k = name;
         if (k < fn && f[k] == '!') {
             if (k + 1 >= fn || !strchr("rsa", f[k + 1])) tpl_fail(r, "format: unknown conversion specifier");
-            if (f[k + 1] != 's' && v.t == V_STR) {
-                tpl_val l = tpl_list_of(r, 1);
-                l.u.items[0] = v;
+            if (f[k + 1] != 's') {
                 size_t m = r->out_n;
-                tpl_print(r, l);
-                tpl_val t = tpl_take(r, m);
-                v = tpl_str_copy(r, t.u.s + 1, t.n - 2);
+                tpl_repr(r, v);
+                v = tpl_take(r, m);
             } else
                 v = tpl_to_str(r, v);
             k += 2;
         }
         if (k < fn && f[k] != ':') tpl_fail(r, "format: expected ':' after conversion specifier");
         size_t sp = k < fn ? k + 1 : fn;
-        size_t before = r->out_n;
-        (void)before;
         format_spec(r, v, f + sp, fn - sp);
         i = j + 1;
     }

@@ -179,8 +179,10 @@ bool tpl_truthy(tpl_val v);
 bool tpl_loose_eq(tpl_val a, tpl_val b);
 bool tpl_strict_eq(tpl_val a, tpl_val b);
 const char *tpl_type_name(tpl_val v);
-/* Appends v as the template prints it (strings as they are, lists and dicts as JSON). */
+/* Appends v as the template prints it: Python's str() (strings as they are, the rest as repr). */
 void tpl_print(tpl_run *r, tpl_val v);
+/* Appends Python's repr(v) (%r, !r): strings quoted and escaped, containers as print has them. */
+void tpl_repr(tpl_run *r, tpl_val v);
 /* v as a string value (what print writes). */
 tpl_val tpl_to_str(tpl_run *r, tpl_val v);
 /* Appends v as JSON: indent < 0 for none; sort_keys; ensure_ascii. */

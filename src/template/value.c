@@ -325,6 +325,8 @@ static void py_repr(tpl_run *r, tpl_val v, int depth) {
     }
 }
 
+void tpl_repr(tpl_run *r, tpl_val v) { py_repr(r, v, 0); }
+
 /* {{ v }}: str(v) as Python's Jinja prints it; an undefined value prints nothing. */
 void tpl_print(tpl_run *r, tpl_val v) {
     switch (v.t) {
