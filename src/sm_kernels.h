@@ -142,6 +142,7 @@ typedef enum sm_peak {
     SM_PEAK_BF16_512,   /* bf16 AVX512-BF16 vdpbf16ps, 512-bit */
     SM_PEAK_VNNI512_BLOCK, /* SM_PEAK_VNNI512 with a q8_0 block's f32 step per 8 vpdpbusd */
     SM_PEAK_VNNI512_ISTEP, /* SM_PEAK_VNNI512 with an integer scale step (vpmulld, vpaddd) per 8 */
+    SM_PEAK_MADDUBS256_RUN, /* vpmaddubsw added up in int16 (vpaddw), widened (vpmaddwd, vpaddd) per 8 */
     SM_PEAK_COUNT
 } sm_peak;
 

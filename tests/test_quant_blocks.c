@@ -4,9 +4,13 @@
 ** docs/model-format.md describes (so a layout misread the same way in the
 ** reference and in NumPy's scripts/sm_quant.py still fails here).
 */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sm_half.h"
+#include "sm_kernels.h"
+#include "kernels/kernels_internal.h"
 #include "sm_quant.h"
 #include "test.h"
 
@@ -116,4 +120,95 @@ void test_quant_blocks(void) {
     sm_quant_dequant(got, blk, SM_DTYPE_IQ4_XS, 256);
     CHECKF(got[0] == 169.5f && got[16] == -124.5f && got[96] == -6.0f && got[112] == 762.0f && got[32] == 2032.0f,
            "iq4_xs reference: %g %g %g %g %g", got[0], got[16], got[96], got[112], got[32]);
+}
+
+/*
+** Every level at its type's top (4-bit 15, 5-bit 31, 6-bit 63, q2_k's 3
+** under scale 15, q8_0's 127), against activations of one magnitude (so
+** each quantizes to +-127): the integer sums a product may hold narrower
+** than int32 (the vpmaddubsw flavour adds runs of groups in int16) meet
+** their largest values. Every table's packed product, its repacked product
+** and a lone row on the repacked rows must still give the scalar table's
+** product within rounding.
+*/
+#define SET_TOP(T, f, v) for (size_t b = 0; b < nblk; b++) memset(((T *)(void *)q)[b].f, v, sizeof((T *)0)->f)
+static void top_levels(unsigned char *q, sm_dtype dt, size_t nblk) {
+    switch (dt) {
+    case SM_DTYPE_Q8_0: SET_TOP(sm_block_q8_0, qs, 127); break;
+    case SM_DTYPE_Q4_0: SET_TOP(sm_block_q4_0, qs, 0xff); break;
+    case SM_DTYPE_Q4_1: SET_TOP(sm_block_q4_1, qs, 0xff); break;
+    case SM_DTYPE_Q5_0: SET_TOP(sm_block_q5_0, qs, 0xff); SET_TOP(sm_block_q5_0, qh, 0xff); break;
+    case SM_DTYPE_Q5_1: SET_TOP(sm_block_q5_1, qs, 0xff); SET_TOP(sm_block_q5_1, qh, 0xff); break;
+    case SM_DTYPE_Q4_K: SET_TOP(sm_block_q4_k, qs, 0xff); break;
+    case SM_DTYPE_Q5_K: SET_TOP(sm_block_q5_k, qs, 0xff); SET_TOP(sm_block_q5_k, qh, 0xff); break;
+    case SM_DTYPE_Q6_K: SET_TOP(sm_block_q6_k, ql, 0xff); SET_TOP(sm_block_q6_k, qh, 0xff); break;
+    case SM_DTYPE_Q3_K: SET_TOP(sm_block_q3_k, qs, 0xff); SET_TOP(sm_block_q3_k, hmask, 0xff); break;
+    case SM_DTYPE_IQ4_XS: SET_TOP(sm_block_iq4_xs, qs, 0xff); break;
+    case SM_DTYPE_Q2_K:
+        SET_TOP(sm_block_q2_k, qs, 0xff);
+        for (size_t b = 0; b < nblk; b++)
+            for (int j = 0; j < SM_QK_K / 16; j++) ((sm_block_q2_k *)(void *)q)[b].scales[j] |= 15;
+        break;
+    case SM_DTYPE_IQ4_NL: /* q4_0's layout, its top nibble's level */
+        for (size_t b = 0; b < nblk; b++) memset(q + b * 18 + 2, 0xff, 16);
+        break;
+    default: break;
+    }
+}
+
+void test_quant_top_levels(void) {
+    static const sm_dtype dts[] = {SM_DTYPE_Q8_0, SM_DTYPE_Q4_0, SM_DTYPE_Q4_1, SM_DTYPE_Q5_0,
+                                   SM_DTYPE_Q5_1, SM_DTYPE_Q4_K, SM_DTYPE_Q5_K, SM_DTYPE_Q6_K,
+                                   SM_DTYPE_Q2_K, SM_DTYPE_Q3_K, SM_DTYPE_IQ4_NL, SM_DTYPE_IQ4_XS};
+    const sm_kernels *ks[8], *ref = sm_kernels_reference();
+    size_t nk = sm_kernels_available(ks, 8), tested = 0;
+    unsigned long long s = 77;
+    enum { T = 9, N = 40 };
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+        const sm_dtype dt = dts[di];
+        const size_t K = sm_dtype_block(dt) == SM_QK ? 96 : 512, rb = sm_dtype_row_bytes(dt, K);
+        const size_t G = (N + SM_R32 - 1) / SM_R32, lb = sm_dtype_row_bytes(sm_kernels_repacked(dt), K);
+        float *w = test_rnd(N * K, &s, 1), *x = test_alloc(T * K * sizeof *x), *deq = test_alloc(N * K * sizeof *deq);
+        unsigned char *q = test_alloc(N * rb), *r = test_alloc(G * SM_R32 * lb + 64);
+        for (size_t n = 0; n < N; n++) sm_quant_quantize(q + n * rb, w + n * K, dt, K);
+        top_levels(q, dt, N * K / sm_dtype_block(dt));
+        for (size_t n = 0; n < N; n++) sm_quant_dequant(deq + n * K, q + n * rb, dt, K);
+        /* rows all +0.5, all -0.5, and the sign turning every 4 and every 16 values */
+        for (size_t i = 0; i < T; i++)
+            for (size_t k = 0; k < K; k++)
+                x[i * K + k] = i % 3 == 0 ? 0.5f : i % 3 == 1 ? -0.5f : (k / (i % 2 ? 4 : 16)) % 2 ? 0.5f : -0.5f;
+        float want[T * N], got[T * N];
+        double mag[T * N];
+        float *scr0 = test_alloc(sm_kernels_scratch(ref, K) * sizeof(float));
+        ref->matmul(ref, want, x, q, dt, NULL, T, N, K, 0, N, scr0);
+        for (size_t i = 0; i < T; i++)
+            for (size_t n = 0; n < N; n++) {
+                mag[i * N + n] = 0;
+                for (size_t k = 0; k < K; k++) mag[i * N + n] += fabs((double)x[i * K + k] * deq[n * K + k]);
+            }
+        const bool rep = sm_kernels_repackable(dt, N, K);
+        if (rep) sm_kernels_repack(r, q, dt, N, K, 0, G);
+        for (size_t ki = 0; ki < nk; ki++) {
+            const sm_kernels *k = ks[ki];
+            float *scr = test_alloc(sm_kernels_scratch(k, K) * sizeof(float));
+            for (int way = 0; way < 3; way++) { /* the packed product, the repacked rows, one repacked row */
+                const bool on_r = way > 0 && rep && (sm_kernels_repack_types(k) >> dt & 1u);
+                if (way == 0 ? !sm_kernels_qgemm_takes(k->quant, dt, T) : !on_r) continue;
+                const size_t t = way == 2 ? 1 : T;
+                for (size_t j = 0; j < T * N; j++) got[j] = 12345.0f;
+                if (way == 0) k->quant->gemm(got, x, q, dt, NULL, t, N, K, 0, N, scr);
+                else k->matmul(k, got, x, r, sm_kernels_repacked(dt), NULL, t, N, K, 0, N, scr);
+                tested++;
+                size_t bad = 0, at = 0;
+                for (size_t j = 0; j < t * N; j++)
+                    if (!(fabs(got[j] - want[j]) <= 2e-5 * mag[j] + 1e-6)) bad++, at = j;
+                CHECKF(bad == 0, "%s %s, levels at the top, %s: %zu of %zu outputs off (%zu: %g, scalar %g)", k->name,
+                       sm_dtype_name(dt), way == 0 ? "packed product" : way == 1 ? "repacked rows" : "one repacked row",
+                       bad, t * N, at, got[at], want[at]);
+            }
+            free(scr);
+        }
+        free(w), free(x), free(deq), free(q), free(r), free(scr0);
+    }
+    CHECKF(tested > 0, "no table's product tested");
 }

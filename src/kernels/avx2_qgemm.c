@@ -101,6 +101,23 @@ static AI gvf g_mul(gvf a, gvf b) { return VOP(mul_ps)(a, b); }
 static AI gvf g_add(gvf a, gvf b) { return VOP(add_ps)(a, b); }
 static AI gvf g_fmadd(gvf a, gvf b, gvf c) { return VOP(fmadd_ps)(a, b, c); }
 static AI gvf g_fnmadd(gvf a, gvf b, gvf c) { return VOP(fnmadd_ps)(a, b, c); }
+#if SM_QFLAVOUR == 0
+/*
+** vpmaddubsw's int16 pair sums added up in int16 (vpaddw) over a run of a
+** block's 4-byte groups, then widened once by vpmaddwd: one multiply a
+** group instead of two (the two share the multiply ports; a Zen 1 has one
+** for them). Activations are within 128 of zero, so a run of n groups of
+** levels up to L sums to at most n 2 L 128 in a lane: 8 groups of 4-bit
+** levels (30,720), 4 of 5-bit ones (31,744), 2 of 6-bit ones or of q2_k's
+** scaled 2-bit ones (up to 45). Integer sums are exact however grouped:
+** the same bits as a vpmaddwd a group. fresh: a run's first group.
+*/
+static AI gvi g_dot16(gvi a16, gvi u, gvi s, bool fresh) {
+    const gvi p = _mm256_maddubs_epi16(u, s);
+    return fresh ? p : _mm256_add_epi16(a16, p);
+}
+static AI gvi g_widen(gvi a, gvi a16) { return _mm256_add_epi32(a, _mm256_madd_epi16(a16, _mm256_set1_epi16(1))); }
+#endif
 
 enum {
     GMR = SM_QFLAVOUR == 2 ? 5 : 6,   /* tokens per micro-kernel call: 2 GMR GNV accumulators */
@@ -192,6 +209,9 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         } else
         {
             const uint8_t *pb = src.panel + b * gbs(mode == Q2);
+#if SM_QFLAVOUR == 0
+            gvi a16[GMR][NVMAX] = {{g_zero()}}; /* (all set by a run's first group) */
+#endif
             for (int g = 0; g < 8; g++) {
                 if (q6 && g == 4)
                     for (size_t i = 0; i < r; i++)
@@ -203,7 +223,15 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                     int32_t x4;
                     memcpy(&x4, xq + i * SM_QGEMM_KC + SM_QK * b + 4 * g, 4);
                     gvi xb = g_bcast(x4);
+#if SM_QFLAVOUR == 0 /* int16 runs (g_dot16): this flavour's ZP type is q4_0, its MIN ones 4- or 5-bit */
+                    const int run = mode == ZP ? 8 : mode == MIN ? 4 : 2;
+                    for (int v = 0; v < nv; v++) {
+                        a16[i][v] = g_dot16(a16[i][v], wv[v], xb, g % run == 0);
+                        if (g % run == run - 1) ia[i][v] = g_widen(ia[i][v], a16[i][v]);
+                    }
+#else
                     for (int v = 0; v < nv; v++) ia[i][v] = g_dot(ia[i][v], wv[v], xb);
+#endif
                 }
             }
             const float *pd = (const float *)(const void *)(pb + 32 * GNR);

@@ -197,6 +197,11 @@ static AI void r32_block(int nv, wsrc src, size_t b, size_t r, gvi (*ia)[NVMAX],
         }
         return;
     }
+#if SM_QFLAVOUR == 0 /* int16 runs (g_dot16) of 4 steps of 4-bit levels (8 groups), else 2 (q5_k: 4
+                        groups; q6_k: 2 of each half) */
+    const int run = src.lay == R5K || src.lay == R6K ? 2 : 4;
+    gvi a16[GMR][NVMAX] = {{g_zero()}}, h16[GMR][NVMAX] = {{g_zero()}}; /* (all set by a run's first step) */
+#endif
     for (int q = 0; q < 4; q++) {
         ask_share(pf, (size_t)q, 4);
         gvi lo[NVMAX], hi[NVMAX];
@@ -206,9 +211,21 @@ static AI void r32_block(int nv, wsrc src, size_t b, size_t r, gvi (*ia)[NVMAX],
             memcpy(&xl, xb + i * SM_QGEMM_KC + 4 * q, 4);
             memcpy(&xh, xb + i * SM_QGEMM_KC + 16 + 4 * q, 4);
             gvi vl = g_bcast(xl), vh = g_bcast(xh);
+#if SM_QFLAVOUR == 0
+            const bool fresh = q % run == 0, last = q % run == run - 1;
+            for (int v = 0; v < nv; v++) {
+                if (src.lay == R6K) {
+                    h16[i][v] = g_dot16(h16[i][v], lo[v], vl, fresh), a16[i][v] = g_dot16(a16[i][v], hi[v], vh, fresh);
+                    if (last) ih[i][v] = g_widen(ih[i][v], h16[i][v]);
+                } else
+                    a16[i][v] = g_dot16(g_dot16(a16[i][v], lo[v], vl, fresh), hi[v], vh, false);
+                if (last) ia[i][v] = g_widen(ia[i][v], a16[i][v]);
+            }
+#else
             for (int v = 0; v < nv; v++)
                 if (src.lay == R6K) ih[i][v] = g_dot(ih[i][v], lo[v], vl), ia[i][v] = g_dot(ia[i][v], hi[v], vh);
                 else ia[i][v] = g_dot(g_dot(ia[i][v], lo[v], vl), hi[v], vh);
+#endif
         }
     }
 }

@@ -36,7 +36,7 @@
 #define QGEMM sm_qgemm_avx2_maddubs
 #define QGEMM_R32 sm_qgemm_r32_avx2_maddubs
 #define XQUANT_R32 sm_xquant_r32_avx2_maddubs
-#define QPEAK SM_PEAK_MADDUBS256
+#define QPEAK SM_PEAK_MADDUBS256_RUN /* its int16 runs (avx2_qgemm.c) */
 #endif
 
 #define AI inline __attribute__((always_inline))

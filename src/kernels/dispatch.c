@@ -108,7 +108,7 @@ static int has_avx512bf16(void) {
 bool sm_kernels_peak_runs(sm_peak p) {
 #ifdef SM_X86_KERNELS
     switch (p) {
-    case SM_PEAK_FMA256: case SM_PEAK_MADDUBS256: return has_avx2();
+    case SM_PEAK_FMA256: case SM_PEAK_MADDUBS256: case SM_PEAK_MADDUBS256_RUN: return has_avx2();
     case SM_PEAK_FMA512: return has_avx512();
     case SM_PEAK_VNNI256: return has_avxvnni();
     case SM_PEAK_VNNI512: case SM_PEAK_VNNI512_BLOCK: case SM_PEAK_VNNI512_ISTEP: return has_avx512vnni();

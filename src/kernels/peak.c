@@ -28,6 +28,7 @@ static const char *const names[SM_PEAK_COUNT] = {
     [SM_PEAK_BF16_512] = "bf16 AVX512-BF16 vdpbf16ps, 512-bit",
     [SM_PEAK_VNNI512_BLOCK] = "VNNI-512 + q8_0 blocks' f32 step",
     [SM_PEAK_VNNI512_ISTEP] = "VNNI-512 + an integer scale step",
+    [SM_PEAK_MADDUBS256_RUN] = "int8 vpmaddubsw+vpaddw runs, 256-bit",
 };
 
 const char *sm_kernels_peak_name(sm_peak p) {
@@ -70,6 +71,34 @@ __attribute__((target("avx2"))) static float maddubs256(size_t iters) {
     return (float)_mm256_extract_epi32(t, 0);
 }
 
+/*
+** maddubs256 as the vpmaddubsw flavour's packed products run it
+** (avx2_qgemm.c's int16 runs): 8 vpmaddubsw added up in int16 (vpaddw),
+** then widened once (vpmaddwd by ones, vpaddd). Half as many accumulators,
+** each with its int16 run beside it, so all stay in 16 registers (the runs'
+** sums depend on vpaddw alone, one cycle). Its rate counts the vpmaddubsw.
+*/
+__attribute__((target("avx2"))) static float maddubs256_run(size_t iters) {
+    enum { H = ACC / 2 };
+    __m256i a[H], h[H], u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < H; i++) a[i] = _mm256_set1_epi32(i);
+    for (size_t it = 0; it < iters; it++)
+        for (int run = 0; run < 2; run++) { /* 2 runs of 8 for H accumulators: 8 ACC vpmaddubsw */
+            for (int i = 0; i < H; i++) {
+                __asm__("" : "+x"(u));
+                h[i] = _mm256_maddubs_epi16(u, s);
+            }
+            for (int g = 1; g < 8; g++)
+                for (int i = 0; i < H; i++) {
+                    __asm__("" : "+x"(u));
+                    h[i] = _mm256_add_epi16(h[i], _mm256_maddubs_epi16(u, s));
+                }
+            for (int i = 0; i < H; i++) a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(h[i], ones));
+        }
+    __m256i t = a[0];
+    for (int i = 1; i < H; i++) t = _mm256_add_epi32(t, a[i]);
+    return (float)_mm256_extract_epi32(t, 0);
+}
 __attribute__((target("avx2,avxvnni"))) static float vnni256(size_t iters) {
     __m256i a[ACC], u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
     for (int i = 0; i < ACC; i++) a[i] = _mm256_set1_epi32(i);
@@ -153,6 +182,7 @@ static const struct {
     [SM_PEAK_MADDUBS256] = {maddubs256, 64}, [SM_PEAK_VNNI256] = {vnni256, 64},
     [SM_PEAK_VNNI512] = {vnni512, 128},  [SM_PEAK_BF16_512] = {bf16_512, 64},
     [SM_PEAK_VNNI512_BLOCK] = {vnni512_block, 8 * 128}, [SM_PEAK_VNNI512_ISTEP] = {vnni512_istep, 8 * 128},
+    [SM_PEAK_MADDUBS256_RUN] = {maddubs256_run, 8 * 64},
 };
 
 double sm_kernels_peak(sm_peak p, size_t iters, float *sink) {
