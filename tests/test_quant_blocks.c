@@ -135,7 +135,7 @@ void test_quant_blocks(void) {
 static void top_levels(unsigned char *q, sm_dtype dt, size_t nblk) {
     switch (dt) {
     case SM_DTYPE_Q8_0: SET_TOP(sm_block_q8_0, qs, 127); break;
-    case SM_DTYPE_Q4_0: SET_TOP(sm_block_q4_0, qs, 0xff); break;
+    case SM_DTYPE_Q4_0: case SM_DTYPE_IQ4_NL: SET_TOP(sm_block_q4_0, qs, 0xff); break; /* iq4_nl: q4_0's layout */
     case SM_DTYPE_Q4_1: SET_TOP(sm_block_q4_1, qs, 0xff); break;
     case SM_DTYPE_Q5_0: SET_TOP(sm_block_q5_0, qs, 0xff); SET_TOP(sm_block_q5_0, qh, 0xff); break;
     case SM_DTYPE_Q5_1: SET_TOP(sm_block_q5_1, qs, 0xff); SET_TOP(sm_block_q5_1, qh, 0xff); break;
@@ -148,9 +148,6 @@ static void top_levels(unsigned char *q, sm_dtype dt, size_t nblk) {
         SET_TOP(sm_block_q2_k, qs, 0xff);
         for (size_t b = 0; b < nblk; b++)
             for (int j = 0; j < SM_QK_K / 16; j++) ((sm_block_q2_k *)(void *)q)[b].scales[j] |= 15;
-        break;
-    case SM_DTYPE_IQ4_NL: /* q4_0's layout, its top nibble's level */
-        for (size_t b = 0; b < nblk; b++) memset(q + b * 18 + 2, 0xff, 16);
         break;
     default: break;
     }

@@ -117,6 +117,8 @@ static AI gvi g_dot16(gvi a16, gvi u, gvi s, bool fresh) {
     return fresh ? p : _mm256_add_epi16(a16, p);
 }
 static AI gvi g_widen(gvi a, gvi a16) { return _mm256_add_epi32(a, _mm256_madd_epi16(a16, _mm256_set1_epi16(1))); }
+/* groups a run may add for levels up to top: n 2 top 128 within int16 */
+#define RUN_GROUPS(top) (32767 / (256 * (top)))
 #endif
 
 enum {
@@ -209,7 +211,8 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
         } else
         {
             const uint8_t *pb = src.panel + b * gbs(mode == Q2);
-#if SM_QFLAVOUR == 0
+#if SM_QFLAVOUR == 0 /* int16 runs (g_dot16): this flavour's ZP type is q4_0, its MIN ones 4- or 5-bit */
+            const int run = mode == ZP ? RUN_GROUPS(15) : mode == MIN ? RUN_GROUPS(31) : RUN_GROUPS(63);
             gvi a16[GMR][NVMAX] = {{g_zero()}}; /* (all set by a run's first group) */
 #endif
             for (int g = 0; g < 8; g++) {
@@ -223,8 +226,7 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                     int32_t x4;
                     memcpy(&x4, xq + i * SM_QGEMM_KC + SM_QK * b + 4 * g, 4);
                     gvi xb = g_bcast(x4);
-#if SM_QFLAVOUR == 0 /* int16 runs (g_dot16): this flavour's ZP type is q4_0, its MIN ones 4- or 5-bit */
-                    const int run = mode == ZP ? 8 : mode == MIN ? 4 : 2;
+#if SM_QFLAVOUR == 0
                     for (int v = 0; v < nv; v++) {
                         a16[i][v] = g_dot16(a16[i][v], wv[v], xb, g % run == 0);
                         if (g % run == run - 1) ia[i][v] = g_widen(ia[i][v], a16[i][v]);

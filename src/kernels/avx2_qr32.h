@@ -197,9 +197,8 @@ static AI void r32_block(int nv, wsrc src, size_t b, size_t r, gvi (*ia)[NVMAX],
         }
         return;
     }
-#if SM_QFLAVOUR == 0 /* int16 runs (g_dot16) of 4 steps of 4-bit levels (8 groups), else 2 (q5_k: 4
-                        groups; q6_k: 2 of each half) */
-    const int run = src.lay == R5K || src.lay == R6K ? 2 : 4;
+#if SM_QFLAVOUR == 0 /* int16 runs (g_dot16), in steps: each adds two groups (q6_k: one to each half) */
+    const int run = src.lay == R6K ? RUN_GROUPS(63) : src.lay == R5K ? RUN_GROUPS(31) / 2 : RUN_GROUPS(15) / 2;
     gvi a16[GMR][NVMAX] = {{g_zero()}}, h16[GMR][NVMAX] = {{g_zero()}}; /* (all set by a run's first step) */
 #endif
     for (int q = 0; q < 4; q++) {

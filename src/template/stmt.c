@@ -42,6 +42,13 @@ static tpl_node **body(parser *p, const char *const *ends, size_t n_ends, size_t
                        int *which, const char *opener, uint32_t open_line);
 
 #define END_STMT(p) tpl_expect_kind(p, K_SCLOSE, "'%}'")
+/* An if's or a for's else branch (its keyword read): its body into n's second list, up to end. */
+static bool else_body(parser *p, tpl_node *n, const char *const *end, const char *kw, uint32_t line) {
+    int which;
+    if (!END_STMT(p)) return false;
+    n->list2 = body(p, end, 1, &n->n2, &which, kw, line);
+    return which >= 0;
+}
 
 /* A macro's parameters after its '(' up to ')': names (list) and their defaults (list2, N_NOP
    where there is none), n2 of each, in m. */
@@ -111,11 +118,7 @@ static tpl_node *statement(parser *p, ltok *kw) {
                 line = p->tok[p->i - 1].line;
                 continue;
             }
-            if (which == 1) {
-                if (!END_STMT(p)) return NULL;
-                n->list2 = body(p, endif, 1, &n->n2, &which, "if", line);
-                if (which < 0) return NULL;
-            }
+            if (which == 1 && !else_body(p, n, endif, "if", line)) return NULL;
             return END_STMT(p) ? first : NULL;
         }
     }
@@ -128,11 +131,7 @@ static tpl_node *statement(parser *p, ltok *kw) {
         if (!END_STMT(p)) return NULL;
         n->list = body(p, for_ends, 2, &n->n, &which, "for", line);
         if (which < 0) return NULL;
-        if (which == 0) {
-            if (!END_STMT(p)) return NULL;
-            n->list2 = body(p, endfor, 1, &n->n2, &which, "for", line);
-            if (which < 0) return NULL;
-        }
+        if (which == 0 && !else_body(p, n, endfor, "for", line)) return NULL;
         return END_STMT(p) ? n : NULL;
     }
     if (is_name(kw, "set")) {
