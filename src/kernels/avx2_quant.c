@@ -22,7 +22,8 @@
 ** 256-bit registers; AVX512-VNNI takes a k type's rows, and q4_1 / q5_0 /
 ** q5_1's, all at once, the two accumulators halves of one 512-bit
 ** register: krow_z, qrow_z); one token row
-** of a k type reads four rows side by side (krow4).
+** of a k type reads four rows side by side (krow4), and one of a 32-weight
+** block type as stored (qrow4).
 */
 #if defined(__x86_64__) || defined(__i386__)
 #include "avx2_quant.h"
@@ -504,6 +505,35 @@ static AI void krow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const
     for (size_t j = 0; j < 4; j++) out[j * q] = kacc_sum(acc[j]) + (bias ? bias[j * q] : 0.0f);
 }
 
+/*
+** One token row of a 32-weight-block type as stored (q8_0, q4_0, iq4_nl;
+** q4_1, q5_0, q5_1 but on AVX512-VNNI, whose qrow_z takes them): four weight rows q
+** apart, eight blocks of each in turn (qgroup, each row's own accumulators:
+** the sums and their order are qrow's), so four streams are read side by
+** side, each asking for its group's lines Q_AHEAD bytes on. On a 2-vCPU
+** Zen 1 (bench_gemv --kernels avx2 --types q8_0 2, share of the read probe)
+** q8_0, which the vpmaddubsw flavour leaves unrepacked, went from one stream's
+** 47-48% to 82-86% at K 768-3072 (47 -> 49-54% at K 288); q5_0 33-40% -> 41-43%.
+*/
+enum { Q_AHEAD = 2048 };
+static AI void qrow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const void *restrict row,
+                     size_t qb, size_t q, const float *restrict bias) {
+    const size_t nb = K / SM_QK, gb = sm_dtype_row_bytes(dt, 8 * SM_QK);
+    __m256 a0[4][1], a1[4][1];
+    for (size_t j = 0; j < 4; j++) a0[j][0] = a1[j][0] = _mm256_setzero_ps();
+    size_t b = 0;
+    for (; b + 8 <= nb; b += 8)
+        for (size_t j = 0; j < 4; j++) {
+            const char *rj = (const char *)row + j * qb, *p = rj + b / 8 * gb + Q_AHEAD;
+            for (size_t o = 0; o < gb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+            _mm_prefetch(p + gb - 1, _MM_HINT_T1);
+            qgroup(dt, 1, a0[j], a1[j], qx, K, rj, b, 8);
+        }
+    if (b < nb)
+        for (size_t j = 0; j < 4; j++) qgroup(dt, 1, a0[j], a1[j], qx, K, (const char *)row + j * qb, b, nb - b);
+    for (size_t j = 0; j < 4; j++) out[j * q] = hsum(_mm256_add_ps(a0[j][0], a1[j][0])) + (bias ? bias[j * q] : 0.0f);
+}
+
 /* qx from its token row i0 on. */
 static AI sm_qx qx_from(sm_qx qx, size_t i0, size_t K) {
     return (sm_qx){qx.q + i0 * K, qx.d + i0 * (K / SM_QK), qx.s + i0 * (K / 4), qx.xs + i0 * (K / SM_QK),
@@ -554,6 +584,15 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
         const size_t q = (n1 - n0) / 4;
         for (size_t n = n0; n < n0 + q; n++)
             krow4(dt, out + n, qx, K, sm_kernels_elem(w, dt, n * K), q * rb, q, bias ? bias + n : NULL);
+        n0 += 4 * q;
+    }
+    /* four streams, as the k types'; where row_dt takes a type elsewhere (AVX512-VNNI's qrow_z),
+       it keeps its one */
+    const bool z = SM_QFLAVOUR == 2 && (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1);
+    if (r == 1 && q32(dt) && dt != SM_DTYPE_IQ4_XS && !z) {
+        const size_t q = (n1 - n0) / 4;
+        for (size_t n = n0; n < n0 + q; n++)
+            qrow4(dt, out + n, qx, K, sm_kernels_elem(w, dt, n * K), q * rb, q, bias ? bias + n : NULL);
         n0 += 4 * q;
     }
     for (size_t n = n0; n < n1; n++) {
