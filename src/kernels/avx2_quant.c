@@ -489,6 +489,11 @@ enum { ROW_AHEAD = 4096 };
 ** the same (74-84%).
 */
 enum { K_AHEAD = 2048 };
+/* Every line of the n bytes at p into L2 (the last byte's too: a span can end in one more line). */
+static AI void ask_span(const char *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+    _mm_prefetch(p + n - 1, _MM_HINT_T1);
+}
 
 static AI void krow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const void *restrict row,
                      size_t qb, size_t q, const float *restrict bias) {
@@ -497,9 +502,8 @@ static AI void krow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const
     for (size_t j = 0; j < 4; j++) acc[j] = kacc_zero();
     for (size_t sb = 0; sb < K / SM_QK_K; sb++)
         for (size_t j = 0; j < 4; j++) {
-            const char *rj = (const char *)row + j * qb, *p = rj + sb * sbb + K_AHEAD;
-            for (size_t o = 0; o < sbb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1); /* every line it spans */
-            _mm_prefetch(p + sbb - 1, _MM_HINT_T1);
+            const char *rj = (const char *)row + j * qb;
+            ask_span(rj + sb * sbb + K_AHEAD, sbb);
             kacc_super(dt, &acc[j], qx, K, rj, sb);
         }
     for (size_t j = 0; j < 4; j++) out[j * q] = kacc_sum(acc[j]) + (bias ? bias[j * q] : 0.0f);
@@ -510,12 +514,11 @@ static AI void krow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const
 ** q4_1, q5_0, q5_1 but on AVX512-VNNI, whose qrow_z takes them): four weight rows q
 ** apart, eight blocks of each in turn (qgroup, each row's own accumulators:
 ** the sums and their order are qrow's), so four streams are read side by
-** side, each asking for its group's lines Q_AHEAD bytes on. On a 2-vCPU
+** side, each asking for its group's lines K_AHEAD bytes on. On a 2-vCPU
 ** Zen 1 (bench_gemv --kernels avx2 --types q8_0 2, share of the read probe)
 ** q8_0, which the vpmaddubsw flavour leaves unrepacked, went from one stream's
 ** 47-48% to 82-86% at K 768-3072 (47 -> 49-54% at K 288); q5_0 33-40% -> 41-43%.
 */
-enum { Q_AHEAD = 2048 };
 static AI void qrow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const void *restrict row,
                      size_t qb, size_t q, const float *restrict bias) {
     const size_t nb = K / SM_QK, gb = sm_dtype_row_bytes(dt, 8 * SM_QK);
@@ -524,14 +527,18 @@ static AI void qrow4(sm_dtype dt, float *restrict out, sm_qx qx, size_t K, const
     size_t b = 0;
     for (; b + 8 <= nb; b += 8)
         for (size_t j = 0; j < 4; j++) {
-            const char *rj = (const char *)row + j * qb, *p = rj + b / 8 * gb + Q_AHEAD;
-            for (size_t o = 0; o < gb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
-            _mm_prefetch(p + gb - 1, _MM_HINT_T1);
+            const char *rj = (const char *)row + j * qb;
+            ask_span(rj + b / 8 * gb + K_AHEAD, gb);
             qgroup(dt, 1, a0[j], a1[j], qx, K, rj, b, 8);
         }
     if (b < nb)
         for (size_t j = 0; j < 4; j++) qgroup(dt, 1, a0[j], a1[j], qx, K, (const char *)row + j * qb, b, nb - b);
     for (size_t j = 0; j < 4; j++) out[j * q] = hsum(_mm256_add_ps(a0[j][0], a1[j][0])) + (bias ? bias[j * q] : 0.0f);
+}
+
+/* The 32-weight block types row_dt hands to AVX512-VNNI's qrow_z (all token rows at once). */
+static AI bool zrow(sm_dtype dt) {
+    return SM_QFLAVOUR == 2 && (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1);
 }
 
 /* qx from its token row i0 on. */
@@ -553,7 +560,7 @@ static AI void row_dt(sm_dtype dt, size_t r, float *restrict out, size_t N, sm_q
         krow_z(dt, r, out, N, qx, K, row, b);
         return;
     }
-    if (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1) {
+    if (zrow(dt)) {
         qrow_z(dt, r, out, N, qx, K, row, b);
         return;
     }
@@ -580,20 +587,19 @@ static AI void gemv_dt(sm_dtype dt, float *restrict out, sm_qx qx, size_t r,
                        const void *restrict w, const float *restrict bias, size_t N, size_t K,
                        size_t n0, size_t n1) {
     const size_t rb = sm_dtype_row_bytes(dt, K);
-    if (r == 1 && !q32(dt) && !skt(dt)) { /* q4_k, q5_k, q6_k (q2_k, q3_k: no faster; slower with ssuper_z) */
-        const size_t q = (n1 - n0) / 4;
-        for (size_t n = n0; n < n0 + q; n++)
-            krow4(dt, out + n, qx, K, sm_kernels_elem(w, dt, n * K), q * rb, q, bias ? bias + n : NULL);
-        n0 += 4 * q;
-    }
-    /* four streams, as the k types'; where row_dt takes a type elsewhere (AVX512-VNNI's qrow_z),
-       it keeps its one */
-    const bool z = SM_QFLAVOUR == 2 && (dt == SM_DTYPE_Q4_1 || dt == SM_DTYPE_Q5_0 || dt == SM_DTYPE_Q5_1);
-    if (r == 1 && q32(dt) && dt != SM_DTYPE_IQ4_XS && !z) {
-        const size_t q = (n1 - n0) / 4;
-        for (size_t n = n0; n < n0 + q; n++)
-            qrow4(dt, out + n, qx, K, sm_kernels_elem(w, dt, n * K), q * rb, q, bias ? bias + n : NULL);
-        n0 += 4 * q;
+    /* one token row as four streams: q4_k, q5_k, q6_k (q2_k, q3_k: no faster; slower with ssuper_z)
+       and the 32-weight block types but iq4_xs and those qrow_z takes */
+    const bool q = q32(dt);
+    if (r == 1 && (q ? dt != SM_DTYPE_IQ4_XS && !zrow(dt) : !skt(dt))) {
+        const size_t qn = (n1 - n0) / 4;
+        for (size_t n = n0; n < n0 + qn; n++) {
+            const void *row = sm_kernels_elem(w, dt, n * K);
+            if (q)
+                qrow4(dt, out + n, qx, K, row, qn * rb, qn, bias ? bias + n : NULL);
+            else
+                krow4(dt, out + n, qx, K, row, qn * rb, qn, bias ? bias + n : NULL);
+        }
+        n0 += 4 * qn;
     }
     for (size_t n = n0; n < n1; n++) {
         const void *row = sm_kernels_elem(w, dt, n * K);
