@@ -197,10 +197,11 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                 if (r == 1) pf = a;
                 else ask_share(a, 0, 1);
 #else /* a slice on, a share of its lines by each of the group's passes (AHEAD_256); a whole
-         row's call (whole): all of them by its first pass, the others read them from L2 */
+         row's call (whole): all of them by its first pass, the next row group's by its second */
                 const ahead a = {(const char *)src.base + ob + r_off(src.lay, KB), lines};
                 if (!whole) ask_share(a, src.part, SM_R32 / (GV * (size_t)nv));
                 else if (src.part == 0) ask_share(a, 0, 1);
+                else if (src.next) ask_share((ahead){(const char *)src.base + r_off(src.lay, nbk + b), lines}, 0, 1);
 #endif
             }
             if (q6) /* the halves from their zero points */
@@ -737,9 +738,12 @@ void QGEMM_R32(float *restrict out, const float *restrict x, const void *restric
     const int nv = T == 1 ? ONE_NV : GNV;
     const size_t step = GV * (size_t)nv;
     if (T == 1 && ns > 1) { /* one row: every slice of a call's rows in one call */
-        for (size_t n = n0; n < n1; n += step)
-            tiles_of(mode, &q, r32_src(dt, w, n, K / SM_QK, 0, nv), out, N, 0, 1, n, K / SM_QK,
-                     bias ? bias + n : NULL, 1, n1 - n < step ? n1 - n : step, NULL, 0);
+        for (size_t n = n0; n < n1; n += step) {
+            wsrc src = r32_src(dt, w, n, K / SM_QK, 0, nv);
+            src.next = n + SM_R32 < n1; /* (AHEAD_256) a row group of this thread's follows */
+            tiles_of(mode, &q, src, out, N, 0, 1, n, K / SM_QK, bias ? bias + n : NULL, 1,
+                     n1 - n < step ? n1 - n : step, NULL, 0);
+        }
         return;
     }
     for (size_t g = n0; g < n1; g += SM_R32) /* a row group, slice after slice, each slice's rows in turn */

@@ -36,6 +36,7 @@ typedef struct {
     const uint8_t *lv[NVMAX], *hb[NVMAX], *sc[NVMAX], *dd[NVMAX];
     int nv;              /* vectors of rows: GNV, or (read in place) ONE_NV for a lone token row */
     bool ahead; /* read in place (r32_src), and the slice's first tile: ask for what follows */
+    bool next; /* (a lone row's whole call) a row group of the thread's follows this one (AHEAD_256) */
     const uint8_t *base; /* (read in place) the row group's slice: its first block */
     size_t part;         /* which nv GV rows of the row group's SM_R32 these are */
 } wsrc;
@@ -87,10 +88,15 @@ static AI void ask_share(ahead a, size_t s, size_t n) {
 ** So each pass asks for its share of every block's lines one slice on, the
 ** requests spread over the whole slice's time. A lone row's passes run each
 ** over the whole row group (micro's whole calls): the first asks for all of
-** a block's lines one slice on, the second reads them from L2 (asking for
-** the next row group's lines in the second instead moved q4_0, q8_0 by
-** +1-11 points of the read probe and q4_k by -1-3 on a Zen 5's AVX2 table:
-** not kept).
+** a block's lines one slice on, the second reads them from L2 and asks for
+** the next row group's block (wsrc.next). Without that second asking memory
+** idled through every second pass: on a 2-vCPU Zen 1 (AVX2 only; bench_gemv
+** --kernels avx2 2, K 768-3072, interleaved) q4_0 read 10.7-12.1 -> 13.7-15.3
+** GB/s, q6_k 8-12 -> 12.5-13.8, q4_k 11-12 -> 12-13; TinyLlama q4_0 decode
+** 19.7 -> 24.3 tokens/s (llama.cpp 14.4), q4_k_m 18.3 -> 19.4. Leaving the
+** first pass's asking to the thread's first row group (the second passes'
+** serving the rest) was no faster than the build before. (A Zen 5's AVX2
+** table, 2026-11: q4_0, q8_0 +1-11 points of the read probe, q4_k -1-3.)
 */
 
 /* GV rows' f16 at p, the one of block b's super-block (q4_k_r32's, q5_k_r32's or q6_k_r32's d,
