@@ -233,10 +233,16 @@ static void softmax(float *x, size_t n) {
 #define GQ SM_ATTN_QGROUP
 #define KB SM_ATTN_KBLOCK
 
+/* 8 floats at p, the lanes of m alone (zeros past them) unless full (a constant where inlined):
+   a masked load is many times a plain one's cost on some CPUs (Zen 1: the attention's time). */
+static inline __attribute__((always_inline)) __m256 load_part(const float *p, __m256i m, bool full) {
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
 /* s[i, c*8 + lane] = scale * q_i . key (j + c*8 + lane) of key block kb, 0 past nk
 ** keys; i < nq, c < nc. */
 static inline __attribute__((always_inline)) void
-score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
+score_tile(size_t nq, size_t nc, bool full, float *restrict s, const float *const *qr,
            const float *restrict kb, size_t hs, size_t j, size_t nk, __m256 vs) {
     __m256 a[4][4];
     __m256i m[4];
@@ -245,7 +251,7 @@ score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
         for (size_t c = 0; c < nc; c++) a[i][c] = _mm256_setzero_ps();
     for (size_t d = 0; d < hs; d++) {
         __m256 kv[4];
-        for (size_t c = 0; c < nc; c++) kv[c] = _mm256_maskload_ps(kb + d * KB + j + c * 8, m[c]);
+        for (size_t c = 0; c < nc; c++) kv[c] = load_part(kb + d * KB + j + c * 8, m[c], full);
         for (size_t i = 0; i < nq; i++) {
             __m256 qv = _mm256_broadcast_ss(qr[i] + d);
             for (size_t c = 0; c < nc; c++) a[i][c] = _mm256_fmadd_ps(qv, kv[c], a[i][c]);
@@ -261,7 +267,7 @@ score_tile(size_t nq, size_t nc, float *restrict s, const float *const *qr,
 ** for i < nq; the keys are summed in np interleaved partial sums.
 */
 static inline __attribute__((always_inline)) void
-pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restrict p,
+pv_tile(size_t nq, size_t np, bool full, float *restrict acc, size_t as, const float *restrict p,
         const float *corr, const float *restrict v, size_t hs, size_t nk, size_t d0) {
     __m256i m0 = tail_mask(hs - d0), m1 = tail_mask(hs - d0 > 8 ? hs - d0 - 8 : 0);
     __m256 a[4][4][2];
@@ -275,7 +281,7 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
     for (; j + np <= nk; j += np)
         for (size_t r = 0; r < np; r++) {
             const float *vr = v + (j + r) * hs + d0;
-            __m256 v0 = _mm256_maskload_ps(vr, m0), v1 = _mm256_maskload_ps(vr + 8, m1);
+            __m256 v0 = load_part(vr, m0, full), v1 = load_part(vr + 8, m1, full);
             for (size_t i = 0; i < nq; i++) {
                 __m256 pv = _mm256_broadcast_ss(p + i * KB + j + r);
                 a[r][i][0] = _mm256_fmadd_ps(pv, v0, a[r][i][0]);
@@ -284,7 +290,7 @@ pv_tile(size_t nq, size_t np, float *restrict acc, size_t as, const float *restr
         }
     for (; j < nk; j++) {
         const float *vr = v + j * hs + d0;
-        __m256 v0 = _mm256_maskload_ps(vr, m0), v1 = _mm256_maskload_ps(vr + 8, m1);
+        __m256 v0 = load_part(vr, m0, full), v1 = load_part(vr + 8, m1, full);
         for (size_t i = 0; i < nq; i++) {
             __m256 pv = _mm256_broadcast_ss(p + i * KB + j);
             a[0][i][0] = _mm256_fmadd_ps(pv, v0, a[0][i][0]);
@@ -305,20 +311,29 @@ static void attn_scores(float *restrict p, const float *const *qr, size_t nq,
                         const float *restrict kb, size_t hs, size_t nk, float scale) {
     const __m256 vs = _mm256_set1_ps(scale);
     for (size_t j = 0; j < nk; j += nq == 1 ? 32 : 16) {
-        if (nq == 1)
-            score_tile(1, 4, p + j, qr, kb, hs, j, nk - j, vs);
+        if (nq == 1 && nk - j >= 32)
+            score_tile(1, 4, true, p + j, qr, kb, hs, j, nk - j, vs);
+        else if (nq == 1)
+            score_tile(1, 4, false, p + j, qr, kb, hs, j, nk - j, vs);
+        else if (nk - j >= 16)
+            score_tile(4, 2, true, p + j, qr, kb, hs, j, nk - j, vs);
         else
-            score_tile(4, 2, p + j, qr, kb, hs, j, nk - j, vs);
+            score_tile(4, 2, false, p + j, qr, kb, hs, j, nk - j, vs);
     }
 }
 
 static void attn_pv(float *restrict acc, size_t as, const float *restrict p, const float *corr,
                     const float *restrict v, size_t nq, size_t hs, size_t nk) {
     for (size_t d0 = 0; d0 < hs; d0 += 16) {
-        if (nq == 1)
-            pv_tile(1, 4, acc, as, p, corr, v, hs, nk, d0);
+        const bool full = hs - d0 >= 16;
+        if (nq == 1 && full)
+            pv_tile(1, 4, true, acc, as, p, corr, v, hs, nk, d0);
+        else if (nq == 1)
+            pv_tile(1, 4, false, acc, as, p, corr, v, hs, nk, d0);
+        else if (full)
+            pv_tile(4, 1, true, acc, as, p, corr, v, hs, nk, d0);
         else
-            pv_tile(4, 1, acc, as, p, corr, v, hs, nk, d0);
+            pv_tile(4, 1, false, acc, as, p, corr, v, hs, nk, d0);
     }
 }
 
