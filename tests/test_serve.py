@@ -538,12 +538,15 @@ def hostile(sm, model, s):
 
 
 def long_model(tmp):
-    """A random model with a context of 32768 tokens: a request for all of them runs for seconds, so it is
-    still running when the test looks (the default model's 256 tokens can end before the next request)."""
+    """A random model with a context of 32768 tokens and the byte tokenizer (no end-of-text token): a request
+    for all of them runs on for a minute or more (4 layers of 64: its attention alone is 2.7e11 multiply-adds),
+    so it is still running when the test looks, however fast the attention (1 layer of 32 ran out in a few
+    seconds once the AVX2 attention lost its masked loads). The default model's 256 tokens can end before
+    the next request."""
     out = os.path.join(tmp, "long")
     if not os.path.exists(out):
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sm_random_model.py"), "--out", out, "--arch",
-                        "llama", "--layers", "1", "--heads", "2", "--embd", "32", "--ff", "64", "--ctx", "32768",
+                        "llama", "--layers", "4", "--heads", "2", "--embd", "64", "--ff", "128", "--ctx", "32768",
                         "--vocab", "256"], check=True, stdout=subprocess.DEVNULL)
     return out
 
