@@ -197,11 +197,12 @@ static AI void micro(int mode, int nv, size_t r, float *restrict out, size_t N, 
                 if (r == 1) pf = a;
                 else ask_share(a, 0, 1);
 #else /* a slice on, a share of its lines by each of the group's passes (AHEAD_256); a whole
-         row's call (whole): all of them by its first pass, the next row group's by its second */
-                const ahead a = {(const char *)src.base + ob + r_off(src.lay, KB), lines};
+         row's call (whole): all of them by its first pass, the next row group's (nbk blocks
+         on: whole super-blocks) by its second */
+                const bool second = whole && src.part;
+                const ahead a = {(const char *)src.base + ob + r_off(src.lay, second ? nbk : KB), lines};
                 if (!whole) ask_share(a, src.part, SM_R32 / (GV * (size_t)nv));
-                else if (src.part == 0) ask_share(a, 0, 1);
-                else if (src.next) ask_share((ahead){(const char *)src.base + r_off(src.lay, nbk + b), lines}, 0, 1);
+                else if (!second || src.next) ask_share(a, 0, 1);
 #endif
             }
             if (q6) /* the halves from their zero points */
